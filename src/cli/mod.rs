@@ -1,0 +1,75 @@
+//! Command-line interface: argument parsing (clap), one file per subcommand, exit codes.
+//!
+//! Exit codes: 0 success; 1 a runtime failure; 2 bad input (config or policy, with
+//! file:line:col and the fix, or a refused launch). stdout belongs to MCP in `run` and `serve`:
+//! logs always go to stderr.
+
+mod check;
+mod explain;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::diagnostic::SourceError;
+
+/// Exit code for bad input: a config or policy error, or a refused launch.
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code for a runtime failure.
+pub const EXIT_FAILURE: u8 = 1;
+
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, about = "Run MCP servers you did not write: sandboxed, gated, audited.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Check(check::CheckArgs),
+    Explain(explain::ExplainArgs),
+}
+
+/// An error the CLI reports: bad input (exit 2) or a failure (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    BadInput(#[from] SourceError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0:#}")]
+    Failure(#[from] anyhow::Error),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::BadInput(_) | CliError::Refused(_) => EXIT_BAD_INPUT,
+            CliError::Failure(_) => EXIT_FAILURE,
+        }
+    }
+}
+
+/// Logs go to stderr, always: stdout is the MCP channel in `run` and `serve`.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Explain(args) => explain::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("airlock: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}

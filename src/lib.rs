@@ -1,0 +1,13 @@
+//! airlock: run MCP servers you did not write, confined, gated and audited.
+//!
+//! The crate is organised by concern (see `../shared/DESIGN.md`):
+//! - [`config`]: server declarations (`airlock.toml`, `mcpServers` JSON), interpolation, masking.
+//! - [`policy`]: policy files, layering, locks, and the pure `decide`.
+//! - [`diagnostic`]: errors that point at a file, line and column, with the fix.
+//!
+//! Everything that decides is pure and unit-tested; everything that touches the OS is thin and
+//! proven by the end-to-end tests under `tests/`.
+
+pub mod config;
+pub mod diagnostic;
+pub mod policy;

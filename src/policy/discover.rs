@@ -1,0 +1,125 @@
+//! Finding the policy layers on disk.
+//!
+//! - org: `$AIRLOCK_ORG_POLICY_DIR` (default `/etc/airlock`): `policy.toml`, then
+//!   `policy.d/*.toml` in name order.
+//! - user: `--policy FILE|PRESET`, else `$XDG_CONFIG_HOME/airlock/policy.toml` (default
+//!   `~/.config/airlock/policy.toml`).
+//! - project: the nearest `.airlock/policy.toml` from the working directory upwards. It may only
+//!   narrow, so looking upwards can never loosen anything.
+//!
+//! Missing files are simply absent layers; unreadable ones are errors (a policy that cannot be
+//! read must never be silently skipped).
+
+use std::path::{Path, PathBuf};
+
+use super::{Layer, LayerSource, presets};
+use crate::diagnostic::SourceError;
+
+/// The environment the discovery depends on, passed in so tests control it.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoveryInputs {
+    pub org_dir: Option<PathBuf>,
+    pub xdg_config_home: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    pub cwd: Option<PathBuf>,
+    /// `--policy`: a file path or a preset name.
+    pub user_override: Option<String>,
+}
+
+impl DiscoveryInputs {
+    /// Reads the real process environment.
+    pub fn from_env(user_override: Option<String>) -> Self {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        DiscoveryInputs {
+            org_dir: var("AIRLOCK_ORG_POLICY_DIR"),
+            xdg_config_home: var("XDG_CONFIG_HOME"),
+            home: var("HOME"),
+            cwd: std::env::current_dir().ok(),
+            user_override,
+        }
+    }
+
+    pub fn org_dir(&self) -> PathBuf {
+        self.org_dir.clone().unwrap_or_else(|| PathBuf::from("/etc/airlock"))
+    }
+
+    pub fn user_policy_path(&self) -> Option<PathBuf> {
+        let base = self.xdg_config_home.clone().or_else(|| self.home.as_ref().map(|h| h.join(".config")))?;
+        Some(base.join("airlock").join("policy.toml"))
+    }
+
+    /// airlock's own configuration directory (policies, config): never granted to a server.
+    pub fn config_dir(&self) -> Option<PathBuf> {
+        self.user_policy_path().and_then(|p| p.parent().map(Path::to_path_buf))
+    }
+}
+
+fn read_if_present(layer: Layer, path: &Path) -> Result<Option<LayerSource>, SourceError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(LayerSource { layer, path: path.to_path_buf(), text })),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(SourceError::new(path, None, format!("cannot read policy: {err}"))
+            .with_fix("make the file readable by this user, or remove it")),
+    }
+}
+
+fn read_required(layer: Layer, path: &Path) -> Result<LayerSource, SourceError> {
+    read_if_present(layer, path)?.ok_or_else(|| {
+        SourceError::new(path, None, "policy file not found").with_fix(format!(
+            "pass an existing file, or a preset name: {}",
+            presets::names().collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
+/// Reads every policy layer that exists, highest authority first.
+pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceError> {
+    let mut sources = Vec::new();
+    let org_dir = inputs.org_dir();
+    if let Some(source) = read_if_present(Layer::Org, &org_dir.join("policy.toml"))? {
+        sources.push(source);
+    }
+    let drop_in = org_dir.join("policy.d");
+    match std::fs::read_dir(&drop_in) {
+        Ok(entries) => {
+            let mut paths: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+                .collect();
+            paths.sort();
+            for path in paths {
+                sources.push(read_required(Layer::Org, &path)?);
+            }
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => {
+            return Err(SourceError::new(&drop_in, None, format!("cannot list org policies: {err}")));
+        }
+    }
+
+    match &inputs.user_override {
+        Some(name) if !name.contains('/') && presets::named(name).is_some() => {
+            let text = presets::named(name).unwrap_or_default().to_string();
+            sources.push(LayerSource { layer: Layer::User, path: PathBuf::from(format!("builtin:{name}.toml")), text });
+        }
+        Some(path) => sources.push(read_required(Layer::User, Path::new(path))?),
+        None => {
+            if let Some(path) = inputs.user_policy_path()
+                && let Some(source) = read_if_present(Layer::User, &path)?
+            {
+                sources.push(source);
+            }
+        }
+    }
+
+    if let Some(cwd) = &inputs.cwd {
+        for dir in cwd.ancestors() {
+            if let Some(source) = read_if_present(Layer::Project, &dir.join(".airlock").join("policy.toml"))? {
+                sources.push(source);
+                break;
+            }
+        }
+    }
+    Ok(sources)
+}

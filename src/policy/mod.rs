@@ -1,0 +1,296 @@
+//! The policy engine: policy files, layering (org > user > config > project), org locks,
+//! tool-pattern compilation and the pure [`Policy::decide`].
+//!
+//! Reading order for a newcomer: [`file`] is the on-disk shape, [`merge`] turns layers into one
+//! [`Policy`] (and refuses widening where it is not allowed), [`rules`] compiles tool patterns into
+//! an index, and [`Policy::decide`] answers a [`Call`].
+
+pub mod discover;
+pub mod file;
+pub mod merge;
+pub mod path;
+pub mod pattern;
+pub mod presets;
+pub mod rules;
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use merge::{LayerSource, ServerOverride, load};
+pub use rules::ToolRules;
+
+/// What happens to a tool call.
+///
+/// Ordered by strictness: `Allow < Ask < Deny`, so "the stricter of two" is `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        })
+    }
+}
+
+/// Where a policy layer comes from. Ordered by authority, highest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layer {
+    /// `/etc/airlock/policy.toml` and `policy.d/*.toml`: may lock sections.
+    Org,
+    /// `$XDG_CONFIG_HOME/airlock/policy.toml` or `--policy`.
+    User,
+    /// Per-server `sandbox` / `tools` blocks in the server config the user points airlock at.
+    Config,
+    /// `.airlock/policy.toml` found from the working directory up: untrusted, may only narrow.
+    Project,
+    /// `policies/default.toml`, compiled in: used for every key no other layer sets.
+    Builtin,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Org => "org",
+            Layer::User => "user",
+            Layer::Config => "config",
+            Layer::Project => "project",
+            Layer::Builtin => "builtin",
+        })
+    }
+}
+
+/// Where a value of the merged policy was written: layer, file and line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    pub layer: Layer,
+    pub file: PathBuf,
+    pub line: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.layer, self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A value of the merged policy together with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+/// Network reach of a sandboxed server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    None,
+    /// TCP connect to these ports only; no listening, no UDP.
+    TcpConnect(Vec<u16>),
+    Host,
+}
+
+impl Network {
+    /// True when `self` lets the server reach something `other` does not.
+    pub fn is_wider_than(&self, other: &Network) -> bool {
+        match (self, other) {
+            (_, Network::Host) | (Network::None, _) => false,
+            (Network::Host, _) => true,
+            (Network::TcpConnect(mine), Network::None) => !mine.is_empty(),
+            (Network::TcpConnect(mine), Network::TcpConnect(theirs)) => {
+                mine.iter().any(|port| !theirs.contains(port))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Network::None => f.write_str("none"),
+            Network::Host => f.write_str("host"),
+            Network::TcpConnect(ports) => {
+                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+                write!(f, "tcp connect to ports [{}]", ports.join(", "))
+            }
+        }
+    }
+}
+
+/// Which user the sandboxed server runs as when airlock itself runs as root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunAs {
+    /// uid/gid 65534: owns nothing.
+    Nobody,
+    Uid(u32),
+    Root,
+}
+
+impl fmt::Display for RunAs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunAs::Nobody => f.write_str("nobody (65534)"),
+            RunAs::Uid(uid) => write!(f, "uid {uid}"),
+            RunAs::Root => f.write_str("root"),
+        }
+    }
+}
+
+/// A kernel feature a policy insists on (`require = ["landlock>=6"]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feature {
+    Landlock,
+    Seccomp,
+    UserNamespaces,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Requirement {
+    pub feature: Feature,
+    /// Minimum ABI version (landlock only).
+    pub min_version: Option<u32>,
+    pub text: String,
+}
+
+/// Resource limits for each sandboxed server (applied as rlimits in the confine helper).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub processes: Sourced<u64>,
+    pub memory_mb: Sourced<u64>,
+    pub open_files: Sourced<u64>,
+    pub file_size_mb: Sourced<u64>,
+    pub cpu_seconds: Option<Sourced<u64>>,
+}
+
+/// What the sandbox must enforce for a server, after merging every layer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxPolicy {
+    pub network: Sourced<Network>,
+    /// Path templates (`~`, `${env:NAME}` not yet expanded) granted read+execute.
+    pub read: Vec<Sourced<String>>,
+    /// Path templates granted read+write.
+    pub write: Vec<Sourced<String>>,
+    /// Environment variable names (or `PREFIX_*` globs) passed through from airlock's environment.
+    pub env: Vec<Sourced<String>>,
+    pub run_as: Sourced<RunAs>,
+    pub require: Vec<Sourced<Requirement>>,
+    /// Seconds between SIGTERM and SIGKILL in the kill sequence.
+    pub kill_timeout: Sourced<u64>,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LaunchPolicy {
+    /// Command basenames or absolute paths that may be launched without `trust = true`.
+    pub allow_commands: Vec<Sourced<String>>,
+    /// Whether a server may opt out of the allowlist with `trust = true`.
+    pub allow_trust: Sourced<bool>,
+}
+
+impl LaunchPolicy {
+    /// True when `resolved` (an absolute path) or its basename is on the allowlist.
+    pub fn allows_command(&self, resolved: &std::path::Path) -> bool {
+        let basename = resolved.file_name().and_then(|name| name.to_str());
+        self.allow_commands.iter().any(|entry| {
+            let allowed = entry.value.as_str();
+            if allowed.starts_with('/') {
+                std::path::Path::new(allowed) == resolved
+            } else {
+                basename == Some(allowed)
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditPolicy {
+    /// Audit log file (template; `None` = the default under `$XDG_STATE_HOME/airlock/`).
+    pub path: Option<Sourced<String>>,
+    /// Extra regexes whose matches are redacted from logged arguments.
+    pub redact: Vec<Sourced<String>>,
+}
+
+/// One tool call as the gate sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub arguments: Option<&'a serde_json::Value>,
+}
+
+/// The answer for one call: what to do, which rule said so, and from which layer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub action: Action,
+    /// Human-readable rule, e.g. `tools.deny "mcp:fs__write_*"` or `tools.default`.
+    pub rule: String,
+    pub layer: Layer,
+    /// `file:line` of the rule.
+    pub source: String,
+}
+
+/// The merged, compiled policy. Built once by [`load`]; [`Policy::decide`] is pure.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub launch: LaunchPolicy,
+    pub tools: ToolRules,
+    pub sandbox: SandboxPolicy,
+    /// Sandbox per configured server (global sandbox plus that server's config block).
+    pub server_sandbox: std::collections::BTreeMap<String, SandboxPolicy>,
+    pub audit: AuditPolicy,
+    /// The files that were merged, highest authority first.
+    pub sources: Vec<(Layer, PathBuf)>,
+    /// SHA-256 over the merged files' contents, for the audit log.
+    pub digest: String,
+}
+
+impl Policy {
+    /// Decides one call. Pure: same policy and call, same decision.
+    pub fn decide(&self, call: &Call<'_>) -> Decision {
+        self.tools.decide(call)
+    }
+
+    /// The sandbox for `server`: its own merged block if the config declared one, else the global.
+    pub fn sandbox_for(&self, server: &str) -> &SandboxPolicy {
+        self.server_sandbox.get(server).unwrap_or(&self.sandbox)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_widening_is_about_reach() {
+        let ports = |p: &[u16]| Network::TcpConnect(p.to_vec());
+        assert!(Network::Host.is_wider_than(&Network::None));
+        assert!(ports(&[443]).is_wider_than(&Network::None));
+        assert!(!ports(&[]).is_wider_than(&Network::None));
+        assert!(ports(&[443, 80]).is_wider_than(&ports(&[443])));
+        assert!(!ports(&[443]).is_wider_than(&ports(&[443, 80])));
+        assert!(!Network::None.is_wider_than(&ports(&[443])));
+        assert!(!ports(&[1]).is_wider_than(&Network::Host));
+    }
+
+    #[test]
+    fn actions_order_by_strictness() {
+        assert!(Action::Deny > Action::Ask && Action::Ask > Action::Allow);
+    }
+}
