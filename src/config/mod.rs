@@ -1,0 +1,392 @@
+//! Server declarations: `airlock.toml` (`[servers.NAME]`), and the `{"mcpServers": ...}` JSON of
+//! Claude Desktop, Claude Code and Cursor or VS Code's `{"servers": ...}`, detected by content.
+//!
+//! Loading is all or nothing: a file either yields a fully validated [`Config`] or one
+//! [`SourceError`] with file:line:col and the fix. Interpolation (`${env:NAME}`) happens at load,
+//! values that may be secret are flagged so every human-facing output can mask them.
+
+pub mod command;
+pub mod interpolate;
+mod json_file;
+pub mod secret;
+mod toml_file;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use crate::diagnostic::{LineCol, SourceError};
+use crate::policy::ServerOverride;
+use crate::policy::file::{SandboxSection, ToolsSection};
+
+pub use command::{ResolveError, resolve_command};
+
+/// How airlock reaches a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+    /// Legacy HTTP+SSE.
+    Sse,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+            Transport::Sse => "sse",
+        })
+    }
+}
+
+/// An `env` or `headers` value after interpolation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValue {
+    pub value: String,
+    /// Shown masked in human output and never logged: its key looks secret, it came from the
+    /// environment, or it looks like a credential.
+    pub secret: bool,
+}
+
+impl ConfigValue {
+    /// The value as it may be shown to a human.
+    pub fn display(&self) -> String {
+        if self.secret { secret::mask(&self.value) } else { self.value.clone() }
+    }
+}
+
+/// When a gateway starts a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMode {
+    /// On the first request that needs it.
+    Lazy,
+    /// As soon as the gateway starts.
+    Eager,
+}
+
+/// Timeout bounds, in seconds: (min, default, max).
+pub const STARTUP_TIMEOUT: (u64, u64, u64) = (1, 30, 600);
+pub const TOOL_TIMEOUT: (u64, u64, u64) = (1, 180, 600);
+/// `idle_timeout = 0` means never stop an idle server.
+pub const IDLE_TIMEOUT: (u64, u64, u64) = (0, 300, 86_400);
+
+/// One validated server declaration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, ConfigValue>,
+    pub cwd: Option<PathBuf>,
+    pub url: Option<String>,
+    pub headers: BTreeMap<String, ConfigValue>,
+    pub trust: bool,
+    pub startup_timeout: Duration,
+    pub tool_timeout: Duration,
+    /// `None`: never stopped for idleness.
+    pub idle_timeout: Option<Duration>,
+    pub enabled: bool,
+    pub start: StartMode,
+    /// Per-server policy blocks (TOML only), merged as the config layer.
+    pub sandbox: Option<Spanned<SandboxSection>>,
+    pub tools: Option<Spanned<ToolsSection>>,
+    /// Where the declaration starts, for later errors about this server.
+    pub position: Option<LineCol>,
+}
+
+/// Which format a config file was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFormat {
+    AirlockToml,
+    /// `{"mcpServers": {...}}`: Claude Desktop, Claude Code, Cursor.
+    McpServersJson,
+    /// `{"servers": {...}}`: VS Code.
+    VsCodeJson,
+}
+
+/// A loaded server config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub path: PathBuf,
+    pub text: String,
+    pub format: ConfigFormat,
+    pub servers: Vec<ServerConfig>,
+    /// Between server and tool in namespaced names (`server__tool`).
+    pub separator: String,
+    /// Non-fatal findings (unset variables, ignored host-specific keys), for stderr.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|server| server.name == name)
+    }
+
+    /// The per-server `sandbox`/`tools` blocks, as the policy's config layer.
+    pub fn policy_overrides(&self) -> Vec<ServerOverride<'_>> {
+        self.servers
+            .iter()
+            .map(|server| ServerOverride {
+                server: &server.name,
+                path: &self.path,
+                text: &self.text,
+                tools: server.tools.as_ref(),
+                sandbox: server.sandbox.as_ref(),
+            })
+            .collect()
+    }
+}
+
+/// Reads and validates a config file, detecting its format by content.
+pub fn load_file(path: &Path) -> Result<Config, SourceError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| SourceError::new(path, None, format!("cannot read config: {err}")).with_fix("check the path given to --config"))?;
+    parse(path, text, &|name| std::env::var(name).ok())
+}
+
+/// Parses config text; `lookup` resolves `${env:NAME}`.
+pub fn parse(path: &Path, text: String, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Config, SourceError> {
+    let looks_like_json = text.trim_start().starts_with('{');
+    let (format, servers, separator, warnings) = if looks_like_json {
+        json_file::parse(path, &text, lookup)?
+    } else {
+        toml_file::parse(path, &text, lookup)?
+    };
+    Ok(Config { path: path.to_path_buf(), text, format, servers, separator, warnings })
+}
+
+/// Checks a server name: 1–64 of `[A-Za-z0-9_.-]`, and never the namespace separator.
+pub fn check_server_name(name: &str, separator: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!("server name {name:?} must be 1 to 64 characters long"));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
+        return Err(format!("server name {name:?} contains {bad:?}; use only letters, digits, `_`, `.` and `-`"));
+    }
+    if name.contains("__") || name.contains(separator) {
+        return Err(format!(
+            "server name {name:?} contains {:?}, which separates server from tool in namespaced names",
+            if name.contains("__") { "__" } else { separator }
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the namespace separator: 1–4 of `_ - .`.
+pub fn check_separator(separator: &str) -> Result<(), String> {
+    let valid = !separator.is_empty() && separator.len() <= 4 && separator.chars().all(|c| matches!(c, '_' | '-' | '.'));
+    if valid { Ok(()) } else { Err(format!("separator {separator:?} must be 1 to 4 of `_`, `-`, `.`")) }
+}
+
+/// A field value with where it was written (if known), shared by both file formats.
+#[derive(Debug, Clone)]
+pub(crate) struct Located<T> {
+    pub value: T,
+    pub at: Option<LineCol>,
+}
+
+/// A server declaration as read, before validation: the common ground of both formats.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawServer {
+    pub name: String,
+    pub at: Option<LineCol>,
+    pub transport: Option<Located<String>>,
+    pub command: Option<Located<String>>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub env_at: Option<LineCol>,
+    pub cwd: Option<Located<String>>,
+    pub url: Option<Located<String>>,
+    pub headers: BTreeMap<String, String>,
+    pub headers_at: Option<LineCol>,
+    pub trust: bool,
+    pub startup_timeout: Option<Located<i64>>,
+    pub tool_timeout: Option<Located<i64>>,
+    pub idle_timeout: Option<Located<i64>>,
+    pub enabled: bool,
+    pub start: Option<Located<String>>,
+    pub sandbox: Option<Spanned<SandboxSection>>,
+    pub tools: Option<Spanned<ToolsSection>>,
+}
+
+/// Validation shared by both formats.
+pub(crate) struct Validator<'a> {
+    pub path: &'a Path,
+    pub separator: &'a str,
+    pub strict_env: bool,
+    pub lookup: &'a dyn Fn(&str) -> Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Validator<'_> {
+    fn error(&self, at: Option<LineCol>, message: impl Into<String>) -> SourceError {
+        SourceError::new(self.path, at, message)
+    }
+
+    fn timeout(&self, server: &str, key: &str, value: &Option<Located<i64>>, (min, default, max): (u64, u64, u64)) -> Result<u64, SourceError> {
+        let Some(value) = value else { return Ok(default) };
+        u64::try_from(value.value).ok().filter(|v| (min..=max).contains(v)).ok_or_else(|| {
+            self.error(value.at, format!("server {server:?}: `{key}` = {} is out of range", value.value))
+                .with_fix(format!("use whole seconds from {min} to {max} (default {default})"))
+        })
+    }
+
+    fn expand(&mut self, server: &str, key: &str, template: &str, at: Option<LineCol>) -> Result<(String, bool), SourceError> {
+        let expanded = interpolate::expand(template, self.lookup).map_err(|err| {
+            self.error(at, format!("server {server:?}: `{key}`: {err}")).with_fix("write references as ${env:NAME}; use $${ for a literal ${")
+        })?;
+        for name in &expanded.unset {
+            if self.strict_env {
+                return Err(self
+                    .error(at, format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set"))
+                    .with_fix(format!("export {name} before starting airlock, or set strict_env = false")));
+            }
+            self.warnings.push(format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set; it expands to \"\""));
+        }
+        Ok((expanded.value, expanded.interpolated))
+    }
+
+    fn expand_map(&mut self, server: &str, key: &str, map: &BTreeMap<String, String>, at: Option<LineCol>) -> Result<BTreeMap<String, ConfigValue>, SourceError> {
+        let mut out = BTreeMap::new();
+        for (name, template) in map {
+            let (value, interpolated) = self.expand(server, &format!("{key}.{name}"), template, at)?;
+            let secret = interpolated || secret::key_looks_secret(name) || secret::value_looks_secret(&value);
+            out.insert(name.clone(), ConfigValue { value, secret });
+        }
+        Ok(out)
+    }
+
+    pub fn validate(&mut self, raw: RawServer) -> Result<ServerConfig, SourceError> {
+        let name = raw.name.clone();
+        check_server_name(&name, self.separator)
+            .map_err(|message| self.error(raw.at, message).with_fix("rename the server, e.g. \"my-server\""))?;
+
+        let transport = match &raw.transport {
+            None => match (&raw.command, &raw.url) {
+                (Some(_), Some(url)) => {
+                    return Err(self
+                        .error(url.at, format!("server {name:?} mixes transports: it has both `command` and `url`"))
+                        .with_fix("keep `command` for a local stdio server, or `url` for a remote one"));
+                }
+                (Some(_), None) => Transport::Stdio,
+                (None, Some(_)) => Transport::Http,
+                (None, None) => {
+                    return Err(self
+                        .error(raw.at, format!("server {name:?} has neither `command` nor `url`"))
+                        .with_fix("add `command = \"npx\"` (with `args`) for a stdio server, or `url = \"https://...\"` for a remote one"));
+                }
+            },
+            Some(declared) => match declared.value.as_str() {
+                "stdio" => Transport::Stdio,
+                "http" | "streamable-http" | "streamableHttp" => Transport::Http,
+                "sse" => Transport::Sse,
+                other => {
+                    return Err(self
+                        .error(declared.at, format!("server {name:?}: unknown transport {other:?}"))
+                        .with_fix("use \"stdio\", \"http\" or \"sse\""));
+                }
+            },
+        };
+
+        match transport {
+            Transport::Stdio => {
+                if let Some(url) = &raw.url {
+                    return Err(self
+                        .error(url.at, format!("server {name:?} mixes transports: a stdio server cannot have `url`"))
+                        .with_fix("remove `url`, or set transport = \"http\" and remove `command`"));
+                }
+                if raw.command.as_ref().is_none_or(|c| c.value.trim().is_empty()) {
+                    return Err(self
+                        .error(raw.command.as_ref().and_then(|c| c.at).or(raw.at), format!("server {name:?} is a stdio server without a `command`"))
+                        .with_fix("add `command = \"npx\"` and its `args`"));
+                }
+                if !raw.headers.is_empty() {
+                    return Err(self
+                        .error(raw.headers_at.or(raw.at), format!("server {name:?}: `headers` apply to http/sse servers only"))
+                        .with_fix("pass credentials to a stdio server through `env`"));
+                }
+            }
+            Transport::Http | Transport::Sse => {
+                if let Some(command) = &raw.command {
+                    return Err(self
+                        .error(command.at, format!("server {name:?} mixes transports: a {transport} server cannot have `command`"))
+                        .with_fix("remove `command`/`args`, or set transport = \"stdio\" and remove `url`"));
+                }
+                let Some(url) = &raw.url else {
+                    return Err(self
+                        .error(raw.at, format!("server {name:?} is a {transport} server without a `url`"))
+                        .with_fix("add `url = \"https://...\"`"));
+                };
+                if !(url.value.starts_with("https://") || url.value.starts_with("http://")) {
+                    return Err(self
+                        .error(url.at, format!("server {name:?}: `url` {:?} is not an http(s) URL", url.value))
+                        .with_fix("write the full endpoint, e.g. \"https://example.com/mcp\""));
+                }
+                if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() || raw.sandbox.is_some() {
+                    return Err(self
+                        .error(raw.env_at.or(raw.at), format!("server {name:?}: `args`, `env`, `cwd` and `sandbox` apply to stdio servers only"))
+                        .with_fix("remove them; remote servers take `headers`"));
+                }
+            }
+        }
+
+        let startup = self.timeout(&name, "startup_timeout", &raw.startup_timeout, STARTUP_TIMEOUT)?;
+        let tool = self.timeout(&name, "tool_timeout", &raw.tool_timeout, TOOL_TIMEOUT)?;
+        let idle = self.timeout(&name, "idle_timeout", &raw.idle_timeout, IDLE_TIMEOUT)?;
+
+        let start = match raw.start.as_ref().map(|s| s.value.as_str()) {
+            None | Some("lazy") => StartMode::Lazy,
+            Some("eager") => StartMode::Eager,
+            Some(other) => {
+                let at = raw.start.as_ref().and_then(|s| s.at);
+                return Err(self.error(at, format!("server {name:?}: `start` = {other:?}")).with_fix("use \"lazy\" or \"eager\""));
+            }
+        };
+
+        let mut args = Vec::with_capacity(raw.args.len());
+        for arg in &raw.args {
+            args.push(self.expand(&name, "args", arg, raw.command.as_ref().and_then(|c| c.at))?.0);
+        }
+        let cwd = match &raw.cwd {
+            None => None,
+            Some(cwd) => {
+                let (value, _) = self.expand(&name, "cwd", &cwd.value, cwd.at)?;
+                if !value.starts_with('/') {
+                    return Err(self.error(cwd.at, format!("server {name:?}: `cwd` {value:?} is not absolute")).with_fix("write an absolute directory"));
+                }
+                Some(PathBuf::from(value))
+            }
+        };
+        let url = match &raw.url {
+            None => None,
+            Some(url) => Some(self.expand(&name, "url", &url.value, url.at)?.0),
+        };
+        let env = self.expand_map(&name, "env", &raw.env, raw.env_at.or(raw.at))?;
+        let headers = self.expand_map(&name, "headers", &raw.headers, raw.headers_at.or(raw.at))?;
+
+        Ok(ServerConfig {
+            name,
+            transport,
+            command: raw.command.map(|c| c.value),
+            args,
+            env,
+            cwd,
+            url,
+            headers,
+            trust: raw.trust,
+            startup_timeout: Duration::from_secs(startup),
+            tool_timeout: Duration::from_secs(tool),
+            idle_timeout: (idle > 0).then(|| Duration::from_secs(idle)),
+            enabled: raw.enabled,
+            start,
+            sandbox: raw.sandbox,
+            tools: raw.tools,
+            position: raw.at,
+        })
+    }
+}

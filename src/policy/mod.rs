@@ -294,3 +294,52 @@ mod tests {
         assert!(Action::Deny > Action::Ask && Action::Ask > Action::Allow);
     }
 }
+
+/// The outcome of the launch allowlist for one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchVerdict {
+    /// May launch; the reason is shown by `check` and recorded in the audit log.
+    Allowed(String),
+    /// Must not launch: what is wrong and the exact fix.
+    Refused { message: String, fix: String },
+}
+
+impl LaunchPolicy {
+    /// Decides whether `server` may launch `resolved`. `trust_hint` says where the user would put
+    /// `trust = true` (e.g. "[servers.fs] in airlock.toml").
+    pub fn verdict(&self, server: &str, resolved: &std::path::Path, trust: bool, trust_hint: &str) -> LaunchVerdict {
+        let basename = resolved.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if self.allows_command(resolved) {
+            return LaunchVerdict::Allowed(format!("{basename:?} is on launch.allow_commands"));
+        }
+        if trust && self.allow_trust.value {
+            return LaunchVerdict::Allowed("the server declares trust = true".to_string());
+        }
+        let message = format!(
+            "server {server:?}: {} is not on the launch allowlist (launch.allow_commands){}",
+            resolved.display(),
+            if trust { " and this policy forbids trust = true" } else { "" }
+        );
+        let fix = if self.allow_trust.value {
+            format!(
+                "if you trust this program, add `trust = true` to {trust_hint}, or add {basename:?} to launch.allow_commands in your user policy"
+            )
+        } else {
+            format!(
+                "launch.allow_trust = false ({}); ask the owner of that policy to add {basename:?} or {:?} to launch.allow_commands",
+                self.allow_trust.origin,
+                resolved.display()
+            )
+        };
+        LaunchVerdict::Refused { message, fix }
+    }
+}
+
+/// Discovers every policy layer from the environment and merges them with the config's
+/// per-server blocks. `user_override` is `--policy` (a file or a preset name).
+pub fn load_active(user_override: Option<String>, config: Option<&crate::config::Config>) -> Result<Policy, crate::diagnostic::SourceError> {
+    let inputs = discover::DiscoveryInputs::from_env(user_override);
+    let sources = discover::discover(&inputs)?;
+    let overrides = config.map(crate::config::Config::policy_overrides).unwrap_or_default();
+    load(&sources, &overrides)
+}
