@@ -8,9 +8,13 @@
 //! Everything that decides is pure and unit-tested; everything that touches the OS is thin and
 //! proven by the end-to-end tests under `tests/`.
 
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod front;
+pub mod gate;
+pub mod mcp;
 pub mod policy;
 pub mod process;
 pub mod sandbox;

@@ -1,0 +1,149 @@
+//! One audit event. `ts` and `seq` are filled in by the sink at write time, so the code that
+//! builds events (the gate) stays pure.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// The merged policy this session runs under (digest and files).
+    Policy,
+    /// The server was started (resolved argv, sandbox summary).
+    Spawn,
+    /// A `tools/call` was decided. Exactly one per `tools/call` received.
+    Decision,
+    /// The host answered airlock's confirmation request for an `ask` call.
+    Elicitation,
+    /// How a decided call ended.
+    Outcome,
+    /// A server line that was not forwarded (oversized or not JSON).
+    Dropped,
+    /// The server exited.
+    Exit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// A JSON-RPC error, a tool result with `isError: true`, or the server died first.
+    Error,
+    Denied,
+    Timeout,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub ts: String,
+    pub seq: u64,
+    pub event: EventKind,
+    pub server: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
+    /// `file:line` of the rule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// Why: a deny's explanation, an error message, a drop's cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Event-specific extras (spawn argv and sandbox, exit status, policy digest, dropped size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
+}
+
+impl Event {
+    pub fn new(event: EventKind, server: &str) -> Event {
+        Event {
+            ts: String::new(),
+            seq: 0,
+            event,
+            server: server.to_string(),
+            tool: None,
+            decision: None,
+            rule: None,
+            layer: None,
+            source: None,
+            request_id: None,
+            duration_ms: None,
+            outcome: None,
+            args: None,
+            reason: None,
+            detail: None,
+        }
+    }
+}
+
+/// Milliseconds with microsecond precision: fast calls would all read 0 otherwise.
+pub fn millis(duration: Duration) -> f64 {
+    (duration.as_micros() as f64) / 1000.0
+}
+
+/// RFC 3339 UTC with microseconds, e.g. `2026-03-01T12:00:00.123456Z`.
+pub fn rfc3339(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        since.subsec_micros()
+    )
+}
+
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        let t = UNIX_EPOCH + Duration::from_micros(1_709_294_400_123_456); // 2024-03-01T12:00:00
+        assert_eq!(rfc3339(t), "2024-03-01T12:00:00.123456Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn serializes_only_present_fields_in_schema_order() {
+        let mut event = Event::new(EventKind::Outcome, "fs");
+        event.outcome = Some(Outcome::Timeout);
+        event.duration_ms = Some(millis(Duration::from_micros(1500)));
+        let text = serde_json::to_string(&event).unwrap();
+        assert_eq!(text, r#"{"ts":"","seq":0,"event":"outcome","server":"fs","duration_ms":1.5,"outcome":"timeout"}"#);
+    }
+}

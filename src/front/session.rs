@@ -1,0 +1,344 @@
+//! The session loops. See the module docs of [`crate::front`].
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::audit::{AuditError, AuditLog, Event, EventKind};
+use crate::gate::{Effects, Gate, Verdict};
+use crate::mcp::message::{code, error_response};
+use crate::mcp::{Frame, LineReader};
+
+/// Messages queued per direction before the reader waits for the writer (backpressure).
+const QUEUE: usize = 256;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    pub max_line_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    /// The server closed its stdout (exited or crashed) while the host was still there.
+    Server,
+    /// The host closed airlock's stdin; the server's stdin was closed and it then went away.
+    Host,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOutcome {
+    pub ended_by: EndedBy,
+    pub dropped_server_lines: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A decision could not be recorded: airlock stops rather than forward an unrecorded call.
+    #[error("{0}")]
+    Audit(#[from] AuditError),
+    #[error("writing to the host failed: {0}")]
+    HostWrite(std::io::Error),
+    #[error("writing to the server failed: {0}")]
+    ServerWrite(std::io::Error),
+}
+
+struct Shared<'a> {
+    gate: RefCell<Gate>,
+    audit: &'a RefCell<AuditLog>,
+    to_host: RefCell<Option<mpsc::Sender<Vec<u8>>>>,
+    to_server: RefCell<Option<mpsc::Sender<Vec<u8>>>>,
+    dropped: std::cell::Cell<u64>,
+}
+
+/// Bytes to send, in order.
+#[derive(Default)]
+struct Outbox {
+    to_host: Vec<Vec<u8>>,
+    to_server: Vec<Vec<u8>>,
+}
+
+fn encode(value: &Value) -> Vec<u8> {
+    // Serialising a `Value` cannot fail (string keys only).
+    let mut bytes = serde_json::to_vec(value).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
+    line.push(b'\n');
+    line
+}
+
+impl Shared<'_> {
+    /// Writes the audit events (before anything is forwarded) and encodes the messages.
+    fn settle(&self, fx: &mut Effects, out: &mut Outbox) -> Result<(), AuditError> {
+        if !fx.audit.is_empty() {
+            let mut audit = self.audit.borrow_mut();
+            for event in fx.audit.drain(..) {
+                audit.record(event)?;
+            }
+        }
+        out.to_host.extend(fx.to_host.drain(..).map(|m| encode(&m)));
+        out.to_server.extend(fx.to_server.drain(..).map(|m| encode(&m)));
+        Ok(())
+    }
+
+    async fn send(&self, out: Outbox) {
+        if !out.to_host.is_empty() {
+            let sender = self.to_host.borrow().clone();
+            if let Some(sender) = sender {
+                for bytes in out.to_host {
+                    if sender.send(bytes).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        if !out.to_server.is_empty() {
+            let sender = self.to_server.borrow().clone();
+            if let Some(sender) = sender {
+                for bytes in out.to_server {
+                    if sender.send(bytes).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn host_frame(&self, frame: Frame, max_line_bytes: usize) -> Result<Outbox, AuditError> {
+        let mut out = Outbox::default();
+        let line = match frame {
+            Frame::Oversized { bytes } => {
+                tracing::warn!(bytes, limit = max_line_bytes, "host message exceeds the maximum line size");
+                let text = format!("message of {bytes} bytes exceeds airlock's limit of {max_line_bytes} bytes");
+                out.to_host.push(encode(&error_response(Value::Null, code::INVALID_REQUEST, &text, None)));
+                return Ok(out);
+            }
+            Frame::Line(line) => line,
+        };
+        let message: Value = match serde_json::from_slice(&line) {
+            Ok(message) => message,
+            Err(err) => {
+                let text = format!("parse error: {err}");
+                out.to_host.push(encode(&error_response(Value::Null, code::PARSE_ERROR, &text, None)));
+                return Ok(out);
+            }
+        };
+        let mut fx = Effects::default();
+        let verdict = self.gate.borrow_mut().on_host(message, Instant::now(), &mut fx);
+        self.settle(&mut fx, &mut out)?;
+        match verdict {
+            Verdict::Pass => out.to_server.insert(0, with_newline(line)),
+            Verdict::Replace(value) => out.to_server.insert(0, encode(&value)),
+            Verdict::Drop => {}
+        }
+        Ok(out)
+    }
+
+    fn server_frame(&self, frame: Frame, max_line_bytes: usize) -> Result<Outbox, AuditError> {
+        let mut out = Outbox::default();
+        let server = self.gate.borrow().server().to_string();
+        let drop_line = |reason: &str, detail: Value| -> Result<(), AuditError> {
+            self.dropped.set(self.dropped.get() + 1);
+            tracing::warn!(server = %server, "dropped a line from the server: {reason}");
+            let mut event = Event::new(EventKind::Dropped, &server);
+            event.reason = Some(reason.to_string());
+            event.detail = Some(detail);
+            self.audit.borrow_mut().record(event)
+        };
+        let line = match frame {
+            Frame::Oversized { bytes } => {
+                let reason = format!("line of {bytes} bytes exceeds the limit of {max_line_bytes} bytes");
+                drop_line(&reason, serde_json::json!({"bytes": bytes, "limit": max_line_bytes}))?;
+                return Ok(out);
+            }
+            Frame::Line(line) => line,
+        };
+        let message: Value = match serde_json::from_slice(&line) {
+            Ok(message) => message,
+            Err(err) => {
+                drop_line(&format!("not JSON: {err}"), serde_json::json!({"bytes": line.len()}))?;
+                return Ok(out);
+            }
+        };
+        let mut fx = Effects::default();
+        let verdict = self.gate.borrow_mut().on_server(message, Instant::now(), &mut fx);
+        self.settle(&mut fx, &mut out)?;
+        match verdict {
+            Verdict::Pass => out.to_host.insert(0, with_newline(line)),
+            Verdict::Replace(value) => out.to_host.insert(0, encode(&value)),
+            Verdict::Drop => {}
+        }
+        Ok(out)
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, writer: W) -> std::io::Result<()> {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    while let Some(bytes) = rx.recv().await {
+        writer.write_all(&bytes).await?;
+        // Coalesce whatever else is already queued into the same flush.
+        while let Ok(more) = rx.try_recv() {
+            writer.write_all(&more).await?;
+        }
+        writer.flush().await?;
+    }
+    writer.flush().await?;
+    writer.shutdown().await
+}
+
+/// How often pending calls are checked against `tool_timeout`.
+fn tick_period(timeout: Duration) -> Duration {
+    (timeout / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
+}
+
+/// Runs one session until the server's stdout closes.
+///
+/// `host_eof` fires when the host closes airlock's stdin (the server's stdin is closed at the same
+/// moment); the caller then runs the kill sequence, which ends the session by closing the
+/// server's stdout. Audit events go to `audit`, which the caller keeps for lifecycle events.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_session<HR, HW, SR, SW>(
+    gate: Gate,
+    audit: &RefCell<AuditLog>,
+    limits: SessionLimits,
+    tool_timeout: Option<Duration>,
+    host_in: HR,
+    host_out: HW,
+    server_out: SR,
+    server_in: SW,
+    host_eof: Option<oneshot::Sender<()>>,
+) -> Result<SessionOutcome, SessionError>
+where
+    HR: AsyncRead + Unpin,
+    HW: AsyncWrite + Unpin,
+    SR: AsyncRead + Unpin,
+    SW: AsyncWrite + Unpin,
+{
+    let (host_tx, host_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+    let (server_tx, server_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+    let shared = Shared {
+        gate: RefCell::new(gate),
+        audit,
+        to_host: RefCell::new(Some(host_tx)),
+        to_server: RefCell::new(Some(server_tx)),
+        dropped: std::cell::Cell::new(0),
+    };
+    let (done_tx, done_rx) = watch::channel(false);
+    let max = limits.max_line_bytes;
+    let host_closed = std::cell::Cell::new(false);
+
+    let host_loop = async {
+        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, host_in), max);
+        let result = loop {
+            match lines.next_frame().await {
+                Ok(Some(frame)) => match shared.host_frame(frame, max) {
+                    Ok(out) => shared.send(out).await,
+                    Err(err) => break Err(SessionError::from(err)),
+                },
+                Ok(None) => break Ok(()),
+                Err(err) => {
+                    tracing::warn!("reading from the host failed: {err}; treating it as closed");
+                    break Ok(());
+                }
+            }
+        };
+        // Also on an audit failure: stop forwarding and let the caller shut the server down.
+        host_closed.set(true);
+        // Closing the server's stdin is the first step of the kill sequence.
+        shared.to_server.borrow_mut().take();
+        if let Some(signal) = host_eof {
+            let _ = signal.send(());
+        }
+        result
+    };
+    let host_loop = async {
+        let mut done = done_rx.clone();
+        tokio::select! {
+            result = host_loop => result,
+            _ = done.wait_for(|d| *d) => Ok(()),
+        }
+    };
+
+    let server_loop = async {
+        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, server_out), max);
+        let result = loop {
+            match lines.next_frame().await {
+                Ok(Some(frame)) => match shared.server_frame(frame, max) {
+                    Ok(out) => shared.send(out).await,
+                    Err(err) => break Err(SessionError::from(err)),
+                },
+                Ok(None) => break Ok(()),
+                Err(err) => {
+                    tracing::warn!("reading from the server failed: {err}; treating it as closed");
+                    break Ok(());
+                }
+            }
+        };
+        if result.is_ok() {
+            let mut fx = Effects::default();
+            let mut out = Outbox::default();
+            shared.gate.borrow_mut().on_server_gone("its output closed", Instant::now(), &mut fx);
+            shared.settle(&mut fx, &mut out)?;
+            out.to_server.clear();
+            shared.send(out).await;
+        }
+        shared.to_host.borrow_mut().take();
+        shared.to_server.borrow_mut().take();
+        let _ = done_tx.send(true);
+        result
+    };
+
+    let timer_loop = async {
+        let Some(timeout) = tool_timeout else { return Ok::<(), SessionError>(()) };
+        let mut done = done_rx.clone();
+        let mut interval = tokio::time::interval(tick_period(timeout));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = done.wait_for(|d| *d) => return Ok(()),
+                _ = interval.tick() => {}
+            }
+            let now = Instant::now();
+            let due = shared.gate.borrow().next_deadline().is_some_and(|deadline| deadline <= now);
+            if due {
+                let mut fx = Effects::default();
+                let mut out = Outbox::default();
+                shared.gate.borrow_mut().on_tick(now, &mut fx);
+                shared.settle(&mut fx, &mut out)?;
+                shared.send(out).await;
+            }
+        }
+    };
+
+    let host_writer = async { write_loop(host_rx, host_out).await.map_err(SessionError::HostWrite) };
+    let server_writer = async {
+        let result = write_loop(server_rx, server_in).await;
+        // A server that stopped reading (it exited) is reported by its closed stdout instead.
+        if let Err(err) = &result {
+            tracing::debug!("writing to the server failed: {err}");
+        }
+        Ok::<(), SessionError>(())
+    };
+
+    let (host_result, server_result, timer_result, host_write_result, server_write_result) =
+        tokio::join!(host_loop, server_loop, timer_loop, host_writer, server_writer);
+    host_result?;
+    server_result?;
+    timer_result?;
+    server_write_result?;
+    if let Err(err) = host_write_result {
+        // The host went away first: nothing left to tell it.
+        if !host_closed.get() {
+            return Err(err);
+        }
+    }
+    Ok(SessionOutcome {
+        ended_by: if host_closed.get() { EndedBy::Host } else { EndedBy::Server },
+        dropped_server_lines: shared.dropped.get(),
+    })
+}

@@ -1,0 +1,138 @@
+//! Newline-delimited JSON framing with a hard cap on the line size.
+//!
+//! The reader never holds more than `max_line_bytes` of one line: an oversized line is skipped to
+//! its newline while only counting its bytes, so a peer cannot make airlock allocate without bound.
+
+use std::io;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// The default maximum line size: 4 MiB, enough for large tool results.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// One frame read from a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A line without its `\n` (and without a trailing `\r`). Never empty.
+    Line(Vec<u8>),
+    /// A line longer than the limit; its content was discarded.
+    Oversized { bytes: usize },
+}
+
+/// A bounded line reader over any `AsyncBufRead`.
+///
+/// Cancel-safe: partial state lives in the reader, so dropping a pending `next_frame` future loses
+/// nothing.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    inner: R,
+    max_line_bytes: usize,
+    line: Vec<u8>,
+    /// Bytes of the current line seen so far once it has exceeded the limit.
+    discarding: Option<usize>,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    pub fn new(inner: R, max_line_bytes: usize) -> Self {
+        LineReader { inner, max_line_bytes: max_line_bytes.max(1), line: Vec::new(), discarding: None }
+    }
+
+    pub fn max_line_bytes(&self) -> usize {
+        self.max_line_bytes
+    }
+
+    /// The next non-empty frame, or `None` at end of stream.
+    pub async fn next_frame(&mut self) -> io::Result<Option<Frame>> {
+        loop {
+            let available = self.inner.fill_buf().await?;
+            if available.is_empty() {
+                // End of stream: a last line without a newline still counts.
+                if let Some(bytes) = self.discarding.take() {
+                    return Ok(Some(Frame::Oversized { bytes }));
+                }
+                return Ok(self.take_line());
+            }
+            let (chunk_len, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
+                Some(pos) => (pos, pos + 1, true),
+                None => (available.len(), available.len(), false),
+            };
+            match self.discarding.as_mut() {
+                Some(seen) => *seen += chunk_len,
+                None if self.line.len() + chunk_len > self.max_line_bytes => {
+                    self.discarding = Some(self.line.len() + chunk_len);
+                    self.line = Vec::new();
+                }
+                None => self.line.extend_from_slice(&available[..chunk_len]),
+            }
+            self.inner.consume(consumed);
+            if complete {
+                if let Some(bytes) = self.discarding.take() {
+                    return Ok(Some(Frame::Oversized { bytes }));
+                }
+                if let Some(frame) = self.take_line() {
+                    return Ok(Some(frame));
+                }
+                // Blank line: keep-alive noise, not a message.
+            }
+        }
+    }
+
+    fn take_line(&mut self) -> Option<Frame> {
+        if self.line.last() == Some(&b'\r') {
+            self.line.pop();
+        }
+        if self.line.iter().all(u8::is_ascii_whitespace) {
+            self.line.clear();
+            return None;
+        }
+        Some(Frame::Line(std::mem::take(&mut self.line)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn frames(input: &[u8], max: usize, capacity: usize) -> Vec<Frame> {
+        let reader = tokio::io::BufReader::with_capacity(capacity, input);
+        let mut lines = LineReader::new(reader, max);
+        let mut out = Vec::new();
+        while let Some(frame) = lines.next_frame().await.unwrap() {
+            out.push(frame);
+        }
+        out
+    }
+
+    fn line(text: &str) -> Frame {
+        Frame::Line(text.as_bytes().to_vec())
+    }
+
+    #[tokio::test]
+    async fn splits_lines_strips_cr_and_skips_blanks() {
+        for capacity in [1, 3, 64] {
+            let got = frames(b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", 100, capacity).await;
+            assert_eq!(got, vec![line("{\"a\":1}"), line("{\"b\":2}"), line("{\"c\":3}")], "capacity {capacity}");
+        }
+    }
+
+    #[tokio::test]
+    async fn oversized_lines_are_reported_and_skipped_without_losing_the_next() {
+        for capacity in [1, 4, 1024] {
+            let got = frames(b"12345\n123456789\nabc\n1234567890123", 5, capacity).await;
+            assert_eq!(
+                got,
+                vec![line("12345"), Frame::Oversized { bytes: 9 }, line("abc"), Frame::Oversized { bytes: 13 }],
+                "capacity {capacity}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn never_buffers_more_than_the_limit() {
+        let big = vec![b'x'; 1 << 20];
+        let reader = tokio::io::BufReader::with_capacity(4096, &big[..]);
+        let mut lines = LineReader::new(reader, 1000);
+        assert_eq!(lines.next_frame().await.unwrap(), Some(Frame::Oversized { bytes: 1 << 20 }));
+        assert!(lines.line.capacity() <= 1000 + 4096);
+    }
+}

@@ -1,0 +1,153 @@
+//! JSON-RPC 2.0 message classes as MCP uses them. Ids are kept verbatim as `serde_json::Value`.
+
+use serde_json::{Map, Value, json};
+
+/// JSON-RPC error codes airlock itself answers with.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Server-defined range: the MCP server exited before answering.
+    pub const SERVER_EXITED: i64 = -32000;
+    /// The code the MCP SDKs use for a request timeout.
+    pub const REQUEST_TIMEOUT: i64 = -32001;
+}
+
+/// What a parsed JSON value is, as a JSON-RPC message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Class<'a> {
+    Request { id: &'a Value, method: &'a str },
+    Notification { method: &'a str },
+    Response { id: &'a Value },
+    /// An error response; `id` may be `null` when the peer could not read the request's id.
+    Error { id: &'a Value },
+    Batch(&'a [Value]),
+}
+
+/// Why a JSON value is not a JSON-RPC message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("a JSON-RPC message must be an object or an array")]
+    NotAnObject,
+    #[error("`jsonrpc` must be \"2.0\"")]
+    Version,
+    #[error("`id` must be a string or a number")]
+    Id,
+    #[error("`method` must be a string")]
+    Method,
+    #[error("a message needs `method`, `result` or `error`")]
+    Shape,
+    #[error("an empty batch is not a message")]
+    EmptyBatch,
+}
+
+fn valid_id(id: &Value) -> bool {
+    matches!(id, Value::String(_) | Value::Number(_))
+}
+
+/// Classifies one JSON value. Pure; looks only at `jsonrpc`, `id`, `method`, `result`, `error`.
+pub fn classify(value: &Value) -> Result<Class<'_>, Invalid> {
+    let object = match value {
+        Value::Object(object) => object,
+        Value::Array(items) if items.is_empty() => return Err(Invalid::EmptyBatch),
+        Value::Array(items) => return Ok(Class::Batch(items)),
+        _ => return Err(Invalid::NotAnObject),
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(Invalid::Version);
+    }
+    if let Some(method) = object.get("method") {
+        let method = method.as_str().ok_or(Invalid::Method)?;
+        return match object.get("id") {
+            None => Ok(Class::Notification { method }),
+            Some(id) if valid_id(id) => Ok(Class::Request { id, method }),
+            Some(_) => Err(Invalid::Id),
+        };
+    }
+    let id = object.get("id").ok_or(Invalid::Shape)?;
+    if object.contains_key("error") {
+        return if valid_id(id) || id.is_null() { Ok(Class::Error { id }) } else { Err(Invalid::Id) };
+    }
+    if object.contains_key("result") {
+        return if valid_id(id) { Ok(Class::Response { id }) } else { Err(Invalid::Id) };
+    }
+    Err(Invalid::Shape)
+}
+
+/// A map key for an id that keeps `1` and `"1"` apart.
+pub fn id_key(id: &Value) -> String {
+    match id {
+        Value::String(text) => format!("s:{text}"),
+        other => format!("n:{other}"),
+    }
+}
+
+/// The id of a message that failed classification, if one can be read (for the error answer).
+pub fn salvage_id(value: &Value) -> Value {
+    match value.get("id") {
+        Some(id) if valid_id(id) => id.clone(),
+        _ => Value::Null,
+    }
+}
+
+pub fn error_response(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = Map::new();
+    error.insert("code".into(), code.into());
+    error.insert("message".into(), message.into());
+    if let Some(data) = data {
+        error.insert("data".into(), data);
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+pub fn result_response(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+pub fn request(id: Value, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+pub fn notification(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_shape() {
+        let req = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}});
+        assert_eq!(classify(&req), Ok(Class::Request { id: &json!(7), method: "tools/call" }));
+        let note = json!({"jsonrpc":"2.0","method":"notifications/cancelled"});
+        assert_eq!(classify(&note), Ok(Class::Notification { method: "notifications/cancelled" }));
+        let resp = json!({"jsonrpc":"2.0","id":"a","result":{}});
+        assert_eq!(classify(&resp), Ok(Class::Response { id: &json!("a") }));
+        let err = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}});
+        assert_eq!(classify(&err), Ok(Class::Error { id: &Value::Null }));
+        let batch = json!([req.clone(), note.clone()]);
+        assert!(matches!(classify(&batch), Ok(Class::Batch(items)) if items.len() == 2));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_message() {
+        assert_eq!(classify(&json!(3)), Err(Invalid::NotAnObject));
+        assert_eq!(classify(&json!([])), Err(Invalid::EmptyBatch));
+        assert_eq!(classify(&json!({"id":1,"method":"x"})), Err(Invalid::Version));
+        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":{},"method":"x"})), Err(Invalid::Id));
+        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":null,"method":"x"})), Err(Invalid::Id));
+        assert_eq!(classify(&json!({"jsonrpc":"2.0","method":5})), Err(Invalid::Method));
+        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":1})), Err(Invalid::Shape));
+        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":null,"result":{}})), Err(Invalid::Id));
+    }
+
+    #[test]
+    fn id_keys_keep_types_apart() {
+        assert_ne!(id_key(&json!(1)), id_key(&json!("1")));
+        assert_eq!(id_key(&json!("x")), id_key(&json!("x")));
+        assert_eq!(salvage_id(&json!({"id": "k", "method": 3})), json!("k"));
+        assert_eq!(salvage_id(&json!({"id": [1]})), Value::Null);
+    }
+}

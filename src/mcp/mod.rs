@@ -1,0 +1,13 @@
+//! MCP on the wire: framing (newline-delimited JSON with a maximum line size), message classes,
+//! ids and protocol versions. Pure: no policy, no processes.
+//!
+//! Messages are parsed to `serde_json::Value` and only what the gate needs is looked at, so
+//! unknown fields, methods and `_meta` pass through unchanged.
+
+pub mod framing;
+pub mod message;
+pub mod version;
+
+pub use framing::{DEFAULT_MAX_LINE_BYTES, Frame, LineReader};
+pub use message::{Class, Invalid, classify, code, error_response, id_key, notification, request, result_response, salvage_id};
+pub use version::Era;

@@ -1,0 +1,88 @@
+//! Protocol versions: the handshake era (2024-11-05 .. 2025-11-25, `initialize` first) and the
+//! stateless era (2026-07-28: no `initialize`, `server/discover`, version and client capabilities
+//! in every request's `_meta`).
+
+use serde_json::Value;
+
+/// The handshake-era versions airlock has been checked against.
+pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The first stateless version.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+/// `_meta` key carrying the protocol version on each request (stateless era).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key carrying the client's capabilities on each request (stateless era).
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Handshake,
+    Stateless,
+}
+
+/// Versions are dates, so they order as strings; anything from 2026-07-28 on is stateless.
+pub fn era_of(version: &str) -> Era {
+    if version >= STATELESS_VERSION { Era::Stateless } else { Era::Handshake }
+}
+
+/// JSON-RPC batches exist only in 2025-03-26 (added there, removed in 2025-06-18).
+pub fn supports_batches(version: Option<&str>) -> bool {
+    version == Some("2025-03-26")
+}
+
+fn meta(params: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
+    params?.get("_meta")?.as_object()
+}
+
+/// The protocol version a stateless-era request declares in its `_meta`.
+pub fn request_version(params: Option<&Value>) -> Option<&str> {
+    meta(params)?.get(META_PROTOCOL_VERSION)?.as_str()
+}
+
+/// The client capabilities a stateless-era request declares in its `_meta`.
+pub fn request_capabilities(params: Option<&Value>) -> Option<&Value> {
+    meta(params)?.get(META_CLIENT_CAPABILITIES)
+}
+
+/// Whether client capabilities allow a form-mode `elicitation/create`.
+///
+/// `{}` means form (2025-06-18 and the 2025-11-25 back-compat rule); an object naming modes must
+/// name `form`.
+pub fn elicitation_form_supported(capabilities: &Value) -> bool {
+    match capabilities.get("elicitation") {
+        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn eras_and_batches() {
+        for version in HANDSHAKE_VERSIONS {
+            assert_eq!(era_of(version), Era::Handshake);
+        }
+        assert_eq!(era_of(STATELESS_VERSION), Era::Stateless);
+        assert!(supports_batches(Some("2025-03-26")));
+        assert!(!supports_batches(Some("2025-06-18")));
+        assert!(!supports_batches(None));
+    }
+
+    #[test]
+    fn reads_stateless_meta() {
+        let params = json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {"elicitation": {}}}});
+        assert_eq!(request_version(Some(&params)), Some("2026-07-28"));
+        assert!(elicitation_form_supported(request_capabilities(Some(&params)).unwrap()));
+        assert_eq!(request_version(Some(&json!({}))), None);
+    }
+
+    #[test]
+    fn elicitation_modes() {
+        assert!(elicitation_form_supported(&json!({"elicitation": {}})));
+        assert!(elicitation_form_supported(&json!({"elicitation": {"form": {}, "url": {}}})));
+        assert!(!elicitation_form_supported(&json!({"elicitation": {"url": {}}})));
+        assert!(!elicitation_form_supported(&json!({"sampling": {}})));
+    }
+}
