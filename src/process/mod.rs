@@ -1,0 +1,169 @@
+//! Spawning servers through the confine helper, and the kill sequence.
+//!
+//! [`spawn_confined`] re-executes airlock's own binary as `airlock __confine` with a cleared
+//! environment and hands it the plan as the first frame on its stdin (8-byte length + JSON).
+//! Why stdin: it is the one channel the helper is guaranteed to have, it needs no `pre_exec`
+//! (no unsafe code in the async runtime), and the helper reads exactly the frame, so everything
+//! after it is the server's MCP input. The plan may carry secrets (the server's env), and a pipe
+//! is private to the two processes, unlike argv or the environment (`/proc/<pid>/cmdline`).
+//!
+//! Threading note: the helper's parent-death signal fires when the *thread* that spawned it
+//! exits. Call [`spawn_confined`] from an async task (a runtime worker thread lives as long as the
+//! runtime), never from `spawn_blocking`, whose threads retire when idle.
+
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use crate::sandbox::SandboxPlan;
+use crate::sandbox::confine::{Step, encode_plan};
+
+/// The hidden subcommand that runs the confine helper.
+pub const CONFINE_SUBCOMMAND: &str = "__confine";
+/// How long the kill sequence waits after closing stdin before sending SIGTERM.
+pub const STDIN_GRACE: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot find airlock's own executable to start the confine helper: {0}")]
+    CurrentExe(io::Error),
+    #[error("cannot start the confine helper {path}: {source}")]
+    Spawn { path: String, source: io::Error },
+    #[error("cannot encode the sandbox plan: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("cannot hand the sandbox plan to the confine helper: {0}")]
+    Handoff(io::Error),
+}
+
+/// A server running inside the sandbox (through the helper).
+#[derive(Debug)]
+pub struct ConfinedChild {
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+    child: Child,
+    pid: Option<u32>,
+    kill_timeout: Duration,
+}
+
+/// How a confined server ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitSummary {
+    /// The exit code (128 + n when the server died of signal n inside the sandbox).
+    pub code: Option<i32>,
+    /// The signal that killed the helper itself (the kill sequence's SIGKILL).
+    pub signal: Option<i32>,
+    /// Which stage of the kill sequence ended it.
+    pub ended_by: EndedBy,
+    /// When the code is a confine helper failure: which step failed.
+    pub helper_step: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    /// It exited after stdin closed (or before: it had already exited).
+    StdinClosed,
+    Sigterm,
+    Sigkill,
+    /// Waiting failed; the process may not have been reaped.
+    Unknown,
+}
+
+impl ExitSummary {
+    fn from_status(status: ExitStatus, ended_by: EndedBy) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        let code = status.code();
+        ExitSummary {
+            code,
+            signal: status.signal(),
+            ended_by,
+            helper_step: code.and_then(Step::from_code).map(Step::name),
+        }
+    }
+}
+
+/// Starts the helper, hands it the plan, returns the child with its stdio pipes.
+pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnError> {
+    let exe = std::env::current_exe().map_err(SpawnError::CurrentExe)?;
+    let mut plan = plan.clone();
+    plan.launcher_pid = Some(std::process::id());
+    let frame = encode_plan(&plan)?;
+    let mut command = Command::new(&exe);
+    command
+        .arg(CONFINE_SUBCOMMAND)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // If airlock drops the child without the kill sequence, tokio still kills the helper; the
+        // helper's death takes the sandbox down (init's parent-death signal).
+        .kill_on_drop(true);
+    if let Some(log) = std::env::var_os("AIRLOCK_LOG") {
+        command.env("AIRLOCK_LOG", log);
+    }
+    let mut child = command.spawn().map_err(|source| SpawnError::Spawn { path: exe.display().to_string(), source })?;
+    let mut stdin = child.stdin.take();
+    if let Some(pipe) = stdin.as_mut() {
+        pipe.write_all(&frame).await.map_err(SpawnError::Handoff)?;
+        pipe.flush().await.map_err(SpawnError::Handoff)?;
+    }
+    let pid = child.id();
+    Ok(ConfinedChild {
+        stdin,
+        stdout: child.stdout.take(),
+        stderr: child.stderr.take(),
+        child,
+        pid,
+        kill_timeout: Duration::from_secs(plan.kill_timeout_secs),
+    })
+}
+
+impl ConfinedChild {
+    /// The helper's pid (the sandbox's processes live in their own pid namespace).
+    pub fn id(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The policy's `kill_timeout`.
+    pub fn kill_timeout(&self) -> Duration {
+        self.kill_timeout
+    }
+
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(pid) = self.pid.and_then(|pid| libc::pid_t::try_from(pid).ok()) {
+            // SAFETY: kill takes integers. The pid is our unreaped child, so it cannot have been
+            // recycled for another process.
+            unsafe { libc::kill(pid, sig) };
+        }
+    }
+
+    /// The kill sequence: close stdin, wait [`STDIN_GRACE`], SIGTERM (the helper forwards it to
+    /// every process of the sandbox), wait `kill_timeout`, SIGKILL (the helper's death kills the
+    /// sandbox's init, and the kernel kills the rest of the pid namespace).
+    pub async fn shutdown(&mut self, kill_timeout: Duration) -> ExitSummary {
+        drop(self.stdin.take());
+        if let Ok(Ok(status)) = tokio::time::timeout(STDIN_GRACE, self.child.wait()).await {
+            return ExitSummary::from_status(status, EndedBy::StdinClosed);
+        }
+        self.signal(libc::SIGTERM);
+        if let Ok(Ok(status)) = tokio::time::timeout(kill_timeout, self.child.wait()).await {
+            return ExitSummary::from_status(status, EndedBy::Sigterm);
+        }
+        self.signal(libc::SIGKILL);
+        match self.child.wait().await {
+            Ok(status) => ExitSummary::from_status(status, EndedBy::Sigkill),
+            Err(_) => ExitSummary { code: None, signal: None, ended_by: EndedBy::Unknown, helper_step: None },
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! What the kernel offers: probed once by [`HostFacts::detect`], consumed by the pure planner.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// Kernel features and airlock's own identity, as far as the sandbox cares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostFacts {
+    /// Landlock ABI version; 0 when landlock is unavailable.
+    pub landlock_abi: u32,
+    pub seccomp: bool,
+    /// This process can create a user namespace (and with it pid and net namespaces).
+    pub user_namespaces: bool,
+    /// `v1`, `v2`, `hybrid` or `none`.
+    pub cgroup: String,
+    pub is_root: bool,
+    pub uid: u32,
+    pub gid: u32,
+    pub arch: String,
+}
+
+impl HostFacts {
+    /// Probes the running kernel. Creating a user namespace is tried for real in a short-lived
+    /// child, because sysctls (Debian's `unprivileged_userns_clone`, Ubuntu's AppArmor
+    /// restriction) are not the only thing that can refuse it.
+    pub fn detect() -> Self {
+        // SAFETY: geteuid/getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        HostFacts {
+            landlock_abi: landlock_abi(),
+            seccomp: seccomp_available(),
+            user_namespaces: probe_user_namespace(),
+            cgroup: cgroup_version().to_string(),
+            is_root: uid == 0,
+            uid,
+            gid,
+            arch: std::env::consts::ARCH.to_string(),
+        }
+    }
+
+    /// Everything a sandbox could want, for unit tests of the planner.
+    pub fn full_featured_root() -> Self {
+        HostFacts {
+            landlock_abi: 7,
+            seccomp: true,
+            user_namespaces: true,
+            cgroup: "v2".to_string(),
+            is_root: true,
+            uid: 0,
+            gid: 0,
+            arch: "x86_64".to_string(),
+        }
+    }
+
+    pub fn short(&self) -> String {
+        format!(
+            "landlock {}, seccomp {}, user namespaces {}",
+            if self.landlock_abi == 0 { "unavailable".to_string() } else { format!("ABI {}", self.landlock_abi) },
+            if self.seccomp { "yes" } else { "no" },
+            if self.user_namespaces { "yes" } else { "no" },
+        )
+    }
+}
+
+impl fmt::Display for HostFacts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "landlock: {}", if self.landlock_abi == 0 { "unavailable".to_string() } else { format!("ABI {}", self.landlock_abi) })?;
+        writeln!(f, "seccomp: {}", if self.seccomp { "available" } else { "unavailable" })?;
+        writeln!(f, "user namespaces: {}", if self.user_namespaces { "available" } else { "unavailable" })?;
+        writeln!(f, "cgroup: {}", self.cgroup)?;
+        writeln!(f, "arch: {}", self.arch)?;
+        write!(f, "airlock runs as: uid {} gid {}{}", self.uid, self.gid, if self.is_root { " (root)" } else { "" })
+    }
+}
+
+fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attr and size 0 and the VERSION flag the kernel only returns the ABI
+    // number (or an error); no memory is read or written.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(abi).unwrap_or(0)
+}
+
+fn seccomp_available() -> bool {
+    // SAFETY: PR_GET_SECCOMP takes no pointer arguments.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    mode >= 0 && std::path::Path::new("/proc/sys/kernel/seccomp/actions_avail").exists()
+}
+
+fn probe_user_namespace() -> bool {
+    // SAFETY: the child only calls async-signal-safe functions (unshare, _exit) before exiting,
+    // so forking a possibly multi-threaded process is sound; the parent reaps it with waitpid.
+    unsafe {
+        let pid = libc::fork();
+        if pid < 0 {
+            return false;
+        }
+        if pid == 0 {
+            let ok = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNET) == 0;
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        let mut status = 0;
+        loop {
+            let rc = libc::waitpid(pid, &mut status, 0);
+            if rc == pid {
+                break;
+            }
+            if rc < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+fn cgroup_version() -> &'static str {
+    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+    let Ok(path) = std::ffi::CString::new("/sys/fs/cgroup") else { return "none" };
+    // SAFETY: statfs writes into the zeroed struct we own; the path is a valid C string.
+    let magic = unsafe {
+        let mut buf: libc::statfs = std::mem::zeroed();
+        if libc::statfs(path.as_ptr(), &mut buf) != 0 {
+            return "none";
+        }
+        buf.f_type as i64
+    };
+    if magic == CGROUP2_SUPER_MAGIC {
+        "v2"
+    } else if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.controllers").exists() {
+        "hybrid (v1 controllers, v2 unified hierarchy)"
+    } else if std::path::Path::new("/sys/fs/cgroup").exists() {
+        "v1"
+    } else {
+        "none"
+    }
+}

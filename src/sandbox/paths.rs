@@ -1,0 +1,139 @@
+//! airlock's own directories and the file-system facts about a command, gathered before the pure
+//! planner runs (this module reads the disk; [`super::plan`] does not).
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where airlock keeps its own things. None of it is ever granted to a server except the
+/// server's private `servers/<name>/{home,tmp}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AirlockDirs {
+    /// `$XDG_STATE_HOME/airlock` (default `~/.local/state/airlock`).
+    pub state_dir: PathBuf,
+    /// `$XDG_CONFIG_HOME/airlock` (default `~/.config/airlock`).
+    pub config_dir: Option<PathBuf>,
+    pub audit_path: Option<PathBuf>,
+    /// The user's real home (for `~` in grants; never granted itself).
+    pub home: Option<PathBuf>,
+    /// Policy files that were loaded (never granted).
+    pub policy_files: Vec<PathBuf>,
+    /// Parent of the per-server private dirs; `None` = `state_dir/servers`.
+    pub servers_dir: Option<PathBuf>,
+}
+
+impl AirlockDirs {
+    /// Reads `HOME`, `XDG_STATE_HOME` and `XDG_CONFIG_HOME` from the given environment.
+    ///
+    /// When airlock runs as root without `XDG_STATE_HOME`, the private dirs go under
+    /// `/var/lib/airlock/servers`: the server runs as nobody, who cannot traverse `/root` (0700).
+    pub fn from_env(env: &[(String, String)], is_root: bool) -> Self {
+        let var = |name: &str| {
+            env.iter().find(|(key, _)| key == name).map(|(_, v)| PathBuf::from(v)).filter(|p| p.is_absolute())
+        };
+        let home = var("HOME");
+        let xdg_state = var("XDG_STATE_HOME");
+        let state_dir = xdg_state
+            .clone()
+            .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
+            .unwrap_or_else(|| PathBuf::from("/var/lib"))
+            .join("airlock");
+        let config_dir = var("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config"))).map(|p| p.join("airlock"));
+        let servers_dir = (is_root && xdg_state.is_none()).then(|| PathBuf::from("/var/lib/airlock/servers"));
+        AirlockDirs { state_dir, config_dir, audit_path: None, home, policy_files: Vec::new(), servers_dir }
+    }
+
+    pub fn servers_dir(&self) -> PathBuf {
+        self.servers_dir.clone().unwrap_or_else(|| self.state_dir.join("servers"))
+    }
+}
+
+/// File-system facts about the command that decide its derived read grants.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedPaths {
+    /// The program with every symlink resolved (`/usr/bin/npx` -> `.../npm/bin/npx-cli.js`,
+    /// `venv/bin/python` -> the base interpreter).
+    pub program_canonical: Option<PathBuf>,
+    /// The virtualenv the program belongs to (the dir with `pyvenv.cfg`).
+    pub venv_root: Option<PathBuf>,
+    /// `home =` of `pyvenv.cfg`, canonicalised: the base interpreter's bin dir.
+    pub venv_base: Option<PathBuf>,
+    /// For `node script.js` / `python server.py`: what the script may read (see [`script_root`]).
+    pub script_root: Option<PathBuf>,
+}
+
+impl ResolvedPaths {
+    /// Looks at the disk: canonical program, venv, and the first non-flag argument if it is a
+    /// script file.
+    pub fn inspect(program: &Path, args: &[String], cwd: Option<&Path>, home: Option<&Path>) -> Self {
+        let program_canonical = std::fs::canonicalize(program).ok().filter(|c| c != program);
+        let venv_root = program.parent().and_then(Path::parent).filter(|dir| dir.join("pyvenv.cfg").is_file());
+        let venv_base = venv_root.and_then(|root| {
+            let cfg = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;
+            let home_line = cfg.lines().find_map(|line| {
+                let (key, value) = line.split_once('=')?;
+                (key.trim() == "home").then(|| value.trim().to_string())
+            })?;
+            std::fs::canonicalize(home_line).ok()
+        });
+        let script = args
+            .iter()
+            .find(|arg| !arg.starts_with('-'))
+            .map(|arg| match cwd {
+                Some(cwd) if !Path::new(arg).is_absolute() => cwd.join(arg),
+                _ => PathBuf::from(arg),
+            })
+            .filter(|path| path.is_absolute() && path.is_file())
+            .and_then(|path| std::fs::canonicalize(path).ok());
+        let script_root = script.and_then(|script| script_root(&script, home, |dir| dir.join("package.json").is_file()));
+        ResolvedPaths { program_canonical, venv_root: venv_root.map(Path::to_path_buf), venv_base, script_root }
+    }
+}
+
+/// What a script may read: inside `node_modules`, the outermost `node_modules` dir (the package
+/// and everything it `require`s); else the nearest ancestor with a `package.json` (the project,
+/// its `node_modules` included); else the script's own directory. Never the home itself.
+pub fn script_root(script: &Path, home: Option<&Path>, has_package_json: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    let mut outermost_node_modules = None;
+    let mut current = PathBuf::new();
+    for component in script.components() {
+        current.push(component);
+        if component.as_os_str() == "node_modules" && outermost_node_modules.is_none() {
+            outermost_node_modules = Some(current.clone());
+        }
+    }
+    if let Some(dir) = outermost_node_modules {
+        return Some(dir);
+    }
+    let script_dir = script.parent()?;
+    let stop = |dir: &Path| dir.parent().is_none() || home.is_some_and(|h| h.starts_with(dir));
+    let mut dir = script_dir;
+    loop {
+        if stop(dir) {
+            break;
+        }
+        if has_package_json(dir) {
+            return Some(dir.to_path_buf());
+        }
+        match dir.parent() {
+            Some(parent) => dir = parent,
+            None => break,
+        }
+    }
+    (!stop(script_dir)).then(|| script_dir.to_path_buf())
+}
+
+/// Lexical normalisation: removes `.` and resolves `..` without touching the disk.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

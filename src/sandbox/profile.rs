@@ -1,0 +1,91 @@
+//! Runtime profiles (`policies/runtimes/*.toml`): what a runtime needs beyond the system dirs,
+//! as data. Compiled in with `include_str!`.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeProfile {
+    pub name: String,
+    /// Command basenames; a trailing `*` matches a prefix (`python3.*`).
+    pub commands: Vec<String>,
+    /// Path templates granted read+execute (missing paths and unset variables are skipped).
+    #[serde(default)]
+    pub read: Vec<String>,
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Environment set for the server (templates), in file order.
+    #[serde(default)]
+    pub env: toml::Table,
+}
+
+impl RuntimeProfile {
+    pub fn env_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.env.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
+    }
+
+    fn matches(&self, basename: &str) -> bool {
+        self.commands.iter().any(|pattern| match pattern.strip_suffix('*') {
+            Some(prefix) => basename.starts_with(prefix),
+            None => pattern == basename,
+        })
+    }
+}
+
+const SOURCES: &[(&str, &str)] = &[
+    ("node.toml", include_str!("../../policies/runtimes/node.toml")),
+    ("python.toml", include_str!("../../policies/runtimes/python.toml")),
+    ("uv.toml", include_str!("../../policies/runtimes/uv.toml")),
+    ("deno.toml", include_str!("../../policies/runtimes/deno.toml")),
+    ("bun.toml", include_str!("../../policies/runtimes/bun.toml")),
+];
+
+/// Every built-in profile. A profile that fails to parse is a build defect caught by the unit
+/// test below; at run time it is skipped (and logged) rather than crashing airlock.
+pub fn all() -> &'static [RuntimeProfile] {
+    static PROFILES: OnceLock<Vec<RuntimeProfile>> = OnceLock::new();
+    PROFILES.get_or_init(|| {
+        SOURCES
+            .iter()
+            .filter_map(|(file, text)| match toml::from_str::<RuntimeProfile>(text) {
+                Ok(profile) => Some(profile),
+                Err(err) => {
+                    tracing::error!("built-in runtime profile {file} is invalid: {err}");
+                    None
+                }
+            })
+            .collect()
+    })
+}
+
+/// The profile for a program: by its basename, else by its canonical target's basename
+/// (`/usr/bin/nodejs` -> `node`, `venv/bin/python` -> `python3.11`).
+pub fn for_program(program: &Path, canonical: Option<&Path>) -> Option<&'static RuntimeProfile> {
+    let basename = |path: &Path| path.file_name().and_then(|n| n.to_str()).map(str::to_string);
+    let names: Vec<String> = [Some(program), canonical].into_iter().flatten().filter_map(basename).collect();
+    names.iter().find_map(|name| all().iter().find(|profile| profile.matches(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_profile_parses() {
+        assert_eq!(all().len(), SOURCES.len());
+    }
+
+    #[test]
+    fn profiles_match_by_basename_or_target() {
+        assert_eq!(for_program(Path::new("/usr/bin/npx"), None).map(|p| p.name.as_str()), Some("node"));
+        assert_eq!(for_program(Path::new("/v/bin/python"), None).map(|p| p.name.as_str()), Some("python"));
+        assert_eq!(for_program(Path::new("/x/bin/python3.11"), None).map(|p| p.name.as_str()), Some("python"));
+        assert_eq!(for_program(Path::new("/x/uvx"), None).map(|p| p.name.as_str()), Some("uv"));
+        assert_eq!(for_program(Path::new("/x/server"), None), None);
+        let via_target = for_program(Path::new("/x/srv"), Some(Path::new("/usr/bin/deno")));
+        assert_eq!(via_target.map(|p| p.name.as_str()), Some("deno"));
+    }
+}
