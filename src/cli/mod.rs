@@ -5,6 +5,8 @@
 //! logs always go to stderr.
 
 mod check;
+mod confine;
+mod doctor;
 mod explain;
 
 use std::process::ExitCode;
@@ -29,6 +31,14 @@ pub struct Cli {
 pub enum Command {
     Check(check::CheckArgs),
     Explain(explain::ExplainArgs),
+    /// Report kernel sandbox features and what the active policy will enforce.
+    Doctor(doctor::DoctorArgs),
+    /// The confine helper (internal).
+    #[command(name = "__confine", hide = true)]
+    Confine(confine::ConfineArgs),
+    /// Run one command confined under the active policy (tests and benchmarks).
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec(confine::SandboxExecArgs),
 }
 
 /// An error the CLI reports: bad input (exit 2) or a failure (exit 1).
@@ -64,6 +74,9 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Confine(args) => confine::confine(args),
+        Command::SandboxExec(args) => confine::sandbox_exec(args),
     };
     match result {
         Ok(code) => code,

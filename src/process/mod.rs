@@ -15,7 +15,8 @@ use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use std::os::fd::{AsRawFd, OwnedFd};
+
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use crate::sandbox::SandboxPlan;
@@ -52,6 +53,8 @@ pub struct ConfinedChild {
 /// How a confined server ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExitSummary {
+    /// The helper's exit status (`None` if waiting failed).
+    pub status: Option<ExitStatus>,
     /// The exit code (128 + n when the server died of signal n inside the sandbox).
     pub code: Option<i32>,
     /// The signal that killed the helper itself (the kill sequence's SIGKILL).
@@ -77,6 +80,7 @@ impl ExitSummary {
         use std::os::unix::process::ExitStatusExt;
         let code = status.code();
         ExitSummary {
+            status: Some(status),
             code,
             signal: status.signal(),
             ended_by,
@@ -85,7 +89,8 @@ impl ExitSummary {
     }
 }
 
-/// Starts the helper, hands it the plan, returns the child with its stdio pipes.
+/// Starts the helper, hands it the plan, returns the child with its stdio pipes. Must be called
+/// inside a tokio runtime (the pipes register with its reactor).
 pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnError> {
     let exe = std::env::current_exe().map_err(SpawnError::CurrentExe)?;
     let mut plan = plan.clone();
@@ -105,11 +110,10 @@ pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnEr
         command.env("AIRLOCK_LOG", log);
     }
     let mut child = command.spawn().map_err(|source| SpawnError::Spawn { path: exe.display().to_string(), source })?;
-    let mut stdin = child.stdin.take();
-    if let Some(pipe) = stdin.as_mut() {
-        pipe.write_all(&frame).await.map_err(SpawnError::Handoff)?;
-        pipe.flush().await.map_err(SpawnError::Handoff)?;
-    }
+    let stdin = match child.stdin.take() {
+        Some(pipe) => Some(hand_over(pipe, &frame).map_err(SpawnError::Handoff)?),
+        None => None,
+    };
     let pid = child.id();
     Ok(ConfinedChild {
         stdin,
@@ -119,6 +123,35 @@ pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnEr
         pid,
         kill_timeout: Duration::from_secs(plan.kill_timeout_secs),
     })
+}
+
+/// Writes the plan frame synchronously (a plan is a few KiB; the pipe holds 64 KiB) and gives the
+/// pipe back as the server's stdin.
+fn hand_over(pipe: ChildStdin, frame: &[u8]) -> io::Result<ChildStdin> {
+    let fd: OwnedFd = pipe.into_owned_fd()?;
+    let mut written = 0;
+    while written < frame.len() {
+        let rest = &frame[written..];
+        // SAFETY: writes from a live slice to an fd we own.
+        let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
+        if n >= 0 {
+            written += n as usize;
+            continue;
+        }
+        let err = io::Error::last_os_error();
+        match err.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => {
+                let mut poll = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: polls one pollfd we own; 5 s is far beyond a helper that is alive.
+                if unsafe { libc::poll(&mut poll, 1, 5000) } <= 0 {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "the confine helper does not read its plan"));
+                }
+            }
+            _ => return Err(err),
+        }
+    }
+    ChildStdin::from_std(std::process::ChildStdin::from(fd))
 }
 
 impl ConfinedChild {
@@ -163,7 +196,7 @@ impl ConfinedChild {
         self.signal(libc::SIGKILL);
         match self.child.wait().await {
             Ok(status) => ExitSummary::from_status(status, EndedBy::Sigkill),
-            Err(_) => ExitSummary { code: None, signal: None, ended_by: EndedBy::Unknown, helper_step: None },
+            Err(_) => ExitSummary { status: None, code: None, signal: None, ended_by: EndedBy::Unknown, helper_step: None },
         }
     }
 }

@@ -605,7 +605,9 @@ fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String)> {
     let resolved = &request.resolved;
     let mut programs = vec![request.program.clone()];
     programs.extend(resolved.program_canonical.clone());
-    for program in programs {
+    // A program under a system dir is covered by the system grants already.
+    let in_system = |path: &Path| SYSTEM_READ.iter().any(|(dir, _)| path.starts_with(dir));
+    for program in programs.into_iter().filter(|p| !in_system(p)) {
         if let Some(prefix) = install_prefix(&program) {
             out.push((prefix, format!("install prefix of {}", program.display())));
         }

@@ -1,0 +1,164 @@
+//! Hidden subcommands of the sandbox:
+//! - `airlock __confine`: the confine helper (reads a plan on stdin, never returns).
+//! - `airlock __sandbox-exec [--policy P] [--grant-read P] [--grant-write P] -- CMD ARGS`: runs one
+//!   command confined under the active policy with plain stdio relay. It exists for the
+//!   end-to-end tests and the benchmark, and uses `sandbox::plan` + `process::spawn_confined`
+//!   exactly as `airlock run` does.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tokio::io::AsyncWriteExt;
+
+use super::CliError;
+use crate::policy::{Layer, Network, Origin, Sourced};
+use crate::process::{ConfinedChild, spawn_confined};
+use crate::sandbox::{AirlockDirs, HostFacts, PlanRequest, ResolvedPaths, SandboxPlan};
+
+#[derive(Debug, Args)]
+pub struct ConfineArgs {}
+
+pub fn confine(_args: ConfineArgs) -> ! {
+    crate::sandbox::confine::main()
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxExecArgs {
+    /// User policy file or preset.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Server name (names the private dirs).
+    #[arg(long, default_value = "exec")]
+    pub server: String,
+    /// Extra read grant (repeatable).
+    #[arg(long = "grant-read")]
+    pub grant_read: Vec<String>,
+    /// Extra write grant (repeatable).
+    #[arg(long = "grant-write")]
+    pub grant_write: Vec<String>,
+    /// Override the network: `none`, `host` or comma-separated TCP ports.
+    #[arg(long)]
+    pub network: Option<String>,
+    /// Print the plan on stderr before running.
+    #[arg(long)]
+    pub show_plan: bool,
+    /// Working directory of the server (default: its private home).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Resolves a command once, without a shell: a path is made absolute; a bare name is looked up
+/// in PATH.
+pub fn resolve_command(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
+    if name.contains('/') {
+        let path = Path::new(name);
+        return if path.is_absolute() { Some(path.to_path_buf()) } else { std::env::current_dir().ok().map(|d| d.join(path)) };
+    }
+    path_var?.split(':').filter(|dir| !dir.is_empty()).map(|dir| Path::new(dir).join(name)).find(|candidate| {
+        use std::os::unix::fs::PermissionsExt;
+        candidate.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+fn cli_origin(flag: &str) -> Origin {
+    Origin { layer: Layer::User, file: PathBuf::from(flag), line: None }
+}
+
+fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
+    let policy = crate::policy::load_active(args.policy.clone(), None)?;
+    let mut sandbox = policy.sandbox.clone();
+    sandbox.read.extend(args.grant_read.iter().map(|g| Sourced { value: g.clone(), origin: cli_origin("--grant-read") }));
+    sandbox.write.extend(args.grant_write.iter().map(|g| Sourced { value: g.clone(), origin: cli_origin("--grant-write") }));
+    if let Some(network) = &args.network {
+        let value = match network.as_str() {
+            "none" => Network::None,
+            "host" => Network::Host,
+            ports => Network::TcpConnect(
+                ports.split(',').map(|p| p.trim().parse::<u16>()).collect::<Result<_, _>>().context("--network: ports")?,
+            ),
+        };
+        sandbox.network = Sourced { value, origin: cli_origin("--network") };
+    }
+    let parent_env: Vec<(String, String)> = std::env::vars().collect();
+    let host = HostFacts::detect();
+    let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
+    dirs.policy_files = policy.sources.iter().map(|(_, path)| path.clone()).collect();
+    let (name, rest) = args.command.split_first().context("no command given")?;
+    let path_var = parent_env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
+    let program = resolve_command(name, path_var).with_context(|| format!("command `{name}` not found in PATH"))?;
+    let resolved = ResolvedPaths::inspect(&program, rest, args.cwd.as_deref(), dirs.home.as_deref());
+    let request = PlanRequest {
+        server: args.server.clone(),
+        program,
+        args: rest.to_vec(),
+        env: Vec::new(),
+        cwd: args.cwd.clone(),
+        sandbox,
+        dirs,
+        parent_env,
+        resolved,
+    };
+    crate::sandbox::plan(&request, &host).map_err(|err| CliError::Refused(err.to_string()))
+}
+
+pub fn sandbox_exec(args: SandboxExecArgs) -> Result<ExitCode, CliError> {
+    let plan = build_plan(&args)?;
+    if args.show_plan {
+        eprint!("{plan}");
+    }
+    // A current-thread runtime: the helper's parent-death signal is tied to the spawning thread,
+    // which here is the main thread and lives as long as airlock.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
+    let code = runtime.block_on(relay(plan))?;
+    // Exit now: the stdin reader may still be blocked in a read that will never finish.
+    std::process::exit(code)
+}
+
+async fn relay(plan: SandboxPlan) -> Result<i32, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut child: ConfinedChild = spawn_confined(&plan).await.context("spawning the sandbox")?;
+    let kill_timeout = Duration::from_secs(plan.kill_timeout_secs);
+    let mut child_stdin = child.stdin.take();
+    let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
+    let stdin_task = tokio::spawn(async move {
+        if let Some(pipe) = child_stdin.as_mut() {
+            let _ = tokio::io::copy(&mut tokio::io::stdin(), pipe).await;
+        }
+        drop(child_stdin);
+        let _ = eof_tx.send(());
+    });
+    let stdout_task = child.stdout.take().map(|mut out| {
+        tokio::spawn(async move {
+            let mut stdout = tokio::io::stdout();
+            let _ = tokio::io::copy(&mut out, &mut stdout).await;
+            let _ = stdout.flush().await;
+        })
+    });
+    let stderr_task = child.stderr.take().map(|mut err| {
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut err, &mut tokio::io::stderr()).await;
+        })
+    });
+    let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let summary = tokio::select! {
+        status = child.wait() => {
+            let status = status.context("waiting for the sandbox")?;
+            use std::os::unix::process::ExitStatusExt;
+            crate::process::ExitSummary { status: Some(status), code: status.code(), signal: status.signal(), ended_by: crate::process::EndedBy::StdinClosed, helper_step: None }
+        }
+        _ = &mut eof_rx => child.shutdown(kill_timeout).await,
+        _ = sigterm.recv() => { stdin_task.abort(); child.shutdown(kill_timeout).await }
+        _ = sigint.recv() => { stdin_task.abort(); child.shutdown(kill_timeout).await }
+    };
+    for task in [stdout_task, stderr_task].into_iter().flatten() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
+    }
+    tracing::debug!(?summary, "sandbox ended");
+    Ok(summary.code.unwrap_or_else(|| 128 + summary.signal.unwrap_or(0)))
+}
