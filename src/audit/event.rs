@@ -144,6 +144,9 @@ mod tests {
         event.outcome = Some(Outcome::Timeout);
         event.duration_ms = Some(millis(Duration::from_micros(1500)));
         let text = serde_json::to_string(&event).unwrap();
-        assert_eq!(text, r#"{"ts":"","seq":0,"event":"outcome","server":"fs","duration_ms":1.5,"outcome":"timeout"}"#);
+        assert_eq!(
+            text,
+            r#"{"ts":"","seq":0,"event":"outcome","server":"fs","duration_ms":1.5,"outcome":"timeout"}"#
+        );
     }
 }

@@ -50,8 +50,13 @@ pub struct Redactor {
 }
 
 fn secret_key(key: &str) -> bool {
-    let folded: String = key.chars().filter(|c| *c != '-' && *c != '_').flat_map(char::to_lowercase).collect();
-    SECRET_KEYS.contains(&folded.as_str()) || SECRET_KEY_PARTS.iter().any(|part| folded.contains(part))
+    let folded: String = key
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    SECRET_KEYS.contains(&folded.as_str())
+        || SECRET_KEY_PARTS.iter().any(|part| folded.contains(part))
 }
 
 impl Redactor {
@@ -59,8 +64,10 @@ impl Redactor {
     pub fn new<'a>(extra: impl IntoIterator<Item = &'a str>) -> Result<Redactor, PatternError> {
         let mut patterns = Vec::new();
         for pattern in BUILTIN_PATTERNS.into_iter().chain(extra) {
-            let regex = Regex::new(pattern)
-                .map_err(|source| PatternError { pattern: pattern.to_string(), source })?;
+            let regex = Regex::new(pattern).map_err(|source| PatternError {
+                pattern: pattern.to_string(),
+                source,
+            })?;
             patterns.push(regex);
         }
         Ok(Redactor { patterns })
@@ -81,7 +88,9 @@ impl Redactor {
                 }
                 Value::Object(out)
             }
-            Value::Array(items) => Value::Array(items.iter().map(|item| self.redact(item)).collect()),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|item| self.redact(item)).collect())
+            }
             Value::String(text) => Value::String(self.redact_text(text)),
             other => other.clone(),
         }
@@ -91,7 +100,8 @@ impl Redactor {
         let mut current = std::borrow::Cow::Borrowed(text);
         for pattern in &self.patterns {
             if pattern.is_match(&current) {
-                current = std::borrow::Cow::Owned(pattern.replace_all(&current, REDACTED).into_owned());
+                current =
+                    std::borrow::Cow::Owned(pattern.replace_all(&current, REDACTED).into_owned());
             }
         }
         current.into_owned()
@@ -123,7 +133,10 @@ mod tests {
     fn redacts_token_shapes_and_policy_patterns() {
         let redactor = Redactor::new(["acct-[0-9]+"]).unwrap();
         let args = json!({"text": "use sk-abcdefghijklmnop1234 and acct-42 please", "n": 1});
-        assert_eq!(redactor.redact(&args), json!({"text": "use [REDACTED] and [REDACTED] please", "n": 1}));
+        assert_eq!(
+            redactor.redact(&args),
+            json!({"text": "use [REDACTED] and [REDACTED] please", "n": 1})
+        );
     }
 
     #[test]

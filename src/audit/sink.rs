@@ -30,7 +30,10 @@ pub enum AuditError {
 
 #[derive(Debug)]
 enum Sink {
-    File { file: File, path: PathBuf },
+    File {
+        file: File,
+        path: PathBuf,
+    },
     Stderr,
     /// In-memory, for tests and benchmarks.
     Memory(Vec<u8>),
@@ -46,12 +49,27 @@ pub struct AuditLog {
 impl AuditLog {
     /// Opens (creating, mode 0600, parents 0700) `path` for appending.
     pub fn open_file(path: &Path) -> Result<AuditLog, AuditError> {
-        let open_error = |source| AuditError::Open { path: path.to_path_buf(), source };
+        let open_error = |source| AuditError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(open_error)?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(open_error)?;
         }
-        let file = OpenOptions::new().append(true).create(true).mode(0o600).open(path).map_err(open_error)?;
-        Ok(AuditLog::with_sinks(vec![Sink::File { file, path: path.to_path_buf() }]))
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(open_error)?;
+        Ok(AuditLog::with_sinks(vec![Sink::File {
+            file,
+            path: path.to_path_buf(),
+        }]))
     }
 
     pub fn stderr() -> AuditLog {
@@ -63,7 +81,11 @@ impl AuditLog {
     }
 
     fn with_sinks(sinks: Vec<Sink>) -> AuditLog {
-        AuditLog { sinks, seq: 0, line: Vec::with_capacity(512) }
+        AuditLog {
+            sinks,
+            seq: 0,
+            line: Vec::with_capacity(512),
+        }
     }
 
     /// Everything written to the in-memory sink so far (empty for other sinks).
@@ -87,13 +109,22 @@ impl AuditLog {
         self.line.push(b'\n');
         for sink in &mut self.sinks {
             match sink {
-                Sink::File { file, path } => file
-                    .write_all(&self.line)
-                    .map_err(|source| AuditError::Write { target: path.display().to_string(), source })?,
-                Sink::Stderr => std::io::stderr()
-                    .lock()
-                    .write_all(&self.line)
-                    .map_err(|source| AuditError::Write { target: "stderr".into(), source })?,
+                Sink::File { file, path } => {
+                    file.write_all(&self.line)
+                        .map_err(|source| AuditError::Write {
+                            target: path.display().to_string(),
+                            source,
+                        })?
+                }
+                Sink::Stderr => {
+                    std::io::stderr()
+                        .lock()
+                        .write_all(&self.line)
+                        .map_err(|source| AuditError::Write {
+                            target: "stderr".into(),
+                            source,
+                        })?
+                }
                 Sink::Memory(buffer) => buffer.extend_from_slice(&self.line),
             }
         }
@@ -125,6 +156,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let fresh = dir.path().join("fresh/dir/audit.jsonl");
         AuditLog::open_file(&fresh).unwrap();
-        assert_eq!(std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 }

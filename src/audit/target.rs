@@ -15,8 +15,15 @@ pub struct AuditEnv {
 
 impl AuditEnv {
     pub fn from_env() -> AuditEnv {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        AuditEnv { xdg_state_home: var("XDG_STATE_HOME"), home: var("HOME") }
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        AuditEnv {
+            xdg_state_home: var("XDG_STATE_HOME"),
+            home: var("HOME"),
+        }
     }
 }
 
@@ -33,15 +40,25 @@ pub enum TargetError {
         "--audit {requested} conflicts with the organisation's audit log {pinned} (set in {origin}); \
          the org policy pins it. Fix: drop --audit"
     )]
-    PinnedByOrg { requested: String, pinned: String, origin: String },
-    #[error("no audit log location: neither XDG_STATE_HOME nor HOME is set. Fix: pass --audit FILE")]
+    PinnedByOrg {
+        requested: String,
+        pinned: String,
+        origin: String,
+    },
+    #[error(
+        "no audit log location: neither XDG_STATE_HOME nor HOME is set. Fix: pass --audit FILE"
+    )]
     NoDefault,
     #[error("audit.path {0:?} cannot be expanded: {1}")]
     Template(String, String),
 }
 
 /// Expands a leading `~` and `${env:NAME}` / `${NAME}` in a policy path template.
-fn expand(template: &str, env: &AuditEnv, lookup: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, TargetError> {
+fn expand(
+    template: &str,
+    env: &AuditEnv,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, TargetError> {
     let bad = |why: &str| TargetError::Template(template.to_string(), why.to_string());
     let mut text = String::new();
     let mut rest = template;
@@ -85,7 +102,11 @@ pub fn resolve_target(
                 origin: sourced.origin.to_string(),
             });
         }
-        return Ok(if requested == "-" { AuditTarget::Stderr } else { AuditTarget::File(PathBuf::from(requested)) });
+        return Ok(if requested == "-" {
+            AuditTarget::Stderr
+        } else {
+            AuditTarget::File(PathBuf::from(requested))
+        });
     }
     if let Some((path, _)) = from_policy {
         return Ok(AuditTarget::File(path));
@@ -107,14 +128,21 @@ mod tests {
         AuditPolicy {
             path: path.map(|(value, layer)| Sourced {
                 value: value.to_string(),
-                origin: Origin { layer, file: PathBuf::from("/etc/airlock/policy.toml"), line: Some(3) },
+                origin: Origin {
+                    layer,
+                    file: PathBuf::from("/etc/airlock/policy.toml"),
+                    line: Some(3),
+                },
             }),
             redact: Vec::new(),
         }
     }
 
     fn env() -> AuditEnv {
-        AuditEnv { xdg_state_home: None, home: Some(PathBuf::from("/home/u")) }
+        AuditEnv {
+            xdg_state_home: None,
+            home: Some(PathBuf::from("/home/u")),
+        }
     }
 
     fn no_env(_: &str) -> Option<String> {
@@ -124,13 +152,22 @@ mod tests {
     #[test]
     fn default_is_under_the_state_dir() {
         let got = resolve_target(None, &policy(None), &env(), &no_env).unwrap();
-        assert_eq!(got, AuditTarget::File(PathBuf::from("/home/u/.local/state/airlock/audit.jsonl")));
-        let xdg = AuditEnv { xdg_state_home: Some(PathBuf::from("/s")), home: None };
+        assert_eq!(
+            got,
+            AuditTarget::File(PathBuf::from("/home/u/.local/state/airlock/audit.jsonl"))
+        );
+        let xdg = AuditEnv {
+            xdg_state_home: Some(PathBuf::from("/s")),
+            home: None,
+        };
         assert_eq!(
             resolve_target(None, &policy(None), &xdg, &no_env).unwrap(),
             AuditTarget::File(PathBuf::from("/s/airlock/audit.jsonl"))
         );
-        assert_eq!(resolve_target(None, &policy(None), &AuditEnv::default(), &no_env), Err(TargetError::NoDefault));
+        assert_eq!(
+            resolve_target(None, &policy(None), &AuditEnv::default(), &no_env),
+            Err(TargetError::NoDefault)
+        );
     }
 
     #[test]
@@ -145,14 +182,20 @@ mod tests {
             resolve_target(Some("/tmp/a.jsonl"), &user, &env(), &lookup).unwrap(),
             AuditTarget::File(PathBuf::from("/tmp/a.jsonl"))
         );
-        assert_eq!(resolve_target(Some("-"), &user, &env(), &lookup).unwrap(), AuditTarget::Stderr);
+        assert_eq!(
+            resolve_target(Some("-"), &user, &env(), &lookup).unwrap(),
+            AuditTarget::Stderr
+        );
     }
 
     #[test]
     fn org_pinned_path_refuses_a_different_cli_path() {
         let org = policy(Some(("/var/log/airlock.jsonl", Layer::Org)));
         let err = resolve_target(Some("/tmp/mine.jsonl"), &org, &env(), &no_env).unwrap_err();
-        assert!(err.to_string().contains("/etc/airlock/policy.toml:3"), "{err}");
+        assert!(
+            err.to_string().contains("/etc/airlock/policy.toml:3"),
+            "{err}"
+        );
         assert_eq!(
             resolve_target(Some("/var/log/airlock.jsonl"), &org, &env(), &no_env).unwrap(),
             AuditTarget::File(PathBuf::from("/var/log/airlock.jsonl"))

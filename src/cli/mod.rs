@@ -8,6 +8,7 @@ mod check;
 mod confine;
 mod doctor;
 mod explain;
+pub mod run;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,7 @@ pub struct Cli {
 pub enum Command {
     Check(check::CheckArgs),
     Explain(explain::ExplainArgs),
+    Run(run::RunArgs),
     /// Report kernel sandbox features and what the active policy will enforce.
     Doctor(doctor::DoctorArgs),
     /// The confine helper (internal).
@@ -74,6 +76,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Run(args) => run::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Confine(args) => confine::confine(args),
         Command::SandboxExec(args) => confine::sandbox_exec(args),

@@ -82,7 +82,8 @@ impl Shared<'_> {
             }
         }
         out.to_host.extend(fx.to_host.drain(..).map(|m| encode(&m)));
-        out.to_server.extend(fx.to_server.drain(..).map(|m| encode(&m)));
+        out.to_server
+            .extend(fx.to_server.drain(..).map(|m| encode(&m)));
         Ok(())
     }
 
@@ -113,9 +114,20 @@ impl Shared<'_> {
         let mut out = Outbox::default();
         let line = match frame {
             Frame::Oversized { bytes } => {
-                tracing::warn!(bytes, limit = max_line_bytes, "host message exceeds the maximum line size");
-                let text = format!("message of {bytes} bytes exceeds airlock's limit of {max_line_bytes} bytes");
-                out.to_host.push(encode(&error_response(Value::Null, code::INVALID_REQUEST, &text, None)));
+                tracing::warn!(
+                    bytes,
+                    limit = max_line_bytes,
+                    "host message exceeds the maximum line size"
+                );
+                let text = format!(
+                    "message of {bytes} bytes exceeds airlock's limit of {max_line_bytes} bytes"
+                );
+                out.to_host.push(encode(&error_response(
+                    Value::Null,
+                    code::INVALID_REQUEST,
+                    &text,
+                    None,
+                )));
                 return Ok(out);
             }
             Frame::Line(line) => line,
@@ -124,12 +136,20 @@ impl Shared<'_> {
             Ok(message) => message,
             Err(err) => {
                 let text = format!("parse error: {err}");
-                out.to_host.push(encode(&error_response(Value::Null, code::PARSE_ERROR, &text, None)));
+                out.to_host.push(encode(&error_response(
+                    Value::Null,
+                    code::PARSE_ERROR,
+                    &text,
+                    None,
+                )));
                 return Ok(out);
             }
         };
         let mut fx = Effects::default();
-        let verdict = self.gate.borrow_mut().on_host(message, Instant::now(), &mut fx);
+        let verdict = self
+            .gate
+            .borrow_mut()
+            .on_host(message, Instant::now(), &mut fx);
         self.settle(&mut fx, &mut out)?;
         match verdict {
             Verdict::Pass => out.to_server.insert(0, with_newline(line)),
@@ -152,8 +172,12 @@ impl Shared<'_> {
         };
         let line = match frame {
             Frame::Oversized { bytes } => {
-                let reason = format!("line of {bytes} bytes exceeds the limit of {max_line_bytes} bytes");
-                drop_line(&reason, serde_json::json!({"bytes": bytes, "limit": max_line_bytes}))?;
+                let reason =
+                    format!("line of {bytes} bytes exceeds the limit of {max_line_bytes} bytes");
+                drop_line(
+                    &reason,
+                    serde_json::json!({"bytes": bytes, "limit": max_line_bytes}),
+                )?;
                 return Ok(out);
             }
             Frame::Line(line) => line,
@@ -161,12 +185,18 @@ impl Shared<'_> {
         let message: Value = match serde_json::from_slice(&line) {
             Ok(message) => message,
             Err(err) => {
-                drop_line(&format!("not JSON: {err}"), serde_json::json!({"bytes": line.len()}))?;
+                drop_line(
+                    &format!("not JSON: {err}"),
+                    serde_json::json!({"bytes": line.len()}),
+                )?;
                 return Ok(out);
             }
         };
         let mut fx = Effects::default();
-        let verdict = self.gate.borrow_mut().on_server(message, Instant::now(), &mut fx);
+        let verdict = self
+            .gate
+            .borrow_mut()
+            .on_server(message, Instant::now(), &mut fx);
         self.settle(&mut fx, &mut out)?;
         match verdict {
             Verdict::Pass => out.to_host.insert(0, with_newline(line)),
@@ -177,7 +207,10 @@ impl Shared<'_> {
     }
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, writer: W) -> std::io::Result<()> {
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    writer: W,
+) -> std::io::Result<()> {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     while let Some(bytes) = rx.recv().await {
         writer.write_all(&bytes).await?;
@@ -282,7 +315,10 @@ where
         if result.is_ok() {
             let mut fx = Effects::default();
             let mut out = Outbox::default();
-            shared.gate.borrow_mut().on_server_gone("its output closed", Instant::now(), &mut fx);
+            shared
+                .gate
+                .borrow_mut()
+                .on_server_gone("its output closed", Instant::now(), &mut fx);
             shared.settle(&mut fx, &mut out)?;
             out.to_server.clear();
             shared.send(out).await;
@@ -294,7 +330,9 @@ where
     };
 
     let timer_loop = async {
-        let Some(timeout) = tool_timeout else { return Ok::<(), SessionError>(()) };
+        let Some(timeout) = tool_timeout else {
+            return Ok::<(), SessionError>(());
+        };
         let mut done = done_rx.clone();
         let mut interval = tokio::time::interval(tick_period(timeout));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -304,7 +342,11 @@ where
                 _ = interval.tick() => {}
             }
             let now = Instant::now();
-            let due = shared.gate.borrow().next_deadline().is_some_and(|deadline| deadline <= now);
+            let due = shared
+                .gate
+                .borrow()
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= now);
             if due {
                 let mut fx = Effects::default();
                 let mut out = Outbox::default();
@@ -315,7 +357,11 @@ where
         }
     };
 
-    let host_writer = async { write_loop(host_rx, host_out).await.map_err(SessionError::HostWrite) };
+    let host_writer = async {
+        write_loop(host_rx, host_out)
+            .await
+            .map_err(SessionError::HostWrite)
+    };
     let server_writer = async {
         let result = write_loop(server_rx, server_in).await;
         // A server that stopped reading (it exited) is reported by its closed stdout instead.
@@ -325,8 +371,13 @@ where
         Ok::<(), SessionError>(())
     };
 
-    let (host_result, server_result, timer_result, host_write_result, server_write_result) =
-        tokio::join!(host_loop, server_loop, timer_loop, host_writer, server_writer);
+    let (host_result, server_result, timer_result, host_write_result, server_write_result) = tokio::join!(
+        host_loop,
+        server_loop,
+        timer_loop,
+        host_writer,
+        server_writer
+    );
     host_result?;
     server_result?;
     timer_result?;
@@ -338,7 +389,11 @@ where
         }
     }
     Ok(SessionOutcome {
-        ended_by: if host_closed.get() { EndedBy::Host } else { EndedBy::Server },
+        ended_by: if host_closed.get() {
+            EndedBy::Host
+        } else {
+            EndedBy::Server
+        },
         dropped_server_lines: shared.dropped.get(),
     })
 }

@@ -11,7 +11,11 @@ use crate::mcp::{Frame, LineReader};
 pub const MAX_STDERR_LINE: usize = 64 * 1024;
 
 /// Relays until end of stream (or a read error, which ends the relay like end of stream would).
-pub async fn relay_stderr<R: AsyncRead + Unpin>(reader: R, server: &str, sink: &mut (dyn Write + Send)) {
+pub async fn relay_stderr<R: AsyncRead + Unpin>(
+    reader: R,
+    server: &str,
+    sink: &mut (dyn Write + Send),
+) {
     let mut lines = LineReader::new(BufReader::new(reader), MAX_STDERR_LINE);
     while let Ok(Some(frame)) = lines.next_frame().await {
         let _ = match frame {
@@ -19,7 +23,9 @@ pub async fn relay_stderr<R: AsyncRead + Unpin>(reader: R, server: &str, sink: &
                 let text = String::from_utf8_lossy(&line);
                 writeln!(sink, "[{server}] {text}")
             }
-            Frame::Oversized { bytes } => writeln!(sink, "[{server}] ({bytes}-byte line not shown)"),
+            Frame::Oversized { bytes } => {
+                writeln!(sink, "[{server}] ({bytes}-byte line not shown)")
+            }
         };
     }
 }
@@ -33,6 +39,9 @@ mod tests {
         let mut out = Vec::new();
         let input: &[u8] = b"starting\nready\r\n";
         relay_stderr(input, "fs", &mut out).await;
-        assert_eq!(String::from_utf8(out).unwrap(), "[fs] starting\n[fs] ready\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[fs] starting\n[fs] ready\n"
+        );
     }
 }

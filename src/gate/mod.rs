@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome, Redactor};
-use crate::mcp::message::{code, error_response, id_key, notification, request, result_response, salvage_id};
+use crate::mcp::message::{
+    code, error_response, id_key, notification, request, result_response, salvage_id,
+};
 use crate::mcp::{Class, classify, version};
 use crate::policy::{Action, Call, Decision, Policy};
 
@@ -139,7 +141,10 @@ pub struct Gate {
 
 /// A human-readable description of a decision, for deny texts and logs.
 pub fn describe(decision: &Decision) -> String {
-    format!("rule {} (layer {}, {})", decision.rule, decision.layer, decision.source)
+    format!(
+        "rule {} (layer {}, {})",
+        decision.rule, decision.layer, decision.source
+    )
 }
 
 /// The tool result airlock answers a refused call with.
@@ -203,7 +208,14 @@ impl Gate {
         Event::new(kind, &self.config.server)
     }
 
-    fn outcome_event(&self, tool: &str, id: &Value, outcome: Outcome, elapsed: Duration, reason: Option<String>) -> Event {
+    fn outcome_event(
+        &self,
+        tool: &str,
+        id: &Value,
+        outcome: Outcome,
+        elapsed: Duration,
+        reason: Option<String>,
+    ) -> Event {
         let mut event = self.event(EventKind::Outcome);
         event.tool = Some(tool.to_string());
         event.request_id = Some(id.clone());
@@ -220,7 +232,12 @@ impl Gate {
         match classify(&message) {
             Err(invalid) => {
                 let id = salvage_id(&message);
-                fx.to_host.push(error_response(id, code::INVALID_REQUEST, &format!("invalid request: {invalid}"), None));
+                fx.to_host.push(error_response(
+                    id,
+                    code::INVALID_REQUEST,
+                    &format!("invalid request: {invalid}"),
+                    None,
+                ));
                 Verdict::Drop
             }
             Ok(Class::Batch(_)) => self.host_batch(message, now, fx),
@@ -267,7 +284,9 @@ impl Gate {
             ));
             return Verdict::Drop;
         }
-        let Value::Array(items) = message else { return Verdict::Drop };
+        let Value::Array(items) = message else {
+            return Verdict::Drop;
+        };
         let mut forward = Vec::with_capacity(items.len());
         for item in items {
             let original = item.clone();
@@ -277,10 +296,21 @@ impl Gate {
                 Verdict::Drop => {}
             }
         }
-        if forward.is_empty() { Verdict::Drop } else { Verdict::Replace(Value::Array(forward)) }
+        if forward.is_empty() {
+            Verdict::Drop
+        } else {
+            Verdict::Replace(Value::Array(forward))
+        }
     }
 
-    fn host_request(&mut self, message: Value, id: Value, method: &str, now: Instant, fx: &mut Effects) -> Verdict {
+    fn host_request(
+        &mut self,
+        message: Value,
+        id: Value,
+        method: &str,
+        now: Instant,
+        fx: &mut Effects,
+    ) -> Verdict {
         let params = message.get("params");
         if let Some(declared) = version::request_version(params) {
             if self.version.as_deref() != Some(declared) {
@@ -291,7 +321,9 @@ impl Gate {
         let what = match method {
             "initialize" => {
                 if let Some(params) = params {
-                    self.host_elicitation = params.get("capabilities").is_some_and(version::elicitation_form_supported);
+                    self.host_elicitation = params
+                        .get("capabilities")
+                        .is_some_and(version::elicitation_form_supported);
                     if let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) {
                         self.version = Some(requested.to_string());
                     }
@@ -303,21 +335,36 @@ impl Gate {
             "tools/list" => Tracked::ToolsList,
             _ => Tracked::Other,
         };
-        self.pending.insert(key, Pending { id, what, started: now, deadline: None });
+        self.pending.insert(
+            key,
+            Pending {
+                id,
+                what,
+                started: now,
+                deadline: None,
+            },
+        );
         Verdict::Pass
     }
 
     fn elicitation_available(&self, params: Option<&Value>) -> Result<(), &'static str> {
-        let stateless = self.version.as_deref().is_some_and(|v| version::era_of(v) == version::Era::Stateless);
+        let stateless = self
+            .version
+            .as_deref()
+            .is_some_and(|v| version::era_of(v) == version::Era::Stateless);
         if stateless || version::request_version(params).is_some() {
             // 2026-07-28 has no server→client requests; confirmation would need the in-band
             // (multi-round-trip) flow, which airlock does not speak yet.
-            return Err("the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet");
+            return Err(
+                "the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet",
+            );
         }
         if self.host_elicitation {
             Ok(())
         } else {
-            Err("the host did not declare the elicitation capability, so airlock cannot ask for confirmation")
+            Err(
+                "the host did not declare the elicitation capability, so airlock cannot ask for confirmation",
+            )
         }
     }
 
@@ -332,13 +379,23 @@ impl Gate {
             decision_event.decision = Some(Action::Deny.to_string());
             decision_event.rule = Some("airlock: tools/call without a tool name".into());
             fx.audit.push(decision_event);
-            fx.audit.push(self.outcome_event("", &id, Outcome::Denied, Duration::ZERO, None));
-            fx.to_host.push(error_response(id.clone(), code::INVALID_PARAMS, "tools/call needs params.name", None));
+            fx.audit
+                .push(self.outcome_event("", &id, Outcome::Denied, Duration::ZERO, None));
+            fx.to_host.push(error_response(
+                id.clone(),
+                code::INVALID_PARAMS,
+                "tools/call needs params.name",
+                None,
+            ));
             self.answered_here.insert(id_key(&id));
             return Verdict::Drop;
         };
         let tool = tool.to_string();
-        let decision = self.policy.decide(&Call { server: &self.config.server, tool: &tool, arguments });
+        let decision = self.policy.decide(&Call {
+            server: &self.config.server,
+            tool: &tool,
+            arguments,
+        });
         decision_event.tool = Some(tool.clone());
         decision_event.rule = Some(decision.rule.clone());
         decision_event.layer = Some(decision.layer.to_string());
@@ -348,8 +405,15 @@ impl Gate {
             Action::Allow => {
                 decision_event.decision = Some(Action::Allow.to_string());
                 fx.audit.push(decision_event);
-                self.pending
-                    .insert(id_key(&id), Pending { id, what: Tracked::ToolsCall { tool }, started: now, deadline });
+                self.pending.insert(
+                    id_key(&id),
+                    Pending {
+                        id,
+                        what: Tracked::ToolsCall { tool },
+                        started: now,
+                        deadline,
+                    },
+                );
                 Verdict::Pass
             }
             Action::Deny => {
@@ -380,7 +444,9 @@ impl Gate {
                     decision_event.decision = Some(Action::Ask.to_string());
                     fx.audit.push(decision_event);
                     let own_id = self.own_id("ask");
-                    let shown_args = arguments.map(|args| self.redactor.redact(args)).unwrap_or(Value::Null);
+                    let shown_args = arguments
+                        .map(|args| self.redactor.redact(args))
+                        .unwrap_or(Value::Null);
                     let text = format!(
                         "Allow server \"{}\" to run tool \"{tool}\" with arguments {}? ({})",
                         self.config.server,
@@ -401,7 +467,16 @@ impl Gate {
                     ));
                     let own_key = id_key(&own_id);
                     self.held_by_call.insert(id_key(&id), own_key.clone());
-                    self.held.insert(own_key, Held { call: message, id, tool, started: now, deadline });
+                    self.held.insert(
+                        own_key,
+                        Held {
+                            call: message,
+                            id,
+                            tool,
+                            started: now,
+                            deadline,
+                        },
+                    );
                     Verdict::Drop
                 }
             },
@@ -409,21 +484,49 @@ impl Gate {
     }
 
     /// Answers a call here with an `isError` tool result and records the outcome.
-    fn refuse(&mut self, tool: &str, id: Value, text: String, started: Instant, now: Instant, fx: &mut Effects) {
-        fx.audit.push(self.outcome_event(tool, &id, Outcome::Denied, now.saturating_duration_since(started), Some(text.clone())));
+    fn refuse(
+        &mut self,
+        tool: &str,
+        id: Value,
+        text: String,
+        started: Instant,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
+        fx.audit.push(self.outcome_event(
+            tool,
+            &id,
+            Outcome::Denied,
+            now.saturating_duration_since(started),
+            Some(text.clone()),
+        ));
         self.answered_here.insert(id_key(&id));
         fx.to_host.push(result_response(id, refusal_result(text)));
     }
 
     fn resolve_held(&mut self, held: Held, answer: &Value, now: Instant, fx: &mut Effects) {
         let result = answer.get("result");
-        let action = result.and_then(|r| r.get("action")).and_then(Value::as_str).unwrap_or("error");
+        let action = result
+            .and_then(|r| r.get("action"))
+            .and_then(Value::as_str)
+            .unwrap_or("error");
         let approved = action == "accept"
-            && result.and_then(|r| r.get("content")).and_then(|c| c.get("approve")).and_then(Value::as_bool) != Some(false);
+            && result
+                .and_then(|r| r.get("content"))
+                .and_then(|c| c.get("approve"))
+                .and_then(Value::as_bool)
+                != Some(false);
         let mut event = self.event(EventKind::Elicitation);
         event.tool = Some(held.tool.clone());
         event.request_id = Some(held.id.clone());
-        event.decision = Some(if approved { Action::Allow } else { Action::Deny }.to_string());
+        event.decision = Some(
+            if approved {
+                Action::Allow
+            } else {
+                Action::Deny
+            }
+            .to_string(),
+        );
         event.reason = Some(format!("host answered: {action}"));
         fx.audit.push(event);
         if approved {
@@ -457,7 +560,13 @@ impl Gate {
         if let Some(own_key) = self.held_by_call.remove(&key) {
             if let Some(held) = self.held.remove(&own_key) {
                 let elapsed = now.saturating_duration_since(held.started);
-                fx.audit.push(self.outcome_event(&held.tool, &held.id, Outcome::Cancelled, elapsed, None));
+                fx.audit.push(self.outcome_event(
+                    &held.tool,
+                    &held.id,
+                    Outcome::Cancelled,
+                    elapsed,
+                    None,
+                ));
             }
             return Verdict::Drop;
         }
@@ -465,7 +574,8 @@ impl Gate {
             && let Tracked::ToolsCall { tool } = &pending.what
         {
             let elapsed = now.saturating_duration_since(pending.started);
-            fx.audit.push(self.outcome_event(tool, &pending.id, Outcome::Cancelled, elapsed, None));
+            fx.audit
+                .push(self.outcome_event(tool, &pending.id, Outcome::Cancelled, elapsed, None));
             self.pending.remove(&key);
         }
         Verdict::Pass
@@ -479,7 +589,9 @@ impl Gate {
             // Not ours to police: the host judges the server's protocol errors.
             Err(_) => Verdict::Pass,
             Ok(Class::Batch(_)) => {
-                let Value::Array(items) = message else { return Verdict::Pass };
+                let Value::Array(items) = message else {
+                    return Verdict::Pass;
+                };
                 let mut forward = Vec::with_capacity(items.len());
                 for item in items {
                     let original = item.clone();
@@ -489,7 +601,11 @@ impl Gate {
                         Verdict::Drop => {}
                     }
                 }
-                if forward.is_empty() { Verdict::Drop } else { Verdict::Replace(Value::Array(forward)) }
+                if forward.is_empty() {
+                    Verdict::Drop
+                } else {
+                    Verdict::Replace(Value::Array(forward))
+                }
             }
             Ok(Class::Request { id, .. }) => {
                 if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) {
@@ -508,26 +624,44 @@ impl Gate {
                 let is_error = message.get("error").is_some();
                 if self.initialize_key.as_deref() == Some(key.as_str()) {
                     self.initialize_key = None;
-                    if let Some(negotiated) = message.pointer("/result/protocolVersion").and_then(Value::as_str) {
+                    if let Some(negotiated) = message
+                        .pointer("/result/protocolVersion")
+                        .and_then(Value::as_str)
+                    {
                         self.version = Some(negotiated.to_string());
                     }
                 }
                 let Some(pending) = self.pending.remove(&key) else {
-                    return if self.timed_out.remove(&key) { Verdict::Drop } else { Verdict::Pass };
+                    return if self.timed_out.remove(&key) {
+                        Verdict::Drop
+                    } else {
+                        Verdict::Pass
+                    };
                 };
                 match pending.what {
                     Tracked::ToolsList if !is_error && !self.config.show_denied => {
                         let mut message = message;
                         let removed = match message.get_mut("result") {
-                            Some(result) => filter_tools_result(result, &self.config.server, &self.policy),
+                            Some(result) => {
+                                filter_tools_result(result, &self.config.server, &self.policy)
+                            }
                             None => 0,
                         };
-                        if removed > 0 { Verdict::Replace(message) } else { Verdict::Pass }
+                        if removed > 0 {
+                            Verdict::Replace(message)
+                        } else {
+                            Verdict::Pass
+                        }
                     }
                     Tracked::ToolsCall { tool } => {
-                        let tool_error = message.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
+                        let tool_error =
+                            message.pointer("/result/isError").and_then(Value::as_bool)
+                                == Some(true);
                         let (outcome, reason) = if is_error {
-                            let text = message.pointer("/error/message").and_then(Value::as_str).map(str::to_string);
+                            let text = message
+                                .pointer("/error/message")
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
                             (Outcome::Error, text)
                         } else if tool_error {
                             (Outcome::Error, Some("tool result isError".to_string()))
@@ -535,7 +669,13 @@ impl Gate {
                             (Outcome::Ok, None)
                         };
                         let elapsed = now.saturating_duration_since(pending.started);
-                        fx.audit.push(self.outcome_event(&tool, &pending.id, outcome, elapsed, reason));
+                        fx.audit.push(self.outcome_event(
+                            &tool,
+                            &pending.id,
+                            outcome,
+                            elapsed,
+                            reason,
+                        ));
                         Verdict::Pass
                     }
                     Tracked::ToolsList | Tracked::Other => Verdict::Pass,
@@ -555,12 +695,24 @@ impl Gate {
 
     /// Answers every call whose `tool_timeout` has passed and cancels it at the server.
     pub fn on_tick(&mut self, now: Instant, fx: &mut Effects) {
-        let seconds = self.config.tool_timeout.map(|t| t.as_secs_f64()).unwrap_or_default();
-        let expired: Vec<String> =
-            self.pending.iter().filter(|(_, p)| p.deadline.is_some_and(|d| d <= now)).map(|(k, _)| k.clone()).collect();
+        let seconds = self
+            .config
+            .tool_timeout
+            .map(|t| t.as_secs_f64())
+            .unwrap_or_default();
+        let expired: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline.is_some_and(|d| d <= now))
+            .map(|(k, _)| k.clone())
+            .collect();
         for key in expired {
-            let Some(pending) = self.pending.remove(&key) else { continue };
-            let Tracked::ToolsCall { tool } = &pending.what else { continue };
+            let Some(pending) = self.pending.remove(&key) else {
+                continue;
+            };
+            let Tracked::ToolsCall { tool } = &pending.what else {
+                continue;
+            };
             let reason = format!("airlock: tool call timed out after {seconds}s");
             fx.audit.push(self.outcome_event(
                 tool,
@@ -569,19 +721,45 @@ impl Gate {
                 now.saturating_duration_since(pending.started),
                 Some(reason.clone()),
             ));
-            fx.to_host.push(error_response(pending.id.clone(), code::REQUEST_TIMEOUT, &reason, None));
-            fx.to_server.push(notification("notifications/cancelled", json!({"requestId": pending.id, "reason": reason})));
+            fx.to_host.push(error_response(
+                pending.id.clone(),
+                code::REQUEST_TIMEOUT,
+                &reason,
+                None,
+            ));
+            fx.to_server.push(notification(
+                "notifications/cancelled",
+                json!({"requestId": pending.id, "reason": reason}),
+            ));
             self.timed_out.insert(key);
         }
-        let expired: Vec<String> =
-            self.held.iter().filter(|(_, h)| h.deadline.is_some_and(|d| d <= now)).map(|(k, _)| k.clone()).collect();
+        let expired: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.deadline.is_some_and(|d| d <= now))
+            .map(|(k, _)| k.clone())
+            .collect();
         for own_key in expired {
-            let Some(held) = self.held.remove(&own_key) else { continue };
+            let Some(held) = self.held.remove(&own_key) else {
+                continue;
+            };
             self.held_by_call.remove(&id_key(&held.id));
-            let reason = format!("airlock: no answer to the confirmation request within {seconds}s");
+            let reason =
+                format!("airlock: no answer to the confirmation request within {seconds}s");
             let elapsed = now.saturating_duration_since(held.started);
-            fx.audit.push(self.outcome_event(&held.tool, &held.id, Outcome::Timeout, elapsed, Some(reason.clone())));
-            fx.to_host.push(error_response(held.id.clone(), code::REQUEST_TIMEOUT, &reason, None));
+            fx.audit.push(self.outcome_event(
+                &held.tool,
+                &held.id,
+                Outcome::Timeout,
+                elapsed,
+                Some(reason.clone()),
+            ));
+            fx.to_host.push(error_response(
+                held.id.clone(),
+                code::REQUEST_TIMEOUT,
+                &reason,
+                None,
+            ));
             self.answered_here.insert(id_key(&held.id));
         }
     }
@@ -594,16 +772,34 @@ impl Gate {
         for request in pending {
             if let Tracked::ToolsCall { tool } = &request.what {
                 let elapsed = now.saturating_duration_since(request.started);
-                fx.audit.push(self.outcome_event(tool, &request.id, Outcome::Error, elapsed, Some(message.clone())));
+                fx.audit.push(self.outcome_event(
+                    tool,
+                    &request.id,
+                    Outcome::Error,
+                    elapsed,
+                    Some(message.clone()),
+                ));
             }
-            fx.to_host.push(error_response(request.id, code::SERVER_EXITED, &message, None));
+            fx.to_host.push(error_response(
+                request.id,
+                code::SERVER_EXITED,
+                &message,
+                None,
+            ));
         }
         let held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
         self.held_by_call.clear();
         for call in held {
             let elapsed = now.saturating_duration_since(call.started);
-            fx.audit.push(self.outcome_event(&call.tool, &call.id, Outcome::Error, elapsed, Some(message.clone())));
-            fx.to_host.push(error_response(call.id, code::SERVER_EXITED, &message, None));
+            fx.audit.push(self.outcome_event(
+                &call.tool,
+                &call.id,
+                Outcome::Error,
+                elapsed,
+                Some(message.clone()),
+            ));
+            fx.to_host
+                .push(error_response(call.id, code::SERVER_EXITED, &message, None));
         }
     }
 }

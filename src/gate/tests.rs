@@ -14,12 +14,20 @@ ask = ["mcp:fs__write_file"]
 "#;
 
 fn policy(text: &str) -> Arc<Policy> {
-    let source = LayerSource { layer: Layer::User, path: PathBuf::from("/p/policy.toml"), text: text.to_string() };
+    let source = LayerSource {
+        layer: Layer::User,
+        path: PathBuf::from("/p/policy.toml"),
+        text: text.to_string(),
+    };
     Arc::new(load(&[source], &[]).unwrap())
 }
 
 fn gate_with(text: &str, timeout: Option<Duration>, show_denied: bool) -> Gate {
-    let config = GateConfig { server: "fs".into(), show_denied, tool_timeout: timeout };
+    let config = GateConfig {
+        server: "fs".into(),
+        show_denied,
+        tool_timeout: timeout,
+    };
     Gate::new(config, policy(text), Arc::new(Redactor::new([]).unwrap()))
 }
 
@@ -41,7 +49,10 @@ fn initialize(gate: &mut Gate, capabilities: Value, now: Instant) {
 }
 
 fn kinds(fx: &Effects) -> Vec<(EventKind, Option<String>, Option<Outcome>)> {
-    fx.audit.iter().map(|e| (e.event, e.decision.clone(), e.outcome)).collect()
+    fx.audit
+        .iter()
+        .map(|e| (e.event, e.decision.clone(), e.outcome))
+        .collect()
 }
 
 #[test]
@@ -49,16 +60,31 @@ fn allowed_call_is_forwarded_after_its_decision_and_records_the_outcome() {
     let mut gate = gate();
     let now = Instant::now();
     let mut fx = Effects::default();
-    assert_eq!(gate.on_host(call(json!(1), "read_file"), now, &mut fx), Verdict::Pass);
-    assert_eq!(kinds(&fx), vec![(EventKind::Decision, Some("allow".into()), None)]);
+    assert_eq!(
+        gate.on_host(call(json!(1), "read_file"), now, &mut fx),
+        Verdict::Pass
+    );
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Decision, Some("allow".into()), None)]
+    );
     let decision = &fx.audit[0];
-    assert_eq!(decision.args, Some(json!({"path":"/tmp/a","token":"[REDACTED]"})));
+    assert_eq!(
+        decision.args,
+        Some(json!({"path":"/tmp/a","token":"[REDACTED]"}))
+    );
     assert_eq!(decision.rule.as_deref(), Some("tools.default"));
     assert_eq!(decision.request_id, Some(json!(1)));
     let mut fx = Effects::default();
     let answer = json!({"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":false}});
-    assert_eq!(gate.on_server(answer, now + Duration::from_millis(5), &mut fx), Verdict::Pass);
-    assert_eq!(kinds(&fx), vec![(EventKind::Outcome, None, Some(Outcome::Ok))]);
+    assert_eq!(
+        gate.on_server(answer, now + Duration::from_millis(5), &mut fx),
+        Verdict::Pass
+    );
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Outcome, None, Some(Outcome::Ok))]
+    );
     assert_eq!(fx.audit[0].duration_ms, Some(5.0));
     assert_eq!(gate.in_flight(), 0);
 }
@@ -68,26 +94,43 @@ fn denied_call_is_answered_here_naming_rule_and_layer_and_its_cancel_is_swallowe
     let mut gate = gate();
     let now = Instant::now();
     let mut fx = Effects::default();
-    assert_eq!(gate.on_host(call(json!("x"), "delete_file"), now, &mut fx), Verdict::Drop);
+    assert_eq!(
+        gate.on_host(call(json!("x"), "delete_file"), now, &mut fx),
+        Verdict::Drop
+    );
     assert_eq!(
         kinds(&fx),
-        vec![(EventKind::Decision, Some("deny".into()), None), (EventKind::Outcome, None, Some(Outcome::Denied))]
+        vec![
+            (EventKind::Decision, Some("deny".into()), None),
+            (EventKind::Outcome, None, Some(Outcome::Denied))
+        ]
     );
     assert!(fx.to_server.is_empty());
     let answer = &fx.to_host[0];
     assert_eq!(answer["id"], "x");
     assert_eq!(answer["result"]["isError"], true);
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("mcp:fs__delete_*") && text.contains("layer user"), "{text}");
-    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}});
-    assert_eq!(gate.on_host(cancel.clone(), now, &mut Effects::default()), Verdict::Drop);
+    assert!(
+        text.contains("mcp:fs__delete_*") && text.contains("layer user"),
+        "{text}"
+    );
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}});
+    assert_eq!(
+        gate.on_host(cancel.clone(), now, &mut Effects::default()),
+        Verdict::Drop
+    );
     // A cancel for a call that was forwarded goes on to the server.
     let mut fx = Effects::default();
     gate.on_host(call(json!(2), "read_file"), now, &mut fx);
-    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}});
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}});
     let mut fx = Effects::default();
     assert_eq!(gate.on_host(cancel, now, &mut fx), Verdict::Pass);
-    assert_eq!(kinds(&fx), vec![(EventKind::Outcome, None, Some(Outcome::Cancelled))]);
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Outcome, None, Some(Outcome::Cancelled))]
+    );
 }
 
 #[test]
@@ -96,9 +139,14 @@ fn ask_without_elicitation_is_a_deny_that_says_why() {
     let now = Instant::now();
     initialize(&mut gate, json!({}), now);
     let mut fx = Effects::default();
-    assert_eq!(gate.on_host(call(json!(3), "write_file"), now, &mut fx), Verdict::Drop);
+    assert_eq!(
+        gate.on_host(call(json!(3), "write_file"), now, &mut fx),
+        Verdict::Drop
+    );
     assert_eq!(fx.audit[0].decision.as_deref(), Some("deny"));
-    let text = fx.to_host[0]["result"]["content"][0]["text"].as_str().unwrap();
+    let text = fx.to_host[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
     assert!(text.contains("elicitation"), "{text}");
 }
 
@@ -110,20 +158,38 @@ fn ask_with_elicitation_holds_the_call_until_the_host_approves() {
     let mut fx = Effects::default();
     let original = call(json!(4), "write_file");
     assert_eq!(gate.on_host(original.clone(), now, &mut fx), Verdict::Drop);
-    assert_eq!(kinds(&fx), vec![(EventKind::Decision, Some("ask".into()), None)]);
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Decision, Some("ask".into()), None)]
+    );
     let elicit = &fx.to_host[0];
     assert_eq!(elicit["method"], "elicitation/create");
     let own_id = elicit["id"].clone();
     assert!(own_id.as_str().unwrap().starts_with(OWN_ID_PREFIX));
-    assert!(!elicit["params"]["message"].as_str().unwrap().contains("s3cret"));
+    assert!(
+        !elicit["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("s3cret")
+    );
     let mut fx = Effects::default();
     let yes = json!({"jsonrpc":"2.0","id":own_id,"result":{"action":"accept","content":{"approve":true}}});
     assert_eq!(gate.on_host(yes, now, &mut fx), Verdict::Drop);
     assert_eq!(fx.to_server, vec![original]);
-    assert_eq!(kinds(&fx), vec![(EventKind::Elicitation, Some("allow".into()), None)]);
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Elicitation, Some("allow".into()), None)]
+    );
     let mut fx = Effects::default();
-    gate.on_server(json!({"jsonrpc":"2.0","id":4,"result":{"content":[]}}), now, &mut fx);
-    assert_eq!(kinds(&fx), vec![(EventKind::Outcome, None, Some(Outcome::Ok))]);
+    gate.on_server(
+        json!({"jsonrpc":"2.0","id":4,"result":{"content":[]}}),
+        now,
+        &mut fx,
+    );
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Outcome, None, Some(Outcome::Ok))]
+    );
 }
 
 #[test]
@@ -135,17 +201,25 @@ fn ask_declined_or_cancelled_never_reaches_the_server() {
     gate.on_host(call(json!(5), "write_file"), now, &mut fx);
     let own_id = fx.to_host[0]["id"].clone();
     let mut fx = Effects::default();
-    gate.on_host(json!({"jsonrpc":"2.0","id":own_id,"result":{"action":"decline"}}), now, &mut fx);
+    gate.on_host(
+        json!({"jsonrpc":"2.0","id":own_id,"result":{"action":"decline"}}),
+        now,
+        &mut fx,
+    );
     assert!(fx.to_server.is_empty());
     assert_eq!(fx.to_host[0]["result"]["isError"], true);
 
     let mut fx = Effects::default();
     gate.on_host(call(json!(6), "write_file"), now, &mut fx);
     let own_id = fx.to_host[0]["id"].clone();
-    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}});
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}});
     let mut fx = Effects::default();
     assert_eq!(gate.on_host(cancel, now, &mut fx), Verdict::Drop);
-    assert_eq!(kinds(&fx), vec![(EventKind::Outcome, None, Some(Outcome::Cancelled))]);
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Outcome, None, Some(Outcome::Cancelled))]
+    );
     // The host's late answer to the abandoned confirmation goes nowhere.
     let late = json!({"jsonrpc":"2.0","id":own_id,"result":{"action":"accept"}});
     let mut fx = Effects::default();
@@ -161,13 +235,22 @@ fn stateless_era_ask_is_denied_with_a_reason() {
     let msg = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file","_meta":meta}});
     let mut fx = Effects::default();
     assert_eq!(gate.on_host(msg, now, &mut fx), Verdict::Drop);
-    assert!(fx.audit[0].reason.as_deref().unwrap().contains("2026-07-28"));
+    assert!(
+        fx.audit[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("2026-07-28")
+    );
     assert_eq!(gate.version(), Some("2026-07-28"));
 }
 
 #[test]
 fn tools_list_pages_are_filtered_unless_show_denied() {
-    for (show, expected) in [(false, vec!["read_file", "write_file"]), (true, vec!["read_file", "delete_file", "write_file"])] {
+    for (show, expected) in [
+        (false, vec!["read_file", "write_file"]),
+        (true, vec!["read_file", "delete_file", "write_file"]),
+    ] {
         let mut gate = gate_with(POLICY, None, show);
         let now = Instant::now();
         for (id, cursor) in [(json!(1), None), (json!(2), Some("p2"))] {
@@ -176,7 +259,10 @@ fn tools_list_pages_are_filtered_unless_show_denied() {
                 params["cursor"] = json!(cursor);
             }
             let list = json!({"jsonrpc":"2.0","id":id,"method":"tools/list","params":params});
-            assert_eq!(gate.on_host(list, now, &mut Effects::default()), Verdict::Pass);
+            assert_eq!(
+                gate.on_host(list, now, &mut Effects::default()),
+                Verdict::Pass
+            );
             let answer = json!({"jsonrpc":"2.0","id":id,"result":{"tools":[
                 {"name":"read_file","x-extra":1},{"name":"delete_file"},{"name":"write_file"}],"nextCursor":"p2"}});
             let got = match gate.on_server(answer.clone(), now, &mut Effects::default()) {
@@ -184,7 +270,12 @@ fn tools_list_pages_are_filtered_unless_show_denied() {
                 Verdict::Pass => answer,
                 Verdict::Drop => panic!("dropped"),
             };
-            let names: Vec<&str> = got["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+            let names: Vec<&str> = got["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap())
+                .collect();
             assert_eq!(names, expected);
             assert_eq!(got["result"]["nextCursor"], "p2");
             assert_eq!(got["result"]["tools"][0]["x-extra"], 1);
@@ -205,9 +296,15 @@ fn timeout_answers_the_host_cancels_at_the_server_and_drops_the_late_answer() {
     assert_eq!(fx.to_host[0]["error"]["code"], code::REQUEST_TIMEOUT);
     assert_eq!(fx.to_server[0]["method"], "notifications/cancelled");
     assert_eq!(fx.to_server[0]["params"]["requestId"], 9);
-    assert_eq!(kinds(&fx), vec![(EventKind::Outcome, None, Some(Outcome::Timeout))]);
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Outcome, None, Some(Outcome::Timeout))]
+    );
     let late = json!({"jsonrpc":"2.0","id":9,"result":{"content":[]}});
-    assert_eq!(gate.on_server(late, now, &mut Effects::default()), Verdict::Drop);
+    assert_eq!(
+        gate.on_server(late, now, &mut Effects::default()),
+        Verdict::Drop
+    );
 }
 
 #[test]
@@ -215,14 +312,25 @@ fn server_death_answers_every_pending_request() {
     let mut gate = gate();
     let now = Instant::now();
     gate.on_host(call(json!(1), "read_file"), now, &mut Effects::default());
-    gate.on_host(json!({"jsonrpc":"2.0","id":2,"method":"resources/list"}), now, &mut Effects::default());
+    gate.on_host(
+        json!({"jsonrpc":"2.0","id":2,"method":"resources/list"}),
+        now,
+        &mut Effects::default(),
+    );
     let mut fx = Effects::default();
     gate.on_server_gone("exit code 1", now, &mut fx);
     let mut ids: Vec<Value> = fx.to_host.iter().map(|m| m["id"].clone()).collect();
     ids.sort_by_key(|v| v.to_string());
     assert_eq!(ids, vec![json!(1), json!(2)]);
-    assert!(fx.to_host.iter().all(|m| m["error"]["code"] == code::SERVER_EXITED));
-    assert_eq!(kinds(&fx), vec![(EventKind::Outcome, None, Some(Outcome::Error))]);
+    assert!(
+        fx.to_host
+            .iter()
+            .all(|m| m["error"]["code"] == code::SERVER_EXITED)
+    );
+    assert_eq!(
+        kinds(&fx),
+        vec![(EventKind::Outcome, None, Some(Outcome::Error))]
+    );
     assert_eq!(gate.in_flight(), 0);
 }
 
@@ -231,12 +339,20 @@ fn server_requests_with_colliding_ids_are_renumbered_and_restored() {
     let mut gate = gate();
     let now = Instant::now();
     let plain = json!({"jsonrpc":"2.0","id":1,"method":"roots/list"});
-    assert_eq!(gate.on_server(plain, now, &mut Effects::default()), Verdict::Pass);
-    let sneaky = json!({"jsonrpc":"2.0","id":"airlock-ask-1","method":"sampling/createMessage","params":{}});
-    let Verdict::Replace(out) = gate.on_server(sneaky, now, &mut Effects::default()) else { panic!() };
+    assert_eq!(
+        gate.on_server(plain, now, &mut Effects::default()),
+        Verdict::Pass
+    );
+    let sneaky =
+        json!({"jsonrpc":"2.0","id":"airlock-ask-1","method":"sampling/createMessage","params":{}});
+    let Verdict::Replace(out) = gate.on_server(sneaky, now, &mut Effects::default()) else {
+        panic!()
+    };
     assert_ne!(out["id"], "airlock-ask-1");
     let back = json!({"jsonrpc":"2.0","id":out["id"].clone(),"result":{"ok":true}});
-    let Verdict::Replace(restored) = gate.on_host(back, now, &mut Effects::default()) else { panic!() };
+    let Verdict::Replace(restored) = gate.on_host(back, now, &mut Effects::default()) else {
+        panic!()
+    };
     assert_eq!(restored["id"], "airlock-ask-1");
     assert_eq!(restored["result"]["ok"], true);
 }
@@ -246,7 +362,10 @@ fn invalid_host_messages_get_invalid_request_and_batches_follow_the_version() {
     let mut gate = gate();
     let now = Instant::now();
     let mut fx = Effects::default();
-    assert_eq!(gate.on_host(json!({"id": 3, "method": "x"}), now, &mut fx), Verdict::Drop);
+    assert_eq!(
+        gate.on_host(json!({"id": 3, "method": "x"}), now, &mut fx),
+        Verdict::Drop
+    );
     assert_eq!(fx.to_host[0]["error"]["code"], code::INVALID_REQUEST);
     assert_eq!(fx.to_host[0]["id"], 3);
 
@@ -260,12 +379,20 @@ fn invalid_host_messages_get_invalid_request_and_batches_follow_the_version() {
     let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{}}});
     gate.on_host(init, now, &mut Effects::default());
     let mut fx = Effects::default();
-    let Verdict::Replace(forward) = gate.on_host(batch, now, &mut fx) else { panic!() };
+    let Verdict::Replace(forward) = gate.on_host(batch, now, &mut fx) else {
+        panic!()
+    };
     assert_eq!(forward.as_array().unwrap().len(), 1);
     assert_eq!(forward[0]["id"], 1);
     assert_eq!(fx.to_host.len(), 1);
     assert_eq!(fx.to_host[0]["id"], 2);
-    assert_eq!(fx.audit.iter().filter(|e| e.event == EventKind::Decision).count(), 2);
+    assert_eq!(
+        fx.audit
+            .iter()
+            .filter(|e| e.event == EventKind::Decision)
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -274,6 +401,12 @@ fn call_without_a_name_is_still_one_decision() {
     let mut fx = Effects::default();
     let msg = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}});
     assert_eq!(gate.on_host(msg, Instant::now(), &mut fx), Verdict::Drop);
-    assert_eq!(fx.audit.iter().filter(|e| e.event == EventKind::Decision).count(), 1);
+    assert_eq!(
+        fx.audit
+            .iter()
+            .filter(|e| e.event == EventKind::Decision)
+            .count(),
+        1
+    );
     assert_eq!(fx.to_host[0]["error"]["code"], code::INVALID_PARAMS);
 }

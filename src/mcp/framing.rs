@@ -34,7 +34,12 @@ pub struct LineReader<R> {
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     pub fn new(inner: R, max_line_bytes: usize) -> Self {
-        LineReader { inner, max_line_bytes: max_line_bytes.max(1), line: Vec::new(), discarding: None }
+        LineReader {
+            inner,
+            max_line_bytes: max_line_bytes.max(1),
+            line: Vec::new(),
+            discarding: None,
+        }
     }
 
     pub fn max_line_bytes(&self) -> usize {
@@ -111,7 +116,11 @@ mod tests {
     async fn splits_lines_strips_cr_and_skips_blanks() {
         for capacity in [1, 3, 64] {
             let got = frames(b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", 100, capacity).await;
-            assert_eq!(got, vec![line("{\"a\":1}"), line("{\"b\":2}"), line("{\"c\":3}")], "capacity {capacity}");
+            assert_eq!(
+                got,
+                vec![line("{\"a\":1}"), line("{\"b\":2}"), line("{\"c\":3}")],
+                "capacity {capacity}"
+            );
         }
     }
 
@@ -121,7 +130,12 @@ mod tests {
             let got = frames(b"12345\n123456789\nabc\n1234567890123", 5, capacity).await;
             assert_eq!(
                 got,
-                vec![line("12345"), Frame::Oversized { bytes: 9 }, line("abc"), Frame::Oversized { bytes: 13 }],
+                vec![
+                    line("12345"),
+                    Frame::Oversized { bytes: 9 },
+                    line("abc"),
+                    Frame::Oversized { bytes: 13 }
+                ],
                 "capacity {capacity}"
             );
         }
@@ -132,7 +146,10 @@ mod tests {
         let big = vec![b'x'; 1 << 20];
         let reader = tokio::io::BufReader::with_capacity(4096, &big[..]);
         let mut lines = LineReader::new(reader, 1000);
-        assert_eq!(lines.next_frame().await.unwrap(), Some(Frame::Oversized { bytes: 1 << 20 }));
+        assert_eq!(
+            lines.next_frame().await.unwrap(),
+            Some(Frame::Oversized { bytes: 1 << 20 })
+        );
         assert!(lines.line.capacity() <= 1000 + 4096);
     }
 }

@@ -17,11 +17,20 @@ pub mod code {
 /// What a parsed JSON value is, as a JSON-RPC message.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Class<'a> {
-    Request { id: &'a Value, method: &'a str },
-    Notification { method: &'a str },
-    Response { id: &'a Value },
+    Request {
+        id: &'a Value,
+        method: &'a str,
+    },
+    Notification {
+        method: &'a str,
+    },
+    Response {
+        id: &'a Value,
+    },
     /// An error response; `id` may be `null` when the peer could not read the request's id.
-    Error { id: &'a Value },
+    Error {
+        id: &'a Value,
+    },
     Batch(&'a [Value]),
 }
 
@@ -67,10 +76,18 @@ pub fn classify(value: &Value) -> Result<Class<'_>, Invalid> {
     }
     let id = object.get("id").ok_or(Invalid::Shape)?;
     if object.contains_key("error") {
-        return if valid_id(id) || id.is_null() { Ok(Class::Error { id }) } else { Err(Invalid::Id) };
+        return if valid_id(id) || id.is_null() {
+            Ok(Class::Error { id })
+        } else {
+            Err(Invalid::Id)
+        };
     }
     if object.contains_key("result") {
-        return if valid_id(id) { Ok(Class::Response { id }) } else { Err(Invalid::Id) };
+        return if valid_id(id) {
+            Ok(Class::Response { id })
+        } else {
+            Err(Invalid::Id)
+        };
     }
     Err(Invalid::Shape)
 }
@@ -120,9 +137,20 @@ mod tests {
     #[test]
     fn classifies_every_shape() {
         let req = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}});
-        assert_eq!(classify(&req), Ok(Class::Request { id: &json!(7), method: "tools/call" }));
+        assert_eq!(
+            classify(&req),
+            Ok(Class::Request {
+                id: &json!(7),
+                method: "tools/call"
+            })
+        );
         let note = json!({"jsonrpc":"2.0","method":"notifications/cancelled"});
-        assert_eq!(classify(&note), Ok(Class::Notification { method: "notifications/cancelled" }));
+        assert_eq!(
+            classify(&note),
+            Ok(Class::Notification {
+                method: "notifications/cancelled"
+            })
+        );
         let resp = json!({"jsonrpc":"2.0","id":"a","result":{}});
         assert_eq!(classify(&resp), Ok(Class::Response { id: &json!("a") }));
         let err = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}});
@@ -135,12 +163,30 @@ mod tests {
     fn rejects_what_is_not_a_message() {
         assert_eq!(classify(&json!(3)), Err(Invalid::NotAnObject));
         assert_eq!(classify(&json!([])), Err(Invalid::EmptyBatch));
-        assert_eq!(classify(&json!({"id":1,"method":"x"})), Err(Invalid::Version));
-        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":{},"method":"x"})), Err(Invalid::Id));
-        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":null,"method":"x"})), Err(Invalid::Id));
-        assert_eq!(classify(&json!({"jsonrpc":"2.0","method":5})), Err(Invalid::Method));
-        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":1})), Err(Invalid::Shape));
-        assert_eq!(classify(&json!({"jsonrpc":"2.0","id":null,"result":{}})), Err(Invalid::Id));
+        assert_eq!(
+            classify(&json!({"id":1,"method":"x"})),
+            Err(Invalid::Version)
+        );
+        assert_eq!(
+            classify(&json!({"jsonrpc":"2.0","id":{},"method":"x"})),
+            Err(Invalid::Id)
+        );
+        assert_eq!(
+            classify(&json!({"jsonrpc":"2.0","id":null,"method":"x"})),
+            Err(Invalid::Id)
+        );
+        assert_eq!(
+            classify(&json!({"jsonrpc":"2.0","method":5})),
+            Err(Invalid::Method)
+        );
+        assert_eq!(
+            classify(&json!({"jsonrpc":"2.0","id":1})),
+            Err(Invalid::Shape)
+        );
+        assert_eq!(
+            classify(&json!({"jsonrpc":"2.0","id":null,"result":{}})),
+            Err(Invalid::Id)
+        );
     }
 
     #[test]

@@ -9,5 +9,8 @@ pub mod message;
 pub mod version;
 
 pub use framing::{DEFAULT_MAX_LINE_BYTES, Frame, LineReader};
-pub use message::{Class, Invalid, classify, code, error_response, id_key, notification, request, result_response, salvage_id};
+pub use message::{
+    Class, Invalid, classify, code, error_response, id_key, notification, request, result_response,
+    salvage_id,
+};
 pub use version::Era;

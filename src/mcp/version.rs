@@ -21,7 +21,11 @@ pub enum Era {
 
 /// Versions are dates, so they order as strings; anything from 2026-07-28 on is stateless.
 pub fn era_of(version: &str) -> Era {
-    if version >= STATELESS_VERSION { Era::Stateless } else { Era::Handshake }
+    if version >= STATELESS_VERSION {
+        Era::Stateless
+    } else {
+        Era::Handshake
+    }
 }
 
 /// JSON-RPC batches exist only in 2025-03-26 (added there, removed in 2025-06-18).
@@ -74,15 +78,21 @@ mod tests {
     fn reads_stateless_meta() {
         let params = json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {"elicitation": {}}}});
         assert_eq!(request_version(Some(&params)), Some("2026-07-28"));
-        assert!(elicitation_form_supported(request_capabilities(Some(&params)).unwrap()));
+        assert!(elicitation_form_supported(
+            request_capabilities(Some(&params)).unwrap()
+        ));
         assert_eq!(request_version(Some(&json!({}))), None);
     }
 
     #[test]
     fn elicitation_modes() {
         assert!(elicitation_form_supported(&json!({"elicitation": {}})));
-        assert!(elicitation_form_supported(&json!({"elicitation": {"form": {}, "url": {}}})));
-        assert!(!elicitation_form_supported(&json!({"elicitation": {"url": {}}})));
+        assert!(elicitation_form_supported(
+            &json!({"elicitation": {"form": {}, "url": {}}})
+        ));
+        assert!(!elicitation_form_supported(
+            &json!({"elicitation": {"url": {}}})
+        ));
         assert!(!elicitation_form_supported(&json!({"sampling": {}})));
     }
 }

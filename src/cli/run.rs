@@ -1,0 +1,459 @@
+//! `airlock run [OPTIONS] -- CMD ARGS...`: one stdio server, confined, gated and audited, as a
+//! drop-in replacement for the server's own command in a host's config.
+//!
+//! stdout carries only MCP; everything airlock says goes to stderr. Exit status: the server's
+//! (its code, or 128 + signal) when it ends on its own; 0 when airlock stopped it because the host
+//! went away or airlock was told to stop; 2 for a refused launch or bad input; 1 for a failure.
+
+use std::cell::RefCell;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::CliError;
+use crate::audit::{AuditEnv, AuditLog, AuditTarget, Event, EventKind, Redactor, resolve_target};
+use crate::front::{EndedBy, SessionLimits, relay_stderr, run_session};
+use crate::gate::{Gate, GateConfig};
+use crate::mcp::DEFAULT_MAX_LINE_BYTES;
+use crate::policy::Policy;
+use crate::process::ExitSummary;
+
+/// Default `--tool-timeout`, matching the server config's `tool_timeout` default.
+pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 180;
+
+/// Run one stdio MCP server confined, gating and auditing every tool call.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"run\", \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me/notes\"]"
+)]
+pub struct RunArgs {
+    /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Server name used in tool patterns (`mcp:<name>__<tool>`); default: derived from the command.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Audit log file, or `-` for stderr (default: policy `audit.path`, else
+    /// $XDG_STATE_HOME/airlock/audit.jsonl). Refused if the org policy pins another path.
+    #[arg(long)]
+    pub audit: Option<String>,
+    /// Maximum size of one MCP message (one line) in bytes, either direction.
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
+    pub max_line_bytes: u64,
+    /// Keep denied tools in `tools/list` results (calling them is still denied).
+    #[arg(long)]
+    pub show_denied: bool,
+    /// Seconds a tool call may take before the host gets an error and the server a cancellation;
+    /// 0 disables the limit.
+    #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
+    pub tool_timeout: u64,
+    /// The server's command and arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Launchers whose first positional argument names the package that is the server.
+const PACKAGE_RUNNERS: [&str; 6] = ["npx", "bunx", "uvx", "pipx", "pnpx", "dlx"];
+/// Interpreters whose first positional argument is the server's script (or `-m module`).
+const INTERPRETERS: [&str; 9] = [
+    "node", "python", "python3", "deno", "bun", "ruby", "perl", "php", "uv",
+];
+/// Subcommands of launchers that come before the package or script.
+const SUBCOMMANDS: [&str; 5] = ["run", "exec", "x", "dlx", "tool"];
+/// Options of launchers that take a value (so the value is not the package).
+const VALUE_OPTIONS: [&str; 8] = [
+    "--from",
+    "--with",
+    "--python",
+    "-p",
+    "--package",
+    "--spec",
+    "-c",
+    "--cwd",
+];
+/// File names too generic to name a server; the enclosing package directory is used instead.
+const GENERIC_STEMS: [&str; 6] = ["index", "main", "cli", "__main__", "server", "app"];
+const BUILD_DIRS: [&str; 6] = ["dist", "build", "lib", "src", "bin", "out"];
+
+/// The server name derived from its command (see `docs/run.md`):
+/// - package runners (`npx`, `uvx`, `bunx`, `pipx run`, ...): the package, without scope or
+///   version: `npx -y @modelcontextprotocol/server-filesystem@1.0 /d` → `server-filesystem`;
+/// - interpreters (`node`, `python3`, `uv run`, `deno run`, ...): the script's file stem
+///   (`python server.py` → `server`), or the module of `-m` (`python -m mcp_server_git` →
+///   `mcp_server_git`); a generic stem (`index`, `main`, ...) inside a package directory gives the
+///   package directory's name (`node .../server-everything/dist/index.js` → `server-everything`);
+/// - anything else: the command's basename.
+///
+/// The result is sanitised to `[A-Za-z0-9_.-]` with no `__`, at most 64 characters.
+pub fn derive_server_name(command: &[String]) -> String {
+    let Some(program) = command.first() else {
+        return "server".into();
+    };
+    let base = Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program);
+    let base_stem = base.split('.').next().unwrap_or(base);
+    let launcher = PACKAGE_RUNNERS.contains(&base)
+        || INTERPRETERS
+            .iter()
+            .any(|i| base_stem == *i || base.starts_with(i));
+    if !launcher {
+        return sanitize(base);
+    }
+    let mut args = command[1..].iter();
+    let mut positional = None;
+    while let Some(arg) = args.next() {
+        if arg == "-m" {
+            if let Some(module) = args.next() {
+                return sanitize(module.rsplit('.').next().unwrap_or(module).trim());
+            }
+        }
+        if VALUE_OPTIONS.contains(&arg.as_str()) {
+            args.next();
+            continue;
+        }
+        if arg.starts_with('-') || SUBCOMMANDS.contains(&arg.as_str()) {
+            continue;
+        }
+        positional = Some(arg.as_str());
+        break;
+    }
+    let Some(target) = positional else {
+        return sanitize(base);
+    };
+    if PACKAGE_RUNNERS.contains(&base) {
+        return sanitize(&package_name(target));
+    }
+    sanitize(&script_name(target))
+}
+
+/// `@scope/name@1.2` → `name`; `pkg==1.0` / `pkg[extra]` → `pkg`.
+fn package_name(spec: &str) -> String {
+    let unversioned = match spec.rfind('@') {
+        Some(at) if at > 0 => &spec[..at],
+        _ => spec,
+    };
+    let name = unversioned.rsplit('/').next().unwrap_or(unversioned);
+    name.split(['=', '[', '<', '>', '~', '!'])
+        .next()
+        .unwrap_or(name)
+        .to_string()
+}
+
+fn script_name(script: &str) -> String {
+    let path = Path::new(script);
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or(script);
+    if GENERIC_STEMS.contains(&stem) {
+        let package_dir = path
+            .ancestors()
+            .skip(1)
+            .filter_map(|dir| dir.file_name().and_then(|n| n.to_str()))
+            .find(|name| !BUILD_DIRS.contains(name));
+        if let Some(dir) = package_dir {
+            return dir.to_string();
+        }
+    }
+    stem.to_string()
+}
+
+fn sanitize(raw: &str) -> String {
+    let mut name = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        let c = if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            c
+        } else {
+            '-'
+        };
+        if c == '_' && name.ends_with('_') {
+            continue;
+        }
+        name.push(c);
+    }
+    let name: String = name
+        .trim_matches(|c| matches!(c, '-' | '_' | '.'))
+        .chars()
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "server".into()
+    } else {
+        name
+    }
+}
+
+/// airlock's stdin and stdout as async streams. Pipes (the normal case under a host) are driven
+/// by the reactor directly; anything else (a terminal, a file) falls back to tokio's blocking
+/// stdio.
+fn host_stdio() -> (Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>) {
+    use tokio::net::unix::pipe;
+    let input: Box<dyn AsyncRead + Unpin> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok())
+    {
+        Some(receiver) => Box::new(receiver),
+        None => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| pipe::Sender::from_owned_fd(fd).ok())
+    {
+        Some(sender) => Box::new(sender),
+        None => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
+fn open_audit(args: &RunArgs, policy: &Policy) -> Result<(AuditLog, Option<PathBuf>), CliError> {
+    let lookup = |name: &str| std::env::var(name).ok();
+    let target = resolve_target(
+        args.audit.as_deref(),
+        &policy.audit,
+        &AuditEnv::from_env(),
+        &lookup,
+    )
+    .map_err(|err| CliError::Refused(err.to_string()))?;
+    match target {
+        AuditTarget::Stderr => Ok((AuditLog::stderr(), None)),
+        AuditTarget::File(path) => {
+            let log = AuditLog::open_file(&path)
+                .map_err(|err| CliError::Failure(anyhow::Error::new(err)))?;
+            Ok((log, Some(path)))
+        }
+    }
+}
+
+fn exit_detail(summary: &ExitSummary) -> (serde_json::Value, u8) {
+    let mut detail = json!({"ended_by": format!("{:?}", summary.ended_by).to_lowercase()});
+    if let Some(step) = summary.helper_step {
+        detail["confine_failed_at"] = json!(step);
+    }
+    let code = match (summary.code, summary.signal) {
+        (Some(code), _) => {
+            detail["code"] = json!(code);
+            u8::try_from(code).unwrap_or(1)
+        }
+        (None, Some(signal)) => {
+            detail["signal"] = json!(signal);
+            u8::try_from(128 + signal).unwrap_or(1)
+        }
+        _ => 1,
+    };
+    (detail, code)
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
+    let name = match &args.name {
+        Some(name) => {
+            crate::config::check_server_name(name, "__").map_err(CliError::Refused)?;
+            name.clone()
+        }
+        None => derive_server_name(&args.command),
+    };
+    let policy = Arc::new(crate::policy::load_active(args.policy.clone(), None)?);
+    let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
+        .map_err(|err| CliError::Refused(err.to_string()))?;
+    let (audit, audit_path) = open_audit(&args, &policy)?;
+    let launch = launch::prepare(&name, &args.command, &policy, audit_path.as_deref())?;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let gate_config = GateConfig {
+        server: name.clone(),
+        show_denied: args.show_denied,
+        tool_timeout: (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout)),
+    };
+    let gate = Gate::new(gate_config.clone(), policy.clone(), Arc::new(redactor));
+    let limits = SessionLimits {
+        max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(DEFAULT_MAX_LINE_BYTES),
+    };
+    let code = runtime.block_on(serve(
+        name,
+        policy,
+        audit,
+        gate,
+        gate_config,
+        limits,
+        launch,
+    ))?;
+    Ok(ExitCode::from(code))
+}
+
+async fn serve(
+    name: String,
+    policy: Arc<Policy>,
+    audit: AuditLog,
+    gate: Gate,
+    gate_config: GateConfig,
+    limits: SessionLimits,
+    launch: launch::Prepared,
+) -> Result<u8, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let audit = RefCell::new(audit);
+    let record = |event: Event| {
+        audit
+            .borrow_mut()
+            .record(event)
+            .map_err(|err| CliError::Failure(err.into()))
+    };
+
+    let mut policy_event = Event::new(EventKind::Policy, &name);
+    policy_event.detail = Some(json!({
+        "digest": policy.digest,
+        "sources": policy.sources.iter().map(|(layer, path)| format!("{layer} {}", path.display())).collect::<Vec<_>>(),
+    }));
+    record(policy_event)?;
+
+    let mut child = launch::spawn(&launch).await?;
+    let mut spawn_event = Event::new(EventKind::Spawn, &name);
+    spawn_event.detail = Some(launch.spawn_detail());
+    record(spawn_event)?;
+    tracing::info!(server = %name, "started {}", launch.summary());
+
+    let (server_in, server_out, server_err) = child.take_stdio()?;
+    let relay_name = name.clone();
+    let relay = tokio::spawn(async move {
+        let mut sink = std::io::stderr();
+        relay_stderr(server_err, &relay_name, &mut sink).await;
+    });
+
+    let (host_in, host_out) = host_stdio();
+    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel();
+    let session = run_session(
+        gate,
+        &audit,
+        limits,
+        gate_config.tool_timeout,
+        host_in,
+        host_out,
+        server_out,
+        server_in,
+        Some(eof_tx),
+    );
+    tokio::pin!(session);
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+
+    // Either the session ends on its own (the server closed its output) or airlock is asked to
+    // stop (host EOF, SIGTERM, SIGINT): then the kill sequence runs while the session drains.
+    let stop = async {
+        tokio::select! {
+            _ = eof_rx => "the host closed the connection",
+            _ = sigterm.recv() => "airlock received SIGTERM",
+            _ = sigint.recv() => "airlock received SIGINT",
+        }
+    };
+    let (session_result, status, stopped_by_us) = tokio::select! {
+        result = &mut session => {
+            // The server closed its output: give it a moment to exit, then the kill sequence.
+            let status = child.finish(Duration::from_millis(500)).await;
+            (result, status, false)
+        }
+        why = stop => {
+            tracing::info!(server = %name, "{why}; stopping the server");
+            let (result, status) = tokio::join!(&mut session, child.finish(Duration::ZERO));
+            (result, status, true)
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(500), relay).await;
+
+    let (detail, server_code) = exit_detail(&status);
+    let mut exit_event = Event::new(EventKind::Exit, &name);
+    exit_event.detail = Some(detail);
+    exit_event.reason = Some(
+        if stopped_by_us {
+            "stopped by airlock"
+        } else {
+            "exited on its own"
+        }
+        .to_string(),
+    );
+    record(exit_event)?;
+
+    let outcome = session_result.map_err(|err| CliError::Failure(err.into()))?;
+    let code = match outcome.ended_by {
+        EndedBy::Host => 0,
+        EndedBy::Server if stopped_by_us => 0,
+        EndedBy::Server => {
+            if server_code != 0 {
+                eprintln!("airlock: server `{name}` exited with status {server_code}");
+            }
+            server_code
+        }
+    };
+    Ok(code)
+}
+
+mod launch;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(command: &str) -> String {
+        derive_server_name(
+            &command
+                .split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn derives_names_from_packages_scripts_and_commands() {
+        assert_eq!(
+            name("npx -y @modelcontextprotocol/server-filesystem /home/me"),
+            "server-filesystem"
+        );
+        assert_eq!(
+            name("npx -y @modelcontextprotocol/server-everything@2025.9.25"),
+            "server-everything"
+        );
+        assert_eq!(name("uvx mcp-server-git --repository ."), "mcp-server-git");
+        assert_eq!(
+            name("uvx --from mcp-server-fetch==1.0 mcp-server-fetch"),
+            "mcp-server-fetch"
+        );
+        assert_eq!(name("python server.py"), "server");
+        assert_eq!(
+            name("/usr/bin/python3.11 -m mcp_server_time --tz UTC"),
+            "mcp_server_time"
+        );
+        assert_eq!(name("uv run --with mcp weather.py"), "weather");
+        assert_eq!(
+            name("node node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio"),
+            "server-everything"
+        );
+        assert_eq!(name("deno run -A jsr:@x/my-server"), "jsr-x-my-server");
+        assert_eq!(
+            name("/opt/tools/github-mcp-server stdio"),
+            "github-mcp-server"
+        );
+        assert_eq!(name("./my__odd server"), "my_odd");
+        assert_eq!(name("npx"), "npx");
+    }
+
+    #[test]
+    fn derived_names_are_always_valid_server_names() {
+        for command in ["npx -y @a/b__c", "python ___.py", "node ../..", "x!@#$%"] {
+            let derived = name(command);
+            assert!(
+                crate::config::check_server_name(&derived, "__").is_ok(),
+                "{command} → {derived}"
+            );
+        }
+    }
+}
