@@ -46,7 +46,12 @@ impl SourceError {
     }
 
     /// An error at a byte span of `text` (the contents of `file`).
-    pub fn at_span(file: &Path, text: &str, span: Range<usize>, message: impl Into<String>) -> Self {
+    pub fn at_span(
+        file: &Path,
+        text: &str,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> Self {
         Self::new(file, Some(LineCol::from_offset(text, span.start)), message)
     }
 
@@ -73,16 +78,23 @@ impl fmt::Display for SourceError {
 /// Turns a `toml` parse/deserialize error into a located [`SourceError`], with a fix hint for
 /// the common cases (unknown keys, wrong types).
 pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> SourceError {
-    let position = err.span().map(|span| LineCol::from_offset(text, span.start));
+    let position = err
+        .span()
+        .map(|span| LineCol::from_offset(text, span.start));
     let message = err.message().trim().to_string();
     let fix = if message.starts_with("unknown field") {
-        Some("remove the key or correct its spelling; the accepted keys are listed above".to_string())
+        Some(
+            "remove the key or correct its spelling; the accepted keys are listed above"
+                .to_string(),
+        )
     } else if message.starts_with("invalid type") {
         Some("give the value the type the message names".to_string())
     } else if message.starts_with("missing field") {
         Some("add the missing key".to_string())
+    } else if message.starts_with("unknown variant") {
+        Some("use one of the values the message lists".to_string())
     } else {
-        None
+        Some("correct the TOML syntax at this position".to_string())
     };
     SourceError {
         file: file.to_path_buf(),
@@ -99,16 +111,29 @@ mod tests {
     #[test]
     fn offsets_map_to_one_based_line_and_column() {
         let text = "a = 1\nbé = 2\n";
-        assert_eq!(LineCol::from_offset(text, 0), LineCol { line: 1, column: 1 });
-        assert_eq!(LineCol::from_offset(text, 6), LineCol { line: 2, column: 1 });
+        assert_eq!(
+            LineCol::from_offset(text, 0),
+            LineCol { line: 1, column: 1 }
+        );
+        assert_eq!(
+            LineCol::from_offset(text, 6),
+            LineCol { line: 2, column: 1 }
+        );
         // 'é' is two bytes but one column.
-        assert_eq!(LineCol::from_offset(text, 9), LineCol { line: 2, column: 3 });
+        assert_eq!(
+            LineCol::from_offset(text, 9),
+            LineCol { line: 2, column: 3 }
+        );
     }
 
     #[test]
     fn display_names_file_line_column_and_fix() {
-        let err = SourceError::new(Path::new("p.toml"), Some(LineCol { line: 3, column: 7 }), "bad")
-            .with_fix("do this");
+        let err = SourceError::new(
+            Path::new("p.toml"),
+            Some(LineCol { line: 3, column: 7 }),
+            "bad",
+        )
+        .with_fix("do this");
         assert_eq!(err.to_string(), "p.toml:3:7: bad\n  fix: do this");
     }
 }

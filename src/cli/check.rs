@@ -14,7 +14,9 @@ use crate::policy::{LaunchVerdict, Policy, Sourced, load_active};
 
 /// Validate config and policies; print the merged policy and what each server would launch.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  airlock check\n  airlock check --config ~/.config/Claude/claude_desktop_config.json\n  airlock check --config airlock.toml --policy strict\n\nExit status: 0 when everything is valid and every enabled server may launch; 2 otherwise.")]
+#[command(
+    after_help = "Examples:\n  airlock check\n  airlock check --config ~/.config/Claude/claude_desktop_config.json\n  airlock check --config airlock.toml --policy strict\n\nExit status: 0 when everything is valid and every enabled server may launch; 2 otherwise."
+)]
 pub struct CheckArgs {
     /// Server config: airlock.toml, or an mcpServers/servers JSON file.
     #[arg(long)]
@@ -35,7 +37,12 @@ fn list_line<T: std::fmt::Display>(out: &mut String, key: &str, items: &[Sourced
     }
     for group in items.chunk_by(|a, b| a.origin == b.origin) {
         let values: Vec<String> = group.iter().map(|item| item.value.to_string()).collect();
-        let _ = writeln!(out, "  {key:<20} {:<40} {}", values.join(", "), origin_note(&group[0]));
+        let _ = writeln!(
+            out,
+            "  {key:<20} {:<40} {}",
+            values.join(", "),
+            origin_note(&group[0])
+        );
     }
 }
 
@@ -46,32 +53,82 @@ pub fn render_policy(policy: &Policy) -> String {
     for (layer, path) in &policy.sources {
         let _ = writeln!(out, "  {:<8} {}", layer.to_string(), path.display());
     }
-    let _ = writeln!(out, "  {:<8} {}", "builtin", crate::policy::presets::DEFAULT_NAME);
+    let _ = writeln!(
+        out,
+        "  {:<8} {}",
+        "builtin",
+        crate::policy::presets::DEFAULT_NAME
+    );
     let _ = writeln!(out, "  digest   sha256:{}", policy.digest);
 
     let _ = writeln!(out, "\nLaunch");
     list_line(&mut out, "allow_commands", &policy.launch.allow_commands);
     let trust = &policy.launch.allow_trust;
-    let _ = writeln!(out, "  {:<20} {:<40} {}", "allow_trust", trust.value, origin_note(trust));
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<40} {}",
+        "allow_trust",
+        trust.value,
+        origin_note(trust)
+    );
 
-    let _ = writeln!(out, "\nTools (deny beats ask beats allow; no match: default)");
+    let _ = writeln!(
+        out,
+        "\nTools (deny beats ask beats allow; no match: default)"
+    );
     let default = policy.tools.default_action();
-    let _ = writeln!(out, "  {:<20} {:<40} {}", "default", default.value.to_string(), origin_note(default));
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<40} {}",
+        "default",
+        default.value.to_string(),
+        origin_note(default)
+    );
     for entry in policy.tools.summaries() {
-        let _ = writeln!(out, "  {:<20} {:<40} [{}]", entry.action.to_string(), entry.rule, entry.origin);
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<40} [{}]",
+            entry.action.to_string(),
+            entry.rule,
+            entry.origin
+        );
     }
 
     let sandbox = &policy.sandbox;
     let _ = writeln!(out, "\nSandbox (all servers; per-server additions below)");
-    let _ = writeln!(out, "  {:<20} {:<40} {}", "network", sandbox.network.value.to_string(), origin_note(&sandbox.network));
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<40} {}",
+        "network",
+        sandbox.network.value.to_string(),
+        origin_note(&sandbox.network)
+    );
     list_line(&mut out, "read", &sandbox.read);
     list_line(&mut out, "write", &sandbox.write);
     list_line(&mut out, "env", &sandbox.env);
-    let _ = writeln!(out, "  {:<20} {:<40} {}", "run_as", sandbox.run_as.value.to_string(), origin_note(&sandbox.run_as));
-    let requirements: Vec<Sourced<String>> =
-        sandbox.require.iter().map(|r| Sourced { value: r.value.text.clone(), origin: r.origin.clone() }).collect();
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<40} {}",
+        "run_as",
+        sandbox.run_as.value.to_string(),
+        origin_note(&sandbox.run_as)
+    );
+    let requirements: Vec<Sourced<String>> = sandbox
+        .require
+        .iter()
+        .map(|r| Sourced {
+            value: r.value.text.clone(),
+            origin: r.origin.clone(),
+        })
+        .collect();
     list_line(&mut out, "require", &requirements);
-    let _ = writeln!(out, "  {:<20} {:<40} {}", "kill_timeout", format!("{} s", sandbox.kill_timeout.value), origin_note(&sandbox.kill_timeout));
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<40} {}",
+        "kill_timeout",
+        format!("{} s", sandbox.kill_timeout.value),
+        origin_note(&sandbox.kill_timeout)
+    );
     let limits = &sandbox.limits;
     for (key, value) in [
         ("processes", &limits.processes),
@@ -79,19 +136,41 @@ pub fn render_policy(policy: &Policy) -> String {
         ("open_files", &limits.open_files),
         ("file_size_mb", &limits.file_size_mb),
     ] {
-        let _ = writeln!(out, "  {:<20} {:<40} {}", format!("limits.{key}"), value.value, origin_note(value));
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<40} {}",
+            format!("limits.{key}"),
+            value.value,
+            origin_note(value)
+        );
     }
     if let Some(cpu) = &limits.cpu_seconds {
-        let _ = writeln!(out, "  {:<20} {:<40} {}", "limits.cpu_seconds", cpu.value, origin_note(cpu));
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<40} {}",
+            "limits.cpu_seconds",
+            cpu.value,
+            origin_note(cpu)
+        );
     }
 
     let _ = writeln!(out, "\nAudit");
     match &policy.audit.path {
         Some(path) => {
-            let _ = writeln!(out, "  {:<20} {:<40} {}", "path", path.value, origin_note(path));
+            let _ = writeln!(
+                out,
+                "  {:<20} {:<40} {}",
+                "path",
+                path.value,
+                origin_note(path)
+            );
         }
         None => {
-            let _ = writeln!(out, "  {:<20} $XDG_STATE_HOME/airlock/audit.jsonl (default)", "path");
+            let _ = writeln!(
+                out,
+                "  {:<20} $XDG_STATE_HOME/airlock/audit.jsonl (default)",
+                "path"
+            );
         }
     }
     list_line(&mut out, "redact", &policy.audit.redact);
@@ -105,8 +184,15 @@ struct ServerReport {
 }
 
 fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c));
-    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 fn report_server(server: &ServerConfig, config_path: &Path, policy: &Policy) -> ServerReport {
@@ -117,7 +203,11 @@ fn report_server(server: &ServerConfig, config_path: &Path, policy: &Policy) -> 
     match server.transport {
         Transport::Stdio => {
             let command = server.command.as_deref().unwrap_or_default();
-            let cwd = server.cwd.clone().or_else(|| std::env::current_dir().ok()).unwrap_or_else(|| PathBuf::from("/"));
+            let cwd = server
+                .cwd
+                .clone()
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_else(|| PathBuf::from("/"));
             let path_var = std::env::var_os("PATH");
             match resolve_command(command, path_var.as_deref(), &cwd) {
                 Ok(resolved) => {
@@ -127,19 +217,29 @@ fn report_server(server: &ServerConfig, config_path: &Path, policy: &Policy) -> 
                         .collect();
                     let _ = writeln!(text, "    argv     {}", argv.join(" "));
                     let hint = format!("[servers.{}] in {}", server.name, config_path.display());
-                    match policy.launch.verdict(&server.name, &resolved, server.trust, &hint) {
+                    match policy
+                        .launch
+                        .verdict(&server.name, &resolved, server.trust, &hint)
+                    {
                         LaunchVerdict::Allowed(reason) => {
                             let _ = writeln!(text, "    launch   allowed: {reason}");
                         }
                         LaunchVerdict::Refused { message, fix } => {
                             ok = !server.enabled;
-                            let _ = writeln!(text, "    launch   REFUSED: {message}\n             fix: {fix}");
+                            let _ = writeln!(
+                                text,
+                                "    launch   REFUSED: {message}\n             fix: {fix}"
+                            );
                         }
                     }
                 }
                 Err(err) => {
                     ok = !server.enabled;
-                    let _ = writeln!(text, "    launch   REFUSED: server {:?}: {err}\n             fix: install it, or give `command` as an absolute path", server.name);
+                    let _ = writeln!(
+                        text,
+                        "    launch   REFUSED: server {:?}: {err}\n             fix: install it, or give `command` as an absolute path",
+                        server.name
+                    );
                 }
             }
             if let Some(cwd) = &server.cwd {
@@ -160,11 +260,18 @@ fn report_server(server: &ServerConfig, config_path: &Path, policy: &Policy) -> 
             }
         }
         Transport::Http | Transport::Sse => {
-            let _ = writeln!(text, "    url      {}", server.url.as_deref().unwrap_or_default());
+            let _ = writeln!(
+                text,
+                "    url      {}",
+                server.url.as_deref().unwrap_or_default()
+            );
             for (key, value) in &server.headers {
                 let _ = writeln!(text, "    header   {key}: {}", value.display());
             }
-            let _ = writeln!(text, "    launch   remote: no process, no sandbox; calls are still gated and audited");
+            let _ = writeln!(
+                text,
+                "    launch   remote: no process, no sandbox; calls are still gated and audited"
+            );
         }
     }
     let _ = writeln!(
@@ -172,13 +279,20 @@ fn report_server(server: &ServerConfig, config_path: &Path, policy: &Policy) -> 
         "    timeouts startup {} s, tool {} s, idle {}",
         server.startup_timeout.as_secs(),
         server.tool_timeout.as_secs(),
-        server.idle_timeout.map(|d| format!("{} s", d.as_secs())).unwrap_or_else(|| "never".into())
+        server
+            .idle_timeout
+            .map(|d| format!("{} s", d.as_secs()))
+            .unwrap_or_else(|| "never".into())
     );
     ServerReport { text, ok }
 }
 
 pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
-    let config: Option<Config> = args.config.as_deref().map(crate::config::load_file).transpose()?;
+    let config: Option<Config> = args
+        .config
+        .as_deref()
+        .map(crate::config::load_file)
+        .transpose()?;
     let policy = load_active(args.policy, config.as_ref())?;
     let mut out = render_policy(&policy);
     let mut all_ok = true;
@@ -186,7 +300,12 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
         for warning in &config.warnings {
             tracing::warn!("{}: {warning}", config.path.display());
         }
-        let _ = writeln!(out, "\nServers ({}: {})", config.path.display(), config.servers.len());
+        let _ = writeln!(
+            out,
+            "\nServers ({}: {})",
+            config.path.display(),
+            config.servers.len()
+        );
         for server in &config.servers {
             let report = report_server(server, &config.path, &policy);
             all_ok &= report.ok;

@@ -29,7 +29,10 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Expands `template`, looking names up with `lookup`.
-pub fn expand(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Expanded, InterpolateError> {
+pub fn expand(
+    template: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Expanded, InterpolateError> {
     let mut value = String::with_capacity(template.len());
     let mut unset = Vec::new();
     let mut interpolated = false;
@@ -50,7 +53,9 @@ pub fn expand(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result
             rest = &after[1..];
             continue;
         };
-        let end = body.find('}').ok_or(InterpolateError::Unterminated(consumed + start))?;
+        let end = body
+            .find('}')
+            .ok_or(InterpolateError::Unterminated(consumed + start))?;
         let reference = &body[..end];
         let name = reference.strip_prefix("env:").unwrap_or(reference);
         if !valid_name(name) {
@@ -65,7 +70,11 @@ pub fn expand(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result
         rest = &body[end + 1..];
     }
     value.push_str(rest);
-    Ok(Expanded { value, unset, interpolated })
+    Ok(Expanded {
+        value,
+        unset,
+        interpolated,
+    })
 }
 
 #[cfg(test)]
@@ -85,7 +94,10 @@ mod tests {
         let out = expand("Bearer ${env:TOKEN}", &env).unwrap();
         assert_eq!(out.value, "Bearer sk-abc");
         assert!(out.interpolated);
-        assert_eq!(expand("${HOME}/notes", &env).unwrap().value, "/home/me/notes");
+        assert_eq!(
+            expand("${HOME}/notes", &env).unwrap().value,
+            "/home/me/notes"
+        );
     }
 
     #[test]
@@ -104,8 +116,17 @@ mod tests {
 
     #[test]
     fn malformed_references_are_errors() {
-        assert_eq!(expand("x${HOME", &env), Err(InterpolateError::Unterminated(1)));
-        assert!(matches!(expand("${env:}", &env), Err(InterpolateError::BadName(_))));
-        assert!(matches!(expand("${a b}", &env), Err(InterpolateError::BadName(_))));
+        assert_eq!(
+            expand("x${HOME", &env),
+            Err(InterpolateError::Unterminated(1))
+        );
+        assert!(matches!(
+            expand("${env:}", &env),
+            Err(InterpolateError::BadName(_))
+        ));
+        assert!(matches!(
+            expand("${a b}", &env),
+            Err(InterpolateError::BadName(_))
+        ));
     }
 }

@@ -17,8 +17,21 @@ use crate::diagnostic::{LineCol, SourceError};
 
 /// Keys airlock reads from a JSON server entry.
 const KNOWN_KEYS: [&str; 15] = [
-    "type", "transport", "command", "args", "env", "cwd", "url", "headers", "trust", "disabled", "enabled",
-    "startup_timeout", "tool_timeout", "idle_timeout", "start",
+    "type",
+    "transport",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "trust",
+    "disabled",
+    "enabled",
+    "startup_timeout",
+    "tool_timeout",
+    "idle_timeout",
+    "start",
 ];
 
 type Parsed = (ConfigFormat, Vec<ServerConfig>, String, Vec<String>);
@@ -38,22 +51,39 @@ fn find_key(text: &str, key: &str, from: usize) -> Option<usize> {
     None
 }
 
-fn string_field(object: &serde_json::Map<String, Value>, key: &str, at: Option<LineCol>) -> Result<Option<Located<String>>, String> {
+fn string_field(
+    object: &serde_json::Map<String, Value>,
+    key: &str,
+    at: Option<LineCol>,
+) -> Result<Option<Located<String>>, String> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(value)) => Ok(Some(Located { value: value.clone(), at })),
+        Some(Value::String(value)) => Ok(Some(Located {
+            value: value.clone(),
+            at,
+        })),
         Some(_) => Err(format!("`{key}` must be a string")),
     }
 }
 
-fn int_field(object: &serde_json::Map<String, Value>, key: &str, at: Option<LineCol>) -> Result<Option<Located<i64>>, String> {
+fn int_field(
+    object: &serde_json::Map<String, Value>,
+    key: &str,
+    at: Option<LineCol>,
+) -> Result<Option<Located<i64>>, String> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value.as_i64().map(|v| Some(Located { value: v, at })).ok_or_else(|| format!("`{key}` must be a whole number of seconds")),
+        Some(value) => value
+            .as_i64()
+            .map(|v| Some(Located { value: v, at }))
+            .ok_or_else(|| format!("`{key}` must be a whole number of seconds")),
     }
 }
 
-fn string_map(object: &serde_json::Map<String, Value>, key: &str) -> Result<BTreeMap<String, String>, String> {
+fn string_map(
+    object: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<BTreeMap<String, String>, String> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(map)) => map
@@ -69,10 +99,23 @@ fn string_map(object: &serde_json::Map<String, Value>, key: &str) -> Result<BTre
     }
 }
 
-pub(super) fn parse(path: &Path, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, SourceError> {
+pub(super) fn parse(
+    path: &Path,
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Parsed, SourceError> {
     let root: Value = serde_json::from_str(text).map_err(|err| {
-        SourceError::new(path, Some(LineCol { line: err.line(), column: err.column() }), format!("invalid JSON: {err}"))
-            .with_fix("correct the JSON syntax (a trailing comma or a missing quote is the usual cause)")
+        SourceError::new(
+            path,
+            Some(LineCol {
+                line: err.line(),
+                column: err.column(),
+            }),
+            format!("invalid JSON: {err}"),
+        )
+        .with_fix(
+            "correct the JSON syntax (a trailing comma or a missing quote is the usual cause)",
+        )
     })?;
     let (format, key) = if root.get("mcpServers").is_some() {
         (ConfigFormat::McpServersJson, "mcpServers")
@@ -84,25 +127,46 @@ pub(super) fn parse(path: &Path, text: &str, lookup: &dyn Fn(&str) -> Option<Str
     };
     let section_offset = find_key(text, key, 0).unwrap_or(0);
     let Some(entries) = root.get(key).and_then(Value::as_object) else {
-        return Err(SourceError::at_span(path, text, section_offset..section_offset, format!("`{key}` must be an object"))
-            .with_fix(format!("write \"{key}\": {{ \"name\": {{ \"command\": ... }} }}")));
+        return Err(SourceError::at_span(
+            path,
+            text,
+            section_offset..section_offset,
+            format!("`{key}` must be an object"),
+        )
+        .with_fix(format!(
+            "write \"{key}\": {{ \"name\": {{ \"command\": ... }} }}"
+        )));
     };
 
     let separator = "__".to_string();
-    let mut validator = Validator { path, separator: &separator, strict_env: false, lookup, warnings: Vec::new() };
+    let mut validator = Validator {
+        path,
+        separator: &separator,
+        strict_env: false,
+        lookup,
+        warnings: Vec::new(),
+    };
     let mut servers = Vec::with_capacity(entries.len());
     let mut cursor = section_offset;
     for (name, entry) in entries {
         let offset = find_key(text, name, cursor).unwrap_or(cursor);
         cursor = offset;
         let at = Some(LineCol::from_offset(text, offset));
-        let field_at = |field: &str| find_key(text, field, offset).map(|o| LineCol::from_offset(text, o)).or(at);
-        let bad = |message: String| SourceError::new(path, at, format!("server {name:?}: {message}"));
+        let field_at = |field: &str| {
+            find_key(text, field, offset)
+                .map(|o| LineCol::from_offset(text, o))
+                .or(at)
+        };
+        let bad =
+            |message: String| SourceError::new(path, at, format!("server {name:?}: {message}"));
         let Some(object) = entry.as_object() else {
-            return Err(bad("must be an object".into()).with_fix("write { \"command\": ..., \"args\": [...] }"));
+            return Err(bad("must be an object".into())
+                .with_fix("write { \"command\": ..., \"args\": [...] }"));
         };
         for unknown in object.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())) {
-            validator.warnings.push(format!("server {name:?}: key {unknown:?} is not used by airlock (ignored)"));
+            validator.warnings.push(format!(
+                "server {name:?}: key {unknown:?} is not used by airlock (ignored)"
+            ));
         }
         let flag = |key: &str| object.get(key).and_then(Value::as_bool);
         let args = match object.get("args") {
@@ -133,9 +197,12 @@ pub(super) fn parse(path: &Path, text: &str, lookup: &dyn Fn(&str) -> Option<Str
             headers: string_map(object, "headers").map_err(with_fix)?,
             headers_at: field_at("headers"),
             trust: flag("trust").unwrap_or(false),
-            startup_timeout: int_field(object, "startup_timeout", field_at("startup_timeout")).map_err(with_fix)?,
-            tool_timeout: int_field(object, "tool_timeout", field_at("tool_timeout")).map_err(with_fix)?,
-            idle_timeout: int_field(object, "idle_timeout", field_at("idle_timeout")).map_err(with_fix)?,
+            startup_timeout: int_field(object, "startup_timeout", field_at("startup_timeout"))
+                .map_err(with_fix)?,
+            tool_timeout: int_field(object, "tool_timeout", field_at("tool_timeout"))
+                .map_err(with_fix)?,
+            idle_timeout: int_field(object, "idle_timeout", field_at("idle_timeout"))
+                .map_err(with_fix)?,
             enabled: flag("enabled").unwrap_or(true) && !flag("disabled").unwrap_or(false),
             start: string_field(object, "start", field_at("start")).map_err(with_fix)?,
             sandbox: None,

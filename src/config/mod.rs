@@ -55,7 +55,11 @@ pub struct ConfigValue {
 impl ConfigValue {
     /// The value as it may be shown to a human.
     pub fn display(&self) -> String {
-        if self.secret { secret::mask(&self.value) } else { self.value.clone() }
+        if self.secret {
+            secret::mask(&self.value)
+        } else {
+            self.value.clone()
+        }
     }
 }
 
@@ -144,29 +148,49 @@ impl Config {
 
 /// Reads and validates a config file, detecting its format by content.
 pub fn load_file(path: &Path) -> Result<Config, SourceError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| SourceError::new(path, None, format!("cannot read config: {err}")).with_fix("check the path given to --config"))?;
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        SourceError::new(path, None, format!("cannot read config: {err}"))
+            .with_fix("check the path given to --config")
+    })?;
     parse(path, text, &|name| std::env::var(name).ok())
 }
 
 /// Parses config text; `lookup` resolves `${env:NAME}`.
-pub fn parse(path: &Path, text: String, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Config, SourceError> {
+pub fn parse(
+    path: &Path,
+    text: String,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, SourceError> {
     let looks_like_json = text.trim_start().starts_with('{');
     let (format, servers, separator, warnings) = if looks_like_json {
         json_file::parse(path, &text, lookup)?
     } else {
         toml_file::parse(path, &text, lookup)?
     };
-    Ok(Config { path: path.to_path_buf(), text, format, servers, separator, warnings })
+    Ok(Config {
+        path: path.to_path_buf(),
+        text,
+        format,
+        servers,
+        separator,
+        warnings,
+    })
 }
 
 /// Checks a server name: 1–64 of `[A-Za-z0-9_.-]`, and never the namespace separator.
 pub fn check_server_name(name: &str, separator: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 64 {
-        return Err(format!("server name {name:?} must be 1 to 64 characters long"));
+        return Err(format!(
+            "server name {name:?} must be 1 to 64 characters long"
+        ));
     }
-    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
-        return Err(format!("server name {name:?} contains {bad:?}; use only letters, digits, `_`, `.` and `-`"));
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        return Err(format!(
+            "server name {name:?} contains {bad:?}; use only letters, digits, `_`, `.` and `-`"
+        ));
     }
     if name.contains("__") || name.contains(separator) {
         return Err(format!(
@@ -179,8 +203,16 @@ pub fn check_server_name(name: &str, separator: &str) -> Result<(), String> {
 
 /// Checks the namespace separator: 1–4 of `_ - .`.
 pub fn check_separator(separator: &str) -> Result<(), String> {
-    let valid = !separator.is_empty() && separator.len() <= 4 && separator.chars().all(|c| matches!(c, '_' | '-' | '.'));
-    if valid { Ok(()) } else { Err(format!("separator {separator:?} must be 1 to 4 of `_`, `-`, `.`")) }
+    let valid = !separator.is_empty()
+        && separator.len() <= 4
+        && separator.chars().all(|c| matches!(c, '_' | '-' | '.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "separator {separator:?} must be 1 to 4 of `_`, `-`, `.`"
+        ))
+    }
 }
 
 /// A field value with where it was written (if known), shared by both file formats.
@@ -228,34 +260,76 @@ impl Validator<'_> {
         SourceError::new(self.path, at, message)
     }
 
-    fn timeout(&self, server: &str, key: &str, value: &Option<Located<i64>>, (min, default, max): (u64, u64, u64)) -> Result<u64, SourceError> {
-        let Some(value) = value else { return Ok(default) };
-        u64::try_from(value.value).ok().filter(|v| (min..=max).contains(v)).ok_or_else(|| {
-            self.error(value.at, format!("server {server:?}: `{key}` = {} is out of range", value.value))
-                .with_fix(format!("use whole seconds from {min} to {max} (default {default})"))
-        })
+    fn timeout(
+        &self,
+        server: &str,
+        key: &str,
+        value: &Option<Located<i64>>,
+        (min, default, max): (u64, u64, u64),
+    ) -> Result<u64, SourceError> {
+        let Some(value) = value else {
+            return Ok(default);
+        };
+        u64::try_from(value.value)
+            .ok()
+            .filter(|v| (min..=max).contains(v))
+            .ok_or_else(|| {
+                self.error(
+                    value.at,
+                    format!(
+                        "server {server:?}: `{key}` = {} is out of range",
+                        value.value
+                    ),
+                )
+                .with_fix(format!(
+                    "use whole seconds from {min} to {max} (default {default})"
+                ))
+            })
     }
 
-    fn expand(&mut self, server: &str, key: &str, template: &str, at: Option<LineCol>) -> Result<(String, bool), SourceError> {
+    fn expand(
+        &mut self,
+        server: &str,
+        key: &str,
+        template: &str,
+        at: Option<LineCol>,
+    ) -> Result<(String, bool), SourceError> {
         let expanded = interpolate::expand(template, self.lookup).map_err(|err| {
-            self.error(at, format!("server {server:?}: `{key}`: {err}")).with_fix("write references as ${env:NAME}; use $${ for a literal ${")
+            self.error(at, format!("server {server:?}: `{key}`: {err}"))
+                .with_fix("write references as ${env:NAME}; use $${ for a literal ${")
         })?;
         for name in &expanded.unset {
             if self.strict_env {
                 return Err(self
-                    .error(at, format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set"))
-                    .with_fix(format!("export {name} before starting airlock, or set strict_env = false")));
+                    .error(
+                        at,
+                        format!(
+                            "server {server:?}: `{key}` uses ${{env:{name}}}, which is not set"
+                        ),
+                    )
+                    .with_fix(format!(
+                        "export {name} before starting airlock, or set strict_env = false"
+                    )));
             }
             self.warnings.push(format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set; it expands to \"\""));
         }
         Ok((expanded.value, expanded.interpolated))
     }
 
-    fn expand_map(&mut self, server: &str, key: &str, map: &BTreeMap<String, String>, at: Option<LineCol>) -> Result<BTreeMap<String, ConfigValue>, SourceError> {
+    fn expand_map(
+        &mut self,
+        server: &str,
+        key: &str,
+        map: &BTreeMap<String, String>,
+        at: Option<LineCol>,
+    ) -> Result<BTreeMap<String, ConfigValue>, SourceError> {
         let mut out = BTreeMap::new();
         for (name, template) in map {
-            let (value, interpolated) = self.expand(server, &format!("{key}.{name}"), template, at)?;
-            let secret = interpolated || secret::key_looks_secret(name) || secret::value_looks_secret(&value);
+            let (value, interpolated) =
+                self.expand(server, &format!("{key}.{name}"), template, at)?;
+            let secret = interpolated
+                || secret::key_looks_secret(name)
+                || secret::value_looks_secret(&value);
             out.insert(name.clone(), ConfigValue { value, secret });
         }
         Ok(out)
@@ -263,31 +337,38 @@ impl Validator<'_> {
 
     pub fn validate(&mut self, raw: RawServer) -> Result<ServerConfig, SourceError> {
         let name = raw.name.clone();
-        check_server_name(&name, self.separator)
-            .map_err(|message| self.error(raw.at, message).with_fix("rename the server, e.g. \"my-server\""))?;
+        check_server_name(&name, self.separator).map_err(|message| {
+            self.error(raw.at, message)
+                .with_fix("rename the server, e.g. \"my-server\"")
+        })?;
 
         let transport = match &raw.transport {
-            None => match (&raw.command, &raw.url) {
-                (Some(_), Some(url)) => {
-                    return Err(self
+            None => {
+                match (&raw.command, &raw.url) {
+                    (Some(_), Some(url)) => {
+                        return Err(self
                         .error(url.at, format!("server {name:?} mixes transports: it has both `command` and `url`"))
                         .with_fix("keep `command` for a local stdio server, or `url` for a remote one"));
-                }
-                (Some(_), None) => Transport::Stdio,
-                (None, Some(_)) => Transport::Http,
-                (None, None) => {
-                    return Err(self
+                    }
+                    (Some(_), None) => Transport::Stdio,
+                    (None, Some(_)) => Transport::Http,
+                    (None, None) => {
+                        return Err(self
                         .error(raw.at, format!("server {name:?} has neither `command` nor `url`"))
                         .with_fix("add `command = \"npx\"` (with `args`) for a stdio server, or `url = \"https://...\"` for a remote one"));
+                    }
                 }
-            },
+            }
             Some(declared) => match declared.value.as_str() {
                 "stdio" => Transport::Stdio,
                 "http" | "streamable-http" | "streamableHttp" => Transport::Http,
                 "sse" => Transport::Sse,
                 other => {
                     return Err(self
-                        .error(declared.at, format!("server {name:?}: unknown transport {other:?}"))
+                        .error(
+                            declared.at,
+                            format!("server {name:?}: unknown transport {other:?}"),
+                        )
                         .with_fix("use \"stdio\", \"http\" or \"sse\""));
                 }
             },
@@ -297,17 +378,34 @@ impl Validator<'_> {
             Transport::Stdio => {
                 if let Some(url) = &raw.url {
                     return Err(self
-                        .error(url.at, format!("server {name:?} mixes transports: a stdio server cannot have `url`"))
-                        .with_fix("remove `url`, or set transport = \"http\" and remove `command`"));
+                        .error(
+                            url.at,
+                            format!(
+                                "server {name:?} mixes transports: a stdio server cannot have `url`"
+                            ),
+                        )
+                        .with_fix(
+                            "remove `url`, or set transport = \"http\" and remove `command`",
+                        ));
                 }
-                if raw.command.as_ref().is_none_or(|c| c.value.trim().is_empty()) {
+                if raw
+                    .command
+                    .as_ref()
+                    .is_none_or(|c| c.value.trim().is_empty())
+                {
                     return Err(self
-                        .error(raw.command.as_ref().and_then(|c| c.at).or(raw.at), format!("server {name:?} is a stdio server without a `command`"))
+                        .error(
+                            raw.command.as_ref().and_then(|c| c.at).or(raw.at),
+                            format!("server {name:?} is a stdio server without a `command`"),
+                        )
                         .with_fix("add `command = \"npx\"` and its `args`"));
                 }
                 if !raw.headers.is_empty() {
                     return Err(self
-                        .error(raw.headers_at.or(raw.at), format!("server {name:?}: `headers` apply to http/sse servers only"))
+                        .error(
+                            raw.headers_at.or(raw.at),
+                            format!("server {name:?}: `headers` apply to http/sse servers only"),
+                        )
                         .with_fix("pass credentials to a stdio server through `env`"));
                 }
             }
@@ -319,15 +417,28 @@ impl Validator<'_> {
                 }
                 let Some(url) = &raw.url else {
                     return Err(self
-                        .error(raw.at, format!("server {name:?} is a {transport} server without a `url`"))
+                        .error(
+                            raw.at,
+                            format!("server {name:?} is a {transport} server without a `url`"),
+                        )
                         .with_fix("add `url = \"https://...\"`"));
                 };
                 if !(url.value.starts_with("https://") || url.value.starts_with("http://")) {
                     return Err(self
-                        .error(url.at, format!("server {name:?}: `url` {:?} is not an http(s) URL", url.value))
+                        .error(
+                            url.at,
+                            format!(
+                                "server {name:?}: `url` {:?} is not an http(s) URL",
+                                url.value
+                            ),
+                        )
                         .with_fix("write the full endpoint, e.g. \"https://example.com/mcp\""));
                 }
-                if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() || raw.sandbox.is_some() {
+                if !raw.args.is_empty()
+                    || !raw.env.is_empty()
+                    || raw.cwd.is_some()
+                    || raw.sandbox.is_some()
+                {
                     return Err(self
                         .error(raw.env_at.or(raw.at), format!("server {name:?}: `args`, `env`, `cwd` and `sandbox` apply to stdio servers only"))
                         .with_fix("remove them; remote servers take `headers`"));
@@ -335,7 +446,12 @@ impl Validator<'_> {
             }
         }
 
-        let startup = self.timeout(&name, "startup_timeout", &raw.startup_timeout, STARTUP_TIMEOUT)?;
+        let startup = self.timeout(
+            &name,
+            "startup_timeout",
+            &raw.startup_timeout,
+            STARTUP_TIMEOUT,
+        )?;
         let tool = self.timeout(&name, "tool_timeout", &raw.tool_timeout, TOOL_TIMEOUT)?;
         let idle = self.timeout(&name, "idle_timeout", &raw.idle_timeout, IDLE_TIMEOUT)?;
 
@@ -344,20 +460,30 @@ impl Validator<'_> {
             Some("eager") => StartMode::Eager,
             Some(other) => {
                 let at = raw.start.as_ref().and_then(|s| s.at);
-                return Err(self.error(at, format!("server {name:?}: `start` = {other:?}")).with_fix("use \"lazy\" or \"eager\""));
+                return Err(self
+                    .error(at, format!("server {name:?}: `start` = {other:?}"))
+                    .with_fix("use \"lazy\" or \"eager\""));
             }
         };
 
         let mut args = Vec::with_capacity(raw.args.len());
         for arg in &raw.args {
-            args.push(self.expand(&name, "args", arg, raw.command.as_ref().and_then(|c| c.at))?.0);
+            args.push(
+                self.expand(&name, "args", arg, raw.command.as_ref().and_then(|c| c.at))?
+                    .0,
+            );
         }
         let cwd = match &raw.cwd {
             None => None,
             Some(cwd) => {
                 let (value, _) = self.expand(&name, "cwd", &cwd.value, cwd.at)?;
                 if !value.starts_with('/') {
-                    return Err(self.error(cwd.at, format!("server {name:?}: `cwd` {value:?} is not absolute")).with_fix("write an absolute directory"));
+                    return Err(self
+                        .error(
+                            cwd.at,
+                            format!("server {name:?}: `cwd` {value:?} is not absolute"),
+                        )
+                        .with_fix("write an absolute directory"));
                 }
                 Some(PathBuf::from(value))
             }
@@ -390,3 +516,6 @@ impl Validator<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,31 @@
 //! Recognising and masking secrets for human-facing output and logs.
 
 /// Key fragments that mark a value as secret (`GITHUB_TOKEN`, `Authorization`, `api_key`, ...).
-const SECRET_KEY_PARTS: [&str; 10] =
-    ["token", "secret", "password", "passwd", "key", "auth", "credential", "cookie", "session", "bearer"];
+const SECRET_KEY_PARTS: [&str; 10] = [
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "key",
+    "auth",
+    "credential",
+    "cookie",
+    "session",
+    "bearer",
+];
 
 /// Value prefixes of well-known credential formats.
-const SECRET_VALUE_PREFIXES: [&str; 9] = ["sk-", "ghp_", "gho_", "github_pat_", "xoxb-", "xoxp-", "glpat-", "AKIA", "Bearer "];
+const SECRET_VALUE_PREFIXES: [&str; 9] = [
+    "sk-",
+    "ghp_",
+    "gho_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "glpat-",
+    "AKIA",
+    "Bearer ",
+];
 
 /// True when a key's name suggests its value is a credential.
 pub fn key_looks_secret(key: &str) -> bool {
@@ -15,7 +35,9 @@ pub fn key_looks_secret(key: &str) -> bool {
 
 /// True when a value looks like a credential whatever its key.
 pub fn value_looks_secret(value: &str) -> bool {
-    SECRET_VALUE_PREFIXES.iter().any(|prefix| value.starts_with(prefix))
+    SECRET_VALUE_PREFIXES
+        .iter()
+        .any(|prefix| value.starts_with(prefix))
 }
 
 /// Masks a secret for display, keeping just enough to recognise it: `sk-****abcd`.

@@ -51,30 +51,55 @@ struct ServerDecl {
 
 type Parsed = (ConfigFormat, Vec<ServerConfig>, String, Vec<String>);
 
-pub(super) fn parse(path: &Path, text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, SourceError> {
+pub(super) fn parse(
+    path: &Path,
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Parsed, SourceError> {
     let file: ConfigFile = toml::from_str(text).map_err(|err| from_toml_error(path, text, &err))?;
     let at = |span: std::ops::Range<usize>| Some(LineCol::from_offset(text, span.start));
     let located = |value: &Option<Spanned<String>>| {
-        value.as_ref().map(|v| Located { value: v.get_ref().clone(), at: at(v.span()) })
+        value.as_ref().map(|v| Located {
+            value: v.get_ref().clone(),
+            at: at(v.span()),
+        })
     };
-    let located_int = |value: &Option<Spanned<i64>>| value.as_ref().map(|v| Located { value: *v.get_ref(), at: at(v.span()) });
+    let located_int = |value: &Option<Spanned<i64>>| {
+        value.as_ref().map(|v| Located {
+            value: *v.get_ref(),
+            at: at(v.span()),
+        })
+    };
 
     if let Some(version) = &file.version
         && *version.get_ref() != 1
     {
-        return Err(SourceError::at_span(path, text, version.span(), format!("unsupported config version {}", version.get_ref()))
-            .with_fix("set `version = 1` or remove the key"));
+        return Err(SourceError::at_span(
+            path,
+            text,
+            version.span(),
+            format!("unsupported config version {}", version.get_ref()),
+        )
+        .with_fix("set `version = 1` or remove the key"));
     }
     let separator = match file.gateway.as_ref().and_then(|g| g.separator.as_ref()) {
         None => "__".to_string(),
         Some(separator) => {
-            check_separator(separator.get_ref())
-                .map_err(|message| SourceError::at_span(path, text, separator.span(), message).with_fix("use \"__\" (the default) or \"_\""))?;
+            check_separator(separator.get_ref()).map_err(|message| {
+                SourceError::at_span(path, text, separator.span(), message)
+                    .with_fix("use \"__\" (the default) or \"_\"")
+            })?;
             separator.get_ref().clone()
         }
     };
 
-    let mut validator = Validator { path, separator: &separator, strict_env: file.strict_env, lookup, warnings: Vec::new() };
+    let mut validator = Validator {
+        path,
+        separator: &separator,
+        strict_env: file.strict_env,
+        lookup,
+        warnings: Vec::new(),
+    };
     let mut declarations: Vec<_> = file.servers.into_iter().collect();
     declarations.sort_by_key(|(name, _)| name.span().start);
     let mut servers = Vec::with_capacity(declarations.len());

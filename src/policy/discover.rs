@@ -29,7 +29,11 @@ pub struct DiscoveryInputs {
 impl DiscoveryInputs {
     /// Reads the real process environment.
     pub fn from_env(user_override: Option<String>) -> Self {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         DiscoveryInputs {
             org_dir: var("AIRLOCK_ORG_POLICY_DIR"),
             xdg_config_home: var("XDG_CONFIG_HOME"),
@@ -40,26 +44,38 @@ impl DiscoveryInputs {
     }
 
     pub fn org_dir(&self) -> PathBuf {
-        self.org_dir.clone().unwrap_or_else(|| PathBuf::from("/etc/airlock"))
+        self.org_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/etc/airlock"))
     }
 
     pub fn user_policy_path(&self) -> Option<PathBuf> {
-        let base = self.xdg_config_home.clone().or_else(|| self.home.as_ref().map(|h| h.join(".config")))?;
+        let base = self
+            .xdg_config_home
+            .clone()
+            .or_else(|| self.home.as_ref().map(|h| h.join(".config")))?;
         Some(base.join("airlock").join("policy.toml"))
     }
 
     /// airlock's own configuration directory (policies, config): never granted to a server.
     pub fn config_dir(&self) -> Option<PathBuf> {
-        self.user_policy_path().and_then(|p| p.parent().map(Path::to_path_buf))
+        self.user_policy_path()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
     }
 }
 
 fn read_if_present(layer: Layer, path: &Path) -> Result<Option<LayerSource>, SourceError> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(LayerSource { layer, path: path.to_path_buf(), text })),
+        Ok(text) => Ok(Some(LayerSource {
+            layer,
+            path: path.to_path_buf(),
+            text,
+        })),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(SourceError::new(path, None, format!("cannot read policy: {err}"))
-            .with_fix("make the file readable by this user, or remove it")),
+        Err(err) => Err(
+            SourceError::new(path, None, format!("cannot read policy: {err}"))
+                .with_fix("make the file readable by this user, or remove it"),
+        ),
     }
 }
 
@@ -94,14 +110,22 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
         Err(err) => {
-            return Err(SourceError::new(&drop_in, None, format!("cannot list org policies: {err}")));
+            return Err(SourceError::new(
+                &drop_in,
+                None,
+                format!("cannot list org policies: {err}"),
+            ));
         }
     }
 
     match &inputs.user_override {
         Some(name) if !name.contains('/') && presets::named(name).is_some() => {
             let text = presets::named(name).unwrap_or_default().to_string();
-            sources.push(LayerSource { layer: Layer::User, path: PathBuf::from(format!("builtin:{name}.toml")), text });
+            sources.push(LayerSource {
+                layer: Layer::User,
+                path: PathBuf::from(format!("builtin:{name}.toml")),
+                text,
+            });
         }
         Some(path) => sources.push(read_required(Layer::User, Path::new(path))?),
         None => {
@@ -115,7 +139,9 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
 
     if let Some(cwd) = &inputs.cwd {
         for dir in cwd.ancestors() {
-            if let Some(source) = read_if_present(Layer::Project, &dir.join(".airlock").join("policy.toml"))? {
+            if let Some(source) =
+                read_if_present(Layer::Project, &dir.join(".airlock").join("policy.toml"))?
+            {
                 sources.push(source);
                 break;
             }

@@ -18,13 +18,15 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
-use super::file::{AuditSection, LaunchSection, LimitsSection, PolicyFile, RuleDecl, SandboxSection, ToolsSection};
+use super::file::{
+    AuditSection, LaunchSection, LimitsSection, PolicyFile, RuleDecl, SandboxSection, ToolsSection,
+};
 use super::pattern::{Glob, ToolPattern};
 use super::presets;
 use super::rules::{ArgMatcher, Condition, ToolEntry, ToolRules};
 use super::{
-    Action, AuditPolicy, Feature, LaunchPolicy, Layer, Limits, Network, Origin, Policy, Requirement, RunAs,
-    SandboxPolicy, Sourced,
+    Action, AuditPolicy, Feature, LaunchPolicy, Layer, Limits, Network, Origin, Policy,
+    Requirement, RunAs, SandboxPolicy, Sourced,
 };
 use crate::diagnostic::{LineCol, SourceError, from_toml_error};
 
@@ -61,7 +63,11 @@ impl Ctx<'_> {
         } else {
             Some(LineCol::from_offset(self.text, span.start).line)
         };
-        Origin { layer: self.layer, file: self.path.to_path_buf(), line }
+        Origin {
+            layer: self.layer,
+            file: self.path.to_path_buf(),
+            line,
+        }
     }
 
     fn error(&self, span: &Range<usize>, message: impl Into<String>) -> SourceError {
@@ -69,7 +75,10 @@ impl Ctx<'_> {
     }
 
     fn sourced<T>(&self, value: T, span: &Range<usize>) -> Sourced<T> {
-        Sourced { value, origin: self.origin(span) }
+        Sourced {
+            value,
+            origin: self.origin(span),
+        }
     }
 }
 
@@ -84,21 +93,39 @@ enum Widening {
 }
 
 impl Widening {
-    fn check(&self, ctx: &Ctx<'_>, span: &Range<usize>, what: &str, widens: bool) -> Result<(), SourceError> {
+    fn only_narrows(&self) -> bool {
+        !matches!(self, Widening::Allowed)
+    }
+
+    fn check(
+        &self,
+        ctx: &Ctx<'_>,
+        span: &Range<usize>,
+        what: &str,
+        widens: bool,
+    ) -> Result<(), SourceError> {
         if !widens {
             return Ok(());
         }
         match self {
             Widening::Allowed => Ok(()),
             Widening::LockedBy(lock) => Err(ctx
-                .error(span, format!("{what} widens a section the org policy locks ({lock})"))
+                .error(
+                    span,
+                    format!("{what} widens a section the org policy locks ({lock})"),
+                )
                 .with_fix(format!(
                     "remove it from {}; only the org policy {} can change a locked section",
                     ctx.path.display(),
                     lock.file.display()
                 ))),
             Widening::ProjectOnlyNarrows => Err(ctx
-                .error(span, format!("{what} would widen the policy, and a project policy may only narrow it"))
+                .error(
+                    span,
+                    format!(
+                        "{what} would widen the policy, and a project policy may only narrow it"
+                    ),
+                )
                 .with_fix(
                     "remove it here; if you trust this project, put the grant in your user policy \
                      ($XDG_CONFIG_HOME/airlock/policy.toml)",
@@ -126,11 +153,18 @@ fn widening_for(layer: Layer, lock: &Option<Origin>) -> Widening {
 }
 
 /// Reads a `locked = true` flag: only org files may carry it.
-fn read_lock(ctx: &Ctx<'_>, locked: &Option<Spanned<bool>>, slot: &mut Option<Origin>) -> Result<(), SourceError> {
+fn read_lock(
+    ctx: &Ctx<'_>,
+    locked: &Option<Spanned<bool>>,
+    slot: &mut Option<Origin>,
+) -> Result<(), SourceError> {
     let Some(flag) = locked else { return Ok(()) };
     if !matches!(ctx.layer, Layer::Org | Layer::Builtin) {
         return Err(ctx
-            .error(&flag.span(), "`locked` only has an effect in the org policy")
+            .error(
+                &flag.span(),
+                "`locked` only has an effect in the org policy",
+            )
             .with_fix("remove `locked` from this file"));
     }
     if *flag.get_ref() && slot.is_none() {
@@ -150,9 +184,17 @@ fn merge_grants(
 ) -> Result<(), SourceError> {
     for entry in new {
         let known = current.iter().any(|have| &have.value == entry.get_ref());
-        widening.check(ctx, &entry.span(), &format!("`{key}` entry {:?}", entry.get_ref()), !known)?;
+        widening.check(
+            ctx,
+            &entry.span(),
+            &format!("`{key}` entry {:?}", entry.get_ref()),
+            !known,
+        )?;
     }
-    if current.iter().all(|have| have.origin.layer == Layer::Builtin) {
+    if current
+        .iter()
+        .all(|have| have.origin.layer == Layer::Builtin)
+    {
         current.clear();
     }
     for entry in new {
@@ -167,17 +209,27 @@ fn parse_version(ctx: &Ctx<'_>, file: &PolicyFile) -> Result<(), SourceError> {
     match &file.version {
         Some(version) if *version.get_ref() == 1 => Ok(()),
         Some(version) => Err(ctx
-            .error(&version.span(), format!("unsupported policy version {}", version.get_ref()))
+            .error(
+                &version.span(),
+                format!("unsupported policy version {}", version.get_ref()),
+            )
             .with_fix("set `version = 1`")),
-        None => Err(SourceError::new(ctx.path, Some(LineCol { line: 1, column: 1 }), "missing `version`")
-            .with_fix("add `version = 1` as the first line")),
+        None => Err(SourceError::new(
+            ctx.path,
+            Some(LineCol { line: 1, column: 1 }),
+            "missing `version`",
+        )
+        .with_fix("add `version = 1` as the first line")),
     }
 }
 
 fn parse_network(ctx: &Ctx<'_>, value: &Spanned<toml::Value>) -> Result<Network, SourceError> {
     let bad = || {
-        ctx.error(&value.span(), "`network` must be \"none\", \"host\" or a list of TCP ports")
-            .with_fix("write network = \"none\", network = \"host\" or network = [443]")
+        ctx.error(
+            &value.span(),
+            "`network` must be \"none\", \"host\" or a list of TCP ports",
+        )
+        .with_fix("write network = \"none\", network = \"host\" or network = [443]")
     };
     match value.get_ref() {
         toml::Value::String(mode) if mode == "none" => Ok(Network::None),
@@ -185,7 +237,10 @@ fn parse_network(ctx: &Ctx<'_>, value: &Spanned<toml::Value>) -> Result<Network,
         toml::Value::Array(items) => {
             let mut ports = Vec::new();
             for item in items {
-                let port = item.as_integer().and_then(|p| u16::try_from(p).ok()).filter(|&p| p > 0);
+                let port = item
+                    .as_integer()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|&p| p > 0);
                 match port {
                     Some(port) if !ports.contains(&port) => ports.push(port),
                     Some(_) => {}
@@ -209,7 +264,10 @@ fn parse_run_as(ctx: &Ctx<'_>, value: &Spanned<toml::Value>) -> Result<RunAs, So
             .map(RunAs::Uid)
             .map_err(|_| ctx.error(&value.span(), "`run_as` uid is out of range")),
         _ => Err(ctx
-            .error(&value.span(), "`run_as` must be \"nobody\", \"root\" or a numeric uid")
+            .error(
+                &value.span(),
+                "`run_as` must be \"nobody\", \"root\" or a numeric uid",
+            )
             .with_fix("write run_as = \"nobody\"")),
     }
 }
@@ -219,8 +277,11 @@ fn parse_requirement(ctx: &Ctx<'_>, text: &Spanned<String>) -> Result<Requiremen
     let (name, min_version) = match raw.split_once(">=") {
         Some((name, version)) => {
             let version = version.trim().parse::<u32>().map_err(|_| {
-                ctx.error(&text.span(), format!("requirement {raw:?} has a bad version"))
-                    .with_fix("write for example \"landlock>=6\"")
+                ctx.error(
+                    &text.span(),
+                    format!("requirement {raw:?} has a bad version"),
+                )
+                .with_fix("write for example \"landlock>=6\"")
             })?;
             (name.trim(), Some(version))
         }
@@ -238,13 +299,24 @@ fn parse_requirement(ctx: &Ctx<'_>, text: &Spanned<String>) -> Result<Requiremen
     };
     if min_version.is_some() && feature != Feature::Landlock {
         return Err(ctx
-            .error(&text.span(), format!("only landlock takes a version (in {raw:?})"))
+            .error(
+                &text.span(),
+                format!("only landlock takes a version (in {raw:?})"),
+            )
             .with_fix(format!("write \"{name}\"")));
     }
-    Ok(Requirement { feature, min_version, text: raw.to_string() })
+    Ok(Requirement {
+        feature,
+        min_version,
+        text: raw.to_string(),
+    })
 }
 
-fn check_path_template(ctx: &Ctx<'_>, key: &str, path: &Spanned<String>) -> Result<(), SourceError> {
+fn check_path_template(
+    ctx: &Ctx<'_>,
+    key: &str,
+    path: &Spanned<String>,
+) -> Result<(), SourceError> {
     let raw = path.get_ref();
     if raw.starts_with('/') || raw.starts_with('~') || raw.starts_with("${") {
         Ok(())
@@ -265,18 +337,33 @@ fn check_env_name(ctx: &Ctx<'_>, name: &Spanned<String>) -> Result<(), SourceErr
         Ok(())
     } else {
         Err(ctx
-            .error(&name.span(), format!("`env` entry {raw:?} is not a variable name"))
+            .error(
+                &name.span(),
+                format!("`env` entry {raw:?} is not a variable name"),
+            )
             .with_fix("write a name like \"LANG\", or a prefix glob like \"LC_*\""))
     }
 }
 
 /// Reads a positive integer within `range`.
-fn bounded(ctx: &Ctx<'_>, key: &str, value: &Spanned<i64>, range: Range<u64>) -> Result<u64, SourceError> {
+fn bounded(
+    ctx: &Ctx<'_>,
+    key: &str,
+    value: &Spanned<i64>,
+    range: Range<u64>,
+) -> Result<u64, SourceError> {
     let raw = *value.get_ref();
-    u64::try_from(raw).ok().filter(|v| range.contains(v)).ok_or_else(|| {
-        ctx.error(&value.span(), format!("`{key}` = {raw} is out of range"))
-            .with_fix(format!("use a value from {} to {}", range.start, range.end - 1))
-    })
+    u64::try_from(raw)
+        .ok()
+        .filter(|v| range.contains(v))
+        .ok_or_else(|| {
+            ctx.error(&value.span(), format!("`{key}` = {raw} is out of range"))
+                .with_fix(format!(
+                    "use a value from {} to {}",
+                    range.start,
+                    range.end - 1
+                ))
+        })
 }
 
 fn merge_limit(
@@ -289,21 +376,67 @@ fn merge_limit(
 ) -> Result<(), SourceError> {
     let Some(value) = value else { return Ok(()) };
     let parsed = bounded(ctx, key, value, range)?;
-    widening.check(ctx, &value.span(), &format!("`{key} = {parsed}`"), parsed > slot.value)?;
+    widening.check(
+        ctx,
+        &value.span(),
+        &format!("`{key} = {parsed}`"),
+        parsed > slot.value,
+    )?;
     *slot = ctx.sourced(parsed, &value.span());
     Ok(())
 }
 
-fn merge_limits(limits: &mut Limits, ctx: &Ctx<'_>, widening: &Widening, section: &LimitsSection) -> Result<(), SourceError> {
+fn merge_limits(
+    limits: &mut Limits,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    section: &LimitsSection,
+) -> Result<(), SourceError> {
     const MAX: u64 = 1 << 40;
-    merge_limit(&mut limits.processes, ctx, widening, "sandbox.limits.processes", &section.processes, 1..1_000_001)?;
-    merge_limit(&mut limits.memory_mb, ctx, widening, "sandbox.limits.memory_mb", &section.memory_mb, 16..MAX)?;
-    merge_limit(&mut limits.open_files, ctx, widening, "sandbox.limits.open_files", &section.open_files, 16..1_048_577)?;
-    merge_limit(&mut limits.file_size_mb, ctx, widening, "sandbox.limits.file_size_mb", &section.file_size_mb, 1..MAX)?;
+    merge_limit(
+        &mut limits.processes,
+        ctx,
+        widening,
+        "sandbox.limits.processes",
+        &section.processes,
+        1..1_000_001,
+    )?;
+    merge_limit(
+        &mut limits.memory_mb,
+        ctx,
+        widening,
+        "sandbox.limits.memory_mb",
+        &section.memory_mb,
+        16..MAX,
+    )?;
+    merge_limit(
+        &mut limits.open_files,
+        ctx,
+        widening,
+        "sandbox.limits.open_files",
+        &section.open_files,
+        16..1_048_577,
+    )?;
+    merge_limit(
+        &mut limits.file_size_mb,
+        ctx,
+        widening,
+        "sandbox.limits.file_size_mb",
+        &section.file_size_mb,
+        1..MAX,
+    )?;
     if let Some(value) = &section.cpu_seconds {
         let parsed = bounded(ctx, "sandbox.limits.cpu_seconds", value, 1..MAX)?;
-        let widens = limits.cpu_seconds.as_ref().is_some_and(|have| parsed > have.value);
-        widening.check(ctx, &value.span(), &format!("`sandbox.limits.cpu_seconds = {parsed}`"), widens)?;
+        let widens = limits
+            .cpu_seconds
+            .as_ref()
+            .is_some_and(|have| parsed > have.value);
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.limits.cpu_seconds = {parsed}`"),
+            widens,
+        )?;
         limits.cpu_seconds = Some(ctx.sourced(parsed, &value.span()));
     }
     Ok(())
@@ -318,7 +451,12 @@ fn merge_sandbox(
     if let Some(value) = &section.network {
         let network = parse_network(ctx, value)?;
         let widens = network.is_wider_than(&sandbox.network.value);
-        widening.check(ctx, &value.span(), &format!("`sandbox.network = {network}`"), widens)?;
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.network = {network}`"),
+            widens,
+        )?;
         sandbox.network = ctx.sourced(network, &value.span());
     }
     for (key, new, current) in [
@@ -341,7 +479,12 @@ fn merge_sandbox(
     if let Some(value) = &section.run_as {
         let run_as = parse_run_as(ctx, value)?;
         let widens = run_as != sandbox.run_as.value && run_as != RunAs::Nobody;
-        widening.check(ctx, &value.span(), &format!("`sandbox.run_as = {run_as}`"), widens)?;
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.run_as = {run_as}`"),
+            widens,
+        )?;
         sandbox.run_as = ctx.sourced(run_as, &value.span());
     }
     if let Some(requirements) = &section.require {
@@ -371,14 +514,21 @@ fn merge_launch(
     if let Some(commands) = &section.allow_commands {
         for command in commands {
             let raw = command.get_ref();
-            let plain_name = !raw.is_empty() && !raw.contains('/') && !raw.contains(char::is_whitespace);
+            let plain_name =
+                !raw.is_empty() && !raw.contains('/') && !raw.contains(char::is_whitespace);
             if !(plain_name || raw.starts_with('/')) {
                 return Err(ctx
                     .error(&command.span(), format!("`allow_commands` entry {raw:?} is neither a command name nor an absolute path"))
                     .with_fix("write a basename such as \"node\" or an absolute path such as \"/usr/bin/node\""));
             }
         }
-        merge_grants(&mut launch.allow_commands, commands, ctx, widening, "launch.allow_commands")?;
+        merge_grants(
+            &mut launch.allow_commands,
+            commands,
+            ctx,
+            widening,
+            "launch.allow_commands",
+        )?;
     }
     if let Some(value) = &section.allow_trust {
         let widens = *value.get_ref() && !launch.allow_trust.value;
@@ -388,22 +538,39 @@ fn merge_launch(
     Ok(())
 }
 
-fn merge_audit(audit: &mut AuditPolicy, ctx: &Ctx<'_>, widening: &Widening, section: &AuditSection) -> Result<(), SourceError> {
+fn merge_audit(
+    audit: &mut AuditPolicy,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    section: &AuditSection,
+) -> Result<(), SourceError> {
     if let Some(path) = &section.path {
         check_path_template(ctx, "audit.path", path)?;
         // Moving the audit log away is loosening: whoever pinned it wants to read it there.
-        let moves = audit.path.as_ref().is_none_or(|have| &have.value != path.get_ref());
+        let moves = audit
+            .path
+            .as_ref()
+            .is_none_or(|have| &have.value != path.get_ref());
         widening.check(ctx, &path.span(), "`audit.path`", moves)?;
         audit.path = Some(ctx.sourced(path.get_ref().clone(), &path.span()));
     }
     if let Some(patterns) = &section.redact {
         for pattern in patterns {
             regex::Regex::new(pattern.get_ref()).map_err(|err| {
-                ctx.error(&pattern.span(), format!("`audit.redact` regex does not compile: {err}"))
-                    .with_fix("correct the regular expression (Rust regex syntax)")
+                ctx.error(
+                    &pattern.span(),
+                    format!("`audit.redact` regex does not compile: {err}"),
+                )
+                .with_fix("correct the regular expression (Rust regex syntax)")
             })?;
-            if !audit.redact.iter().any(|have| &have.value == pattern.get_ref()) {
-                audit.redact.push(ctx.sourced(pattern.get_ref().clone(), &pattern.span()));
+            if !audit
+                .redact
+                .iter()
+                .any(|have| &have.value == pattern.get_ref())
+            {
+                audit
+                    .redact
+                    .push(ctx.sourced(pattern.get_ref().clone(), &pattern.span()));
             }
         }
     }
@@ -418,7 +585,11 @@ enum PatternScope<'a> {
     Server(&'a str),
 }
 
-fn parse_pattern(ctx: &Ctx<'_>, scope: PatternScope<'_>, text: &Spanned<String>) -> Result<ToolPattern, SourceError> {
+fn parse_pattern(
+    ctx: &Ctx<'_>,
+    scope: PatternScope<'_>,
+    text: &Spanned<String>,
+) -> Result<ToolPattern, SourceError> {
     let parsed = match scope {
         PatternScope::Global => ToolPattern::parse(text.get_ref()),
         PatternScope::Server(server) => ToolPattern::for_server(server, text.get_ref()),
@@ -433,13 +604,19 @@ fn compile_condition(ctx: &Ctx<'_>, rule: &Spanned<RuleDecl>) -> Result<Conditio
     let decl = rule.get_ref();
     let argument = decl.argument.get_ref().trim();
     if argument.is_empty() {
-        return Err(ctx.error(&decl.argument.span(), "`argument` is empty").with_fix("name the argument, e.g. argument = \"path\""));
+        return Err(ctx
+            .error(&decl.argument.span(), "`argument` is empty")
+            .with_fix("name the argument, e.g. argument = \"path\""));
     }
-    let chosen: Vec<&str> = [("glob", &decl.glob), ("regex", &decl.regex), ("prefix", &decl.prefix)]
-        .iter()
-        .filter(|(_, value)| value.is_some())
-        .map(|(name, _)| *name)
-        .collect();
+    let chosen: Vec<&str> = [
+        ("glob", &decl.glob),
+        ("regex", &decl.regex),
+        ("prefix", &decl.prefix),
+    ]
+    .iter()
+    .filter(|(_, value)| value.is_some())
+    .map(|(name, _)| *name)
+    .collect();
     let (matcher, path_like) = match (&decl.glob, &decl.regex, &decl.prefix, chosen.len()) {
         (Some(glob), None, None, 1) => (ArgMatcher::Glob(Glob::parse(glob.get_ref())), true),
         (None, Some(regex), None, 1) => {
@@ -452,8 +629,20 @@ fn compile_condition(ctx: &Ctx<'_>, rule: &Spanned<RuleDecl>) -> Result<Conditio
         (None, None, Some(prefix), 1) => (ArgMatcher::Prefix(prefix.get_ref().clone()), true),
         _ => {
             return Err(ctx
-                .error(&rule.span(), format!("a tools.rule needs exactly one of `glob`, `regex`, `prefix` (found {})", if chosen.is_empty() { "none".to_string() } else { chosen.join(", ") }))
-                .with_fix("keep one matcher per rule; write several rules for several conditions"));
+                .error(
+                    &rule.span(),
+                    format!(
+                        "a tools.rule needs exactly one of `glob`, `regex`, `prefix` (found {})",
+                        if chosen.is_empty() {
+                            "none".to_string()
+                        } else {
+                            chosen.join(", ")
+                        }
+                    ),
+                )
+                .with_fix(
+                    "keep one matcher per rule; write several rules for several conditions",
+                ));
         }
     };
     Ok(Condition {
@@ -480,7 +669,12 @@ fn merge_tools(
         }
         let proposed = *value.get_ref();
         let looser = proposed < default.value;
-        widening.check(ctx, &value.span(), &format!("`tools.default = \"{proposed}\"`"), looser)?;
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`tools.default = \"{proposed}\"`"),
+            looser,
+        )?;
         let org_set_it = default.origin.layer == Layer::Org && ctx.layer != Layer::Org;
         if !org_set_it || !looser {
             *default = ctx.sourced(proposed, &value.span());
@@ -493,16 +687,26 @@ fn merge_tools(
             );
         }
     }
-    for (action, list) in [(Action::Allow, &section.allow), (Action::Ask, &section.ask), (Action::Deny, &section.deny)] {
+    for (action, list) in [
+        (Action::Allow, &section.allow),
+        (Action::Ask, &section.ask),
+        (Action::Deny, &section.deny),
+    ] {
         for text in list {
             let pattern = parse_pattern(ctx, scope, text)?;
-            widening.check(ctx, &text.span(), &format!("`tools.allow` entry {:?}", text.get_ref()), action == Action::Allow)?;
+            widening.check(
+                ctx,
+                &text.span(),
+                &format!("`tools.allow` entry {:?}", text.get_ref()),
+                action == Action::Allow,
+            )?;
             entries.push(ToolEntry {
                 action,
                 rule: format!("tools.{action} {:?}", text.get_ref()),
                 pattern,
                 condition: None,
                 origin: ctx.origin(&text.span()),
+                only_narrows: widening.only_narrows(),
             });
         }
     }
@@ -510,14 +714,24 @@ fn merge_tools(
         let decl = rule.get_ref();
         let pattern = parse_pattern(ctx, scope, &decl.tool)?;
         let action = *decl.action.get_ref();
-        widening.check(ctx, &decl.action.span(), "a tools.rule with action = \"allow\"", action == Action::Allow)?;
+        widening.check(
+            ctx,
+            &decl.action.span(),
+            "a tools.rule with action = \"allow\"",
+            action == Action::Allow,
+        )?;
         let condition = compile_condition(ctx, rule)?;
         entries.push(ToolEntry {
             action,
-            rule: format!("tools.rule {action} {:?} when {}", decl.tool.get_ref(), condition.summary()),
+            rule: format!(
+                "tools.rule {action} {:?} when {}",
+                decl.tool.get_ref(),
+                condition.summary()
+            ),
             pattern,
             condition: Some(condition),
             origin: ctx.origin(&rule.span()),
+            only_narrows: widening.only_narrows(),
         });
     }
     Ok(())
@@ -544,7 +758,14 @@ impl Draft {
         if let Some(section) = &file.tools {
             read_lock(ctx, &section.get_ref().locked, &mut self.locks.tools)?;
             let widening = widening_for(ctx.layer, &self.locks.tools);
-            merge_tools(&mut self.tool_entries, &mut self.tools_default, ctx, &widening, PatternScope::Global, section.get_ref())?;
+            merge_tools(
+                &mut self.tool_entries,
+                &mut self.tools_default,
+                ctx,
+                &widening,
+                PatternScope::Global,
+                section.get_ref(),
+            )?;
         }
         if let Some(section) = &file.sandbox {
             read_lock(ctx, &section.get_ref().locked, &mut self.locks.sandbox)?;
@@ -568,11 +789,23 @@ fn parse_policy_file(path: &Path, text: &str) -> Result<PolicyFile, SourceError>
 fn builtin_draft() -> Result<Draft, SourceError> {
     let path = Path::new(presets::DEFAULT_NAME);
     let text = presets::DEFAULT;
-    let ctx = Ctx { layer: Layer::Builtin, path, text };
+    let ctx = Ctx {
+        layer: Layer::Builtin,
+        path,
+        text,
+    };
     let file = parse_policy_file(path, text)?;
-    let missing = |key: &str| SourceError::new(path, None, format!("built-in default policy lacks `{key}`"));
-    let origin = Origin { layer: Layer::Builtin, file: path.to_path_buf(), line: None };
-    let sourced = |value| Sourced { value, origin: origin.clone() };
+    let missing =
+        |key: &str| SourceError::new(path, None, format!("built-in default policy lacks `{key}`"));
+    let origin = Origin {
+        layer: Layer::Builtin,
+        file: path.to_path_buf(),
+        line: None,
+    };
+    let sourced = |value| Sourced {
+        value,
+        origin: origin.clone(),
+    };
     let placeholder_limits = Limits {
         processes: sourced(0),
         memory_mb: sourced(0),
@@ -581,25 +814,54 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         cpu_seconds: None,
     };
     let mut draft = Draft {
-        launch: LaunchPolicy { allow_commands: Vec::new(), allow_trust: Sourced { value: false, origin: origin.clone() } },
+        launch: LaunchPolicy {
+            allow_commands: Vec::new(),
+            allow_trust: Sourced {
+                value: false,
+                origin: origin.clone(),
+            },
+        },
         tool_entries: Vec::new(),
-        tools_default: Sourced { value: Action::Deny, origin: origin.clone() },
+        tools_default: Sourced {
+            value: Action::Deny,
+            origin: origin.clone(),
+        },
         sandbox: SandboxPolicy {
-            network: Sourced { value: Network::None, origin: origin.clone() },
+            network: Sourced {
+                value: Network::None,
+                origin: origin.clone(),
+            },
             read: Vec::new(),
             write: Vec::new(),
             env: Vec::new(),
-            run_as: Sourced { value: RunAs::Nobody, origin: origin.clone() },
+            run_as: Sourced {
+                value: RunAs::Nobody,
+                origin: origin.clone(),
+            },
             require: Vec::new(),
-            kill_timeout: Sourced { value: 3, origin: origin.clone() },
+            kill_timeout: Sourced {
+                value: 3,
+                origin: origin.clone(),
+            },
             limits: placeholder_limits,
         },
-        audit: AuditPolicy { path: None, redact: Vec::new() },
+        audit: AuditPolicy {
+            path: None,
+            redact: Vec::new(),
+        },
         locks: Locks::default(),
     };
     draft.apply(&ctx, &file)?;
     let limits = &draft.sandbox.limits;
-    if [&limits.processes, &limits.memory_mb, &limits.open_files, &limits.file_size_mb].iter().any(|l| l.value == 0) {
+    if [
+        &limits.processes,
+        &limits.memory_mb,
+        &limits.open_files,
+        &limits.file_size_mb,
+    ]
+    .iter()
+    .any(|l| l.value == 0)
+    {
         return Err(missing("sandbox.limits"));
     }
     if draft.launch.allow_commands.is_empty() {
@@ -609,8 +871,20 @@ fn builtin_draft() -> Result<Draft, SourceError> {
 }
 
 fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy) {
-    let Draft { launch, tool_entries, tools_default, sandbox, audit, .. } = draft;
-    (launch, ToolRules::new(tool_entries, tools_default), sandbox, audit)
+    let Draft {
+        launch,
+        tool_entries,
+        tools_default,
+        sandbox,
+        audit,
+        ..
+    } = draft;
+    (
+        launch,
+        ToolRules::new(tool_entries, tools_default),
+        sandbox,
+        audit,
+    )
 }
 
 fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> String {
@@ -628,19 +902,30 @@ fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> String {
             hasher.update(server.text.as_bytes());
         }
     }
-    hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+    hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// Merges the built-in default with `sources` (any order; they are sorted by authority) and the
 /// per-server blocks of the server config, and compiles the result.
-pub fn load(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> Result<Policy, SourceError> {
+pub fn load(
+    sources: &[LayerSource],
+    servers: &[ServerOverride<'_>],
+) -> Result<Policy, SourceError> {
     let mut ordered: Vec<&LayerSource> = sources.iter().collect();
     ordered.sort_by_key(|source| source.layer);
     let mut draft = builtin_draft()?;
     let mut project_files = Vec::new();
     for source in &ordered {
         let file = parse_policy_file(&source.path, &source.text)?;
-        let ctx = Ctx { layer: source.layer, path: &source.path, text: &source.text };
+        let ctx = Ctx {
+            layer: source.layer,
+            path: &source.path,
+            text: &source.text,
+        };
         parse_version(&ctx, &file)?;
         if source.layer == Layer::Project {
             project_files.push((*source, file));
@@ -654,36 +939,74 @@ pub fn load(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> Result<P
     let mut server_drafts: BTreeMap<String, Draft> = BTreeMap::new();
     for server in servers {
         let mut server_draft = draft.clone();
-        let ctx = Ctx { layer: Layer::Config, path: server.path, text: server.text };
+        let ctx = Ctx {
+            layer: Layer::Config,
+            path: server.path,
+            text: server.text,
+        };
         if let Some(tools) = server.tools {
             let widening = widening_for(Layer::Config, &draft.locks.tools);
             if let Some(locked) = &tools.get_ref().locked {
-                return Err(ctx.error(&locked.span(), "`locked` only has an effect in the org policy").with_fix("remove `locked` here"));
+                return Err(ctx
+                    .error(
+                        &locked.span(),
+                        "`locked` only has an effect in the org policy",
+                    )
+                    .with_fix("remove `locked` here"));
             }
             let scope = PatternScope::Server(server.server);
-            merge_tools(&mut draft.tool_entries, &mut draft.tools_default, &ctx, &widening, scope, tools.get_ref())?;
+            merge_tools(
+                &mut draft.tool_entries,
+                &mut draft.tools_default,
+                &ctx,
+                &widening,
+                scope,
+                tools.get_ref(),
+            )?;
         }
         if let Some(sandbox) = server.sandbox {
             if let Some(locked) = &sandbox.get_ref().locked {
-                return Err(ctx.error(&locked.span(), "`locked` only has an effect in the org policy").with_fix("remove `locked` here"));
+                return Err(ctx
+                    .error(
+                        &locked.span(),
+                        "`locked` only has an effect in the org policy",
+                    )
+                    .with_fix("remove `locked` here"));
             }
             let widening = widening_for(Layer::Config, &draft.locks.sandbox);
-            merge_sandbox(&mut server_draft.sandbox, &ctx, &widening, sandbox.get_ref())?;
+            merge_sandbox(
+                &mut server_draft.sandbox,
+                &ctx,
+                &widening,
+                sandbox.get_ref(),
+            )?;
         }
         server_drafts.insert(server.server.to_string(), server_draft);
     }
     for (source, file) in &project_files {
-        let ctx = Ctx { layer: Layer::Project, path: &source.path, text: &source.text };
+        let ctx = Ctx {
+            layer: Layer::Project,
+            path: &source.path,
+            text: &source.text,
+        };
         draft.apply(&ctx, file)?;
         for server_draft in server_drafts.values_mut() {
             if let Some(section) = &file.sandbox {
-                merge_sandbox(&mut server_draft.sandbox, &ctx, &Widening::ProjectOnlyNarrows, section.get_ref())?;
+                merge_sandbox(
+                    &mut server_draft.sandbox,
+                    &ctx,
+                    &Widening::ProjectOnlyNarrows,
+                    section.get_ref(),
+                )?;
             }
         }
     }
 
     let digest = digest(sources, servers);
-    let server_sandbox = server_drafts.into_iter().map(|(name, d)| (name, d.sandbox)).collect();
+    let server_sandbox = server_drafts
+        .into_iter()
+        .map(|(name, d)| (name, d.sandbox))
+        .collect();
     let (launch, tools, sandbox, audit) = compile(draft);
     Ok(Policy {
         launch,

@@ -307,8 +307,17 @@ pub enum LaunchVerdict {
 impl LaunchPolicy {
     /// Decides whether `server` may launch `resolved`. `trust_hint` says where the user would put
     /// `trust = true` (e.g. "[servers.fs] in airlock.toml").
-    pub fn verdict(&self, server: &str, resolved: &std::path::Path, trust: bool, trust_hint: &str) -> LaunchVerdict {
-        let basename = resolved.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    pub fn verdict(
+        &self,
+        server: &str,
+        resolved: &std::path::Path,
+        trust: bool,
+        trust_hint: &str,
+    ) -> LaunchVerdict {
+        let basename = resolved
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if self.allows_command(resolved) {
             return LaunchVerdict::Allowed(format!("{basename:?} is on launch.allow_commands"));
         }
@@ -318,7 +327,11 @@ impl LaunchPolicy {
         let message = format!(
             "server {server:?}: {} is not on the launch allowlist (launch.allow_commands){}",
             resolved.display(),
-            if trust { " and this policy forbids trust = true" } else { "" }
+            if trust {
+                " and this policy forbids trust = true"
+            } else {
+                ""
+            }
         );
         let fix = if self.allow_trust.value {
             format!(
@@ -337,9 +350,17 @@ impl LaunchPolicy {
 
 /// Discovers every policy layer from the environment and merges them with the config's
 /// per-server blocks. `user_override` is `--policy` (a file or a preset name).
-pub fn load_active(user_override: Option<String>, config: Option<&crate::config::Config>) -> Result<Policy, crate::diagnostic::SourceError> {
+pub fn load_active(
+    user_override: Option<String>,
+    config: Option<&crate::config::Config>,
+) -> Result<Policy, crate::diagnostic::SourceError> {
     let inputs = discover::DiscoveryInputs::from_env(user_override);
     let sources = discover::discover(&inputs)?;
-    let overrides = config.map(crate::config::Config::policy_overrides).unwrap_or_default();
+    let overrides = config
+        .map(crate::config::Config::policy_overrides)
+        .unwrap_or_default();
     load(&sources, &overrides)
 }
+
+#[cfg(test)]
+mod merge_tests;

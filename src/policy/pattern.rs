@@ -164,7 +164,10 @@ impl ToolPattern {
                 "tool pattern {text:?} names no server; write `mcp:<server>` or `mcp:*`"
             )));
         }
-        if let Some(bad) = body.chars().find(|&c| !(is_name_char(c) || c == '*' || c == '?')) {
+        if let Some(bad) = body
+            .chars()
+            .find(|&c| !(is_name_char(c) || c == '*' || c == '?'))
+        {
             return Err(PatternError(format!(
                 "tool pattern {text:?} contains {bad:?}; only letters, digits, `_ - . / :` and the wildcards `*` `?` are allowed"
             )));
@@ -196,7 +199,11 @@ impl ToolPattern {
             }
             return Ok(pattern);
         }
-        if tool_glob.is_empty() || tool_glob.chars().any(|c| !(is_name_char(c) || c == '*' || c == '?')) {
+        if tool_glob.is_empty()
+            || tool_glob
+                .chars()
+                .any(|c| !(is_name_char(c) || c == '*' || c == '?'))
+        {
             return Err(PatternError(format!(
                 "tool name {tool_glob:?} may contain only letters, digits, `_ - . / :` and `*` `?`"
             )));
@@ -261,10 +268,20 @@ mod tests {
 
     #[test]
     fn bad_patterns_are_rejected_with_a_reason() {
-        assert!(ToolPattern::parse("fs__read").unwrap_err().0.contains("must start with `mcp:`"));
+        assert!(
+            ToolPattern::parse("fs__read")
+                .unwrap_err()
+                .0
+                .contains("must start with `mcp:`")
+        );
         assert!(ToolPattern::parse("mcp:").is_err());
         assert!(ToolPattern::parse("mcp:fs__").is_err());
-        assert!(ToolPattern::parse("mcp:fs__read file").unwrap_err().0.contains("' '"));
+        assert!(
+            ToolPattern::parse("mcp:fs__read file")
+                .unwrap_err()
+                .0
+                .contains("' '")
+        );
     }
 
     #[test]

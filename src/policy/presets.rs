@@ -8,12 +8,18 @@ const PRESETS: [(&str, &str); 4] = [
     ("default", DEFAULT),
     ("strict", include_str!("../../policies/strict.toml")),
     ("permissive", include_str!("../../policies/permissive.toml")),
-    ("org-example", include_str!("../../policies/org-example.toml")),
+    (
+        "org-example",
+        include_str!("../../policies/org-example.toml"),
+    ),
 ];
 
 /// The text of a preset by name (`strict`, `permissive`, ...).
 pub fn named(name: &str) -> Option<&'static str> {
-    PRESETS.iter().find(|(preset, _)| *preset == name).map(|(_, text)| *text)
+    PRESETS
+        .iter()
+        .find(|(preset, _)| *preset == name)
+        .map(|(_, text)| *text)
 }
 
 pub fn names() -> impl Iterator<Item = &'static str> {

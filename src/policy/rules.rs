@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::path;
-use super::pattern::{Glob, ToolPattern};
+use super::pattern::{Glob, GlobToken, ToolPattern};
 use super::{Action, Call, Decision, Origin, Sourced};
 
 /// How one argument value is compared.
@@ -69,7 +69,11 @@ impl Condition {
                     Value::String(text) => self.value_matches(text),
                     other => self.value_matches(&other.to_string()),
                 });
-                if action == Action::Allow { each.all(|ok| ok) } else { each.any(|ok| ok) }
+                if action == Action::Allow {
+                    each.all(|ok| ok)
+                } else {
+                    each.any(|ok| ok)
+                }
             }
             Some(other) => self.value_matches(&other.to_string()),
         }
@@ -95,6 +99,10 @@ pub struct ToolEntry {
     /// As written, for humans: `tools.deny "mcp:fs__write_*"`.
     pub rule: String,
     pub origin: Origin,
+    /// Written by a layer that may only narrow (the project layer, or a layer under an org
+    /// lock). Such an `ask` raises a decision to ask but never lowers one: against a `deny`
+    /// default it must not turn a denial into a question.
+    pub only_narrows: bool,
 }
 
 /// A summary of one entry for `airlock check`.
@@ -111,47 +119,124 @@ struct ServerBucket {
     any_tool: Vec<u32>,
 }
 
+/// Rules whose server part is a wildcard cannot be bucketed by server; they are compiled into one
+/// `RegexSet` so a lookup costs one pass over the name instead of one match per rule.
+#[derive(Debug, Clone, Default)]
+struct WildcardServers {
+    positions: Vec<u32>,
+    /// `None` when there are none, or the set would exceed the regex size limit (then the
+    /// positions are scanned one by one: slower, same answer).
+    set: Option<regex::RegexSet>,
+}
+
 #[derive(Debug, Clone, Default)]
 struct ActionIndex {
     by_server: HashMap<String, ServerBucket>,
-    any_server: Vec<u32>,
+    any_server: WildcardServers,
+}
+
+/// The anchored regex for a glob, over `server \0 tool`.
+fn glob_regex(glob: &Glob) -> String {
+    match glob {
+        Glob::Literal(text) => regex::escape(text),
+        Glob::Wildcard(tokens) => tokens
+            .iter()
+            .map(|token| match token {
+                GlobToken::Text(text) => regex::escape(text),
+                GlobToken::AnyOne => "[^\\x00]".to_string(),
+                GlobToken::AnyRun => "[^\\x00]*".to_string(),
+            })
+            .collect(),
+    }
+}
+
+impl WildcardServers {
+    fn build(positions: Vec<u32>, entries: &[ToolEntry]) -> WildcardServers {
+        if positions.is_empty() {
+            return WildcardServers::default();
+        }
+        let patterns = positions.iter().map(|&p| {
+            let pattern = &entries[p as usize].pattern;
+            format!(
+                "^{}\\x00{}$",
+                glob_regex(&pattern.server),
+                glob_regex(&pattern.tool)
+            )
+        });
+        let set = regex::RegexSet::new(patterns).ok();
+        WildcardServers { positions, set }
+    }
+
+    /// Positions (ascending) whose pattern matches the call.
+    fn matching(&self, call: &Call<'_>) -> Vec<u32> {
+        match &self.set {
+            Some(set) => {
+                let haystack = format!("{}\0{}", call.server, call.tool);
+                set.matches(&haystack)
+                    .iter()
+                    .map(|i| self.positions[i])
+                    .collect()
+            }
+            None => self.positions.clone(),
+        }
+    }
 }
 
 /// All tool rules of the merged policy, indexed for lookup.
 #[derive(Debug, Clone)]
 pub struct ToolRules {
     entries: Vec<ToolEntry>,
-    /// Indexed by `Action as usize`.
-    index: [ActionIndex; 3],
+    /// Indexed by [`slot`]: allow, ask, deny, and narrowing-only ask.
+    index: [ActionIndex; 4],
     default: Sourced<Action>,
 }
 
-fn action_slot(action: Action) -> usize {
-    match action {
-        Action::Allow => 0,
-        Action::Ask => 1,
-        Action::Deny => 2,
+const ALLOW: usize = 0;
+const ASK: usize = 1;
+const DENY: usize = 2;
+const NARROWING_ASK: usize = 3;
+
+fn slot(entry: &ToolEntry) -> usize {
+    match (entry.action, entry.only_narrows) {
+        (Action::Allow, _) => ALLOW,
+        (Action::Ask, false) => ASK,
+        (Action::Ask, true) => NARROWING_ASK,
+        (Action::Deny, _) => DENY,
     }
 }
 
 impl ToolRules {
     pub fn new(entries: Vec<ToolEntry>, default: Sourced<Action>) -> ToolRules {
-        let mut index: [ActionIndex; 3] = Default::default();
+        let mut index: [ActionIndex; 4] = Default::default();
+        let mut wildcard_positions: [Vec<u32>; 4] = Default::default();
         for (position, entry) in entries.iter().enumerate() {
-            let Ok(position) = u32::try_from(position) else { break };
-            let slot = &mut index[action_slot(entry.action)];
+            let Ok(position) = u32::try_from(position) else {
+                break;
+            };
+            let slot = &mut index[slot(entry)];
             match entry.pattern.server.literal() {
-                None => slot.any_server.push(position),
+                None => wildcard_positions[self::slot(entry)].push(position),
                 Some(server) => {
                     let bucket = slot.by_server.entry(server.to_string()).or_default();
                     match entry.pattern.tool.literal() {
-                        Some(tool) => bucket.by_tool.entry(tool.to_string()).or_default().push(position),
+                        Some(tool) => bucket
+                            .by_tool
+                            .entry(tool.to_string())
+                            .or_default()
+                            .push(position),
                         None => bucket.any_tool.push(position),
                     }
                 }
             }
         }
-        ToolRules { entries, index, default }
+        for (slot, positions) in index.iter_mut().zip(wildcard_positions) {
+            slot.any_server = WildcardServers::build(positions, &entries);
+        }
+        ToolRules {
+            entries,
+            index,
+            default,
+        }
     }
 
     pub fn default_action(&self) -> &Sourced<Action> {
@@ -162,14 +247,17 @@ impl ToolRules {
         &self.entries
     }
 
-    /// The most authoritative entry of `action` that matches the call, if any.
-    fn first_match(&self, action: Action, call: &Call<'_>) -> Option<&ToolEntry> {
-        let slot = &self.index[action_slot(action)];
+    /// The most authoritative entry in index `slot_index` that matches the call, if any.
+    fn first_match(&self, slot_index: usize, call: &Call<'_>) -> Option<&ToolEntry> {
+        let slot = &self.index[slot_index];
         let bucket = slot.by_server.get(call.server);
+        let wildcard_matches = slot.any_server.matching(call);
         let candidate_lists = [
-            bucket.and_then(|b| b.by_tool.get(call.tool)).map(Vec::as_slice),
+            bucket
+                .and_then(|b| b.by_tool.get(call.tool))
+                .map(Vec::as_slice),
             bucket.map(|b| b.any_tool.as_slice()),
-            Some(slot.any_server.as_slice()),
+            Some(wildcard_matches.as_slice()),
         ];
         candidate_lists
             .into_iter()
@@ -181,7 +269,7 @@ impl ToolRules {
                         && entry
                             .condition
                             .as_ref()
-                            .is_none_or(|condition| condition.holds(call.arguments, action))
+                            .is_none_or(|condition| condition.holds(call.arguments, entry.action))
                 })
             })
             .min()
@@ -189,34 +277,47 @@ impl ToolRules {
     }
 
     pub fn decide(&self, call: &Call<'_>) -> Decision {
-        for action in [Action::Deny, Action::Ask, Action::Allow] {
-            if let Some(entry) = self.first_match(action, call) {
-                return Decision {
-                    action,
-                    rule: entry.rule.clone(),
-                    layer: entry.origin.layer,
-                    source: location(&entry.origin),
-                };
-            }
+        let from_entry = |entry: &ToolEntry| Decision {
+            action: entry.action,
+            rule: entry.rule.clone(),
+            layer: entry.origin.layer,
+            source: location(&entry.origin),
+        };
+        if let Some(entry) = self.first_match(DENY, call) {
+            return from_entry(entry);
         }
-        Decision {
-            action: self.default.value,
-            rule: "tools.default".to_string(),
-            layer: self.default.origin.layer,
-            source: location(&self.default.origin),
+        if let Some(entry) = self.first_match(ASK, call) {
+            return from_entry(entry);
+        }
+        let decided = match self.first_match(ALLOW, call) {
+            Some(entry) => from_entry(entry),
+            None => Decision {
+                action: self.default.value,
+                rule: "tools.default".to_string(),
+                layer: self.default.origin.layer,
+                source: location(&self.default.origin),
+            },
+        };
+        match self.first_match(NARROWING_ASK, call) {
+            Some(entry) if decided.action < Action::Ask => from_entry(entry),
+            _ => decided,
         }
     }
 
     /// Whether a tool should appear in `tools/list`: everything not denied outright. Argument
     /// rules cannot be judged without arguments, so a tool hidden here is one no call could use.
     pub fn lists_tool(&self, server: &str, tool: &str) -> bool {
-        let call = Call { server, tool, arguments: None };
-        let unconditional_deny = self.index[action_slot(Action::Deny)]
+        let call = Call {
+            server,
+            tool,
+            arguments: None,
+        };
+        let unconditional_deny = self.index[DENY]
             .by_server
             .get(server)
             .into_iter()
             .flat_map(|b| b.by_tool.get(tool).into_iter().flatten().chain(&b.any_tool))
-            .chain(&self.index[action_slot(Action::Deny)].any_server)
+            .chain(&self.index[DENY].any_server.positions)
             .any(|&position| {
                 let entry = &self.entries[position as usize];
                 entry.condition.is_none() && entry.pattern.matches(server, tool)
@@ -266,7 +367,11 @@ mod tests {
     use std::path::PathBuf;
 
     fn origin(layer: Layer) -> Origin {
-        Origin { layer, file: PathBuf::from(format!("{layer}.toml")), line: Some(1) }
+        Origin {
+            layer,
+            file: PathBuf::from(format!("{layer}.toml")),
+            line: Some(1),
+        }
     }
 
     fn entry(action: Action, pattern: &str, layer: Layer) -> ToolEntry {
@@ -276,15 +381,23 @@ mod tests {
             condition: None,
             rule: format!("tools.{action} {pattern:?}"),
             origin: origin(layer),
+            only_narrows: false,
         }
     }
 
     fn default(action: Action) -> Sourced<Action> {
-        Sourced { value: action, origin: origin(Layer::Builtin) }
+        Sourced {
+            value: action,
+            origin: origin(Layer::Builtin),
+        }
     }
 
     fn call<'a>(server: &'a str, tool: &'a str, arguments: Option<&'a Value>) -> Call<'a> {
-        Call { server, tool, arguments }
+        Call {
+            server,
+            tool,
+            arguments,
+        }
     }
 
     #[test]
@@ -300,13 +413,22 @@ mod tests {
         let decision = rules.decide(&call("fs", "write_file", None));
         assert_eq!(decision.action, Action::Deny);
         assert_eq!(decision.layer, Layer::Project);
-        assert_eq!(rules.decide(&call("fs", "write_dir", None)).action, Action::Ask);
-        assert_eq!(rules.decide(&call("fs", "read", None)).action, Action::Allow);
+        assert_eq!(
+            rules.decide(&call("fs", "write_dir", None)).action,
+            Action::Ask
+        );
+        assert_eq!(
+            rules.decide(&call("fs", "read", None)).action,
+            Action::Allow
+        );
     }
 
     #[test]
     fn no_match_falls_to_the_default_and_says_so() {
-        let rules = ToolRules::new(vec![entry(Action::Allow, "mcp:fs", Layer::User)], default(Action::Deny));
+        let rules = ToolRules::new(
+            vec![entry(Action::Allow, "mcp:fs", Layer::User)],
+            default(Action::Deny),
+        );
         let decision = rules.decide(&call("git", "log", None));
         assert_eq!(decision.action, Action::Deny);
         assert_eq!(decision.rule, "tools.default");
@@ -325,6 +447,25 @@ mod tests {
         assert_eq!(rules.decide(&call("sh", "exec", None)).layer, Layer::Org);
     }
 
+    #[test]
+    fn a_narrowing_ask_raises_allow_but_never_lowers_deny() {
+        let narrowing = ToolEntry {
+            only_narrows: true,
+            ..entry(Action::Ask, "mcp:fs", Layer::Project)
+        };
+        let closed = ToolRules::new(vec![narrowing.clone()], default(Action::Deny));
+        assert_eq!(
+            closed.decide(&call("fs", "read", None)).action,
+            Action::Deny
+        );
+        let open = ToolRules::new(vec![narrowing], default(Action::Allow));
+        let decision = open.decide(&call("fs", "read", None));
+        assert_eq!(
+            (decision.action, decision.layer),
+            (Action::Ask, Layer::Project)
+        );
+    }
+
     fn prefix_rule(action: Action, prefix: &str, negate: bool) -> ToolEntry {
         ToolEntry {
             condition: Some(Condition {
@@ -339,24 +480,57 @@ mod tests {
 
     #[test]
     fn argument_rules_see_through_dot_dot() {
-        let rules = ToolRules::new(vec![prefix_rule(Action::Deny, "/tmp/", true)], default(Action::Allow));
+        let rules = ToolRules::new(
+            vec![prefix_rule(Action::Deny, "/tmp/", true)],
+            default(Action::Allow),
+        );
         let inside = json!({"path": "/tmp/notes.txt"});
         let escape = json!({"path": "/tmp/../etc/passwd"});
         let missing = json!({});
-        assert_eq!(rules.decide(&call("fs", "write_file", Some(&inside))).action, Action::Allow);
-        assert_eq!(rules.decide(&call("fs", "write_file", Some(&escape))).action, Action::Deny);
-        assert_eq!(rules.decide(&call("fs", "write_file", Some(&missing))).action, Action::Deny);
+        assert_eq!(
+            rules
+                .decide(&call("fs", "write_file", Some(&inside)))
+                .action,
+            Action::Allow
+        );
+        assert_eq!(
+            rules
+                .decide(&call("fs", "write_file", Some(&escape)))
+                .action,
+            Action::Deny
+        );
+        assert_eq!(
+            rules
+                .decide(&call("fs", "write_file", Some(&missing)))
+                .action,
+            Action::Deny
+        );
     }
 
     #[test]
     fn lists_cannot_smuggle_one_bad_value() {
-        let deny = ToolRules::new(vec![prefix_rule(Action::Deny, "/etc", false)], default(Action::Allow));
+        let deny = ToolRules::new(
+            vec![prefix_rule(Action::Deny, "/etc", false)],
+            default(Action::Allow),
+        );
         let mixed = json!({"path": ["/tmp/a", "/etc/shadow"]});
-        assert_eq!(deny.decide(&call("fs", "write_file", Some(&mixed))).action, Action::Deny);
-        let allow = ToolRules::new(vec![prefix_rule(Action::Allow, "/tmp", false)], default(Action::Deny));
-        assert_eq!(allow.decide(&call("fs", "write_file", Some(&mixed))).action, Action::Deny);
+        assert_eq!(
+            deny.decide(&call("fs", "write_file", Some(&mixed))).action,
+            Action::Deny
+        );
+        let allow = ToolRules::new(
+            vec![prefix_rule(Action::Allow, "/tmp", false)],
+            default(Action::Deny),
+        );
+        assert_eq!(
+            allow.decide(&call("fs", "write_file", Some(&mixed))).action,
+            Action::Deny
+        );
         let good = json!({"path": ["/tmp/a", "/tmp/b"]});
-        assert_eq!(allow.decide(&call("fs", "write_file", Some(&good))).action, Action::Allow);
+        assert_eq!(
+            allow.decide(&call("fs", "write_file", Some(&good))).action,
+            Action::Allow
+        );
     }
 
     #[test]
@@ -373,19 +547,31 @@ mod tests {
         let rules = ToolRules::new(vec![regex_rule], default(Action::Allow));
         let internal = json!({"url": "https://internal.corp/x"});
         let public = json!({"url": "https://example.com"});
-        assert_eq!(rules.decide(&call("web", "fetch", Some(&internal))).action, Action::Deny);
-        assert_eq!(rules.decide(&call("web", "fetch", Some(&public))).action, Action::Allow);
+        assert_eq!(
+            rules.decide(&call("web", "fetch", Some(&internal))).action,
+            Action::Deny
+        );
+        assert_eq!(
+            rules.decide(&call("web", "fetch", Some(&public))).action,
+            Action::Allow
+        );
     }
 
     #[test]
     fn listing_hides_only_what_no_call_could_use() {
         let rules = ToolRules::new(
-            vec![entry(Action::Deny, "mcp:fs__delete_*", Layer::User), prefix_rule(Action::Deny, "/etc", false)],
+            vec![
+                entry(Action::Deny, "mcp:fs__delete_*", Layer::User),
+                prefix_rule(Action::Deny, "/etc", false),
+            ],
             default(Action::Allow),
         );
         assert!(!rules.lists_tool("fs", "delete_file"));
         assert!(rules.lists_tool("fs", "write_file"));
-        let closed = ToolRules::new(vec![entry(Action::Allow, "mcp:fs__read_*", Layer::User)], default(Action::Deny));
+        let closed = ToolRules::new(
+            vec![entry(Action::Allow, "mcp:fs__read_*", Layer::User)],
+            default(Action::Deny),
+        );
         assert!(closed.lists_tool("fs", "read_file"));
         assert!(!closed.lists_tool("fs", "write_file"));
     }

@@ -1,0 +1,312 @@
+//! Config parsing and every validation error, with the line and column it points at.
+
+use std::path::Path;
+
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "GITHUB_TOKEN" => Some("ghp_0123456789abcdef".into()),
+        "HOME" => Some("/home/me".into()),
+        _ => None,
+    }
+}
+
+fn parse_text(text: &str) -> Result<Config, SourceError> {
+    parse(Path::new("airlock.toml"), text.to_string(), &env)
+}
+
+/// Asserts the error's position and that the message contains `needle`.
+fn assert_error(text: &str, line: usize, column: usize, needle: &str) -> SourceError {
+    let err = parse_text(text).expect_err("config should be rejected");
+    assert_eq!(
+        err.position,
+        Some(LineCol { line, column }),
+        "wrong position for: {err}"
+    );
+    assert!(
+        err.to_string().contains(needle),
+        "{err:?} should mention {needle:?}"
+    );
+    assert!(err.fix.is_some(), "every error carries a fix: {err}");
+    err
+}
+
+#[test]
+fn a_full_toml_config_loads() {
+    let config = parse_text(
+        r#"
+strict_env = false
+[gateway]
+separator = "__"
+
+[servers.fs]
+transport = "stdio"
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "${HOME}/notes"]
+env = { GITHUB_TOKEN = "${env:GITHUB_TOKEN}", LOG_LEVEL = "info" }
+cwd = "/tmp"
+trust = false
+startup_timeout = 10
+tool_timeout = 60
+idle_timeout = 0
+enabled = true
+start = "eager"
+
+[servers.fs.sandbox]
+write = ["~/notes"]
+
+[servers.fs.tools]
+deny = ["write_*"]
+
+[servers.remote]
+url = "https://example.com/mcp"
+headers = { Authorization = "Bearer ${env:GITHUB_TOKEN}" }
+"#,
+    )
+    .unwrap();
+    assert_eq!(config.format, ConfigFormat::AirlockToml);
+    assert_eq!(config.servers.len(), 2);
+    let fs = &config.servers[0];
+    assert_eq!(fs.name, "fs");
+    assert_eq!(fs.args[2], "/home/me/notes");
+    assert_eq!(fs.env["GITHUB_TOKEN"].value, "ghp_0123456789abcdef");
+    assert_eq!(fs.env["GITHUB_TOKEN"].display(), "ghp****cdef");
+    assert_eq!(fs.env["LOG_LEVEL"].display(), "info");
+    assert_eq!(fs.idle_timeout, None);
+    assert_eq!(fs.start, StartMode::Eager);
+    assert!(fs.sandbox.is_some() && fs.tools.is_some());
+    let remote = &config.servers[1];
+    assert_eq!(remote.transport, Transport::Http);
+    assert!(remote.headers["Authorization"].secret);
+}
+
+#[test]
+fn servers_keep_file_order_and_defaults() {
+    let config =
+        parse_text("[servers.b]\ncommand = \"node\"\n[servers.a]\ncommand = \"node\"\n").unwrap();
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["b", "a"]);
+    let b = &config.servers[0];
+    assert_eq!(b.startup_timeout.as_secs(), 30);
+    assert_eq!(b.tool_timeout.as_secs(), 180);
+    assert_eq!(b.idle_timeout.map(|d| d.as_secs()), Some(300));
+    assert_eq!(b.start, StartMode::Lazy);
+    assert!(b.enabled);
+}
+
+#[test]
+fn unknown_keys_are_errors_with_position() {
+    assert_error(
+        "[servers.fs]\ncommand = \"npx\"\ncomand = \"x\"\n",
+        3,
+        1,
+        "unknown field `comand`",
+    );
+    assert_error("colour = 1\n", 1, 1, "unknown field `colour`");
+}
+
+#[test]
+fn mixing_transports_is_rejected() {
+    assert_error(
+        "[servers.x]\ncommand = \"npx\"\nurl = \"https://e.com\"\n",
+        3,
+        7,
+        "mixes transports",
+    );
+    assert_error(
+        "[servers.x]\ntransport = \"http\"\nurl = \"https://e.com\"\ncommand = \"npx\"\n",
+        4,
+        11,
+        "mixes transports",
+    );
+    assert_error(
+        "[servers.x]\ntransport = \"stdio\"\ncommand = \"npx\"\nurl = \"https://e.com\"\n",
+        4,
+        7,
+        "mixes transports",
+    );
+}
+
+#[test]
+fn missing_command_or_url_is_rejected() {
+    assert_error(
+        "[servers.x]\ntrust = true\n",
+        1,
+        10,
+        "neither `command` nor `url`",
+    );
+    assert_error(
+        "[servers.x]\ntransport = \"stdio\"\n",
+        1,
+        10,
+        "without a `command`",
+    );
+    assert_error(
+        "[servers.x]\ntransport = \"sse\"\n",
+        1,
+        10,
+        "without a `url`",
+    );
+    assert_error(
+        "[servers.x]\nurl = \"ftp://e.com\"\n",
+        2,
+        7,
+        "not an http(s) URL",
+    );
+    assert_error(
+        "[servers.x]\ntransport = \"carrier-pigeon\"\n",
+        2,
+        13,
+        "unknown transport",
+    );
+}
+
+#[test]
+fn bad_server_names_are_rejected() {
+    assert_error(
+        "[servers.\"my server\"]\ncommand = \"npx\"\n",
+        1,
+        10,
+        "contains ' '",
+    );
+    assert_error("[servers.a__b]\ncommand = \"npx\"\n", 1, 10, "\"__\"");
+    let long = "x".repeat(65);
+    assert_error(
+        &format!("[servers.{long}]\ncommand = \"npx\"\n"),
+        1,
+        10,
+        "1 to 64",
+    );
+    assert_error("[gateway]\nseparator = \"::\"\n", 2, 13, "separator");
+    // With `_` as the separator, server names may not contain `_` at all.
+    assert_error(
+        "[gateway]\nseparator = \"_\"\n[servers.my_fs]\ncommand = \"npx\"\n",
+        3,
+        10,
+        "\"_\"",
+    );
+}
+
+#[test]
+fn timeouts_out_of_range_are_rejected() {
+    assert_error(
+        "[servers.x]\ncommand = \"npx\"\ntool_timeout = 601\n",
+        3,
+        16,
+        "out of range",
+    );
+    assert_error(
+        "[servers.x]\ncommand = \"npx\"\nstartup_timeout = 0\n",
+        3,
+        19,
+        "out of range",
+    );
+    assert_error(
+        "[servers.x]\ncommand = \"npx\"\nidle_timeout = -1\n",
+        3,
+        16,
+        "out of range",
+    );
+}
+
+#[test]
+fn wrong_types_point_at_the_value() {
+    assert_error("[servers.x]\ncommand = 5\n", 2, 11, "invalid type");
+}
+
+#[test]
+fn unset_variables_warn_unless_strict() {
+    let config =
+        parse_text("[servers.x]\ncommand = \"npx\"\nenv = { A = \"${env:NOPE}\" }\n").unwrap();
+    assert_eq!(config.servers[0].env["A"].value, "");
+    assert!(config.warnings[0].contains("NOPE"));
+    assert_error(
+        "strict_env = true\n[servers.x]\ncommand = \"npx\"\nenv = { A = \"${env:NOPE}\" }\n",
+        4,
+        7,
+        "not set",
+    );
+    assert_error(
+        "[servers.x]\ncommand = \"npx\"\nenv = { A = \"${env:\" }\n",
+        3,
+        7,
+        "unterminated",
+    );
+}
+
+#[test]
+fn http_only_and_stdio_only_keys_are_enforced() {
+    assert_error(
+        "[servers.x]\ncommand = \"npx\"\nheaders = { A = \"b\" }\n",
+        3,
+        11,
+        "http/sse servers only",
+    );
+    assert_error(
+        "[servers.x]\nurl = \"https://e.com\"\nenv = { A = \"b\" }\n",
+        3,
+        7,
+        "stdio servers only",
+    );
+}
+
+#[test]
+fn mcp_servers_json_is_detected_and_loaded() {
+    let text = r#"{
+  "globalShortcut": "x",
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+      "env": { "GITHUB_TOKEN": "${GITHUB_TOKEN}" },
+      "autoApprove": []
+    },
+    "linear": { "type": "sse", "url": "https://mcp.linear.app/sse" },
+    "off": { "command": "node", "disabled": true }
+  }
+}"#;
+    let config = parse(Path::new("claude.json"), text.to_string(), &env).unwrap();
+    assert_eq!(config.format, ConfigFormat::McpServersJson);
+    assert_eq!(
+        config.servers[0].env["GITHUB_TOKEN"].value,
+        "ghp_0123456789abcdef"
+    );
+    assert_eq!(config.servers[1].transport, Transport::Sse);
+    assert!(!config.servers[2].enabled);
+    assert!(config.warnings.iter().any(|w| w.contains("autoApprove")));
+}
+
+#[test]
+fn vscode_servers_json_is_detected() {
+    let text = r#"{"servers": {"gh": {"type": "http", "url": "https://api.example.com/mcp"}}, "inputs": []}"#;
+    let config = parse(Path::new("mcp.json"), text.to_string(), &env).unwrap();
+    assert_eq!(config.format, ConfigFormat::VsCodeJson);
+    assert_eq!(config.servers[0].transport, Transport::Http);
+}
+
+#[test]
+fn json_errors_point_at_the_server_or_the_syntax() {
+    let text = "{\n  \"mcpServers\": {\n    \"bad name\": { \"command\": \"npx\" }\n  }\n}";
+    let err = parse(Path::new("c.json"), text.to_string(), &env).unwrap_err();
+    assert_eq!(err.position, Some(LineCol { line: 3, column: 5 }));
+    let text = "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"npx\", \"url\": \"https://e.com\" }\n  }\n}";
+    let err = parse(Path::new("c.json"), text.to_string(), &env).unwrap_err();
+    assert!(err.message.contains("mixes transports"));
+    assert_eq!(err.position.map(|p| p.line), Some(3));
+    let err = parse(
+        Path::new("c.json"),
+        "{\n \"mcpServers\": {,}\n}".to_string(),
+        &env,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.position,
+        Some(LineCol {
+            line: 2,
+            column: 17
+        })
+    );
+    let err = parse(Path::new("c.json"), "{\"other\": 1}".to_string(), &env).unwrap_err();
+    assert!(err.message.contains("no `mcpServers`"));
+}

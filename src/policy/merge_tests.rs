@@ -1,0 +1,438 @@
+//! Layering, locks and load errors, through the public `load`.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::*;
+use crate::diagnostic::LineCol;
+
+fn layer(layer: Layer, name: &str, text: &str) -> LayerSource {
+    LayerSource {
+        layer,
+        path: PathBuf::from(name),
+        text: text.to_string(),
+    }
+}
+
+fn org(text: &str) -> LayerSource {
+    layer(Layer::Org, "/etc/airlock/policy.toml", text)
+}
+
+fn user(text: &str) -> LayerSource {
+    layer(Layer::User, "/home/me/.config/airlock/policy.toml", text)
+}
+
+fn project(text: &str) -> LayerSource {
+    layer(Layer::Project, "/repo/.airlock/policy.toml", text)
+}
+
+fn decide(policy: &Policy, server: &str, tool: &str) -> Decision {
+    policy.decide(&Call {
+        server,
+        tool,
+        arguments: None,
+    })
+}
+
+#[test]
+fn the_builtin_default_alone_is_confined_and_allows_tools() {
+    let policy = load(&[], &[]).unwrap();
+    assert_eq!(policy.sandbox.network.value, Network::None);
+    assert_eq!(policy.sandbox.run_as.value, RunAs::Nobody);
+    assert_eq!(decide(&policy, "fs", "read").action, Action::Allow);
+    assert_eq!(decide(&policy, "fs", "read").layer, Layer::Builtin);
+    assert!(
+        policy
+            .launch
+            .allows_command(std::path::Path::new("/usr/bin/npx"))
+    );
+    assert!(
+        !policy
+            .launch
+            .allows_command(std::path::Path::new("/bin/sh"))
+    );
+}
+
+#[test]
+fn a_user_list_replaces_the_builtin_list_and_later_layers_union() {
+    let policy = load(
+        &[
+            org("version = 1\n[launch]\nallow_commands = [\"node\"]\n"),
+            user("version = 1\n[launch]\nallow_commands = [\"deno\"]\n"),
+        ],
+        &[],
+    )
+    .unwrap();
+    let commands: Vec<&str> = policy
+        .launch
+        .allow_commands
+        .iter()
+        .map(|c| c.value.as_str())
+        .collect();
+    assert_eq!(commands, ["node", "deno"]);
+    assert_eq!(policy.launch.allow_commands[0].origin.layer, Layer::Org);
+    assert_eq!(policy.launch.allow_commands[1].origin.line, Some(3));
+}
+
+#[test]
+fn deny_in_any_layer_beats_allow_in_a_higher_one() {
+    let policy = load(
+        &[
+            org("version = 1\n[tools]\nallow = [\"mcp:fs\"]\n"),
+            project("version = 1\n[tools]\ndeny = [\"mcp:fs__delete_file\"]\n"),
+        ],
+        &[],
+    )
+    .unwrap();
+    let decision = decide(&policy, "fs", "delete_file");
+    assert_eq!(decision.action, Action::Deny);
+    assert_eq!(decision.layer, Layer::Project);
+    assert_eq!(decision.source, "/repo/.airlock/policy.toml:3");
+    assert_eq!(decide(&policy, "fs", "read_file").action, Action::Allow);
+}
+
+#[test]
+fn the_org_default_stands_unless_made_stricter() {
+    let sources = [
+        org("version = 1\n[tools]\ndefault = \"ask\"\n"),
+        user("version = 1\n[tools]\ndefault = \"allow\"\n"),
+    ];
+    let policy = load(&sources, &[]).unwrap();
+    assert_eq!(decide(&policy, "x", "y").action, Action::Ask);
+    assert_eq!(decide(&policy, "x", "y").layer, Layer::Org);
+    let sources = [
+        org("version = 1\n[tools]\ndefault = \"ask\"\n"),
+        user("version = 1\n[tools]\ndefault = \"deny\"\n"),
+    ];
+    assert_eq!(
+        decide(&load(&sources, &[]).unwrap(), "x", "y").action,
+        Action::Deny
+    );
+}
+
+fn load_error(sources: &[LayerSource]) -> crate::diagnostic::SourceError {
+    load(sources, &[]).expect_err("should be refused")
+}
+
+#[test]
+fn a_locked_section_cannot_be_widened_and_the_error_names_both_files() {
+    let locked = org("version = 1\n[sandbox]\nlocked = true\nnetwork = \"none\"\n");
+    let err = load_error(&[
+        locked.clone(),
+        user("version = 1\n[sandbox]\nnetwork = \"host\"\n"),
+    ]);
+    let text = err.to_string();
+    assert!(
+        text.starts_with("/home/me/.config/airlock/policy.toml:3:11:"),
+        "{text}"
+    );
+    assert!(text.contains("/etc/airlock/policy.toml"), "{text}");
+    for widening in [
+        "[sandbox]\nwrite = [\"/home/me\"]\n",
+        "[sandbox]\nread = [\"/\"]\n",
+        "[sandbox]\nenv = [\"AWS_SECRET_ACCESS_KEY\"]\n",
+        "[sandbox]\nrun_as = \"root\"\n",
+        "[sandbox.limits]\nprocesses = 100000\n",
+    ] {
+        let err = load_error(&[locked.clone(), user(&format!("version = 1\n{widening}"))]);
+        assert!(
+            err.message.contains("org policy locks"),
+            "{widening}: {err}"
+        );
+    }
+    // Narrowing a locked section is fine.
+    load(
+        &[
+            locked,
+            user("version = 1\n[sandbox.limits]\nprocesses = 16\n"),
+        ],
+        &[],
+    )
+    .unwrap();
+}
+
+#[test]
+fn locked_launch_and_tools_and_audit_hold() {
+    let launch = org(
+        "version = 1\n[launch]\nlocked = true\nallow_commands = [\"node\"]\nallow_trust = false\n",
+    );
+    assert!(
+        load_error(&[
+            launch.clone(),
+            user("version = 1\n[launch]\nallow_commands = [\"bash\"]\n")
+        ])
+        .message
+        .contains("locks")
+    );
+    assert!(
+        load_error(&[launch, user("version = 1\n[launch]\nallow_trust = true\n")])
+            .message
+            .contains("locks")
+    );
+    let tools = org("version = 1\n[tools]\nlocked = true\ndefault = \"deny\"\n");
+    assert!(
+        load_error(&[
+            tools.clone(),
+            user("version = 1\n[tools]\nallow = [\"mcp:fs\"]\n")
+        ])
+        .message
+        .contains("locks")
+    );
+    assert!(
+        load_error(&[
+            tools.clone(),
+            user("version = 1\n[tools]\ndefault = \"allow\"\n")
+        ])
+        .message
+        .contains("locks")
+    );
+    load(
+        &[tools, user("version = 1\n[tools]\ndeny = [\"mcp:fs\"]\n")],
+        &[],
+    )
+    .unwrap();
+    let audit = org("version = 1\n[audit]\nlocked = true\npath = \"/var/log/airlock.jsonl\"\n");
+    assert!(
+        load_error(&[
+            audit,
+            user("version = 1\n[audit]\npath = \"/tmp/elsewhere\"\n")
+        ])
+        .message
+        .contains("locks")
+    );
+}
+
+#[test]
+fn the_project_layer_may_only_narrow() {
+    for widening in [
+        "[tools]\nallow = [\"mcp:fs\"]\n",
+        "[tools]\ndefault = \"allow\"\n",
+        "[[tools.rule]]\ntool = \"mcp:fs__x\"\naction = \"allow\"\nargument = \"p\"\nprefix = \"/\"\n",
+        "[launch]\nallow_commands = [\"bash\"]\n",
+        "[launch]\nallow_trust = true\n",
+        "[sandbox]\nnetwork = [443]\n",
+        "[sandbox]\nwrite = [\"~\"]\n",
+        "[audit]\npath = \"/tmp/x\"\n",
+    ] {
+        let base = user("version = 1\n[tools]\ndefault = \"ask\"\n[launch]\nallow_trust = false\n");
+        let err = load_error(&[base, project(&format!("version = 1\n{widening}"))]);
+        assert!(err.message.contains("may only narrow"), "{widening}: {err}");
+        assert!(err.file.ends_with(".airlock/policy.toml"));
+    }
+    let narrowed = load(
+        &[project("version = 1\n[tools]\ndeny = [\"mcp:x\"]\ndefault = \"deny\"\n[sandbox.limits]\nprocesses = 8\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(decide(&narrowed, "y", "z").action, Action::Deny);
+    assert_eq!(narrowed.sandbox.limits.processes.value, 8);
+}
+
+#[test]
+fn locked_only_counts_in_org_files() {
+    let err = load_error(&[user("version = 1\n[sandbox]\nlocked = true\n")]);
+    assert_eq!(
+        err.position,
+        Some(LineCol {
+            line: 3,
+            column: 10
+        })
+    );
+}
+
+#[test]
+fn load_errors_have_positions_and_fixes() {
+    let cases = [
+        ("version = 2\n", 1, 11, "unsupported policy version"),
+        ("[tools]\ndeny = []\n", 1, 1, "missing `version`"),
+        (
+            "version = 1\n[tools]\nalow = [\"mcp:x\"]\n",
+            3,
+            1,
+            "unknown field `alow`",
+        ),
+        (
+            "version = 1\n[tools]\ndeny = [\"fs__x\"]\n",
+            3,
+            9,
+            "must start with `mcp:`",
+        ),
+        (
+            "version = 1\n[tools]\ndefault = \"maybe\"\n",
+            3,
+            11,
+            "unknown variant",
+        ),
+        (
+            "version = 1\n[sandbox]\nnetwork = \"wifi\"\n",
+            3,
+            11,
+            "`network` must be",
+        ),
+        (
+            "version = 1\n[sandbox]\nnetwork = [70000]\n",
+            3,
+            11,
+            "`network` must be",
+        ),
+        (
+            "version = 1\n[sandbox]\nread = [\"relative/dir\"]\n",
+            3,
+            9,
+            "relative",
+        ),
+        (
+            "version = 1\n[sandbox]\nrequire = [\"landlock>=x\"]\n",
+            3,
+            12,
+            "bad version",
+        ),
+        (
+            "version = 1\n[sandbox]\nrequire = [\"apparmor\"]\n",
+            3,
+            12,
+            "unknown requirement",
+        ),
+        (
+            "version = 1\n[sandbox]\nkill_timeout = 0\n",
+            3,
+            16,
+            "out of range",
+        ),
+        (
+            "version = 1\n[sandbox.limits]\nmemory_mb = 1\n",
+            3,
+            13,
+            "out of range",
+        ),
+        (
+            "version = 1\n[sandbox]\nenv = [\"BAD-NAME\"]\n",
+            3,
+            8,
+            "not a variable name",
+        ),
+        (
+            "version = 1\n[launch]\nallow_commands = [\"./x\"]\n",
+            3,
+            19,
+            "neither a command name",
+        ),
+        (
+            "version = 1\n[audit]\nredact = [\"(\"]\n",
+            3,
+            11,
+            "does not compile",
+        ),
+        (
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__w\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/a\"\nglob = \"*\"\n",
+            2,
+            1,
+            "exactly one of",
+        ),
+        (
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__w\"\naction = \"deny\"\nargument = \"path\"\nregex = \"[\"\n",
+            6,
+            9,
+            "does not compile",
+        ),
+    ];
+    for (text, line, column, needle) in cases {
+        let err = load_error(&[user(text)]);
+        assert_eq!(
+            err.position,
+            Some(LineCol { line, column }),
+            "{text:?}: {err}"
+        );
+        assert!(err.message.contains(needle), "{text:?}: {err}");
+        assert!(err.fix.is_some(), "{text:?}: no fix in {err}");
+    }
+}
+
+#[test]
+fn argument_rules_from_a_file_normalise_paths() {
+    let policy = load(
+        &[user(
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__write_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/tmp/\"\nnegate = true\n",
+        )],
+        &[],
+    )
+    .unwrap();
+    let escape = json!({"path": "/tmp/../etc/passwd"});
+    let decision = policy.decide(&Call {
+        server: "fs",
+        tool: "write_file",
+        arguments: Some(&escape),
+    });
+    assert_eq!(decision.action, Action::Deny);
+    assert!(
+        decision.rule.contains("path not prefix \"/tmp/\""),
+        "{}",
+        decision.rule
+    );
+    let inside = json!({"path": "/tmp/a"});
+    assert_eq!(
+        policy
+            .decide(&Call {
+                server: "fs",
+                tool: "write_file",
+                arguments: Some(&inside)
+            })
+            .action,
+        Action::Allow
+    );
+}
+
+#[test]
+fn per_server_config_blocks_form_the_config_layer() {
+    let config_text = "[servers.fs]\ncommand = \"npx\"\n[servers.fs.tools]\ndeny = [\"write_*\"]\n[servers.fs.sandbox]\nwrite = [\"/data\"]\n";
+    let config = crate::config::parse(
+        std::path::Path::new("airlock.toml"),
+        config_text.into(),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = load(&[], &config.policy_overrides()).unwrap();
+    let decision = decide(&policy, "fs", "write_file");
+    assert_eq!(
+        (decision.action, decision.layer),
+        (Action::Deny, Layer::Config)
+    );
+    assert_eq!(decide(&policy, "other", "write_file").action, Action::Allow);
+    assert_eq!(policy.sandbox_for("fs").write[0].value, "/data");
+    assert!(policy.sandbox_for("other").write.is_empty());
+
+    // A locked org sandbox stops a config block from widening it.
+    let locked = org("version = 1\n[sandbox]\nlocked = true\n");
+    let err = load(&[locked], &config.policy_overrides()).unwrap_err();
+    assert_eq!(err.file, PathBuf::from("airlock.toml"));
+    assert_eq!(
+        err.position,
+        Some(LineCol {
+            line: 6,
+            column: 10
+        })
+    );
+}
+
+#[test]
+fn presets_all_load() {
+    for name in presets::names() {
+        let text = presets::named(name).unwrap();
+        let layer_kind = if name == "org-example" {
+            Layer::Org
+        } else {
+            Layer::User
+        };
+        load(&[layer(layer_kind, name, text)], &[])
+            .unwrap_or_else(|err| panic!("preset {name}: {err}"));
+    }
+}
+
+#[test]
+fn the_digest_changes_with_any_layer() {
+    let a = load(&[user("version = 1\n")], &[]).unwrap();
+    let b = load(&[user("version = 1\n# comment\n")], &[]).unwrap();
+    assert_ne!(a.digest, b.digest);
+    assert_eq!(a.digest.len(), 64);
+}

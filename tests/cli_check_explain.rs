@@ -1,0 +1,301 @@
+//! The real `airlock check` and `airlock explain` binaries on fixture files: output and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch home with org, user and project policy locations under it.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("org")).unwrap();
+        std::fs::create_dir_all(dir.path().join("xdg/airlock")).unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        Scratch { dir }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    fn write(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn airlock(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(args)
+            .current_dir(self.path("project"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path("home"))
+            .env("XDG_CONFIG_HOME", self.path("xdg"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.path("org"))
+            .env("SECRET_TOKEN", "sk-live-0123456789abcdef")
+            .output()
+            .unwrap()
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn check_prints_the_merged_policy_with_origins_and_each_servers_argv() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "org/policy.toml",
+        "version = 1\n[tools]\ndeny = [\"mcp:*__exec\"]\n",
+    );
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[tools]\nask = [\"mcp:fs__write_*\"]\n",
+    );
+    let output = scratch.airlock(&["check", "--config", &fixture("airlock.toml")]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}\n{}", stderr(&output));
+    let org_file = scratch.path("org/policy.toml").display().to_string();
+    assert!(out.contains("tools.deny \"mcp:*__exec\""), "{out}");
+    assert!(out.contains(&format!("[org {org_file}:3]")), "{out}");
+    assert!(out.contains("tools.ask \"mcp:fs__write_*\""), "{out}");
+    assert!(out.contains("[builtin builtin:default.toml]"), "{out}");
+    // Resolved absolute argv, and the launch verdict.
+    assert!(out.contains("argv     /"), "{out}");
+    assert!(
+        out.contains("launch   allowed: \"python3\" is on launch.allow_commands"),
+        "{out}"
+    );
+    // The secret from the environment is masked, never printed.
+    assert!(out.contains("API_TOKEN=sk-****cdef"), "{out}");
+    assert!(!out.contains("sk-live-0123456789abcdef"), "{out}");
+    // The per-server config layer shows up with its origin.
+    assert!(out.contains("tools.deny \"delete_*\""), "{out}");
+    assert!(out.trim_end().ends_with("OK"), "{out}");
+}
+
+#[test]
+fn check_refuses_a_server_outside_the_allowlist_with_the_fix() {
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "airlock.toml",
+        "[servers.shell]\ncommand = \"sh\"\nargs = [\"-c\", \"echo hi\"]\n",
+    );
+    let output = scratch.airlock(&["check", "--config", config.to_str().unwrap()]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(2), "{out}");
+    assert!(out.contains("REFUSED: server \"shell\": /"), "{out}");
+    assert!(
+        out.contains("add `trust = true` to [servers.shell]"),
+        "{out}"
+    );
+
+    // With trust = true it may launch, unless the org forbids trust.
+    scratch.write(
+        "airlock.toml",
+        "[servers.shell]\ncommand = \"sh\"\ntrust = true\n",
+    );
+    assert_eq!(
+        scratch
+            .airlock(&["check", "--config", config.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    scratch.write(
+        "org/policy.toml",
+        "version = 1\n[launch]\nallow_trust = false\n",
+    );
+    let output = scratch.airlock(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stdout(&output).contains("forbids trust"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn check_exits_2_with_file_line_column_and_fix_for_a_bad_config() {
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "airlock.toml",
+        "[servers.fs]\ncommand = \"npx\"\ntool_timeout = 9000\n",
+    );
+    let output = scratch.airlock(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("{}:3:16:", config.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("fix: use whole seconds from 1 to 600"),
+        "{err}"
+    );
+    assert!(
+        stdout(&output).is_empty(),
+        "nothing on stdout for a load error"
+    );
+}
+
+#[test]
+fn check_exits_2_when_a_project_policy_tries_to_widen() {
+    let scratch = Scratch::new();
+    let project = scratch.write(
+        "project/.airlock/policy.toml",
+        "version = 1\n[sandbox]\nnetwork = \"host\"\n",
+    );
+    let output = scratch.airlock(&["check"]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("{}:3:11:", project.display())),
+        "{err}"
+    );
+    assert!(err.contains("may only narrow"), "{err}");
+}
+
+#[test]
+fn check_names_both_files_when_a_lock_is_violated() {
+    let scratch = Scratch::new();
+    let org = scratch.write(
+        "org/policy.d/10-net.toml",
+        "version = 1\n[sandbox]\nlocked = true\nnetwork = \"none\"\n",
+    );
+    let user = scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[sandbox]\nnetwork = [443]\n",
+    );
+    let output = scratch.airlock(&["check"]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&user.display().to_string()) && err.contains(&org.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_loads_an_mcp_servers_json_file() {
+    let scratch = Scratch::new();
+    let output = scratch.airlock(&["check", "--config", &fixture("claude_desktop_config.json")]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}\n{}", stderr(&output));
+    assert!(out.contains("filesystem [stdio]"), "{out}");
+    assert!(out.contains("remote [sse]"), "{out}");
+    assert!(
+        stderr(&output).contains("autoApprove"),
+        "unknown host keys are warned about"
+    );
+}
+
+#[test]
+fn explain_prints_decision_rule_and_layer() {
+    let scratch = Scratch::new();
+    let user = scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__write_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/tmp/\"\nnegate = true\n",
+    );
+    let output = scratch.airlock(&[
+        "explain",
+        "mcp:fs__write_file",
+        r#"{"path":"/tmp/../etc/passwd"}"#,
+    ]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(out.contains("decision: deny"), "{out}");
+    assert!(
+        out.contains("tools.rule deny \"mcp:fs__write_file\" when path not prefix \"/tmp/\""),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("layer:    user ({}:2)", user.display())),
+        "{out}"
+    );
+
+    let output = scratch.airlock(&[
+        "explain",
+        "mcp__fs__write_file",
+        r#"{"path":"/tmp/notes.md"}"#,
+    ]);
+    let out = stdout(&output);
+    assert!(
+        out.contains("decision: allow") && out.contains("tools.default"),
+        "{out}"
+    );
+    assert!(out.contains("layer:    builtin"), "{out}");
+}
+
+#[test]
+fn explain_uses_presets_and_per_server_config_blocks() {
+    let scratch = Scratch::new();
+    let output = scratch.airlock(&["explain", "--policy", "strict", "mcp:web__fetch"]);
+    assert!(
+        stdout(&output).contains("decision: ask"),
+        "{}",
+        stdout(&output)
+    );
+    let output = scratch.airlock(&[
+        "explain",
+        "--config",
+        &fixture("airlock.toml"),
+        "mcp:fs__delete_file",
+    ]);
+    let out = stdout(&output);
+    assert!(
+        out.contains("decision: deny") && out.contains("layer:    config"),
+        "{out}"
+    );
+}
+
+#[test]
+fn explain_rejects_bad_input_with_exit_2() {
+    let scratch = Scratch::new();
+    for args in [
+        vec!["explain", "fs__read"],
+        vec!["explain", "mcp:fs"],
+        vec!["explain", "mcp:fs__*"],
+        vec!["explain", "mcp:fs__read", "{not json"],
+        vec!["explain", "mcp:fs__read", "[1]"],
+    ] {
+        let output = scratch.airlock(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).is_empty());
+    }
+}
+
+#[test]
+fn every_command_has_an_example_in_its_help() {
+    let scratch = Scratch::new();
+    for command in ["check", "explain"] {
+        let output = scratch.airlock(&[command, "--help"]);
+        assert!(
+            stdout(&output).contains("Example"),
+            "{command} --help lacks an example"
+        );
+    }
+}
