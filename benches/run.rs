@@ -1,1 +1,201 @@
-fn main() {}
+//! `airlock run` overhead against a direct connection to the same fast native server, measured
+//! in the same run: echo round trip p50/p99, pipelined throughput with 64 calls in flight, and
+//! airlock's own peak RSS (VmHWM).
+//!
+//! Run: `cargo bench --bench run` (builds `airlock` and `examples/mcp_echo` with `--release`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROUND_TRIPS: usize = 3000;
+const PIPELINED: usize = 30000;
+const IN_FLIGHT: usize = 64;
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+fn call(id: usize) -> Vec<u8> {
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}\n").into_bytes()
+}
+
+fn start(program: &Path, args: &[&str]) -> Peer {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|err| panic!("cannot start {}: {err}", program.display()));
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut peer = Peer {
+        child,
+        stdin,
+        stdout,
+    };
+    peer.stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"init\",\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"bench\",\"version\":\"1\"}}}\n")
+        .expect("write");
+    let mut line = String::new();
+    peer.stdout.read_line(&mut line).expect("initialize answer");
+    assert!(line.contains("\"result\""), "initialize failed: {line}");
+    peer
+}
+
+fn round_trips(peer: &mut Peer) -> Vec<Duration> {
+    let mut line = String::new();
+    let mut times = Vec::with_capacity(ROUND_TRIPS);
+    for id in 0..ROUND_TRIPS + 200 {
+        let message = call(id);
+        let started = Instant::now();
+        peer.stdin.write_all(&message).expect("write");
+        line.clear();
+        peer.stdout.read_line(&mut line).expect("read");
+        if id >= 200 {
+            times.push(started.elapsed());
+        }
+        assert!(line.contains("hello"), "bad answer: {line}");
+    }
+    times.sort();
+    times
+}
+
+fn pipelined(peer: &mut Peer) -> f64 {
+    let started = Instant::now();
+    let mut line = String::new();
+    let mut sent = 0;
+    let mut received = 0;
+    while received < PIPELINED {
+        while sent < PIPELINED && sent - received < IN_FLIGHT {
+            peer.stdin.write_all(&call(sent)).expect("write");
+            sent += 1;
+        }
+        line.clear();
+        peer.stdout.read_line(&mut line).expect("read");
+        received += 1;
+    }
+    PIPELINED as f64 / started.elapsed().as_secs_f64()
+}
+
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p) as usize]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list" || a == "--test") {
+        return; // `cargo test --benches` / nextest listing: nothing to run.
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "--bin",
+            "airlock",
+            "--example",
+            "mcp_echo",
+        ])
+        .current_dir(&root)
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "release build failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let airlock = target.join("release/airlock");
+    let server = target.join("release/examples/mcp_echo");
+    let work = tempfile::tempdir().expect("tempdir");
+    let policy = work.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[launch]\nallow_commands = [\"{}\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\"]\n",
+            server.display(),
+            server.parent().expect("dir").display()
+        ),
+    )
+    .expect("policy");
+    let audit = work.path().join("audit.jsonl");
+
+    let mut direct = start(&server, &[]);
+    let direct_rt = round_trips(&mut direct);
+    let direct_tp = pipelined(&mut direct);
+    drop(direct.stdin);
+    let _ = direct.child.wait();
+
+    let args = [
+        "run",
+        "--policy",
+        policy.to_str().expect("utf8"),
+        "--audit",
+        audit.to_str().expect("utf8"),
+        "--",
+    ];
+    let mut args: Vec<&str> = args.to_vec();
+    args.push(server.to_str().expect("utf8"));
+    let mut gated = start(&airlock, &args);
+    let gated_rt = round_trips(&mut gated);
+    let gated_tp = pipelined(&mut gated);
+    let rss = vm_hwm_kib(gated.child.id());
+    drop(gated.stdin);
+    let _ = gated.child.wait();
+    let decisions = std::fs::read_to_string(&audit)
+        .map(|t| t.matches("\"event\":\"decision\"").count())
+        .unwrap_or(0);
+
+    let (d50, d99, g50, g99) = (
+        percentile(&direct_rt, 0.5),
+        percentile(&direct_rt, 0.99),
+        percentile(&gated_rt, 0.5),
+        percentile(&gated_rt, 0.99),
+    );
+    println!(
+        "airlock run vs direct ({ROUND_TRIPS} sequential echo calls, {PIPELINED} pipelined with {IN_FLIGHT} in flight)"
+    );
+    println!("| metric                 | direct      | airlock run | ratio / added |");
+    println!("|------------------------|-------------|-------------|---------------|");
+    println!(
+        "| round trip p50         | {:8.1} µs | {:8.1} µs | {:.2}× / +{:.1} µs |",
+        us(d50),
+        us(g50),
+        us(g50) / us(d50),
+        us(g50) - us(d50)
+    );
+    println!(
+        "| round trip p99         | {:8.1} µs | {:8.1} µs | {:.2}× / +{:.1} µs |",
+        us(d99),
+        us(g99),
+        us(g99) / us(d99),
+        us(g99) - us(d99)
+    );
+    println!(
+        "| throughput (64 in flight) | {direct_tp:8.0} /s | {gated_tp:8.0} /s | {:.2}× |",
+        gated_tp / direct_tp
+    );
+    match rss {
+        Some(kib) => println!(
+            "| airlock peak RSS (VmHWM) |           – | {:8.1} MiB |               |",
+            kib as f64 / 1024.0
+        ),
+        None => println!("| airlock peak RSS (VmHWM) | unavailable |"),
+    }
+    println!(
+        "audit: {decisions} decision events for {} calls",
+        ROUND_TRIPS + 200 + PIPELINED
+    );
+}
