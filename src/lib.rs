@@ -13,6 +13,8 @@ pub mod cli;
 pub mod config;
 pub mod diagnostic;
 pub mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 pub mod mcp;
 pub mod policy;
