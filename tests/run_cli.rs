@@ -1,0 +1,320 @@
+//! `airlock run` end to end: the real binary, a real confined server, a real client.
+//!
+//! The interop tests drive the official reference servers (npm) with the official Python SDK
+//! client, both installed by `.ci/install-peers`. Without them the tests are skipped locally and
+//! fail under `CI=true`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".peers"))
+}
+
+/// The real interpreter (not a pyenv shim, which would need the user's home inside the sandbox).
+fn python() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_string()
+}
+
+fn write_policy(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, format!("version = 1\n{extra}")).expect("policy");
+    path
+}
+
+fn audit_events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("audit")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+fn count(events: &[Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["event"] == kind).count()
+}
+
+#[test]
+fn gates_a_confined_server_and_exits_with_its_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixtures = root().join("tests/fixtures/mcp");
+    let policy = write_policy(
+        dir.path(),
+        &format!(
+            "[tools]\ndeny = [\"mcp:fixture__delete_*\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\"]\n",
+            fixtures.display()
+        ),
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let mut child = Command::new(AIRLOCK)
+        .args(["run", "--name", "fixture", "--policy"])
+        .arg(&policy)
+        .arg("--audit")
+        .arg(&audit)
+        .arg("--")
+        .arg(python())
+        .arg(fixtures.join("echo_server.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("airlock");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let script = [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","api_key":"k-123"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete_file","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"crash"}}"#,
+    ];
+    for line in script {
+        writeln!(stdin, "{line}").expect("write");
+    }
+    // Keep stdin open: the server's crash, not the host, ends this session.
+    let output = child.wait_with_output().expect("wait");
+    drop(stdin);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("stdout is only MCP"))
+        .collect();
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {stdout}\n{stderr}"))
+    };
+    let tools: Vec<&str> = by_id(1)["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(tools, vec!["echo", "slow", "crash"]);
+    assert_eq!(by_id(2)["result"]["content"][0]["text"], "hi");
+    assert_eq!(by_id(3)["result"]["isError"], true);
+    assert_eq!(by_id(4)["error"]["code"], -32000);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "exit status reflects the server's; stderr: {stderr}"
+    );
+    assert!(stderr.contains("[fixture] echo fixture ready"), "{stderr}");
+
+    let events = audit_events(&audit);
+    assert_eq!(count(&events, "decision"), 3);
+    assert_eq!(count(&events, "outcome"), 3);
+    assert_eq!(count(&events, "spawn"), 1);
+    assert_eq!(count(&events, "exit"), 1);
+    assert!(
+        !std::fs::read_to_string(&audit)
+            .expect("audit")
+            .contains("k-123")
+    );
+}
+
+#[test]
+fn refuses_a_command_outside_the_allowlist_and_an_unpinnable_audit_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(dir.path(), "");
+    let out = Command::new(AIRLOCK)
+        .args(["run", "--audit"])
+        .arg(dir.path().join("a.jsonl"))
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--", "true"])
+        .output()
+        .expect("airlock");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("allow_commands") && stderr.contains("/true"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+
+    let org = dir.path().join("org");
+    std::fs::create_dir_all(&org).expect("org");
+    std::fs::write(
+        org.join("policy.toml"),
+        "version = 1\n[audit]\npath = \"/tmp/org-pinned.jsonl\"\n",
+    )
+    .expect("org policy");
+    let out = Command::new(AIRLOCK)
+        .env("AIRLOCK_ORG_POLICY_DIR", &org)
+        .args(["run", "--audit"])
+        .arg(dir.path().join("mine.jsonl"))
+        .args(["--", "node", "x.js"])
+        .output()
+        .expect("airlock");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/tmp/org-pinned.jsonl") && stderr.contains("policy.toml"),
+        "{stderr}"
+    );
+}
+
+/// The peers, or `None` (skip) locally; under CI a missing peer is a failure.
+fn peer_paths() -> Option<(PathBuf, PathBuf)> {
+    let python = peers().join("sandbox-venv/bin/python");
+    let npm = peers().join("npm/node_modules/@modelcontextprotocol");
+    if python.exists()
+        && npm.join("server-filesystem/dist/index.js").exists()
+        && npm.join("server-everything/dist/index.js").exists()
+    {
+        return Some((python, npm));
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "interop peers missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: interop peers missing (run .ci/install-peers)");
+    None
+}
+
+fn node() -> PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .expect("sh");
+    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+fn interop(args: &[&std::ffi::OsStr], python: &Path) -> Value {
+    let out = Command::new(python)
+        .arg(root().join("tests/fixtures/mcp/interop_client.py"))
+        .args(args)
+        .output()
+        .expect("client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().expect("report")).expect("report json")
+}
+
+#[test]
+fn interop_server_everything_with_the_python_sdk() {
+    let Some((python, npm)) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(
+        dir.path(),
+        &format!(
+            "[tools]\ndeny = [\"mcp:everything__get-env\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\"]\n",
+            peers().join("npm").display()
+        ),
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let server = npm.join("server-everything/dist/index.js");
+    let node = node();
+    let args: Vec<&std::ffi::OsStr> = vec![
+        AIRLOCK.as_ref(),
+        policy.as_os_str(),
+        audit.as_os_str(),
+        "everything".as_ref(),
+        "everything".as_ref(),
+        node.as_os_str(),
+        server.as_os_str(),
+        "stdio".as_ref(),
+    ];
+    let report = interop(&args, &python);
+    let tools: Vec<&str> = report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(tools.contains(&"echo"), "{tools:?}");
+    assert!(
+        !tools.contains(&"get-env"),
+        "denied tool must be hidden: {tools:?}"
+    );
+    assert_eq!(report["echo"]["isError"], false);
+    assert!(
+        report["echo"]["text"]
+            .as_str()
+            .expect("text")
+            .contains("hello through airlock")
+    );
+    assert_eq!(report["denied"]["isError"], true);
+    assert!(
+        report["denied"]["text"]
+            .as_str()
+            .expect("text")
+            .contains("mcp:everything__get-env")
+    );
+    let events = audit_events(&audit);
+    assert_eq!(count(&events, "decision"), 2, "one decision per call");
+    assert_eq!(count(&events, "outcome"), 2);
+}
+
+#[test]
+fn interop_server_filesystem_writes_inside_its_grant_only() {
+    let Some((python, npm)) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inside = dir.path().join("granted");
+    let outside = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&inside).expect("inside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    let policy = write_policy(
+        dir.path(),
+        &format!(
+            "[sandbox]\nrun_as = \"root\"\nread = [\"{}\"]\nwrite = [\"{}\"]\n",
+            peers().join("npm").display(),
+            inside.display()
+        ),
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let server = npm.join("server-filesystem/dist/index.js");
+    let node = node();
+    let args: Vec<&std::ffi::OsStr> = vec![
+        AIRLOCK.as_ref(),
+        policy.as_os_str(),
+        audit.as_os_str(),
+        "fs".as_ref(),
+        "filesystem".as_ref(),
+        inside.as_os_str(),
+        outside.as_os_str(),
+        node.as_os_str(),
+        server.as_os_str(),
+        inside.as_os_str(),
+    ];
+    let report = interop(&args, &python);
+    assert_eq!(report["inside"]["isError"], false, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(inside.join("note.txt")).expect("written"),
+        "inside"
+    );
+    assert_eq!(report["outside"]["isError"], true, "{report}");
+    assert!(!outside.join("note.txt").exists());
+    let events = audit_events(&audit);
+    assert_eq!(count(&events, "decision"), 2, "one decision per call");
+}
