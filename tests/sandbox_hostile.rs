@@ -20,24 +20,46 @@ fn reads_outside_grants_are_refused_direct_symlink_hardlink() {
     let secret = w.secret.to_str().unwrap();
     refused("read", &["read", secret]);
     refused("read-shadow", &["read", "/etc/shadow"]);
-    refused("read-home", &["read", w.root.join("home/.bashrc").to_str().unwrap()]);
+    refused(
+        "read-home",
+        &["read", w.root.join("home/.bashrc").to_str().unwrap()],
+    );
     // The links are made inside the sandbox's own writable tmp.
     let tmp = w.root.join("state/airlock/servers/links/tmp");
-    refused("links", &["symlink", secret, tmp.join("s").to_str().unwrap()]);
-    refused("links", &["hardlink", secret, tmp.join("h").to_str().unwrap()]);
+    refused(
+        "links",
+        &["symlink", secret, tmp.join("s").to_str().unwrap()],
+    );
+    refused(
+        "links",
+        &["hardlink", secret, tmp.join("h").to_str().unwrap()],
+    );
 }
 
 #[test]
 fn writes_chmod_rename_outside_grants_are_refused() {
     let w = world();
     let secret = w.secret.to_str().unwrap();
-    refused("write", &["write", w.root.join("secret/new").to_str().unwrap()]);
+    refused(
+        "write",
+        &["write", w.root.join("secret/new").to_str().unwrap()],
+    );
     refused("write", &["write", secret]);
-    refused("write", &["rename", secret, w.root.join("secret/moved").to_str().unwrap()]);
+    refused(
+        "write",
+        &[
+            "rename",
+            secret,
+            w.root.join("secret/moved").to_str().unwrap(),
+        ],
+    );
     // chmod is not a landlock right: as root the server runs as nobody, and DAC refuses it.
     refused("write", &["chmod", secret]);
     assert_eq!(std::fs::read_to_string(&w.secret).unwrap(), "TOP SECRET\n");
-    assert_eq!(std::fs::metadata(&w.secret).unwrap().permissions().mode() & 0o777, 0o666);
+    assert_eq!(
+        std::fs::metadata(&w.secret).unwrap().permissions().mode() & 0o777,
+        0o666
+    );
 }
 
 #[test]
@@ -45,20 +67,39 @@ fn granted_directory_is_readable_and_writable() {
     let w = world();
     let grant = w.root.join("grant");
     let file = grant.join(format!("out-{}", std::process::id()));
-    let out = w.run("granted", &["--grant-write", grant.to_str().unwrap()], &["ok-write", file.to_str().unwrap()]);
+    let out = w.run(
+        "granted",
+        &["--grant-write", grant.to_str().unwrap()],
+        &["ok-write", file.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "granted\n");
-    let out = w.run("granted", &["--grant-read", grant.to_str().unwrap()], &["read", file.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ESCAPED"), "granted read must work: {}", text(&out));
+    let out = w.run(
+        "granted",
+        &["--grant-read", grant.to_str().unwrap()],
+        &["read", file.to_str().unwrap()],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("ESCAPED"),
+        "granted read must work: {}",
+        text(&out)
+    );
 }
 
 /// `sh -c 'exec airlock ...'`: `$$` is airlock's own pid.
 fn run_with_launcher_pid(server: &str, mode: &str, what: &str) -> std::process::Output {
     let w = world();
-    let script = format!("exec {AIRLOCK} __sandbox-exec --server {server} -- {} {mode} $$ {what}", w.hostile.display());
+    let script = format!(
+        "exec {AIRLOCK} __sandbox-exec --server {server} -- {} {mode} $$ {what}",
+        w.hostile.display()
+    );
     let mut cmd = std::process::Command::new("/bin/sh");
     w.env(&mut cmd);
-    cmd.arg("-c").arg(script).stdin(std::process::Stdio::null()).output().unwrap()
+    cmd.arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -80,16 +121,32 @@ fn network_none_refuses_tcp_udp_ipv6_and_listening() {
     tcp.set_nonblocking(true).unwrap();
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_nonblocking(true).unwrap();
-    refused("net", &["tcp", &tcp.local_addr().unwrap().port().to_string()]);
-    refused("net", &["udp", &udp.local_addr().unwrap().port().to_string()]);
+    refused(
+        "net",
+        &["tcp", &tcp.local_addr().unwrap().port().to_string()],
+    );
+    refused(
+        "net",
+        &["udp", &udp.local_addr().unwrap().port().to_string()],
+    );
     if let Ok(tcp6) = TcpListener::bind("[::1]:0") {
         tcp6.set_nonblocking(true).unwrap();
-        refused("net", &["tcp6", &tcp6.local_addr().unwrap().port().to_string()]);
+        refused(
+            "net",
+            &["tcp6", &tcp6.local_addr().unwrap().port().to_string()],
+        );
         assert!(tcp6.accept().is_err(), "nothing reached the IPv6 listener");
     }
     assert!(tcp.accept().is_err(), "nothing reached the TCP listener");
-    assert!(udp.recv(&mut [0u8; 8]).is_err(), "nothing reached the UDP socket");
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    assert!(
+        udp.recv(&mut [0u8; 8]).is_err(),
+        "nothing reached the UDP socket"
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     refused("net", &["listen", &port.to_string()]);
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
@@ -98,7 +155,9 @@ fn network_none_refuses_tcp_udp_ipv6_and_listening() {
 fn unix_sockets_pathname_and_abstract_are_refused() {
     use std::os::linux::net::SocketAddrExt;
     let w = world();
-    let path = w.root.join(format!("sockets/agent-{}.sock", std::process::id()));
+    let path = w
+        .root
+        .join(format!("sockets/agent-{}.sock", std::process::id()));
     let listener = UnixListener::bind(&path).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -114,8 +173,19 @@ fn unix_sockets_pathname_and_abstract_are_refused() {
 #[test]
 fn dangerous_syscalls_are_refused() {
     for mode in [
-        "raw", "packet", "unshare", "mount", "chroot", "keyctl", "bpf", "io_uring", "perf", "userfaultfd",
-        "personality", "clone-ns", "tiocsti",
+        "raw",
+        "packet",
+        "unshare",
+        "mount",
+        "chroot",
+        "keyctl",
+        "bpf",
+        "io_uring",
+        "perf",
+        "userfaultfd",
+        "personality",
+        "clone-ns",
+        "tiocsti",
     ] {
         refused("syscalls", &[mode]);
     }
@@ -127,7 +197,11 @@ fn i386_syscall_path_kills_the_process() {
     if cfg!(target_arch = "x86_64") {
         // SIGSYS (31) from seccomp's arch check; the helper reports 128 + signal.
         assert_eq!(out.status.code(), Some(128 + 31), "{}", text(&out));
-        assert!(!String::from_utf8_lossy(&out.stdout).contains("ESCAPED"), "{}", text(&out));
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("ESCAPED"),
+            "{}",
+            text(&out)
+        );
     }
 }
 
@@ -135,7 +209,11 @@ fn i386_syscall_path_kills_the_process() {
 fn fork_bomb_and_memory_bomb_stop_at_the_limits() {
     let out = world().run("bombs", &[], &["forkbomb"]);
     assert_refused(&out);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Resource temporarily unavailable"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Resource temporarily unavailable"),
+        "{}",
+        text(&out)
+    );
     let out = world().run("bombs", &[], &["membomb"]);
     assert_refused(&out);
 }
@@ -166,8 +244,16 @@ fn the_plan_reaches_stderr_and_nothing_else_reaches_stdout() {
     let out = world().run("plan", &["--show-plan"], &["id"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.starts_with("uid=65534 euid=65534") || !nix_root(), "{}", text(&out));
-    assert!(stderr.contains("network: none") && stderr.contains("landlock"), "{}", text(&out));
+    assert!(
+        stdout.starts_with("uid=65534 euid=65534") || !nix_root(),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stderr.contains("network: none") && stderr.contains("landlock"),
+        "{}",
+        text(&out)
+    );
     let mut buf = String::new();
     let _ = std::io::Cursor::new(&out.stdout).read_to_string(&mut buf);
     assert_eq!(buf.lines().count(), 1, "only the server's output on stdout");

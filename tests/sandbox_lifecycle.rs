@@ -16,28 +16,52 @@ struct Running {
 
 fn start(tag: &str, server_mode: &str) -> Running {
     let w = world();
-    let pidfile = w.root.join(format!("grant/gc-{tag}-{}", std::process::id()));
+    let pidfile = w
+        .root
+        .join(format!("grant/gc-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_file(&pidfile);
     let grant = w.root.join("grant");
     let mut airlock = w
-        .command(tag, &["--grant-write", grant.to_str().unwrap()], &["grandchild", pidfile.to_str().unwrap(), server_mode])
+        .command(
+            tag,
+            &["--grant-write", grant.to_str().unwrap()],
+            &["grandchild", pidfile.to_str().unwrap(), server_mode],
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(airlock.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(airlock.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim(), "READY");
-    assert!(wait_until(Duration::from_secs(5), || std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.is_empty())));
-    let grandchild: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    assert!(pid_alive(grandchild), "the grandchild runs before airlock exits");
-    Running { airlock, grandchild }
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.is_empty())
+    }));
+    let grandchild: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        pid_alive(grandchild),
+        "the grandchild runs before airlock exits"
+    );
+    Running {
+        airlock,
+        grandchild,
+    }
 }
 
 fn assert_all_gone(mut run: Running, within: Duration) {
     let exited = wait_until(within, || run.airlock.try_wait().unwrap().is_some());
     assert!(exited, "airlock did not exit");
-    assert!(wait_until(Duration::from_secs(2), || !pid_alive(run.grandchild)), "grandchild {} survived airlock", run.grandchild);
+    assert!(
+        wait_until(Duration::from_secs(2), || !pid_alive(run.grandchild)),
+        "grandchild {} survived airlock",
+        run.grandchild
+    );
 }
 
 fn signal(child: &Child, sig: i32) {

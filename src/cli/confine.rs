@@ -57,41 +57,79 @@ pub struct SandboxExecArgs {
 pub fn resolve_command(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
     if name.contains('/') {
         let path = Path::new(name);
-        return if path.is_absolute() { Some(path.to_path_buf()) } else { std::env::current_dir().ok().map(|d| d.join(path)) };
+        return if path.is_absolute() {
+            Some(path.to_path_buf())
+        } else {
+            std::env::current_dir().ok().map(|d| d.join(path))
+        };
     }
-    path_var?.split(':').filter(|dir| !dir.is_empty()).map(|dir| Path::new(dir).join(name)).find(|candidate| {
-        use std::os::unix::fs::PermissionsExt;
-        candidate.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    path_var?
+        .split(':')
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| {
+            use std::os::unix::fs::PermissionsExt;
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 fn cli_origin(flag: &str) -> Origin {
-    Origin { layer: Layer::User, file: PathBuf::from(flag), line: None }
+    Origin {
+        layer: Layer::User,
+        file: PathBuf::from(flag),
+        line: None,
+    }
 }
 
 fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
     let policy = crate::policy::load_active(args.policy.clone(), None)?;
     let mut sandbox = policy.sandbox.clone();
-    sandbox.read.extend(args.grant_read.iter().map(|g| Sourced { value: g.clone(), origin: cli_origin("--grant-read") }));
-    sandbox.write.extend(args.grant_write.iter().map(|g| Sourced { value: g.clone(), origin: cli_origin("--grant-write") }));
+    sandbox.read.extend(args.grant_read.iter().map(|g| Sourced {
+        value: g.clone(),
+        origin: cli_origin("--grant-read"),
+    }));
+    sandbox
+        .write
+        .extend(args.grant_write.iter().map(|g| Sourced {
+            value: g.clone(),
+            origin: cli_origin("--grant-write"),
+        }));
     if let Some(network) = &args.network {
         let value = match network.as_str() {
             "none" => Network::None,
             "host" => Network::Host,
             ports => Network::TcpConnect(
-                ports.split(',').map(|p| p.trim().parse::<u16>()).collect::<Result<_, _>>().context("--network: ports")?,
+                ports
+                    .split(',')
+                    .map(|p| p.trim().parse::<u16>())
+                    .collect::<Result<_, _>>()
+                    .context("--network: ports")?,
             ),
         };
-        sandbox.network = Sourced { value, origin: cli_origin("--network") };
+        sandbox.network = Sourced {
+            value,
+            origin: cli_origin("--network"),
+        };
     }
     let parent_env: Vec<(String, String)> = std::env::vars().collect();
     let host = HostFacts::detect();
     let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
-    dirs.policy_files = policy.sources.iter().map(|(_, path)| path.clone()).collect();
+    dirs.policy_files = policy
+        .sources
+        .iter()
+        .map(|(_, path)| path.clone())
+        .collect();
     let (name, rest) = args.command.split_first().context("no command given")?;
-    let path_var = parent_env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
-    let program = resolve_command(name, path_var).with_context(|| format!("command `{name}` not found in PATH"))?;
-    let resolved = ResolvedPaths::inspect(&program, rest, args.cwd.as_deref(), dirs.home.as_deref());
+    let path_var = parent_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    let program = resolve_command(name, path_var)
+        .with_context(|| format!("command `{name}` not found in PATH"))?;
+    let resolved =
+        ResolvedPaths::inspect(&program, rest, args.cwd.as_deref(), dirs.home.as_deref());
     let request = PlanRequest {
         server: args.server.clone(),
         program,
@@ -113,7 +151,10 @@ pub fn sandbox_exec(args: SandboxExecArgs) -> Result<ExitCode, CliError> {
     }
     // A current-thread runtime: the helper's parent-death signal is tied to the spawning thread,
     // which here is the main thread and lives as long as airlock.
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
     let code = runtime.block_on(relay(plan))?;
     // Exit now: the stdin reader may still be blocked in a read that will never finish.
     std::process::exit(code)
@@ -121,7 +162,9 @@ pub fn sandbox_exec(args: SandboxExecArgs) -> Result<ExitCode, CliError> {
 
 async fn relay(plan: SandboxPlan) -> Result<i32, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut child: ConfinedChild = spawn_confined(&plan).await.context("spawning the sandbox")?;
+    let mut child: ConfinedChild = spawn_confined(&plan)
+        .await
+        .context("spawning the sandbox")?;
     let kill_timeout = Duration::from_secs(plan.kill_timeout_secs);
     let mut child_stdin = child.stdin.take();
     let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
@@ -160,5 +203,7 @@ async fn relay(plan: SandboxPlan) -> Result<i32, CliError> {
         let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
     }
     tracing::debug!(?summary, "sandbox ended");
-    Ok(summary.code.unwrap_or_else(|| 128 + summary.signal.unwrap_or(0)))
+    Ok(summary
+        .code
+        .unwrap_or_else(|| 128 + summary.signal.unwrap_or(0)))
 }

@@ -13,7 +13,9 @@ use crate::policy::SandboxPolicy;
 use crate::sandbox::{AirlockDirs, HostFacts, NetMode, PlanError, PlanRequest, ResolvedPaths};
 
 #[derive(Debug, Args)]
-#[command(after_help = "Exit status: 0 when the host meets the policy's `require` list; 2 when it does not.")]
+#[command(
+    after_help = "Exit status: 0 when the host meets the policy's `require` list; 2 when it does not."
+)]
 pub struct DoctorArgs {
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
     #[arg(long)]
@@ -25,7 +27,11 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode, CliError> {
     let host = HostFacts::detect();
     let parent_env: Vec<(String, String)> = std::env::vars().collect();
     let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
-    dirs.policy_files = policy.sources.iter().map(|(_, path)| path.clone()).collect();
+    dirs.policy_files = policy
+        .sources
+        .iter()
+        .map(|(_, path)| path.clone())
+        .collect();
     let report = render(&host, &policy.sandbox, &dirs, &parent_env);
     print!("{}", report.text);
     match report.unmet {
@@ -40,7 +46,12 @@ pub struct Report {
 }
 
 /// Renders the report; pure given its inputs.
-pub fn render(host: &HostFacts, sandbox: &SandboxPolicy, dirs: &AirlockDirs, parent_env: &[(String, String)]) -> Report {
+pub fn render(
+    host: &HostFacts,
+    sandbox: &SandboxPolicy,
+    dirs: &AirlockDirs,
+    parent_env: &[(String, String)],
+) -> Report {
     let mut out = String::new();
     let _ = writeln!(out, "host");
     for line in host.to_string().lines() {
@@ -62,23 +73,80 @@ pub fn render(host: &HostFacts, sandbox: &SandboxPolicy, dirs: &AirlockDirs, par
     let mut unmet = None;
     match crate::sandbox::plan(&request, host) {
         Ok(plan) => {
-            let fs_by = if plan.landlock.abi > 0 { format!("landlock ABI {}", plan.landlock.abi) } else { "NOTHING (no landlock)".into() };
+            let fs_by = if plan.landlock.abi > 0 {
+                format!("landlock ABI {}", plan.landlock.abi)
+            } else {
+                "NOTHING (no landlock)".into()
+            };
             let _ = writeln!(out, "  filesystem allowlist ........ {fs_by}");
             let net_by = match (&plan.network, plan.namespaces.net, plan.landlock.net_rules) {
                 (NetMode::Host, _, _) => "nothing: host network".to_string(),
-                (_, true, _) => "private network namespace + landlock TCP + seccomp UDP".to_string(),
+                (_, true, _) => {
+                    "private network namespace + landlock TCP + seccomp UDP".to_string()
+                }
                 (_, false, true) => "landlock TCP rules + seccomp UDP".to_string(),
                 (_, false, false) => "seccomp UDP only".to_string(),
             };
-            let _ = writeln!(out, "  network {:<20} {net_by}", format!("{} ", plan.network).replace(' ', " ").to_string() + &".".repeat(0));
-            let ipc = if plan.landlock.scopes { "landlock scopes (abstract unix sockets, signals)" } else { "NOT scoped (landlock < 6)" };
-            let _ = writeln!(out, "  ipc ......................... {ipc}; pathname unix sockets: {}", if plan.seccomp.deny_unix_sockets { "seccomp refuses socket(AF_UNIX)" } else { "allowed" });
-            let _ = writeln!(out, "  syscalls .................... {}", if plan.seccomp.enabled { "seccomp deny table (x86_64/aarch64; other arches killed)" } else { "NOTHING (no seccomp)" });
-            let limits: Vec<String> = plan.rlimits.iter().map(|l| format!("{}={}", l.kind.name(), l.value)).collect();
-            let _ = writeln!(out, "  limits ...................... rlimits {}", limits.join(" "));
-            let _ = writeln!(out, "  no orphans .................. {}", if plan.namespaces.pid { "pid namespace (init exits, kernel kills the rest) + parent-death signal" } else { "process group + parent-death signal (a setsid descendant can escape)" });
-            let _ = writeln!(out, "  identity .................... {}", match plan.identity { Some(id) => format!("uid {} gid {}, no capabilities", id.uid, id.gid), None => format!("airlock's uid {}, no capabilities", host.uid) });
-            let _ = writeln!(out, "  private dirs ................ {}/<server>/{{home,tmp}}", dirs.servers_dir().display());
+            let _ = writeln!(
+                out,
+                "  network {:<20} {net_by}",
+                format!("{} ", plan.network).replace(' ', " ").to_string() + &".".repeat(0)
+            );
+            let ipc = if plan.landlock.scopes {
+                "landlock scopes (abstract unix sockets, signals)"
+            } else {
+                "NOT scoped (landlock < 6)"
+            };
+            let _ = writeln!(
+                out,
+                "  ipc ......................... {ipc}; pathname unix sockets: {}",
+                if plan.seccomp.deny_unix_sockets {
+                    "seccomp refuses socket(AF_UNIX)"
+                } else {
+                    "allowed"
+                }
+            );
+            let _ = writeln!(
+                out,
+                "  syscalls .................... {}",
+                if plan.seccomp.enabled {
+                    "seccomp deny table (x86_64/aarch64; other arches killed)"
+                } else {
+                    "NOTHING (no seccomp)"
+                }
+            );
+            let limits: Vec<String> = plan
+                .rlimits
+                .iter()
+                .map(|l| format!("{}={}", l.kind.name(), l.value))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  limits ...................... rlimits {}",
+                limits.join(" ")
+            );
+            let _ = writeln!(
+                out,
+                "  no orphans .................. {}",
+                if plan.namespaces.pid {
+                    "pid namespace (init exits, kernel kills the rest) + parent-death signal"
+                } else {
+                    "process group + parent-death signal (a setsid descendant can escape)"
+                }
+            );
+            let _ = writeln!(
+                out,
+                "  identity .................... {}",
+                match plan.identity {
+                    Some(id) => format!("uid {} gid {}, no capabilities", id.uid, id.gid),
+                    None => format!("airlock's uid {}, no capabilities", host.uid),
+                }
+            );
+            let _ = writeln!(
+                out,
+                "  private dirs ................ {}/<server>/{{home,tmp}}",
+                dirs.servers_dir().display()
+            );
             if plan.weaker_than_asked.is_empty() {
                 let _ = writeln!(out, "\nnothing runs less confined than the policy asks");
             } else {

@@ -11,6 +11,8 @@
 //! exits. Call [`spawn_confined`] from an async task (a runtime worker thread lives as long as the
 //! runtime), never from `spawn_blocking`, whose threads retire when idle.
 
+pub mod launch;
+
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -109,7 +111,10 @@ pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnEr
     if let Some(log) = std::env::var_os("AIRLOCK_LOG") {
         command.env("AIRLOCK_LOG", log);
     }
-    let mut child = command.spawn().map_err(|source| SpawnError::Spawn { path: exe.display().to_string(), source })?;
+    let mut child = command.spawn().map_err(|source| SpawnError::Spawn {
+        path: exe.display().to_string(),
+        source,
+    })?;
     let stdin = match child.stdin.take() {
         Some(pipe) => Some(hand_over(pipe, &frame).map_err(SpawnError::Handoff)?),
         None => None,
@@ -142,10 +147,17 @@ fn hand_over(pipe: ChildStdin, frame: &[u8]) -> io::Result<ChildStdin> {
         match err.kind() {
             io::ErrorKind::Interrupted => {}
             io::ErrorKind::WouldBlock => {
-                let mut poll = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                let mut poll = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
                 // SAFETY: polls one pollfd we own; 5 s is far beyond a helper that is alive.
                 if unsafe { libc::poll(&mut poll, 1, 5000) } <= 0 {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "the confine helper does not read its plan"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the confine helper does not read its plan",
+                    ));
                 }
             }
             _ => return Err(err),
@@ -196,7 +208,13 @@ impl ConfinedChild {
         self.signal(libc::SIGKILL);
         match self.child.wait().await {
             Ok(status) => ExitSummary::from_status(status, EndedBy::Sigkill),
-            Err(_) => ExitSummary { status: None, code: None, signal: None, ended_by: EndedBy::Unknown, helper_step: None },
+            Err(_) => ExitSummary {
+                status: None,
+                code: None,
+                signal: None,
+                ended_by: EndedBy::Unknown,
+                helper_step: None,
+            },
         }
     }
 }

@@ -29,8 +29,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::{FsAccess, NetMode, RlimitKind, SandboxPlan, seccomp};
@@ -86,9 +86,24 @@ impl Step {
 
     pub fn from_code(code: i32) -> Option<Step> {
         use Step::*;
-        [Plan, Prepare, Setsid, ParentDeath, Rlimits, Namespaces, CloseFds, Capabilities, Identity, NoNewPrivs, Landlock, Seccomp, Exec, Supervise]
-            .into_iter()
-            .find(|step| step.code() == code)
+        [
+            Plan,
+            Prepare,
+            Setsid,
+            ParentDeath,
+            Rlimits,
+            Namespaces,
+            CloseFds,
+            Capabilities,
+            Identity,
+            NoNewPrivs,
+            Landlock,
+            Seccomp,
+            Exec,
+            Supervise,
+        ]
+        .into_iter()
+        .find(|step| step.code() == code)
     }
 }
 
@@ -127,17 +142,24 @@ fn read_plan() -> SandboxPlan {
     let mut stdin = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
     let mut len = [0u8; 8];
     if let Err(err) = stdin.read_exact(&mut len) {
-        fail(Step::Plan, format!("reading the plan length from stdin: {err}"));
+        fail(
+            Step::Plan,
+            format!("reading the plan length from stdin: {err}"),
+        );
     }
     let len = u64::from_le_bytes(len);
     if len > MAX_PLAN_BYTES {
-        fail(Step::Plan, format!("plan of {len} bytes is larger than {MAX_PLAN_BYTES}"));
+        fail(
+            Step::Plan,
+            format!("plan of {len} bytes is larger than {MAX_PLAN_BYTES}"),
+        );
     }
     let mut json = vec![0u8; len as usize];
     if let Err(err) = stdin.read_exact(&mut json) {
         fail(Step::Plan, format!("reading the plan from stdin: {err}"));
     }
-    serde_json::from_slice(&json).unwrap_or_else(|err| fail(Step::Plan, format!("invalid plan: {err}")))
+    serde_json::from_slice(&json)
+        .unwrap_or_else(|err| fail(Step::Plan, format!("invalid plan: {err}")))
 }
 
 fn close_inherited_fds() {
@@ -149,7 +171,15 @@ fn close_inherited_fds() {
 
 fn set_parent_death_signal() {
     // SAFETY: PR_SET_PDEATHSIG takes a signal number, no pointers.
-    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     check(Step::ParentDeath, "prctl(PR_SET_PDEATHSIG)", rc.into());
 }
 
@@ -164,13 +194,22 @@ struct Prepared {
 }
 
 fn cstring(step: Step, text: &[u8]) -> CString {
-    CString::new(text).unwrap_or_else(|_| fail(step, "an argument or environment entry contains a NUL byte"))
+    CString::new(text)
+        .unwrap_or_else(|_| fail(step, "an argument or environment entry contains a NUL byte"))
 }
 
 fn prepare(plan: &SandboxPlan) -> Prepared {
     let program = cstring(Step::Prepare, plan.program.as_os_str().as_bytes());
-    let argv = plan.argv.iter().map(|a| cstring(Step::Prepare, a.as_bytes())).collect();
-    let envp = plan.env.iter().map(|(k, v)| cstring(Step::Prepare, format!("{k}={v}").as_bytes())).collect();
+    let argv = plan
+        .argv
+        .iter()
+        .map(|a| cstring(Step::Prepare, a.as_bytes()))
+        .collect();
+    let envp = plan
+        .env
+        .iter()
+        .map(|(k, v)| cstring(Step::Prepare, format!("{k}={v}").as_bytes()))
+        .collect();
     let cwd = cstring(Step::Prepare, plan.cwd.as_os_str().as_bytes());
     let bpf = if plan.seccomp.enabled {
         seccomp::compile(&plan.seccomp).unwrap_or_else(|err| fail(Step::Prepare, err))
@@ -181,7 +220,14 @@ fn prepare(plan: &SandboxPlan) -> Prepared {
         make_private_dir(plan, dir);
     }
     let ruleset = (plan.landlock.abi > 0).then(|| build_ruleset(plan));
-    Prepared { program, argv, envp, cwd, bpf, ruleset }
+    Prepared {
+        program,
+        argv,
+        envp,
+        cwd,
+        bpf,
+        ruleset,
+    }
 }
 
 fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
@@ -191,7 +237,10 @@ fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
     }
     if let Some(id) = plan.identity {
         if let Err(err) = chown(dir, Some(id.uid), Some(id.gid)) {
-            fail(Step::Prepare, format!("chown {} to {}: {err}", dir.display(), id.uid));
+            fail(
+                Step::Prepare,
+                format!("chown {} to {}: {err}", dir.display(), id.uid),
+            );
         }
     }
     if let Err(err) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
@@ -203,16 +252,22 @@ fn build_ruleset(plan: &SandboxPlan) -> RulesetCreated {
     // The ABI the host reported, as a hard requirement: the kernel enforces exactly what the plan
     // (and `airlock check`) promised, or the helper stops.
     let abi = ABI::from(plan.landlock.abi.min(8) as i32);
-    let fail_ll = |what: &str, err: &dyn std::fmt::Display| -> ! { fail(Step::Prepare, format!("landlock {what}: {err}")) };
+    let fail_ll = |what: &str, err: &dyn std::fmt::Display| -> ! {
+        fail(Step::Prepare, format!("landlock {what}: {err}"))
+    };
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
         .unwrap_or_else(|e| fail_ll("handle fs", &e));
     if plan.landlock.net_rules {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).unwrap_or_else(|e| fail_ll("handle net", &e));
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .unwrap_or_else(|e| fail_ll("handle net", &e));
     }
     if plan.landlock.scopes {
-        ruleset = ruleset.scope(Scope::from_all(abi)).unwrap_or_else(|e| fail_ll("scope", &e));
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .unwrap_or_else(|e| fail_ll("scope", &e));
     }
     let mut created = ruleset.create().unwrap_or_else(|e| fail_ll("create", &e));
     for rule in &plan.fs {
@@ -257,17 +312,27 @@ fn rlimit_resource(kind: RlimitKind) -> libc::__rlimit_resource_t {
 fn apply_rlimits(plan: &SandboxPlan) {
     for limit in &plan.rlimits {
         let value = limit.value as libc::rlim_t;
-        let rlim = libc::rlimit { rlim_cur: value, rlim_max: value };
+        let rlim = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
         // SAFETY: setrlimit reads the struct we own.
         let rc = unsafe { libc::setrlimit(rlimit_resource(limit.kind), &rlim) };
-        check(Step::Rlimits, &format!("setrlimit({}, {value})", limit.kind.name()), rc.into());
+        check(
+            Step::Rlimits,
+            &format!("setrlimit({}, {value})", limit.kind.name()),
+            rc.into(),
+        );
     }
 }
 
 fn write_proc(pid: libc::pid_t, file: &str, text: &str) {
     let path = format!("/proc/{pid}/{file}");
     if let Err(err) = std::fs::write(&path, text) {
-        fail(Step::Namespaces, format!("writing {path} ({text:?}): {err}"));
+        fail(
+            Step::Namespaces,
+            format!("writing {path} ({text:?}): {err}"),
+        );
     }
 }
 
@@ -275,10 +340,14 @@ fn drop_capabilities_keep_setid() {
     use caps::CapSet;
     // Without CAP_SETPCAP (airlock unprivileged, no user namespace) the bounding set cannot be
     // changed, and there is nothing in it to gain: no_new_privs blocks file capabilities.
-    let can_drop_bounding = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
+    let can_drop_bounding =
+        caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
     for cap in caps::all().into_iter().filter(|_| can_drop_bounding) {
         if let Err(err) = caps::drop(None, CapSet::Bounding, cap) {
-            fail(Step::Capabilities, format!("dropping {cap} from the bounding set: {err}"));
+            fail(
+                Step::Capabilities,
+                format!("dropping {cap} from the bounding set: {err}"),
+            );
         }
     }
     for set in [CapSet::Ambient, CapSet::Inheritable] {
@@ -297,7 +366,10 @@ fn clear_capabilities() {
     }
     match caps::read(None, CapSet::Permitted) {
         Ok(left) if left.is_empty() => {}
-        Ok(left) => fail(Step::Capabilities, format!("capabilities left after dropping: {left:?}")),
+        Ok(left) => fail(
+            Step::Capabilities,
+            format!("capabilities left after dropping: {left:?}"),
+        ),
         Err(err) => fail(Step::Capabilities, format!("reading capabilities: {err}")),
     }
 }
@@ -306,9 +378,21 @@ fn leave_root(plan: &SandboxPlan) {
     let Some(id) = plan.identity else { return };
     // SAFETY: plain id syscalls with integer arguments; setgroups(0, NULL) clears the list.
     unsafe {
-        check(Step::Identity, "setgroups([])", libc::setgroups(0, std::ptr::null()).into());
-        check(Step::Identity, "setresgid", libc::setresgid(id.gid, id.gid, id.gid).into());
-        check(Step::Identity, "setresuid", libc::setresuid(id.uid, id.uid, id.uid).into());
+        check(
+            Step::Identity,
+            "setgroups([])",
+            libc::setgroups(0, std::ptr::null()).into(),
+        );
+        check(
+            Step::Identity,
+            "setresgid",
+            libc::setresgid(id.gid, id.gid, id.gid).into(),
+        );
+        check(
+            Step::Identity,
+            "setresuid",
+            libc::setresuid(id.uid, id.uid, id.uid).into(),
+        );
         if libc::getuid() != id.uid || libc::geteuid() != id.uid || libc::getegid() != id.gid {
             fail(Step::Identity, "the uid/gid did not change");
         }
@@ -390,7 +474,10 @@ pub fn main() -> ! {
         // SAFETY: getppid cannot fail.
         let parent = unsafe { libc::getppid() };
         if parent as u32 != launcher {
-            fail(Step::ParentDeath, format!("launcher {launcher} is gone (parent is now {parent})"));
+            fail(
+                Step::ParentDeath,
+                format!("launcher {launcher} is gone (parent is now {parent})"),
+            );
         }
     }
     let prepared = prepare(&plan);
@@ -398,9 +485,14 @@ pub fn main() -> ! {
     // The release pipe: init waits for its maps before going on, and sees EOF on it if the helper dies.
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two fds into our array.
-    check(Step::Namespaces, "pipe2", unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into());
+    check(
+        Step::Namespaces,
+        "pipe2",
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
+    );
     // SAFETY: both fds were just created by pipe2 and are owned here.
-    let (release_r, release_w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (release_r, release_w) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
 
     let ns = plan.namespaces;
     let mut flags: libc::c_ulong = libc::SIGCHLD as libc::c_ulong;
@@ -471,7 +563,11 @@ fn wait_release(release_r: &OwnedFd) {
 }
 
 fn parent_alive(release_r: &OwnedFd) -> bool {
-    let mut poll = libc::pollfd { fd: release_r.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut poll = libc::pollfd {
+        fd: release_r.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: polls one pollfd we own, without waiting.
     let rc = unsafe { libc::poll(&mut poll, 1, 0) };
     rc >= 0 && (poll.revents & libc::POLLHUP) == 0
@@ -492,13 +588,24 @@ fn init(plan: &mut SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> !
         fail(Step::ParentDeath, "the helper died during setup");
     }
     // SAFETY: chdir reads a valid C string.
-    check(Step::Prepare, &format!("chdir {}", plan.cwd.display()), unsafe { libc::chdir(prepared.cwd.as_ptr()) }.into());
+    check(
+        Step::Prepare,
+        &format!("chdir {}", plan.cwd.display()),
+        unsafe { libc::chdir(prepared.cwd.as_ptr()) }.into(),
+    );
     // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
-    check(Step::NoNewPrivs, "prctl(PR_SET_NO_NEW_PRIVS)", unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into());
+    check(
+        Step::NoNewPrivs,
+        "prctl(PR_SET_NO_NEW_PRIVS)",
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
+    );
     if let Some(ruleset) = prepared.ruleset.take() {
         match ruleset.restrict_self() {
             Ok(status) if status.ruleset == RulesetStatus::FullyEnforced => {}
-            Ok(status) => fail(Step::Landlock, format!("not fully enforced: {:?}", status.ruleset)),
+            Ok(status) => fail(
+                Step::Landlock,
+                format!("not fully enforced: {:?}", status.ruleset),
+            ),
             Err(err) => fail(Step::Landlock, err),
         }
     }
@@ -552,7 +659,10 @@ fn exec(prepared: &Prepared) -> ! {
     } else {
         ""
     };
-    fail(Step::Exec, format!("{}: {err}{hint}", prepared.program.to_string_lossy()))
+    fail(
+        Step::Exec,
+        format!("{}: {err}{hint}", prepared.program.to_string_lossy()),
+    )
 }
 
 /// Whether `path` is the kind of thing the helper will refuse to start from (used by doctor).

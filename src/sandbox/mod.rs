@@ -55,11 +55,26 @@ pub enum PlanError {
     #[error(
         "the policy requires {unmet}, but this host has {have}; airlock refuses to run `{server}` less confined than the policy says (see `airlock doctor`)"
     )]
-    Unmet { server: String, unmet: String, have: String },
-    #[error("grant `{grant}` ({origin}) would expose {what} ({path}) to the server; grant a narrower directory")]
-    GrantsProtected { grant: String, origin: String, what: String, path: PathBuf },
+    Unmet {
+        server: String,
+        unmet: String,
+        have: String,
+    },
+    #[error(
+        "grant `{grant}` ({origin}) would expose {what} ({path}) to the server; grant a narrower directory"
+    )]
+    GrantsProtected {
+        grant: String,
+        origin: String,
+        what: String,
+        path: PathBuf,
+    },
     #[error("grant `{grant}` ({origin}) is not an absolute path after expansion: {expanded}")]
-    RelativeGrant { grant: String, origin: String, expanded: String },
+    RelativeGrant {
+        grant: String,
+        origin: String,
+        expanded: String,
+    },
     #[error("invalid server name `{0}` (it names the server's private directory)")]
     BadServerName(String),
 }
@@ -231,7 +246,11 @@ impl SandboxPlan {
     pub fn audit_summary(&self) -> AuditSummary {
         AuditSummary {
             landlock_abi: self.landlock.abi,
-            landlock: if self.landlock.abi == 0 { "unavailable" } else { "enforced" },
+            landlock: if self.landlock.abi == 0 {
+                "unavailable"
+            } else {
+                "enforced"
+            },
             seccomp: self.seccomp.enabled,
             network: self.network.to_string(),
             namespaces: self.namespaces_text(),
@@ -253,7 +272,11 @@ impl SandboxPlan {
         if self.namespaces.net {
             names.push("net");
         }
-        if names.is_empty() { "none".to_string() } else { names.join("+") }
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join("+")
+        }
     }
 
     /// A short one-line summary: `landlock abi 7, seccomp on, network none, ns user+pid+net`.
@@ -261,7 +284,11 @@ impl SandboxPlan {
         format!(
             "landlock abi {}{}, seccomp {}, network {}, namespaces {}",
             self.landlock.abi,
-            if self.landlock.abi == 0 { " (unavailable)" } else { "" },
+            if self.landlock.abi == 0 {
+                " (unavailable)"
+            } else {
+                ""
+            },
             if self.seccomp.enabled { "on" } else { "off" },
             self.network,
             self.namespaces_text()
@@ -288,18 +315,34 @@ impl fmt::Display for SandboxPlan {
         }
         let net_by = match (&self.network, self.namespaces.net) {
             (NetMode::Host, _) => "nothing (host network)".to_string(),
-            (_, true) => "private network namespace + landlock TCP rules + seccomp (UDP)".to_string(),
-            (_, false) if self.landlock.net_rules => "landlock TCP rules + seccomp (UDP)".to_string(),
+            (_, true) => {
+                "private network namespace + landlock TCP rules + seccomp (UDP)".to_string()
+            }
+            (_, false) if self.landlock.net_rules => {
+                "landlock TCP rules + seccomp (UDP)".to_string()
+            }
             (_, false) => "seccomp only (no landlock TCP rules on this kernel)".to_string(),
         };
         writeln!(f, "  network: {} (enforced by {net_by})", self.network)?;
         writeln!(
             f,
             "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}",
-            if self.landlock.scopes { "scoped to the sandbox (landlock)" } else { "NOT scoped (landlock < 6)" },
-            if self.seccomp.deny_unix_sockets { "refused (seccomp: socket(AF_UNIX))" } else { "allowed" }
+            if self.landlock.scopes {
+                "scoped to the sandbox (landlock)"
+            } else {
+                "NOT scoped (landlock < 6)"
+            },
+            if self.seccomp.deny_unix_sockets {
+                "refused (seccomp: socket(AF_UNIX))"
+            } else {
+                "allowed"
+            }
         )?;
-        let limits: Vec<String> = self.rlimits.iter().map(|l| format!("{}={}", l.kind.name(), l.value)).collect();
+        let limits: Vec<String> = self
+            .rlimits
+            .iter()
+            .map(|l| format!("{}={}", l.kind.name(), l.value))
+            .collect();
         writeln!(f, "  limits: {}", limits.join(" "))?;
         let names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
         writeln!(f, "  environment names: {}", names.join(" "))?;
@@ -333,7 +376,10 @@ const SYSTEM_READ: &[(&str, &str)] = &[
     ("/etc/gai.conf", "name resolution"),
     ("/etc/localtime", "time zone"),
     ("/etc/timezone", "time zone"),
-    ("/etc/passwd", "user names (no password hashes: those are in /etc/shadow, never granted)"),
+    (
+        "/etc/passwd",
+        "user names (no password hashes: those are in /etc/shadow, never granted)",
+    ),
     ("/etc/group", "group names"),
     ("/etc/os-release", "OS identification"),
     ("/etc/mime.types", "MIME types"),
@@ -342,7 +388,10 @@ const SYSTEM_READ: &[(&str, &str)] = &[
     ("/etc/python3.11", "Debian Python site config"),
     ("/etc/python3.12", "Debian Python site config"),
     ("/etc/python3.13", "Debian Python site config"),
-    ("/proc", "runtimes read /proc/self; other processes are guarded by landlock's ptrace scoping"),
+    (
+        "/proc",
+        "runtimes read /proc/self; other processes are guarded by landlock's ptrace scoping",
+    ),
     ("/sys/devices/system/cpu", "CPU count for thread pools"),
     ("/sys/fs/cgroup", "memory limits for heap sizing"),
     ("/dev/zero", "device"),
@@ -380,45 +429,81 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     for (path, reason) in derived_read_grants(request) {
         match narrow_derived(&path, &protected, request.dirs.home.as_deref()) {
             Some(narrowed) => fs.push(narrowed, FsAccess::ReadExec, &reason),
-            None => notes.push(format!("not granting {} ({reason}): it would expose a protected path", path.display())),
+            None => notes.push(format!(
+                "not granting {} ({reason}): it would expose a protected path",
+                path.display()
+            )),
         }
     }
 
-    let profile = profile::for_program(&request.program, request.resolved.program_canonical.as_deref());
+    let profile = profile::for_program(
+        &request.program,
+        request.resolved.program_canonical.as_deref(),
+    );
     if let Some(profile) = profile {
         for template in &profile.read {
             if let Some(path) = vars.expand_path(template) {
                 let reason = format!("{} runtime cache (read-only)", profile.name);
                 match narrow_derived(&path, &protected, request.dirs.home.as_deref()) {
                     Some(path) => fs.push(path, FsAccess::ReadExec, &reason),
-                    None => notes.push(format!("not granting {}: it would expose a protected path", path.display())),
+                    None => notes.push(format!(
+                        "not granting {}: it would expose a protected path",
+                        path.display()
+                    )),
                 }
             }
         }
         for template in &profile.write {
             if let Some(path) = vars.expand_path(template) {
-                fs.push(path, FsAccess::ReadWrite, &format!("{} runtime", profile.name));
+                fs.push(
+                    path,
+                    FsAccess::ReadWrite,
+                    &format!("{} runtime", profile.name),
+                );
             }
         }
     }
 
-    fs.push(private_home.clone(), FsAccess::ReadWrite, "private home (HOME)");
-    fs.push(private_tmp.clone(), FsAccess::ReadWrite, "private tmp (TMPDIR)");
+    fs.push(
+        private_home.clone(),
+        FsAccess::ReadWrite,
+        "private home (HOME)",
+    );
+    fs.push(
+        private_tmp.clone(),
+        FsAccess::ReadWrite,
+        "private tmp (TMPDIR)",
+    );
 
-    for (grants, access) in [(&policy.read, FsAccess::ReadExec), (&policy.write, FsAccess::ReadWrite)] {
+    for (grants, access) in [
+        (&policy.read, FsAccess::ReadExec),
+        (&policy.write, FsAccess::ReadWrite),
+    ] {
         for grant in grants {
             let origin = grant.origin.to_string();
             let Some(expanded) = vars.expand(&grant.value) else {
-                notes.push(format!("grant `{}` ({origin}) skipped: a variable it names is not set", grant.value));
+                notes.push(format!(
+                    "grant `{}` ({origin}) skipped: a variable it names is not set",
+                    grant.value
+                ));
                 continue;
             };
             let path = PathBuf::from(&expanded);
             if !path.is_absolute() {
-                return Err(PlanError::RelativeGrant { grant: grant.value.clone(), origin, expanded });
+                return Err(PlanError::RelativeGrant {
+                    grant: grant.value.clone(),
+                    origin,
+                    expanded,
+                });
             }
             let path = paths::normalize(&path);
             if let Some((what, protected_path)) = covers_protected(&path, &protected) {
-                return Err(PlanError::GrantsProtected { grant: grant.value.clone(), origin, what, path: protected_path });
+                return Err(PlanError::GrantsProtected {
+                    grant: grant.value.clone(),
+                    origin,
+                    what,
+                    path: protected_path,
+                });
             }
             fs.push(path, access, &format!("policy grant ({origin})"));
         }
@@ -439,36 +524,65 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     if host.landlock_abi == 0 {
         notes.push("landlock unavailable: no filesystem confinement".to_string());
     } else if host.landlock_abi < 6 {
-        notes.push(format!("landlock ABI {} < 6: abstract unix sockets and signals are not scoped", host.landlock_abi));
+        notes.push(format!(
+            "landlock ABI {} < 6: abstract unix sockets and signals are not scoped",
+            host.landlock_abi
+        ));
     }
     if !host.seccomp {
         notes.push("seccomp unavailable: no syscall filter".to_string());
     }
     if network == NetMode::Host {
-        notes.push("network = host: pathname unix sockets outside the grants are reachable".to_string());
+        notes.push(
+            "network = host: pathname unix sockets outside the grants are reachable".to_string(),
+        );
     }
 
     let identity = match (host.is_root, policy.run_as.value) {
         (false, _) | (true, RunAs::Root) => None,
-        (true, RunAs::Nobody) => Some(Identity { uid: NOBODY, gid: NOBODY }),
+        (true, RunAs::Nobody) => Some(Identity {
+            uid: NOBODY,
+            gid: NOBODY,
+        }),
         (true, RunAs::Uid(uid)) => Some(Identity { uid, gid: uid }),
     };
     if !host.is_root && !matches!(policy.run_as.value, RunAs::Nobody) {
-        notes.push(format!("run_as = {} needs airlock to run as root; runs as airlock's uid {}", policy.run_as.value, host.uid));
+        notes.push(format!(
+            "run_as = {} needs airlock to run as root; runs as airlock's uid {}",
+            policy.run_as.value, host.uid
+        ));
     }
     let id_maps = namespaces.user.then(|| id_maps(host, identity));
 
     let limits = &policy.limits;
     let mib = |value: u64| value.saturating_mul(1024 * 1024);
     let mut rlimits = vec![
-        Rlimit { kind: RlimitKind::Processes, value: limits.processes.value },
-        Rlimit { kind: RlimitKind::AddressSpace, value: mib(limits.memory_mb.value) },
-        Rlimit { kind: RlimitKind::OpenFiles, value: limits.open_files.value },
-        Rlimit { kind: RlimitKind::FileSize, value: mib(limits.file_size_mb.value) },
-        Rlimit { kind: RlimitKind::Core, value: 0 },
+        Rlimit {
+            kind: RlimitKind::Processes,
+            value: limits.processes.value,
+        },
+        Rlimit {
+            kind: RlimitKind::AddressSpace,
+            value: mib(limits.memory_mb.value),
+        },
+        Rlimit {
+            kind: RlimitKind::OpenFiles,
+            value: limits.open_files.value,
+        },
+        Rlimit {
+            kind: RlimitKind::FileSize,
+            value: mib(limits.file_size_mb.value),
+        },
+        Rlimit {
+            kind: RlimitKind::Core,
+            value: 0,
+        },
     ];
     if let Some(cpu) = &limits.cpu_seconds {
-        rlimits.push(Rlimit { kind: RlimitKind::Cpu, value: cpu.value });
+        rlimits.push(Rlimit {
+            kind: RlimitKind::Cpu,
+            value: cpu.value,
+        });
     }
 
     let env = build_env(request, &vars, profile);
@@ -510,8 +624,14 @@ fn check_server_name(name: &str) -> Result<(), PlanError> {
     let ok = !name.is_empty()
         && name != "."
         && name != ".."
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
-    if ok { Ok(()) } else { Err(PlanError::BadServerName(name.to_string())) }
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(PlanError::BadServerName(name.to_string()))
+    }
 }
 
 fn check_requirements(request: &PlanRequest, host: &HostFacts) -> Result<(), PlanError> {
@@ -530,7 +650,11 @@ fn check_requirements(request: &PlanRequest, host: &HostFacts) -> Result<(), Pla
     if unmet.is_empty() {
         return Ok(());
     }
-    Err(PlanError::Unmet { server: request.server.clone(), unmet: unmet.join(", "), have: host.short() })
+    Err(PlanError::Unmet {
+        server: request.server.clone(),
+        unmet: unmet.join(", "),
+        have: host.short(),
+    })
 }
 
 fn id_maps(host: &HostFacts, identity: Option<Identity>) -> IdMaps {
@@ -543,7 +667,11 @@ fn id_maps(host: &HostFacts, identity: Option<Identity>) -> IdMaps {
             uids.push(format!("{0} {0} 1", id.uid));
             gids.push(format!("{0} {0} 1", id.gid));
         }
-        IdMaps { uid_map: uids.join("\n"), gid_map: gids.join("\n"), deny_setgroups: false }
+        IdMaps {
+            uid_map: uids.join("\n"),
+            gid_map: gids.join("\n"),
+            deny_setgroups: false,
+        }
     } else {
         IdMaps {
             uid_map: format!("{0} {0} 1", host.uid),
@@ -563,7 +691,10 @@ fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
     if let Some(config) = &dirs.config_dir {
         out.push(("airlock's config directory".to_string(), config.clone()));
     }
-    out.push(("airlock's state directory".to_string(), dirs.state_dir.clone()));
+    out.push((
+        "airlock's state directory".to_string(),
+        dirs.state_dir.clone(),
+    ));
     if let Some(audit) = &dirs.audit_path {
         out.push(("the audit log".to_string(), audit.clone()));
     }
@@ -583,7 +714,11 @@ fn covers_protected(grant: &Path, protected: &[(String, PathBuf)]) -> Option<(St
 
 /// A derived grant (install prefix, script package) that would cover a protected path is refused;
 /// `/` and the home itself are never granted.
-fn narrow_derived(path: &Path, protected: &[(String, PathBuf)], _home: Option<&Path>) -> Option<PathBuf> {
+fn narrow_derived(
+    path: &Path,
+    protected: &[(String, PathBuf)],
+    _home: Option<&Path>,
+) -> Option<PathBuf> {
     if path.parent().is_none() || covers_protected(path, protected).is_some() {
         return None;
     }
@@ -613,15 +748,24 @@ fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String)> {
         }
     }
     if let Some(venv) = &resolved.venv_root {
-        out.push((venv.clone(), "the virtualenv of the interpreter".to_string()));
+        out.push((
+            venv.clone(),
+            "the virtualenv of the interpreter".to_string(),
+        ));
     }
     if let Some(base) = &resolved.venv_base {
         if let Some(prefix) = install_prefix(&base.join("python")) {
-            out.push((prefix, "the base interpreter the virtualenv links to".to_string()));
+            out.push((
+                prefix,
+                "the base interpreter the virtualenv links to".to_string(),
+            ));
         }
     }
     if let Some(root) = &resolved.script_root {
-        out.push((root.clone(), "the script's package and the node_modules it loads from".to_string()));
+        out.push((
+            root.clone(),
+            "the script's package and the node_modules it loads from".to_string(),
+        ));
     }
     out
 }
@@ -646,7 +790,11 @@ impl<'a> Vars<'a> {
     }
 
     fn env(&self, name: &str) -> Option<&'a str> {
-        self.parent_env.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str()).filter(|v| !v.is_empty())
+        self.parent_env
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .filter(|v| !v.is_empty())
     }
 
     /// Expands `~`, `${private_home}`, `${private_tmp}`, `${env:NAME}` and `${env:NAME|fallback}`.
@@ -709,21 +857,37 @@ fn matching_brace(text: &str) -> Option<usize> {
     None
 }
 
-fn build_env(request: &PlanRequest, vars: &Vars<'_>, profile: Option<&RuntimeProfile>) -> Vec<(String, String)> {
+fn build_env(
+    request: &PlanRequest,
+    vars: &Vars<'_>,
+    profile: Option<&RuntimeProfile>,
+) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     let set = |env: &mut Vec<(String, String)>, name: &str, value: String| {
         env.retain(|(key, _)| key != name);
         env.push((name.to_string(), value));
     };
     for (name, value) in &request.parent_env {
-        let passed = request.sandbox.env.iter().any(|pattern| env_name_matches(&pattern.value, name));
+        let passed = request
+            .sandbox
+            .env
+            .iter()
+            .any(|pattern| env_name_matches(&pattern.value, name));
         // HOME and TMPDIR always point at the private dirs, whatever the policy passes.
         if passed && name != "HOME" && name != "TMPDIR" {
             set(&mut env, name, value.clone());
         }
     }
-    set(&mut env, "HOME", vars.private_home.to_string_lossy().into_owned());
-    set(&mut env, "TMPDIR", vars.private_tmp.to_string_lossy().into_owned());
+    set(
+        &mut env,
+        "HOME",
+        vars.private_home.to_string_lossy().into_owned(),
+    );
+    set(
+        &mut env,
+        "TMPDIR",
+        vars.private_tmp.to_string_lossy().into_owned(),
+    );
     if let Some(profile) = profile {
         for (name, template) in profile.env_pairs() {
             if let Some(value) = vars.expand(template) {
@@ -754,7 +918,10 @@ struct FsRules {
 
 impl FsRules {
     fn push(&mut self, path: PathBuf, access: FsAccess, reason: &str) {
-        let path = if path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+        let path = if path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        {
             paths::normalize(&path)
         } else {
             path
@@ -766,7 +933,11 @@ impl FsRules {
             return;
         }
         self.seen.insert(path.clone());
-        self.rules.push(FsRule { path, access, reason: reason.to_string() });
+        self.rules.push(FsRule {
+            path,
+            access,
+            reason: reason.to_string(),
+        });
     }
 
     fn into_rules(self) -> Vec<FsRule> {

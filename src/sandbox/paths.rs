@@ -29,7 +29,10 @@ impl AirlockDirs {
     /// `/var/lib/airlock/servers`: the server runs as nobody, who cannot traverse `/root` (0700).
     pub fn from_env(env: &[(String, String)], is_root: bool) -> Self {
         let var = |name: &str| {
-            env.iter().find(|(key, _)| key == name).map(|(_, v)| PathBuf::from(v)).filter(|p| p.is_absolute())
+            env.iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, v)| PathBuf::from(v))
+                .filter(|p| p.is_absolute())
         };
         let home = var("HOME");
         let xdg_state = var("XDG_STATE_HOME");
@@ -38,13 +41,25 @@ impl AirlockDirs {
             .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
             .unwrap_or_else(|| PathBuf::from("/var/lib"))
             .join("airlock");
-        let config_dir = var("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config"))).map(|p| p.join("airlock"));
-        let servers_dir = (is_root && xdg_state.is_none()).then(|| PathBuf::from("/var/lib/airlock/servers"));
-        AirlockDirs { state_dir, config_dir, audit_path: None, home, policy_files: Vec::new(), servers_dir }
+        let config_dir = var("XDG_CONFIG_HOME")
+            .or_else(|| home.as_ref().map(|h| h.join(".config")))
+            .map(|p| p.join("airlock"));
+        let servers_dir =
+            (is_root && xdg_state.is_none()).then(|| PathBuf::from("/var/lib/airlock/servers"));
+        AirlockDirs {
+            state_dir,
+            config_dir,
+            audit_path: None,
+            home,
+            policy_files: Vec::new(),
+            servers_dir,
+        }
     }
 
     pub fn servers_dir(&self) -> PathBuf {
-        self.servers_dir.clone().unwrap_or_else(|| self.state_dir.join("servers"))
+        self.servers_dir
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("servers"))
     }
 }
 
@@ -65,9 +80,17 @@ pub struct ResolvedPaths {
 impl ResolvedPaths {
     /// Looks at the disk: canonical program, venv, and the first non-flag argument if it is a
     /// script file.
-    pub fn inspect(program: &Path, args: &[String], cwd: Option<&Path>, home: Option<&Path>) -> Self {
+    pub fn inspect(
+        program: &Path,
+        args: &[String],
+        cwd: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Self {
         let program_canonical = std::fs::canonicalize(program).ok().filter(|c| c != program);
-        let venv_root = program.parent().and_then(Path::parent).filter(|dir| dir.join("pyvenv.cfg").is_file());
+        let venv_root = program
+            .parent()
+            .and_then(Path::parent)
+            .filter(|dir| dir.join("pyvenv.cfg").is_file());
         let venv_base = venv_root.and_then(|root| {
             let cfg = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;
             let home_line = cfg.lines().find_map(|line| {
@@ -85,15 +108,26 @@ impl ResolvedPaths {
             })
             .filter(|path| path.is_absolute() && path.is_file())
             .and_then(|path| std::fs::canonicalize(path).ok());
-        let script_root = script.and_then(|script| script_root(&script, home, |dir| dir.join("package.json").is_file()));
-        ResolvedPaths { program_canonical, venv_root: venv_root.map(Path::to_path_buf), venv_base, script_root }
+        let script_root = script.and_then(|script| {
+            script_root(&script, home, |dir| dir.join("package.json").is_file())
+        });
+        ResolvedPaths {
+            program_canonical,
+            venv_root: venv_root.map(Path::to_path_buf),
+            venv_base,
+            script_root,
+        }
     }
 }
 
 /// What a script may read: inside `node_modules`, the outermost `node_modules` dir (the package
 /// and everything it `require`s); else the nearest ancestor with a `package.json` (the project,
 /// its `node_modules` included); else the script's own directory. Never the home itself.
-pub fn script_root(script: &Path, home: Option<&Path>, has_package_json: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+pub fn script_root(
+    script: &Path,
+    home: Option<&Path>,
+    has_package_json: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
     let mut outermost_node_modules = None;
     let mut current = PathBuf::new();
     for component in script.components() {

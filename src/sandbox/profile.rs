@@ -24,22 +24,35 @@ pub struct RuntimeProfile {
 
 impl RuntimeProfile {
     pub fn env_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.env.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
+        self.env
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
     }
 
     fn matches(&self, basename: &str) -> bool {
-        self.commands.iter().any(|pattern| match pattern.strip_suffix('*') {
-            Some(prefix) => basename.starts_with(prefix),
-            None => pattern == basename,
-        })
+        self.commands
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => basename.starts_with(prefix),
+                None => pattern == basename,
+            })
     }
 }
 
 const SOURCES: &[(&str, &str)] = &[
-    ("node.toml", include_str!("../../policies/runtimes/node.toml")),
-    ("python.toml", include_str!("../../policies/runtimes/python.toml")),
+    (
+        "node.toml",
+        include_str!("../../policies/runtimes/node.toml"),
+    ),
+    (
+        "python.toml",
+        include_str!("../../policies/runtimes/python.toml"),
+    ),
     ("uv.toml", include_str!("../../policies/runtimes/uv.toml")),
-    ("deno.toml", include_str!("../../policies/runtimes/deno.toml")),
+    (
+        "deno.toml",
+        include_str!("../../policies/runtimes/deno.toml"),
+    ),
     ("bun.toml", include_str!("../../policies/runtimes/bun.toml")),
 ];
 
@@ -50,13 +63,15 @@ pub fn all() -> &'static [RuntimeProfile] {
     PROFILES.get_or_init(|| {
         SOURCES
             .iter()
-            .filter_map(|(file, text)| match toml::from_str::<RuntimeProfile>(text) {
-                Ok(profile) => Some(profile),
-                Err(err) => {
-                    tracing::error!("built-in runtime profile {file} is invalid: {err}");
-                    None
-                }
-            })
+            .filter_map(
+                |(file, text)| match toml::from_str::<RuntimeProfile>(text) {
+                    Ok(profile) => Some(profile),
+                    Err(err) => {
+                        tracing::error!("built-in runtime profile {file} is invalid: {err}");
+                        None
+                    }
+                },
+            )
             .collect()
     })
 }
@@ -64,9 +79,19 @@ pub fn all() -> &'static [RuntimeProfile] {
 /// The profile for a program: by its basename, else by its canonical target's basename
 /// (`/usr/bin/nodejs` -> `node`, `venv/bin/python` -> `python3.11`).
 pub fn for_program(program: &Path, canonical: Option<&Path>) -> Option<&'static RuntimeProfile> {
-    let basename = |path: &Path| path.file_name().and_then(|n| n.to_str()).map(str::to_string);
-    let names: Vec<String> = [Some(program), canonical].into_iter().flatten().filter_map(basename).collect();
-    names.iter().find_map(|name| all().iter().find(|profile| profile.matches(name)))
+    let basename = |path: &Path| {
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+    };
+    let names: Vec<String> = [Some(program), canonical]
+        .into_iter()
+        .flatten()
+        .filter_map(basename)
+        .collect();
+    names
+        .iter()
+        .find_map(|name| all().iter().find(|profile| profile.matches(name)))
 }
 
 #[cfg(test)]
@@ -80,10 +105,22 @@ mod tests {
 
     #[test]
     fn profiles_match_by_basename_or_target() {
-        assert_eq!(for_program(Path::new("/usr/bin/npx"), None).map(|p| p.name.as_str()), Some("node"));
-        assert_eq!(for_program(Path::new("/v/bin/python"), None).map(|p| p.name.as_str()), Some("python"));
-        assert_eq!(for_program(Path::new("/x/bin/python3.11"), None).map(|p| p.name.as_str()), Some("python"));
-        assert_eq!(for_program(Path::new("/x/uvx"), None).map(|p| p.name.as_str()), Some("uv"));
+        assert_eq!(
+            for_program(Path::new("/usr/bin/npx"), None).map(|p| p.name.as_str()),
+            Some("node")
+        );
+        assert_eq!(
+            for_program(Path::new("/v/bin/python"), None).map(|p| p.name.as_str()),
+            Some("python")
+        );
+        assert_eq!(
+            for_program(Path::new("/x/bin/python3.11"), None).map(|p| p.name.as_str()),
+            Some("python")
+        );
+        assert_eq!(
+            for_program(Path::new("/x/uvx"), None).map(|p| p.name.as_str()),
+            Some("uv")
+        );
         assert_eq!(for_program(Path::new("/x/server"), None), None);
         let via_target = for_program(Path::new("/x/srv"), Some(Path::new("/usr/bin/deno")));
         assert_eq!(via_target.map(|p| p.name.as_str()), Some("deno"));

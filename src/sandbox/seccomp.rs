@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
 };
 
 use super::SeccompPlan;
@@ -61,10 +61,22 @@ const LOW32: u64 = 0xffff_ffff;
 
 macro_rules! entry {
     ($name:ident, $deny:expr, $why:expr) => {
-        Entry { name: stringify!($name), nr: libc::$name, deny: $deny, when: When::Always, why: $why }
+        Entry {
+            name: stringify!($name),
+            nr: libc::$name,
+            deny: $deny,
+            when: When::Always,
+            why: $why,
+        }
     };
     ($name:ident, $deny:expr, $when:expr, $why:expr) => {
-        Entry { name: stringify!($name), nr: libc::$name, deny: $deny, when: $when, why: $why }
+        Entry {
+            name: stringify!($name),
+            nr: libc::$name,
+            deny: $deny,
+            when: $when,
+            why: $why,
+        }
     };
 }
 
@@ -83,15 +95,35 @@ pub fn base_table() -> Vec<Entry> {
     use Deny::*;
     let mut table = vec![
         // Reading or steering other processes: the launcher's memory and environment hold secrets.
-        entry!(SYS_ptrace, Perm, "debugging another process reads its memory and secrets"),
+        entry!(
+            SYS_ptrace,
+            Perm,
+            "debugging another process reads its memory and secrets"
+        ),
         entry!(SYS_process_vm_readv, Perm, "reads another process's memory"),
-        entry!(SYS_process_vm_writev, Perm, "writes another process's memory"),
-        entry!(SYS_pidfd_getfd, Perm, "steals a file descriptor from another process"),
+        entry!(
+            SYS_process_vm_writev,
+            Perm,
+            "writes another process's memory"
+        ),
+        entry!(
+            SYS_pidfd_getfd,
+            Perm,
+            "steals a file descriptor from another process"
+        ),
         entry!(SYS_kcmp, Perm, "probes other processes' kernel objects"),
         // Namespaces and mounts: a new user namespace regains capabilities, a mount hides rules.
-        entry!(SYS_unshare, Perm, "new namespaces regain capabilities (the kernel's largest attack surface)"),
+        entry!(
+            SYS_unshare,
+            Perm,
+            "new namespaces regain capabilities (the kernel's largest attack surface)"
+        ),
         entry!(SYS_setns, Perm, "joins another namespace"),
-        entry!(SYS_mount, Perm, "mounting over paths changes what the landlock rules see"),
+        entry!(
+            SYS_mount,
+            Perm,
+            "mounting over paths changes what the landlock rules see"
+        ),
         entry!(SYS_umount2, Perm, "unmounting reveals what a mount hid"),
         entry!(SYS_pivot_root, Perm, "changes the root file system"),
         entry!(SYS_chroot, Perm, "chroot tricks confuse path-based checks"),
@@ -104,13 +136,29 @@ pub fn base_table() -> Vec<Entry> {
         entry!(SYS_fspick, NoSys, "new mount API"),
         entry!(SYS_mount_setattr, NoSys, "new mount API"),
         // The kernel keyring holds credentials of the user's session (Kerberos, ecryptfs, ...).
-        entry!(SYS_keyctl, Perm, "the session keyring holds the user's credentials"),
+        entry!(
+            SYS_keyctl,
+            Perm,
+            "the session keyring holds the user's credentials"
+        ),
         entry!(SYS_add_key, Perm, "keyring"),
         entry!(SYS_request_key, Perm, "keyring"),
         // Kernel attack surface no MCP server needs.
-        entry!(SYS_bpf, Perm, "eBPF: kernel attack surface, can read kernel memory"),
-        entry!(SYS_perf_event_open, Perm, "side channels and kernel attack surface"),
-        entry!(SYS_userfaultfd, Perm, "the classic tool for winning kernel race conditions"),
+        entry!(
+            SYS_bpf,
+            Perm,
+            "eBPF: kernel attack surface, can read kernel memory"
+        ),
+        entry!(
+            SYS_perf_event_open,
+            Perm,
+            "side channels and kernel attack surface"
+        ),
+        entry!(
+            SYS_userfaultfd,
+            Perm,
+            "the classic tool for winning kernel race conditions"
+        ),
         entry!(SYS_init_module, Perm, "loads kernel code"),
         entry!(SYS_finit_module, Perm, "loads kernel code"),
         entry!(SYS_delete_module, Perm, "unloads kernel code"),
@@ -118,14 +166,32 @@ pub fn base_table() -> Vec<Entry> {
         entry!(SYS_kexec_file_load, Perm, "replaces the running kernel"),
         entry!(SYS_reboot, Perm, "reboots the machine"),
         // io_uring bypasses seccomp for the operations it performs; libuv falls back to epoll.
-        entry!(SYS_io_uring_setup, NoSys, "io_uring operations are invisible to seccomp"),
+        entry!(
+            SYS_io_uring_setup,
+            NoSys,
+            "io_uring operations are invisible to seccomp"
+        ),
         entry!(SYS_io_uring_enter, NoSys, "io_uring"),
         entry!(SYS_io_uring_register, NoSys, "io_uring"),
         // clone3 passes flags in memory seccomp cannot read; glibc falls back to clone(2).
-        entry!(SYS_clone3, NoSys, "flags in memory: namespace flags would be unfilterable"),
+        entry!(
+            SYS_clone3,
+            NoSys,
+            "flags in memory: namespace flags would be unfilterable"
+        ),
         // Terminal injection: pushes keystrokes into the user's shell.
-        entry!(SYS_ioctl, Perm, When::Args(&[(1, LOW32, libc::TIOCSTI)]), "TIOCSTI types into the user's terminal"),
-        entry!(SYS_ioctl, Perm, When::Args(&[(1, LOW32, libc::TIOCLINUX)]), "TIOCLINUX can inject console input"),
+        entry!(
+            SYS_ioctl,
+            Perm,
+            When::Args(&[(1, LOW32, libc::TIOCSTI)]),
+            "TIOCSTI types into the user's terminal"
+        ),
+        entry!(
+            SYS_ioctl,
+            Perm,
+            When::Args(&[(1, LOW32, libc::TIOCLINUX)]),
+            "TIOCLINUX can inject console input"
+        ),
         // Personality: READ_IMPLIES_EXEC and ADDR_NO_RANDOMIZE weaken exploit mitigations. Only
         // the query (0xffffffff) and PER_LINUX (0) are allowed, as Docker does.
         Entry {
@@ -136,9 +202,30 @@ pub fn base_table() -> Vec<Entry> {
             why: "personality changes weaken exploit mitigations",
         },
         // Packet and raw sockets forge traffic and sniff the network.
-        entry!(SYS_socket, Perm, When::Args(&[(0, LOW32, libc::AF_PACKET as u64)]), "packet sockets sniff and forge traffic"),
-        entry!(SYS_socket, Perm, When::Args(&[(0, LOW32, libc::AF_INET as u64), (1, 0xf, libc::SOCK_RAW as u64)]), "raw IPv4 sockets"),
-        entry!(SYS_socket, Perm, When::Args(&[(0, LOW32, libc::AF_INET6 as u64), (1, 0xf, libc::SOCK_RAW as u64)]), "raw IPv6 sockets"),
+        entry!(
+            SYS_socket,
+            Perm,
+            When::Args(&[(0, LOW32, libc::AF_PACKET as u64)]),
+            "packet sockets sniff and forge traffic"
+        ),
+        entry!(
+            SYS_socket,
+            Perm,
+            When::Args(&[
+                (0, LOW32, libc::AF_INET as u64),
+                (1, 0xf, libc::SOCK_RAW as u64)
+            ]),
+            "raw IPv4 sockets"
+        ),
+        entry!(
+            SYS_socket,
+            Perm,
+            When::Args(&[
+                (0, LOW32, libc::AF_INET6 as u64),
+                (1, 0xf, libc::SOCK_RAW as u64)
+            ]),
+            "raw IPv6 sockets"
+        ),
     ];
     // clone(2) with any namespace flag: the same reason as unshare.
     for flag in CLONE_NS_FLAGS {
@@ -177,12 +264,33 @@ pub fn table(plan: &SeccompPlan) -> Vec<Entry> {
     if plan.deny_unix_sockets {
         // Landlock below ABI 8 cannot refuse connect(2) to a pathname socket (docker.sock, the ssh
         // agent); refusing socket(AF_UNIX) closes it. socketpair(2), which runtimes use, stays.
-        table.push(entry!(SYS_socket, Deny::Acces, When::Args(&[(0, LOW32, libc::AF_UNIX as u64)]), "unix sockets reach host daemons"));
+        table.push(entry!(
+            SYS_socket,
+            Deny::Acces,
+            When::Args(&[(0, LOW32, libc::AF_UNIX as u64)]),
+            "unix sockets reach host daemons"
+        ));
     }
     if plan.deny_udp {
         // Landlock has TCP rules only; UDP would reach any host and port.
-        table.push(entry!(SYS_socket, Deny::Acces, When::Args(&[(0, LOW32, libc::AF_INET as u64), (1, 0xf, libc::SOCK_DGRAM as u64)]), "UDP is outside landlock's TCP rules"));
-        table.push(entry!(SYS_socket, Deny::Acces, When::Args(&[(0, LOW32, libc::AF_INET6 as u64), (1, 0xf, libc::SOCK_DGRAM as u64)]), "UDP is outside landlock's TCP rules"));
+        table.push(entry!(
+            SYS_socket,
+            Deny::Acces,
+            When::Args(&[
+                (0, LOW32, libc::AF_INET as u64),
+                (1, 0xf, libc::SOCK_DGRAM as u64)
+            ]),
+            "UDP is outside landlock's TCP rules"
+        ));
+        table.push(entry!(
+            SYS_socket,
+            Deny::Acces,
+            When::Args(&[
+                (0, LOW32, libc::AF_INET6 as u64),
+                (1, 0xf, libc::SOCK_DGRAM as u64)
+            ]),
+            "UDP is outside landlock's TCP rules"
+        ));
     }
     table
 }
@@ -192,7 +300,10 @@ pub enum SeccompError {
     #[error("unsupported architecture {0}: seccomp filters exist for x86_64 and aarch64 only")]
     Arch(String),
     #[error("building the seccomp filter for {name}: {source}")]
-    Build { name: &'static str, source: seccompiler::BackendError },
+    Build {
+        name: &'static str,
+        source: seccompiler::BackendError,
+    },
 }
 
 fn target_arch() -> Result<TargetArch, SeccompError> {
@@ -203,28 +314,54 @@ fn target_arch() -> Result<TargetArch, SeccompError> {
     }
 }
 
-fn condition(index: u8, mask: u64, value: u64, name: &'static str) -> Result<SeccompCondition, SeccompError> {
-    let op = if mask == ALL || mask == LOW32 { SeccompCmpOp::Eq } else { SeccompCmpOp::MaskedEq(mask) };
+fn condition(
+    index: u8,
+    mask: u64,
+    value: u64,
+    name: &'static str,
+) -> Result<SeccompCondition, SeccompError> {
+    let op = if mask == ALL || mask == LOW32 {
+        SeccompCmpOp::Eq
+    } else {
+        SeccompCmpOp::MaskedEq(mask)
+    };
     // Flags, families and ioctl requests are C ints: compare the low 32 bits only, so a caller
     // cannot dodge a rule by setting garbage in the upper half.
-    let len = if mask == ALL { SeccompCmpArgLen::Qword } else { SeccompCmpArgLen::Dword };
-    SeccompCondition::new(index, len, op, value).map_err(|source| SeccompError::Build { name, source })
+    let len = if mask == ALL {
+        SeccompCmpArgLen::Qword
+    } else {
+        SeccompCmpArgLen::Dword
+    };
+    SeccompCondition::new(index, len, op, value)
+        .map_err(|source| SeccompError::Build { name, source })
 }
 
 fn rules_for(entry: &Entry) -> Result<Vec<SeccompRule>, SeccompError> {
-    let build = |conds: Vec<SeccompCondition>| SeccompRule::new(conds).map_err(|source| SeccompError::Build { name: entry.name, source });
+    let build = |conds: Vec<SeccompCondition>| {
+        SeccompRule::new(conds).map_err(|source| SeccompError::Build {
+            name: entry.name,
+            source,
+        })
+    };
     match entry.when {
         When::Always => Ok(Vec::new()),
         When::Args([]) if entry.nr == libc::SYS_personality => {
             // personality(persona): deny unless persona is 0 (PER_LINUX) or 0xffffffff (query).
             let ne = |value| {
-                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value)
-                    .map_err(|source| SeccompError::Build { name: entry.name, source })
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value).map_err(
+                    |source| SeccompError::Build {
+                        name: entry.name,
+                        source,
+                    },
+                )
             };
             Ok(vec![build(vec![ne(0)?, ne(0xffff_ffff)?])?])
         }
         When::Args(conds) => {
-            let conds = conds.iter().map(|&(i, m, v)| condition(i, m, v, entry.name)).collect::<Result<Vec<_>, _>>()?;
+            let conds = conds
+                .iter()
+                .map(|&(i, m, v)| condition(i, m, v, entry.name))
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(vec![build(conds)?])
         }
     }
@@ -238,7 +375,11 @@ pub fn compile(plan: &SeccompPlan) -> Result<Vec<BpfProgram>, SeccompError> {
     let mut by_errno: BTreeMap<Deny, BTreeMap<i64, Option<Vec<SeccompRule>>>> = BTreeMap::new();
     for entry in table(plan) {
         let rules = rules_for(&entry)?;
-        let slot = by_errno.entry(entry.deny).or_default().entry(entry.nr).or_insert_with(|| Some(Vec::new()));
+        let slot = by_errno
+            .entry(entry.deny)
+            .or_default()
+            .entry(entry.nr)
+            .or_insert_with(|| Some(Vec::new()));
         match (slot.as_mut(), rules.is_empty()) {
             (_, true) => *slot = None,
             (Some(chain), false) => chain.extend(rules),
@@ -247,10 +388,24 @@ pub fn compile(plan: &SeccompPlan) -> Result<Vec<BpfProgram>, SeccompError> {
     }
     let mut programs = Vec::new();
     for (deny, rules) in by_errno {
-        let rules: BTreeMap<i64, Vec<SeccompRule>> = rules.into_iter().map(|(nr, chain)| (nr, chain.unwrap_or_default())).collect();
-        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(deny.errno()), arch)
-            .map_err(|source| SeccompError::Build { name: "filter", source })?;
-        let program = BpfProgram::try_from(filter).map_err(|source| SeccompError::Build { name: "filter", source })?;
+        let rules: BTreeMap<i64, Vec<SeccompRule>> = rules
+            .into_iter()
+            .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
+            .collect();
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(deny.errno()),
+            arch,
+        )
+        .map_err(|source| SeccompError::Build {
+            name: "filter",
+            source,
+        })?;
+        let program = BpfProgram::try_from(filter).map_err(|source| SeccompError::Build {
+            name: "filter",
+            source,
+        })?;
         programs.push(program);
     }
     if arch == TargetArch::x86_64 {
@@ -269,10 +424,30 @@ fn x32_guard() -> BpfProgram {
     const RET_K: u16 = 0x06;
     vec![
         // A = seccomp_data.nr (offset 0)
-        sock_filter { code: LD_W_ABS, jt: 0, jf: 0, k: 0 },
-        sock_filter { code: JGE_K, jt: 0, jf: 1, k: X32_SYSCALL_BIT },
-        sock_filter { code: RET_K, jt: 0, jf: 0, k: libc::SECCOMP_RET_KILL_PROCESS },
-        sock_filter { code: RET_K, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW },
+        sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        sock_filter {
+            code: JGE_K,
+            jt: 0,
+            jf: 1,
+            k: X32_SYSCALL_BIT,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_KILL_PROCESS,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
     ]
 }
 
@@ -289,7 +464,11 @@ mod tests {
     use super::*;
 
     fn full() -> SeccompPlan {
-        SeccompPlan { enabled: true, deny_unix_sockets: true, deny_udp: true }
+        SeccompPlan {
+            enabled: true,
+            deny_unix_sockets: true,
+            deny_udp: true,
+        }
     }
 
     #[test]
@@ -303,9 +482,24 @@ mod tests {
     fn table_covers_the_issue_list() {
         let names: Vec<&str> = table(&full()).iter().map(|e| e.name).collect();
         for needed in [
-            "SYS_ptrace", "SYS_process_vm_readv", "SYS_unshare", "SYS_setns", "SYS_mount", "SYS_keyctl", "SYS_bpf",
-            "SYS_perf_event_open", "SYS_userfaultfd", "SYS_kexec_load", "SYS_reboot", "SYS_personality",
-            "SYS_clone3", "SYS_io_uring_setup", "SYS_fsopen", "SYS_ioctl", "SYS_socket", "SYS_clone",
+            "SYS_ptrace",
+            "SYS_process_vm_readv",
+            "SYS_unshare",
+            "SYS_setns",
+            "SYS_mount",
+            "SYS_keyctl",
+            "SYS_bpf",
+            "SYS_perf_event_open",
+            "SYS_userfaultfd",
+            "SYS_kexec_load",
+            "SYS_reboot",
+            "SYS_personality",
+            "SYS_clone3",
+            "SYS_io_uring_setup",
+            "SYS_fsopen",
+            "SYS_ioctl",
+            "SYS_socket",
+            "SYS_clone",
         ] {
             assert!(names.contains(&needed), "missing {needed}");
         }
@@ -313,7 +507,11 @@ mod tests {
 
     #[test]
     fn network_switches_change_the_table() {
-        let open = SeccompPlan { enabled: true, deny_unix_sockets: false, deny_udp: false };
+        let open = SeccompPlan {
+            enabled: true,
+            deny_unix_sockets: false,
+            deny_udp: false,
+        };
         assert!(table(&full()).len() > table(&open).len());
     }
 

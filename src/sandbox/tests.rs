@@ -4,7 +4,14 @@ use super::*;
 use crate::policy::{Layer, Limits, Origin, Requirement, Sourced};
 
 fn sourced<T>(value: T) -> Sourced<T> {
-    Sourced { value, origin: Origin { layer: Layer::Builtin, file: PathBuf::from("default.toml"), line: Some(1) } }
+    Sourced {
+        value,
+        origin: Origin {
+            layer: Layer::Builtin,
+            file: PathBuf::from("default.toml"),
+            line: Some(1),
+        },
+    }
 }
 
 fn policy() -> SandboxPolicy {
@@ -12,7 +19,10 @@ fn policy() -> SandboxPolicy {
         network: sourced(Network::None),
         read: vec![],
         write: vec![],
-        env: ["PATH", "LANG", "LC_*", "TZ", "TERM"].iter().map(|s| sourced(s.to_string())).collect(),
+        env: ["PATH", "LANG", "LC_*", "TZ", "TERM"]
+            .iter()
+            .map(|s| sourced(s.to_string()))
+            .collect(),
         run_as: sourced(RunAs::Nobody),
         require: vec![],
         kill_timeout: sourced(3),
@@ -52,50 +62,101 @@ fn request(program: &str, args: &[&str]) -> PlanRequest {
 }
 
 fn grants(plan: &SandboxPlan, access: FsAccess) -> Vec<&Path> {
-    plan.fs.iter().filter(|r| r.access == access).map(|r| r.path.as_path()).collect()
+    plan.fs
+        .iter()
+        .filter(|r| r.access == access)
+        .map(|r| r.path.as_path())
+        .collect()
 }
 
 #[test]
 fn default_plan_confines_hard() {
-    let plan = plan(&request("/usr/bin/node", &["/srv/x/index.js"]), &HostFacts::full_featured_root()).unwrap();
+    let plan = plan(
+        &request("/usr/bin/node", &["/srv/x/index.js"]),
+        &HostFacts::full_featured_root(),
+    )
+    .unwrap();
     assert_eq!(plan.network, NetMode::None);
-    assert_eq!(plan.namespaces, Namespaces { user: true, pid: true, net: true });
-    assert_eq!(plan.identity, Some(Identity { uid: NOBODY, gid: NOBODY }));
+    assert_eq!(
+        plan.namespaces,
+        Namespaces {
+            user: true,
+            pid: true,
+            net: true
+        }
+    );
+    assert_eq!(
+        plan.identity,
+        Some(Identity {
+            uid: NOBODY,
+            gid: NOBODY
+        })
+    );
     let writable = grants(&plan, FsAccess::ReadWrite);
     assert!(writable.contains(&Path::new("/home/me/.local/state/airlock/servers/fs/home")));
     assert!(writable.contains(&Path::new("/home/me/.local/state/airlock/servers/fs/tmp")));
     for rule in &plan.fs {
-        assert!(!Path::new("/etc/shadow").starts_with(&rule.path), "{rule:?} exposes /etc/shadow");
-        assert!(!Path::new("/home/me").starts_with(&rule.path), "{rule:?} exposes the home");
+        assert!(
+            !Path::new("/etc/shadow").starts_with(&rule.path),
+            "{rule:?} exposes /etc/shadow"
+        );
+        assert!(
+            !Path::new("/home/me").starts_with(&rule.path),
+            "{rule:?} exposes the home"
+        );
     }
     assert!(plan.seccomp.deny_udp && plan.seccomp.deny_unix_sockets);
-    assert!(plan.weaker_than_asked.is_empty(), "{:?}", plan.weaker_than_asked);
+    assert!(
+        plan.weaker_than_asked.is_empty(),
+        "{:?}",
+        plan.weaker_than_asked
+    );
 }
 
 #[test]
 fn environment_is_cleared_then_whitelisted() {
-    let plan = plan(&request("/usr/bin/python3", &[]), &HostFacts::full_featured_root()).unwrap();
+    let plan = plan(
+        &request("/usr/bin/python3", &[]),
+        &HostFacts::full_featured_root(),
+    )
+    .unwrap();
     let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
     assert_eq!(env.get("PATH").map(String::as_str), Some("/usr/bin:/bin"));
     assert_eq!(env.get("LC_ALL").map(String::as_str), Some("C.UTF-8"));
     assert_eq!(env.get("API_TOKEN").map(String::as_str), Some("t0k"));
-    assert_eq!(env.get("HOME").map(String::as_str), Some("/home/me/.local/state/airlock/servers/fs/home"));
+    assert_eq!(
+        env.get("HOME").map(String::as_str),
+        Some("/home/me/.local/state/airlock/servers/fs/home")
+    );
     assert!(!env.contains_key("AWS_SECRET_ACCESS_KEY"));
-    assert_eq!(env.get("PYTHONNOUSERSITE").map(String::as_str), Some("1"), "python profile applies");
+    assert_eq!(
+        env.get("PYTHONNOUSERSITE").map(String::as_str),
+        Some("1"),
+        "python profile applies"
+    );
 }
 
 #[test]
 fn npx_reads_the_real_npm_cache_read_only() {
-    let plan = plan(&request("/usr/bin/npx", &["-y", "pkg"]), &HostFacts::full_featured_root()).unwrap();
+    let plan = plan(
+        &request("/usr/bin/npx", &["-y", "pkg"]),
+        &HostFacts::full_featured_root(),
+    )
+    .unwrap();
     assert!(grants(&plan, FsAccess::ReadExec).contains(&Path::new("/home/me/.npm")));
     assert!(!grants(&plan, FsAccess::ReadWrite).contains(&Path::new("/home/me/.npm")));
-    assert!(plan.env.contains(&("npm_config_cache".to_string(), "/home/me/.npm".to_string())));
+    assert!(
+        plan.env
+            .contains(&("npm_config_cache".to_string(), "/home/me/.npm".to_string()))
+    );
 }
 
 #[test]
 fn grants_expand_and_never_cover_protected_paths() {
     let mut req = request("/usr/bin/node", &[]);
-    req.sandbox.read.push(sourced("${env:PROJECTS}/notes".to_string()));
+    req.sandbox
+        .read
+        .push(sourced("${env:PROJECTS}/notes".to_string()));
     req.sandbox.write.push(sourced("~/scratch".to_string()));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
     assert!(grants(&plan, FsAccess::ReadExec).contains(&Path::new("/home/me/projects/notes")));
@@ -104,14 +165,24 @@ fn grants_expand_and_never_cover_protected_paths() {
     for bad in ["~", "/home", "~/.config", "/"] {
         let mut req = request("/usr/bin/node", &[]);
         req.sandbox.read.push(sourced(bad.to_string()));
-        assert!(matches!(super::plan(&req, &HostFacts::full_featured_root()), Err(PlanError::GrantsProtected { .. })), "{bad}");
+        assert!(
+            matches!(
+                super::plan(&req, &HostFacts::full_featured_root()),
+                Err(PlanError::GrantsProtected { .. })
+            ),
+            "{bad}"
+        );
     }
 }
 
 #[test]
 fn unmet_requirement_refuses() {
     let mut req = request("/usr/bin/node", &[]);
-    req.sandbox.require.push(sourced(Requirement { feature: Feature::Landlock, min_version: Some(9), text: "landlock>=9".into() }));
+    req.sandbox.require.push(sourced(Requirement {
+        feature: Feature::Landlock,
+        min_version: Some(9),
+        text: "landlock>=9".into(),
+    }));
     let err = plan(&req, &HostFacts::full_featured_root()).unwrap_err();
     assert!(matches!(err, PlanError::Unmet { .. }), "{err}");
     req.sandbox.require[0].value.min_version = Some(6);
@@ -120,26 +191,54 @@ fn unmet_requirement_refuses() {
 
 #[test]
 fn weaker_hosts_are_reported() {
-    let host = HostFacts { landlock_abi: 3, user_namespaces: false, is_root: false, uid: 1000, gid: 1000, ..HostFacts::full_featured_root() };
+    let host = HostFacts {
+        landlock_abi: 3,
+        user_namespaces: false,
+        is_root: false,
+        uid: 1000,
+        gid: 1000,
+        ..HostFacts::full_featured_root()
+    };
     let plan = plan(&request("/usr/bin/node", &[]), &host).unwrap();
     assert!(!plan.namespaces.pid && plan.identity.is_none());
-    assert!(plan.weaker_than_asked.iter().any(|n| n.contains("pid namespace")));
+    assert!(
+        plan.weaker_than_asked
+            .iter()
+            .any(|n| n.contains("pid namespace"))
+    );
     assert!(plan.weaker_than_asked.iter().any(|n| n.contains("ABI 3")));
 }
 
 #[test]
 fn install_prefix_and_script_roots() {
-    assert_eq!(install_prefix(Path::new("/r/.pyenv/versions/3.11.7/bin/python3.11")), Some(PathBuf::from("/r/.pyenv/versions/3.11.7")));
-    assert_eq!(install_prefix(Path::new("/opt/tool/run")), Some(PathBuf::from("/opt/tool")));
+    assert_eq!(
+        install_prefix(Path::new("/r/.pyenv/versions/3.11.7/bin/python3.11")),
+        Some(PathBuf::from("/r/.pyenv/versions/3.11.7"))
+    );
+    assert_eq!(
+        install_prefix(Path::new("/opt/tool/run")),
+        Some(PathBuf::from("/opt/tool"))
+    );
     let home = Some(Path::new("/home/me"));
     let no_pkg = |_: &Path| false;
     assert_eq!(
-        paths::script_root(Path::new("/home/me/p/node_modules/@s/srv/dist/index.js"), home, no_pkg),
+        paths::script_root(
+            Path::new("/home/me/p/node_modules/@s/srv/dist/index.js"),
+            home,
+            no_pkg
+        ),
         Some(PathBuf::from("/home/me/p/node_modules"))
     );
     let pkg_at = |dir: &Path| dir == Path::new("/home/me/project");
-    assert_eq!(paths::script_root(Path::new("/home/me/project/build/index.js"), home, pkg_at), Some(PathBuf::from("/home/me/project")));
-    assert_eq!(paths::script_root(Path::new("/home/me/server.py"), home, no_pkg), None, "never the home itself");
+    assert_eq!(
+        paths::script_root(Path::new("/home/me/project/build/index.js"), home, pkg_at),
+        Some(PathBuf::from("/home/me/project"))
+    );
+    assert_eq!(
+        paths::script_root(Path::new("/home/me/server.py"), home, no_pkg),
+        None,
+        "never the home itself"
+    );
 }
 
 #[test]
@@ -165,7 +264,11 @@ fn tcp_ports_and_host_network() {
 
 #[test]
 fn plan_round_trips_through_json() {
-    let plan = plan(&request("/usr/bin/node", &["a"]), &HostFacts::full_featured_root()).unwrap();
+    let plan = plan(
+        &request("/usr/bin/node", &["a"]),
+        &HostFacts::full_featured_root(),
+    )
+    .unwrap();
     let frame = confine::encode_plan(&plan).unwrap();
     let back: SandboxPlan = serde_json::from_slice(&frame[8..]).unwrap();
     assert_eq!(back, plan);

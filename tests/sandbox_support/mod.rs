@@ -26,7 +26,9 @@ pub fn world() -> &'static World {
     WORLD.get_or_init(|| {
         let root = std::env::temp_dir().join(format!("airlock-sandbox-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        for dir in ["", "tools", "secret", "state", "config", "org", "home", "grant", "sockets"] {
+        for dir in [
+            "", "tools", "secret", "state", "config", "org", "home", "grant", "sockets",
+        ] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
             chmod(&root.join(dir), 0o755);
         }
@@ -40,11 +42,18 @@ pub fn world() -> &'static World {
         let status = Command::new("cc")
             .args(["-O1", "-o"])
             .arg(&hostile)
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sandbox/hostile.c"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/sandbox/hostile.c"
+            ))
             .status()
             .expect("cc");
         assert!(status.success(), "compiling the hostile fixture");
-        World { root, hostile, secret }
+        World {
+            root,
+            hostile,
+            secret,
+        }
     })
 }
 
@@ -70,8 +79,11 @@ impl World {
     }
 
     pub fn run(&self, server: &str, extra: &[&str], hostile_args: &[&str]) -> Output {
-        let out = self.command(server, extra, hostile_args).stdin(Stdio::null()).output().expect("run airlock");
-        out
+        self
+            .command(server, extra, hostile_args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run airlock")
     }
 }
 
@@ -87,13 +99,22 @@ pub fn text(out: &Output) -> String {
 /// Asserts the hostile program reported a refusal (and not an escape).
 pub fn assert_refused(out: &Output) {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("REFUSED") && !stdout.contains("ESCAPED"), "{}", text(out));
+    assert!(
+        stdout.contains("REFUSED") && !stdout.contains("ESCAPED"),
+        "{}",
+        text(out)
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(out));
 }
 
 pub fn pid_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
         Err(_) => false,
     }
 }

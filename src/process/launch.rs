@@ -1,0 +1,173 @@
+//! Launching one *configured* server confined: resolve its command once, check the launch
+//! allowlist (with the server's `trust`), plan the sandbox, spawn through the confine helper.
+//! Never an unconfined exec. Used by `airlock serve` and `airlock test`; every refusal names the
+//! server, the resolved path and the fix.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::config::{ServerConfig, Transport};
+use crate::policy::{LaunchVerdict, Policy};
+use crate::process::{ConfinedChild, SpawnError, spawn_confined};
+use crate::sandbox::{AirlockDirs, HostFacts, PlanRequest, ResolvedPaths, SandboxPlan, plan};
+
+/// Why a server cannot be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// Permanent until the config or policy changes: retrying would fail the same way.
+    #[error("{0}")]
+    Refused(String),
+    /// The helper could not be started (may be transient: resources, a racing uninstall).
+    #[error("cannot start server `{server}` confined: {source}")]
+    Spawn { server: String, source: SpawnError },
+}
+
+impl LaunchError {
+    /// Whether trying again later could help.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, LaunchError::Refused(_))
+    }
+}
+
+/// What does not change between launches of the servers of one gateway.
+#[derive(Debug, Clone)]
+pub struct LaunchContext {
+    pub host: HostFacts,
+    pub parent_env: Vec<(String, String)>,
+    pub dirs: AirlockDirs,
+    /// Relative commands and a server without `cwd` resolve here (the config file's directory).
+    pub base_dir: PathBuf,
+    /// Where the user sets `trust = true`, for the refusal's fix (e.g. "airlock.toml").
+    pub config_name: String,
+}
+
+impl LaunchContext {
+    /// Reads the host's facts and airlock's environment once.
+    pub fn detect(policy: &Policy, audit_path: Option<&Path>, config_path: &Path) -> Self {
+        let parent_env: Vec<(String, String)> = std::env::vars().collect();
+        let host = HostFacts::detect();
+        let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
+        dirs.audit_path = audit_path.map(Path::to_path_buf);
+        dirs.policy_files = policy.sources.iter().map(|(_, path)| path.clone()).collect();
+        let base_dir = config_path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let base_dir = std::fs::canonicalize(&base_dir).unwrap_or(base_dir);
+        LaunchContext {
+            host,
+            parent_env,
+            dirs,
+            base_dir,
+            config_name: config_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "the config".into()),
+        }
+    }
+}
+
+/// A server whose sandbox is planned: spawn it as often as needed.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub plan: SandboxPlan,
+    /// Why the launch allowlist let it through.
+    pub allowed_because: String,
+}
+
+impl Prepared {
+    /// The spawn audit event's detail: the resolved argv and the sandbox summary.
+    pub fn spawn_detail(&self) -> Value {
+        json!({
+            "argv": self.plan.argv,
+            "sandbox": self.plan.audit_summary(),
+            "weaker_than_asked": self.plan.weaker_than_asked,
+            "allowed": self.allowed_because,
+        })
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{} ({})",
+            self.plan.program.display(),
+            self.plan.short_summary()
+        )
+    }
+
+    /// Starts the server in its sandbox. Call from an async task (see [`crate::process`]).
+    pub async fn spawn(&self) -> Result<ConfinedChild, LaunchError> {
+        spawn_confined(&self.plan)
+            .await
+            .map_err(|source| LaunchError::Spawn {
+                server: self.plan.server.clone(),
+                source,
+            })
+    }
+}
+
+/// Resolves, checks and plans one configured stdio server.
+pub fn prepare(
+    server: &ServerConfig,
+    policy: &Policy,
+    context: &LaunchContext,
+) -> Result<Prepared, LaunchError> {
+    let name = &server.name;
+    if server.transport != Transport::Stdio {
+        return Err(LaunchError::Refused(format!(
+            "server `{name}`: remote transports ({}) are not supported yet; only stdio servers can be started",
+            server.transport
+        )));
+    }
+    let command = server.command.as_deref().unwrap_or_default();
+    let cwd = server.cwd.clone().unwrap_or_else(|| context.base_dir.clone());
+    let path_var = context
+        .parent_env
+        .iter()
+        .find(|(key, _)| key == "PATH")
+        .map(|(_, value)| std::ffi::OsString::from(value));
+    let resolved =
+        crate::config::resolve_command(command, path_var.as_deref(), &cwd).map_err(|err| {
+            LaunchError::Refused(format!(
+                "server `{name}`: {err}. Fix: install it, or give its absolute path in {}",
+                context.config_name
+            ))
+        })?;
+    let hint = format!("[servers.{name}] in {}", context.config_name);
+    let allowed_because = match policy
+        .launch
+        .verdict(name, &resolved, server.trust, &hint)
+    {
+        LaunchVerdict::Allowed(why) => why,
+        LaunchVerdict::Refused { message, fix } => {
+            return Err(LaunchError::Refused(format!("{message}. Fix: {fix}")));
+        }
+    };
+    let home = context.dirs.home.clone();
+    let request = PlanRequest {
+        server: name.clone(),
+        resolved: ResolvedPaths::inspect(&resolved, &server.args, Some(&cwd), home.as_deref()),
+        program: resolved,
+        args: server.args.clone(),
+        env: server
+            .env
+            .iter()
+            .map(|(key, value)| (key.clone(), value.value.clone()))
+            .collect(),
+        cwd: Some(cwd),
+        sandbox: policy.sandbox_for(name).clone(),
+        dirs: context.dirs.clone(),
+        parent_env: context.parent_env.clone(),
+    };
+    let plan = plan(&request, &context.host)
+        .map_err(|err| LaunchError::Refused(format!("server `{name}`: {err}")))?;
+    for weaker in &plan.weaker_than_asked {
+        tracing::warn!(server = %name, "sandbox weaker than the policy asks: {weaker}");
+    }
+    Ok(Prepared {
+        plan,
+        allowed_because,
+    })
+}
