@@ -152,6 +152,22 @@ fn widening_for(layer: Layer, lock: &Option<Origin>) -> Widening {
     }
 }
 
+/// `locked` in a server's config block: only org files may lock.
+fn reject_lock_outside_org(
+    ctx: &Ctx<'_>,
+    locked: &Option<Spanned<bool>>,
+) -> Result<(), SourceError> {
+    match locked {
+        Some(flag) => Err(ctx
+            .error(
+                &flag.span(),
+                "`locked` only has an effect in the org policy",
+            )
+            .with_fix("remove `locked` here")),
+        None => Ok(()),
+    }
+}
+
 /// Reads a `locked = true` flag: only org files may carry it.
 fn read_lock(
     ctx: &Ctx<'_>,
@@ -738,7 +754,6 @@ fn merge_tools(
 }
 
 /// Everything merged so far, before compilation.
-#[derive(Clone)]
 struct Draft {
     launch: LaunchPolicy,
     tool_entries: Vec<ToolEntry>,
@@ -934,26 +949,18 @@ pub fn load(
         }
     }
 
-    // Each configured server gets the global draft plus its own block, then the project layer,
-    // which narrows the global policy and every server's alike.
-    let mut server_drafts: BTreeMap<String, Draft> = BTreeMap::new();
+    // A server with its own sandbox block gets the global sandbox plus that block; the project
+    // layer then narrows the global policy and every such server's alike.
+    let mut server_sandbox: BTreeMap<String, SandboxPolicy> = BTreeMap::new();
     for server in servers {
-        let mut server_draft = draft.clone();
         let ctx = Ctx {
             layer: Layer::Config,
             path: server.path,
             text: server.text,
         };
         if let Some(tools) = server.tools {
+            reject_lock_outside_org(&ctx, &tools.get_ref().locked)?;
             let widening = widening_for(Layer::Config, &draft.locks.tools);
-            if let Some(locked) = &tools.get_ref().locked {
-                return Err(ctx
-                    .error(
-                        &locked.span(),
-                        "`locked` only has an effect in the org policy",
-                    )
-                    .with_fix("remove `locked` here"));
-            }
             let scope = PatternScope::Server(server.server);
             merge_tools(
                 &mut draft.tool_entries,
@@ -965,23 +972,12 @@ pub fn load(
             )?;
         }
         if let Some(sandbox) = server.sandbox {
-            if let Some(locked) = &sandbox.get_ref().locked {
-                return Err(ctx
-                    .error(
-                        &locked.span(),
-                        "`locked` only has an effect in the org policy",
-                    )
-                    .with_fix("remove `locked` here"));
-            }
+            reject_lock_outside_org(&ctx, &sandbox.get_ref().locked)?;
             let widening = widening_for(Layer::Config, &draft.locks.sandbox);
-            merge_sandbox(
-                &mut server_draft.sandbox,
-                &ctx,
-                &widening,
-                sandbox.get_ref(),
-            )?;
+            let mut own = draft.sandbox.clone();
+            merge_sandbox(&mut own, &ctx, &widening, sandbox.get_ref())?;
+            server_sandbox.insert(server.server.to_string(), own);
         }
-        server_drafts.insert(server.server.to_string(), server_draft);
     }
     for (source, file) in &project_files {
         let ctx = Ctx {
@@ -990,23 +986,14 @@ pub fn load(
             text: &source.text,
         };
         draft.apply(&ctx, file)?;
-        for server_draft in server_drafts.values_mut() {
-            if let Some(section) = &file.sandbox {
-                merge_sandbox(
-                    &mut server_draft.sandbox,
-                    &ctx,
-                    &Widening::ProjectOnlyNarrows,
-                    section.get_ref(),
-                )?;
+        if let Some(section) = &file.sandbox {
+            for own in server_sandbox.values_mut() {
+                merge_sandbox(own, &ctx, &Widening::ProjectOnlyNarrows, section.get_ref())?;
             }
         }
     }
 
     let digest = digest(sources, servers);
-    let server_sandbox = server_drafts
-        .into_iter()
-        .map(|(name, d)| (name, d.sandbox))
-        .collect();
     let (launch, tools, sandbox, audit) = compile(draft);
     Ok(Policy {
         launch,
