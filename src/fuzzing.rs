@@ -18,7 +18,10 @@ use crate::policy::{Call, Layer, LayerSource, load};
 
 /// Splits fuzz input into NUL-separated text fields (lossy UTF-8).
 fn fields(data: &[u8], count: usize) -> Vec<String> {
-    let mut parts: Vec<String> = data.splitn(count, |&b| b == 0).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let mut parts: Vec<String> = data
+        .splitn(count, |&b| b == 0)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
     parts.resize(count, String::new());
     parts
 }
@@ -31,10 +34,17 @@ pub fn config_load(data: &[u8]) {
     match config::parse(Path::new("fuzz.toml"), text, &lookup) {
         Ok(loaded) => {
             for server in &loaded.servers {
-                assert!(config::check_server_name(&server.name, &loaded.separator).is_ok(), "invalid name {:?} loaded", server.name);
+                assert!(
+                    config::check_server_name(&server.name, &loaded.separator).is_ok(),
+                    "invalid name {:?} loaded",
+                    server.name
+                );
                 for value in server.env.values().chain(server.headers.values()) {
                     if value.secret {
-                        assert!(value.value.len() < 12 || !value.display().contains(&value.value), "secret shown unmasked");
+                        assert!(
+                            value.value.len() < 12 || !value.display().contains(&value.value),
+                            "secret shown unmasked"
+                        );
                     }
                 }
             }
@@ -51,23 +61,51 @@ pub fn policy_decide(data: &[u8]) {
     let parts = fields(data, 4);
     let (policy_text, server, tool) = (&parts[0], &parts[1], &parts[2]);
     let arguments: Option<Value> = serde_json::from_str(&parts[3]).ok();
-    let call = Call { server, tool, arguments: arguments.as_ref() };
+    let call = Call {
+        server,
+        tool,
+        arguments: arguments.as_ref(),
+    };
 
-    let user = LayerSource { layer: Layer::User, path: "user.toml".into(), text: policy_text.clone() };
+    let user = LayerSource {
+        layer: Layer::User,
+        path: "user.toml".into(),
+        text: policy_text.clone(),
+    };
     if let Ok(policy) = load(&[user], &[]) {
         let first = policy.decide(&call);
         assert_eq!(first, policy.decide(&call), "decide must be deterministic");
         let _ = policy.tools.lists_tool(server, tool);
     }
 
-    let base_text = "version = 1\n[tools]\ndefault = \"ask\"\nallow = [\"mcp:fs__read_*\"]\n".to_string();
-    let base = LayerSource { layer: Layer::User, path: "user.toml".into(), text: base_text };
-    let project = LayerSource { layer: Layer::Project, path: "project.toml".into(), text: policy_text.clone() };
+    let base_text =
+        "version = 1\n[tools]\ndefault = \"ask\"\nallow = [\"mcp:fs__read_*\"]\n".to_string();
+    let base = LayerSource {
+        layer: Layer::User,
+        path: "user.toml".into(),
+        text: base_text,
+    };
+    let project = LayerSource {
+        layer: Layer::Project,
+        path: "project.toml".into(),
+        text: policy_text.clone(),
+    };
     let without = load(std::slice::from_ref(&base), &[]).expect("the fixed base policy loads");
     if let Ok(with) = load(&[base, project], &[]) {
-        for (server, tool) in [(server.as_str(), tool.as_str()), ("fs", "read_file"), ("fs", "write_file")] {
-            let call = Call { server, tool, arguments: arguments.as_ref() };
-            assert!(with.decide(&call).action >= without.decide(&call).action, "a project layer widened {server}__{tool}");
+        for (server, tool) in [
+            (server.as_str(), tool.as_str()),
+            ("fs", "read_file"),
+            ("fs", "write_file"),
+        ] {
+            let call = Call {
+                server,
+                tool,
+                arguments: arguments.as_ref(),
+            };
+            assert!(
+                with.decide(&call).action >= without.decide(&call).action,
+                "a project layer widened {server}__{tool}"
+            );
         }
     }
 }
@@ -78,14 +116,24 @@ pub fn path_normalize(data: &[u8]) {
     let parts = fields(data, 2);
     let (path, prefix) = (&parts[0], &parts[1]);
     let normalized = normalize(path);
-    assert_eq!(normalize(&normalized), normalized, "not idempotent for {path:?}");
+    assert_eq!(
+        normalize(&normalized),
+        normalized,
+        "not idempotent for {path:?}"
+    );
     if path.starts_with('/') {
         assert!(normalized.starts_with('/'));
-        assert!(!normalized.split('/').any(|c| c == ".." || c == "."), "{path:?} -> {normalized:?}");
+        assert!(
+            !normalized.split('/').any(|c| c == ".." || c == "."),
+            "{path:?} -> {normalized:?}"
+        );
     }
     if is_under(&normalized, prefix) && prefix.starts_with('/') {
         let prefix = normalize(prefix);
-        assert!(normalized.starts_with(&prefix), "{normalized:?} under {prefix:?}");
+        assert!(
+            normalized.starts_with(&prefix),
+            "{normalized:?} under {prefix:?}"
+        );
     }
 }
 
@@ -93,7 +141,9 @@ pub fn path_normalize(data: &[u8]) {
 /// line limit and contain no newline; every frame parses or is rejected without a panic.
 pub fn framing(data: &[u8]) {
     let max_line_bytes = 1 + usize::from(data.first().copied().unwrap_or(0));
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     runtime.block_on(async {
         let mut reader = LineReader::new(data, max_line_bytes);
         let mut lines = 0usize;
@@ -102,7 +152,9 @@ pub fn framing(data: &[u8]) {
             assert!(lines <= data.len() + 1, "more frames than bytes");
             match frame {
                 Frame::Line(line) => {
-                    assert!(!line.is_empty() && line.len() <= max_line_bytes && !line.contains(&b'\n'));
+                    assert!(
+                        !line.is_empty() && line.len() <= max_line_bytes && !line.contains(&b'\n')
+                    );
                     if let Ok(value) = serde_json::from_slice::<Value>(&line) {
                         classify_deeply(&value);
                     }
@@ -120,7 +172,9 @@ fn classify_deeply(value: &Value) {
                 let _ = mcp::classify(item);
             }
         }
-        Ok(mcp::Class::Request { id, .. } | mcp::Class::Response { id } | mcp::Class::Error { id }) => {
+        Ok(
+            mcp::Class::Request { id, .. } | mcp::Class::Response { id } | mcp::Class::Error { id },
+        ) => {
             let _ = mcp::id_key(id);
         }
         Ok(mcp::Class::Notification { .. }) => {}

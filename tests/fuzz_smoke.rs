@@ -17,14 +17,19 @@ const TARGETS: [(&str, Target); 4] = [
 ];
 
 fn seeds(target: &str) -> Vec<Vec<u8>> {
-    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target);
+    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/seeds")
+        .join(target);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|err| panic!("seed corpus {}: {err}", dir.display()))
         .map(|entry| entry.unwrap().path())
         .collect();
     paths.sort();
     assert!(!paths.is_empty(), "no seeds for {target}");
-    paths.iter().map(|path| std::fs::read(path).unwrap()).collect()
+    paths
+        .iter()
+        .map(|path| std::fs::read(path).unwrap())
+        .collect()
 }
 
 /// Deterministic mutations: truncations, single-byte flips and splices of every seed.
