@@ -332,7 +332,7 @@ async fn malformed_host_input_gets_errors_and_the_session_continues() {
             .await
             .unwrap();
         got.push(next(&mut r).await.unwrap());
-        w.write_all(&vec![b' '; 10]).await.unwrap();
+        w.write_all(&[b' '; 10]).await.unwrap();
         w.write_all(&[b'['; LIMIT + 1]).await.unwrap();
         w.write_all(b"\n").await.unwrap();
         got.push(next(&mut r).await.unwrap());

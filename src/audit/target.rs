@@ -94,7 +94,7 @@ pub fn resolve_target(
     if let Some(requested) = cli {
         if let Some((pinned, sourced)) = &from_policy
             && sourced.origin.layer == Layer::Org
-            && PathBuf::from(requested) != *pinned
+            && std::path::Path::new(requested) != pinned.as_path()
         {
             return Err(TargetError::PinnedByOrg {
                 requested: requested.to_string(),
