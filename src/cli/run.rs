@@ -437,7 +437,7 @@ mod tests {
             name("node node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio"),
             "server-everything"
         );
-        assert_eq!(name("deno run -A jsr:@x/my-server"), "jsr-x-my-server");
+        assert_eq!(name("deno run -A jsr:@x/my-server"), "my-server");
         assert_eq!(
             name("/opt/tools/github-mcp-server stdio"),
             "github-mcp-server"
