@@ -87,6 +87,14 @@ fn check_prints_the_merged_policy_with_origins_and_each_servers_argv() {
     // The secret from the environment is masked, never printed.
     assert!(out.contains("API_TOKEN=sk-****cdef"), "{out}");
     assert!(!out.contains("sk-live-0123456789abcdef"), "{out}");
+    // Each stdio server's sandbox plan is shown, with the server's own grant from its block.
+    assert!(out.contains("sandbox for `fs`: landlock"), "{out}");
+    assert!(out.contains("write /tmp/airlock-fixture"), "{out}");
+    assert!(out.contains("network: none"), "{out}");
+    assert!(
+        !out.contains("read  /home"),
+        "the real home is never granted: {out}"
+    );
     // The per-server config layer shows up with its origin.
     assert!(out.contains("tools.deny \"delete_*\""), "{out}");
     assert!(out.trim_end().ends_with("OK"), "{out}");

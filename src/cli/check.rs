@@ -3,14 +3,15 @@
 //! may be.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
 use super::CliError;
-use crate::config::{Config, ServerConfig, Transport, resolve_command};
-use crate::policy::{LaunchVerdict, Policy, Sourced, load_active};
+use crate::config::{Config, ServerConfig, Transport};
+use crate::policy::{Policy, Sourced, load_active};
+use crate::process::launch::{self, LaunchContext};
 
 /// Validate config and policies; print the merged policy and what each server would launch.
 #[derive(Debug, Args)]
@@ -195,67 +196,31 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-fn report_server(server: &ServerConfig, config_path: &Path, policy: &Policy) -> ServerReport {
+fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext) -> ServerReport {
     let mut text = String::new();
     let mut ok = true;
     let state = if server.enabled { "" } else { " (disabled)" };
     let _ = writeln!(text, "  {} [{}]{state}", server.name, server.transport);
     match server.transport {
         Transport::Stdio => {
-            let command = server.command.as_deref().unwrap_or_default();
-            let cwd = server
-                .cwd
-                .clone()
-                .or_else(|| std::env::current_dir().ok())
-                .unwrap_or_else(|| PathBuf::from("/"));
-            let path_var = std::env::var_os("PATH");
-            match resolve_command(command, path_var.as_deref(), &cwd) {
-                Ok(resolved) => {
-                    let argv: Vec<String> = std::iter::once(resolved.display().to_string())
-                        .chain(server.args.iter().cloned())
-                        .map(|w| shell_quote(&w))
-                        .collect();
+            for (key, value) in &server.env {
+                let _ = writeln!(text, "    env      {key}={}", value.display());
+            }
+            // The same resolution, allowlist check and sandbox plan that `run`/`serve` use.
+            match launch::prepare(server, policy, context) {
+                Ok(prepared) => {
+                    let argv: Vec<String> =
+                        prepared.plan.argv.iter().map(|w| shell_quote(w)).collect();
                     let _ = writeln!(text, "    argv     {}", argv.join(" "));
-                    let hint = format!("[servers.{}] in {}", server.name, config_path.display());
-                    match policy
-                        .launch
-                        .verdict(&server.name, &resolved, server.trust, &hint)
-                    {
-                        LaunchVerdict::Allowed(reason) => {
-                            let _ = writeln!(text, "    launch   allowed: {reason}");
-                        }
-                        LaunchVerdict::Refused { message, fix } => {
-                            ok = !server.enabled;
-                            let _ = writeln!(
-                                text,
-                                "    launch   REFUSED: {message}\n             fix: {fix}"
-                            );
-                        }
+                    let _ = writeln!(text, "    launch   allowed: {}", prepared.allowed_because);
+                    let _ = writeln!(text, "    sandbox");
+                    for line in prepared.plan.to_string().lines() {
+                        let _ = writeln!(text, "      {line}");
                     }
                 }
                 Err(err) => {
                     ok = !server.enabled;
-                    let _ = writeln!(
-                        text,
-                        "    launch   REFUSED: server {:?}: {err}\n             fix: install it, or give `command` as an absolute path",
-                        server.name
-                    );
-                }
-            }
-            if let Some(cwd) = &server.cwd {
-                let _ = writeln!(text, "    cwd      {}", cwd.display());
-            }
-            for (key, value) in &server.env {
-                let _ = writeln!(text, "    env      {key}={}", value.display());
-            }
-            let sandbox = policy.sandbox_for(&server.name);
-            if sandbox != &policy.sandbox {
-                let _ = writeln!(text, "    network  {}", sandbox.network.value);
-                for grant in &sandbox.read {
-                    let _ = writeln!(text, "    read     {} [{}]", grant.value, grant.origin);
-                }
-                for grant in &sandbox.write {
-                    let _ = writeln!(text, "    write    {} [{}]", grant.value, grant.origin);
+                    let _ = writeln!(text, "    launch   REFUSED: {err}");
                 }
             }
         }
@@ -306,8 +271,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
             config.path.display(),
             config.servers.len()
         );
+        let audit_path = policy.audit.path.as_ref().map(|p| PathBuf::from(&p.value));
+        let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
         for server in &config.servers {
-            let report = report_server(server, &config.path, &policy);
+            let report = report_server(server, &policy, &context);
             all_ok &= report.ok;
             out.push_str(&report.text);
         }
