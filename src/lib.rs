@@ -16,6 +16,7 @@ pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gate;
+pub mod gateway;
 pub mod mcp;
 pub mod policy;
 pub mod process;

@@ -9,6 +9,9 @@ mod confine;
 mod doctor;
 mod explain;
 pub mod run;
+pub mod serve;
+mod status;
+mod test;
 
 use std::process::ExitCode;
 
@@ -22,7 +25,11 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub const EXIT_FAILURE: u8 = 1;
 
 #[derive(Debug, Parser)]
-#[command(name = "airlock", version, about = "Run MCP servers you did not write: sandboxed, gated, audited.")]
+#[command(
+    name = "airlock",
+    version,
+    about = "Run MCP servers you did not write: sandboxed, gated, audited."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -33,6 +40,9 @@ pub enum Command {
     Check(check::CheckArgs),
     Explain(explain::ExplainArgs),
     Run(run::RunArgs),
+    Serve(serve::ServeArgs),
+    Test(test::TestArgs),
+    Status(status::StatusArgs),
     /// Report kernel sandbox features and what the active policy will enforce.
     Doctor(doctor::DoctorArgs),
     /// The confine helper (internal).
@@ -67,7 +77,11 @@ impl CliError {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }
 
 pub fn main() -> ExitCode {
@@ -77,6 +91,9 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Run(args) => run::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Test(args) => test::run(args),
+        Command::Status(args) => status::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Confine(args) => confine::confine(args),
         Command::SandboxExec(args) => confine::sandbox_exec(args),

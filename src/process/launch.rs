@@ -49,7 +49,11 @@ impl LaunchContext {
         let host = HostFacts::detect();
         let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
         dirs.audit_path = audit_path.map(Path::to_path_buf);
-        dirs.policy_files = policy.sources.iter().map(|(_, path)| path.clone()).collect();
+        dirs.policy_files = policy
+            .sources
+            .iter()
+            .map(|(_, path)| path.clone())
+            .collect();
         let base_dir = config_path
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
@@ -122,7 +126,10 @@ pub fn prepare(
         )));
     }
     let command = server.command.as_deref().unwrap_or_default();
-    let cwd = server.cwd.clone().unwrap_or_else(|| context.base_dir.clone());
+    let cwd = server
+        .cwd
+        .clone()
+        .unwrap_or_else(|| context.base_dir.clone());
     let path_var = context
         .parent_env
         .iter()
@@ -136,10 +143,7 @@ pub fn prepare(
             ))
         })?;
     let hint = format!("[servers.{name}] in {}", context.config_name);
-    let allowed_because = match policy
-        .launch
-        .verdict(name, &resolved, server.trust, &hint)
-    {
+    let allowed_because = match policy.launch.verdict(name, &resolved, server.trust, &hint) {
         LaunchVerdict::Allowed(why) => why,
         LaunchVerdict::Refused { message, fix } => {
             return Err(LaunchError::Refused(format!("{message}. Fix: {fix}")));

@@ -1,0 +1,197 @@
+//! `airlock serve --config airlock.toml`: every configured server behind one MCP server on
+//! stdio, each confined, gated and audited, with lifecycle supervision (see `docs/serve.md`).
+//!
+//! stdout carries only MCP; logs go to stderr. Exit status: 0 when the host closed the
+//! connection or airlock was told to stop (SIGTERM, SIGINT); 2 for a bad config or policy;
+//! 1 for a failure (e.g. the audit log cannot be written).
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::CliError;
+use crate::audit::{AuditEnv, AuditLog, AuditTarget, Redactor, resolve_target};
+use crate::config::{Config, StartMode};
+use crate::gateway::control::ControlSocket;
+use crate::gateway::shell::{self, Gateway};
+use crate::gateway::{Router, ServerSpec};
+use crate::mcp::DEFAULT_MAX_LINE_BYTES;
+use crate::policy::Policy;
+use crate::process::launch::{LaunchContext, prepare};
+
+/// Serve every configured server to one host as a single MCP server (stdio).
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"serve\", \"--config\", \"/home/me/.config/airlock/airlock.toml\"]\n\nThen, from a terminal: airlock status"
+)]
+pub struct ServeArgs {
+    /// Server config: airlock.toml, or an mcpServers/servers JSON file (default: ./airlock.toml,
+    /// else $XDG_CONFIG_HOME/airlock/airlock.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Audit log file, or `-` for stderr (default: policy `audit.path`, else
+    /// $XDG_STATE_HOME/airlock/audit.jsonl).
+    #[arg(long)]
+    pub audit: Option<String>,
+    /// Maximum size of one MCP message (one line) in bytes, either direction.
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
+    pub max_line_bytes: u64,
+    /// Keep denied tools in `tools/list` results (calling them is still denied).
+    #[arg(long)]
+    pub show_denied: bool,
+}
+
+/// `--config`, else `./airlock.toml`, else `$XDG_CONFIG_HOME/airlock/airlock.toml`.
+pub fn config_path(explicit: Option<&Path>) -> PathBuf {
+    if let Some(path) = explicit {
+        return path.to_path_buf();
+    }
+    let local = PathBuf::from("airlock.toml");
+    if local.is_file() {
+        return local;
+    }
+    let config_home = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    match config_home {
+        Some(dir) => dir.join("airlock/airlock.toml"),
+        None => local,
+    }
+}
+
+/// Loads the config and the policy merged with its per-server blocks.
+pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Policy), CliError> {
+    let config = crate::config::load_file(&config_path(config))?;
+    for warning in &config.warnings {
+        tracing::warn!("{}: {warning}", config.path.display());
+    }
+    let policy = crate::policy::load_active(policy, Some(&config))?;
+    Ok((config, policy))
+}
+
+pub fn open_audit(
+    cli: Option<&str>,
+    policy: &Policy,
+) -> Result<(AuditLog, Option<PathBuf>), CliError> {
+    let lookup = |name: &str| std::env::var(name).ok();
+    let target = resolve_target(cli, &policy.audit, &AuditEnv::from_env(), &lookup)
+        .map_err(|err| CliError::Refused(err.to_string()))?;
+    match target {
+        AuditTarget::Stderr => Ok((AuditLog::stderr(), None)),
+        AuditTarget::File(path) => {
+            let log = AuditLog::open_file(&path)
+                .map_err(|err| CliError::Failure(anyhow::Error::new(err)))?;
+            Ok((log, Some(path)))
+        }
+    }
+}
+
+/// airlock's stdin and stdout as async pipes (the normal case under a host), else tokio's
+/// blocking stdio (a terminal, a file).
+fn host_stdio() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    use tokio::net::unix::pipe;
+    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok())
+    {
+        Some(receiver) => Box::new(receiver),
+        None => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| pipe::Sender::from_owned_fd(fd).ok())
+    {
+        Some(sender) => Box::new(sender),
+        None => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
+    let (config, policy) = load(args.config.as_deref(), args.policy.clone())?;
+    let policy = Arc::new(policy);
+    let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
+        .map_err(|err| CliError::Refused(err.to_string()))?;
+    let (audit, audit_path) = open_audit(args.audit.as_deref(), &policy)?;
+    let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
+
+    let mut specs = Vec::new();
+    let mut launches = Vec::new();
+    let mut kill_timeout = Duration::from_secs(policy.sandbox.kill_timeout.value);
+    for server in config.servers.iter().filter(|s| s.enabled) {
+        let (refused, launch) = match prepare(server, &policy, &context) {
+            Ok(prepared) => {
+                kill_timeout =
+                    kill_timeout.max(Duration::from_secs(prepared.plan.kill_timeout_secs));
+                (None, Some(prepared))
+            }
+            Err(err) => {
+                tracing::warn!(server = %server.name, "will not start: {err}");
+                (Some(err.to_string()), None)
+            }
+        };
+        specs.push(ServerSpec {
+            name: server.name.clone(),
+            startup_timeout: server.startup_timeout,
+            tool_timeout: Some(server.tool_timeout),
+            idle_timeout: server.idle_timeout,
+            eager: server.start == StartMode::Eager,
+            refused,
+        });
+        launches.push(launch);
+    }
+    let router = Router::new(
+        specs,
+        &config.separator,
+        policy.clone(),
+        Arc::new(redactor),
+        args.show_denied,
+        Instant::now(),
+    );
+    let control = match ControlSocket::bind(&context.dirs.state_dir) {
+        Ok(control) => Some(control),
+        Err(err) => {
+            tracing::warn!("no status socket (airlock status will not see this gateway): {err}");
+            None
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let gateway = Gateway {
+        router,
+        launches,
+        audit,
+        max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(DEFAULT_MAX_LINE_BYTES),
+        control,
+        config_path: config.path.clone(),
+        kill_timeout,
+    };
+    let ended = runtime.block_on(async {
+        let (host_in, host_out) = host_stdio();
+        shell::run(gateway, host_in, host_out).await
+    });
+    // Tasks still holding children are dropped with the runtime: kill_on_drop and the helpers'
+    // parent-death signal take any straggler down.
+    drop(runtime);
+    ended.map_err(|err| CliError::Failure(err.into()))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,320 @@
+//! `airlock test NAME`: start one configured server in its sandbox, run the real handshake
+//! (`initialize`, `notifications/initialized`, every page of `tools/list`) and report tool count,
+//! tool names, latency and sandbox status, like a host's "test connection" button.
+//!
+//! Exit status: 0 when the handshake completes; 1 when the server fails (the reason and the end
+//! of its stderr are printed); 2 when the config or policy refuses it.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+
+use super::CliError;
+use crate::mcp::{Frame, LineReader};
+use crate::process::launch::{LaunchContext, LaunchError, prepare};
+
+/// Start one configured server confined and check it answers the MCP handshake.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  airlock test filesystem --config ~/.config/airlock/airlock.toml"
+)]
+pub struct TestArgs {
+    /// The server's name in the config.
+    pub name: String,
+    /// Server config (default: ./airlock.toml, else $XDG_CONFIG_HOME/airlock/airlock.toml).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Seconds the handshake may take (default: the server's startup_timeout).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+}
+
+/// What a successful handshake found.
+struct Found {
+    server_info: Value,
+    protocol: String,
+    tools: Vec<String>,
+    initialize_ms: f64,
+    total_ms: f64,
+}
+
+const STDERR_TAIL: usize = 8 * 1024;
+
+pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
+    let (config, policy) = super::serve::load(args.config.as_deref(), args.policy.clone())?;
+    let Some(server) = config.server(&args.name) else {
+        let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+        return Err(CliError::Refused(format!(
+            "no server named {:?} in {} (servers: {})",
+            args.name,
+            config.path.display(),
+            names.join(", ")
+        )));
+    };
+    let context = LaunchContext::detect(&policy, None, &config.path);
+    let prepared = match prepare(server, &policy, &context) {
+        Ok(prepared) => prepared,
+        Err(err @ LaunchError::Refused(_)) => return Err(CliError::Refused(err.to_string())),
+        Err(err) => return Err(CliError::Failure(err.into())),
+    };
+    let timeout = args
+        .timeout
+        .map(Duration::from_secs)
+        .unwrap_or(server.startup_timeout);
+    println!("server:   {}", server.name);
+    println!("command:  {}", prepared.plan.argv.join(" "));
+    println!("sandbox:  {}", prepared.plan.short_summary());
+    for weaker in &prepared.plan.weaker_than_asked {
+        println!("warning:  sandbox weaker than the policy asks: {weaker}");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let outcome = runtime.block_on(async {
+        let started = Instant::now();
+        let mut child = prepared
+            .spawn()
+            .await
+            .map_err(|err| (err.to_string(), String::new()))?;
+        let stderr = child.stderr.take();
+        let tail = tokio::spawn(async move {
+            let mut buffer = Vec::new();
+            if let Some(mut stderr) = stderr {
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = stderr.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    buffer.extend_from_slice(&chunk[..n]);
+                    if buffer.len() > STDERR_TAIL * 2 {
+                        buffer.drain(..buffer.len() - STDERR_TAIL);
+                    }
+                }
+            }
+            buffer
+        });
+        let result = tokio::time::timeout(timeout, handshake(&mut child, started)).await;
+        let kill_timeout = child.kill_timeout();
+        let summary = child.shutdown(kill_timeout).await;
+        let stderr = tokio::time::timeout(Duration::from_millis(500), tail)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let start = stderr.len().saturating_sub(STDERR_TAIL);
+        let stderr = String::from_utf8_lossy(&stderr[start..]).into_owned();
+        match result {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(reason)) => {
+                let exit = match (summary.helper_step, summary.code) {
+                    (Some(step), _) => format!("; the sandbox could not be set up (step {step})"),
+                    (None, Some(code)) => format!("; it exited with code {code}"),
+                    _ => String::new(),
+                };
+                Err((format!("{reason}{exit}"), stderr))
+            }
+            Err(_) => Err((
+                format!(
+                    "no complete handshake within {}s (startup_timeout)",
+                    timeout.as_secs()
+                ),
+                stderr,
+            )),
+        }
+    });
+    match outcome {
+        Ok(found) => {
+            let hidden = found
+                .tools
+                .iter()
+                .filter(|tool| !policy.tools.lists_tool(&server.name, tool))
+                .count();
+            println!(
+                "server:   {} {} (protocol {})",
+                found.server_info["name"].as_str().unwrap_or("?"),
+                found.server_info["version"].as_str().unwrap_or(""),
+                found.protocol
+            );
+            println!(
+                "latency:  {:.0} ms to ready (initialize answered after {:.0} ms)",
+                found.total_ms, found.initialize_ms
+            );
+            println!(
+                "tools:    {}{}",
+                found.tools.len(),
+                if hidden > 0 {
+                    format!(" ({hidden} hidden from hosts by the policy)")
+                } else {
+                    String::new()
+                }
+            );
+            for tool in &found.tools {
+                let shown = if policy.tools.lists_tool(&server.name, tool) {
+                    ""
+                } else {
+                    "  (denied)"
+                };
+                println!("  {}{}{tool}{shown}", server.name, config.separator);
+            }
+            println!("OK");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err((reason, stderr)) => {
+            println!("FAILED: server `{}`: {reason}", server.name);
+            if !stderr.trim().is_empty() {
+                println!("its stderr (last lines):");
+                for line in stderr
+                    .lines()
+                    .rev()
+                    .take(20)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                {
+                    println!("  | {line}");
+                }
+            }
+            Ok(ExitCode::from(super::EXIT_FAILURE))
+        }
+    }
+}
+
+async fn handshake(
+    child: &mut crate::process::ConfinedChild,
+    started: Instant,
+) -> Result<Found, String> {
+    let mut stdin = child.stdin.take().ok_or("the server's stdin is missing")?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("the server's stdout is missing")?;
+    let mut lines = LineReader::new(BufReader::new(stdout), crate::mcp::DEFAULT_MAX_LINE_BYTES);
+    let mut send = async |message: Value| -> Result<(), String> {
+        let mut bytes = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+        bytes.push(b'\n');
+        stdin
+            .write_all(&bytes)
+            .await
+            .map_err(|err| format!("the server stopped reading its input: {err}"))
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": crate::gateway::router::LATEST_HANDSHAKE,
+        "capabilities": {},
+        "clientInfo": {"name": "airlock-test", "version": env!("CARGO_PKG_VERSION")}
+    }});
+    send(initialize).await?;
+    let mut answers = Vec::new();
+    let init = read_answer(&mut lines, 1, &mut answers).await?;
+    let initialize_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let result = init
+        .get("result")
+        .ok_or_else(|| format!("initialize failed: {}", init["error"]))?;
+    let server_info = result.get("serverInfo").cloned().unwrap_or_default();
+    let protocol = result["protocolVersion"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    let has_tools = result.pointer("/capabilities/tools").is_some();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
+    for answer in answers.drain(..) {
+        send(answer).await?;
+    }
+    let mut tools = Vec::new();
+    let mut cursor: Option<Value> = None;
+    let mut id = 1;
+    if !has_tools {
+        return Ok(Found {
+            server_info,
+            protocol,
+            tools,
+            initialize_ms,
+            total_ms: started.elapsed().as_secs_f64() * 1000.0,
+        });
+    }
+    loop {
+        id += 1;
+        let params = match &cursor {
+            Some(cursor) => json!({"cursor": cursor}),
+            None => json!({}),
+        };
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params})).await?;
+        let page = read_answer(&mut lines, id, &mut answers).await?;
+        for answer in answers.drain(..) {
+            send(answer).await?;
+        }
+        let result = page
+            .get("result")
+            .ok_or_else(|| format!("tools/list failed: {}", page["error"]))?;
+        for tool in result["tools"].as_array().into_iter().flatten() {
+            tools.push(tool["name"].as_str().unwrap_or("?").to_string());
+        }
+        match result
+            .get("nextCursor")
+            .filter(|c| c.as_str().is_some_and(|s| !s.is_empty()))
+        {
+            Some(next) if id < 1000 => cursor = Some(next.clone()),
+            _ => break,
+        }
+    }
+    Ok(Found {
+        server_info,
+        protocol,
+        tools,
+        initialize_ms,
+        total_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// Reads until the answer to `id`; requests from the server meanwhile get an answer queued in
+/// `answers` (`ping` → `{}`, anything else: not offered by this test client).
+async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut LineReader<R>,
+    id: i64,
+    answers: &mut Vec<Value>,
+) -> Result<Value, String> {
+    let mut junk = 0;
+    loop {
+        let frame = lines
+            .next_frame()
+            .await
+            .map_err(|err| format!("reading from the server failed: {err}"))?;
+        let line = match frame {
+            None => return Err("the server closed its output before answering".into()),
+            Some(Frame::Oversized { bytes }) => {
+                junk += 1;
+                tracing::warn!("the server wrote a {bytes}-byte line");
+                continue;
+            }
+            Some(Frame::Line(line)) => line,
+        };
+        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
+            junk += 1;
+            if junk > 1000 {
+                return Err("the server writes something other than MCP on stdout".into());
+            }
+            continue;
+        };
+        if message.get("method").is_some() {
+            if let Some(request_id) = message.get("id") {
+                let answer = if message["method"] == "ping" {
+                    json!({"jsonrpc": "2.0", "id": request_id, "result": {}})
+                } else {
+                    json!({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "airlock test does not offer this"}})
+                };
+                answers.push(answer);
+            }
+            continue;
+        }
+        if message.get("id") == Some(&json!(id)) {
+            return Ok(message);
+        }
+    }
+}
