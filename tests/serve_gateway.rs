@@ -1,0 +1,240 @@
+//! `airlock serve` end to end with real peers: the official reference servers
+//! (server-everything, server-filesystem, from npm) and a fixture server, all confined at once,
+//! driven by the official Python SDK client. Peers come from `.ci/install-peers`; without them
+//! the test is skipped locally and fails under `CI=true`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".peers"))
+}
+
+fn peer_paths() -> Option<(PathBuf, PathBuf)> {
+    let python = peers().join("sandbox-venv/bin/python");
+    let npm = peers().join("npm/node_modules/@modelcontextprotocol");
+    if python.exists()
+        && npm.join("server-filesystem/dist/index.js").exists()
+        && npm.join("server-everything/dist/index.js").exists()
+    {
+        return Some((python, npm));
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "serve peers missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: serve peers missing (run .ci/install-peers)");
+    None
+}
+
+fn which(program: &str) -> PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .expect("sh");
+    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+fn events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("audit")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+#[test]
+fn three_real_servers_behind_one_gateway_with_the_python_sdk() {
+    let Some((python, npm)) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inside = dir.path().join("granted");
+    std::fs::create_dir_all(&inside).expect("inside");
+    let node = which("node");
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[servers.everything]
+command = "{node}"
+args = ["{npm}/server-everything/dist/index.js", "stdio"]
+
+[servers.fs]
+command = "{node}"
+args = ["{npm}/server-filesystem/dist/index.js", "{inside}"]
+start = "eager"
+
+[servers.fixture]
+command = "/usr/bin/python3"
+args = ["{fixture}", "--name", "fixture"]
+
+[servers.broken]
+command = "/usr/bin/python3"
+args = ["{fixture}", "--fail-at-start"]
+startup_timeout = 5
+"#,
+            node = node.display(),
+            npm = npm.display(),
+            inside = inside.display(),
+            fixture = fixture.display(),
+        ),
+    )
+    .expect("config");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[tools]\ndeny = [\"mcp:everything__get-env\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\"]\nwrite = [\"{}\"]\n",
+            peers().join("npm").display(),
+            inside.display()
+        ),
+    )
+    .expect("policy");
+    let audit = dir.path().join("audit.jsonl");
+    let state = dir.path().join("state");
+    let out = Command::new(&python)
+        .arg(root().join("tests/fixtures/serve/sdk_client.py"))
+        .args([
+            AIRLOCK.as_ref(),
+            config.as_os_str(),
+            policy.as_os_str(),
+            audit.as_os_str(),
+            inside.as_os_str(),
+        ])
+        .env("XDG_STATE_HOME", &state)
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+        .output()
+        .expect("client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().expect("report")).expect("json");
+    let tools: Vec<&str> = report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for expected in [
+        "everything__echo",
+        "fs__write_file",
+        "fs__read_text_file",
+        "fixture__echo",
+    ] {
+        assert!(
+            tools.contains(&expected),
+            "{expected} missing from {tools:?}"
+        );
+    }
+    assert!(
+        !tools.contains(&"everything__get-env"),
+        "denied tools are hidden: {tools:?}"
+    );
+    assert!(
+        tools.iter().all(|t| t.contains("__")),
+        "every tool is namespaced: {tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|t| t.starts_with("broken__")),
+        "{tools:?}"
+    );
+
+    assert_eq!(report["echo"]["isError"], false, "{report}");
+    assert!(
+        report["echo"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello through the gateway")
+    );
+    assert_eq!(
+        report["fixture"]["text"], "fixture: hi fixture",
+        "routed to the right server"
+    );
+    assert_eq!(report["write"]["isError"], false, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(inside.join("note.txt")).expect("written"),
+        "via serve"
+    );
+    assert_eq!(report["denied"]["isError"], true);
+    assert!(
+        report["denied"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("mcp:everything__get-env"),
+        "{report}"
+    );
+    assert_eq!(report["broken"]["isError"], true);
+    assert!(
+        report["broken"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("broken"),
+        "{report}"
+    );
+    assert_eq!(report["unknown"]["isError"], true);
+    assert_eq!(report["fixture_again"]["text"], "fixture: still here");
+
+    // airlock status, read while the gateway ran.
+    assert_eq!(report["status_exit"], 0, "{report}");
+    let gateway = &report["status"][0];
+    let server = |name: &str| {
+        gateway["servers"]
+            .as_array()
+            .expect("servers")
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {gateway}"))
+            .clone()
+    };
+    assert_eq!(server("fixture")["state"], "ready");
+    assert_eq!(server("fixture")["tools"], 6);
+    assert!(server("fixture")["last_call"].is_string());
+    assert_ne!(server("broken")["state"], "ready");
+    assert!(
+        server("broken")["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("exited"),
+        "{gateway}"
+    );
+
+    let events = events(&audit);
+    let decisions = events.iter().filter(|e| e["event"] == "decision").count();
+    assert_eq!(
+        decisions, 6,
+        "one decision per routed call (not for the unknown tool)"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "spawn" && e["server"] == "fs")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "exit" && e["server"] == "everything")
+    );
+    // The socket is gone with the gateway.
+    let sockets = std::fs::read_dir(state.join("airlock/gateways"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(sockets, 0);
+}
