@@ -17,8 +17,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::CliError;
 use crate::audit::{AuditEnv, AuditLog, AuditTarget, Redactor, resolve_target};
-use crate::config::{Config, StartMode};
+use crate::config::{Config, StartMode, Transport};
 use crate::gateway::control::ControlSocket;
+use crate::gateway::remote::{Launch, RemoteTarget};
 use crate::gateway::shell::{self, Gateway};
 use crate::gateway::{Router, ServerSpec};
 use crate::mcp::DEFAULT_MAX_LINE_BYTES;
@@ -135,13 +136,22 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
     let mut specs = Vec::new();
     let mut launches = Vec::new();
     let mut kill_timeout = Duration::from_secs(policy.sandbox.kill_timeout.value);
+    let max_line_bytes = usize::try_from(args.max_line_bytes).unwrap_or(DEFAULT_MAX_LINE_BYTES);
     for server in config.servers.iter().filter(|s| s.enabled) {
-        let (refused, launch) = match prepare(server, &policy, &context) {
-            Ok(prepared) => {
+        let launch = if server.transport == Transport::Stdio {
+            prepare(server, &policy, &context).map(|prepared| {
                 kill_timeout =
                     kill_timeout.max(Duration::from_secs(prepared.plan.kill_timeout_secs));
-                (None, Some(prepared))
-            }
+                Launch::Local(prepared)
+            })
+        } else {
+            // No process, no sandbox: still gated and audited like every other server.
+            RemoteTarget::new(server, max_line_bytes)
+                .map(Launch::Remote)
+                .map_err(|err| crate::process::launch::LaunchError::Refused(err.to_string()))
+        };
+        let (refused, launch) = match launch {
+            Ok(launch) => (None, Some(launch)),
             Err(err) => {
                 tracing::warn!(server = %server.name, "will not start: {err}");
                 (Some(err.to_string()), None)
@@ -180,7 +190,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         router,
         launches,
         audit,
-        max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(DEFAULT_MAX_LINE_BYTES),
+        max_line_bytes,
         control,
         config_path: config.path.clone(),
         kill_timeout,

@@ -6,6 +6,8 @@
 //! - [`router`]: routing, id/progress/cancel maps, aggregation, the handshake with the host and
 //!   each server, through each server's own [`crate::gate::Gate`] (pure).
 //! - [`shell`]: the async shell that spawns, reads, writes and keeps time.
+//! - [`remote`]: remote servers (Streamable HTTP, legacy HTTP+SSE) behind the same seam as a
+//!   stdio child.
 //! - [`control`]: the status socket `airlock status` reads.
 //!
 //! The behaviour and the decisions behind it are documented in `docs/serve.md`.
@@ -13,6 +15,7 @@
 pub mod control;
 pub mod lifecycle;
 pub mod names;
+pub mod remote;
 pub mod router;
 pub mod shell;
 

@@ -13,11 +13,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{mpsc, oneshot};
 
 use super::control::ControlSocket;
+use super::lifecycle::Phase;
+use super::remote::{Launch, RemoteEvent, RemoteSession};
 use super::router::{Action, Router};
 use crate::audit::{AuditError, AuditLog, Event, EventKind};
 use crate::mcp::message::{code, error_response};
 use crate::mcp::{Frame, LineReader};
-use crate::process::launch::{LaunchError, Prepared};
+use crate::process::launch::LaunchError;
 use crate::process::{ExitSummary, STDIN_GRACE};
 
 /// Messages queued for one server before airlock drops them (the server stopped reading).
@@ -37,8 +39,8 @@ pub enum ShellError {
 /// Everything the gateway needs, prepared by the CLI.
 pub struct Gateway {
     pub router: Router,
-    /// Per server (router order): how to launch it (`None`: it never starts).
-    pub launches: Vec<Option<Prepared>>,
+    /// Per server (router order): how to launch or reach it (`None`: it never starts).
+    pub launches: Vec<Option<Launch>>,
     pub audit: AuditLog,
     pub max_line_bytes: usize,
     pub control: Option<ControlSocket>,
@@ -83,6 +85,13 @@ enum Input {
         server: usize,
         generation: u64,
         summary: ExitSummary,
+    },
+    /// A remote server's link ended (its counterpart of `Exited`).
+    RemoteEnded {
+        server: usize,
+        generation: u64,
+        reason: String,
+        stopped: bool,
     },
     Status(oneshot::Sender<Value>),
 }
@@ -138,7 +147,7 @@ fn host_frame(frame: Frame, max: usize) -> Input {
 
 struct Loop {
     router: Router,
-    launches: Vec<Option<Prepared>>,
+    launches: Vec<Option<Launch>>,
     links: Vec<Option<Link>>,
     spawning: usize,
     audit: AuditLog,
@@ -193,7 +202,7 @@ impl Loop {
     }
 
     fn start(&mut self, server: usize, generation: u64) {
-        let Some(prepared) = self.launches[server].clone() else {
+        let Some(launch) = self.launches[server].clone() else {
             self.router.on_spawn_failed(
                 server,
                 generation,
@@ -208,9 +217,15 @@ impl Loop {
         let max = self.max_line_bytes;
         let name = self.names[server].clone();
         tokio::spawn(async move {
-            let result = match prepared.spawn().await {
-                Ok(child) => Ok(attach(child, server, generation, name, max, inputs.clone())),
-                Err(err) => Err(err),
+            let result = match launch {
+                Launch::Local(prepared) => match prepared.spawn().await {
+                    Ok(child) => Ok(attach(child, server, generation, name, max, inputs.clone())),
+                    Err(err) => Err(err),
+                },
+                Launch::Remote(target) => match super::remote::connect(&target).await {
+                    Ok(session) => Ok(attach_remote(session, server, generation, inputs.clone())),
+                    Err(err) => Err(LaunchError::Remote(err.to_string())),
+                },
             };
             let _ = inputs.send(Input::Spawned {
                 server,
@@ -328,7 +343,7 @@ impl Loop {
                     Ok(link) => {
                         let detail = self.launches[server]
                             .as_ref()
-                            .map(Prepared::spawn_detail)
+                            .map(Launch::spawn_detail)
                             .unwrap_or_default();
                         self.record(EventKind::Spawn, server, detail, None)?;
                         self.links[server] = Some(link);
@@ -371,6 +386,30 @@ impl Loop {
                     self.links[server] = None;
                 }
                 self.router.on_exited(server, generation, &text, now);
+            }
+            Input::RemoteEnded {
+                server,
+                generation,
+                reason,
+                stopped,
+            } => {
+                let detail = json!({"ended_by": if stopped { "stop" } else { "remote" }});
+                self.record(EventKind::Exit, server, detail, Some(reason.clone()))?;
+                if self.links[server]
+                    .as_ref()
+                    .is_some_and(|l| l.generation == generation)
+                {
+                    self.links[server] = None;
+                }
+                // A link that breaks before the handshake completes never started: report it as
+                // a failed start with the remote's reason (refused, 401, ...), not as an exit.
+                if !stopped && self.router.phase(server) == Some(Phase::Starting) {
+                    self.router
+                        .on_spawn_failed(server, generation, reason, false, now);
+                } else {
+                    let detail = format!("the connection ended: {reason}");
+                    self.router.on_exited(server, generation, &detail, now);
+                }
             }
             Input::Status(reply) => {
                 let _ = reply.send(self.status(config, started));
@@ -496,6 +535,53 @@ fn attach(
         writer: Some(writer_tx),
         stop: Some(stop_tx),
         pid,
+    }
+}
+
+/// Wires a connected remote server to the loop like [`attach`] wires a child: the same bounded
+/// writer queue and the same inputs; its link's end stands in for the process exit.
+fn attach_remote(
+    session: RemoteSession,
+    server: usize,
+    generation: u64,
+    inputs: mpsc::UnboundedSender<Input>,
+) -> Link {
+    let (writer_tx, writer_rx) = mpsc::channel::<Vec<u8>>(SERVER_QUEUE);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let dropped = std::sync::atomic::AtomicU64::new(0);
+    let emit: super::remote::Emit = std::sync::Arc::new(move |event| {
+        let input = match event {
+            RemoteEvent::Message(message) => Input::Server {
+                server,
+                generation,
+                message,
+            },
+            RemoteEvent::Dropped { reason, bytes } => {
+                let seen = dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if seen > DROPS_RECORDED {
+                    return true;
+                }
+                Input::Dropped {
+                    server,
+                    reason,
+                    bytes,
+                }
+            }
+            RemoteEvent::Ended { reason, stopped } => Input::RemoteEnded {
+                server,
+                generation,
+                reason,
+                stopped,
+            },
+        };
+        inputs.send(input).is_ok()
+    });
+    tokio::spawn(session.run(writer_rx, stop_rx, emit));
+    Link {
+        generation,
+        writer: Some(writer_tx),
+        stop: Some(stop_tx),
+        pid: None,
     }
 }
 

@@ -21,6 +21,9 @@ pub enum LaunchError {
     /// The helper could not be started (may be transient: resources, a racing uninstall).
     #[error("cannot start server `{server}` confined: {source}")]
     Spawn { server: String, source: SpawnError },
+    /// A remote server could not be reached (may be transient: it may come up later).
+    #[error("{0}")]
+    Remote(String),
 }
 
 impl LaunchError {
@@ -121,7 +124,7 @@ pub fn prepare(
     let name = &server.name;
     if server.transport != Transport::Stdio {
         return Err(LaunchError::Refused(format!(
-            "server `{name}`: remote transports ({}) are not supported yet; only stdio servers can be started",
+            "server `{name}` is a remote ({}) server: it has no process to launch",
             server.transport
         )));
     }
