@@ -58,6 +58,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
             names.join(", ")
         )));
     };
+    if server.transport != crate::config::Transport::Stdio {
+        return run_remote(&args, server, &policy, &config.separator);
+    }
     let context = LaunchContext::detect(&policy, None, &config.path);
     let prepared = match prepare(server, &policy, &context) {
         Ok(prepared) => prepared,
@@ -130,6 +133,16 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
             )),
         }
     });
+    report(outcome, server, &policy, &config.separator)
+}
+
+/// Prints the result of a handshake and picks the exit status.
+fn report(
+    outcome: Result<Found, (String, String)>,
+    server: &crate::config::ServerConfig,
+    policy: &crate::policy::Policy,
+    separator: &str,
+) -> Result<ExitCode, CliError> {
     match outcome {
         Ok(found) => {
             let hidden = found
@@ -162,7 +175,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
                 } else {
                     "  (denied)"
                 };
-                println!("  {}{}{tool}{shown}", server.name, config.separator);
+                println!("  {}{}{tool}{shown}", server.name, separator);
             }
             println!("OK");
             Ok(ExitCode::SUCCESS)
@@ -191,11 +204,20 @@ async fn handshake(
     child: &mut crate::process::ConfinedChild,
     started: Instant,
 ) -> Result<Found, String> {
-    let mut stdin = child.stdin.take().ok_or("the server's stdin is missing")?;
+    let stdin = child.stdin.take().ok_or("the server's stdin is missing")?;
     let stdout = child
         .stdout
         .take()
         .ok_or("the server's stdout is missing")?;
+    handshake_over(stdin, stdout, started).await
+}
+
+/// The handshake over any pair of byte streams carrying newline-delimited JSON.
+async fn handshake_over<W, R>(mut stdin: W, stdout: R, started: Instant) -> Result<Found, String>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    R: tokio::io::AsyncRead + Unpin,
+{
     let mut lines = LineReader::new(BufReader::new(stdout), crate::mcp::DEFAULT_MAX_LINE_BYTES);
     let mut send = async |message: Value| -> Result<(), String> {
         let mut bytes = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
@@ -317,4 +339,102 @@ async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(
             return Ok(message);
         }
     }
+}
+
+/// `airlock test` for a remote server: the same handshake over HTTP, through the same transport
+/// code `airlock serve` uses. No process, so no sandbox to report.
+fn run_remote(
+    args: &TestArgs,
+    server: &crate::config::ServerConfig,
+    policy: &crate::policy::Policy,
+    separator: &str,
+) -> Result<ExitCode, CliError> {
+    use crate::gateway::remote::{Emit, RemoteEvent, RemoteTarget, connect};
+    use std::sync::{Arc, Mutex};
+    use tokio::sync::{mpsc, oneshot};
+
+    let max = crate::mcp::DEFAULT_MAX_LINE_BYTES;
+    let target =
+        RemoteTarget::new(server, max).map_err(|err| CliError::Refused(err.to_string()))?;
+    let timeout = args
+        .timeout
+        .map(Duration::from_secs)
+        .unwrap_or(server.startup_timeout);
+    println!("server:   {}", server.name);
+    println!("url:      {}", target.summary());
+    println!("sandbox:  remote: no sandbox (no process; calls are still gated and audited)");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let outcome = runtime.block_on(async {
+        let started = Instant::now();
+        let session = connect(&target)
+            .await
+            .map_err(|err| (err.to_string(), String::new()))?;
+        // Bridge the link's message queues to byte streams, so the stdio handshake runs as is.
+        let (to_server, from_client) = mpsc::channel::<Vec<u8>>(64);
+        let (events_tx, mut events) = mpsc::unbounded_channel::<RemoteEvent>();
+        let emit: Emit = Arc::new(move |event| events_tx.send(event).is_ok());
+        let (stop, stopped) = oneshot::channel();
+        let link = tokio::spawn(session.run(from_client, stopped, emit));
+        let ended: Arc<Mutex<Option<String>>> = Arc::default();
+        let (mut server_out, handshake_in) = tokio::io::duplex(64 * 1024);
+        let ended_by = ended.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                match event {
+                    RemoteEvent::Message(message) => {
+                        let mut line = serde_json::to_vec(&message).unwrap_or_default();
+                        line.push(b'\n');
+                        if server_out.write_all(&line).await.is_err() {
+                            return;
+                        }
+                    }
+                    RemoteEvent::Dropped { reason, .. } => {
+                        tracing::warn!("dropped a message from the server: {reason}")
+                    }
+                    RemoteEvent::Ended { reason, .. } => {
+                        if let Ok(mut slot) = ended_by.lock() {
+                            *slot = Some(reason);
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        let (handshake_out, client_in) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let mut lines = LineReader::new(BufReader::new(client_in), max);
+            while let Ok(Some(Frame::Line(line))) = lines.next_frame().await {
+                if to_server.send(line).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let result = tokio::time::timeout(
+            timeout,
+            handshake_over(handshake_out, handshake_in, started),
+        )
+        .await;
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(3), link).await;
+        let why = ended.lock().ok().and_then(|slot| slot.clone());
+        match result {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(reason)) => Err((
+                // The link's own reason (refused, HTTP 401, ...) says more than the handshake's.
+                why.unwrap_or(reason),
+                String::new(),
+            )),
+            Err(_) => Err((
+                format!(
+                    "no complete handshake within {}s (startup_timeout)",
+                    timeout.as_secs()
+                ),
+                String::new(),
+            )),
+        }
+    });
+    report(outcome, server, policy, separator)
 }

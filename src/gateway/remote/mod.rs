@@ -145,11 +145,16 @@ impl RemoteTarget {
                 secrets.push(part.to_string());
             }
         }
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(server.startup_timeout)
             // A redirect could carry configured headers (tokens) to another host: none followed.
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(reqwest::redirect::Policy::none());
+        if is_loopback(&url) {
+            // An HTTP(S)_PROXY from the environment cannot reach this machine's loopback.
+            builder = builder.no_proxy();
+        }
+        let client = builder
             .build()
             .map_err(|err| invalid(format!("cannot set up the HTTP client: {}", chain(&err))))?;
         Ok(RemoteTarget {
@@ -260,6 +265,15 @@ impl RemoteSession {
             RemoteSession::Streamable(session) => session.run(outgoing, stop, emit).await,
             RemoteSession::Legacy(session) => session.run(outgoing, stop, emit).await,
         }
+    }
+}
+
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
     }
 }
 
@@ -532,6 +546,21 @@ mod tests {
         .expect_err("invalid value");
         assert!(!bad.to_string().contains("break-secret"), "{bad}");
         assert!(bad.to_string().contains("X-Key"), "{bad}");
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        for (url, loopback) in [
+            ("http://127.0.0.1:1/mcp", true),
+            ("http://127.9.9.9/mcp", true),
+            ("http://[::1]:8080/mcp", true),
+            ("http://LocalHost/mcp", true),
+            ("https://example.com/mcp", false),
+            ("http://10.0.0.1/mcp", false),
+        ] {
+            let parsed = reqwest::Url::parse(url).expect("url");
+            assert_eq!(is_loopback(&parsed), loopback, "{url}");
+        }
     }
 
     #[test]
