@@ -52,6 +52,26 @@ pub fn mask(value: &str) -> String {
     format!("{head}****{tail}")
 }
 
+/// A URL as it may be shown to a human or logged: scheme, host, port and path. User info, the
+/// query and the fragment can carry tokens (`?api_key=...`), so they are never shown; a masked
+/// `?****` says a query was there.
+pub fn display_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "****".to_string();
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (before_query, had_query) = (&rest[..end], rest[end..].starts_with('?'));
+    let (authority, path) = match before_query.find('/') {
+        Some(slash) => before_query.split_at(slash),
+        None => (before_query, ""),
+    };
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let query = if had_query { "?****" } else { "" };
+    format!("{scheme}://{host}{path}{query}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +81,20 @@ mod tests {
         assert_eq!(mask("sk-1234567890abcd"), "sk-****abcd");
         assert_eq!(mask("short"), "****");
         assert_eq!(mask("ééééééééééééé"), "ééé****éééé");
+    }
+
+    #[test]
+    fn urls_lose_user_info_and_query() {
+        assert_eq!(
+            display_url("https://u:pw@api.example.com:8443/mcp?key=sk-1#x"),
+            "https://api.example.com:8443/mcp?****"
+        );
+        assert_eq!(
+            display_url("http://127.0.0.1:3000"),
+            "http://127.0.0.1:3000"
+        );
+        assert_eq!(display_url("https://h/p#frag"), "https://h/p");
+        assert_eq!(display_url("not a url"), "****");
     }
 
     #[test]

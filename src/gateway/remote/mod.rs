@@ -277,14 +277,9 @@ fn is_loopback(url: &reqwest::Url) -> bool {
     }
 }
 
-/// `scheme://host[:port]/path`.
+/// `scheme://host[:port]/path`, never user info or query (see [`crate::config::secret::display_url`]).
 pub fn display_url(url: &reqwest::Url) -> String {
-    let mut shown = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
-    if let Some(port) = url.port() {
-        shown.push_str(&format!(":{port}"));
-    }
-    shown.push_str(url.path());
-    shown
+    crate::config::secret::display_url(url.as_str())
 }
 
 /// An HTTP client error as text: the cause chain without the URL (which may hold a token).
@@ -514,7 +509,7 @@ mod tests {
             1024,
         )
         .expect("target");
-        assert_eq!(target.display_url(), "https://example.com:8443/mcp");
+        assert_eq!(target.display_url(), "https://example.com:8443/mcp?****");
         assert_eq!(
             target.scrub("sent token=abcdef with hunter22"),
             "sent **** with ****"
