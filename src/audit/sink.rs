@@ -39,10 +39,14 @@ enum Sink {
     Memory(Vec<u8>),
 }
 
+/// Staging buffer capacity kept between commits; a burst may grow it, a lull gives it back.
+const MAX_KEPT_CAPACITY: usize = 256 * 1024;
+
 #[derive(Debug)]
 pub struct AuditLog {
     sinks: Vec<Sink>,
     seq: u64,
+    /// Encoded events staged and not yet written, whole lines.
     line: Vec<u8>,
 }
 
@@ -99,14 +103,51 @@ impl AuditLog {
             .unwrap_or_default()
     }
 
-    /// Stamps `ts` and `seq` and writes the event as one line to every sink.
-    pub fn record(&mut self, mut event: Event) -> Result<(), AuditError> {
+    /// Stamps `ts` and `seq` and writes the event as one line to every sink (together with any
+    /// events staged before it, in order).
+    pub fn record(&mut self, event: Event) -> Result<(), AuditError> {
+        self.stage(event)?;
+        self.commit()
+    }
+
+    /// Stamps `ts` and `seq` and encodes the event, but does not write it yet: the next
+    /// [`AuditLog::commit`] (or `record`) writes every staged event in one `write`. This lets a
+    /// session record the decisions of all the calls that arrived together with one syscall,
+    /// still before any of them is forwarded.
+    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
         self.seq += 1;
         event.seq = self.seq;
         event.ts = rfc3339(SystemTime::now());
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, &event)?;
+        let start = self.line.len();
+        if let Err(err) = serde_json::to_writer(&mut self.line, &event) {
+            self.line.truncate(start);
+            return Err(err.into());
+        }
         self.line.push(b'\n');
+        Ok(())
+    }
+
+    /// Whether events are staged and not yet written.
+    pub fn has_staged(&self) -> bool {
+        !self.line.is_empty()
+    }
+
+    /// Writes every staged event, as whole lines, with one `write` per sink (no user-space
+    /// buffer is left behind: when this returns Ok the events are in the kernel's hands). On an
+    /// error the staged events are discarded; the caller must not forward what they record.
+    pub fn commit(&mut self) -> Result<(), AuditError> {
+        if self.line.is_empty() {
+            return Ok(());
+        }
+        let result = self.write_staged();
+        self.line.clear();
+        if self.line.capacity() > MAX_KEPT_CAPACITY {
+            self.line.shrink_to(MAX_KEPT_CAPACITY);
+        }
+        result
+    }
+
+    fn write_staged(&mut self) -> Result<(), AuditError> {
         for sink in &mut self.sinks {
             match sink {
                 Sink::File { file, path } => {
@@ -136,6 +177,28 @@ impl AuditLog {
 mod tests {
     use super::*;
     use crate::audit::EventKind;
+
+    #[test]
+    fn staged_events_are_written_together_in_order_on_commit() {
+        let mut log = AuditLog::memory();
+        log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        assert!(log.has_staged());
+        assert!(log.memory_contents().is_empty());
+        log.commit().unwrap();
+        assert!(!log.has_staged());
+        log.record(Event::new(EventKind::Outcome, "a")).unwrap();
+        let text = String::from_utf8(log.memory_contents().to_vec()).unwrap();
+        let seqs: Vec<u64> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(seqs, [1, 2, 3]);
+    }
 
     #[test]
     fn appends_numbered_lines_to_a_private_file() {

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::audit::{AuditError, AuditLog, Event, EventKind};
@@ -53,37 +53,81 @@ struct Shared<'a> {
     dropped: std::cell::Cell<u64>,
 }
 
-/// Bytes to send, in order.
+/// Bytes to send, in order: whole lines, concatenated, so a batch goes out in one write.
 #[derive(Default)]
 struct Outbox {
-    to_host: Vec<Vec<u8>>,
-    to_server: Vec<Vec<u8>>,
+    to_host: Vec<u8>,
+    to_server: Vec<u8>,
 }
 
-fn encode(value: &Value) -> Vec<u8> {
-    // Serialising a `Value` cannot fail (string keys only).
-    let mut bytes = serde_json::to_vec(value).unwrap_or_default();
-    bytes.push(b'\n');
-    bytes
+impl Outbox {
+    fn len(&self) -> usize {
+        self.to_host.len() + self.to_server.len()
+    }
 }
 
-fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
-    line.push(b'\n');
-    line
+/// Appends `value` as one line.
+fn encode_into(out: &mut Vec<u8>, value: &Value) {
+    let start = out.len();
+    // Serialising a `Value` cannot fail (string keys only); never leave half a line behind.
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.truncate(start);
+        return;
+    }
+    out.push(b'\n');
 }
+
+fn push_line(out: &mut Vec<u8>, line: &[u8]) {
+    out.extend_from_slice(line);
+    out.push(b'\n');
+}
+
+/// A batch stops gathering more already-arrived lines once its output reaches this size...
+const BATCH_BYTES: usize = 64 * 1024;
+/// ...or this many lines, so one busy direction cannot starve the other.
+const BATCH_LINES: usize = 512;
 
 impl Shared<'_> {
-    /// Writes the audit events (before anything is forwarded) and encodes the messages.
-    fn settle(&self, fx: &mut Effects, out: &mut Outbox) -> Result<(), AuditError> {
+    /// Stages the audit events (written by `commit_audit`, before anything is forwarded) and
+    /// encodes the messages. `first` is the message the step was about (forwarded ahead of the
+    /// step's own extra messages, in that direction).
+    fn settle(
+        &self,
+        fx: &mut Effects,
+        out: &mut Outbox,
+        first: Option<(Direction, FirstBytes<'_>)>,
+    ) -> Result<(), AuditError> {
         if !fx.audit.is_empty() {
             let mut audit = self.audit.borrow_mut();
             for event in fx.audit.drain(..) {
-                audit.record(event)?;
+                audit.stage(event)?;
             }
         }
-        out.to_host.extend(fx.to_host.drain(..).map(|m| encode(&m)));
-        out.to_server
-            .extend(fx.to_server.drain(..).map(|m| encode(&m)));
+        if let Some((direction, bytes)) = first {
+            let target = match direction {
+                Direction::ToHost => &mut out.to_host,
+                Direction::ToServer => &mut out.to_server,
+            };
+            match bytes {
+                FirstBytes::Original(line) => push_line(target, line),
+                FirstBytes::Replaced(value) => encode_into(target, &value),
+            }
+        }
+        for message in fx.to_host.drain(..) {
+            encode_into(&mut out.to_host, &message);
+        }
+        for message in fx.to_server.drain(..) {
+            encode_into(&mut out.to_server, &message);
+        }
+        Ok(())
+    }
+
+    /// Writes the batch's audit events (one write), then hands its messages to the writers.
+    /// Nothing is forwarded unless the events recording it are in the kernel's hands.
+    async fn flush(&self, out: &mut Outbox) -> Result<(), AuditError> {
+        self.audit.borrow_mut().commit()?;
+        let out = std::mem::take(out);
+        self.send(out).await;
         Ok(())
     }
 
@@ -91,27 +135,23 @@ impl Shared<'_> {
         if !out.to_host.is_empty() {
             let sender = self.to_host.borrow().clone();
             if let Some(sender) = sender {
-                for bytes in out.to_host {
-                    if sender.send(bytes).await.is_err() {
-                        break;
-                    }
-                }
+                let _ = sender.send(out.to_host).await;
             }
         }
         if !out.to_server.is_empty() {
             let sender = self.to_server.borrow().clone();
             if let Some(sender) = sender {
-                for bytes in out.to_server {
-                    if sender.send(bytes).await.is_err() {
-                        break;
-                    }
-                }
+                let _ = sender.send(out.to_server).await;
             }
         }
     }
 
-    fn host_frame(&self, frame: Frame, max_line_bytes: usize) -> Result<Outbox, AuditError> {
-        let mut out = Outbox::default();
+    fn host_frame(
+        &self,
+        frame: Frame,
+        max_line_bytes: usize,
+        out: &mut Outbox,
+    ) -> Result<(), AuditError> {
         let line = match frame {
             Frame::Oversized { bytes } => {
                 tracing::warn!(
@@ -122,13 +162,11 @@ impl Shared<'_> {
                 let text = format!(
                     "message of {bytes} bytes exceeds airlock's limit of {max_line_bytes} bytes"
                 );
-                out.to_host.push(encode(&error_response(
-                    Value::Null,
-                    code::INVALID_REQUEST,
-                    &text,
-                    None,
-                )));
-                return Ok(out);
+                encode_into(
+                    &mut out.to_host,
+                    &error_response(Value::Null, code::INVALID_REQUEST, &text, None),
+                );
+                return Ok(());
             }
             Frame::Line(line) => line,
         };
@@ -136,13 +174,11 @@ impl Shared<'_> {
             Ok(message) => message,
             Err(err) => {
                 let text = format!("parse error: {err}");
-                out.to_host.push(encode(&error_response(
-                    Value::Null,
-                    code::PARSE_ERROR,
-                    &text,
-                    None,
-                )));
-                return Ok(out);
+                encode_into(
+                    &mut out.to_host,
+                    &error_response(Value::Null, code::PARSE_ERROR, &text, None),
+                );
+                return Ok(());
             }
         };
         let mut fx = Effects::default();
@@ -150,46 +186,48 @@ impl Shared<'_> {
             .gate
             .borrow_mut()
             .on_host(message, Instant::now(), &mut fx);
-        self.settle(&mut fx, &mut out)?;
-        match verdict {
-            Verdict::Pass => out.to_server.insert(0, with_newline(line)),
-            Verdict::Replace(value) => out.to_server.insert(0, encode(&value)),
-            Verdict::Drop => {}
-        }
-        Ok(out)
+        let first = match verdict {
+            Verdict::Pass => Some(FirstBytes::Original(&line)),
+            Verdict::Replace(value) => Some(FirstBytes::Replaced(value)),
+            Verdict::Drop => None,
+        };
+        self.settle(&mut fx, out, first.map(|f| (Direction::ToServer, f)))
     }
 
-    fn server_frame(&self, frame: Frame, max_line_bytes: usize) -> Result<Outbox, AuditError> {
-        let mut out = Outbox::default();
-        let server = self.gate.borrow().server().to_string();
+    fn server_frame(
+        &self,
+        frame: Frame,
+        max_line_bytes: usize,
+        out: &mut Outbox,
+    ) -> Result<(), AuditError> {
         let drop_line = |reason: &str, detail: Value| -> Result<(), AuditError> {
             self.dropped.set(self.dropped.get() + 1);
+            let gate = self.gate.borrow();
+            let server = gate.server();
             tracing::warn!(server = %server, "dropped a line from the server: {reason}");
-            let mut event = Event::new(EventKind::Dropped, &server);
+            let mut event = Event::new(EventKind::Dropped, server);
             event.reason = Some(reason.to_string());
             event.detail = Some(detail);
-            self.audit.borrow_mut().record(event)
+            self.audit.borrow_mut().stage(event)
         };
         let line = match frame {
             Frame::Oversized { bytes } => {
                 let reason =
                     format!("line of {bytes} bytes exceeds the limit of {max_line_bytes} bytes");
-                drop_line(
+                return drop_line(
                     &reason,
                     serde_json::json!({"bytes": bytes, "limit": max_line_bytes}),
-                )?;
-                return Ok(out);
+                );
             }
             Frame::Line(line) => line,
         };
         let message: Value = match serde_json::from_slice(&line) {
             Ok(message) => message,
             Err(err) => {
-                drop_line(
+                return drop_line(
                     &format!("not JSON: {err}"),
                     serde_json::json!({"bytes": line.len()}),
-                )?;
-                return Ok(out);
+                );
             }
         };
         let mut fx = Effects::default();
@@ -197,27 +235,73 @@ impl Shared<'_> {
             .gate
             .borrow_mut()
             .on_server(message, Instant::now(), &mut fx);
-        self.settle(&mut fx, &mut out)?;
-        match verdict {
-            Verdict::Pass => out.to_host.insert(0, with_newline(line)),
-            Verdict::Replace(value) => out.to_host.insert(0, encode(&value)),
-            Verdict::Drop => {}
-        }
-        Ok(out)
+        let first = match verdict {
+            Verdict::Pass => Some(FirstBytes::Original(&line)),
+            Verdict::Replace(value) => Some(FirstBytes::Replaced(value)),
+            Verdict::Drop => None,
+        };
+        self.settle(&mut fx, out, first.map(|f| (Direction::ToHost, f)))
     }
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    ToHost,
+    ToServer,
+}
+
+/// The message a step was about, as it will be forwarded.
+enum FirstBytes<'a> {
+    /// Unchanged: the bytes as they arrived.
+    Original(&'a [u8]),
+    Replaced(Value),
+}
+
+/// Reads one batch: waits for the first frame, then takes every frame that has already arrived
+/// (up to the batch limits), handing each to `step`. `Ok(false)` at end of stream (after the
+/// frames before it were handed over).
+async fn read_batch<R, F>(
+    lines: &mut LineReader<R>,
+    out: &mut Outbox,
+    mut step: F,
+) -> Result<bool, BatchError>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+    F: FnMut(Frame, &mut Outbox) -> Result<(), AuditError>,
+{
+    let first = lines.next_frame().await.map_err(BatchError::Read)?;
+    let Some(frame) = first else {
+        return Ok(false);
+    };
+    step(frame, out).map_err(BatchError::Audit)?;
+    let mut taken = 1;
+    while taken < BATCH_LINES && out.len() < BATCH_BYTES {
+        match lines.try_next_frame() {
+            None => break,
+            Some(Ok(Some(frame))) => step(frame, out).map_err(BatchError::Audit)?,
+            // End of stream or a read error: the next `next_frame` reports it again.
+            Some(Ok(None) | Err(_)) => break,
+        }
+        taken += 1;
+    }
+    Ok(true)
+}
+
+enum BatchError {
+    Read(std::io::Error),
+    Audit(AuditError),
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut rx: mpsc::Receiver<Vec<u8>>,
-    writer: W,
+    mut writer: W,
 ) -> std::io::Result<()> {
-    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-    while let Some(bytes) = rx.recv().await {
-        writer.write_all(&bytes).await?;
-        // Coalesce whatever else is already queued into the same flush.
+    while let Some(mut bytes) = rx.recv().await {
+        // Coalesce whatever else is already queued into the same write.
         while let Ok(more) = rx.try_recv() {
-            writer.write_all(&more).await?;
+            bytes.extend_from_slice(&more);
         }
+        writer.write_all(&bytes).await?;
         writer.flush().await?;
     }
     writer.flush().await?;
@@ -267,14 +351,23 @@ where
 
     let host_loop = async {
         let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, host_in), max);
+        let mut out = Outbox::default();
         let result = loop {
-            match lines.next_frame().await {
-                Ok(Some(frame)) => match shared.host_frame(frame, max) {
-                    Ok(out) => shared.send(out).await,
-                    Err(err) => break Err(SessionError::from(err)),
-                },
-                Ok(None) => break Ok(()),
-                Err(err) => {
+            let more = read_batch(&mut lines, &mut out, |frame, out| {
+                shared.host_frame(frame, max, out)
+            })
+            .await;
+            match more {
+                Ok(more) => {
+                    if let Err(err) = shared.flush(&mut out).await {
+                        break Err(SessionError::from(err));
+                    }
+                    if !more {
+                        break Ok(());
+                    }
+                }
+                Err(BatchError::Audit(err)) => break Err(SessionError::from(err)),
+                Err(BatchError::Read(err)) => {
                     tracing::warn!("reading from the host failed: {err}; treating it as closed");
                     break Ok(());
                 }
@@ -299,14 +392,23 @@ where
 
     let server_loop = async {
         let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, server_out), max);
+        let mut out = Outbox::default();
         let result = loop {
-            match lines.next_frame().await {
-                Ok(Some(frame)) => match shared.server_frame(frame, max) {
-                    Ok(out) => shared.send(out).await,
-                    Err(err) => break Err(SessionError::from(err)),
-                },
-                Ok(None) => break Ok(()),
-                Err(err) => {
+            let more = read_batch(&mut lines, &mut out, |frame, out| {
+                shared.server_frame(frame, max, out)
+            })
+            .await;
+            match more {
+                Ok(more) => {
+                    if let Err(err) = shared.flush(&mut out).await {
+                        break Err(SessionError::from(err));
+                    }
+                    if !more {
+                        break Ok(());
+                    }
+                }
+                Err(BatchError::Audit(err)) => break Err(SessionError::from(err)),
+                Err(BatchError::Read(err)) => {
                     tracing::warn!("reading from the server failed: {err}; treating it as closed");
                     break Ok(());
                 }
@@ -319,9 +421,9 @@ where
                 .gate
                 .borrow_mut()
                 .on_server_gone("its output closed", Instant::now(), &mut fx);
-            shared.settle(&mut fx, &mut out)?;
+            shared.settle(&mut fx, &mut out, None)?;
             out.to_server.clear();
-            shared.send(out).await;
+            shared.flush(&mut out).await?;
         }
         shared.to_host.borrow_mut().take();
         shared.to_server.borrow_mut().take();
@@ -351,8 +453,8 @@ where
                 let mut fx = Effects::default();
                 let mut out = Outbox::default();
                 shared.gate.borrow_mut().on_tick(now, &mut fx);
-                shared.settle(&mut fx, &mut out)?;
-                shared.send(out).await;
+                shared.settle(&mut fx, &mut out, None)?;
+                shared.flush(&mut out).await?;
             }
         }
     };
