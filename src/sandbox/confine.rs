@@ -35,6 +35,8 @@ use landlock::{
 
 use super::{FsAccess, NetMode, RlimitKind, SandboxPlan, seccomp};
 
+mod overlay;
+
 /// The steps of the helper; each failure exits with its own code (documented in
 /// `docs/sandbox.md`). Codes sit in 90..=104, away from shell (126/127) and signal (128+n) codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,8 @@ pub enum Step {
     Exec = 102,
     /// fork/wait in the supervisor or init.
     Supervise = 103,
+    /// The private mount namespace and the copy-on-write cache overlays (npm, uv).
+    Overlay = 104,
 }
 
 impl Step {
@@ -81,6 +85,7 @@ impl Step {
             Step::Seccomp => "seccomp",
             Step::Exec => "execve",
             Step::Supervise => "supervise",
+            Step::Overlay => "cache overlay",
         }
     }
 
@@ -101,6 +106,7 @@ impl Step {
             Seccomp,
             Exec,
             Supervise,
+            Overlay,
         ]
         .into_iter()
         .find(|step| step.code() == code)
@@ -191,6 +197,7 @@ struct Prepared {
     cwd: CString,
     bpf: Vec<seccompiler::BpfProgram>,
     ruleset: Option<RulesetCreated>,
+    overlays: Vec<overlay::Prepared>,
 }
 
 fn cstring(step: Step, text: &[u8]) -> CString {
@@ -219,6 +226,7 @@ fn prepare(plan: &SandboxPlan) -> Prepared {
     for dir in [&plan.private_home, &plan.private_tmp] {
         make_private_dir(plan, dir);
     }
+    let overlays = overlay::prepare(plan);
     let ruleset = (plan.landlock.abi > 0).then(|| build_ruleset(plan));
     Prepared {
         program,
@@ -227,10 +235,11 @@ fn prepare(plan: &SandboxPlan) -> Prepared {
         cwd,
         bpf,
         ruleset,
+        overlays,
     }
 }
 
-fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
+pub(super) fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
     use std::os::unix::fs::{PermissionsExt, chown};
     if let Err(err) = std::fs::create_dir_all(dir) {
         fail(Step::Prepare, format!("creating {}: {err}", dir.display()));
@@ -505,6 +514,11 @@ pub fn main() -> ! {
     if ns.net {
         flags |= libc::CLONE_NEWNET as libc::c_ulong;
     }
+    if ns.mount {
+        // Created together with the user namespace, so init holds CAP_SYS_ADMIN over it and may
+        // mount the cache overlays; the mounts exist only inside the sandbox.
+        flags |= libc::CLONE_NEWNS as libc::c_ulong;
+    }
     // SAFETY: clone without CLONE_VM and with a null stack behaves like fork(2): the child gets a
     // copy of this single-threaded process. Only the raw syscall can combine fork with namespaces.
     let child = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
@@ -577,6 +591,11 @@ fn parent_alive(release_r: &OwnedFd) -> bool {
 /// the server and reaps until it exits.
 fn init(plan: &mut SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> ! {
     wait_release(&release_r);
+    // While init still holds every capability of its user namespace (and before landlock and
+    // seccomp, which forbid mounting).
+    if plan.namespaces.mount {
+        overlay::mount_all(std::mem::take(&mut prepared.overlays));
+    }
     apply_rlimits(plan);
     drop_capabilities_keep_setid();
     leave_root(plan);

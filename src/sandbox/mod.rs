@@ -134,6 +134,10 @@ pub struct Namespaces {
     pub user: bool,
     pub pid: bool,
     pub net: bool,
+    /// A private mount namespace (propagation private), created only when the plan mounts cache
+    /// overlays.
+    #[serde(default)]
+    pub mount: bool,
 }
 
 /// The uid/gid maps the helper writes for the new user namespace (identity maps: the kernel
@@ -203,6 +207,26 @@ pub struct SeccompPlan {
     pub deny_udp: bool,
 }
 
+/// A runtime cache shown to the server as a private copy-on-write overlayfs (see
+/// [`profile::CacheOverlay`]). The helper mounts it inside the sandbox's own mount namespace; the
+/// real cache (`lower`) is the read-only lower layer and is never written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheOverlayPlan {
+    pub name: String,
+    /// The user's real cache. Reached only through the overlay (no landlock grant).
+    pub lower: PathBuf,
+    /// The server's own layer: `servers/<server>/cache/<name>/upper` (outside every grant, so the
+    /// server sees it only merged).
+    pub upper: PathBuf,
+    /// overlayfs' scratch dir, next to `upper` (same filesystem).
+    pub work: PathBuf,
+    /// The mount point, inside the private home (covered by its read-write landlock rule).
+    pub target: PathBuf,
+    /// `false` when no mount namespace can be made (no user namespaces): `target` is then a
+    /// private, initially empty cache, and the plan says so in `weaker_than_asked`.
+    pub mount: bool,
+}
+
 /// Everything the confine helper applies, decided up front. Serialised to the helper as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxPlan {
@@ -216,6 +240,9 @@ pub struct SandboxPlan {
     pub private_home: PathBuf,
     pub private_tmp: PathBuf,
     pub fs: Vec<FsRule>,
+    /// Runtime caches mounted copy-on-write (npm, uv).
+    #[serde(default)]
+    pub cache_overlays: Vec<CacheOverlayPlan>,
     pub network: NetMode,
     pub namespaces: Namespaces,
     pub id_maps: Option<IdMaps>,
@@ -272,6 +299,9 @@ impl SandboxPlan {
         if self.namespaces.net {
             names.push("net");
         }
+        if self.namespaces.mount {
+            names.push("mount");
+        }
         if names.is_empty() {
             "none".to_string()
         } else {
@@ -312,6 +342,24 @@ impl fmt::Display for SandboxPlan {
                 FsAccess::ReadWrite => "write",
             };
             writeln!(f, "    {access} {}  ({})", rule.path.display(), rule.reason)?;
+        }
+        for overlay in &self.cache_overlays {
+            if overlay.mount {
+                writeln!(
+                    f,
+                    "    overlay {} -> {} (copy-on-write; the real cache is never written; writes go to {})",
+                    overlay.lower.display(),
+                    overlay.target.display(),
+                    overlay.upper.display()
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "    cache {} (private and empty: no mount namespace for an overlay of {})",
+                    overlay.target.display(),
+                    overlay.lower.display()
+                )?;
+            }
         }
         let net_by = match (&self.network, self.namespaces.net) {
             (NetMode::Host, _) => "nothing (host network)".to_string(),
@@ -464,6 +512,11 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         }
     }
 
+    let cache_overlays = match profile {
+        Some(profile) => plan_cache_overlays(request, host, &vars, profile, &protected, &mut notes),
+        None => Vec::new(),
+    };
+
     fs.push(
         private_home.clone(),
         FsAccess::ReadWrite,
@@ -514,6 +567,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         user: host.user_namespaces,
         pid: host.user_namespaces,
         net: host.user_namespaces && network == NetMode::None,
+        mount: cache_overlays.iter().any(|overlay| overlay.mount),
     };
     if !namespaces.pid {
         notes.push("no pid namespace (user namespaces unavailable): the kill sequence signals the process group, and a descendant that calls setsid can escape it".to_string());
@@ -585,7 +639,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         });
     }
 
-    let env = build_env(request, &vars, profile);
+    let env = build_env(request, &vars, profile, &network, &cache_overlays);
     let mut argv = Vec::with_capacity(request.args.len() + 1);
     argv.push(request.program.to_string_lossy().into_owned());
     argv.extend(request.args.iter().cloned());
@@ -599,6 +653,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         private_home,
         private_tmp,
         fs: fs.into_rules(),
+        cache_overlays,
         network: network.clone(),
         namespaces,
         id_maps,
@@ -618,6 +673,80 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         weaker_than_asked: notes,
         launcher_pid: None,
     })
+}
+
+/// The profile's cache overlays, expanded. A cache that would expose a protected path, or whose
+/// mount point is not inside the private home, is left out (and noted); a cache the user does not
+/// have is still planned (the helper then mounts nothing and the mount point is an empty cache).
+fn plan_cache_overlays(
+    request: &PlanRequest,
+    host: &HostFacts,
+    vars: &Vars<'_>,
+    profile: &RuntimeProfile,
+    protected: &[(String, PathBuf)],
+    notes: &mut Vec<String>,
+) -> Vec<CacheOverlayPlan> {
+    let mut out: Vec<CacheOverlayPlan> = Vec::new();
+    let cache_dir = request
+        .dirs
+        .servers_dir()
+        .join(&request.server)
+        .join("cache");
+    for overlay in &profile.cache_overlays {
+        let (Some(lower), Some(target)) = (
+            vars.expand_path(&overlay.lower),
+            vars.expand_path(&overlay.at),
+        ) else {
+            notes.push(format!(
+                "{} cache overlay skipped: a variable it names is not set",
+                overlay.name
+            ));
+            continue;
+        };
+        // The name is a directory name under the state dir; the mount point must stay inside the
+        // private home, which the server may write anyway (no new grant, no mount over real paths).
+        let name_ok = check_server_name(&overlay.name).is_ok();
+        if !name_ok || target == vars.private_home || !target.starts_with(&vars.private_home) {
+            notes.push(format!(
+                "{} cache overlay skipped: its name or mount point {} is not a directory inside the private home",
+                overlay.name,
+                target.display()
+            ));
+            continue;
+        }
+        if out
+            .iter()
+            .any(|o| o.name == overlay.name || o.target == target)
+        {
+            continue;
+        }
+        if narrow_derived(&lower, protected, request.dirs.home.as_deref()).is_none() {
+            notes.push(format!(
+                "{} cache overlay skipped: {} would expose a protected path",
+                overlay.name,
+                lower.display()
+            ));
+            continue;
+        }
+        let mount = host.user_namespaces;
+        if !mount {
+            notes.push(format!(
+                "no user namespaces: the {} cache is a private empty cache at {} (no overlay of {})",
+                overlay.name,
+                target.display(),
+                lower.display()
+            ));
+        }
+        out.push(CacheOverlayPlan {
+            name: overlay.name.clone(),
+            upper: cache_dir.join(&overlay.name).join("upper"),
+            work: cache_dir.join(&overlay.name).join("work"),
+            lower,
+            target,
+            mount,
+        });
+    }
+    out
 }
 
 fn check_server_name(name: &str) -> Result<(), PlanError> {
@@ -861,6 +990,8 @@ fn build_env(
     request: &PlanRequest,
     vars: &Vars<'_>,
     profile: Option<&RuntimeProfile>,
+    network: &NetMode,
+    cache_overlays: &[CacheOverlayPlan],
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     let set = |env: &mut Vec<(String, String)>, name: &str, value: String| {
@@ -889,9 +1020,24 @@ fn build_env(
         vars.private_tmp.to_string_lossy().into_owned(),
     );
     if let Some(profile) = profile {
-        for (name, template) in profile.env_pairs() {
+        let offline = *network == NetMode::None;
+        for (name, template) in profile
+            .env_pairs()
+            .chain(profile.network_env_pairs(offline))
+        {
             if let Some(value) = vars.expand(template) {
                 set(&mut env, name, value);
+            }
+        }
+        // The cache variable names the server's view (the overlay), never the real cache.
+        for planned in cache_overlays {
+            let var = profile
+                .cache_overlays
+                .iter()
+                .find(|overlay| overlay.name == planned.name)
+                .and_then(|overlay| overlay.env.as_deref());
+            if let Some(var) = var {
+                set(&mut env, var, planned.target.to_string_lossy().into_owned());
             }
         }
     }

@@ -20,13 +20,46 @@ pub struct RuntimeProfile {
     /// Environment set for the server (templates), in file order.
     #[serde(default)]
     pub env: toml::Table,
+    /// Extra environment when the policy's network is `none` (nothing can be downloaded).
+    #[serde(default)]
+    pub env_offline: toml::Table,
+    /// Extra environment when the policy allows egress (`host` or TCP ports).
+    #[serde(default)]
+    pub env_online: toml::Table,
+    /// Package caches the server sees through a private copy-on-write overlay.
+    #[serde(default)]
+    pub cache_overlays: Vec<CacheOverlay>,
+}
+
+/// A runtime cache shown to the server as an overlayfs: the user's real cache is the read-only
+/// lower layer, the server's writes land in an upper layer under its private state dir. The real
+/// cache is never written, so a server cannot plant code the user later runs unconfined.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheOverlay {
+    /// Names the upper layer: `servers/<server>/cache/<name>/{upper,work}`.
+    pub name: String,
+    /// Template of the real cache (the lower layer).
+    pub lower: String,
+    /// Template of the mount point; must lie inside `${private_home}`.
+    pub at: String,
+    /// Environment variable pointed at the mount point.
+    #[serde(default)]
+    pub env: Option<String>,
 }
 
 impl RuntimeProfile {
     pub fn env_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.env
-            .iter()
-            .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
+        table_pairs(&self.env)
+    }
+
+    /// The network-dependent environment: `env_offline` or `env_online`.
+    pub fn network_env_pairs(&self, offline: bool) -> impl Iterator<Item = (&str, &str)> {
+        table_pairs(if offline {
+            &self.env_offline
+        } else {
+            &self.env_online
+        })
     }
 
     fn matches(&self, basename: &str) -> bool {
@@ -37,6 +70,12 @@ impl RuntimeProfile {
                 None => pattern == basename,
             })
     }
+}
+
+fn table_pairs(table: &toml::Table) -> impl Iterator<Item = (&str, &str)> {
+    table
+        .iter()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
 }
 
 const SOURCES: &[(&str, &str)] = &[
@@ -101,6 +140,19 @@ mod tests {
     #[test]
     fn every_profile_parses() {
         assert_eq!(all().len(), SOURCES.len());
+    }
+
+    #[test]
+    fn node_and_uv_caches_are_overlays_not_grants() {
+        for (name, var) in [("node", "npm_config_cache"), ("uv", "UV_CACHE_DIR")] {
+            let profile = all().iter().find(|p| p.name == name).unwrap();
+            let overlay = profile.cache_overlays.first().unwrap();
+            assert_eq!(overlay.env.as_deref(), Some(var));
+            assert!(overlay.at.starts_with("${private_home}/"), "{overlay:?}");
+            // The real cache is reached only through the overlay, never by a landlock grant.
+            assert!(!profile.read.iter().any(|r| r.contains(var)), "{profile:?}");
+            assert!(!profile.env.contains_key(var), "{profile:?}");
+        }
     }
 
     #[test]

@@ -82,7 +82,9 @@ fn default_plan_confines_hard() {
         Namespaces {
             user: true,
             pid: true,
-            net: true
+            net: true,
+            // node's profile mounts the npm cache overlay
+            mount: true,
         }
     );
     assert_eq!(
@@ -137,17 +139,101 @@ fn environment_is_cleared_then_whitelisted() {
 }
 
 #[test]
-fn npx_reads_the_real_npm_cache_read_only() {
+fn npx_sees_the_npm_cache_through_a_private_overlay() {
     let plan = plan(
         &request("/usr/bin/npx", &["-y", "pkg"]),
         &HostFacts::full_featured_root(),
     )
     .unwrap();
-    assert!(grants(&plan, FsAccess::ReadExec).contains(&Path::new("/home/me/.npm")));
-    assert!(!grants(&plan, FsAccess::ReadWrite).contains(&Path::new("/home/me/.npm")));
+    let server = Path::new("/home/me/.local/state/airlock/servers/fs");
+    assert_eq!(
+        plan.cache_overlays,
+        vec![CacheOverlayPlan {
+            name: "npm".into(),
+            lower: "/home/me/.npm".into(),
+            upper: server.join("cache/npm/upper"),
+            work: server.join("cache/npm/work"),
+            target: server.join("home/.npm"),
+            mount: true,
+        }]
+    );
+    assert!(plan.namespaces.mount);
+    // The real cache is not granted at all: the server sees it only through the overlay, and the
+    // upper layer only merged (it is outside every grant).
+    for rule in &plan.fs {
+        assert!(!rule.path.starts_with("/home/me/.npm"), "{rule:?}");
+        assert!(
+            !server.join("cache/npm/upper").starts_with(&rule.path),
+            "{rule:?}"
+        );
+    }
+    let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
+    assert_eq!(
+        env.get("npm_config_cache").map(String::as_str),
+        server.join("home/.npm").to_str()
+    );
+    assert_eq!(
+        env.get("npm_config_offline").map(String::as_str),
+        Some("true")
+    );
+    assert!(!env.contains_key("npm_config_prefer_offline"));
+    let shown = plan.to_string();
     assert!(
-        plan.env
-            .contains(&("npm_config_cache".to_string(), "/home/me/.npm".to_string()))
+        shown.contains("overlay /home/me/.npm -> /home/me/.local/state/airlock/servers/fs/home/.npm (copy-on-write; the real cache is never written"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn npm_cache_env_follows_the_network_and_the_users_cache_var() {
+    let mut req = request("/usr/bin/npx", &["-y", "pkg"]);
+    req.sandbox.network = sourced(Network::TcpConnect(vec![443]));
+    req.parent_env
+        .push(("npm_config_cache".into(), "/data/npm-cache".into()));
+    let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
+    assert!(!env.contains_key("npm_config_offline"));
+    assert_eq!(
+        env.get("npm_config_prefer_offline").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(plan.cache_overlays[0].lower, Path::new("/data/npm-cache"));
+    assert!(env["npm_config_cache"].ends_with("servers/fs/home/.npm"));
+}
+
+#[test]
+fn cache_overlay_without_user_namespaces_is_a_private_empty_cache() {
+    let host = HostFacts {
+        user_namespaces: false,
+        ..HostFacts::full_featured_root()
+    };
+    let plan = plan(&request("/usr/bin/npx", &["-y", "pkg"]), &host).unwrap();
+    assert!(!plan.namespaces.mount && !plan.cache_overlays[0].mount);
+    assert!(
+        plan.weaker_than_asked
+            .iter()
+            .any(|n| n.contains("private empty cache"))
+    );
+    assert!(!plan.fs.iter().any(|r| r.path.starts_with("/home/me/.npm")));
+}
+
+#[test]
+fn cache_overlay_never_exposes_a_protected_path() {
+    let mut req = request("/usr/bin/npx", &["-y", "pkg"]);
+    req.parent_env
+        .push(("npm_config_cache".into(), "/home/me".into()));
+    let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert!(plan.cache_overlays.is_empty() && !plan.namespaces.mount);
+    assert!(
+        plan.weaker_than_asked
+            .iter()
+            .any(|n| n.contains("protected"))
+    );
+    assert!(
+        !plan
+            .env
+            .iter()
+            .any(|(k, v)| k == "npm_config_cache" && v == "/home/me")
     );
 }
 

@@ -1,0 +1,388 @@
+//! End to end: `npx -y <pkg>` from the user's npm cache works under the default policy (network
+//! none, no grants) through a private copy-on-write overlay of the cache, and nothing the server
+//! does reaches the real cache. As an ordinary user (the test's own uid, or uid 65533 via setpriv
+//! when the tests run as root) and as root (the server then runs as nobody and the cache is root's,
+//! in a home nobody cannot traverse).
+//!
+//! The populated cache comes from `.ci/install-peers` (`.peers/npm-cache`, as a first `npx -y`
+//! outside the sandbox leaves it); each test copies it into a throwaway home.
+
+mod sandbox_support;
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use sandbox_support::{AIRLOCK, text};
+
+const PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// The ordinary user the tests become when they run as root (no name needed: setpriv).
+const USER_UID: u32 = 65533;
+
+fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.peers")))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A throwaway world: `root/` (0755) holding `home/` with `.npm` (a copy of the peers cache) owned
+/// by `owner`, mode `home_mode`, plus state/config dirs the server's uid can traverse.
+struct Home {
+    root: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+    /// `Some(uid)`: run airlock as this uid (setpriv); `None`: as the test process.
+    run_as: Option<u32>,
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn setup(tag: &str, run_as: Option<u32>, home_mode: u32) -> Home {
+    let source = peers().join("npm-cache");
+    assert!(
+        source.join("_npx").is_dir(),
+        "{} is missing: run `bash .ci/install-peers`",
+        source.display()
+    );
+    let root = std::env::temp_dir().join(format!("airlock-npmcache-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    for dir in ["", "home", "config", "org", "tools"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        chmod(&root.join(dir), 0o755);
+    }
+    let cache = home.join(".npm");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(&source)
+        .arg(&cache)
+        .status()
+        .unwrap();
+    assert!(status.success(), "copying the npm cache");
+    if let Some(uid) = run_as {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{uid}"))
+            .arg(&home)
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown the test home");
+    }
+    chmod(&home, home_mode);
+    // Where the hostile script lives: readable by whoever the server runs as.
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sandbox/npm_cache_hostile.js"
+        ),
+        root.join("tools/npm_cache_hostile.js"),
+    )
+    .unwrap();
+    chmod(&root.join("tools/npm_cache_hostile.js"), 0o644);
+    Home {
+        root,
+        home,
+        cache,
+        run_as,
+    }
+}
+
+impl Home {
+    fn state(&self) -> PathBuf {
+        if self.run_as.is_some() || !is_root() {
+            self.home.join(".local/state")
+        } else {
+            // root: the server runs as nobody, who cannot traverse a 0700 home.
+            self.root.join("state")
+        }
+    }
+
+    fn airlock(&self, args: &[&str]) -> Command {
+        let mut cmd = match self.run_as {
+            Some(uid) => {
+                let mut cmd = Command::new("setpriv");
+                cmd.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(AIRLOCK);
+                cmd
+            }
+            None => Command::new(AIRLOCK),
+        };
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", self.state())
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.root.join("org"))
+            .current_dir(&self.root);
+        if self.run_as.is_none() && is_root() {
+            // airlock's audit sink would create `airlock/` 0700 (root's), which nobody, the
+            // server's uid, could not traverse to its private dirs: make it traversable first.
+            let dir = self.state().join("airlock");
+            std::fs::create_dir_all(&dir).unwrap();
+            chmod(&self.state(), 0o755);
+            chmod(&dir, 0o755);
+        }
+        cmd
+    }
+
+    /// The server's private upper layer for `server`.
+    fn upper(&self, server: &str) -> PathBuf {
+        self.state()
+            .join("airlock/servers")
+            .join(server)
+            .join("cache/npm/upper")
+    }
+}
+
+/// Every entry of a tree: type, mode, owner, size, mtime and a hash of the content (or link target).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, u32, u64, i64, u64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        if meta.file_type().is_symlink() {
+            std::fs::read_link(&path).unwrap().hash(&mut hasher);
+        } else if meta.is_file() {
+            std::fs::read(&path).unwrap().hash(&mut hasher);
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        }
+        out.insert(
+            path.strip_prefix(dir).unwrap().to_path_buf(),
+            (
+                meta.mode(),
+                meta.uid(),
+                meta.len(),
+                meta.mtime(),
+                hasher.finish(),
+            ),
+        );
+    }
+    out
+}
+
+/// initialize → initialized → tools/call echo through `airlock run`; returns the echo text.
+fn echo_through_airlock_run(home: &Home) -> String {
+    let mut child = home
+        .airlock(&["run", "--", "npx", "-y", PACKAGE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let send = |stdin: &mut std::process::ChildStdin, msg: serde_json::Value| {
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut read_response = |id: i64| -> Result<serde_json::Value, String> {
+        loop {
+            if Instant::now() > deadline {
+                return Err(format!("timed out waiting for response {id}"));
+            }
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                return Err(format!("stdout closed before response {id}"));
+            }
+            let msg: serde_json::Value = serde_json::from_str(&line)
+                .map_err(|e| format!("non-JSON on stdout ({e}): {line}"))?;
+            if msg["id"] == id {
+                return Ok(msg);
+            }
+        }
+    };
+    send(
+        &mut stdin,
+        serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"airlock-test","version":"0"}}}),
+    );
+    let result = read_response(1).and_then(|init| {
+        send(&mut stdin, serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        send(&mut stdin, serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello from the npm cache"}}}));
+        read_response(2).map(|call| (init, call))
+    });
+    // EOF: airlock stops the server and exits.
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let (init, call) = result.unwrap_or_else(|err| panic!("{err}; airlock stderr:\n{stderr}"));
+    assert!(init["result"]["serverInfo"].is_object(), "{init}\n{stderr}");
+    call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{call}\n{stderr}"))
+        .to_string()
+}
+
+fn check_npx_from_cache(home: &Home) {
+    let before = snapshot(&home.cache);
+    let text = echo_through_airlock_run(home);
+    assert!(text.contains("hello from the npm cache"), "{text}");
+    assert!(
+        before == snapshot(&home.cache),
+        "the real npm cache changed"
+    );
+    // npm wrote (its tmp dir, index entries): into the server's own upper layer.
+    assert!(
+        home.upper("server-everything").join("_cacache").is_dir(),
+        "nothing landed in the private upper layer"
+    );
+}
+
+#[test]
+fn npx_from_the_npm_cache_works_as_an_ordinary_user() {
+    let run_as = is_root().then_some(USER_UID);
+    let home = setup("user", run_as, 0o700);
+    check_npx_from_cache(&home);
+}
+
+/// airlock as root: the server runs as nobody, the cache is root's, in a home nobody cannot enter.
+#[test]
+fn npx_from_the_npm_cache_works_as_root() {
+    if !is_root() {
+        return; // needs root; the ordinary-user test covers this uid
+    }
+    let home = setup("root", None, 0o700);
+    check_npx_from_cache(&home);
+}
+
+fn hostile(home: &Home) -> (Output, BTreeMap<String, String>) {
+    let script = home.root.join("tools/npm_cache_hostile.js");
+    let mut child = home
+        .airlock(&[
+            "__sandbox-exec",
+            "--server",
+            "hostile-npm",
+            "--",
+            "node",
+            script.to_str().unwrap(),
+            home.cache.to_str().unwrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held open until the script is done: EOF on stdin starts airlock's kill sequence.
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let results = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (out, results)
+}
+
+fn check_hostile(home: &Home) {
+    let before = snapshot(&home.cache);
+    let (out, results) = hostile(home);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    // Every write succeeds in the server's own view ...
+    for (name, expected) in [
+        ("plant", "PLANTED"),
+        ("overwrite", "PLANTED"),
+        ("append", "ok"),
+        ("delete", "ok"),
+        ("rename", "ok"),
+        ("chmod", "ok"),
+        ("symlink", "ok"),
+        ("mountinfo", "overlay"),
+    ] {
+        assert_eq!(
+            results.get(name).map(String::as_str),
+            Some(expected),
+            "{name}\n{report}"
+        );
+    }
+    assert!(
+        results["view"].ends_with("servers/hostile-npm/home/.npm"),
+        "{report}"
+    );
+    // ... the real cache is not reachable by its path ...
+    assert_eq!(
+        results.get("real-read").map(String::as_str),
+        Some("EACCES"),
+        "{report}"
+    );
+    assert_eq!(
+        results.get("real-write").map(String::as_str),
+        Some("EACCES"),
+        "{report}"
+    );
+    // ... and is exactly as it was: every write landed in the private upper layer.
+    assert!(
+        before == snapshot(&home.cache),
+        "the real npm cache changed\n{report}"
+    );
+    let upper = home.upper("hostile-npm");
+    let hash = std::fs::read_dir(home.cache.join("_npx"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name();
+    let planted = upper
+        .join("_npx")
+        .join(hash)
+        .join("node_modules/planted.js");
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "PLANTED\n");
+    // A second run sees its own earlier writes (the upper layer is the server's, kept).
+    let (_, again) = hostile(home);
+    assert_eq!(again.get("plant").map(String::as_str), Some("PLANTED"));
+    assert!(
+        before == snapshot(&home.cache),
+        "the real npm cache changed"
+    );
+}
+
+#[test]
+fn a_hostile_server_cannot_write_the_real_npm_cache_as_an_ordinary_user() {
+    let run_as = is_root().then_some(USER_UID);
+    let home = setup("hostile-user", run_as, 0o700);
+    check_hostile(&home);
+}
+
+#[test]
+fn a_hostile_server_cannot_write_the_real_npm_cache_as_root() {
+    if !is_root() {
+        return;
+    }
+    let home = setup("hostile-root", None, 0o700);
+    check_hostile(&home);
+    // The uid is nobody: nothing in the upper layer belongs to root.
+    let upper = home.upper("hostile-npm");
+    let planted = std::fs::read_dir(upper.join("_npx"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("node_modules/planted.js");
+    assert_eq!(std::fs::metadata(planted).unwrap().uid(), 65534);
+}
