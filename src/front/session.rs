@@ -4,16 +4,15 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::sync::{oneshot, watch};
 
 use crate::audit::{AuditError, AuditLog, Event, EventKind};
 use crate::gate::{Effects, Gate, Verdict};
 use crate::mcp::message::{code, error_response};
 use crate::mcp::{Frame, LineReader};
 
-/// Messages queued per direction before the reader waits for the writer (backpressure).
-const QUEUE: usize = 256;
+use super::outlet::Outlet;
 
 #[derive(Debug, Clone, Copy)]
 pub struct SessionLimits {
@@ -45,11 +44,11 @@ pub enum SessionError {
     ServerWrite(std::io::Error),
 }
 
-struct Shared<'a> {
+struct Shared<'a, HW, SW> {
     gate: RefCell<Gate>,
     audit: &'a RefCell<AuditLog>,
-    to_host: RefCell<Option<mpsc::Sender<Vec<u8>>>>,
-    to_server: RefCell<Option<mpsc::Sender<Vec<u8>>>>,
+    to_host: Outlet<HW>,
+    to_server: Outlet<SW>,
     dropped: std::cell::Cell<u64>,
 }
 
@@ -87,7 +86,7 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// ...or this many lines, so one busy direction cannot starve the other.
 const BATCH_LINES: usize = 512;
 
-impl Shared<'_> {
+impl<HW: AsyncWrite + Unpin, SW: AsyncWrite + Unpin> Shared<'_, HW, SW> {
     /// Stages the audit events (written by `commit_audit`, before anything is forwarded) and
     /// encodes the messages. `first` is the message the step was about (forwarded ahead of the
     /// step's own extra messages, in that direction).
@@ -122,28 +121,18 @@ impl Shared<'_> {
         Ok(())
     }
 
-    /// Writes the batch's audit events (one write), then hands its messages to the writers.
+    /// Writes the batch's audit events (one write), then sends its messages (one write per
+    /// direction when the peer has room), then waits while a peer is not keeping up.
     /// Nothing is forwarded unless the events recording it are in the kernel's hands.
     async fn flush(&self, out: &mut Outbox) -> Result<(), AuditError> {
         self.audit.borrow_mut().commit()?;
-        let out = std::mem::take(out);
-        self.send(out).await;
+        self.to_host.push(&out.to_host);
+        self.to_server.push(&out.to_server);
+        out.to_host.clear();
+        out.to_server.clear();
+        self.to_host.room().await;
+        self.to_server.room().await;
         Ok(())
-    }
-
-    async fn send(&self, out: Outbox) {
-        if !out.to_host.is_empty() {
-            let sender = self.to_host.borrow().clone();
-            if let Some(sender) = sender {
-                let _ = sender.send(out.to_host).await;
-            }
-        }
-        if !out.to_server.is_empty() {
-            let sender = self.to_server.borrow().clone();
-            if let Some(sender) = sender {
-                let _ = sender.send(out.to_server).await;
-            }
-        }
     }
 
     fn host_frame(
@@ -292,22 +281,6 @@ enum BatchError {
     Audit(AuditError),
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    mut writer: W,
-) -> std::io::Result<()> {
-    while let Some(mut bytes) = rx.recv().await {
-        // Coalesce whatever else is already queued into the same write.
-        while let Ok(more) = rx.try_recv() {
-            bytes.extend_from_slice(&more);
-        }
-        writer.write_all(&bytes).await?;
-        writer.flush().await?;
-    }
-    writer.flush().await?;
-    writer.shutdown().await
-}
-
 /// How often pending calls are checked against `tool_timeout`.
 fn tick_period(timeout: Duration) -> Duration {
     (timeout / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
@@ -336,13 +309,11 @@ where
     SR: AsyncRead + Unpin,
     SW: AsyncWrite + Unpin,
 {
-    let (host_tx, host_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let (server_tx, server_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
     let shared = Shared {
         gate: RefCell::new(gate),
         audit,
-        to_host: RefCell::new(Some(host_tx)),
-        to_server: RefCell::new(Some(server_tx)),
+        to_host: Outlet::new(host_out),
+        to_server: Outlet::new(server_in),
         dropped: std::cell::Cell::new(0),
     };
     let (done_tx, done_rx) = watch::channel(false);
@@ -376,7 +347,7 @@ where
         // Also on an audit failure: stop forwarding and let the caller shut the server down.
         host_closed.set(true);
         // Closing the server's stdin is the first step of the kill sequence.
-        shared.to_server.borrow_mut().take();
+        shared.to_server.close();
         if let Some(signal) = host_eof {
             let _ = signal.send(());
         }
@@ -425,8 +396,8 @@ where
             out.to_server.clear();
             shared.flush(&mut out).await?;
         }
-        shared.to_host.borrow_mut().take();
-        shared.to_server.borrow_mut().take();
+        shared.to_host.close();
+        shared.to_server.close();
         let _ = done_tx.send(true);
         result
     };
@@ -460,12 +431,14 @@ where
     };
 
     let host_writer = async {
-        write_loop(host_rx, host_out)
+        shared
+            .to_host
+            .drain()
             .await
             .map_err(SessionError::HostWrite)
     };
     let server_writer = async {
-        let result = write_loop(server_rx, server_in).await;
+        let result = shared.to_server.drain().await;
         // A server that stopped reading (it exited) is reported by its closed stdout instead.
         if let Err(err) = &result {
             tracing::debug!("writing to the server failed: {err}");
