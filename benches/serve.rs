@@ -1,7 +1,15 @@
-//! `airlock serve` against a direct connection to the same fast native server (examples/mcp_echo),
-//! measured in the same run: `tools/call` round trip p50/p99 as a ratio, and time to Ready
-//! (spawn of `airlock serve` → the aggregated `tools/list` answer) for 10 servers started in
-//! parallel vs one.
+//! `airlock serve` against a direct connection to the same server, measured in the same run:
+//! `tools/call` round trip p50/p99 as a ratio, and time to Ready (spawn of `airlock serve` → the
+//! aggregated `tools/list` answer) for 10 servers started in parallel vs one.
+//!
+//! Two servers: the fast native `examples/mcp_echo` (answers in a few µs, so the row shows
+//! airlock's fixed cost) and the Python fixture of the serve tests (a real interpreted server).
+//!
+//! The floor: any stdio proxy adds two pipe hops per round trip (host → proxy → server and back),
+//! each a write plus the wakeup of another process. The bench measures that floor with two
+//! trivial byte-forwarding proxies run from this same binary (re-executed with
+//! `AIRLOCK_BENCH_PROXY`): blocking threads (the cheapest a proxy can be) and a single-threaded
+//! tokio loop (the shape of airlock: one thread, epoll).
 //!
 //! Run: `cargo bench --bench serve` (builds `airlock` and `examples/mcp_echo` with `--release`).
 
@@ -11,6 +19,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ROUND_TRIPS: usize = 3000;
+/// Fewer calls against the Python server: each takes tens of µs.
+const REAL_ROUND_TRIPS: usize = 1000;
+/// Set (to `threads` or `tokio`) when this binary runs as a floor proxy.
+const PROXY_ENV: &str = "AIRLOCK_BENCH_PROXY";
 const WARMUP: usize = 200;
 const READY_RUNS: usize = 5;
 
@@ -67,9 +79,9 @@ impl Peer {
     }
 }
 
-fn round_trips(peer: &mut Peer, tool: &str) -> Vec<Duration> {
-    let mut times = Vec::with_capacity(ROUND_TRIPS);
-    for id in 0..ROUND_TRIPS + WARMUP {
+fn round_trips(peer: &mut Peer, tool: &str, count: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(count);
+    for id in 0..count + WARMUP {
         let message = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}"
         );
@@ -83,6 +95,85 @@ fn round_trips(peer: &mut Peer, tool: &str) -> Vec<Duration> {
     }
     times.sort();
     times
+}
+
+/// The floor proxy, blocking threads: each direction is one thread in `read` → `write_all`.
+fn proxy_threads(program: &str, args: &[String]) {
+    use std::io::Read;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut to_server = child.stdin.take().expect("stdin");
+    let mut from_server = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        let mut stdout = std::io::stdout().lock();
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from_server.read(&mut buf) {
+            if stdout
+                .write_all(&buf[..n])
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = stdin.read(&mut buf) {
+        if to_server.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    drop(to_server);
+    let _ = child.wait();
+}
+
+/// The floor proxy, one tokio current-thread loop (airlock's shape): a task per direction, each
+/// `read` → `write_all` on non-blocking pipes.
+fn proxy_tokio(program: &str, args: &[String]) {
+    use std::os::fd::{AsFd, BorrowedFd};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::unix::pipe;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let mut to_server = child.stdin.take().expect("stdin");
+        let mut from_server = child.stdout.take().expect("stdout");
+        let fd = |f: BorrowedFd<'_>| f.try_clone_to_owned().expect("dup");
+        let mut host_in =
+            pipe::Receiver::from_owned_fd(fd(std::io::stdin().as_fd())).expect("stdin pipe");
+        let mut host_out =
+            pipe::Sender::from_owned_fd(fd(std::io::stdout().as_fd())).expect("stdout pipe");
+        let up = tokio::spawn(async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+                if host_out.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = host_in.read(&mut buf).await {
+            if to_server.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        drop(to_server);
+        let _ = child.wait().await;
+        let _ = up.await;
+    });
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -118,7 +209,10 @@ impl Setup {
     }
 
     fn serve(&self, servers: usize) -> Peer {
-        let config = self.config(servers);
+        self.serve_config(&self.config(servers))
+    }
+
+    fn serve_config(&self, config: &Path) -> Peer {
         let policy = self.work.path().join("policy.toml");
         let audit = self.work.path().join("audit.jsonl");
         let state = self.work.path().join("state");
@@ -161,6 +255,15 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    if let Ok(kind) = std::env::var(PROXY_ENV) {
+        let argv: Vec<String> = std::env::args().skip(1).collect();
+        let (program, args) = argv.split_first().expect("proxy: a server command");
+        match kind.as_str() {
+            "threads" => proxy_threads(program, args),
+            _ => proxy_tokio(program, args),
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return;
     }
@@ -181,6 +284,8 @@ fn main() {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
+    let python = PathBuf::from("/usr/bin/python3");
+    let fixture = root.join("tests/fixtures/serve/fixture_server.py");
     let setup = Setup {
         airlock: target.join("release/airlock"),
         server: target.join("release/examples/mcp_echo"),
@@ -189,49 +294,94 @@ fn main() {
     std::fs::write(
         setup.work.path().join("policy.toml"),
         format!(
-            "version = 1\n[launch]\nallow_commands = [\"{}\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\"]\n",
+            "version = 1\n[launch]\nallow_commands = [\"{}\", \"{}\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\", \"{}\"]\n",
             setup.server.display(),
-            setup.server.parent().expect("dir").display()
+            python.display(),
+            setup.server.parent().expect("dir").display(),
+            fixture.parent().expect("dir").display()
         ),
     )
     .expect("policy");
+    let me = std::env::current_exe().expect("current exe");
+    let server = setup.server.to_str().expect("utf8");
 
-    let mut direct = Peer::start(&setup.server, &[], &[]);
-    direct.initialize();
-    let direct_rt = round_trips(&mut direct, "echo");
-    direct.finish();
+    let measure = |mut peer: Peer, tool: &str, count: usize| {
+        peer.initialize();
+        let times = round_trips(&mut peer, tool, count);
+        peer.finish();
+        (percentile(&times, 0.5), percentile(&times, 0.99))
+    };
+    let native_direct = measure(Peer::start(&setup.server, &[], &[]), "echo", ROUND_TRIPS);
+    let proxy = |kind: &str| Peer::start(&me, &[server], &[(PROXY_ENV, Path::new(kind))]);
+    let floor_threads = measure(proxy("threads"), "echo", ROUND_TRIPS);
+    let floor_tokio = measure(proxy("tokio"), "echo", ROUND_TRIPS);
+    let native_served = measure(
+        setup.serve_config(&setup.config(1)),
+        "echo0__echo",
+        ROUND_TRIPS,
+    );
 
-    let mut gateway = setup.serve(1);
-    gateway.initialize();
-    let served_rt = round_trips(&mut gateway, "echo0__echo");
-    gateway.finish();
+    let fixture_arg = fixture.to_str().expect("utf8");
+    let real_direct = measure(
+        Peer::start(&python, &[fixture_arg], &[]),
+        "echo",
+        REAL_ROUND_TRIPS,
+    );
+    let real_config = setup.work.path().join("airlock-python.toml");
+    std::fs::write(
+        &real_config,
+        format!(
+            "[servers.py]\ncommand = \"{}\"\nargs = [\"{}\"]\n",
+            python.display(),
+            fixture.display()
+        ),
+    )
+    .expect("config");
+    let real_served = measure(
+        setup.serve_config(&real_config),
+        "py__echo",
+        REAL_ROUND_TRIPS,
+    );
 
     let one: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(1)).collect();
     let ten: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(10)).collect();
     let (one, ten) = (median(one), median(ten));
 
-    let (d50, d99, s50, s99) = (
-        percentile(&direct_rt, 0.5),
-        percentile(&direct_rt, 0.99),
-        percentile(&served_rt, 0.5),
-        percentile(&served_rt, 0.99),
-    );
-    println!("airlock serve vs direct ({ROUND_TRIPS} sequential tools/call to examples/mcp_echo)");
-    println!("| metric          | direct      | airlock serve | ratio / added |");
-    println!("|-----------------|-------------|---------------|---------------|");
+    let row = |name: &str, (p50, p99): (Duration, Duration), base: (Duration, Duration)| {
+        println!(
+            "| {name:<34} | {:8.1} µs | {:8.1} µs | {:5.2}× / +{:6.1} µs |",
+            us(p50),
+            us(p99),
+            us(p50) / us(base.0),
+            us(p50) - us(base.0)
+        );
+    };
     println!(
-        "| round trip p50  | {:8.1} µs | {:10.1} µs | {:.2}× / +{:.1} µs |",
-        us(d50),
-        us(s50),
-        us(s50) / us(d50),
-        us(s50) - us(d50)
+        "tools/call round trips, sequential ({ROUND_TRIPS} to examples/mcp_echo, {REAL_ROUND_TRIPS} to the Python fixture)"
     );
     println!(
-        "| round trip p99  | {:8.1} µs | {:10.1} µs | {:.2}× / +{:.1} µs |",
-        us(d99),
-        us(s99),
-        us(s99) / us(d99),
-        us(s99) - us(d99)
+        "| path                               | p50         | p99         | p50 vs direct       |"
+    );
+    println!(
+        "|------------------------------------|-------------|-------------|---------------------|"
+    );
+    row("mcp_echo direct", native_direct, native_direct);
+    row(
+        "mcp_echo via floor proxy (threads)",
+        floor_threads,
+        native_direct,
+    );
+    row(
+        "mcp_echo via floor proxy (tokio)",
+        floor_tokio,
+        native_direct,
+    );
+    row("mcp_echo via airlock serve", native_served, native_direct);
+    row("python fixture direct", real_direct, real_direct);
+    row("python fixture via airlock serve", real_served, real_direct);
+    println!(
+        "airlock serve above the tokio floor: +{:.1} µs (p50)",
+        us(native_served.0) - us(floor_tokio.0)
     );
     println!(
         "time to Ready (airlock serve start → aggregated tools/list), median of {READY_RUNS}:"
