@@ -13,6 +13,7 @@
 //! The behaviour and the decisions behind it are documented in `docs/serve.md`.
 
 pub mod control;
+mod io;
 pub mod lifecycle;
 pub mod names;
 pub mod remote;

@@ -329,6 +329,13 @@ impl Router {
         std::mem::take(&mut self.out)
     }
 
+    /// Moves the pending actions into `into` (emptied first). The two buffers swap, so neither
+    /// is reallocated on every message.
+    pub fn drain_actions(&mut self, into: &mut Vec<Action>) {
+        into.clear();
+        std::mem::swap(&mut self.out, into);
+    }
+
     pub fn server_names(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.name.clone()).collect()
     }

@@ -1,31 +1,49 @@
-//! The async shell of `airlock serve`: one loop owns the [`Router`] and carries out its actions;
-//! small tasks read and write the host and each server, spawn servers, and run kill sequences.
+//! The async shell of `airlock serve`: one event loop owns the [`Router`], every server's pipes
+//! and the host's, and carries out the router's actions.
 //!
-//! Nothing here blocks the loop: writes to a server go through a bounded queue (a server that
-//! stops reading loses messages, and its calls end at their `tool_timeout`, instead of stalling
-//! every other server), spawns and kill sequences run in their own tasks.
+//! Why one loop and no task per pipe: a `tools/call` round trip passes the loop twice (host →
+//! server, server → host), and each extra hop between tasks (reader task → channel → loop →
+//! channel → writer task) is a wakeup and a scheduler pass that cost more than the routing. So the
+//! loop polls every reader itself and writes each message to its pipe in the same step that routed
+//! it ([`Outlet`]); the loop runs as a spawned task, because waking the runtime's `block_on`
+//! future costs an eventfd write and an extra `epoll_wait` per wakeup.
+//!
+//! Nothing here blocks the loop: a pipe that does not take a message at once keeps it in a
+//! bounded backlog (a server that stops reading loses messages, and its calls end at their
+//! `tool_timeout`, instead of stalling every other server); spawns, kill sequences and stderr
+//! relays run in their own tasks and report through a channel.
 
+use std::future::poll_fn;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
 use super::control::ControlSocket;
+use super::io::{FrameReader, Outlet, Sent};
 use super::lifecycle::Phase;
 use super::remote::{Launch, RemoteEvent, RemoteSession};
 use super::router::{Action, Router};
 use crate::audit::{AuditError, AuditLog, Event, EventKind};
+use crate::mcp::Frame;
 use crate::mcp::message::{code, error_response};
-use crate::mcp::{Frame, LineReader};
 use crate::process::launch::LaunchError;
-use crate::process::{ExitSummary, STDIN_GRACE};
+use crate::process::{ConfinedChild, ExitSummary, STDIN_GRACE};
 
 /// Messages queued for one server before airlock drops them (the server stopped reading).
 const SERVER_QUEUE: usize = 1024;
+/// Messages queued for the host before airlock stops reading anyone (backpressure: a host that
+/// does not read its answers is not sent more work).
+const HOST_QUEUE: usize = 256;
 /// Junk lines from a server recorded one by one; after that only counted.
 const DROPS_RECORDED: u64 = 10;
+/// How long the host's last answers may take to drain at exit.
+const HOST_DRAIN: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShellError {
@@ -34,6 +52,8 @@ pub enum ShellError {
     Audit(#[from] AuditError),
     #[error("writing to the host failed: {0}")]
     HostWrite(std::io::Error),
+    #[error("the gateway loop ended abnormally: {0}")]
+    Aborted(String),
 }
 
 /// Everything the gateway needs, prepared by the CLI.
@@ -56,35 +76,24 @@ pub enum Ended {
     Signal(&'static str),
 }
 
+/// Reports from the helper tasks (spawns, kill sequences, remote sessions, the status socket).
 enum Input {
-    Host(Value),
-    /// An answer airlock gives the host itself (unparseable or oversized input).
-    HostReply(Value),
-    HostEof,
-    Server {
+    Spawned {
+        server: usize,
+        generation: u64,
+        result: Result<Connected, LaunchError>,
+    },
+    /// A message from a remote server (local servers' lines are read by the loop itself).
+    Remote {
         server: usize,
         generation: u64,
         message: Value,
     },
-    Dropped {
+    /// A remote server sent something that is not an MCP message.
+    RemoteDropped {
         server: usize,
         reason: String,
         bytes: usize,
-    },
-    ServerClosed {
-        server: usize,
-        generation: u64,
-        dropped: u64,
-    },
-    Spawned {
-        server: usize,
-        generation: u64,
-        result: Result<Link, LaunchError>,
-    },
-    Exited {
-        server: usize,
-        generation: u64,
-        summary: ExitSummary,
     },
     /// A remote server's link ended (its counterpart of `Exited`).
     RemoteEnded {
@@ -93,14 +102,42 @@ enum Input {
         reason: String,
         stopped: bool,
     },
+    Exited {
+        server: usize,
+        generation: u64,
+        summary: ExitSummary,
+    },
     Status(oneshot::Sender<Value>),
 }
 
+/// What one turn of the loop found.
+enum Wake {
+    Host(Frame),
+    HostEof,
+    Server { server: usize, frame: Frame },
+    ServerEof { server: usize },
+    Input(Input),
+    Tick,
+    Signal(&'static str),
+}
+
+/// A started server, as its spawn task hands it to the loop.
+enum Connected {
+    Local(Box<ConfinedChild>),
+    Remote(RemoteSession),
+}
+
+/// A running server's pipes (or a remote session's queue) and its supervisor.
 struct Link {
     generation: u64,
-    writer: Option<mpsc::Sender<Vec<u8>>>,
+    reader: Option<FrameReader<ChildStdout>>,
+    writer: Option<Outlet<ChildStdin>>,
+    /// A remote server's outgoing queue (its session task does the HTTP).
+    remote: Option<mpsc::Sender<Vec<u8>>>,
     stop: Option<oneshot::Sender<()>>,
     pid: Option<u32>,
+    /// Lines dropped from its stdout (not JSON, or oversized).
+    dropped: u64,
 }
 
 fn encode(value: &Value) -> Vec<u8> {
@@ -109,96 +146,138 @@ fn encode(value: &Value) -> Vec<u8> {
     bytes
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    writer: W,
-) -> std::io::Result<()> {
-    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-    while let Some(bytes) = rx.recv().await {
-        writer.write_all(&bytes).await?;
-        while let Ok(more) = rx.try_recv() {
-            writer.write_all(&more).await?;
-        }
-        writer.flush().await?;
-    }
-    writer.flush().await?;
-    writer.shutdown().await
-}
-
-fn host_frame(frame: Frame, max: usize) -> Input {
+fn host_message(frame: Frame, max: usize) -> Result<Value, Value> {
     match frame {
-        Frame::Oversized { bytes } => Input::HostReply(error_response(
+        Frame::Oversized { bytes } => Err(error_response(
             Value::Null,
             code::INVALID_REQUEST,
             &format!("message of {bytes} bytes exceeds airlock's limit of {max} bytes"),
             None,
         )),
-        Frame::Line(line) => match serde_json::from_slice(&line) {
-            Ok(message) => Input::Host(message),
-            Err(err) => Input::HostReply(error_response(
+        Frame::Line(line) => serde_json::from_slice(&line).map_err(|err| {
+            error_response(
                 Value::Null,
                 code::PARSE_ERROR,
                 &format!("parse error: {err}"),
                 None,
-            )),
-        },
+            )
+        }),
     }
 }
 
-struct Loop {
+struct Loop<HR, HW> {
     router: Router,
     launches: Vec<Option<Launch>>,
     links: Vec<Option<Link>>,
     spawning: usize,
     audit: AuditLog,
+    /// Audit events of the current step not written yet (see [`Loop::carry_out`]).
+    unwritten: Vec<Event>,
+    actions: Vec<Action>,
     inputs: mpsc::UnboundedSender<Input>,
-    host_tx: Option<mpsc::Sender<Vec<u8>>>,
+    inputs_rx: mpsc::UnboundedReceiver<Input>,
+    host_in: Option<FrameReader<HR>>,
+    host_out: Outlet<HW>,
     max_line_bytes: usize,
     shutting_down: bool,
     names: Vec<String>,
+    /// The timer for the router's deadlines, and the instant it is armed for. It is re-armed
+    /// only when a deadline comes earlier than the armed one; firing early costs one idle tick,
+    /// re-arming on every message would cost a timer-wheel update per call.
+    timer: Pin<Box<tokio::time::Sleep>>,
+    armed: Option<Instant>,
+    sigterm: Option<tokio::signal::unix::Signal>,
+    sigint: Option<tokio::signal::unix::Signal>,
+    /// Where the next poll of the readers starts, so that no reader starves the others.
+    next_reader: usize,
 }
 
-impl Loop {
-    async fn carry_out(&mut self) -> Result<(), ShellError> {
-        for action in self.router.take_actions() {
+impl<HR, HW> Loop<HR, HW>
+where
+    HR: AsyncRead + Unpin,
+    HW: AsyncWrite + Unpin,
+{
+    /// Carries out the router's actions, in order, with one exception: audit events are written
+    /// just before the next action that reaches a server or a process (so a decision is on disk
+    /// before the call it records is forwarded), or at the end of the step. An outcome is thus
+    /// written right after the answer goes to the host, which does not wait for it.
+    fn carry_out(&mut self) -> Result<(), ShellError> {
+        self.router.drain_actions(&mut self.actions);
+        let mut actions = std::mem::take(&mut self.actions);
+        for action in actions.drain(..) {
             match action {
-                Action::Audit(event) => self.audit.record(*event)?,
-                Action::ToHost(message) => {
-                    if let Some(tx) = &self.host_tx
-                        && tx.send(encode(&message)).await.is_err()
-                    {
-                        self.host_tx = None;
-                    }
-                }
+                Action::Audit(event) => self.unwritten.push(*event),
+                Action::ToHost(message) => self.send_host(&message),
                 Action::ToServer {
                     server,
                     generation,
                     message,
                 } => {
-                    let Some(link) = self.links[server].as_ref() else {
+                    self.write_audit()?;
+                    let Some(link) = self.links[server].as_mut() else {
                         continue;
                     };
                     if link.generation != generation {
                         continue;
                     }
-                    if let Some(writer) = &link.writer
-                        && writer.try_send(encode(&message)).is_err()
-                    {
+                    let full = if let Some(writer) = link.writer.as_mut() {
+                        writer.send(encode(&message)) == Sent::Full
+                    } else if let Some(remote) = &link.remote {
+                        matches!(
+                            remote.try_send(encode(&message)),
+                            Err(mpsc::error::TrySendError::Full(_))
+                        )
+                    } else {
+                        false
+                    };
+                    if full {
                         tracing::warn!(server = %self.names[server], "the server does not read its input: a message was dropped");
                     }
                 }
-                Action::Start { server, generation } => self.start(server, generation),
+                Action::Start { server, generation } => {
+                    self.write_audit()?;
+                    self.start(server, generation);
+                }
                 Action::Stop {
                     server,
                     generation,
                     reason,
                 } => {
+                    self.write_audit()?;
                     tracing::info!(server = %self.names[server], "stopping: {reason}");
                     self.stop(server, generation);
                 }
             }
         }
+        self.actions = actions;
+        self.write_audit()?;
+        self.arm_timer();
         Ok(())
+    }
+
+    fn write_audit(&mut self) -> Result<(), ShellError> {
+        for event in self.unwritten.drain(..) {
+            self.audit.record(event)?;
+        }
+        Ok(())
+    }
+
+    fn send_host(&mut self, message: &Value) {
+        // A host that closed its input is gone; the loop ends on its EOF.
+        let _ = self.host_out.send(encode(message));
+    }
+
+    fn arm_timer(&mut self) {
+        let Some(next) = self.router.next_deadline() else {
+            return;
+        };
+        if self.armed.is_some_and(|armed| armed <= next) {
+            return;
+        }
+        self.armed = Some(next);
+        self.timer
+            .as_mut()
+            .reset(tokio::time::Instant::from_std(next));
     }
 
     fn start(&mut self, server: usize, generation: u64) {
@@ -214,18 +293,16 @@ impl Loop {
         };
         self.spawning += 1;
         let inputs = self.inputs.clone();
-        let max = self.max_line_bytes;
-        let name = self.names[server].clone();
         tokio::spawn(async move {
             let result = match launch {
-                Launch::Local(prepared) => match prepared.spawn().await {
-                    Ok(child) => Ok(attach(child, server, generation, name, max, inputs.clone())),
-                    Err(err) => Err(err),
-                },
-                Launch::Remote(target) => match super::remote::connect(&target).await {
-                    Ok(session) => Ok(attach_remote(session, server, generation, inputs.clone())),
-                    Err(err) => Err(LaunchError::Remote(err.to_string())),
-                },
+                Launch::Local(prepared) => prepared
+                    .spawn()
+                    .await
+                    .map(|child| Connected::Local(Box::new(child))),
+                Launch::Remote(target) => super::remote::connect(&target)
+                    .await
+                    .map(Connected::Remote)
+                    .map_err(|err| LaunchError::Remote(err.to_string())),
             };
             let _ = inputs.send(Input::Spawned {
                 server,
@@ -240,7 +317,10 @@ impl Loop {
             && link.generation == generation
         {
             // Closing stdin is the kill sequence's first step.
-            link.writer = None;
+            if let Some(writer) = link.writer.as_mut() {
+                writer.close();
+            }
+            link.remote = None;
             if let Some(stop) = link.stop.take() {
                 let _ = stop.send(());
             }
@@ -261,68 +341,158 @@ impl Loop {
         Ok(())
     }
 
-    fn status(&self, config: &std::path::Path, started: std::time::SystemTime) -> Value {
-        let mut servers = serde_json::to_value(self.router.status()).unwrap_or_default();
-        if let Some(list) = servers.as_array_mut() {
-            for (index, entry) in list.iter_mut().enumerate() {
-                let pid = self
-                    .links
-                    .get(index)
-                    .and_then(|l| l.as_ref())
-                    .and_then(|l| l.pid);
-                entry["pid"] = json!(pid);
-            }
+    /// Lines dropped from a server's stdout: the first few recorded one by one.
+    fn dropped(&mut self, server: usize, reason: String, bytes: usize) -> Result<(), ShellError> {
+        let Some(link) = self.links[server].as_mut() else {
+            return Ok(());
+        };
+        link.dropped += 1;
+        if link.dropped > DROPS_RECORDED {
+            return Ok(());
         }
-        json!({
-            "pid": std::process::id(),
-            "config": config.display().to_string(),
-            "started": crate::audit::event::rfc3339(started),
-            "servers": servers,
-        })
+        tracing::warn!(server = %self.names[server], "dropped a line from the server: {reason}");
+        self.record(
+            EventKind::Dropped,
+            server,
+            json!({"bytes": bytes}),
+            Some(reason),
+        )
     }
 
-    async fn handle(
+    /// Waits for the next thing to do: a signal, a helper's report, a line from the host or a
+    /// server, the timer. Pipes with a backlog are drained on the way.
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+        for (signal, name) in [(&mut self.sigterm, "SIGTERM"), (&mut self.sigint, "SIGINT")] {
+            if let Some(stream) = signal.as_mut()
+                && let Poll::Ready(received) = stream.poll_recv(cx)
+            {
+                if received.is_none() {
+                    *signal = None;
+                }
+                return Poll::Ready(Wake::Signal(name));
+            }
+        }
+        if let Poll::Ready(Some(input)) = self.inputs_rx.poll_recv(cx) {
+            return Poll::Ready(Wake::Input(input));
+        }
+        if self.host_out.busy()
+            && let Poll::Ready(Err(err)) = self.host_out.poll_drain(cx)
+        {
+            tracing::debug!("writing to the host failed: {err}");
+        }
+        for (server, link) in self.links.iter_mut().enumerate() {
+            let Some(link) = link.as_mut() else {
+                continue;
+            };
+            let Some(writer) = link.writer.as_mut().filter(|w| w.busy()) else {
+                continue;
+            };
+            match writer.poll_drain(cx) {
+                Poll::Ready(Ok(true)) => link.writer = None,
+                Poll::Ready(Err(err)) => {
+                    tracing::debug!(server = %self.names[server], "writing to the server failed: {err}");
+                }
+                _ => {}
+            }
+        }
+        // A host that does not read its answers is not sent more: stop reading until it does.
+        if self.host_out.queued() < HOST_QUEUE {
+            let readers = 1 + self.links.len();
+            for step in 0..readers {
+                let index = (self.next_reader + step) % readers;
+                let wake = if index == 0 {
+                    let Some(host) = self.host_in.as_mut() else {
+                        continue;
+                    };
+                    match host.poll_frame(cx) {
+                        Poll::Pending => continue,
+                        Poll::Ready(Ok(Some(frame))) => Wake::Host(frame),
+                        Poll::Ready(Ok(None)) => {
+                            self.host_in = None;
+                            Wake::HostEof
+                        }
+                        Poll::Ready(Err(err)) => {
+                            tracing::warn!(
+                                "reading from the host failed: {err}; treating it as closed"
+                            );
+                            self.host_in = None;
+                            Wake::HostEof
+                        }
+                    }
+                } else {
+                    let server = index - 1;
+                    let Some(link) = self.links[server].as_mut() else {
+                        continue;
+                    };
+                    let Some(reader) = link.reader.as_mut() else {
+                        continue;
+                    };
+                    match reader.poll_frame(cx) {
+                        Poll::Pending => continue,
+                        Poll::Ready(Ok(Some(frame))) => Wake::Server { server, frame },
+                        Poll::Ready(Ok(None) | Err(_)) => {
+                            link.reader = None;
+                            Wake::ServerEof { server }
+                        }
+                    }
+                };
+                self.next_reader = index + 1;
+                return Poll::Ready(wake);
+            }
+        }
+        if self.armed.is_some() && self.timer.as_mut().poll(cx).is_ready() {
+            self.armed = None;
+            return Poll::Ready(Wake::Tick);
+        }
+        Poll::Pending
+    }
+
+    /// One step; `Some` when the gateway must shut down.
+    fn handle(
         &mut self,
-        input: Input,
+        wake: Wake,
         started: std::time::SystemTime,
         config: &std::path::Path,
-    ) -> Result<(), ShellError> {
+    ) -> Result<Option<Ended>, ShellError> {
         let now = Instant::now();
-        match input {
-            Input::Host(message) => {
+        match wake {
+            Wake::Signal(name) if !self.shutting_down => return Ok(Some(Ended::Signal(name))),
+            Wake::HostEof if !self.shutting_down => return Ok(Some(Ended::HostClosed)),
+            Wake::Signal(_) | Wake::HostEof => {}
+            Wake::Host(frame) => {
                 if !self.shutting_down {
-                    self.router.on_host(message, now);
+                    match host_message(frame, self.max_line_bytes) {
+                        Ok(message) => self.router.on_host(message, now),
+                        Err(reply) => self.send_host(&reply),
+                    }
                 }
             }
-            Input::HostReply(message) => {
-                if let Some(tx) = &self.host_tx {
-                    let _ = tx.send(encode(&message)).await;
+            Wake::Server { server, frame } => {
+                let Some(generation) = self.links[server].as_ref().map(|l| l.generation) else {
+                    return Ok(None);
+                };
+                match frame {
+                    Frame::Oversized { bytes } => {
+                        let max = self.max_line_bytes;
+                        self.dropped(
+                            server,
+                            format!("line of {bytes} bytes exceeds the limit of {max} bytes"),
+                            bytes,
+                        )?;
+                    }
+                    Frame::Line(line) => match serde_json::from_slice::<Value>(&line) {
+                        Ok(message) => self.router.on_server(server, generation, message, now),
+                        Err(err) => self.dropped(server, format!("not JSON: {err}"), line.len())?,
+                    },
                 }
             }
-            Input::HostEof => {}
-            Input::Server {
-                server,
-                generation,
-                message,
-            } => self.router.on_server(server, generation, message, now),
-            Input::Dropped {
-                server,
-                reason,
-                bytes,
-            } => {
-                tracing::warn!(server = %self.names[server], "dropped a line from the server: {reason}");
-                self.record(
-                    EventKind::Dropped,
-                    server,
-                    json!({"bytes": bytes}),
-                    Some(reason),
-                )?;
-            }
-            Input::ServerClosed {
-                server,
-                generation,
-                dropped,
-            } => {
+            Wake::ServerEof { server } => {
+                let Some((generation, dropped)) = self.links[server]
+                    .as_ref()
+                    .map(|l| (l.generation, l.dropped))
+                else {
+                    return Ok(None);
+                };
                 if dropped > DROPS_RECORDED {
                     self.record(
                         EventKind::Dropped,
@@ -333,19 +503,33 @@ impl Loop {
                 }
                 self.router.on_server_closed(server, generation, now);
             }
-            Input::Spawned {
+            Wake::Tick => self.router.on_tick(now),
+            Wake::Input(Input::Spawned {
                 server,
                 generation,
                 result,
-            } => {
+            }) => {
                 self.spawning -= 1;
                 match result {
-                    Ok(link) => {
+                    Ok(child) => {
                         let detail = self.launches[server]
                             .as_ref()
                             .map(Launch::spawn_detail)
                             .unwrap_or_default();
                         self.record(EventKind::Spawn, server, detail, None)?;
+                        let link = match child {
+                            Connected::Local(child) => attach(
+                                *child,
+                                server,
+                                generation,
+                                self.names[server].clone(),
+                                self.max_line_bytes,
+                                self.inputs.clone(),
+                            ),
+                            Connected::Remote(session) => {
+                                attach_remote(session, server, generation, self.inputs.clone())
+                            }
+                        };
                         self.links[server] = Some(link);
                         if !self.shutting_down {
                             self.router.on_spawned(server, generation, now);
@@ -372,11 +556,11 @@ impl Loop {
                     }
                 }
             }
-            Input::Exited {
+            Wake::Input(Input::Exited {
                 server,
                 generation,
                 summary,
-            } => {
+            }) => {
                 let (detail, text) = exit_detail(&summary);
                 self.record(EventKind::Exit, server, detail, None)?;
                 if self.links[server]
@@ -387,12 +571,30 @@ impl Loop {
                 }
                 self.router.on_exited(server, generation, &text, now);
             }
-            Input::RemoteEnded {
+            Wake::Input(Input::Remote {
+                server,
+                generation,
+                message,
+            }) => self.router.on_server(server, generation, message, now),
+            Wake::Input(Input::RemoteDropped {
+                server,
+                reason,
+                bytes,
+            }) => {
+                tracing::warn!(server = %self.names[server], "dropped a message from the server: {reason}");
+                self.record(
+                    EventKind::Dropped,
+                    server,
+                    json!({"bytes": bytes}),
+                    Some(reason),
+                )?;
+            }
+            Wake::Input(Input::RemoteEnded {
                 server,
                 generation,
                 reason,
                 stopped,
-            } => {
+            }) => {
                 let detail = json!({"ended_by": if stopped { "stop" } else { "remote" }});
                 self.record(EventKind::Exit, server, detail, Some(reason.clone()))?;
                 if self.links[server]
@@ -411,15 +613,36 @@ impl Loop {
                     self.router.on_exited(server, generation, &detail, now);
                 }
             }
-            Input::Status(reply) => {
+            Wake::Input(Input::Status(reply)) => {
                 let _ = reply.send(self.status(config, started));
             }
         }
-        Ok(())
+        self.carry_out()?;
+        Ok(None)
     }
 
     fn all_gone(&self) -> bool {
         self.spawning == 0 && self.links.iter().all(Option::is_none)
+    }
+
+    fn status(&self, config: &std::path::Path, started: std::time::SystemTime) -> Value {
+        let mut servers = serde_json::to_value(self.router.status()).unwrap_or_default();
+        if let Some(list) = servers.as_array_mut() {
+            for (index, entry) in list.iter_mut().enumerate() {
+                let pid = self
+                    .links
+                    .get(index)
+                    .and_then(|l| l.as_ref())
+                    .and_then(|l| l.pid);
+                entry["pid"] = json!(pid);
+            }
+        }
+        json!({
+            "pid": std::process::id(),
+            "config": config.display().to_string(),
+            "started": crate::audit::event::rfc3339(started),
+            "servers": servers,
+        })
     }
 }
 
@@ -445,10 +668,11 @@ fn exit_detail(summary: &ExitSummary) -> (Value, String) {
     (detail, text)
 }
 
-/// Wires a spawned server's pipes to the loop: a writer task, a reader task, the stderr relay
-/// and the supervisor that runs the kill sequence when asked (or reaps the server when it exits).
+/// Wires a spawned server to the loop: its pipes become the loop's reader and outlet; the stderr
+/// relay and the supervisor (runs the kill sequence when asked, or reaps the server when it
+/// exits) are tasks of their own.
 fn attach(
-    mut child: crate::process::ConfinedChild,
+    mut child: ConfinedChild,
     server: usize,
     generation: u64,
     name: String,
@@ -456,60 +680,14 @@ fn attach(
     inputs: mpsc::UnboundedSender<Input>,
 ) -> Link {
     let pid = child.id();
-    let (writer_tx, writer_rx) = mpsc::channel::<Vec<u8>>(SERVER_QUEUE);
-    if let Some(stdin) = child.stdin.take() {
-        tokio::spawn(async move {
-            let _ = write_loop(writer_rx, stdin).await;
-        });
-    }
-    if let Some(stdout) = child.stdout.take() {
-        let inputs = inputs.clone();
-        tokio::spawn(async move {
-            let mut lines =
-                LineReader::new(BufReader::with_capacity(64 * 1024, stdout), max_line_bytes);
-            let mut dropped = 0u64;
-            let mut drop_line = |reason: String, bytes: usize| {
-                dropped += 1;
-                if dropped <= DROPS_RECORDED {
-                    let _ = inputs.send(Input::Dropped {
-                        server,
-                        reason,
-                        bytes,
-                    });
-                }
-            };
-            while let Ok(Some(frame)) = lines.next_frame().await {
-                match frame {
-                    Frame::Oversized { bytes } => drop_line(
-                        format!(
-                            "line of {bytes} bytes exceeds the limit of {max_line_bytes} bytes"
-                        ),
-                        bytes,
-                    ),
-                    Frame::Line(line) => match serde_json::from_slice::<Value>(&line) {
-                        Ok(message) => {
-                            if inputs
-                                .send(Input::Server {
-                                    server,
-                                    generation,
-                                    message,
-                                })
-                                .is_err()
-                            {
-                                return;
-                            }
-                        }
-                        Err(err) => drop_line(format!("not JSON: {err}"), line.len()),
-                    },
-                }
-            }
-            let _ = inputs.send(Input::ServerClosed {
-                server,
-                generation,
-                dropped,
-            });
-        });
-    }
+    let writer = child
+        .stdin
+        .take()
+        .map(|stdin| Outlet::new(stdin, SERVER_QUEUE));
+    let reader = child
+        .stdout
+        .take()
+        .map(|stdout| FrameReader::new(stdout, max_line_bytes));
     if let Some(stderr) = child.stderr.take() {
         tokio::spawn(async move {
             let mut sink = std::io::stderr();
@@ -532,14 +710,17 @@ fn attach(
     });
     Link {
         generation,
-        writer: Some(writer_tx),
+        reader,
+        writer,
+        remote: None,
         stop: Some(stop_tx),
         pid,
+        dropped: 0,
     }
 }
 
-/// Wires a connected remote server to the loop like [`attach`] wires a child: the same bounded
-/// writer queue and the same inputs; its link's end stands in for the process exit.
+/// Wires a connected remote server to the loop: its session task does the HTTP and reports
+/// through the inputs; the link's end stands in for the process exit.
 fn attach_remote(
     session: RemoteSession,
     server: usize,
@@ -551,7 +732,7 @@ fn attach_remote(
     let dropped = std::sync::atomic::AtomicU64::new(0);
     let emit: super::remote::Emit = std::sync::Arc::new(move |event| {
         let input = match event {
-            RemoteEvent::Message(message) => Input::Server {
+            RemoteEvent::Message(message) => Input::Remote {
                 server,
                 generation,
                 message,
@@ -561,7 +742,7 @@ fn attach_remote(
                 if seen > DROPS_RECORDED {
                     return true;
                 }
-                Input::Dropped {
+                Input::RemoteDropped {
                     server,
                     reason,
                     bytes,
@@ -579,9 +760,12 @@ fn attach_remote(
     tokio::spawn(session.run(writer_rx, stop_rx, emit));
     Link {
         generation,
-        writer: Some(writer_tx),
+        reader: None,
+        writer: None,
+        remote: Some(writer_tx),
         stop: Some(stop_tx),
         pid: None,
+        dropped: 0,
     }
 }
 
@@ -592,35 +776,22 @@ where
     HR: AsyncRead + Unpin + Send + 'static,
     HW: AsyncWrite + Unpin + Send + 'static,
 {
+    // A spawned task, not this future: see the module docs.
+    match tokio::spawn(run_loop(gateway, host_in, host_out)).await {
+        Ok(ended) => ended,
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        Err(err) => Err(ShellError::Aborted(err.to_string())),
+    }
+}
+
+async fn run_loop<HR, HW>(gateway: Gateway, host_in: HR, host_out: HW) -> Result<Ended, ShellError>
+where
+    HR: AsyncRead + Unpin,
+    HW: AsyncWrite + Unpin,
+{
     use tokio::signal::unix::{SignalKind, signal};
     let started = std::time::SystemTime::now();
-    let (inputs_tx, mut inputs_rx) = mpsc::unbounded_channel::<Input>();
-    let (host_tx, host_rx) = mpsc::channel::<Vec<u8>>(256);
-    let host_writer = tokio::spawn(write_loop(host_rx, host_out));
-    {
-        let inputs = inputs_tx.clone();
-        let max = gateway.max_line_bytes;
-        tokio::spawn(async move {
-            let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, host_in), max);
-            loop {
-                match lines.next_frame().await {
-                    Ok(Some(frame)) => {
-                        if inputs.send(host_frame(frame, max)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(err) => {
-                        tracing::warn!(
-                            "reading from the host failed: {err}; treating it as closed"
-                        );
-                        break;
-                    }
-                }
-            }
-            let _ = inputs.send(Input::HostEof);
-        });
-    }
+    let (inputs_tx, inputs_rx) = mpsc::unbounded_channel::<Input>();
     if let Some(control) = &gateway.control {
         serve_control(control, inputs_tx.clone());
     }
@@ -632,46 +803,33 @@ where
         links: (0..count).map(|_| None).collect(),
         spawning: 0,
         audit: gateway.audit,
+        unwritten: Vec::new(),
+        actions: Vec::new(),
         inputs: inputs_tx,
-        host_tx: Some(host_tx),
+        inputs_rx,
+        host_in: Some(FrameReader::new(host_in, gateway.max_line_bytes)),
+        host_out: Outlet::new(host_out, usize::MAX),
         max_line_bytes: gateway.max_line_bytes,
         shutting_down: false,
         names,
+        timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+        armed: None,
+        sigterm: signal(SignalKind::terminate()).ok(),
+        sigint: signal(SignalKind::interrupt()).ok(),
+        next_reader: 0,
     };
+    let config = gateway.config_path;
     let mut policy_event = Event::new(EventKind::Policy, "gateway");
-    policy_event.detail =
-        Some(json!({"config": gateway.config_path.display().to_string(), "servers": count}));
+    policy_event.detail = Some(json!({"config": config.display().to_string(), "servers": count}));
     state.audit.record(policy_event)?;
 
-    let mut sigterm = signal(SignalKind::terminate()).ok();
-    let mut sigint = signal(SignalKind::interrupt()).ok();
     state.router.start_eager(Instant::now());
-    state.carry_out().await?;
+    state.carry_out()?;
 
     let ended = loop {
-        let deadline = state.router.next_deadline();
-        let sleep = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
-                None => std::future::pending().await,
-            }
-        };
-        let input = tokio::select! {
-            input = inputs_rx.recv() => input,
-            _ = sleep => {
-                state.router.on_tick(Instant::now());
-                state.carry_out().await?;
-                continue;
-            }
-            _ = recv_signal(&mut sigterm) => break Ended::Signal("SIGTERM"),
-            _ = recv_signal(&mut sigint) => break Ended::Signal("SIGINT"),
-        };
-        match input {
-            None | Some(Input::HostEof) => break Ended::HostClosed,
-            Some(input) => {
-                state.handle(input, started, &gateway.config_path).await?;
-                state.carry_out().await?;
-            }
+        let wake = poll_fn(|cx| state.poll_wake(cx)).await;
+        if let Some(ended) = state.handle(wake, started, &config)? {
+            break ended;
         }
     };
     match &ended {
@@ -685,7 +843,7 @@ where
     // kill_timeout (the sequence itself is stdin grace + kill_timeout + SIGKILL).
     state.shutting_down = true;
     state.router.shutdown();
-    state.carry_out().await?;
+    state.carry_out()?;
     let deadline = Instant::now() + STDIN_GRACE + gateway.kill_timeout + Duration::from_millis(300);
     while !state.all_gone() {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -695,26 +853,16 @@ where
             );
             break;
         }
-        match tokio::time::timeout(remaining, inputs_rx.recv()).await {
-            Ok(Some(input)) => {
-                state.handle(input, started, &gateway.config_path).await?;
-                state.carry_out().await?;
+        match tokio::time::timeout(remaining, poll_fn(|cx| state.poll_wake(cx))).await {
+            Ok(wake) => {
+                state.handle(wake, started, &config)?;
             }
-            Ok(None) | Err(_) => break,
+            Err(_) => break,
         }
     }
-    state.host_tx = None;
-    let _ = tokio::time::timeout(Duration::from_millis(200), host_writer).await;
+    state.host_out.close();
+    let _ = tokio::time::timeout(HOST_DRAIN, poll_fn(|cx| state.host_out.poll_drain(cx))).await;
     Ok(ended)
-}
-
-async fn recv_signal(signal: &mut Option<tokio::signal::unix::Signal>) {
-    match signal {
-        Some(signal) => {
-            signal.recv().await;
-        }
-        None => std::future::pending().await,
-    }
 }
 
 fn serve_control(control: &ControlSocket, inputs: mpsc::UnboundedSender<Input>) {

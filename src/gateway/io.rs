@@ -1,0 +1,310 @@
+//! Poll-style pipe I/O for the gateway's single event loop: a bounded line reader and a writer
+//! that writes at once.
+//!
+//! Why not a task per pipe with channels between them: every hop between tasks is a wakeup and a
+//! scheduler pass, and on a `tools/call` round trip those hops cost more than the routing itself.
+//! Here the loop polls every reader itself, and a message is written to its pipe in the same
+//! step that routed it; only what the pipe cannot take at once waits in a backlog that the loop
+//! drains when the pipe becomes writable.
+
+use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::mcp::Frame;
+
+/// Bytes read from a pipe at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Newline-delimited frames with a hard cap on the line size, with the same rules as
+/// [`crate::mcp::LineReader`] (an oversized line is skipped to its newline while only its bytes
+/// are counted; `\r\n` accepted; blank lines ignored; a last line without `\n` still counts), but
+/// polled rather than awaited, so one loop can wait on many readers at once.
+pub struct FrameReader<R> {
+    inner: R,
+    max_line_bytes: usize,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    line: Vec<u8>,
+    /// Bytes of the current line seen so far once it has exceeded the limit.
+    discarding: Option<usize>,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub fn new(inner: R, max_line_bytes: usize) -> FrameReader<R> {
+        FrameReader {
+            inner,
+            max_line_bytes: max_line_bytes.max(1),
+            buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            line: Vec::new(),
+            discarding: None,
+            eof: false,
+        }
+    }
+
+    /// The next non-empty frame, `None` at end of stream (and after it).
+    pub fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Frame>>> {
+        loop {
+            if self.start == self.end {
+                if self.eof {
+                    if let Some(bytes) = self.discarding.take() {
+                        return Poll::Ready(Ok(Some(Frame::Oversized { bytes })));
+                    }
+                    return Poll::Ready(Ok(self.take_line()));
+                }
+                let mut read = ReadBuf::new(&mut self.buf);
+                match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                    Poll::Ready(Ok(())) => {
+                        let filled = read.filled().len();
+                        self.start = 0;
+                        self.end = filled;
+                        self.eof = filled == 0;
+                        continue;
+                    }
+                }
+            }
+            let available = &self.buf[self.start..self.end];
+            let (chunk_len, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
+                Some(pos) => (pos, pos + 1, true),
+                None => (available.len(), available.len(), false),
+            };
+            match self.discarding.as_mut() {
+                Some(seen) => *seen += chunk_len,
+                None if self.line.len() + chunk_len > self.max_line_bytes => {
+                    self.discarding = Some(self.line.len() + chunk_len);
+                    self.line = Vec::new();
+                }
+                None => self.line.extend_from_slice(&available[..chunk_len]),
+            }
+            self.start += consumed;
+            if complete {
+                if let Some(bytes) = self.discarding.take() {
+                    return Poll::Ready(Ok(Some(Frame::Oversized { bytes })));
+                }
+                if let Some(frame) = self.take_line() {
+                    return Poll::Ready(Ok(Some(frame)));
+                }
+                // Blank line: keep-alive noise, not a message.
+            }
+        }
+    }
+
+    fn take_line(&mut self) -> Option<Frame> {
+        if self.line.last() == Some(&b'\r') {
+            self.line.pop();
+        }
+        if self.line.iter().all(u8::is_ascii_whitespace) {
+            self.line.clear();
+            return None;
+        }
+        Some(Frame::Line(std::mem::take(&mut self.line)))
+    }
+}
+
+/// What became of a message handed to [`Outlet::send`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Written, or queued behind earlier messages the pipe has not taken yet.
+    Accepted,
+    /// The backlog is full (the peer stopped reading): dropped.
+    Full,
+    /// The pipe failed or is closing: dropped.
+    Closed,
+}
+
+/// One pipe airlock writes to. `send` writes at once when nothing is queued; what the pipe does
+/// not take waits in the backlog, which the owner drains with [`Outlet::poll_drain`].
+pub struct Outlet<W> {
+    sink: W,
+    backlog: VecDeque<Vec<u8>>,
+    /// Bytes of the backlog's first message already written.
+    offset: usize,
+    /// Most messages the backlog holds.
+    limit: usize,
+    /// Written but not yet flushed (only sinks with their own buffer care).
+    unflushed: bool,
+    closing: bool,
+    failed: bool,
+}
+
+impl<W: AsyncWrite + Unpin> Outlet<W> {
+    pub fn new(sink: W, limit: usize) -> Outlet<W> {
+        Outlet {
+            sink,
+            backlog: VecDeque::new(),
+            offset: 0,
+            limit,
+            unflushed: false,
+            closing: false,
+            failed: false,
+        }
+    }
+
+    pub fn queued(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Whether the owner must poll [`Outlet::poll_drain`] (backlog, flush or close pending).
+    pub fn busy(&self) -> bool {
+        !self.failed && (!self.backlog.is_empty() || self.unflushed || self.closing)
+    }
+
+    pub fn send(&mut self, bytes: Vec<u8>) -> Sent {
+        if self.failed || self.closing {
+            return Sent::Closed;
+        }
+        if !self.backlog.is_empty() {
+            if self.backlog.len() >= self.limit {
+                return Sent::Full;
+            }
+            self.backlog.push_back(bytes);
+            return Sent::Accepted;
+        }
+        // Nothing queued: write now. A no-op waker is enough here, because a write that cannot
+        // complete leaves the rest in the backlog, and the owner polls `poll_drain` with its real
+        // waker before it sleeps, which registers for writability again.
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut written = 0;
+        while written < bytes.len() {
+            match Pin::new(&mut self.sink).poll_write(&mut cx, &bytes[written..]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    self.failed = true;
+                    return Sent::Closed;
+                }
+                Poll::Ready(Ok(n)) => written += n,
+                Poll::Pending => break,
+            }
+        }
+        self.unflushed = true;
+        if written < bytes.len() {
+            self.offset = written;
+            self.backlog.push_back(bytes);
+        } else {
+            // Pipes have no user-space buffer: this returns at once; other sinks keep their
+            // flush pending in `unflushed` until `poll_drain`.
+            if let Poll::Ready(result) = Pin::new(&mut self.sink).poll_flush(&mut cx) {
+                self.unflushed = false;
+                if result.is_err() {
+                    self.failed = true;
+                }
+            }
+        }
+        Sent::Accepted
+    }
+
+    /// Writes what is queued. Ready when there is nothing left to do: `Ok(true)` when the
+    /// outlet was closing and is now shut down (drop it), `Ok(false)` when merely idle.
+    pub fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        if self.failed {
+            return Poll::Ready(Ok(self.closing));
+        }
+        while let Some(front) = self.backlog.front() {
+            match Pin::new(&mut self.sink).poll_write(cx, &front[self.offset..]) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) => {
+                    self.failed = true;
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.unflushed = true;
+                    self.offset += n;
+                    if self.offset == front.len() {
+                        self.offset = 0;
+                        self.backlog.pop_front();
+                    }
+                }
+                Poll::Ready(Err(err)) => {
+                    self.failed = true;
+                    return Poll::Ready(Err(err));
+                }
+            }
+        }
+        if self.unflushed {
+            match Pin::new(&mut self.sink).poll_flush(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => {
+                    self.unflushed = false;
+                    if let Err(err) = result {
+                        self.failed = true;
+                        return Poll::Ready(Err(err));
+                    }
+                }
+            }
+        }
+        if self.closing {
+            return match Pin::new(&mut self.sink).poll_shutdown(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(_) => {
+                    self.failed = true;
+                    Poll::Ready(Ok(true))
+                }
+            };
+        }
+        Poll::Ready(Ok(false))
+    }
+
+    /// Stops accepting messages; what is queued is still written, then the sink is shut down.
+    pub fn close(&mut self) {
+        self.closing = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use tokio::io::AsyncReadExt;
+
+    async fn frames(input: &[u8], max: usize) -> Vec<Frame> {
+        let mut reader = FrameReader::new(input, max);
+        let mut out = Vec::new();
+        while let Some(frame) = poll_fn(|cx| reader.poll_frame(cx)).await.unwrap() {
+            out.push(frame);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn splits_lines_like_the_line_reader() {
+        let got = frames(b"{\"a\":1}\r\n\n  \n{\"b\":2}\n0123456789abc\nlast", 10).await;
+        assert_eq!(
+            got,
+            vec![
+                Frame::Line(b"{\"a\":1}".to_vec()),
+                Frame::Line(b"{\"b\":2}".to_vec()),
+                Frame::Oversized { bytes: 13 },
+                Frame::Line(b"last".to_vec()),
+            ]
+        );
+        assert_eq!(
+            frames(b"0123456789abc", 10).await,
+            vec![Frame::Oversized { bytes: 13 }]
+        );
+        assert!(frames(b"", 10).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn queues_what_the_pipe_does_not_take_and_drains_it_in_order() {
+        let (writer, mut reader) = tokio::io::duplex(8);
+        let mut outlet = Outlet::new(writer, 2);
+        assert_eq!(outlet.send(b"0123456789".to_vec()), Sent::Accepted);
+        assert_eq!(outlet.send(b"abc".to_vec()), Sent::Accepted);
+        assert_eq!(outlet.send(b"full".to_vec()), Sent::Full);
+        assert!(outlet.busy());
+        outlet.close();
+        let drain = tokio::spawn(async move { poll_fn(|cx| outlet.poll_drain(cx)).await });
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"0123456789abc");
+        assert!(drain.await.unwrap().unwrap());
+    }
+}
