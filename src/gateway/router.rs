@@ -444,7 +444,7 @@ impl Router {
             }
             Class::Response { id } | Class::Error { id } => {
                 let key = id_key(id);
-                self.host_response(message.clone(), &key, now);
+                self.host_response(message, &key, now);
             }
         }
     }
@@ -1408,7 +1408,7 @@ impl Router {
             }
             Class::Response { id } | Class::Error { id } => {
                 let key = id_key(id);
-                self.server_response(index, &key, message.clone(), now);
+                self.server_response(index, &key, message, now);
             }
             Class::Request { id, method } => {
                 let (id, method) = (id.clone(), method.to_string());
@@ -1427,8 +1427,19 @@ impl Router {
             tracing::debug!(server = %self.servers[index].name, "dropping an answer to an unknown request {key}");
             return;
         };
-        let error = message.get("error").cloned();
-        let result = message.get("result").cloned().unwrap_or(Value::Null);
+        // An answer for the host goes up whole; only airlock's own requests look inside (taking
+        // the parts rather than cloning them: a tool result can be megabytes).
+        let mut message = message;
+        let (error, result) = match origin {
+            Origin::Host { .. } | Origin::Ignore => (None, Value::Null),
+            _ => (
+                message.get_mut("error").map(Value::take),
+                message
+                    .get_mut("result")
+                    .map(Value::take)
+                    .unwrap_or(Value::Null),
+            ),
+        };
         match origin {
             Origin::Host {
                 host_id, progress, ..
@@ -1437,7 +1448,6 @@ impl Router {
                 if let Some(token) = progress {
                     self.servers[index].progress.remove(&token);
                 }
-                let mut message = message;
                 message["id"] = host_id;
                 self.out.push(Action::ToHost(message));
             }
