@@ -210,6 +210,22 @@ impl<HW: AsyncWrite + Unpin, SW: AsyncWrite + Unpin> Shared<'_, HW, SW> {
             }
             Frame::Line(line) => line,
         };
+        let mut fx = Effects::default();
+        // Most server lines are answers the gate passes unchanged: read only what it needs.
+        if let Some(peek) = crate::mcp::peek(&line) {
+            let verdict = self
+                .gate
+                .borrow_mut()
+                .on_server_peek(peek, Instant::now(), &mut fx);
+            if let Some(verdict) = verdict {
+                let first = match verdict {
+                    Verdict::Pass => Some(FirstBytes::Original(&line)),
+                    Verdict::Replace(value) => Some(FirstBytes::Replaced(value)),
+                    Verdict::Drop => None,
+                };
+                return self.settle(&mut fx, out, first.map(|f| (Direction::ToHost, f)));
+            }
+        }
         let message: Value = match serde_json::from_slice(&line) {
             Ok(message) => message,
             Err(err) => {
@@ -219,7 +235,6 @@ impl<HW: AsyncWrite + Unpin, SW: AsyncWrite + Unpin> Shared<'_, HW, SW> {
                 );
             }
         };
-        let mut fx = Effects::default();
         let verdict = self
             .gate
             .borrow_mut()

@@ -25,7 +25,7 @@ use crate::audit::{Event, EventKind, Outcome, Redactor};
 use crate::mcp::message::{
     code, error_response, id_key, notification, request, result_response, salvage_id,
 };
-use crate::mcp::{Class, classify, version};
+use crate::mcp::{Class, Peek, classify, version};
 use crate::policy::{Action, Call, Decision, Policy};
 
 /// Prefix of every id airlock itself puts in the host-facing id space.
@@ -653,35 +653,116 @@ impl Gate {
                             Verdict::Pass
                         }
                     }
-                    Tracked::ToolsCall { tool } => {
+                    what => {
                         let tool_error =
                             message.pointer("/result/isError").and_then(Value::as_bool)
                                 == Some(true);
-                        let (outcome, reason) = if is_error {
-                            let text = message
-                                .pointer("/error/message")
-                                .and_then(Value::as_str)
-                                .map(str::to_string);
-                            (Outcome::Error, text)
-                        } else if tool_error {
-                            (Outcome::Error, Some("tool result isError".to_string()))
-                        } else {
-                            (Outcome::Ok, None)
-                        };
-                        let elapsed = now.saturating_duration_since(pending.started);
-                        fx.audit.push(self.outcome_event(
-                            &tool,
-                            &pending.id,
-                            outcome,
-                            elapsed,
-                            reason,
-                        ));
+                        let error_message =
+                            message.pointer("/error/message").and_then(Value::as_str);
+                        self.answered(
+                            pending.id,
+                            what,
+                            pending.started,
+                            is_error,
+                            tool_error,
+                            error_message,
+                            now,
+                            fx,
+                        );
                         Verdict::Pass
                     }
-                    Tracked::ToolsList | Tracked::Other => Verdict::Pass,
                 }
             }
         }
+    }
+
+    /// The same as [`Gate::on_server`] for a message read with [`peek`](crate::mcp::peek), when
+    /// that is all the gate needs: an answer it passes unchanged (everything but the
+    /// `initialize` result and a `tools/list` result to filter), a notification, a request
+    /// outside airlock's id space, an invalid message. `None` means "parse the whole message
+    /// and call `on_server`"; nothing has changed then.
+    ///
+    /// Saves building a `Value` tree of every tool result, which can be megabytes.
+    pub fn on_server_peek(
+        &mut self,
+        peek: Peek,
+        now: Instant,
+        fx: &mut Effects,
+    ) -> Option<Verdict> {
+        match peek {
+            Peek::Other => Some(Verdict::Pass),
+            Peek::Request { id } => {
+                if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) {
+                    None
+                } else {
+                    Some(Verdict::Pass)
+                }
+            }
+            Peek::Answer {
+                id,
+                is_error,
+                tool_error,
+                error_message,
+            } => {
+                let key = id_key(&id);
+                if self.initialize_key.as_deref() == Some(key.as_str()) {
+                    return None;
+                }
+                let needs_filtering = |p: &Pending| {
+                    matches!(p.what, Tracked::ToolsList) && !is_error && !self.config.show_denied
+                };
+                match self.pending.get(&key) {
+                    None => Some(if self.timed_out.remove(&key) {
+                        Verdict::Drop
+                    } else {
+                        Verdict::Pass
+                    }),
+                    Some(pending) if needs_filtering(pending) => None,
+                    Some(_) => {
+                        let pending = self.pending.remove(&key)?;
+                        self.answered(
+                            pending.id,
+                            pending.what,
+                            pending.started,
+                            is_error,
+                            tool_error,
+                            error_message.as_deref(),
+                            now,
+                            fx,
+                        );
+                        Some(Verdict::Pass)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records the outcome of an answered tool call (other requests need nothing).
+    #[allow(clippy::too_many_arguments)]
+    fn answered(
+        &self,
+        id: Value,
+        what: Tracked,
+        started: Instant,
+        is_error: bool,
+        tool_error: bool,
+        error_message: Option<&str>,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
+        let Tracked::ToolsCall { tool } = what else {
+            return;
+        };
+        let (outcome, reason) = if is_error {
+            (Outcome::Error, error_message.map(str::to_string))
+        } else if tool_error {
+            (Outcome::Error, Some("tool result isError".to_string()))
+        } else {
+            (Outcome::Ok, None)
+        };
+        let elapsed = now.saturating_duration_since(started);
+        fx.audit
+            .push(self.outcome_event(&tool, &id, outcome, elapsed, reason));
     }
 
     // ---------------------------------------------------------------- time and death

@@ -410,3 +410,121 @@ fn call_without_a_name_is_still_one_decision() {
     );
     assert_eq!(fx.to_host[0]["error"]["code"], code::INVALID_PARAMS);
 }
+
+/// Runs one server message through `on_server_peek` (falling back to `on_server` as the session
+/// does) on one gate and through `on_server` on a twin; both must agree.
+fn both_ways(fast: &mut Gate, full: &mut Gate, message: Value, now: Instant) -> (Verdict, bool) {
+    let line = serde_json::to_vec(&message).unwrap();
+    let mut fx_fast = Effects::default();
+    let peeked = crate::mcp::peek(&line).unwrap();
+    let (verdict, took_fast_path) = match fast.on_server_peek(peeked, now, &mut fx_fast) {
+        Some(verdict) => (verdict, true),
+        None => (fast.on_server(message.clone(), now, &mut fx_fast), false),
+    };
+    let mut fx_full = Effects::default();
+    assert_eq!(full.on_server(message, now, &mut fx_full), verdict);
+    let strip = |fx: &Effects| {
+        fx.audit
+            .iter()
+            .map(|e| {
+                (
+                    e.event,
+                    e.tool.clone(),
+                    e.outcome,
+                    e.reason.clone(),
+                    e.request_id.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&fx_fast), strip(&fx_full));
+    assert_eq!(fx_fast.to_host, fx_full.to_host);
+    assert_eq!(fast.in_flight(), full.in_flight());
+    (verdict, took_fast_path)
+}
+
+#[test]
+fn peeked_server_messages_get_the_same_treatment_as_parsed_ones() {
+    let policy = "version = 1\n[tools]\ndefault = \"allow\"\ndeny = [\"mcp:fs__delete_*\"]\n";
+    let timeout = Some(Duration::from_secs(1));
+    let mut fast = gate_with(policy, timeout, false);
+    let mut full = gate_with(policy, timeout, false);
+    let now = Instant::now();
+    let host = |gate: &mut Gate, message: Value| {
+        gate.on_host(message, now, &mut Effects::default());
+    };
+    for gate in [&mut fast, &mut full] {
+        let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}});
+        host(gate, init);
+        for id in 1..=4 {
+            host(gate, call(json!(id), "read_file"));
+        }
+        host(
+            gate,
+            json!({"jsonrpc":"2.0","id":"list","method":"tools/list"}),
+        );
+        host(
+            gate,
+            json!({"jsonrpc":"2.0","id":"other","method":"resources/list"}),
+        );
+        host(gate, call(json!("late"), "read_file"));
+        gate.on_tick(now + Duration::from_secs(2), &mut Effects::default());
+    }
+    // Everything timed out at the tick; start fresh calls to answer.
+    for gate in [&mut fast, &mut full] {
+        for id in 11..=14 {
+            host(gate, call(json!(id), "read_file"));
+        }
+        host(
+            gate,
+            json!({"jsonrpc":"2.0","id":"list2","method":"tools/list"}),
+        );
+        host(
+            gate,
+            json!({"jsonrpc":"2.0","id":"other2","method":"resources/list"}),
+        );
+    }
+    let cases = [
+        (
+            json!({"jsonrpc":"2.0","id":11,"result":{"content":[{"type":"text","text":"x"}]}}),
+            true,
+        ),
+        (
+            json!({"jsonrpc":"2.0","id":12,"result":{"content":[],"isError":true}}),
+            true,
+        ),
+        (
+            json!({"jsonrpc":"2.0","id":13,"error":{"code":-1,"message":"boom"}}),
+            true,
+        ),
+        (json!({"jsonrpc":"2.0","id":14,"error":{"code":-1}}), true),
+        (json!({"jsonrpc":"2.0","id":"other2","result":{}}), true),
+        (json!({"jsonrpc":"2.0","id":"late","result":{}}), true),
+        (json!({"jsonrpc":"2.0","id":"unknown","result":{}}), true),
+        (
+            json!({"jsonrpc":"2.0","method":"notifications/progress","params":{}}),
+            true,
+        ),
+        (json!({"jsonrpc":"2.0","id":7,"method":"roots/list"}), true),
+        (
+            json!({"jsonrpc":"2.0","id":"airlock-x","method":"ping"}),
+            false,
+        ),
+        (
+            json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-03-26"}}),
+            false,
+        ),
+        (
+            json!({"jsonrpc":"2.0","id":"list2","result":{"tools":[{"name":"read_file"},{"name":"delete_file"}]}}),
+            false,
+        ),
+        (json!({"jsonrpc":"1.0","id":5,"result":{}}), true),
+    ];
+    for (message, fast_path) in cases {
+        let (_, took) = both_ways(&mut fast, &mut full, message.clone(), now);
+        assert_eq!(took, fast_path, "{message}");
+    }
+    assert_eq!(fast.version(), Some("2025-03-26"));
+    // The first `tools/list` and `resources/list` have no deadline and were never answered.
+    assert_eq!(fast.in_flight(), 2);
+}

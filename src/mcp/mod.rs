@@ -2,10 +2,12 @@
 //! ids and protocol versions. Pure: no policy, no processes.
 //!
 //! Messages are parsed to `serde_json::Value` and only what the gate needs is looked at, so
-//! unknown fields, methods and `_meta` pass through unchanged.
+//! unknown fields, methods and `_meta` pass through unchanged. Server answers are first read
+//! with [`peek`], which takes those few fields without building the rest of the tree.
 
 pub mod framing;
 pub mod message;
+pub mod peek;
 pub mod version;
 
 pub use framing::{DEFAULT_MAX_LINE_BYTES, Frame, LineReader};
@@ -13,4 +15,5 @@ pub use message::{
     Class, Invalid, classify, code, error_response, id_key, notification, request, result_response,
     salvage_id,
 };
+pub use peek::{Peek, peek};
 pub use version::Era;

@@ -1,0 +1,432 @@
+//! A cheap look at a message: the few fields the gate reads from what a server sends, taken
+//! straight from the bytes without building a `Value` tree of the rest.
+//!
+//! A tool result can be megabytes of file content; the gate only needs the id, whether it is an
+//! error, `result.isError` and `error.message`. Everything else is skipped (still validated as
+//! JSON by the parser). The classification mirrors [`crate::mcp::classify`] exactly, including
+//! "the last of duplicate keys wins" as in a parsed `Value`; whatever this cannot read (not an
+//! object, not JSON) is left to the full parse.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// What a message is, as far as the gate's handling of server messages goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Peek {
+    /// A request with a valid id (the gate may need to renumber it).
+    Request { id: Value },
+    /// A result or error answering `id` (`null` for an error that could not name its request).
+    Answer {
+        id: Value,
+        /// `error` is present (a JSON-RPC error).
+        is_error: bool,
+        /// `result.isError` is `true` (a tool-level error).
+        tool_error: bool,
+        /// `error.message`, when it is a string.
+        error_message: Option<String>,
+    },
+    /// A notification, or not a valid JSON-RPC message.
+    Other,
+}
+
+/// Peeks at one line. `None` when the line is not a single JSON object (a batch, not JSON):
+/// then parse it in full.
+pub fn peek(line: &[u8]) -> Option<Peek> {
+    let first = line.iter().find(|b| !b.is_ascii_whitespace())?;
+    if *first != b'{' {
+        return None;
+    }
+    let envelope: Envelope = serde_json::from_slice(line).ok()?;
+    Some(envelope.classify())
+}
+
+fn valid_id(id: &Value) -> bool {
+    matches!(id, Value::String(_) | Value::Number(_))
+}
+
+#[derive(Default)]
+struct Envelope {
+    /// `jsonrpc` is present and is the string "2.0".
+    jsonrpc_ok: bool,
+    /// `method` is present; `true` when it is a string.
+    method: Option<bool>,
+    id: Option<Value>,
+    /// `result` is present; `true` when it is an object whose `isError` is `true`.
+    result: Option<bool>,
+    /// `error` is present, with its `message` when that is a string.
+    error: Option<Option<String>>,
+}
+
+impl Envelope {
+    fn classify(self) -> Peek {
+        if !self.jsonrpc_ok {
+            return Peek::Other;
+        }
+        if let Some(method_is_str) = self.method {
+            return match self.id {
+                Some(id) if method_is_str && valid_id(&id) => Peek::Request { id },
+                _ => Peek::Other,
+            };
+        }
+        let Some(id) = self.id else {
+            return Peek::Other;
+        };
+        let tool_error = self.result == Some(true);
+        if let Some(error_message) = self.error {
+            return if valid_id(&id) || id.is_null() {
+                Peek::Answer {
+                    id,
+                    is_error: true,
+                    tool_error,
+                    error_message,
+                }
+            } else {
+                Peek::Other
+            };
+        }
+        if self.result.is_some() && valid_id(&id) {
+            return Peek::Answer {
+                id,
+                is_error: false,
+                tool_error,
+                error_message: None,
+            };
+        }
+        Peek::Other
+    }
+}
+
+/// A key of the envelope, read without allocating.
+enum Field {
+    Jsonrpc,
+    Id,
+    Method,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldVisitor;
+        impl Visitor<'_> for FieldVisitor {
+            type Value = Field;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<Field, E> {
+                Ok(match key {
+                    "jsonrpc" => Field::Jsonrpc,
+                    "id" => Field::Id,
+                    "method" => Field::Method,
+                    "result" => Field::Result,
+                    "error" => Field::Error,
+                    _ => Field::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(FieldVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EnvelopeVisitor;
+        impl<'de> Visitor<'de> for EnvelopeVisitor {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+                let mut envelope = Envelope::default();
+                // Later duplicates overwrite earlier ones, as in a parsed `Value`.
+                while let Some(field) = map.next_key::<Field>()? {
+                    match field {
+                        Field::Jsonrpc => {
+                            envelope.jsonrpc_ok = map.next_value::<StrProbe>()?.0 == Some(true)
+                        }
+                        Field::Method => {
+                            envelope.method = Some(map.next_value::<StrProbe>()?.0.is_some())
+                        }
+                        Field::Id => envelope.id = Some(map.next_value::<Value>()?),
+                        Field::Result => envelope.result = Some(map.next_value::<ResultProbe>()?.0),
+                        Field::Error => envelope.error = Some(map.next_value::<ErrorProbe>()?.0),
+                        Field::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(envelope)
+            }
+        }
+        deserializer.deserialize_map(EnvelopeVisitor)
+    }
+}
+
+/// Skips the rest of an array.
+fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Skips the rest of an object.
+fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Implements the non-string, non-container `visit_*` methods of a probe as "not what we look
+/// for", so any JSON value is accepted and skipped.
+macro_rules! accept_scalars {
+    ($value:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            skip_seq(seq)?;
+            Ok($value)
+        }
+    };
+}
+
+/// For `jsonrpc` and `method`: `Some(is "2.0")` when the value is a string, else `None`.
+struct StrProbe(Option<bool>);
+
+impl<'de> Deserialize<'de> for StrProbe {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrProbe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<StrProbe, E> {
+                Ok(StrProbe(Some(text == "2.0")))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<StrProbe, A::Error> {
+                skip_map(map)?;
+                Ok(StrProbe(None))
+            }
+            accept_scalars!(StrProbe(None));
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// For `result`: whether it is an object whose (last) `isError` is `true`.
+struct ResultProbe(bool);
+
+impl<'de> Deserialize<'de> for ResultProbe {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ResultProbe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<ResultProbe, E> {
+                Ok(ResultProbe(false))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResultProbe, A::Error> {
+                let mut is_error = false;
+                while let Some(key) = map.next_key::<KeyIs>()? {
+                    if key.0 == Some("isError") {
+                        is_error = map.next_value::<TrueProbe>()?.0;
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(ResultProbe(is_error))
+            }
+            accept_scalars!(ResultProbe(false));
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// For `error`: its (last) `message` when the error is an object and the message a string.
+struct ErrorProbe(Option<String>);
+
+impl<'de> Deserialize<'de> for ErrorProbe {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ErrorProbe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<ErrorProbe, E> {
+                Ok(ErrorProbe(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorProbe, A::Error> {
+                let mut message = None;
+                while let Some(key) = map.next_key::<KeyIs>()? {
+                    if key.0 == Some("message") {
+                        message = map.next_value::<Value>()?.as_str().map(str::to_string);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(ErrorProbe(message))
+            }
+            accept_scalars!(ErrorProbe(None));
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A key compared against the few names the probes look for, without allocating.
+struct KeyIs(Option<&'static str>);
+
+impl<'de> Deserialize<'de> for KeyIs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = KeyIs;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<KeyIs, E> {
+                Ok(KeyIs(match key {
+                    "isError" => Some("isError"),
+                    "message" => Some("message"),
+                    _ => None,
+                }))
+            }
+        }
+        deserializer.deserialize_identifier(V)
+    }
+}
+
+/// Whether a value is the boolean `true`.
+struct TrueProbe(bool);
+
+impl<'de> Deserialize<'de> for TrueProbe {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TrueProbe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<TrueProbe, E> {
+                Ok(TrueProbe(value))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<TrueProbe, E> {
+                Ok(TrueProbe(false))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<TrueProbe, E> {
+                Ok(TrueProbe(false))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<TrueProbe, E> {
+                Ok(TrueProbe(false))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<TrueProbe, E> {
+                Ok(TrueProbe(false))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<TrueProbe, E> {
+                Ok(TrueProbe(false))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<TrueProbe, A::Error> {
+                skip_seq(seq)?;
+                Ok(TrueProbe(false))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TrueProbe, A::Error> {
+                skip_map(map)?;
+                Ok(TrueProbe(false))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::{Class, classify};
+
+    /// What the full parse + `classify` + the gate's lookups say about a line, in `Peek` terms.
+    fn reference(line: &str) -> Option<Peek> {
+        let value: Value = serde_json::from_str(line).ok()?;
+        if !value.is_object() {
+            return None;
+        }
+        Some(match classify(&value) {
+            Ok(Class::Request { id, .. }) => Peek::Request { id: id.clone() },
+            Ok(Class::Response { id } | Class::Error { id }) => Peek::Answer {
+                id: id.clone(),
+                is_error: value.get("error").is_some(),
+                tool_error: value.pointer("/result/isError").and_then(Value::as_bool) == Some(true),
+                error_message: value
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            },
+            _ => Peek::Other,
+        })
+    }
+
+    #[test]
+    fn agrees_with_the_full_parse() {
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"isError":true,"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"isError":"yes"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"isError":true,"isError":false}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":[true]}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"boom","data":{"x":[1,2]}}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"error":{"message":7},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":[3],"error":{"message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":2,"id":1,"result":{}}"#,
+            r#"{"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"roots/list"}"#,
+            r#"{"jsonrpc":"2.0","id":"airlock-x","method":"ping","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}"#,
+            r#"{"jsonrpc":"2.0","method":5,"id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":"two","result":{"a":"\u00e9\"x"}}"#,
+            r#"{"jso\u006erpc":"2.0","id":1,"result":{"is\u0045rror":true}}"#,
+            r#"  {"jsonrpc":"2.0","id":1.5,"result":{},"extra":{"deep":[[[{}]]]}}"#,
+        ];
+        for line in lines {
+            assert_eq!(peek(line.as_bytes()), reference(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn leaves_what_it_cannot_read_to_the_full_parse() {
+        for line in [
+            "[]",
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            "not json",
+            r#"{"jsonrpc":"2.0","id":1,"result":{}} trailing"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"#,
+            "",
+            "   ",
+        ] {
+            assert_eq!(peek(line.as_bytes()), None, "{line}");
+        }
+    }
+}
