@@ -51,7 +51,12 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
-    /// Opens (creating, mode 0600, parents 0700) `path` for appending.
+    /// Opens (creating, mode 0600, parents 0711) `path` for appending.
+    ///
+    /// Parents are 0711, not 0700: the default audit directory is airlock's state dir, under
+    /// which servers' private home and tmp live, and a server running as another uid (nobody,
+    /// when airlock runs as root) must be able to traverse to them. 0711 lets it pass through
+    /// without listing anything; the log itself stays 0600.
     pub fn open_file(path: &Path) -> Result<AuditLog, AuditError> {
         let open_error = |source| AuditError::Open {
             path: path.to_path_buf(),
@@ -60,7 +65,7 @@ impl AuditLog {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(0o711)
                 .create(parent)
                 .map_err(open_error)?;
         }

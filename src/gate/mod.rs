@@ -245,13 +245,24 @@ impl Gate {
                 let (id, method) = (id.clone(), method.to_string());
                 self.host_request(message, id, &method, now, fx)
             }
-            Ok(Class::Notification { method }) => {
-                if method == "notifications/cancelled" {
-                    self.host_cancelled(&message, now, fx)
-                } else {
-                    Verdict::Pass
+            Ok(Class::Notification { method }) => match method {
+                "notifications/cancelled" => self.host_cancelled(&message, now, fx),
+                // A `tools/call` without an id cannot be answered, so it is never a legitimate
+                // call, but a lax server might still run it: it would bypass the gate. Dropped
+                // and recorded, never forwarded.
+                "tools/call" => {
+                    let mut event = self.event(EventKind::Dropped);
+                    event.tool = message
+                        .pointer("/params/name")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    event.reason = Some("host sent tools/call as a notification (no id)".into());
+                    fx.audit.push(event);
+                    tracing::warn!("dropped a tools/call notification from the host (no id)");
+                    Verdict::Drop
                 }
-            }
+                _ => Verdict::Pass,
+            },
             Ok(Class::Response { id } | Class::Error { id }) => {
                 let key = id_key(id);
                 if let Some(held) = self.held.remove(&key) {

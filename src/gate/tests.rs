@@ -528,3 +528,18 @@ fn peeked_server_messages_get_the_same_treatment_as_parsed_ones() {
     // The first `tools/list` and `resources/list` have no deadline and were never answered.
     assert_eq!(fast.in_flight(), 2);
 }
+
+#[test]
+fn a_tools_call_notification_never_reaches_the_server() {
+    let mut gate = gate();
+    let mut fx = Effects::default();
+    let sneaky = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "delete_file", "arguments": {}}});
+    assert!(matches!(
+        gate.on_host(sneaky, Instant::now(), &mut fx),
+        Verdict::Drop
+    ));
+    assert!(fx.to_host.is_empty(), "a notification gets no answer");
+    assert_eq!(fx.audit.len(), 1);
+    assert_eq!(fx.audit[0].event, EventKind::Dropped);
+    assert_eq!(fx.audit[0].tool.as_deref(), Some("delete_file"));
+}
