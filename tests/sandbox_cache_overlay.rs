@@ -184,29 +184,45 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, u32, u64, i64, u64)> {
     out
 }
 
-/// initialize → initialized → tools/call echo through `airlock run`; returns the echo text.
-fn echo_through_airlock_run(home: &Home) -> String {
-    let mut child = home
-        .airlock(&["run", "--", "npx", "-y", PACKAGE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let send = |stdin: &mut std::process::ChildStdin, msg: serde_json::Value| {
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut read_response = |id: i64| -> Result<serde_json::Value, String> {
+/// One `airlock run -- npx -y <pkg>` with its stdio, spoken to line by line.
+struct Session {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    deadline: Instant,
+}
+
+impl Session {
+    fn start(home: &Home) -> Session {
+        let mut child = home
+            .airlock(&["run", "--", "npx", "-y", PACKAGE])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Session {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            deadline: Instant::now() + Duration::from_secs(90),
+        }
+    }
+
+    fn send(&mut self, msg: serde_json::Value) -> Result<(), String> {
+        let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
+        writeln!(stdin, "{msg}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("writing to airlock: {e}"))
+    }
+
+    fn response(&mut self, id: i64) -> Result<serde_json::Value, String> {
         loop {
-            if Instant::now() > deadline {
+            if Instant::now() > self.deadline {
                 return Err(format!("timed out waiting for response {id}"));
             }
             let mut line = String::new();
-            if stdout.read_line(&mut line).unwrap() == 0 {
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
                 return Err(format!("stdout closed before response {id}"));
             }
             let msg: serde_json::Value = serde_json::from_str(&line)
@@ -215,26 +231,46 @@ fn echo_through_airlock_run(home: &Home) -> String {
                 return Ok(msg);
             }
         }
-    };
-    send(
-        &mut stdin,
-        serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"airlock-test","version":"0"}}}),
-    );
-    let result = read_response(1).and_then(|init| {
-        send(&mut stdin, serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-        send(&mut stdin, serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello from the npm cache"}}}));
-        read_response(2).map(|call| (init, call))
-    });
-    // EOF: airlock stops the server and exits.
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let (init, call) = result.unwrap_or_else(|err| panic!("{err}; airlock stderr:\n{stderr}"));
-    assert!(init["result"]["serverInfo"].is_object(), "{init}\n{stderr}");
+    }
+
+    fn initialize(&mut self) -> Result<serde_json::Value, String> {
+        self.send(serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"airlock-test","version":"0"}}}))?;
+        let init = self.response(1)?;
+        self.send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}))?;
+        Ok(init)
+    }
+
+    fn echo(&mut self, message: &str) -> Result<serde_json::Value, String> {
+        self.send(serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":message}}}))?;
+        self.response(2)
+    }
+
+    /// EOF: airlock stops the server and exits. Returns airlock's stderr.
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        let output = self.child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+}
+
+/// The echo text of a `tools/call echo` answer.
+fn echo_text(call: &serde_json::Value, stderr: &str) -> String {
     call["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("{call}\n{stderr}"))
         .to_string()
+}
+
+/// initialize → initialized → tools/call echo through `airlock run`; returns the echo text.
+fn echo_through_airlock_run(home: &Home) -> String {
+    let mut session = Session::start(home);
+    let result = session
+        .initialize()
+        .and_then(|init| Ok((init, session.echo("hello from the npm cache")?)));
+    let stderr = session.finish();
+    let (init, call) = result.unwrap_or_else(|err| panic!("{err}; airlock stderr:\n{stderr}"));
+    assert!(init["result"]["serverInfo"].is_object(), "{init}\n{stderr}");
+    echo_text(&call, &stderr)
 }
 
 fn check_npx_from_cache(home: &Home) {
@@ -249,6 +285,60 @@ fn check_npx_from_cache(home: &Home) {
     assert!(
         home.upper("server-everything").join("_cacache").is_dir(),
         "nothing landed in the private upper layer"
+    );
+}
+
+/// Two MCP hosts start the same command at once: same server name, same user, same state dir.
+/// overlayfs must not share an upper/work pair between two mounts, so one instance gets the
+/// persistent layer and the other a temporary one (`cache/npm/instances/<pid>`), which is gone
+/// once it has ended. Both answer while both are alive; the real cache stays untouched.
+#[test]
+fn two_instances_of_one_server_run_at_once() {
+    let run_as = is_root().then_some(USER_UID);
+    let home = setup("twice", run_as, 0o700);
+    let before = snapshot(&home.cache);
+    let mut sessions = [Session::start(&home), Session::start(&home)];
+    let mut results: Vec<Result<String, String>> = Vec::new();
+    // Both initialised before either is asked anything: both are alive for both calls.
+    let inits: Vec<_> = sessions.iter_mut().map(Session::initialize).collect();
+    for (session, init) in sessions.iter_mut().zip(inits) {
+        results.push(init.and_then(|_| {
+            let call = session.echo("hello from one of two")?;
+            call["result"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("no echo text: {call}"))
+        }));
+    }
+    let stderrs: Vec<String> = sessions.into_iter().map(Session::finish).collect();
+    let report = stderrs.join("\n----\n");
+    for result in &results {
+        match result {
+            Ok(text) => assert!(text.contains("hello from one of two"), "{text}\n{report}"),
+            Err(err) => panic!("{err}\n{report}"),
+        }
+    }
+    // Exactly one of them found the persistent layer taken and said so.
+    let fallbacks = stderrs
+        .iter()
+        .filter(|stderr| stderr.contains("is in use by another instance of this server"))
+        .count();
+    assert_eq!(fallbacks, 1, "{report}");
+    assert!(
+        before == snapshot(&home.cache),
+        "the real npm cache changed\n{report}"
+    );
+    assert!(
+        home.upper("server-everything").join("_cacache").is_dir(),
+        "nothing landed in the persistent upper layer\n{report}"
+    );
+    let instances = home.upper("server-everything").with_file_name("instances");
+    let left: Vec<_> = std::fs::read_dir(&instances)
+        .map(|dir| dir.map(|entry| entry.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "temporary layers left behind: {left:?}\n{report}"
     );
 }
 

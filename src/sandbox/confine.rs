@@ -198,6 +198,9 @@ struct Prepared {
     bpf: Vec<seccompiler::BpfProgram>,
     ruleset: Option<RulesetCreated>,
     overlays: Vec<overlay::Prepared>,
+    /// The locks that make each overlay's upper/work this instance's alone; the supervisor keeps
+    /// them (see `overlay`).
+    leases: Vec<overlay::Lease>,
 }
 
 fn cstring(step: Step, text: &[u8]) -> CString {
@@ -226,7 +229,7 @@ fn prepare(plan: &SandboxPlan) -> Prepared {
     for dir in [&plan.private_home, &plan.private_tmp] {
         make_private_dir(plan, dir);
     }
-    let overlays = overlay::prepare(plan);
+    let (overlays, leases) = overlay::prepare(plan);
     let ruleset = (plan.landlock.abi > 0).then(|| build_ruleset(plan));
     Prepared {
         program,
@@ -236,6 +239,7 @@ fn prepare(plan: &SandboxPlan) -> Prepared {
         bpf,
         ruleset,
         overlays,
+        leases,
     }
 }
 
@@ -489,7 +493,8 @@ pub fn main() -> ! {
             );
         }
     }
-    let prepared = prepare(&plan);
+    let mut prepared = prepare(&plan);
+    let leases = std::mem::take(&mut prepared.leases);
 
     // The release pipe: init waits for its maps before going on, and sees EOF on it if the helper dies.
     let mut fds = [0; 2];
@@ -536,14 +541,22 @@ pub fn main() -> ! {
         // SAFETY: writes one byte from a local buffer to our pipe.
         let wrote = unsafe { libc::write(release_w.as_raw_fd(), b"go".as_ptr().cast(), 1) };
         check(Step::Namespaces, "releasing init", wrote as libc::c_long);
-        supervise(child, ns.pid, release_w);
+        supervise(child, ns.pid, release_w, leases);
     }
     drop(release_w);
+    // init's copies of the lock fds: the helper's copies keep the locks, and the server must never
+    // inherit them (they are CLOEXEC and init closes every fd before the fork anyway).
+    drop(leases);
     init(&mut plan, prepared, release_r)
 }
 
 /// The helper after the clone: forwards signals to init and exits with its status.
-fn supervise(child: libc::pid_t, pid_namespace: bool, release_w: OwnedFd) -> ! {
+fn supervise(
+    child: libc::pid_t,
+    pid_namespace: bool,
+    release_w: OwnedFd,
+    leases: Vec<overlay::Lease>,
+) -> ! {
     // Without a pid namespace init runs the server in its own process group; signal the group.
     install_forwarding(if pid_namespace { child } else { -child });
     // The helper's stdin/stdout belong to the server now; holding them would delay EOF.
@@ -558,6 +571,11 @@ fn supervise(child: libc::pid_t, pid_namespace: bool, release_w: OwnedFd) -> ! {
     }
     let status = wait_for(child, false);
     drop(release_w);
+    // init is gone, and with it (pid namespace: every process of the sandbox; no pid namespace:
+    // no mount namespace, no overlay) the mounts over the layers: the pairs are free again.
+    for lease in leases {
+        lease.finish();
+    }
     std::process::exit(status)
 }
 

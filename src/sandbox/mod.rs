@@ -220,6 +220,15 @@ pub struct CacheOverlayPlan {
     pub upper: PathBuf,
     /// overlayfs' scratch dir, next to `upper` (same filesystem).
     pub work: PathBuf,
+    /// `servers/<server>/cache/<name>/lock`: overlayfs must not share an upper/work pair between
+    /// two mounts, and two instances of one server may run at once (two MCP hosts). The instance
+    /// whose helper holds an exclusive `flock` on this file uses `upper`/`work` (kept between
+    /// runs); any other gets an ephemeral pair under `instances` (below).
+    pub lock: PathBuf,
+    /// `servers/<server>/cache/<name>/instances`: `<helper pid>/{upper,work}` for an instance
+    /// that found `lock` taken, removed when it ends (and swept at a later start if it could not
+    /// be). Decided by the helper at start, so the plan stays pure.
+    pub instances: PathBuf,
     /// The mount point, inside the private home (covered by its read-write landlock rule).
     pub target: PathBuf,
     /// `false` when no mount namespace can be made (no user namespaces): `target` is then a
@@ -347,10 +356,11 @@ impl fmt::Display for SandboxPlan {
             if overlay.mount {
                 writeln!(
                     f,
-                    "    overlay {} -> {} (copy-on-write; the real cache is never written; writes go to {})",
+                    "    overlay {} -> {} (copy-on-write; the real cache is never written; writes go to {}, or to a temporary layer under {} while another instance of this server uses it)",
                     overlay.lower.display(),
                     overlay.target.display(),
-                    overlay.upper.display()
+                    overlay.upper.display(),
+                    overlay.instances.display()
                 )?;
             } else {
                 writeln!(
@@ -741,6 +751,8 @@ fn plan_cache_overlays(
             name: overlay.name.clone(),
             upper: cache_dir.join(&overlay.name).join("upper"),
             work: cache_dir.join(&overlay.name).join("work"),
+            lock: cache_dir.join(&overlay.name).join("lock"),
+            instances: cache_dir.join(&overlay.name).join("instances"),
             lower,
             target,
             mount,

@@ -153,6 +153,8 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
             lower: "/home/me/.npm".into(),
             upper: server.join("cache/npm/upper"),
             work: server.join("cache/npm/work"),
+            lock: server.join("cache/npm/lock"),
+            instances: server.join("cache/npm/instances"),
             target: server.join("home/.npm"),
             mount: true,
         }]
@@ -162,10 +164,13 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
     // upper layer only merged (it is outside every grant).
     for rule in &plan.fs {
         assert!(!rule.path.starts_with("/home/me/.npm"), "{rule:?}");
-        assert!(
-            !server.join("cache/npm/upper").starts_with(&rule.path),
-            "{rule:?}"
-        );
+        for layer in [
+            "cache/npm/upper",
+            "cache/npm/instances/1/upper",
+            "cache/npm/lock",
+        ] {
+            assert!(!server.join(layer).starts_with(&rule.path), "{rule:?}");
+        }
     }
     let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
     assert_eq!(

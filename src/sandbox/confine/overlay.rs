@@ -13,11 +13,20 @@
 //! root, 0755). The idmapped clone shows the cache's owner as the server's uid; overlayfs still
 //! never writes the lower layer, so the real cache stays unmodified. The clone is attached only long
 //! enough for the overlay to take its private reference, then detached again.
+//!
+//! Why a lock per cache: two instances of one server (two MCP hosts starting the same command) must
+//! not mount overlays over the same upper/work pair (undefined for overlayfs; with some options the
+//! kernel refuses with EBUSY). The helper takes an exclusive non-blocking `flock` on
+//! `cache/<name>/lock`; the instance holding it uses the persistent pair, any other gets an
+//! ephemeral pair under `cache/<name>/instances/<helper pid>`, removed by the supervisor when the
+//! instance ends. The lock fds are CLOEXEC and live only in the helper: init drops its copies right
+//! after the clone (the helper's copies of the same open file descriptions keep the locks), so the
+//! server never has them.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{Step, check, cstring, fail, make_private_dir, os_error};
@@ -25,6 +34,23 @@ use crate::sandbox::{CacheOverlayPlan, Identity, SandboxPlan};
 
 /// `move_mount(2)` flag: the source is the fd itself (not in every libc release).
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+
+/// What makes one overlay's upper/work pair this instance's alone: an `flock`ed fd, held by the
+/// helper (the supervisor) until it exits, and the ephemeral pair to remove then, if any.
+pub(super) struct Lease {
+    _lock: OwnedFd,
+    ephemeral: Option<PathBuf>,
+}
+
+impl Lease {
+    /// In the supervisor, once init (and with it the sandbox's mount namespace) is gone: removes
+    /// the ephemeral pair while still holding its lock (so no sweeper races us), then unlocks.
+    pub(super) fn finish(self) {
+        if let Some(dir) = &self.ephemeral {
+            remove_tree(dir);
+        }
+    }
+}
 
 /// One overlay, ready to mount.
 pub(super) struct Prepared {
@@ -63,8 +89,9 @@ fn options(lower: &Path, upper: &Path, work: &Path) -> CString {
     cstring(Step::Overlay, &text)
 }
 
-pub(super) fn prepare(plan: &SandboxPlan) -> Vec<Prepared> {
+pub(super) fn prepare(plan: &SandboxPlan) -> (Vec<Prepared>, Vec<Lease>) {
     let mut out = Vec::new();
+    let mut leases = Vec::new();
     for overlay in &plan.cache_overlays {
         // The mount point, or the private cache itself when there is nothing to overlay.
         make_private_dir(plan, &overlay.target);
@@ -92,8 +119,10 @@ pub(super) fn prepare(plan: &SandboxPlan) -> Vec<Prepared> {
                 ),
             ),
         };
-        make_private_dir(plan, &overlay.upper);
-        make_private_dir(plan, &overlay.work);
+        let (upper, work, lease) = claim_layers(overlay);
+        make_private_dir(plan, &upper);
+        make_private_dir(plan, &work);
+        leases.push(lease);
         let idmapped = match plan.identity {
             Some(id) if lower_meta.uid() != id.uid || lower_meta.gid() != id.gid => {
                 Some(idmapped_lower(overlay, &lower_meta, id))
@@ -109,12 +138,177 @@ pub(super) fn prepare(plan: &SandboxPlan) -> Vec<Prepared> {
             lower: overlay.lower.clone(),
             target: cstring(Step::Overlay, overlay.target.as_os_str().as_bytes()),
             target_text: overlay.target.display().to_string(),
-            options: options(&lowerdir, &overlay.upper, &overlay.work),
+            options: options(&lowerdir, &upper, &work),
             idmapped: idmapped
                 .map(|(fd, at)| (fd, cstring(Step::Overlay, at.as_os_str().as_bytes()))),
         });
     }
-    out
+    (out, leases)
+}
+
+/// The upper/work pair this instance may use alone: the persistent one if its lock is free,
+/// otherwise a fresh ephemeral one (equally confined: the real cache is the lower layer either
+/// way). Stale ephemeral pairs of instances that are gone are swept first.
+fn claim_layers(overlay: &CacheOverlayPlan) -> (PathBuf, PathBuf, Lease) {
+    let fail_at = |what: &str, path: &Path, err: std::io::Error| -> ! {
+        fail(
+            Step::Overlay,
+            format!(
+                "the {} cache layer: {what} {}: {err}",
+                overlay.name,
+                path.display()
+            ),
+        )
+    };
+    let own = std::process::id();
+    sweep_instances(&overlay.instances, own);
+    if let Some(dir) = overlay.lock.parent() {
+        if let Err(err) = std::fs::create_dir_all(dir) {
+            fail_at("creating", dir, err);
+        }
+    }
+    match try_lock(&overlay.lock) {
+        Ok(Some(lock)) => {
+            let lease = Lease {
+                _lock: lock,
+                ephemeral: None,
+            };
+            return (overlay.upper.clone(), overlay.work.clone(), lease);
+        }
+        Ok(None) => {}
+        Err(err) => fail_at("locking", &overlay.lock, err),
+    }
+    if let Err(err) = std::fs::create_dir_all(&overlay.instances) {
+        fail_at("creating", &overlay.instances, err);
+    }
+    // `<pid>`, or `<pid>.<n>` in the odd case that a live instance from another pid namespace
+    // sharing this state dir has the same number (its lock kept the sweep away from it).
+    for attempt in 0..16u32 {
+        let name = match attempt {
+            0 => own.to_string(),
+            n => format!("{own}.{n}"),
+        };
+        let dir = overlay.instances.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => fail_at("creating", &dir, err),
+        }
+        let lock = match try_lock(&dir.join("lock")) {
+            Ok(Some(lock)) => lock,
+            // Only a sweeper from another pid namespace (to which our pid means nothing) can
+            // have locked or removed the directory in between: take the next name.
+            Ok(None) => continue,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => fail_at("locking", &dir.join("lock"), err),
+        };
+        eprintln!(
+            "airlock-confine: the {} cache layer {} is in use by another instance of this server: this instance writes to a temporary layer {} (removed when it ends)",
+            overlay.name,
+            overlay.upper.display(),
+            dir.display()
+        );
+        let (upper, work) = (dir.join("upper"), dir.join("work"));
+        let lease = Lease {
+            _lock: lock,
+            ephemeral: Some(dir),
+        };
+        return (upper, work, lease);
+    }
+    fail(
+        Step::Overlay,
+        format!(
+            "the {} cache layer {} is in use by another instance of this server and no temporary layer could be made under {}",
+            overlay.name,
+            overlay.upper.display(),
+            overlay.instances.display()
+        ),
+    )
+}
+
+/// An exclusive, non-blocking `flock` on `path` (created 0600 if missing): `None` when another
+/// open file description holds it. The fd is CLOEXEC (std always sets it).
+fn try_lock(path: &Path) -> std::io::Result<Option<OwnedFd>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // SAFETY: flock on an fd we own; no pointers.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(Some(OwnedFd::from(file)));
+    }
+    let err = os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(None)
+    } else {
+        Err(err)
+    }
+}
+
+/// Removes the ephemeral pairs of instances that are gone (their supervisor was SIGKILLed, or the
+/// helper failed before the server started). An entry is stale when its pid is not alive (or is
+/// our own: a leftover of an earlier process with our number) and its lock is free; the pid check
+/// keeps a sweeper off a pair whose instance has made the directory but not locked it yet. Best
+/// effort: errors leave the entry for a later start.
+fn sweep_instances(instances: &Path, own: u32) {
+    let Ok(entries) = std::fs::read_dir(instances) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.split('.').next())
+            .and_then(|pid| pid.parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 0)
+        else {
+            continue;
+        };
+        if pid as u32 != own && pid_alive(pid) {
+            continue;
+        }
+        let dir = entry.path();
+        if let Ok(Some(_lock)) = try_lock(&dir.join("lock")) {
+            remove_tree(&dir);
+        }
+    }
+}
+
+fn pid_alive(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; no pointers.
+    let rc = unsafe { libc::kill(pid, 0) };
+    // EPERM: it exists, it is someone else's.
+    rc == 0 || os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Best-effort recursive removal. overlayfs leaves its `work/work` directory with mode 000, which
+/// an unprivileged owner cannot list: on a first failure, make every directory ours to list and
+/// try again.
+fn remove_tree(dir: &Path) {
+    if std::fs::remove_dir_all(dir).is_ok() {
+        return;
+    }
+    make_listable(dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn make_listable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        // The entry's own type (never a symlink's target).
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            make_listable(&entry.path());
+        }
+    }
 }
 
 /// A detached clone of the real cache in which its owner appears as `id`. Root only (idmapping a
