@@ -255,10 +255,15 @@ where
         Ok(())
     }
 
+    /// The events of one step in one `write` (a denied call's decision and outcome, say).
     fn write_audit(&mut self) -> Result<(), ShellError> {
-        for event in self.unwritten.drain(..) {
-            self.audit.record(event)?;
+        if self.unwritten.is_empty() {
+            return Ok(());
         }
+        for event in self.unwritten.drain(..) {
+            self.audit.stage(event)?;
+        }
+        self.audit.commit()?;
         Ok(())
     }
 
