@@ -104,6 +104,10 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+#[path = "common/summary.rs"]
+mod summary_line;
+use summary_line::summary;
+
 fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return; // `cargo test --benches` / nextest listing: nothing to run.
@@ -223,4 +227,41 @@ fn main() {
         "audit: {decisions} decision events for {} calls",
         ROUND_TRIPS + 200 + PIPELINED * ROUNDS
     );
+
+    let (p50_ratio, p50_added) = (us(g50) / us(d50), us(g50) - us(d50));
+    summary(
+        "run: echo round trip p50",
+        &format!("{:.1} µs", us(g50)),
+        &format!("{:.1} µs", us(d50)),
+        &format!("{p50_ratio:.2}× (+{p50_added:.1} µs)"),
+        "≤ 1.05× or ≤ +15 µs",
+        Some(p50_ratio <= 1.05 || p50_added <= 15.0),
+    );
+    summary(
+        "run: echo round trip p99",
+        &format!("{:.1} µs", us(g99)),
+        &format!("{:.1} µs", us(d99)),
+        &format!("{:.2}×", us(g99) / us(d99)),
+        "-",
+        None,
+    );
+    summary(
+        "run: throughput, 64 in flight",
+        &format!("{gated_tp:.0}/s"),
+        &format!("{direct_tp:.0}/s"),
+        &format!("{:.2}×", gated_tp / direct_tp),
+        "≥ 0.9×",
+        Some(gated_tp / direct_tp >= 0.9),
+    );
+    if let Some(kib) = rss {
+        let mib = kib as f64 / 1024.0;
+        summary(
+            "run: airlock peak RSS",
+            &format!("{mib:.1} MiB"),
+            "-",
+            "-",
+            "≤ 15 MiB",
+            Some(mib <= 15.0),
+        );
+    }
 }

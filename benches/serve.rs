@@ -254,6 +254,10 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+#[path = "common/summary.rs"]
+mod summary_line;
+use summary_line::summary;
+
 fn main() {
     if let Ok(kind) = std::env::var(PROXY_ENV) {
         let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -393,5 +397,41 @@ fn main() {
         "| 10      | {:9.1} ms  | ({:.2}× one server; started in parallel)",
         ms(ten),
         ms(ten) / ms(one)
+    );
+
+    let (served, direct, floor) = (us(native_served.0), us(native_direct.0), us(floor_tokio.0));
+    summary(
+        "serve: tools/call p50, native echo server",
+        &format!("{served:.1} µs"),
+        &format!("{direct:.1} µs"),
+        &format!(
+            "{:.2}× (+{:.1} µs; pipe-hop floor +{:.1} µs)",
+            served / direct,
+            served - direct,
+            floor - direct
+        ),
+        "≤ 1.10×",
+        Some(served / direct <= 1.10),
+    );
+    let (real_served_us, real_direct_us) = (us(real_served.0), us(real_direct.0));
+    summary(
+        "serve: tools/call p50, Python fixture server",
+        &format!("{real_served_us:.1} µs"),
+        &format!("{real_direct_us:.1} µs"),
+        &format!(
+            "{:.2}× (+{:.1} µs)",
+            real_served_us / real_direct_us,
+            real_served_us - real_direct_us
+        ),
+        "≤ 1.10×",
+        Some(real_served_us / real_direct_us <= 1.10),
+    );
+    summary(
+        "serve: time to Ready, 10 servers vs 1",
+        &format!("{:.1} ms", ms(ten)),
+        &format!("{:.1} ms (1 server)", ms(one)),
+        &format!("{:.2}×", ms(ten) / ms(one)),
+        "-",
+        None,
     );
 }

@@ -49,6 +49,10 @@ fn stats(mut samples: Vec<Duration>) -> (f64, f64, f64) {
     (min, median, p90)
 }
 
+#[path = "common/summary.rs"]
+mod summary_line;
+use summary_line::summary;
+
 fn main() {
     let root = std::env::temp_dir().join(format!("airlock-spawn-bench-{}", std::process::id()));
     std::fs::create_dir_all(root.join("tools")).expect("mkdir");
@@ -95,5 +99,13 @@ fn main() {
     println!("  bare spawn        min {bmin:7.2}  median {bmed:7.2}  p90 {bp90:7.2}");
     println!("  full sandbox      min {smin:7.2}  median {smed:7.2}  p90 {sp90:7.2}");
     println!("  sandbox overhead  median {:7.2} ms", smed - bmed);
+    summary(
+        "spawn → initialize, full sandbox vs bare",
+        &format!("{smed:.2} ms"),
+        &format!("{bmed:.2} ms"),
+        &format!("+{:.2} ms", smed - bmed),
+        "≤ +10 ms",
+        Some(smed - bmed <= 10.0),
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -79,8 +79,7 @@ impl World {
     }
 
     pub fn run(&self, server: &str, extra: &[&str], hostile_args: &[&str]) -> Output {
-        self
-            .command(server, extra, hostile_args)
+        self.command(server, extra, hostile_args)
             .stdin(Stdio::null())
             .output()
             .expect("run airlock")
