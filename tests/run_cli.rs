@@ -174,6 +174,63 @@ fn refuses_a_command_outside_the_allowlist_and_an_unpinnable_audit_path() {
     );
 }
 
+#[test]
+fn trust_on_the_command_line_launches_confined_unless_the_policy_forbids_trust() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |policy: &Path, trust: bool| {
+        let mut command = Command::new(AIRLOCK);
+        command
+            .args(["run", "--audit"])
+            .arg(dir.path().join("a.jsonl"));
+        command.arg("--policy").arg(policy);
+        if trust {
+            command.arg("--trust");
+        }
+        // Not on the allowlist; exits 7 without reading stdin.
+        command
+            .args(["--", "/bin/sh", "-c", "exit 7"])
+            .stdin(std::process::Stdio::piped())
+            .output()
+            .expect("airlock")
+    };
+    let plain = write_policy(dir.path(), "");
+    let refused = run(&plain, false);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("airlock run --trust"),
+        "the fix names the flag: {stderr}"
+    );
+
+    let trusted = run(&plain, true);
+    assert_eq!(
+        trusted.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    let events = audit_events(&dir.path().join("a.jsonl"));
+    let spawn = events
+        .iter()
+        .find(|e| e["event"] == "spawn")
+        .expect("spawn event");
+    assert_eq!(
+        spawn["detail"]["allowed"],
+        "the server declares trust = true"
+    );
+    assert!(
+        spawn["detail"]["sandbox"].to_string().contains("landlock"),
+        "{spawn}"
+    );
+
+    let no_trust = dir.path().join("no-trust");
+    std::fs::create_dir_all(&no_trust).expect("dir");
+    let forbidding = write_policy(&no_trust, "[launch]\nallow_trust = false\n");
+    let forbidden = run(&forbidding, true);
+    assert_eq!(forbidden.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&forbidden.stderr).contains("forbids trust"));
+}
+
 /// The peers, or `None` (skip) locally; under CI a missing peer is a failure.
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
     let python = peers().join("sandbox-venv/bin/python");

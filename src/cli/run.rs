@@ -2,8 +2,9 @@
 //! drop-in replacement for the server's own command in a host's config.
 //!
 //! stdout carries only MCP; everything airlock says goes to stderr. Exit status: the server's
-//! (its code, or 128 + signal) when it ends on its own; 0 when airlock stopped it because the host
-//! went away or airlock was told to stop; 2 for a refused launch or bad input; 1 for a failure.
+//! (its code, or 128 + signal) whenever it ends on its own; 0 when airlock had to stop it with a
+//! signal; a confine-helper failure code is never masked; 2 for a refused launch or bad input; 1
+//! for a failure.
 
 use std::cell::RefCell;
 use std::os::fd::AsFd;
@@ -19,11 +20,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::CliError;
 use crate::audit::{AuditEnv, AuditLog, AuditTarget, Event, EventKind, Redactor, resolve_target};
-use crate::front::{EndedBy, SessionLimits, relay_stderr, run_session};
+use crate::config::ServerConfig;
+use crate::front::{SessionLimits, relay_stderr, run_session};
 use crate::gate::{Gate, GateConfig};
 use crate::mcp::DEFAULT_MAX_LINE_BYTES;
 use crate::policy::Policy;
 use crate::process::ExitSummary;
+use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
 
 /// Default `--tool-timeout`, matching the server config's `tool_timeout` default.
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 180;
@@ -47,6 +50,11 @@ pub struct RunArgs {
     /// Maximum size of one MCP message (one line) in bytes, either direction.
     #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
     pub max_line_bytes: u64,
+    /// Launch the command although it is not on `launch.allow_commands` (the command-line form
+    /// of a server's `trust = true`; refused when the policy sets `allow_trust = false`). The
+    /// server is exactly as confined as any other.
+    #[arg(long)]
+    pub trust: bool,
     /// Keep denied tools in `tools/list` results (calling them is still denied).
     #[arg(long)]
     pub show_denied: bool,
@@ -265,7 +273,16 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
     let (audit, audit_path) = open_audit(&args, &policy)?;
-    let launch = launch::prepare(&name, &args.command, &policy, audit_path.as_deref())?;
+    let (program, program_args) = args
+        .command
+        .split_first()
+        .ok_or_else(|| CliError::Refused("no server command after `--`".into()))?;
+    let server = ServerConfig::stdio(&name, program, program_args, args.trust);
+    let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
+    let launch = process_launch::prepare(&server, &policy, &context).map_err(|err| match err {
+        LaunchError::Refused(reason) => CliError::Refused(reason),
+        other => CliError::Failure(other.into()),
+    })?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -299,7 +316,7 @@ async fn serve(
     gate: Gate,
     gate_config: GateConfig,
     limits: SessionLimits,
-    launch: launch::Prepared,
+    launch: process_launch::Prepared,
 ) -> Result<u8, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     let audit = RefCell::new(audit);
@@ -383,17 +400,22 @@ async fn serve(
     );
     record(exit_event)?;
 
-    let outcome = session_result.map_err(|err| CliError::Failure(err.into()))?;
-    let code = match outcome.ended_by {
-        EndedBy::Host => 0,
-        EndedBy::Server if stopped_by_us => 0,
-        EndedBy::Server => {
-            if server_code != 0 {
-                eprintln!("airlock: server `{name}` exited with status {server_code}");
-            }
-            server_code
-        }
+    session_result.map_err(|err| CliError::Failure(err.into()))?;
+    // The server's own status whenever it ended by itself, even when the host went away at the
+    // same moment; 0 only when airlock had to signal it. A confine-helper failure is never
+    // masked: the sandbox did not come up, and the host's launcher must see that.
+    let signalled = matches!(
+        status.ended_by,
+        crate::process::EndedBy::Sigterm | crate::process::EndedBy::Sigkill
+    );
+    let code = if signalled && status.helper_step.is_none() {
+        0
+    } else {
+        server_code
     };
+    if code != 0 {
+        eprintln!("airlock: server `{name}` exited with status {code}");
+    }
     Ok(code)
 }
 

@@ -103,6 +103,32 @@ pub struct ServerConfig {
     pub position: Option<LineCol>,
 }
 
+impl ServerConfig {
+    /// A stdio server declared on the command line (`airlock run -- CMD ARGS...`): no env, no
+    /// per-server policy blocks, default timeouts.
+    pub fn stdio(name: &str, command: &str, args: &[String], trust: bool) -> ServerConfig {
+        ServerConfig {
+            name: name.to_string(),
+            transport: Transport::Stdio,
+            command: Some(command.to_string()),
+            args: args.to_vec(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            headers: BTreeMap::new(),
+            trust,
+            startup_timeout: Duration::from_secs(STARTUP_TIMEOUT.1),
+            tool_timeout: Duration::from_secs(TOOL_TIMEOUT.1),
+            idle_timeout: None,
+            enabled: true,
+            start: StartMode::Eager,
+            sandbox: None,
+            tools: None,
+            position: None,
+        }
+    }
+}
+
 /// Which format a config file was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigFormat {

@@ -43,6 +43,8 @@ pub struct LaunchContext {
     pub base_dir: PathBuf,
     /// Where the user sets `trust = true`, for the refusal's fix (e.g. "airlock.toml").
     pub config_name: String,
+    /// The server was declared on the `airlock run` command line, not in a config file.
+    pub command_line: bool,
 }
 
 impl LaunchContext {
@@ -73,6 +75,27 @@ impl LaunchContext {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "the config".into()),
+            command_line: false,
+        }
+    }
+
+    /// For a server given on the `airlock run` command line: relative commands resolve against
+    /// the working directory, and the trust opt-in is the `--trust` flag.
+    pub fn for_command_line(policy: &Policy, audit_path: Option<&Path>) -> Self {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let mut context = LaunchContext::detect(policy, audit_path, &cwd.join("airlock-run"));
+        context.base_dir = cwd;
+        context.config_name = "the command line".into();
+        context.command_line = true;
+        context
+    }
+
+    /// Where `trust = true` goes for this server, for the fix in a refusal.
+    fn trust_hint(&self, server: &str) -> String {
+        if self.command_line {
+            "the command line (`airlock run --trust -- ...`)".into()
+        } else {
+            format!("[servers.{server}] in {}", self.config_name)
         }
     }
 }
@@ -145,7 +168,7 @@ pub fn prepare(
                 context.config_name
             ))
         })?;
-    let hint = format!("[servers.{name}] in {}", context.config_name);
+    let hint = context.trust_hint(name);
     let allowed_because = match policy.launch.verdict(name, &resolved, server.trust, &hint) {
         LaunchVerdict::Allowed(why) => why,
         LaunchVerdict::Refused { message, fix } => {
