@@ -10,4 +10,4 @@ cargo bench --bench decide --bench spawn --bench run --bench serve 2>&1 | tee "$
 echo
 echo "| metric | airlock | direct | comparison | target | met |"
 echo "|---|---|---|---|---|---|"
-grep '^SUMMARY|' "$log" | cut -d'|' -f2- | sed 's/^/| /; s/$/ |/; s/|/ | /g; s/  */ /g'
+grep '^SUMMARY|' "$log" | awk -F'|' '{ printf "| %s | %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $6, $7 }'
