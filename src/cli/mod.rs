@@ -10,6 +10,7 @@ mod doctor;
 mod explain;
 pub mod run;
 pub mod serve;
+mod session;
 mod status;
 mod test;
 

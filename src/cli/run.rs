@@ -7,26 +7,23 @@
 //! for a failure.
 
 use std::cell::RefCell;
-use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use clap::Args;
-use serde_json::json;
-use tokio::io::{AsyncRead, AsyncWrite};
-
 use super::CliError;
-use crate::audit::{AuditEnv, AuditLog, AuditTarget, Event, EventKind, Redactor, resolve_target};
+use super::session::{SessionOptions, host_stdio, open_audit};
+use crate::audit::{AuditLog, Event, EventKind, Redactor};
 use crate::config::ServerConfig;
 use crate::front::{SessionLimits, relay_stderr, run_session};
 use crate::gate::{Gate, GateConfig};
-use crate::mcp::DEFAULT_MAX_LINE_BYTES;
 use crate::policy::Policy;
 use crate::process::ExitSummary;
 use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
 
 /// Default `--tool-timeout`, matching the server config's `tool_timeout` default.
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 180;
@@ -37,27 +34,16 @@ pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 180;
     after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"run\", \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me/notes\"]"
 )]
 pub struct RunArgs {
-    /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
-    #[arg(long)]
-    pub policy: Option<String>,
+    #[command(flatten)]
+    pub session: SessionOptions,
     /// Server name used in tool patterns (`mcp:<name>__<tool>`); default: derived from the command.
     #[arg(long)]
     pub name: Option<String>,
-    /// Audit log file, or `-` for stderr (default: policy `audit.path`, else
-    /// $XDG_STATE_HOME/airlock/audit.jsonl). Refused if the org policy pins another path.
-    #[arg(long)]
-    pub audit: Option<String>,
-    /// Maximum size of one MCP message (one line) in bytes, either direction.
-    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
-    pub max_line_bytes: u64,
     /// Launch the command although it is not on `launch.allow_commands` (the command-line form
     /// of a server's `trust = true`; refused when the policy sets `allow_trust = false`). The
     /// server is exactly as confined as any other.
     #[arg(long)]
     pub trust: bool,
-    /// Keep denied tools in `tools/list` results (calling them is still denied).
-    #[arg(long)]
-    pub show_denied: bool,
     /// Seconds a tool call may take before the host gets an error and the server a cancellation;
     /// 0 disables the limit.
     #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
@@ -197,51 +183,6 @@ fn sanitize(raw: &str) -> String {
     }
 }
 
-/// airlock's stdin and stdout as async streams. Pipes (the normal case under a host) are driven
-/// by the reactor directly; anything else (a terminal, a file) falls back to tokio's blocking
-/// stdio.
-fn host_stdio() -> (Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>) {
-    use tokio::net::unix::pipe;
-    let input: Box<dyn AsyncRead + Unpin> = match std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok())
-    {
-        Some(receiver) => Box::new(receiver),
-        None => Box::new(tokio::io::stdin()),
-    };
-    let output: Box<dyn AsyncWrite + Unpin> = match std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| pipe::Sender::from_owned_fd(fd).ok())
-    {
-        Some(sender) => Box::new(sender),
-        None => Box::new(tokio::io::stdout()),
-    };
-    (input, output)
-}
-
-fn open_audit(args: &RunArgs, policy: &Policy) -> Result<(AuditLog, Option<PathBuf>), CliError> {
-    let lookup = |name: &str| std::env::var(name).ok();
-    let target = resolve_target(
-        args.audit.as_deref(),
-        &policy.audit,
-        &AuditEnv::from_env(),
-        &lookup,
-    )
-    .map_err(|err| CliError::Refused(err.to_string()))?;
-    match target {
-        AuditTarget::Stderr => Ok((AuditLog::stderr(), None)),
-        AuditTarget::File(path) => {
-            let log = AuditLog::open_file(&path)
-                .map_err(|err| CliError::Failure(anyhow::Error::new(err)))?;
-            Ok((log, Some(path)))
-        }
-    }
-}
-
 fn exit_detail(summary: &ExitSummary) -> (serde_json::Value, u8) {
     let mut detail = json!({"ended_by": format!("{:?}", summary.ended_by).to_lowercase()});
     if let Some(step) = summary.helper_step {
@@ -269,10 +210,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         }
         None => derive_server_name(&args.command),
     };
-    let policy = Arc::new(crate::policy::load_active(args.policy.clone(), None)?);
+    let policy = Arc::new(crate::policy::load_active(
+        args.session.policy.clone(),
+        None,
+    )?);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
-    let (audit, audit_path) = open_audit(&args, &policy)?;
+    let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
     let (program, program_args) = args
         .command
         .split_first()
@@ -290,12 +234,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         .context("cannot start the async runtime")?;
     let gate_config = GateConfig {
         server: name.clone(),
-        show_denied: args.show_denied,
+        show_denied: args.session.show_denied,
         tool_timeout: (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout)),
     };
     let gate = Gate::new(gate_config.clone(), policy.clone(), Arc::new(redactor));
     let limits = SessionLimits {
-        max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(DEFAULT_MAX_LINE_BYTES),
+        max_line_bytes: args.session.max_line_bytes(),
     };
     let code = runtime.block_on(serve(
         name,

@@ -5,26 +5,23 @@
 //! connection or airlock was told to stop (SIGTERM, SIGINT); 2 for a bad config or policy;
 //! 1 for a failure (e.g. the audit log cannot be written).
 
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use clap::Args;
-use tokio::io::{AsyncRead, AsyncWrite};
-
 use super::CliError;
-use crate::audit::{AuditEnv, AuditLog, AuditTarget, Redactor, resolve_target};
+use super::session::{SessionOptions, host_stdio, open_audit};
+use crate::audit::Redactor;
 use crate::config::{Config, StartMode, Transport};
 use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::{Launch, RemoteTarget};
 use crate::gateway::shell::{self, Gateway};
 use crate::gateway::{Router, ServerSpec};
-use crate::mcp::DEFAULT_MAX_LINE_BYTES;
 use crate::policy::Policy;
 use crate::process::launch::{LaunchContext, prepare};
+use anyhow::Context;
+use clap::Args;
 
 /// Serve every configured server to one host as a single MCP server (stdio).
 #[derive(Debug, Args)]
@@ -36,19 +33,8 @@ pub struct ServeArgs {
     /// else $XDG_CONFIG_HOME/airlock/airlock.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
-    #[arg(long)]
-    pub policy: Option<String>,
-    /// Audit log file, or `-` for stderr (default: policy `audit.path`, else
-    /// $XDG_STATE_HOME/airlock/audit.jsonl).
-    #[arg(long)]
-    pub audit: Option<String>,
-    /// Maximum size of one MCP message (one line) in bytes, either direction.
-    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
-    pub max_line_bytes: u64,
-    /// Keep denied tools in `tools/list` results (calling them is still denied).
-    #[arg(long)]
-    pub show_denied: bool,
+    #[command(flatten)]
+    pub session: SessionOptions,
 }
 
 /// `--config`, else `./airlock.toml`, else `$XDG_CONFIG_HOME/airlock/airlock.toml`.
@@ -80,63 +66,18 @@ pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Po
     Ok((config, policy))
 }
 
-pub fn open_audit(
-    cli: Option<&str>,
-    policy: &Policy,
-) -> Result<(AuditLog, Option<PathBuf>), CliError> {
-    let lookup = |name: &str| std::env::var(name).ok();
-    let target = resolve_target(cli, &policy.audit, &AuditEnv::from_env(), &lookup)
-        .map_err(|err| CliError::Refused(err.to_string()))?;
-    match target {
-        AuditTarget::Stderr => Ok((AuditLog::stderr(), None)),
-        AuditTarget::File(path) => {
-            let log = AuditLog::open_file(&path)
-                .map_err(|err| CliError::Failure(anyhow::Error::new(err)))?;
-            Ok((log, Some(path)))
-        }
-    }
-}
-
-/// airlock's stdin and stdout as async pipes (the normal case under a host), else tokio's
-/// blocking stdio (a terminal, a file).
-fn host_stdio() -> (
-    Box<dyn AsyncRead + Unpin + Send>,
-    Box<dyn AsyncWrite + Unpin + Send>,
-) {
-    use tokio::net::unix::pipe;
-    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok())
-    {
-        Some(receiver) => Box::new(receiver),
-        None => Box::new(tokio::io::stdin()),
-    };
-    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| pipe::Sender::from_owned_fd(fd).ok())
-    {
-        Some(sender) => Box::new(sender),
-        None => Box::new(tokio::io::stdout()),
-    };
-    (input, output)
-}
-
 pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
-    let (config, policy) = load(args.config.as_deref(), args.policy.clone())?;
+    let (config, policy) = load(args.config.as_deref(), args.session.policy.clone())?;
     let policy = Arc::new(policy);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
-    let (audit, audit_path) = open_audit(args.audit.as_deref(), &policy)?;
+    let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
     let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
 
     let mut specs = Vec::new();
     let mut launches = Vec::new();
     let mut kill_timeout = Duration::from_secs(policy.sandbox.kill_timeout.value);
-    let max_line_bytes = usize::try_from(args.max_line_bytes).unwrap_or(DEFAULT_MAX_LINE_BYTES);
+    let max_line_bytes = args.session.max_line_bytes();
     for server in config.servers.iter().filter(|s| s.enabled) {
         let launch = if server.transport == Transport::Stdio {
             prepare(server, &policy, &context).map(|prepared| {
@@ -172,7 +113,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         &config.separator,
         policy.clone(),
         Arc::new(redactor),
-        args.show_denied,
+        args.session.show_denied,
         Instant::now(),
     );
     let control = match ControlSocket::bind(&context.dirs.state_dir) {
