@@ -311,6 +311,31 @@ fn build_ruleset(plan: &SandboxPlan) -> RulesetCreated {
     created
 }
 
+/// Read-write beneath each overlay mounted over a real cache path, on the overlay's root (see
+/// `overlay::mount_all`): only now, with the overlay in place, so the grant never reaches the real
+/// cache. Without landlock there are no rules to add (and nothing else is confined by path).
+fn grant_mounted_overlays(
+    plan: &SandboxPlan,
+    prepared: &mut Prepared,
+    mounted: Vec<(std::path::PathBuf, OwnedFd)>,
+) {
+    let Some(mut ruleset) = prepared.ruleset.take() else {
+        return;
+    };
+    let abi = ABI::from(plan.landlock.abi.min(8) as i32);
+    for (path, fd) in mounted {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+            .unwrap_or_else(|err| {
+                fail(
+                    Step::Overlay,
+                    format!("landlock rule for the overlay at {}: {err}", path.display()),
+                )
+            });
+    }
+    prepared.ruleset = Some(ruleset);
+}
+
 fn rlimit_resource(kind: RlimitKind) -> libc::__rlimit_resource_t {
     match kind {
         RlimitKind::Processes => libc::RLIMIT_NPROC,
@@ -612,7 +637,8 @@ fn init(plan: &mut SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> !
     // While init still holds every capability of its user namespace (and before landlock and
     // seccomp, which forbid mounting).
     if plan.namespaces.mount {
-        overlay::mount_all(std::mem::take(&mut prepared.overlays));
+        let mounted = overlay::mount_all(std::mem::take(&mut prepared.overlays));
+        grant_mounted_overlays(plan, &mut prepared, mounted);
     }
     apply_rlimits(plan);
     drop_capabilities_keep_setid();

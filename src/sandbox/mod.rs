@@ -229,8 +229,17 @@ pub struct CacheOverlayPlan {
     /// that found `lock` taken, removed when it ends (and swept at a later start if it could not
     /// be). Decided by the helper at start, so the plan stays pure.
     pub instances: PathBuf,
-    /// The mount point, inside the private home (covered by its read-write landlock rule).
+    /// The mount point: inside the private home (covered by its read-write landlock rule), or,
+    /// with `at_real_path`, the real cache path itself (`lower`).
     pub target: PathBuf,
+    /// The overlay is mounted over the real cache path (`target == lower`): for caches that refer
+    /// to themselves by absolute path (uv). `target` is then in no `fs` rule: the helper grants
+    /// read-write beneath it only after the overlay is mounted there, on the overlay's own root
+    /// (a rule on the real directory would be a write grant on the real cache whenever the mount
+    /// is missing, and landlock does not look at the covered directory once something is mounted
+    /// on it), so the grant cannot exist without the overlay.
+    #[serde(default)]
+    pub at_real_path: bool,
     /// `false` when no mount namespace can be made (no user namespaces): `target` is then a
     /// private, initially empty cache, and the plan says so in `weaker_than_asked`.
     pub mount: bool,
@@ -353,7 +362,15 @@ impl fmt::Display for SandboxPlan {
             writeln!(f, "    {access} {}  ({})", rule.path.display(), rule.reason)?;
         }
         for overlay in &self.cache_overlays {
-            if overlay.mount {
+            if overlay.at_real_path {
+                writeln!(
+                    f,
+                    "    overlay {} mounted over itself (the real path, in the sandbox's own mount namespace; read-write beneath it only through the overlay; copy-on-write, the real cache is never written; writes go to {}, or to a temporary layer under {} while another instance of this server uses it)",
+                    overlay.lower.display(),
+                    overlay.upper.display(),
+                    overlay.instances.display()
+                )?;
+            } else if overlay.mount {
                 writeln!(
                     f,
                     "    overlay {} -> {} (copy-on-write; the real cache is never written; writes go to {}, or to a temporary layer under {} while another instance of this server uses it)",
@@ -713,10 +730,24 @@ fn plan_cache_overlays(
             ));
             continue;
         };
+        // Over the real path only when the server runs as airlock's own uid (who can traverse the
+        // real home) and a mount namespace exists (otherwise there is nothing to mount), and never
+        // over or inside airlock's own dirs (the private home, the layers).
+        let server_dir = request.dirs.servers_dir().join(&request.server);
+        let at_real_path = overlay.mount_at_real_path
+            && !host.is_root
+            && host.user_namespaces
+            && !vars.private_home.starts_with(&lower)
+            && !lower.starts_with(&vars.private_home)
+            && !server_dir.starts_with(&lower)
+            && !lower.starts_with(&server_dir);
+        let target = if at_real_path { lower.clone() } else { target };
         // The name is a directory name under the state dir; the mount point must stay inside the
-        // private home, which the server may write anyway (no new grant, no mount over real paths).
+        // private home, which the server may write anyway (no new grant, no mount over real
+        // paths), unless it is the real cache itself (checked against the protected paths below).
         let name_ok = check_server_name(&overlay.name).is_ok();
-        if !name_ok || target == vars.private_home || !target.starts_with(&vars.private_home) {
+        let inside_home = target != vars.private_home && target.starts_with(&vars.private_home);
+        if !name_ok || !(inside_home || at_real_path) {
             notes.push(format!(
                 "{} cache overlay skipped: its name or mount point {} is not a directory inside the private home",
                 overlay.name,
@@ -756,6 +787,7 @@ fn plan_cache_overlays(
             lower,
             target,
             mount,
+            at_real_path,
         });
     }
     out

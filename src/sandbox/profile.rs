@@ -41,8 +41,16 @@ pub struct CacheOverlay {
     pub name: String,
     /// Template of the real cache (the lower layer).
     pub lower: String,
-    /// Template of the mount point; must lie inside `${private_home}`.
+    /// Template of the mount point; must lie inside `${private_home}`. With `mount_at_real_path`,
+    /// the mount point when the real path cannot be used (airlock is root, see below).
     pub at: String,
+    /// Mount the overlay over the real cache path itself (`lower`), inside the sandbox's own mount
+    /// namespace, when airlock is not root: for runtimes whose cache refers to itself by absolute
+    /// path (uv's tool environments link into `archive-v0` by the path the cache had when they
+    /// were built). Not when airlock is root: the server then runs as nobody, who cannot traverse
+    /// the real home (`/root`), so the mount point stays `at`.
+    #[serde(default)]
+    pub mount_at_real_path: bool,
     /// Environment variable pointed at the mount point.
     #[serde(default)]
     pub env: Option<String>,
@@ -149,6 +157,8 @@ mod tests {
             let overlay = profile.cache_overlays.first().unwrap();
             assert_eq!(overlay.env.as_deref(), Some(var));
             assert!(overlay.at.starts_with("${private_home}/"), "{overlay:?}");
+            // uv's cached environments name the cache by its absolute path (see uv.toml).
+            assert_eq!(overlay.mount_at_real_path, name == "uv", "{overlay:?}");
             // The real cache is reached only through the overlay, never by a landlock grant.
             assert!(!profile.read.iter().any(|r| r.contains(var)), "{profile:?}");
             assert!(!profile.env.contains_key(var), "{profile:?}");

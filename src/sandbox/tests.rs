@@ -157,6 +157,7 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
             instances: server.join("cache/npm/instances"),
             target: server.join("home/.npm"),
             mount: true,
+            at_real_path: false,
         }]
     );
     assert!(plan.namespaces.mount);
@@ -186,6 +187,65 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
     assert!(
         shown.contains("overlay /home/me/.npm -> /home/me/.local/state/airlock/servers/fs/home/.npm (copy-on-write; the real cache is never written"),
         "{shown}"
+    );
+}
+
+/// uv's tool environments name the cache by its absolute path: as an ordinary user the overlay is
+/// mounted over the real cache path, with no landlock rule on it in the plan (the helper grants it
+/// on the mounted overlay only); as root (server = nobody, who cannot traverse /root) it stays in
+/// the private home.
+#[test]
+fn uv_cache_overlay_is_mounted_over_the_real_path_unless_root() {
+    let req = request("/opt/uv/bin/uvx", &["mcp-server-time"]);
+    let user = HostFacts {
+        is_root: false,
+        uid: 1000,
+        ..HostFacts::full_featured_root()
+    };
+    let user_plan = plan(&req, &user).unwrap();
+    let [overlay] = user_plan.cache_overlays.as_slice() else {
+        panic!("{:?}", user_plan.cache_overlays)
+    };
+    assert_eq!(overlay.lower, Path::new("/home/me/.cache/uv"));
+    assert_eq!(overlay.target, overlay.lower);
+    assert!(overlay.at_real_path && overlay.mount);
+    for rule in &user_plan.fs {
+        assert!(
+            !rule.path.starts_with("/home/me/.cache"),
+            "the real cache must not be granted before the overlay is on it: {rule:?}"
+        );
+    }
+    let env: std::collections::BTreeMap<_, _> = user_plan.env.iter().cloned().collect();
+    assert_eq!(
+        env.get("UV_CACHE_DIR").map(String::as_str),
+        Some("/home/me/.cache/uv")
+    );
+    assert!(
+        user_plan
+            .to_string()
+            .contains("overlay /home/me/.cache/uv mounted over itself"),
+        "{user_plan}"
+    );
+
+    // No user namespaces: nothing can be mounted, so the private empty cache in the private home.
+    let no_userns = HostFacts {
+        user_namespaces: false,
+        ..user.clone()
+    };
+    let plan_no_ns = plan(&req, &no_userns).unwrap();
+    assert!(!plan_no_ns.cache_overlays[0].at_real_path);
+    assert!(
+        plan_no_ns.cache_overlays[0]
+            .target
+            .ends_with("servers/fs/home/.cache/uv")
+    );
+
+    let as_root = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert!(!as_root.cache_overlays[0].at_real_path);
+    assert!(
+        as_root.cache_overlays[0]
+            .target
+            .ends_with("servers/fs/home/.cache/uv")
     );
 }
 

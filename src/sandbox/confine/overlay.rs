@@ -5,7 +5,8 @@
 //! options, and, when it is root and the server will run as another uid, an idmapped clone of the
 //! real cache. init mounts (in its fresh mount namespace, while it still holds every capability of
 //! its user namespace, before landlock and seccomp): propagation private on `/`, then one
-//! overlayfs per cache at the mount point inside the private home.
+//! overlayfs per cache at the mount point inside the private home, or over the real cache path
+//! (`at_real_path`, uv), whose read-write landlock rule init then adds on the mounted overlay.
 //!
 //! Why an idmapped lower layer when airlock is root: overlayfs checks the *caller's* permissions
 //! against the attributes of the layer a file comes from, so a server running as nobody could not
@@ -58,6 +59,10 @@ pub(super) struct Prepared {
     lower: PathBuf,
     target: CString,
     target_text: String,
+    target_path: PathBuf,
+    /// Mounted over the real cache path: the server's read-write access beneath it is granted on
+    /// the mounted overlay only (see [`mount_all`]).
+    at_real_path: bool,
     options: CString,
     /// When the cache must be shown with another owner: a detached idmapped clone of the real
     /// cache and the (private, empty) directory it is attached at while the overlay is mounted.
@@ -93,8 +98,33 @@ pub(super) fn prepare(plan: &SandboxPlan) -> (Vec<Prepared>, Vec<Lease>) {
     let mut out = Vec::new();
     let mut leases = Vec::new();
     for overlay in &plan.cache_overlays {
-        // The mount point, or the private cache itself when there is nothing to overlay.
-        make_private_dir(plan, &overlay.target);
+        if overlay.at_real_path {
+            // The mount point is the real cache: never chmod/chown it, and make sure it exists
+            // (a user who never ran uv gets an empty real cache dir, which the overlay covers).
+            if !overlay.mount || overlay.target != overlay.lower {
+                fail(
+                    Step::Overlay,
+                    format!(
+                        "the {} cache: a plan that puts it at its real path {} must mount an overlay there",
+                        overlay.name,
+                        overlay.lower.display()
+                    ),
+                );
+            }
+            if let Err(err) = std::fs::create_dir_all(&overlay.lower) {
+                fail(
+                    Step::Overlay,
+                    format!(
+                        "creating the {} cache {}: {err}",
+                        overlay.name,
+                        overlay.lower.display()
+                    ),
+                );
+            }
+        } else {
+            // The mount point, or the private cache itself when there is nothing to overlay.
+            make_private_dir(plan, &overlay.target);
+        }
         if !overlay.mount {
             continue;
         }
@@ -138,6 +168,8 @@ pub(super) fn prepare(plan: &SandboxPlan) -> (Vec<Prepared>, Vec<Lease>) {
             lower: overlay.lower.clone(),
             target: cstring(Step::Overlay, overlay.target.as_os_str().as_bytes()),
             target_text: overlay.target.display().to_string(),
+            target_path: overlay.target.clone(),
+            at_real_path: overlay.at_real_path,
             options: options(&lowerdir, &upper, &work),
             idmapped: idmapped
                 .map(|(fd, at)| (fd, cstring(Step::Overlay, at.as_os_str().as_bytes()))),
@@ -439,7 +471,13 @@ fn mapping_userns(uid_map: &str, gid_map: &str) -> OwnedFd {
 
 /// In init: private propagation, then every overlay. Any failure stops the sandbox: the server is
 /// never started with the real cache or without its cache view.
-pub(super) fn mount_all(overlays: Vec<Prepared>) {
+///
+/// Returns the mount points that are real cache paths, each opened (`O_PATH`) right after its
+/// overlay was mounted on it, i.e. the overlay's root: init grants read-write beneath those fds
+/// in landlock. The rule is thereby tied to the overlay (landlock matches rules by inode), never
+/// to the real directory below it, so a write grant on that path cannot exist without the overlay.
+pub(super) fn mount_all(overlays: Vec<Prepared>) -> Vec<(PathBuf, OwnedFd)> {
+    let mut granted = Vec::new();
     // Mounts made here never reach the host and the host's never reach the sandbox.
     // SAFETY: mount(2) with a valid C string target and null source/type/data.
     let rc = unsafe {
@@ -509,5 +547,49 @@ pub(super) fn mount_all(overlays: Vec<Prepared>) {
             let rc = unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH) };
             check(Step::Overlay, "detaching the idmapped cache", rc.into());
         }
+        if overlay.at_real_path {
+            granted.push((overlay.target_path.clone(), mounted_root(&overlay)));
+        }
     }
+    granted
+}
+
+/// The root of the overlay just mounted at `overlay.target`, opened `O_PATH`, after checking that
+/// it is indeed an overlayfs (`statfs`): nothing may have replaced the mount point in between.
+fn mounted_root(overlay: &Prepared) -> OwnedFd {
+    // SAFETY: open reads a valid C string; the result is checked below.
+    let fd = unsafe {
+        libc::open(
+            overlay.target.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        fail(
+            Step::Overlay,
+            format!(
+                "opening the mounted {} cache overlay {}: {}",
+                overlay.name,
+                overlay.target_text,
+                os_error()
+            ),
+        );
+    }
+    // SAFETY: open just returned this fd; we own it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero statfs is a valid value for fstatfs to overwrite.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes into our local struct.
+    let rc = unsafe { libc::fstatfs(fd.as_raw_fd(), &mut stat) };
+    check(Step::Overlay, "fstatfs on the mounted overlay", rc.into());
+    if stat.f_type != libc::OVERLAYFS_SUPER_MAGIC {
+        fail(
+            Step::Overlay,
+            format!(
+                "{} is not the {} cache overlay after mounting it (filesystem type {:#x}): no grant on the real cache",
+                overlay.target_text, overlay.name, stat.f_type
+            ),
+        );
+    }
+    fd
 }

@@ -1,0 +1,403 @@
+//! End to end: `uvx <pkg>` from the user's uv cache works under the default policy (network none,
+//! no grants), as an ordinary user (the test's own uid, or uid 65533 via setpriv when the tests run
+//! as root), and nothing the server does reaches the real cache.
+//!
+//! uv's tool environments link into `archive-v0` by the cache's absolute path, so the overlay is
+//! mounted over the real cache path in the sandbox's own mount namespace (uv.toml,
+//! `mount_at_real_path`), and read-write access beneath it is granted on the mounted overlay only.
+//!
+//! uv and a populated cache come from `.ci/install-peers` (`.peers/uv-venv`, `.peers/uv-cache`);
+//! each test copies them into a throwaway home, re-pointing the cache's absolute links at the copy
+//! (as a first `uvx` run with the cache at `~/.cache/uv` would have left them).
+
+mod sandbox_support;
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use sandbox_support::{AIRLOCK, text};
+
+const PACKAGE: &str = "mcp-server-time@2026.10.19";
+/// The ordinary user the tests become when they run as root (no name needed: setpriv).
+const USER_UID: u32 = 65533;
+
+fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.peers")))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `.peers/uv-venv/bin` and `.peers/uv-cache`, or `None` (skip) outside CI.
+fn uv_peers() -> Option<(PathBuf, PathBuf)> {
+    let bin = peers().join("uv-venv/bin");
+    let cache = peers().join("uv-cache");
+    let populated = std::fs::read_dir(cache.join("archive-v0")).is_ok_and(|dir| {
+        dir.flatten().any(|entry| {
+            entry
+                .path()
+                .join("mcp_server_time-2026.10.19.dist-info")
+                .is_dir()
+        })
+    });
+    if bin.join("uvx").is_file() && bin.join("uv").is_file() && populated {
+        return Some((bin, cache));
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "uv peers missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: uv peers missing (run .ci/install-peers)");
+    None
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A throwaway world: `root/` (0755) with `tools/bin/{uv,uvx}` and `home/` (0700) holding
+/// `.cache/uv`, a copy of the peers cache, owned by the user airlock runs as.
+struct Home {
+    root: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+    run_as: Option<u32>,
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Re-points every symlink under `dir` that leads into `from` at the same place under `to`.
+fn repoint_links(dir: &Path, from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&path).unwrap();
+            if let Ok(rest) = target.strip_prefix(from) {
+                std::fs::remove_file(&path).unwrap();
+                std::os::unix::fs::symlink(to.join(rest), &path).unwrap();
+            }
+        } else if kind.is_dir() {
+            repoint_links(&path, from, to);
+        }
+    }
+}
+
+fn setup(tag: &str) -> Option<Home> {
+    let (bin, source) = uv_peers()?;
+    let run_as = is_root().then_some(USER_UID);
+    let root = std::env::temp_dir().join(format!("airlock-uvx-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    for dir in [
+        "",
+        "home",
+        "home/.cache",
+        "config",
+        "org",
+        "tools",
+        "tools/bin",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        chmod(&root.join(dir), 0o755);
+    }
+    // uvx finds uv next to itself; both are static binaries.
+    for name in ["uv", "uvx"] {
+        std::fs::copy(bin.join(name), root.join("tools/bin").join(name)).unwrap();
+        chmod(&root.join("tools/bin").join(name), 0o755);
+    }
+    let cache = home.join(".cache/uv");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(&source)
+        .arg(&cache)
+        .status()
+        .unwrap();
+    assert!(status.success(), "copying the uv cache");
+    let source = std::fs::canonicalize(&source).unwrap();
+    repoint_links(&cache, &source, &cache);
+    if let Some(uid) = run_as {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{uid}"))
+            .arg(&home)
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown the test home");
+    }
+    chmod(&home, 0o700);
+    Some(Home {
+        root,
+        home,
+        cache,
+        run_as,
+    })
+}
+
+impl Home {
+    fn state(&self) -> PathBuf {
+        self.home.join(".local/state")
+    }
+
+    fn airlock(&self, args: &[&str]) -> Command {
+        let mut cmd = match self.run_as {
+            Some(uid) => {
+                let mut cmd = Command::new("setpriv");
+                cmd.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(AIRLOCK);
+                cmd
+            }
+            None => Command::new(AIRLOCK),
+        };
+        let path = format!("{}:/usr/bin:/bin", self.root.join("tools/bin").display());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", self.state())
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.root.join("org"))
+            .current_dir(&self.root);
+        cmd
+    }
+
+    fn upper(&self, server: &str) -> PathBuf {
+        self.state()
+            .join("airlock/servers")
+            .join(server)
+            .join("cache/uv/upper")
+    }
+}
+
+/// Every entry of a tree: mode, owner, size, mtime and a hash of the content (or link target).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, u32, u64, i64, u64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        if meta.file_type().is_symlink() {
+            std::fs::read_link(&path).unwrap().hash(&mut hasher);
+        } else if meta.is_file() {
+            std::fs::read(&path).unwrap().hash(&mut hasher);
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        }
+        out.insert(
+            path.strip_prefix(dir).unwrap().to_path_buf(),
+            (
+                meta.mode(),
+                meta.uid(),
+                meta.len(),
+                meta.mtime(),
+                hasher.finish(),
+            ),
+        );
+    }
+    out
+}
+
+/// initialize → initialized → tools/call get_current_time through `airlock run -- uvx <pkg>`;
+/// stdin stays open until the answer is in, then EOF stops the server.
+fn time_through_airlock_run(home: &Home) -> (serde_json::Value, String) {
+    let mut child = home
+        .airlock(&["run", "--", "uvx", PACKAGE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answer = None;
+    for msg in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"airlock-test","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_current_time","arguments":{"timezone":"UTC"}}}"#,
+    ] {
+        if writeln!(stdin, "{msg}")
+            .and_then(|()| stdin.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    // Read until the call's answer (or EOF: airlock gave up; its stderr says why).
+    let mut line = String::new();
+    while {
+        line.clear();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap_or(0) > 0
+    } {
+        if let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) {
+            if msg["id"] == 2 {
+                answer = Some(msg);
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let answer =
+        answer.unwrap_or_else(|| panic!("no tools/call answer; airlock stderr:\n{stderr}"));
+    (answer, stderr)
+}
+
+#[test]
+fn uvx_from_the_uv_cache_works_as_an_ordinary_user() {
+    let Some(home) = setup("user") else {
+        return;
+    };
+    let before = snapshot(&home.cache);
+    let (answer, stderr) = time_through_airlock_run(&home);
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}\n{stderr}"));
+    assert!(text.contains("\"timezone\": \"UTC\""), "{text}\n{stderr}");
+    // The user's cached environment was used as it is (through its absolute links into the
+    // cache), not rebuilt in the upper layer as it is when the cache shows up at another path.
+    assert!(
+        !stderr.contains("Installed "),
+        "uvx rebuilt the tool environment instead of using the cached one\n{stderr}"
+    );
+    assert!(
+        before == snapshot(&home.cache),
+        "the real uv cache changed\n{stderr}"
+    );
+    // uv writes lock files into its cache even when everything is cached: into the upper layer.
+    assert!(
+        home.upper("mcp-server-time").is_dir(),
+        "no private upper layer\n{stderr}"
+    );
+}
+
+/// Writes through the overlay mounted over the real cache path succeed in the server's view
+/// (the grant on the mounted overlay works), land in the upper layer, and never reach the real
+/// cache; the grant does not extend to the real directories around the cache.
+const HOSTILE: &str = r#"
+import os, sys
+cache = os.environ["UV_CACHE_DIR"]
+print("view:", cache)
+def attempt(name, action):
+    try:
+        action()
+        print(name + ": ok")
+    except OSError as err:
+        print(name + ": " + (os.strerror(err.errno) if err.errno else str(err)))
+archive = os.path.join(cache, "archive-v0")
+entry = sorted(os.listdir(archive))[0]
+def plant():
+    with open(os.path.join(archive, entry, "planted.py"), "w") as f:
+        f.write("PLANTED\n")
+attempt("plant", plant)
+def overwrite():
+    with open(os.path.join(cache, "CACHEDIR.TAG"), "w") as f:
+        f.write("PLANTED\n")
+attempt("overwrite", overwrite)
+attempt("delete", lambda: os.remove(os.path.join(cache, "CACHEDIR.TAG")))
+attempt("mkdir", lambda: os.mkdir(os.path.join(cache, "planted-dir")))
+attempt("beside", lambda: open(os.path.join(os.path.dirname(cache), "beside.txt"), "w").close())
+with open("/proc/self/mountinfo") as f:
+    print("mountinfo:", "overlay" if any((" " + cache + " ") in l and "overlay" in l for l in f) else "none")
+"#;
+
+#[test]
+fn a_hostile_server_cannot_write_the_real_uv_cache() {
+    let Some(home) = setup("hostile") else {
+        return;
+    };
+    let before = snapshot(&home.cache);
+    let parent_before = snapshot(home.cache.parent().unwrap());
+    let run = || -> (Output, BTreeMap<String, String>) {
+        let mut child = home
+            .airlock(&[
+                "__sandbox-exec",
+                "--server",
+                "hostile-uv",
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                HOSTILE,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Held open until the script is done: EOF on stdin starts airlock's kill sequence.
+        let stdin = child.stdin.take();
+        let out = child.wait_with_output().unwrap();
+        drop(stdin);
+        let results = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| line.split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (out, results)
+    };
+    let (out, results) = run();
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(
+        results.get("view").map(PathBuf::from),
+        Some(home.cache.clone()),
+        "{report}"
+    );
+    for (name, expected) in [
+        ("plant", "ok"),
+        ("overwrite", "ok"),
+        ("delete", "ok"),
+        ("mkdir", "ok"),
+        ("beside", "Permission denied"),
+        ("mountinfo", "overlay"),
+    ] {
+        assert_eq!(
+            results.get(name).map(String::as_str),
+            Some(expected),
+            "{name}\n{report}"
+        );
+    }
+    assert!(
+        before == snapshot(&home.cache),
+        "the real uv cache changed\n{report}"
+    );
+    assert!(
+        parent_before == snapshot(home.cache.parent().unwrap()),
+        "the real ~/.cache changed\n{report}"
+    );
+    let upper = home.upper("hostile-uv");
+    let planted = std::fs::read_dir(upper.join("archive-v0"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("planted.py");
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "PLANTED\n");
+    // A second run starts from its own earlier writes (the upper layer is kept).
+    let (out, again) = run();
+    assert_eq!(
+        again.get("plant").map(String::as_str),
+        Some("ok"),
+        "{}",
+        text(&out)
+    );
+    assert!(before == snapshot(&home.cache), "the real uv cache changed");
+}
