@@ -10,29 +10,18 @@
 mod sandbox_support;
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
+
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sandbox_support::{AIRLOCK, text};
+use sandbox_support::{AIRLOCK, chmod, is_root, peers, snapshot, text};
 
 const PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// The ordinary user the tests become when they run as root (no name needed: setpriv).
 const USER_UID: u32 = 65533;
-
-fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.peers")))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// A throwaway world: `root/` (0755) holding `home/` with `.npm` (a copy of the peers cache) owned
 /// by `owner`, mode `home_mode`, plus state/config dirs the server's uid can traverse.
@@ -48,10 +37,6 @@ impl Drop for Home {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
     }
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 fn setup(tag: &str, run_as: Option<u32>, home_mode: u32) -> Home {
@@ -152,36 +137,6 @@ impl Home {
             .join(server)
             .join("cache/npm/upper")
     }
-}
-
-/// Every entry of a tree: type, mode, owner, size, mtime and a hash of the content (or link target).
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, u32, u64, i64, u64)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        if meta.file_type().is_symlink() {
-            std::fs::read_link(&path).unwrap().hash(&mut hasher);
-        } else if meta.is_file() {
-            std::fs::read(&path).unwrap().hash(&mut hasher);
-        } else if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).unwrap() {
-                stack.push(entry.unwrap().path());
-            }
-        }
-        out.insert(
-            path.strip_prefix(dir).unwrap().to_path_buf(),
-            (
-                meta.mode(),
-                meta.uid(),
-                meta.len(),
-                meta.mtime(),
-                hasher.finish(),
-            ),
-        );
-    }
-    out
 }
 
 /// One `airlock run -- npx -y <pkg>` with its stdio, spoken to line by line.

@@ -13,28 +13,17 @@
 mod sandbox_support;
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
+
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use sandbox_support::{AIRLOCK, text};
+use sandbox_support::{AIRLOCK, chmod, is_root, peers, snapshot, text};
 
 const PACKAGE: &str = "mcp-server-time@2026.10.19";
 /// The ordinary user the tests become when they run as root (no name needed: setpriv).
 const USER_UID: u32 = 65533;
-
-fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.peers")))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// `.peers/uv-venv/bin` and `.peers/uv-cache`, or `None` (skip) outside CI.
 fn uv_peers() -> Option<(PathBuf, PathBuf)> {
@@ -57,10 +46,6 @@ fn uv_peers() -> Option<(PathBuf, PathBuf)> {
     );
     eprintln!("SKIP: uv peers missing (run .ci/install-peers)");
     None
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// A throwaway world: `root/` (0755) with `tools/bin/{uv,uvx}` and `home/` (0700) holding
@@ -182,36 +167,6 @@ impl Home {
             .join(server)
             .join("cache/uv/upper")
     }
-}
-
-/// Every entry of a tree: mode, owner, size, mtime and a hash of the content (or link target).
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, u32, u64, i64, u64)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        if meta.file_type().is_symlink() {
-            std::fs::read_link(&path).unwrap().hash(&mut hasher);
-        } else if meta.is_file() {
-            std::fs::read(&path).unwrap().hash(&mut hasher);
-        } else if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).unwrap() {
-                stack.push(entry.unwrap().path());
-            }
-        }
-        out.insert(
-            path.strip_prefix(dir).unwrap().to_path_buf(),
-            (
-                meta.mode(),
-                meta.uid(),
-                meta.len(),
-                meta.mtime(),
-                hasher.finish(),
-            ),
-        );
-    }
-    out
 }
 
 /// initialize → initialized → tools/call get_current_time through `airlock run -- uvx <pkg>`;

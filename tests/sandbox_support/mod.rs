@@ -16,8 +16,53 @@ pub struct World {
     pub secret: PathBuf,
 }
 
-fn chmod(path: &Path, mode: u32) {
+pub fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Where `.ci/install-peers` put the pinned third-party peers.
+pub fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.peers")))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Every entry of a tree: mode, owner, size, mtime and a hash of the content (or link target),
+/// to prove a real cache is byte-for-byte unchanged after a confined run.
+pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (u32, u32, u64, i64, u64)> {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        if meta.file_type().is_symlink() {
+            std::fs::read_link(&path).unwrap().hash(&mut hasher);
+        } else if meta.is_file() {
+            std::fs::read(&path).unwrap().hash(&mut hasher);
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        }
+        out.insert(
+            path.strip_prefix(dir).unwrap().to_path_buf(),
+            (
+                meta.mode(),
+                meta.uid(),
+                meta.len(),
+                meta.mtime(),
+                hasher.finish(),
+            ),
+        );
+    }
+    out
 }
 
 /// One world per test process; the fixture binary is shared across processes by content hash.
