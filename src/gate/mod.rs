@@ -166,6 +166,25 @@ pub fn filter_tools_result(result: &mut Value, server: &str, policy: &Policy) ->
     before - tools.len()
 }
 
+/// Judges every message of a batch on its own and forwards what passes, as a smaller batch (or
+/// nothing, when every item was answered or dropped).
+fn each_in_batch(items: Vec<Value>, mut judge: impl FnMut(Value) -> Verdict) -> Verdict {
+    let mut forward = Vec::with_capacity(items.len());
+    for item in items {
+        let original = item.clone();
+        match judge(item) {
+            Verdict::Pass => forward.push(original),
+            Verdict::Replace(replaced) => forward.push(replaced),
+            Verdict::Drop => {}
+        }
+    }
+    if forward.is_empty() {
+        Verdict::Drop
+    } else {
+        Verdict::Replace(Value::Array(forward))
+    }
+}
+
 impl Gate {
     pub fn new(config: GateConfig, policy: Arc<Policy>, redactor: Arc<Redactor>) -> Gate {
         Gate {
@@ -298,20 +317,7 @@ impl Gate {
         let Value::Array(items) = message else {
             return Verdict::Drop;
         };
-        let mut forward = Vec::with_capacity(items.len());
-        for item in items {
-            let original = item.clone();
-            match self.on_host(item, now, fx) {
-                Verdict::Pass => forward.push(original),
-                Verdict::Replace(replaced) => forward.push(replaced),
-                Verdict::Drop => {}
-            }
-        }
-        if forward.is_empty() {
-            Verdict::Drop
-        } else {
-            Verdict::Replace(Value::Array(forward))
-        }
+        each_in_batch(items, |item| self.on_host(item, now, fx))
     }
 
     fn host_request(
@@ -603,20 +609,7 @@ impl Gate {
                 let Value::Array(items) = message else {
                     return Verdict::Pass;
                 };
-                let mut forward = Vec::with_capacity(items.len());
-                for item in items {
-                    let original = item.clone();
-                    match self.on_server(item, now, fx) {
-                        Verdict::Pass => forward.push(original),
-                        Verdict::Replace(replaced) => forward.push(replaced),
-                        Verdict::Drop => {}
-                    }
-                }
-                if forward.is_empty() {
-                    Verdict::Drop
-                } else {
-                    Verdict::Replace(Value::Array(forward))
-                }
+                each_in_batch(items, |item| self.on_server(item, now, fx))
             }
             Ok(Class::Request { id, .. }) => {
                 if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) {
