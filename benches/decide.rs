@@ -102,7 +102,7 @@ fn measure(policy: &Policy, call: &Call<'_>) -> (f64, f64) {
 
 #[path = "common/summary.rs"]
 mod summary_line;
-use summary_line::summary;
+use summary_line::{machine_state, summary};
 
 fn main() {
     let realistic = realistic_policy();
@@ -173,6 +173,7 @@ fn main() {
         println!("{name:<52} {:>9.0} ns {:>9.0} ns", median, p99);
         worst_median = worst_median.max(median);
     }
+    machine_state();
     summary(
         "policy::decide, 1,000 rules (slowest case's median)",
         &format!("{:.2} µs", worst_median / 1000.0),

@@ -106,7 +106,7 @@ fn us(d: Duration) -> f64 {
 
 #[path = "common/summary.rs"]
 mod summary_line;
-use summary_line::summary;
+use summary_line::{machine_state, summary};
 
 fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
@@ -229,6 +229,7 @@ fn main() {
     );
 
     let (p50_ratio, p50_added) = (us(g50) / us(d50), us(g50) - us(d50));
+    machine_state();
     summary(
         "run: echo round trip p50",
         &format!("{:.1} µs", us(g50)),

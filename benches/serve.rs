@@ -79,11 +79,12 @@ impl Peer {
     }
 }
 
-fn round_trips(peer: &mut Peer, tool: &str, count: usize) -> Vec<Duration> {
+/// `tool` is called with `{argument: "hello <id>"}` and must echo it back.
+fn round_trips(peer: &mut Peer, tool: &str, argument: &str, count: usize) -> Vec<Duration> {
     let mut times = Vec::with_capacity(count);
     for id in 0..count + WARMUP {
         let message = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}"
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{{\"{argument}\":\"hello {id}\"}}}}}}"
         );
         let started = Instant::now();
         peer.send(&message);
@@ -249,6 +250,15 @@ impl Setup {
     }
 }
 
+/// `program` found on PATH, with links resolved (the policy allowlist compares real paths).
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .map(|found| std::fs::canonicalize(&found).unwrap_or(found))
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -256,7 +266,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 #[path = "common/summary.rs"]
 mod summary_line;
-use summary_line::summary;
+use summary_line::{machine_state, summary};
 
 fn main() {
     if let Ok(kind) = std::env::var(PROXY_ENV) {
@@ -295,26 +305,47 @@ fn main() {
         server: target.join("release/examples/mcp_echo"),
         work: tempfile::tempdir().expect("tempdir"),
     };
+    // The official reference server from npm (installed by `.ci/install-peers`), when present: the
+    // kind of server users actually run, interpreted and with the SDK's own cost per call.
+    let everything = root
+        .join(".peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let node = which("node");
+    let everything = (everything.exists() && node.is_some()).then_some(everything);
+    let mut commands = vec![setup.server.clone(), python.clone()];
+    let mut readable = vec![
+        setup.server.parent().expect("dir").to_path_buf(),
+        fixture.parent().expect("dir").to_path_buf(),
+    ];
+    if let (Some(_), Some(node)) = (&everything, &node) {
+        commands.push(node.clone());
+        readable.push(root.join(".peers/npm"));
+    }
+    let quoted = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| format!("\"{}\"", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     std::fs::write(
         setup.work.path().join("policy.toml"),
         format!(
-            "version = 1\n[launch]\nallow_commands = [\"{}\", \"{}\"]\n[sandbox]\nrun_as = \"root\"\nread = [\"{}\", \"{}\"]\n",
-            setup.server.display(),
-            python.display(),
-            setup.server.parent().expect("dir").display(),
-            fixture.parent().expect("dir").display()
+            "version = 1\n[launch]\nallow_commands = [{}]\n[sandbox]\nrun_as = \"root\"\nread = [{}]\n",
+            quoted(&commands),
+            quoted(&readable)
         ),
     )
     .expect("policy");
     let me = std::env::current_exe().expect("current exe");
     let server = setup.server.to_str().expect("utf8");
 
-    let measure = |mut peer: Peer, tool: &str, count: usize| {
+    let measure_with = |mut peer: Peer, tool: &str, argument: &str, count: usize| {
         peer.initialize();
-        let times = round_trips(&mut peer, tool, count);
+        let times = round_trips(&mut peer, tool, argument, count);
         peer.finish();
         (percentile(&times, 0.5), percentile(&times, 0.99))
     };
+    let measure = |peer: Peer, tool: &str, count: usize| measure_with(peer, tool, "text", count);
     let native_direct = measure(Peer::start(&setup.server, &[], &[]), "echo", ROUND_TRIPS);
     let proxy = |kind: &str| Peer::start(&me, &[server], &[(PROXY_ENV, Path::new(kind))]);
     let floor_threads = measure(proxy("threads"), "echo", ROUND_TRIPS);
@@ -346,6 +377,32 @@ fn main() {
         "py__echo",
         REAL_ROUND_TRIPS,
     );
+
+    let official = everything.as_ref().zip(node.as_ref()).map(|(script, node)| {
+        let script = script.to_str().expect("utf8");
+        let direct = measure_with(
+            Peer::start(node, &[script, "stdio"], &[]),
+            "echo",
+            "message",
+            REAL_ROUND_TRIPS,
+        );
+        let config = setup.work.path().join("airlock-everything.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.everything]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\n",
+                node.display()
+            ),
+        )
+        .expect("config");
+        let served = measure_with(
+            setup.serve_config(&config),
+            "everything__echo",
+            "message",
+            REAL_ROUND_TRIPS,
+        );
+        (direct, served)
+    });
 
     let one: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(1)).collect();
     let ten: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(10)).collect();
@@ -383,6 +440,13 @@ fn main() {
     row("mcp_echo via airlock serve", native_served, native_direct);
     row("python fixture direct", real_direct, real_direct);
     row("python fixture via airlock serve", real_served, real_direct);
+    match official {
+        Some((direct, served)) => {
+            row("server-everything (npm) direct", direct, direct);
+            row("server-everything via airlock serve", served, direct);
+        }
+        None => println!("(server-everything rows skipped: run `bash .ci/install-peers` first)"),
+    }
     println!(
         "airlock serve above the tokio floor: +{:.1} µs (p50)",
         us(native_served.0) - us(floor_tokio.0)
@@ -399,6 +463,7 @@ fn main() {
         ms(ten) / ms(one)
     );
 
+    machine_state();
     let (served, direct, floor) = (us(native_served.0), us(native_direct.0), us(floor_tokio.0));
     summary(
         "serve: tools/call p50, native echo server",
@@ -426,6 +491,17 @@ fn main() {
         "≤ 1.10×",
         Some(real_served_us / real_direct_us <= 1.10),
     );
+    if let Some((direct, served)) = official {
+        let (served, direct) = (us(served.0), us(direct.0));
+        summary(
+            "serve: tools/call p50, server-everything (official, npm)",
+            &format!("{served:.1} µs"),
+            &format!("{direct:.1} µs"),
+            &format!("{:.2}× (+{:.1} µs)", served / direct, served - direct),
+            "≤ 1.10×",
+            Some(served / direct <= 1.10),
+        );
+    }
     summary(
         "serve: time to Ready, 10 servers vs 1",
         &format!("{:.1} ms", ms(ten)),

@@ -51,7 +51,7 @@ fn stats(mut samples: Vec<Duration>) -> (f64, f64, f64) {
 
 #[path = "common/summary.rs"]
 mod summary_line;
-use summary_line::summary;
+use summary_line::{machine_state, summary};
 
 fn main() {
     let root = std::env::temp_dir().join(format!("airlock-spawn-bench-{}", std::process::id()));
@@ -99,6 +99,7 @@ fn main() {
     println!("  bare spawn        min {bmin:7.2}  median {bmed:7.2}  p90 {bp90:7.2}");
     println!("  full sandbox      min {smin:7.2}  median {smed:7.2}  p90 {sp90:7.2}");
     println!("  sandbox overhead  median {:7.2} ms", smed - bmed);
+    machine_state();
     summary(
         "spawn → initialize, full sandbox vs bare",
         &format!("{smed:.2} ms"),

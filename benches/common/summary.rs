@@ -19,3 +19,17 @@ pub fn summary(
     };
     println!("SUMMARY|{metric}|{airlock}|{direct}|{comparison}|{target}|{met}");
 }
+
+/// Prints the setting that dominates the pipe-hop floor on a KVM guest, so every set of figures
+/// says which machine state it was taken in. With `guest_halt_poll_ns` at 0 an idle vCPU halts at
+/// once and waking it costs tens of µs per hop; the kernel's default (200000) polls first.
+pub fn machine_state() {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|text| text.trim().to_string())
+            .unwrap_or_else(|_| "n/a".to_string())
+    };
+    let driver = read("/sys/devices/system/cpu/cpuidle/current_driver");
+    let halt_poll = read("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
+    println!("MACHINE|cpuidle driver {driver}, guest_halt_poll_ns {halt_poll}");
+}
