@@ -88,7 +88,17 @@ fn round_trips(peer: &mut Peer, tool: &str, argument: &str, count: usize) -> Vec
         );
         let started = Instant::now();
         peer.send(&message);
-        let line = peer.read();
+        // Real servers send notifications of their own (server-everything: list_changed, log
+        // messages) between answers: skip to the answer.
+        let line = loop {
+            let line = peer.read();
+            assert!(!line.is_empty(), "the server closed its output");
+            let is_answer = serde_json::from_str::<serde_json::Value>(&line)
+                .is_ok_and(|message| message["id"] == id);
+            if is_answer {
+                break line;
+            }
+        };
         if id >= WARMUP {
             times.push(started.elapsed());
         }
@@ -307,8 +317,8 @@ fn main() {
     };
     // The official reference server from npm (installed by `.ci/install-peers`), when present: the
     // kind of server users actually run, interpreted and with the SDK's own cost per call.
-    let everything = root
-        .join(".peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let everything =
+        root.join(".peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let node = which("node");
     let everything = (everything.exists() && node.is_some()).then_some(everything);
     let mut commands = vec![setup.server.clone(), python.clone()];
@@ -378,31 +388,34 @@ fn main() {
         REAL_ROUND_TRIPS,
     );
 
-    let official = everything.as_ref().zip(node.as_ref()).map(|(script, node)| {
-        let script = script.to_str().expect("utf8");
-        let direct = measure_with(
-            Peer::start(node, &[script, "stdio"], &[]),
-            "echo",
-            "message",
-            REAL_ROUND_TRIPS,
-        );
-        let config = setup.work.path().join("airlock-everything.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[servers.everything]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\n",
-                node.display()
-            ),
-        )
-        .expect("config");
-        let served = measure_with(
-            setup.serve_config(&config),
-            "everything__echo",
-            "message",
-            REAL_ROUND_TRIPS,
-        );
-        (direct, served)
-    });
+    let official = everything
+        .as_ref()
+        .zip(node.as_ref())
+        .map(|(script, node)| {
+            let script = script.to_str().expect("utf8");
+            let direct = measure_with(
+                Peer::start(node, &[script, "stdio"], &[]),
+                "echo",
+                "message",
+                REAL_ROUND_TRIPS,
+            );
+            let config = setup.work.path().join("airlock-everything.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[servers.everything]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\n",
+                    node.display()
+                ),
+            )
+            .expect("config");
+            let served = measure_with(
+                setup.serve_config(&config),
+                "everything__echo",
+                "message",
+                REAL_ROUND_TRIPS,
+            );
+            (direct, served)
+        });
 
     let one: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(1)).collect();
     let ten: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(10)).collect();

@@ -15,23 +15,20 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::mcp::Frame;
+use crate::mcp::framing::LineAssembler;
 
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Newline-delimited frames with a hard cap on the line size, with the same rules as
-/// [`crate::mcp::LineReader`] (an oversized line is skipped to its newline while only its bytes
-/// are counted; `\r\n` accepted; blank lines ignored; a last line without `\n` still counts), but
-/// polled rather than awaited, so one loop can wait on many readers at once.
+/// Newline-delimited frames with a hard cap on the line size, with the rules of
+/// [`crate::mcp::LineReader`] (both feed the same [`LineAssembler`]), but polled rather than
+/// awaited, so one loop can wait on many readers at once.
 pub struct FrameReader<R> {
     inner: R,
-    max_line_bytes: usize,
     buf: Box<[u8]>,
     start: usize,
     end: usize,
-    line: Vec<u8>,
-    /// Bytes of the current line seen so far once it has exceeded the limit.
-    discarding: Option<usize>,
+    lines: LineAssembler,
     eof: bool,
 }
 
@@ -39,12 +36,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn new(inner: R, max_line_bytes: usize) -> FrameReader<R> {
         FrameReader {
             inner,
-            max_line_bytes: max_line_bytes.max(1),
             buf: vec![0; READ_CHUNK].into_boxed_slice(),
             start: 0,
             end: 0,
-            line: Vec::new(),
-            discarding: None,
+            lines: LineAssembler::new(max_line_bytes),
             eof: false,
         }
     }
@@ -54,10 +49,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         loop {
             if self.start == self.end {
                 if self.eof {
-                    if let Some(bytes) = self.discarding.take() {
-                        return Poll::Ready(Ok(Some(Frame::Oversized { bytes })));
-                    }
-                    return Poll::Ready(Ok(self.take_line()));
+                    return Poll::Ready(Ok(self.lines.finish()));
                 }
                 let mut read = ReadBuf::new(&mut self.buf);
                 match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
@@ -72,41 +64,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     }
                 }
             }
-            let available = &self.buf[self.start..self.end];
-            let (chunk_len, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
-                Some(pos) => (pos, pos + 1, true),
-                None => (available.len(), available.len(), false),
-            };
-            match self.discarding.as_mut() {
-                Some(seen) => *seen += chunk_len,
-                None if self.line.len() + chunk_len > self.max_line_bytes => {
-                    self.discarding = Some(self.line.len() + chunk_len);
-                    self.line = Vec::new();
-                }
-                None => self.line.extend_from_slice(&available[..chunk_len]),
-            }
+            let (consumed, frame) = self.lines.feed(&self.buf[self.start..self.end]);
             self.start += consumed;
-            if complete {
-                if let Some(bytes) = self.discarding.take() {
-                    return Poll::Ready(Ok(Some(Frame::Oversized { bytes })));
-                }
-                if let Some(frame) = self.take_line() {
-                    return Poll::Ready(Ok(Some(frame)));
-                }
-                // Blank line: keep-alive noise, not a message.
+            if frame.is_some() {
+                return Poll::Ready(Ok(frame));
             }
         }
-    }
-
-    fn take_line(&mut self) -> Option<Frame> {
-        if self.line.last() == Some(&b'\r') {
-            self.line.pop();
-        }
-        if self.line.iter().all(u8::is_ascii_whitespace) {
-            self.line.clear();
-            return None;
-        }
-        Some(Frame::Line(std::mem::take(&mut self.line)))
     }
 }
 

@@ -22,6 +22,65 @@ pub enum Frame {
     Oversized { bytes: usize },
 }
 
+/// The line rules every reader follows, on bytes it has already read: an oversized line is
+/// skipped to its newline while only its bytes are counted; `\r\n` is accepted; blank lines are
+/// keep-alive noise, not messages; a last line without `\n` still counts at end of stream.
+///
+/// Pure: [`LineReader`] (awaited) and the gateway's polled reader own the I/O and feed it.
+#[derive(Debug)]
+pub(crate) struct LineAssembler {
+    max_line_bytes: usize,
+    line: Vec<u8>,
+    /// Bytes of the current line seen so far once it has exceeded the limit.
+    discarding: Option<usize>,
+}
+
+impl LineAssembler {
+    pub(crate) fn new(max_line_bytes: usize) -> Self {
+        LineAssembler {
+            max_line_bytes: max_line_bytes.max(1),
+            line: Vec::new(),
+            discarding: None,
+        }
+    }
+
+    /// Takes bytes from `available` up to and including its first newline. Returns how many
+    /// bytes were taken and the frame they completed, if any.
+    pub(crate) fn feed(&mut self, available: &[u8]) -> (usize, Option<Frame>) {
+        let (chunk_len, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
+            Some(pos) => (pos, pos + 1, true),
+            None => (available.len(), available.len(), false),
+        };
+        match self.discarding.as_mut() {
+            Some(seen) => *seen += chunk_len,
+            None if self.line.len() + chunk_len > self.max_line_bytes => {
+                self.discarding = Some(self.line.len() + chunk_len);
+                self.line = Vec::new();
+            }
+            None => self.line.extend_from_slice(&available[..chunk_len]),
+        }
+        if !complete {
+            return (consumed, None);
+        }
+        (consumed, self.finish())
+    }
+
+    /// The frame ending here (at a newline or at end of stream), if it is not blank.
+    pub(crate) fn finish(&mut self) -> Option<Frame> {
+        if let Some(bytes) = self.discarding.take() {
+            return Some(Frame::Oversized { bytes });
+        }
+        if self.line.last() == Some(&b'\r') {
+            self.line.pop();
+        }
+        if self.line.iter().all(u8::is_ascii_whitespace) {
+            self.line.clear();
+            return None;
+        }
+        Some(Frame::Line(std::mem::take(&mut self.line)))
+    }
+}
+
 /// A bounded line reader over any `AsyncBufRead`.
 ///
 /// Cancel-safe: partial state lives in the reader, so dropping a pending `next_frame` future loses
@@ -29,24 +88,19 @@ pub enum Frame {
 #[derive(Debug)]
 pub struct LineReader<R> {
     inner: R,
-    max_line_bytes: usize,
-    line: Vec<u8>,
-    /// Bytes of the current line seen so far once it has exceeded the limit.
-    discarding: Option<usize>,
+    lines: LineAssembler,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     pub fn new(inner: R, max_line_bytes: usize) -> Self {
         LineReader {
             inner,
-            max_line_bytes: max_line_bytes.max(1),
-            line: Vec::new(),
-            discarding: None,
+            lines: LineAssembler::new(max_line_bytes),
         }
     }
 
     pub fn max_line_bytes(&self) -> usize {
-        self.max_line_bytes
+        self.lines.max_line_bytes
     }
 
     /// The next non-empty frame, or `None` at end of stream.
@@ -54,33 +108,12 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
         loop {
             let available = self.inner.fill_buf().await?;
             if available.is_empty() {
-                // End of stream: a last line without a newline still counts.
-                if let Some(bytes) = self.discarding.take() {
-                    return Ok(Some(Frame::Oversized { bytes }));
-                }
-                return Ok(self.take_line());
+                return Ok(self.lines.finish());
             }
-            let (chunk_len, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
-                Some(pos) => (pos, pos + 1, true),
-                None => (available.len(), available.len(), false),
-            };
-            match self.discarding.as_mut() {
-                Some(seen) => *seen += chunk_len,
-                None if self.line.len() + chunk_len > self.max_line_bytes => {
-                    self.discarding = Some(self.line.len() + chunk_len);
-                    self.line = Vec::new();
-                }
-                None => self.line.extend_from_slice(&available[..chunk_len]),
-            }
+            let (consumed, frame) = self.lines.feed(available);
             self.inner.consume(consumed);
-            if complete {
-                if let Some(bytes) = self.discarding.take() {
-                    return Ok(Some(Frame::Oversized { bytes }));
-                }
-                if let Some(frame) = self.take_line() {
-                    return Ok(Some(frame));
-                }
-                // Blank line: keep-alive noise, not a message.
+            if frame.is_some() {
+                return Ok(frame);
             }
         }
     }
@@ -100,17 +133,6 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             Poll::Ready(result) => Some(result),
             Poll::Pending => None,
         }
-    }
-
-    fn take_line(&mut self) -> Option<Frame> {
-        if self.line.last() == Some(&b'\r') {
-            self.line.pop();
-        }
-        if self.line.iter().all(u8::is_ascii_whitespace) {
-            self.line.clear();
-            return None;
-        }
-        Some(Frame::Line(std::mem::take(&mut self.line)))
     }
 }
 
@@ -195,6 +217,6 @@ mod tests {
             lines.next_frame().await.unwrap(),
             Some(Frame::Oversized { bytes: 1 << 20 })
         );
-        assert!(lines.line.capacity() <= 1000 + 4096);
+        assert!(lines.lines.line.capacity() <= 1000 + 4096);
     }
 }
