@@ -1,6 +1,7 @@
 //! `airlock run` overhead against a direct connection to the same fast native server, measured
-//! in the same run: echo round trip p50/p99, pipelined throughput with 64 calls in flight (median
-//! of alternating rounds), and airlock's own peak RSS (VmHWM).
+//! in the same run, next to a byte-copying proxy (the floor any stdio proxy pays on this
+//! machine): echo round trip p50/p99, pipelined throughput with 64 calls in flight (median of
+//! rotating rounds), and airlock's own peak RSS (VmHWM).
 //!
 //! Run: `cargo bench --bench run` (builds `airlock` and `examples/mcp_echo` with `--release`).
 
@@ -26,9 +27,10 @@ fn call(id: usize) -> Vec<u8> {
     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}\n").into_bytes()
 }
 
-fn start(program: &Path, args: &[&str]) -> Peer {
+fn start(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Peer {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -104,11 +106,17 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+#[path = "common/floor.rs"]
+mod floor;
+
 #[path = "common/summary.rs"]
 mod summary_line;
 use summary_line::{machine_state, summary};
 
 fn main() {
+    if floor::run_as_proxy_if_asked() {
+        return;
+    }
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return; // `cargo test --benches` / nextest listing: nothing to run.
     }
@@ -154,33 +162,46 @@ fn main() {
     ];
     let mut args: Vec<&str> = args.to_vec();
     args.push(server.to_str().expect("utf8"));
-    // Both peers stay up for the whole run and are measured alternately, so a slow phase of the
-    // machine does not land on one side only.
-    let mut direct = start(&server, &[]);
-    let mut gated = start(&airlock, &args);
+    // All peers stay up for the whole run and are measured in turn, in a rotating order, so a
+    // slow phase of the machine does not land on one side only. The floor is a proxy that only
+    // copies bytes (blocking threads): what any stdio proxy costs on this machine.
+    let me = std::env::current_exe().expect("current exe");
+    let server_arg = server.to_str().expect("utf8");
+    let mut direct = start(&server, &[], &[]);
+    let mut floor_proxy = start(&me, &[server_arg], &[(floor::PROXY_ENV, "threads")]);
+    let mut gated = start(&airlock, &args, &[]);
     let direct_rt = round_trips(&mut direct);
+    let floor_rt = round_trips(&mut floor_proxy);
     let gated_rt = round_trips(&mut gated);
     let mut direct_tps = Vec::with_capacity(ROUNDS);
+    let mut floor_tps = Vec::with_capacity(ROUNDS);
     let mut gated_tps = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
-        if round % 2 == 0 {
-            direct_tps.push(pipelined(&mut direct));
-            gated_tps.push(pipelined(&mut gated));
-        } else {
-            gated_tps.push(pipelined(&mut gated));
-            direct_tps.push(pipelined(&mut direct));
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => direct_tps.push(pipelined(&mut direct)),
+                1 => floor_tps.push(pipelined(&mut floor_proxy)),
+                _ => gated_tps.push(pipelined(&mut gated)),
+            }
         }
     }
-    let (direct_tp, gated_tp) = (median(&mut direct_tps), median(&mut gated_tps));
+    let (direct_tp, floor_tp, gated_tp) = (
+        median(&mut direct_tps),
+        median(&mut floor_tps),
+        median(&mut gated_tps),
+    );
     let rss = vm_hwm_kib(gated.child.id());
     drop(direct.stdin);
     let _ = direct.child.wait();
+    drop(floor_proxy.stdin);
+    let _ = floor_proxy.child.wait();
     drop(gated.stdin);
     let _ = gated.child.wait();
     let decisions = std::fs::read_to_string(&audit)
         .map(|t| t.matches("\"event\":\"decision\"").count())
         .unwrap_or(0);
 
+    let (f50, f99) = (percentile(&floor_rt, 0.5), percentile(&floor_rt, 0.99));
     let (d50, d99, g50, g99) = (
         percentile(&direct_rt, 0.5),
         percentile(&direct_rt, 0.99),
@@ -190,37 +211,42 @@ fn main() {
     println!(
         "airlock run vs direct ({ROUND_TRIPS} sequential echo calls, {PIPELINED} pipelined with {IN_FLIGHT} in flight)"
     );
-    println!("| metric                 | direct      | airlock run | ratio / added |");
-    println!("|------------------------|-------------|-------------|---------------|");
     println!(
-        "| round trip p50         | {:8.1} µs | {:8.1} µs | {:.2}× / +{:.1} µs |",
-        us(d50),
-        us(g50),
-        us(g50) / us(d50),
-        us(g50) - us(d50)
+        "| metric                 | direct      | floor proxy | airlock run | airlock vs direct |"
     );
     println!(
-        "| round trip p99         | {:8.1} µs | {:8.1} µs | {:.2}× / +{:.1} µs |",
-        us(d99),
-        us(g99),
-        us(g99) / us(d99),
-        us(g99) - us(d99)
+        "|------------------------|-------------|-------------|-------------|-------------------|"
     );
+    for (name, d, f, g) in [
+        ("round trip p50", d50, f50, g50),
+        ("round trip p99", d99, f99, g99),
+    ] {
+        println!(
+            "| {name:<22} | {:8.1} µs | {:8.1} µs | {:8.1} µs | {:.2}× / +{:.1} µs |",
+            us(d),
+            us(f),
+            us(g),
+            us(g) / us(d),
+            us(g) - us(d)
+        );
+    }
     println!(
-        "| throughput (64 in flight, median of {ROUNDS}) | {direct_tp:8.0} /s | {gated_tp:8.0} /s | {:.2}× |",
-        gated_tp / direct_tp
+        "| throughput, 64 in flight | {direct_tp:8.0} /s | {floor_tp:8.0} /s | {gated_tp:8.0} /s | {:.2}× (floor {:.2}×) |",
+        gated_tp / direct_tp,
+        floor_tp / direct_tp
     );
     match rss {
         Some(kib) => println!(
-            "| airlock peak RSS (VmHWM) |           – | {:8.1} MiB |               |",
+            "| airlock peak RSS (VmHWM) |           – |           – | {:8.1} MiB |                   |",
             kib as f64 / 1024.0
         ),
         None => println!("| airlock peak RSS (VmHWM) | unavailable |"),
     }
     let spread = |v: &[f64]| format!("{:.0}–{:.0}", v[0], v[v.len() - 1]);
     println!(
-        "throughput range: direct {} /s, airlock run {} /s",
+        "throughput range over {ROUNDS} rounds: direct {} /s, floor {} /s, airlock run {} /s",
         spread(&direct_tps),
+        spread(&floor_tps),
         spread(&gated_tps)
     );
     println!(
@@ -234,7 +260,10 @@ fn main() {
         "run: echo round trip p50",
         &format!("{:.1} µs", us(g50)),
         &format!("{:.1} µs", us(d50)),
-        &format!("{p50_ratio:.2}× (+{p50_added:.1} µs)"),
+        &format!(
+            "{p50_ratio:.2}× (+{p50_added:.1} µs; byte-copy proxy +{:.1} µs)",
+            us(f50) - us(d50)
+        ),
         "≤ 1.05× or ≤ +15 µs",
         Some(p50_ratio <= 1.05 || p50_added <= 15.0),
     );
@@ -250,7 +279,11 @@ fn main() {
         "run: throughput, 64 in flight",
         &format!("{gated_tp:.0}/s"),
         &format!("{direct_tp:.0}/s"),
-        &format!("{:.2}×", gated_tp / direct_tp),
+        &format!(
+            "{:.2}× (byte-copy proxy {:.2}×)",
+            gated_tp / direct_tp,
+            floor_tp / direct_tp
+        ),
         "≥ 0.9×",
         Some(gated_tp / direct_tp >= 0.9),
     );

@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 const ROUND_TRIPS: usize = 3000;
 /// Fewer calls against the Python server: each takes tens of µs.
 const REAL_ROUND_TRIPS: usize = 1000;
-/// Set (to `threads` or `tokio`) when this binary runs as a floor proxy.
-const PROXY_ENV: &str = "AIRLOCK_BENCH_PROXY";
 const WARMUP: usize = 200;
 const READY_RUNS: usize = 5;
 
@@ -106,85 +104,6 @@ fn round_trips(peer: &mut Peer, tool: &str, argument: &str, count: usize) -> Vec
     }
     times.sort();
     times
-}
-
-/// The floor proxy, blocking threads: each direction is one thread in `read` → `write_all`.
-fn proxy_threads(program: &str, args: &[String]) {
-    use std::io::Read;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let mut to_server = child.stdin.take().expect("stdin");
-    let mut from_server = child.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        let mut stdout = std::io::stdout().lock();
-        let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n @ 1..) = from_server.read(&mut buf) {
-            if stdout
-                .write_all(&buf[..n])
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    let mut stdin = std::io::stdin().lock();
-    let mut buf = vec![0u8; 64 * 1024];
-    while let Ok(n @ 1..) = stdin.read(&mut buf) {
-        if to_server.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    drop(to_server);
-    let _ = child.wait();
-}
-
-/// The floor proxy, one tokio current-thread loop (airlock's shape): a task per direction, each
-/// `read` → `write_all` on non-blocking pipes.
-fn proxy_tokio(program: &str, args: &[String]) {
-    use std::os::fd::{AsFd, BorrowedFd};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::unix::pipe;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn server");
-        let mut to_server = child.stdin.take().expect("stdin");
-        let mut from_server = child.stdout.take().expect("stdout");
-        let fd = |f: BorrowedFd<'_>| f.try_clone_to_owned().expect("dup");
-        let mut host_in =
-            pipe::Receiver::from_owned_fd(fd(std::io::stdin().as_fd())).expect("stdin pipe");
-        let mut host_out =
-            pipe::Sender::from_owned_fd(fd(std::io::stdout().as_fd())).expect("stdout pipe");
-        let up = tokio::spawn(async move {
-            let mut buf = vec![0u8; 64 * 1024];
-            while let Ok(n @ 1..) = from_server.read(&mut buf).await {
-                if host_out.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-            }
-        });
-        let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n @ 1..) = host_in.read(&mut buf).await {
-            if to_server.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
-        }
-        drop(to_server);
-        let _ = child.wait().await;
-        let _ = up.await;
-    });
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -274,18 +193,16 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+#[path = "common/floor.rs"]
+mod floor;
+use floor::PROXY_ENV;
+
 #[path = "common/summary.rs"]
 mod summary_line;
 use summary_line::{machine_state, summary};
 
 fn main() {
-    if let Ok(kind) = std::env::var(PROXY_ENV) {
-        let argv: Vec<String> = std::env::args().skip(1).collect();
-        let (program, args) = argv.split_first().expect("proxy: a server command");
-        match kind.as_str() {
-            "threads" => proxy_threads(program, args),
-            _ => proxy_tokio(program, args),
-        }
+    if floor::run_as_proxy_if_asked() {
         return;
     }
     if std::env::args().any(|a| a == "--list" || a == "--test") {
