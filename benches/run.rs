@@ -6,7 +6,7 @@
 //! Run: `cargo bench --bench run` (builds `airlock` and `examples/mcp_echo` with `--release`).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,9 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+#[path = "common/binaries.rs"]
+mod binaries;
+
 #[path = "common/floor.rs"]
 mod floor;
 
@@ -120,25 +123,10 @@ fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return; // `cargo test --benches` / nextest listing: nothing to run.
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--bin",
-            "airlock",
-            "--example",
-            "mcp_echo",
-        ])
-        .current_dir(&root)
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "release build failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let airlock = target.join("release/airlock");
-    let server = target.join("release/examples/mcp_echo");
+    let binaries::Binaries {
+        airlock,
+        mcp_echo: server,
+    } = binaries::build_release();
     let work = tempfile::tempdir().expect("tempdir");
     let policy = work.path().join("policy.toml");
     std::fs::write(

@@ -193,6 +193,9 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+#[path = "common/binaries.rs"]
+mod binaries;
+
 #[path = "common/floor.rs"]
 mod floor;
 use floor::PROXY_ENV;
@@ -209,27 +212,12 @@ fn main() {
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--bin",
-            "airlock",
-            "--example",
-            "mcp_echo",
-        ])
-        .current_dir(&root)
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "release build failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let built = binaries::build_release();
     let python = PathBuf::from("/usr/bin/python3");
     let fixture = root.join("tests/fixtures/serve/fixture_server.py");
     let setup = Setup {
-        airlock: target.join("release/airlock"),
-        server: target.join("release/examples/mcp_echo"),
+        airlock: built.airlock,
+        server: built.mcp_echo,
         work: tempfile::tempdir().expect("tempdir"),
     };
     // The official reference server from npm (installed by `.ci/install-peers`), when present: the

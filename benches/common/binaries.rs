@@ -1,0 +1,36 @@
+//! The release binaries the proxy benches drive: built once per bench run, then located in the
+//! target directory (`CARGO_TARGET_DIR` respected).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+pub struct Binaries {
+    pub airlock: PathBuf,
+    /// The fast native fixture server, `examples/mcp_echo.rs`.
+    pub mcp_echo: PathBuf,
+}
+
+/// Builds `airlock` and `examples/mcp_echo` with `--release` and returns their paths.
+pub fn build_release() -> Binaries {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "--bin",
+            "airlock",
+            "--example",
+            "mcp_echo",
+        ])
+        .current_dir(&root)
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "release build failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Binaries {
+        airlock: target.join("release/airlock"),
+        mcp_echo: target.join("release/examples/mcp_echo"),
+    }
+}
