@@ -135,6 +135,36 @@ impl<HW: AsyncWrite + Unpin, SW: AsyncWrite + Unpin> Shared<'_, HW, SW> {
         Ok(())
     }
 
+    /// Reads batches from one peer and forwards each (audit first) until its end of stream. A
+    /// read error counts as the end; an audit failure stops the session.
+    async fn pump<R, F>(
+        &self,
+        mut lines: LineReader<R>,
+        peer: &str,
+        mut step: F,
+    ) -> Result<(), SessionError>
+    where
+        R: tokio::io::AsyncBufRead + Unpin,
+        F: FnMut(Frame, &mut Outbox) -> Result<(), AuditError>,
+    {
+        let mut out = Outbox::default();
+        loop {
+            match read_batch(&mut lines, &mut out, &mut step).await {
+                Ok(more) => {
+                    self.flush(&mut out).await?;
+                    if !more {
+                        return Ok(());
+                    }
+                }
+                Err(BatchError::Audit(err)) => return Err(SessionError::from(err)),
+                Err(BatchError::Read(err)) => {
+                    tracing::warn!("reading from the {peer} failed: {err}; treating it as closed");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
     fn host_frame(
         &self,
         frame: Frame,
@@ -336,29 +366,12 @@ where
     let host_closed = std::cell::Cell::new(false);
 
     let host_loop = async {
-        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, host_in), max);
-        let mut out = Outbox::default();
-        let result = loop {
-            let more = read_batch(&mut lines, &mut out, |frame, out| {
+        let lines = LineReader::new(BufReader::with_capacity(64 * 1024, host_in), max);
+        let result = shared
+            .pump(lines, "host", |frame, out| {
                 shared.host_frame(frame, max, out)
             })
             .await;
-            match more {
-                Ok(more) => {
-                    if let Err(err) = shared.flush(&mut out).await {
-                        break Err(SessionError::from(err));
-                    }
-                    if !more {
-                        break Ok(());
-                    }
-                }
-                Err(BatchError::Audit(err)) => break Err(SessionError::from(err)),
-                Err(BatchError::Read(err)) => {
-                    tracing::warn!("reading from the host failed: {err}; treating it as closed");
-                    break Ok(());
-                }
-            }
-        };
         // Also on an audit failure: stop forwarding and let the caller shut the server down.
         host_closed.set(true);
         // Closing the server's stdin is the first step of the kill sequence.
@@ -377,29 +390,12 @@ where
     };
 
     let server_loop = async {
-        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, server_out), max);
-        let mut out = Outbox::default();
-        let result = loop {
-            let more = read_batch(&mut lines, &mut out, |frame, out| {
+        let lines = LineReader::new(BufReader::with_capacity(64 * 1024, server_out), max);
+        let result = shared
+            .pump(lines, "server", |frame, out| {
                 shared.server_frame(frame, max, out)
             })
             .await;
-            match more {
-                Ok(more) => {
-                    if let Err(err) = shared.flush(&mut out).await {
-                        break Err(SessionError::from(err));
-                    }
-                    if !more {
-                        break Ok(());
-                    }
-                }
-                Err(BatchError::Audit(err)) => break Err(SessionError::from(err)),
-                Err(BatchError::Read(err)) => {
-                    tracing::warn!("reading from the server failed: {err}; treating it as closed");
-                    break Ok(());
-                }
-            }
-        };
         if result.is_ok() {
             let mut fx = Effects::default();
             let mut out = Outbox::default();
