@@ -4,6 +4,7 @@
 //! rotating rounds), and airlock's own peak RSS (VmHWM).
 //!
 //! Run: `cargo bench --bench run` (builds `airlock` and `examples/mcp_echo` with `--release`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -12,6 +12,7 @@
 //! tokio loop (the shape of airlock: one thread, epoll).
 //!
 //! Run: `cargo bench --bench serve` (builds `airlock` and `examples/mcp_echo` with `--release`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 //! `spawn_confined` adds inside a running airlock.
 //!
 //! Run: `cargo bench --bench spawn` (release build).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

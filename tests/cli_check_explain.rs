@@ -1,4 +1,5 @@
 //! The real `airlock check` and `airlock explain` binaries on fixture files: output and exit codes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,7 @@
 //! CI's fuzz smoke: the cargo-fuzz target bodies (`airlock::fuzzing`) over the committed seed
 //! corpora, byte-level mutations of every seed, and random inputs. The long runs are
 //! `cargo fuzz run <target>` (README "Fuzzing"); this keeps every target exercised on each push.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::path::{Path, PathBuf};
 

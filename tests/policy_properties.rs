@@ -1,6 +1,7 @@
 //! Property tests for the policy engine's invariants:
 //! deny wins across any layering; a project layer never widens a decision; an org lock always
 //! holds; path normalisation never lets `..` climb out of a prefix.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::path::PathBuf;
 

@@ -3,6 +3,7 @@
 //! The interop tests drive the official reference servers (npm) with the official Python SDK
 //! client, both installed by `.ci/install-peers`. Without them the tests are skipped locally and
 //! fail under `CI=true`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! The `run` session end to end over in-memory pipes: a scripted fake server, a scripted host,
 //! the real gate, policy and audit log in between.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::cell::RefCell;
 use std::path::PathBuf;

@@ -6,6 +6,7 @@
 //!
 //! The populated cache comes from `.ci/install-peers` (`.peers/npm-cache`, as a first `npx -y`
 //! outside the sandbox leaves it); each test copies it into a throwaway home.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
 

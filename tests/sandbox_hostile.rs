@@ -1,5 +1,6 @@
 //! End to end: the real `airlock` binary confines a real hostile process, and every escape it
 //! attempts is refused. Each test names the attack; the fixture is tests/fixtures/sandbox/hostile.c.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
 
@@ -226,7 +227,7 @@ fn no_inherited_fds_and_no_secret_env() {
     let mut cmd = w.command("fds", &[], &["fds"]);
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
-    // SAFETY (test): clears FD_CLOEXEC in the child just before exec so airlock inherits the fd.
+    // SAFETY: (test) clears FD_CLOEXEC in the child just before exec so airlock inherits the fd.
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(move || {

@@ -1,5 +1,6 @@
 //! End to end: no descendant survives airlock. A grandchild that calls setsid and ignores
 //! SIGTERM (and a server that ignores SIGTERM and EOF) dies on every exit path of airlock.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
 
@@ -65,7 +66,7 @@ fn assert_all_gone(mut run: Running, within: Duration) {
 }
 
 fn signal(child: &Child, sig: i32) {
-    // SAFETY (test): signals our own child.
+    // SAFETY: (test) signals our own child.
     unsafe { libc::kill(child.id() as i32, sig) };
 }
 

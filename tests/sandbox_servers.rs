@@ -2,6 +2,7 @@
 //! (no grants), through `airlock __sandbox-exec` (plan + spawn_confined, as `run` uses them), and
 //! a run as an ordinary user (setpriv to 65534: airlock not root) is confined as well.
 //! Peers come from `.ci/install-peers`; a missing peer fails the test with the install command.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
 
@@ -124,11 +125,9 @@ fn real_python_mcp_server_in_a_venv_answers_under_the_default_policy() {
     let text = response["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
-    let expected_uid = if unsafe { libc::geteuid() } == 0 {
-        65534
-    } else {
-        unsafe { libc::geteuid() }
-    };
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let euid = unsafe { libc::geteuid() };
+    let expected_uid = if euid == 0 { 65534 } else { euid };
     assert_eq!(text, format!("hi (uid {expected_uid})"), "{response}");
 }
 
@@ -136,7 +135,7 @@ fn real_python_mcp_server_in_a_venv_answers_under_the_default_policy() {
 /// same refusals hold, and RLIMIT_NPROC counts only the sandbox (set inside its user namespace).
 #[test]
 fn ordinary_user_is_confined_too() {
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         return; // already an ordinary user: the other tests cover it
     }
     let w = world();

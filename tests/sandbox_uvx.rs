@@ -9,6 +9,7 @@
 //! uv and a populated cache come from `.ci/install-peers` (`.peers/uv-venv`, `.peers/uv-cache`);
 //! each test copies them into a throwaway home, re-pointing the cache's absolute links at the copy
 //! (as a first `uvx` run with the cache at `~/.cache/uv` would have left them).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
 

@@ -2,6 +2,7 @@
 //! server that fails to start, one that never finishes its handshake, one that crashes mid-call,
 //! one that hangs, one that floods stdout with junk: each fails alone while the others keep
 //! working.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod serve_support;
 

@@ -2,6 +2,7 @@
 //! (server-everything, server-filesystem, from npm) and a fixture server, all confined at once,
 //! driven by the official Python SDK client. Peers come from `.ci/install-peers`; without them
 //! the test is skipped locally and fails under `CI=true`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

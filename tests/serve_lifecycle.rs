@@ -1,5 +1,6 @@
 //! `airlock serve` lifecycle end to end: idle stop and transparent restart, eager start, and no
 //! child surviving shutdown (host EOF, SIGTERM, SIGINT), even one that ignores SIGTERM and EOF.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod serve_support;
 
@@ -66,10 +67,12 @@ fn shutdown_leaves_nothing(how: &str) {
     let started = Instant::now();
     match how {
         "eof" => drop(client.stdin.take()),
-        // SAFETY (test): signals our own child.
+        // SAFETY: (test) signals our own child.
+        // SAFETY: (test) signals our own child.
         "sigterm" => unsafe {
             libc::kill(client.child.id() as i32, libc::SIGTERM);
         },
+        // SAFETY: (test) signals our own child.
         "sigint" => unsafe {
             libc::kill(client.child.id() as i32, libc::SIGINT);
         },

@@ -3,6 +3,7 @@
 //! Python Streamable HTTP fixture that records the headers it receives, a stdio fixture beside
 //! them, and a remote server that is down; driven by the official Python SDK client. Peers come
 //! from `.ci/install-peers`; without them the tests are skipped locally and fail under `CI=true`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod serve_support;
 
