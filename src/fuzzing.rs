@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::config;
 use crate::mcp::{self, Frame, LineReader};
-use crate::policy::path::{is_under, normalize};
+use crate::paths::{is_under, normalize};
 use crate::policy::{Call, Layer, LayerSource, load};
 
 /// Splits fuzz input into NUL-separated text fields (lossy UTF-8).

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use airlock::policy::path::{is_under, normalize};
+use airlock::paths::{is_under, normalize};
 use airlock::policy::{Action, Call, Layer, LayerSource, Policy, load};
 use proptest::prelude::*;
 

@@ -11,4 +11,4 @@ pub mod target;
 pub use event::{Event, EventKind, Outcome};
 pub use redact::Redactor;
 pub use sink::{AuditError, AuditLog};
-pub use target::{AuditEnv, AuditTarget, TargetError, resolve_target};
+pub use target::{AuditTarget, TargetError, resolve_target};

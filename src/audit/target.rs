@@ -4,28 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::paths::{UserDirs, VarSource, expand_path};
 use crate::policy::{AuditPolicy, Layer};
-
-/// The process environment the default depends on, passed in so tests control it.
-#[derive(Debug, Clone, Default)]
-pub struct AuditEnv {
-    pub xdg_state_home: Option<PathBuf>,
-    pub home: Option<PathBuf>,
-}
-
-impl AuditEnv {
-    pub fn from_env() -> AuditEnv {
-        let var = |name: &str| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        AuditEnv {
-            xdg_state_home: var("XDG_STATE_HOME"),
-            home: var("HOME"),
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuditTarget {
@@ -53,42 +33,29 @@ pub enum TargetError {
     Template(String, String),
 }
 
-/// Expands a leading `~` and `${env:NAME}` / `${NAME}` in a policy path template.
-fn expand(
-    template: &str,
-    env: &AuditEnv,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<PathBuf, TargetError> {
-    let bad = |why: &str| TargetError::Template(template.to_string(), why.to_string());
-    let mut text = String::new();
-    let mut rest = template;
-    if rest == "~" || rest.starts_with("~/") {
-        let home = env.home.as_ref().ok_or_else(|| bad("HOME is not set"))?;
-        text.push_str(&home.to_string_lossy());
-        rest = &rest[1..];
+/// Expands a leading `~` and `${env:NAME}` / `${NAME}` in a policy path template; an unset
+/// name is an error (a log path with a hole in it would land somewhere unexpected).
+fn expand(template: &str, env: &dyn VarSource) -> Result<PathBuf, TargetError> {
+    let bad = |why: String| TargetError::Template(template.to_string(), why);
+    let home = env.absolute_path("HOME");
+    let lookup = |var: crate::paths::Var<'_>| env.var(var.name()).map(str::to_string);
+    let expanded =
+        expand_path(template, home.as_deref(), &lookup).map_err(|err| bad(err.to_string()))?;
+    if let Some(name) = expanded.unset.first() {
+        return Err(bad(format!("{name} is not set")));
     }
-    while let Some(start) = rest.find("${") {
-        text.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| bad("unterminated ${"))?;
-        let name = after[..end].strip_prefix("env:").unwrap_or(&after[..end]);
-        let value = lookup(name).ok_or_else(|| bad(&format!("{name} is not set")))?;
-        text.push_str(&value);
-        rest = &after[end + 1..];
-    }
-    text.push_str(rest);
-    Ok(PathBuf::from(text))
+    Ok(PathBuf::from(expanded.value))
 }
 
-/// Resolves the audit target. Pure apart from `lookup` (the environment for `${env:NAME}`).
+/// Resolves the audit target from `--audit`, the policy and the environment (`HOME`,
+/// `XDG_STATE_HOME`, and the names `${env:NAME}` refers to). Pure.
 pub fn resolve_target(
     cli: Option<&str>,
     policy: &AuditPolicy,
-    env: &AuditEnv,
-    lookup: &dyn Fn(&str) -> Option<String>,
+    env: &dyn VarSource,
 ) -> Result<AuditTarget, TargetError> {
     let from_policy = match &policy.path {
-        Some(path) => Some((expand(&path.value, env, lookup)?, path)),
+        Some(path) => Some((expand(&path.value, env)?, path)),
         None => None,
     };
     if let Some(requested) = cli {
@@ -111,17 +78,16 @@ pub fn resolve_target(
     if let Some((path, _)) = from_policy {
         return Ok(AuditTarget::File(path));
     }
-    let base = env
-        .xdg_state_home
-        .clone()
-        .or_else(|| env.home.as_ref().map(|home| home.join(".local/state")))
-        .ok_or(TargetError::NoDefault)?;
-    Ok(AuditTarget::File(base.join("airlock").join("audit.jsonl")))
+    UserDirs::from_env(env)
+        .default_audit_log()
+        .map(AuditTarget::File)
+        .ok_or(TargetError::NoDefault)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::EnvVars;
     use crate::policy::{Origin, Sourced};
 
     fn policy(path: Option<(&str, Layer)>) -> AuditPolicy {
@@ -138,34 +104,24 @@ mod tests {
         }
     }
 
-    fn env() -> AuditEnv {
-        AuditEnv {
-            xdg_state_home: None,
-            home: Some(PathBuf::from("/home/u")),
-        }
-    }
-
-    fn no_env(_: &str) -> Option<String> {
-        None
+    fn env() -> EnvVars {
+        EnvVars::from_pairs([("HOME", "/home/u"), ("WHO", "me")])
     }
 
     #[test]
     fn default_is_under_the_state_dir() {
-        let got = resolve_target(None, &policy(None), &env(), &no_env).unwrap();
+        let got = resolve_target(None, &policy(None), &env()).unwrap();
         assert_eq!(
             got,
             AuditTarget::File(PathBuf::from("/home/u/.local/state/airlock/audit.jsonl"))
         );
-        let xdg = AuditEnv {
-            xdg_state_home: Some(PathBuf::from("/s")),
-            home: None,
-        };
+        let xdg = EnvVars::from_pairs([("XDG_STATE_HOME", "/s")]);
         assert_eq!(
-            resolve_target(None, &policy(None), &xdg, &no_env).unwrap(),
+            resolve_target(None, &policy(None), &xdg).unwrap(),
             AuditTarget::File(PathBuf::from("/s/airlock/audit.jsonl"))
         );
         assert_eq!(
-            resolve_target(None, &policy(None), &AuditEnv::default(), &no_env),
+            resolve_target(None, &policy(None), &EnvVars::default()),
             Err(TargetError::NoDefault)
         );
     }
@@ -173,17 +129,16 @@ mod tests {
     #[test]
     fn policy_path_expands_and_cli_overrides_a_user_policy() {
         let user = policy(Some(("~/logs/${env:WHO}.jsonl", Layer::User)));
-        let lookup = |name: &str| (name == "WHO").then(|| "me".to_string());
         assert_eq!(
-            resolve_target(None, &user, &env(), &lookup).unwrap(),
+            resolve_target(None, &user, &env()).unwrap(),
             AuditTarget::File(PathBuf::from("/home/u/logs/me.jsonl"))
         );
         assert_eq!(
-            resolve_target(Some("/tmp/a.jsonl"), &user, &env(), &lookup).unwrap(),
+            resolve_target(Some("/tmp/a.jsonl"), &user, &env()).unwrap(),
             AuditTarget::File(PathBuf::from("/tmp/a.jsonl"))
         );
         assert_eq!(
-            resolve_target(Some("-"), &user, &env(), &lookup).unwrap(),
+            resolve_target(Some("-"), &user, &env()).unwrap(),
             AuditTarget::Stderr
         );
     }
@@ -191,13 +146,13 @@ mod tests {
     #[test]
     fn org_pinned_path_refuses_a_different_cli_path() {
         let org = policy(Some(("/var/log/airlock.jsonl", Layer::Org)));
-        let err = resolve_target(Some("/tmp/mine.jsonl"), &org, &env(), &no_env).unwrap_err();
+        let err = resolve_target(Some("/tmp/mine.jsonl"), &org, &env()).unwrap_err();
         assert!(
             err.to_string().contains("/etc/airlock/policy.toml:3"),
             "{err}"
         );
         assert_eq!(
-            resolve_target(Some("/var/log/airlock.jsonl"), &org, &env(), &no_env).unwrap(),
+            resolve_target(Some("/var/log/airlock.jsonl"), &org, &env()).unwrap(),
             AuditTarget::File(PathBuf::from("/var/log/airlock.jsonl"))
         );
     }

@@ -5,7 +5,7 @@
 //!   end-to-end tests and the benchmark, and uses `sandbox::plan` + `process::spawn_confined`
 //!   exactly as `airlock run` does.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -52,29 +52,6 @@ pub struct SandboxExecArgs {
     pub command: Vec<String>,
 }
 
-/// Resolves a command once, without a shell: a path is made absolute; a bare name is looked up
-/// in PATH.
-pub fn resolve_command(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
-    if name.contains('/') {
-        let path = Path::new(name);
-        return if path.is_absolute() {
-            Some(path.to_path_buf())
-        } else {
-            std::env::current_dir().ok().map(|d| d.join(path))
-        };
-    }
-    path_var?
-        .split(':')
-        .filter(|dir| !dir.is_empty())
-        .map(|dir| Path::new(dir).join(name))
-        .find(|candidate| {
-            use std::os::unix::fs::PermissionsExt;
-            candidate
-                .metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 fn cli_origin(flag: &str) -> Origin {
     Origin {
         layer: Layer::User,
@@ -113,7 +90,7 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
             origin: cli_origin("--network"),
         };
     }
-    let parent_env: Vec<(String, String)> = std::env::vars().collect();
+    let parent_env: Vec<(String, String)> = crate::paths::EnvVars::from_process().into_pairs();
     let host = HostFacts::detect();
     let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
     dirs.policy_files = policy
@@ -126,8 +103,9 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_str());
-    let program = resolve_command(name, path_var)
-        .with_context(|| format!("command `{name}` not found in PATH"))?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let program = crate::paths::resolve_command(name, path_var.map(std::ffi::OsStr::new), &cwd)
+        .with_context(|| format!("command `{name}`"))?;
     let resolved =
         ResolvedPaths::inspect(&program, rest, args.cwd.as_deref(), dirs.home.as_deref());
     let request = PlanRequest {

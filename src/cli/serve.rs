@@ -18,6 +18,7 @@ use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::{Launch, RemoteTarget};
 use crate::gateway::shell::{self, Gateway};
 use crate::gateway::{Router, ServerSpec};
+use crate::paths::{EnvVars, UserDirs};
 use crate::policy::Policy;
 use crate::process::launch::{LaunchContext, prepare};
 use anyhow::Context;
@@ -46,14 +47,9 @@ pub fn config_path(explicit: Option<&Path>) -> PathBuf {
     if local.is_file() {
         return local;
     }
-    let config_home = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    match config_home {
-        Some(dir) => dir.join("airlock/airlock.toml"),
-        None => local,
-    }
+    UserDirs::from_env(&EnvVars::from_process())
+        .default_server_config()
+        .unwrap_or(local)
 }
 
 /// Loads the config and the policy merged with its per-server blocks.

@@ -8,8 +8,9 @@ use clap::Args;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::CliError;
-use crate::audit::{AuditEnv, AuditLog, AuditTarget, resolve_target};
+use crate::audit::{AuditLog, AuditTarget, resolve_target};
 use crate::mcp::DEFAULT_MAX_LINE_BYTES;
+use crate::paths::EnvVars;
 use crate::policy::Policy;
 
 /// Options of every gated session.
@@ -41,8 +42,7 @@ pub fn open_audit(
     cli: Option<&str>,
     policy: &Policy,
 ) -> Result<(AuditLog, Option<PathBuf>), CliError> {
-    let lookup = |name: &str| std::env::var(name).ok();
-    let target = resolve_target(cli, &policy.audit, &AuditEnv::from_env(), &lookup)
+    let target = resolve_target(cli, &policy.audit, &EnvVars::from_process())
         .map_err(|err| CliError::Refused(err.to_string()))?;
     match target {
         AuditTarget::Stderr => Ok((AuditLog::stderr(), None)),

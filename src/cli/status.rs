@@ -61,7 +61,7 @@ pub fn render(status: &Value) -> String {
 }
 
 pub fn run(args: StatusArgs) -> Result<ExitCode, CliError> {
-    let env: Vec<(String, String)> = std::env::vars().collect();
+    let env: Vec<(String, String)> = crate::paths::EnvVars::from_process().into_pairs();
     let dirs = AirlockDirs::from_env(&env, HostFacts::detect().is_root);
     let reports = query_all(&dirs.state_dir, Duration::from_secs(5)).map_err(|err| {
         CliError::Failure(anyhow::anyhow!(

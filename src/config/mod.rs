@@ -5,8 +5,6 @@
 //! [`SourceError`] with file:line:col and the fix. Interpolation (`${env:NAME}`) happens at load,
 //! values that may be secret are flagged so every human-facing output can mask them.
 
-pub mod command;
-pub mod interpolate;
 mod json_file;
 pub mod secret;
 mod toml_file;
@@ -20,8 +18,6 @@ use toml::Spanned;
 use crate::diagnostic::{LineCol, SourceError};
 use crate::policy::ServerOverride;
 use crate::policy::file::{SandboxSection, ToolsSection};
-
-pub use command::{ResolveError, resolve_command};
 
 /// How airlock reaches a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,7 +316,8 @@ impl Validator<'_> {
         template: &str,
         at: Option<LineCol>,
     ) -> Result<(String, bool), SourceError> {
-        let expanded = interpolate::expand(template, self.lookup).map_err(|err| {
+        let lookup = |var: crate::paths::Var<'_>| (self.lookup)(var.name());
+        let expanded = crate::paths::expand(template, &lookup).map_err(|err| {
             self.error(at, format!("server {server:?}: `{key}`: {err}"))
                 .with_fix("write references as ${env:NAME}; use $${ for a literal ${")
         })?;

@@ -14,31 +14,25 @@ use std::path::{Path, PathBuf};
 
 use super::{Layer, LayerSource, presets};
 use crate::diagnostic::SourceError;
+use crate::paths::{UserDirs, VarSource};
 
 /// The environment the discovery depends on, passed in so tests control it.
 #[derive(Debug, Clone, Default)]
 pub struct DiscoveryInputs {
+    /// `AIRLOCK_ORG_POLICY_DIR`, when set.
     pub org_dir: Option<PathBuf>,
-    pub xdg_config_home: Option<PathBuf>,
-    pub home: Option<PathBuf>,
+    pub user_dirs: UserDirs,
     pub cwd: Option<PathBuf>,
     /// `--policy`: a file path or a preset name.
     pub user_override: Option<String>,
 }
 
 impl DiscoveryInputs {
-    /// Reads the real process environment.
-    pub fn from_env(user_override: Option<String>) -> Self {
-        let var = |name: &str| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
+    pub fn new(env: &dyn VarSource, cwd: Option<PathBuf>, user_override: Option<String>) -> Self {
         DiscoveryInputs {
-            org_dir: var("AIRLOCK_ORG_POLICY_DIR"),
-            xdg_config_home: var("XDG_CONFIG_HOME"),
-            home: var("HOME"),
-            cwd: std::env::current_dir().ok(),
+            org_dir: env.absolute_path("AIRLOCK_ORG_POLICY_DIR"),
+            user_dirs: UserDirs::from_env(env),
+            cwd,
             user_override,
         }
     }
@@ -47,20 +41,6 @@ impl DiscoveryInputs {
         self.org_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("/etc/airlock"))
-    }
-
-    pub fn user_policy_path(&self) -> Option<PathBuf> {
-        let base = self
-            .xdg_config_home
-            .clone()
-            .or_else(|| self.home.as_ref().map(|h| h.join(".config")))?;
-        Some(base.join("airlock").join("policy.toml"))
-    }
-
-    /// airlock's own configuration directory (policies, config): never granted to a server.
-    pub fn config_dir(&self) -> Option<PathBuf> {
-        self.user_policy_path()
-            .and_then(|p| p.parent().map(Path::to_path_buf))
     }
 }
 
@@ -129,7 +109,7 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
         }
         Some(path) => sources.push(read_required(Layer::User, Path::new(path))?),
         None => {
-            if let Some(path) = inputs.user_policy_path()
+            if let Some(path) = inputs.user_dirs.user_policy()
                 && let Some(source) = read_if_present(Layer::User, &path)?
             {
                 sources.push(source);

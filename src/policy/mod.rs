@@ -8,7 +8,6 @@
 pub mod discover;
 pub mod file;
 pub mod merge;
-pub mod path;
 pub mod pattern;
 pub mod presets;
 pub mod rules;
@@ -354,7 +353,11 @@ pub fn load_active(
     user_override: Option<String>,
     config: Option<&crate::config::Config>,
 ) -> Result<Policy, crate::diagnostic::SourceError> {
-    let inputs = discover::DiscoveryInputs::from_env(user_override);
+    let inputs = discover::DiscoveryInputs::new(
+        &crate::paths::EnvVars::from_process(),
+        std::env::current_dir().ok(),
+        user_override,
+    );
     let sources = discover::discover(&inputs)?;
     let overrides = config
         .map(crate::config::Config::policy_overrides)

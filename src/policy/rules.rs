@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::path;
 use super::pattern::{Glob, GlobToken, ToolPattern};
 use super::{Action, Call, Decision, Origin, Sourced};
+use crate::paths as path;
 
 /// How one argument value is compared.
 #[derive(Debug, Clone)]

@@ -50,7 +50,7 @@ pub struct LaunchContext {
 impl LaunchContext {
     /// Reads the host's facts and airlock's environment once.
     pub fn detect(policy: &Policy, audit_path: Option<&Path>, config_path: &Path) -> Self {
-        let parent_env: Vec<(String, String)> = std::env::vars().collect();
+        let parent_env: Vec<(String, String)> = crate::paths::EnvVars::from_process().into_pairs();
         let host = HostFacts::detect();
         let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
         dirs.audit_path = audit_path.map(Path::to_path_buf);
@@ -162,7 +162,7 @@ pub fn prepare(
         .find(|(key, _)| key == "PATH")
         .map(|(_, value)| std::ffi::OsString::from(value));
     let resolved =
-        crate::config::resolve_command(command, path_var.as_deref(), &cwd).map_err(|err| {
+        crate::paths::resolve_command(command, path_var.as_deref(), &cwd).map_err(|err| {
             LaunchError::Refused(format!(
                 "server `{name}`: {err}. Fix: install it, or give its absolute path in {}",
                 context.config_name

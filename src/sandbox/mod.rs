@@ -19,6 +19,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::paths::{Var, VarSource, normalize_path};
 use crate::policy::{Feature, Network, RunAs, SandboxPolicy};
 
 pub use host::HostFacts;
@@ -576,7 +577,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
                     expanded,
                 });
             }
-            let path = paths::normalize(&path);
+            let path = normalize_path(&path);
             if let Some((what, protected_path)) = covers_protected(&path, &protected) {
                 return Err(PlanError::GrantsProtected {
                     grant: grant.value.clone(),
@@ -962,72 +963,25 @@ impl<'a> Vars<'a> {
         }
     }
 
-    fn env(&self, name: &str) -> Option<&'a str> {
-        self.parent_env
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-            .filter(|v| !v.is_empty())
-    }
-
     /// Expands `~`, `${private_home}`, `${private_tmp}`, `${env:NAME}` and `${env:NAME|fallback}`.
-    /// `None` when a variable without fallback is unset (or `~` with no home).
+    /// `None` when a variable without fallback is unset (or `~` with no home), or the template
+    /// is malformed.
     fn expand(&self, template: &str) -> Option<String> {
-        let mut text = template.to_string();
-        if text == "~" || text.starts_with("~/") {
-            let home = self.home?.to_string_lossy().into_owned();
-            text = format!("{home}{}", &text[1..]);
-        }
-        let mut out = String::new();
-        let mut rest = text.as_str();
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            let end = matching_brace(after)?;
-            let inner = &after[..end];
-            out.push_str(&self.expand_var(inner)?);
-            rest = &after[end + 1..];
-        }
-        out.push_str(rest);
-        Some(out)
-    }
-
-    fn expand_var(&self, inner: &str) -> Option<String> {
-        match inner {
-            "private_home" => return Some(self.private_home.to_string_lossy().into_owned()),
-            "private_tmp" => return Some(self.private_tmp.to_string_lossy().into_owned()),
-            _ => {}
-        }
-        let spec = inner.strip_prefix("env:")?;
-        let (name, fallback) = match spec.split_once('|') {
-            Some((name, fallback)) => (name, Some(fallback)),
-            None => (spec, None),
+        let lookup = |var: Var<'_>| match var {
+            Var::Plain("private_home") => Some(self.private_home.to_string_lossy().into_owned()),
+            Var::Plain("private_tmp") => Some(self.private_tmp.to_string_lossy().into_owned()),
+            Var::Plain(_) => None,
+            Var::Env(name) => self.parent_env.var(name).map(str::to_string),
         };
-        match (self.env(name), fallback) {
-            (Some(value), _) => Some(value.to_string()),
-            (None, Some(fallback)) => self.expand(fallback),
-            (None, None) => None,
-        }
+        let expanded = crate::paths::expand_path(template, self.home, &lookup).ok()?;
+        expanded.unset.is_empty().then_some(expanded.value)
     }
 
     fn expand_path(&self, template: &str) -> Option<PathBuf> {
         let expanded = self.expand(template)?;
         let path = PathBuf::from(expanded);
-        path.is_absolute().then(|| paths::normalize(&path))
+        path.is_absolute().then(|| normalize_path(&path))
     }
-}
-
-fn matching_brace(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (index, ch) in text.char_indices() {
-        match ch {
-            '{' => depth += 1,
-            '}' if depth == 0 => return Some(index),
-            '}' => depth -= 1,
-            _ => {}
-        }
-    }
-    None
 }
 
 fn build_env(
@@ -1112,7 +1066,7 @@ impl FsRules {
             .components()
             .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
         {
-            paths::normalize(&path)
+            normalize_path(&path)
         } else {
             path
         };

@@ -1,9 +1,11 @@
 //! airlock's own directories and the file-system facts about a command, gathered before the pure
 //! planner runs (this module reads the disk; [`super::plan`] does not).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::paths::{UserDirs, VarSource};
 
 /// Where airlock keeps its own things. None of it is ever granted to a server except the
 /// server's private `servers/<name>/{home,tmp}`.
@@ -27,30 +29,19 @@ impl AirlockDirs {
     ///
     /// When airlock runs as root without `XDG_STATE_HOME`, the private dirs go under
     /// `/var/lib/airlock/servers`: the server runs as nobody, who cannot traverse `/root` (0700).
-    pub fn from_env(env: &[(String, String)], is_root: bool) -> Self {
-        let var = |name: &str| {
-            env.iter()
-                .find(|(key, _)| key == name)
-                .map(|(_, v)| PathBuf::from(v))
-                .filter(|p| p.is_absolute())
-        };
-        let home = var("HOME");
-        let xdg_state = var("XDG_STATE_HOME");
-        let state_dir = xdg_state
-            .clone()
-            .or_else(|| home.as_ref().map(|h| h.join(".local/state")))
-            .unwrap_or_else(|| PathBuf::from("/var/lib"))
-            .join("airlock");
-        let config_dir = var("XDG_CONFIG_HOME")
-            .or_else(|| home.as_ref().map(|h| h.join(".config")))
-            .map(|p| p.join("airlock"));
-        let servers_dir =
-            (is_root && xdg_state.is_none()).then(|| PathBuf::from("/var/lib/airlock/servers"));
+    /// Without any home at all, the state dir is `/var/lib/airlock`.
+    pub fn from_env(env: &(impl VarSource + ?Sized), is_root: bool) -> Self {
+        let user = UserDirs::from_env(env);
+        let state_dir = user
+            .state_dir()
+            .unwrap_or_else(|| PathBuf::from("/var/lib/airlock"));
+        let servers_dir = (is_root && user.xdg_state_home.is_none())
+            .then(|| PathBuf::from("/var/lib/airlock/servers"));
         AirlockDirs {
             state_dir,
-            config_dir,
+            config_dir: user.config_dir(),
             audit_path: None,
-            home,
+            home: user.home,
             policy_files: Vec::new(),
             servers_dir,
         }
@@ -155,19 +146,4 @@ pub fn script_root(
         }
     }
     (!stop(script_dir)).then(|| script_dir.to_path_buf())
-}
-
-/// Lexical normalisation: removes `.` and resolves `..` without touching the disk.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }

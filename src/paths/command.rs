@@ -33,8 +33,7 @@ pub fn resolve_command(
     }
     if command.contains('/') {
         let candidate = cwd.join(command);
-        let candidate = crate::policy::path::normalize(&candidate.to_string_lossy());
-        let candidate = PathBuf::from(candidate);
+        let candidate = super::normalize_path(&candidate);
         return if is_executable_file(&candidate) {
             Ok(candidate)
         } else {

@@ -1,0 +1,18 @@
+//! The user's environment and paths, read one way everywhere.
+//!
+//! Several rooms need the same small facts: where airlock's state and config live (XDG base
+//! directories), what `~` and `${env:NAME}` in a template mean, how a path is normalised without
+//! touching the disk, and which file a command name runs. Each is written once here, as a pure
+//! function over an environment snapshot taken at the edge, so every caller agrees.
+
+mod command;
+mod dirs;
+mod environment;
+mod normal;
+mod template;
+
+pub use command::{ResolveError, resolve_command};
+pub use dirs::UserDirs;
+pub use environment::{EnvVars, VarSource};
+pub use normal::{is_under, normalize, normalize_path};
+pub use template::{Expanded, TemplateError, Var, expand, expand_path};
