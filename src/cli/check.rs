@@ -9,8 +9,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::CliError;
+use super::active_policy::load_active;
 use crate::config::{Config, ServerConfig, Transport};
-use crate::policy::{Policy, Sourced, load_active};
+use crate::policy::{Policy, Sourced};
 use crate::process::launch::{self, LaunchContext};
 
 /// Validate config and policies; print the merged policy and what each server would launch.

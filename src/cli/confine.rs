@@ -61,7 +61,7 @@ fn cli_origin(flag: &str) -> Origin {
 }
 
 fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
-    let policy = crate::policy::load_active(args.policy.clone(), None)?;
+    let policy = super::active_policy::load_active(args.policy.clone(), None)?;
     let mut sandbox = policy.sandbox.clone();
     sandbox.read.extend(args.grant_read.iter().map(|g| Sourced {
         value: g.clone(),

@@ -23,7 +23,7 @@ pub struct DoctorArgs {
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode, CliError> {
-    let policy = crate::policy::load_active(args.policy, None)?;
+    let policy = super::active_policy::load_active(args.policy, None)?;
     let host = HostFacts::detect();
     let parent_env: Vec<(String, String)> = crate::paths::EnvVars::from_process().into_pairs();
     let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::CliError;
+use super::active_policy::load_active;
+use crate::policy::Call;
 use crate::policy::pattern::ToolPattern;
-use crate::policy::{Call, load_active};
 
 /// Show the decision for a tool call and the rule that made it.
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 //! file:line:col and the fix, or a refused launch). stdout belongs to MCP in `run` and `serve`:
 //! logs always go to stderr.
 
+mod active_policy;
 mod check;
 mod confine;
 mod doctor;

@@ -210,7 +210,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         }
         None => derive_server_name(&args.command),
     };
-    let policy = Arc::new(crate::policy::load_active(
+    let policy = Arc::new(super::active_policy::load_active(
         args.session.policy.clone(),
         None,
     )?);

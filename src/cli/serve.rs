@@ -58,7 +58,7 @@ pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Po
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", config.path.display());
     }
-    let policy = crate::policy::load_active(policy, Some(&config))?;
+    let policy = super::active_policy::load_active(policy, Some(&config))?;
     Ok((config, policy))
 }
 

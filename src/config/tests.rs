@@ -1,6 +1,9 @@
 //! Config parsing and every validation error, with the line and column it points at.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::diagnostic::LineCol;
+use crate::policy::{self, Layer};
 
 use super::*;
 
@@ -309,4 +312,43 @@ fn json_errors_point_at_the_server_or_the_syntax() {
     );
     let err = parse(Path::new("c.json"), "{\"other\": 1}".to_string(), &env).unwrap_err();
     assert!(err.message.contains("no `mcpServers`"));
+}
+
+/// The `[servers.NAME.tools]` / `[servers.NAME.sandbox]` blocks become the policy's config layer.
+#[test]
+fn per_server_config_blocks_form_the_config_layer() {
+    let config_text = "[servers.fs]\ncommand = \"npx\"\n[servers.fs.tools]\ndeny = [\"write_*\"]\n[servers.fs.sandbox]\nwrite = [\"/data\"]\n";
+    let config = parse_text(config_text).unwrap();
+    let policy = policy::load(&[], &config.policy_overrides()).unwrap();
+    let decide = |server, tool| {
+        policy.decide(&policy::Call {
+            server,
+            tool,
+            arguments: None,
+        })
+    };
+    let decision = decide("fs", "write_file");
+    assert_eq!(
+        (decision.action, decision.layer),
+        (policy::Action::Deny, Layer::Config)
+    );
+    assert_eq!(decide("other", "write_file").action, policy::Action::Allow);
+    assert_eq!(policy.sandbox_for("fs").write[0].value, "/data");
+    assert!(policy.sandbox_for("other").write.is_empty());
+
+    // A locked org sandbox stops a config block from widening it.
+    let locked = policy::LayerSource {
+        layer: Layer::Org,
+        path: PathBuf::from("/etc/airlock/policy.toml"),
+        text: "version = 1\n[sandbox]\nlocked = true\n".to_string(),
+    };
+    let err = policy::load(&[locked], &config.policy_overrides()).unwrap_err();
+    assert_eq!(err.file, PathBuf::from("airlock.toml"));
+    assert_eq!(
+        err.position,
+        Some(LineCol {
+            line: 6,
+            column: 10
+        })
+    );
 }

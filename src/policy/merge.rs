@@ -902,19 +902,35 @@ fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy
     )
 }
 
-fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> String {
+/// SHA-256 over every input of the merge, each field framed by a tag and its length, so no two
+/// different sets of files share a digest by shifting bytes from one field into the next (a path
+/// ending where a text begins).
+pub(super) fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> String {
+    fn field(hasher: &mut Sha256, tag: u8, bytes: &[u8]) {
+        hasher.update([tag]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    }
     let mut hasher = Sha256::new();
     for source in sources {
-        hasher.update(source.layer.to_string().as_bytes());
-        hasher.update(source.path.to_string_lossy().as_bytes());
-        hasher.update(source.text.as_bytes());
+        field(&mut hasher, b'l', source.layer.to_string().as_bytes());
+        field(
+            &mut hasher,
+            b'p',
+            source.path.as_os_str().as_encoded_bytes(),
+        );
+        field(&mut hasher, b't', source.text.as_bytes());
     }
     let mut seen_config = Vec::new();
     for server in servers {
         if !seen_config.contains(&server.path) {
             seen_config.push(server.path);
-            hasher.update(server.path.to_string_lossy().as_bytes());
-            hasher.update(server.text.as_bytes());
+            field(
+                &mut hasher,
+                b'c',
+                server.path.as_os_str().as_encoded_bytes(),
+            );
+            field(&mut hasher, b't', server.text.as_bytes());
         }
     }
     hasher

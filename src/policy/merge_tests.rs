@@ -384,38 +384,6 @@ fn argument_rules_from_a_file_normalise_paths() {
 }
 
 #[test]
-fn per_server_config_blocks_form_the_config_layer() {
-    let config_text = "[servers.fs]\ncommand = \"npx\"\n[servers.fs.tools]\ndeny = [\"write_*\"]\n[servers.fs.sandbox]\nwrite = [\"/data\"]\n";
-    let config = crate::config::parse(
-        std::path::Path::new("airlock.toml"),
-        config_text.into(),
-        &|_| None,
-    )
-    .unwrap();
-    let policy = load(&[], &config.policy_overrides()).unwrap();
-    let decision = decide(&policy, "fs", "write_file");
-    assert_eq!(
-        (decision.action, decision.layer),
-        (Action::Deny, Layer::Config)
-    );
-    assert_eq!(decide(&policy, "other", "write_file").action, Action::Allow);
-    assert_eq!(policy.sandbox_for("fs").write[0].value, "/data");
-    assert!(policy.sandbox_for("other").write.is_empty());
-
-    // A locked org sandbox stops a config block from widening it.
-    let locked = org("version = 1\n[sandbox]\nlocked = true\n");
-    let err = load(&[locked], &config.policy_overrides()).unwrap_err();
-    assert_eq!(err.file, PathBuf::from("airlock.toml"));
-    assert_eq!(
-        err.position,
-        Some(LineCol {
-            line: 6,
-            column: 10
-        })
-    );
-}
-
-#[test]
 fn presets_all_load() {
     for name in presets::names() {
         let text = presets::named(name).unwrap();
@@ -435,4 +403,24 @@ fn the_digest_changes_with_any_layer() {
     let b = load(&[user("version = 1\n# comment\n")], &[]).unwrap();
     assert_ne!(a.digest, b.digest);
     assert_eq!(a.digest.len(), 64);
+}
+
+/// Two different sets of files whose bytes concatenate to the same stream (a path that ends where
+/// the text begins, a file split in two) must not share a digest.
+#[test]
+fn the_digest_frames_each_field() {
+    let text = "version = 1\n";
+    let one = [layer(Layer::User, "/p/a", text)];
+    let shifted = [layer(Layer::User, "/p/", &format!("a{text}"))];
+    let split = [
+        layer(Layer::User, "/p/a", "version"),
+        layer(Layer::User, "", " = 1\n"),
+    ];
+    let digests: Vec<String> = [&one[..], &shifted[..], &split[..]]
+        .iter()
+        .map(|sources| super::merge::digest(sources, &[]))
+        .collect();
+    assert_ne!(digests[0], digests[1]);
+    assert_ne!(digests[0], digests[2]);
+    assert_ne!(digests[1], digests[2]);
 }

@@ -347,23 +347,5 @@ impl LaunchPolicy {
     }
 }
 
-/// Discovers every policy layer from the environment and merges them with the config's
-/// per-server blocks. `user_override` is `--policy` (a file or a preset name).
-pub fn load_active(
-    user_override: Option<String>,
-    config: Option<&crate::config::Config>,
-) -> Result<Policy, crate::diagnostic::SourceError> {
-    let inputs = discover::DiscoveryInputs::new(
-        &crate::paths::EnvVars::from_process(),
-        std::env::current_dir().ok(),
-        user_override,
-    );
-    let sources = discover::discover(&inputs)?;
-    let overrides = config
-        .map(crate::config::Config::policy_overrides)
-        .unwrap_or_default();
-    load(&sources, &overrides)
-}
-
 #[cfg(test)]
 mod merge_tests;
