@@ -205,7 +205,8 @@ fn exit_detail(summary: &ExitSummary) -> (serde_json::Value, u8) {
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let name = match &args.name {
         Some(name) => {
-            crate::config::check_server_name(name, "__").map_err(CliError::Refused)?;
+            crate::config::check_server_name(name, "__")
+                .map_err(|err| CliError::Refused(err.to_string()))?;
             name.clone()
         }
         None => derive_server_name(&args.command),

@@ -200,32 +200,53 @@ fn report(
     }
 }
 
+/// Why the test client's handshake with a server did not complete.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error("the server's {0} is missing")]
+    StdioMissing(&'static str),
+    #[error("the server stopped reading its input: {0}")]
+    Write(std::io::Error),
+    #[error("reading from the server failed: {0}")]
+    Read(std::io::Error),
+    #[error("the server closed its output before answering")]
+    Closed,
+    #[error("the server writes something other than MCP on stdout")]
+    NotMcp,
+    #[error("{method} failed: {error}")]
+    Refused { method: &'static str, error: Value },
+}
+
 async fn handshake(
     child: &mut crate::process::ConfinedChild,
     started: Instant,
-) -> Result<Found, String> {
-    let stdin = child.stdin.take().ok_or("the server's stdin is missing")?;
+) -> Result<Found, HandshakeError> {
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or(HandshakeError::StdioMissing("stdin"))?;
     let stdout = child
         .stdout
         .take()
-        .ok_or("the server's stdout is missing")?;
+        .ok_or(HandshakeError::StdioMissing("stdout"))?;
     handshake_over(stdin, stdout, started).await
 }
 
 /// The handshake over any pair of byte streams carrying newline-delimited JSON.
-async fn handshake_over<W, R>(mut stdin: W, stdout: R, started: Instant) -> Result<Found, String>
+async fn handshake_over<W, R>(
+    mut stdin: W,
+    stdout: R,
+    started: Instant,
+) -> Result<Found, HandshakeError>
 where
     W: tokio::io::AsyncWrite + Unpin,
     R: tokio::io::AsyncRead + Unpin,
 {
     let mut lines = LineReader::new(BufReader::new(stdout), crate::mcp::DEFAULT_MAX_LINE_BYTES);
-    let mut send = async |message: Value| -> Result<(), String> {
-        let mut bytes = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+    let mut send = async |message: Value| -> Result<(), HandshakeError> {
+        let mut bytes = message.to_string().into_bytes();
         bytes.push(b'\n');
-        stdin
-            .write_all(&bytes)
-            .await
-            .map_err(|err| format!("the server stopped reading its input: {err}"))
+        stdin.write_all(&bytes).await.map_err(HandshakeError::Write)
     };
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": crate::gateway::router::LATEST_HANDSHAKE,
@@ -236,9 +257,10 @@ where
     let mut answers = Vec::new();
     let init = read_answer(&mut lines, 1, &mut answers).await?;
     let initialize_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let result = init
-        .get("result")
-        .ok_or_else(|| format!("initialize failed: {}", init["error"]))?;
+    let result = init.get("result").ok_or_else(|| HandshakeError::Refused {
+        method: "initialize",
+        error: init["error"].clone(),
+    })?;
     let server_info = result.get("serverInfo").cloned().unwrap_or_default();
     let protocol = result["protocolVersion"]
         .as_str()
@@ -272,9 +294,10 @@ where
         for answer in answers.drain(..) {
             send(answer).await?;
         }
-        let result = page
-            .get("result")
-            .ok_or_else(|| format!("tools/list failed: {}", page["error"]))?;
+        let result = page.get("result").ok_or_else(|| HandshakeError::Refused {
+            method: "tools/list",
+            error: page["error"].clone(),
+        })?;
         for tool in result["tools"].as_array().into_iter().flatten() {
             tools.push(tool["name"].as_str().unwrap_or("?").to_string());
         }
@@ -301,15 +324,12 @@ async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(
     lines: &mut LineReader<R>,
     id: i64,
     answers: &mut Vec<Value>,
-) -> Result<Value, String> {
+) -> Result<Value, HandshakeError> {
     let mut junk = 0;
     loop {
-        let frame = lines
-            .next_frame()
-            .await
-            .map_err(|err| format!("reading from the server failed: {err}"))?;
+        let frame = lines.next_frame().await.map_err(HandshakeError::Read)?;
         let line = match frame {
-            None => return Err("the server closed its output before answering".into()),
+            None => return Err(HandshakeError::Closed),
             Some(Frame::Oversized { bytes }) => {
                 junk += 1;
                 tracing::warn!("the server wrote a {bytes}-byte line");
@@ -320,7 +340,7 @@ async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(
         let Ok(message) = serde_json::from_slice::<Value>(&line) else {
             junk += 1;
             if junk > 1000 {
-                return Err("the server writes something other than MCP on stdout".into());
+                return Err(HandshakeError::NotMcp);
             }
             continue;
         };
@@ -424,7 +444,7 @@ fn run_remote(
             Ok(Ok(found)) => Ok(found),
             Ok(Err(reason)) => Err((
                 // The link's own reason (refused, HTTP 401, ...) says more than the handshake's.
-                why.unwrap_or(reason),
+                why.unwrap_or_else(|| reason.to_string()),
                 String::new(),
             )),
             Err(_) => Err((

@@ -51,18 +51,29 @@ fn find_key(text: &str, key: &str, from: usize) -> Option<usize> {
     None
 }
 
+/// A JSON field of the wrong type; the variant names the type it must have, the value the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FieldTypeError {
+    #[error("`{0}` must be a string")]
+    String(String),
+    #[error("`{0}` must be a whole number of seconds")]
+    Seconds(String),
+    #[error("`{0}` must be an object of strings")]
+    StringMap(String),
+}
+
 fn string_field(
     object: &serde_json::Map<String, Value>,
     key: &str,
     at: Option<LineCol>,
-) -> Result<Option<Located<String>>, String> {
+) -> Result<Option<Located<String>>, FieldTypeError> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(value)) => Ok(Some(Located {
             value: value.clone(),
             at,
         })),
-        Some(_) => Err(format!("`{key}` must be a string")),
+        Some(_) => Err(FieldTypeError::String(key.to_string())),
     }
 }
 
@@ -70,20 +81,20 @@ fn int_field(
     object: &serde_json::Map<String, Value>,
     key: &str,
     at: Option<LineCol>,
-) -> Result<Option<Located<i64>>, String> {
+) -> Result<Option<Located<i64>>, FieldTypeError> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => value
             .as_i64()
             .map(|v| Some(Located { value: v, at }))
-            .ok_or_else(|| format!("`{key}` must be a whole number of seconds")),
+            .ok_or_else(|| FieldTypeError::Seconds(key.to_string())),
     }
 }
 
 fn string_map(
     object: &serde_json::Map<String, Value>,
     key: &str,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, FieldTypeError> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(map)) => map
@@ -92,10 +103,10 @@ fn string_map(
                 Value::String(s) => Ok((k.clone(), s.clone())),
                 Value::Number(n) => Ok((k.clone(), n.to_string())),
                 Value::Bool(b) => Ok((k.clone(), b.to_string())),
-                _ => Err(format!("`{key}.{k}` must be a string")),
+                _ => Err(FieldTypeError::String(format!("{key}.{k}"))),
             })
             .collect(),
-        Some(_) => Err(format!("`{key}` must be an object of strings")),
+        Some(_) => Err(FieldTypeError::StringMap(key.to_string())),
     }
 }
 
@@ -178,7 +189,8 @@ pub(super) fn parse(
                 .ok_or_else(|| bad("`args` must be an array of strings".into()))?,
             Some(_) => return Err(bad("`args` must be an array of strings".into())),
         };
-        let with_fix = |message: String| bad(message).with_fix("correct the value's type");
+        let with_fix =
+            |err: FieldTypeError| bad(err.to_string()).with_fix("correct the value's type");
         let raw = RawServer {
             name: name.clone(),
             at,

@@ -199,41 +199,54 @@ pub fn parse(
     })
 }
 
+/// Why a server name or separator cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("server name {0:?} must be 1 to 64 characters long")]
+    Length(String),
+    #[error("server name {name:?} contains {bad:?}; use only letters, digits, `_`, `.` and `-`")]
+    Character { name: String, bad: char },
+    #[error(
+        "server name {name:?} contains {separator:?}, which separates server from tool in namespaced names"
+    )]
+    ContainsSeparator { name: String, separator: String },
+    #[error("separator {0:?} must be 1 to 4 of `_`, `-`, `.`")]
+    Separator(String),
+}
+
 /// Checks a server name: 1–64 of `[A-Za-z0-9_.-]`, and never the namespace separator.
-pub fn check_server_name(name: &str, separator: &str) -> Result<(), String> {
+pub fn check_server_name(name: &str, separator: &str) -> Result<(), NameError> {
     if name.is_empty() || name.len() > 64 {
-        return Err(format!(
-            "server name {name:?} must be 1 to 64 characters long"
-        ));
+        return Err(NameError::Length(name.to_string()));
     }
     if let Some(bad) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
-        return Err(format!(
-            "server name {name:?} contains {bad:?}; use only letters, digits, `_`, `.` and `-`"
-        ));
+        return Err(NameError::Character {
+            name: name.to_string(),
+            bad,
+        });
     }
     if name.contains("__") || name.contains(separator) {
-        return Err(format!(
-            "server name {name:?} contains {:?}, which separates server from tool in namespaced names",
-            if name.contains("__") { "__" } else { separator }
-        ));
+        let separator = if name.contains("__") { "__" } else { separator };
+        return Err(NameError::ContainsSeparator {
+            name: name.to_string(),
+            separator: separator.to_string(),
+        });
     }
     Ok(())
 }
 
 /// Checks the namespace separator: 1–4 of `_ - .`.
-pub fn check_separator(separator: &str) -> Result<(), String> {
+pub fn check_separator(separator: &str) -> Result<(), NameError> {
     let valid = !separator.is_empty()
         && separator.len() <= 4
         && separator.chars().all(|c| matches!(c, '_' | '-' | '.'));
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "separator {separator:?} must be 1 to 4 of `_`, `-`, `.`"
-        ))
+        Err(NameError::Separator(separator.to_string()))
     }
 }
 
@@ -360,8 +373,8 @@ impl Validator<'_> {
 
     pub fn validate(&mut self, raw: RawServer) -> Result<ServerConfig, SourceError> {
         let name = raw.name.clone();
-        check_server_name(&name, self.separator).map_err(|message| {
-            self.error(raw.at, message)
+        check_server_name(&name, self.separator).map_err(|err| {
+            self.error(raw.at, err.to_string())
                 .with_fix("rename the server, e.g. \"my-server\"")
         })?;
 

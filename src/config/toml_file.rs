@@ -85,8 +85,8 @@ pub(super) fn parse(
     let separator = match file.gateway.as_ref().and_then(|g| g.separator.as_ref()) {
         None => "__".to_string(),
         Some(separator) => {
-            check_separator(separator.get_ref()).map_err(|message| {
-                SourceError::at_span(path, text, separator.span(), message)
+            check_separator(separator.get_ref()).map_err(|err| {
+                SourceError::at_span(path, text, separator.span(), err.to_string())
                     .with_fix("use \"__\" (the default) or \"_\"")
             })?;
             separator.get_ref().clone()
