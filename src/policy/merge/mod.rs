@@ -1,0 +1,496 @@
+//! Layering: turns the built-in default, org, user, config and project layers into one
+//! [`Policy`], refusing any widening the layer is not entitled to.
+//!
+//! Semantics, per key (written down in README "Policy layering"):
+//! - The built-in `policies/default.toml` supplies every key no other layer sets.
+//! - Lists that grant (commands, paths, env names, allow rules) are the union of every layer that
+//!   sets them; lists that restrict (ask, deny, require, redact) are always unioned.
+//! - Scalars (network, limits, run_as, allow_trust, kill_timeout, audit path): the last layer that
+//!   sets them wins, except `tools.default`, where the org's value stands if it set one (a lower
+//!   layer may only make it stricter).
+//! - A layer may not widen: the project layer ever; the user and config layers in a section an org
+//!   file marked `locked = true`. Trying is a load error that names both files.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use toml::Spanned;
+
+use super::file::{PolicyFile, SandboxSection, ToolsSection};
+use super::presets;
+use super::rules::{ToolEntry, ToolRules};
+use super::{
+    Action, AuditPolicy, LaunchPolicy, Layer, Limits, Network, Origin, Policy, RunAs,
+    SandboxPolicy, Sourced,
+};
+use crate::diagnostic::{LineCol, SourceError, from_toml_error};
+
+mod sections;
+mod tools;
+mod values;
+
+use sections::*;
+use tools::*;
+use values::*;
+
+/// One policy file to merge, with its text (kept for error positions and the digest).
+#[derive(Debug, Clone)]
+pub struct LayerSource {
+    pub layer: Layer,
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// A server's own `tools` / `sandbox` blocks from the server config (the config layer).
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOverride<'a> {
+    pub server: &'a str,
+    pub path: &'a Path,
+    pub text: &'a str,
+    pub tools: Option<&'a Spanned<ToolsSection>>,
+    pub sandbox: Option<&'a Spanned<SandboxSection>>,
+}
+
+/// The file a layer's value is read from, for origins and error positions.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    layer: Layer,
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn origin(&self, span: &Range<usize>) -> Origin {
+        let line = if self.layer == Layer::Builtin {
+            None
+        } else {
+            Some(LineCol::from_offset(self.text, span.start).line)
+        };
+        Origin {
+            layer: self.layer,
+            file: self.path.to_path_buf(),
+            line,
+        }
+    }
+
+    fn error(&self, span: &Range<usize>, message: impl Into<String>) -> SourceError {
+        SourceError::at_span(self.path, self.text, span.clone(), message)
+    }
+
+    fn sourced<T>(&self, value: T, span: &Range<usize>) -> Sourced<T> {
+        Sourced {
+            value,
+            origin: self.origin(span),
+        }
+    }
+}
+
+/// May this layer widen the section it is writing to?
+#[derive(Clone)]
+enum Widening {
+    Allowed,
+    /// Locked by this org file.
+    LockedBy(Origin),
+    /// The project layer, which may only narrow.
+    ProjectOnlyNarrows,
+}
+
+impl Widening {
+    fn only_narrows(&self) -> bool {
+        !matches!(self, Widening::Allowed)
+    }
+
+    fn check(
+        &self,
+        ctx: &Ctx<'_>,
+        span: &Range<usize>,
+        what: &str,
+        widens: bool,
+    ) -> Result<(), SourceError> {
+        if !widens {
+            return Ok(());
+        }
+        match self {
+            Widening::Allowed => Ok(()),
+            Widening::LockedBy(lock) => Err(ctx
+                .error(
+                    span,
+                    format!("{what} widens a section the org policy locks ({lock})"),
+                )
+                .with_fix(format!(
+                    "remove it from {}; only the org policy {} can change a locked section",
+                    ctx.path.display(),
+                    lock.file.display()
+                ))),
+            Widening::ProjectOnlyNarrows => Err(ctx
+                .error(
+                    span,
+                    format!(
+                        "{what} would widen the policy, and a project policy may only narrow it"
+                    ),
+                )
+                .with_fix(
+                    "remove it here; if you trust this project, put the grant in your user policy \
+                     ($XDG_CONFIG_HOME/airlock/policy.toml)",
+                )),
+        }
+    }
+}
+
+/// Org locks collected from org files, per section.
+#[derive(Default, Clone)]
+struct Locks {
+    launch: Option<Origin>,
+    tools: Option<Origin>,
+    sandbox: Option<Origin>,
+    audit: Option<Origin>,
+}
+
+fn widening_for(layer: Layer, lock: &Option<Origin>) -> Widening {
+    match (layer, lock) {
+        (Layer::Org | Layer::Builtin, _) => Widening::Allowed,
+        (Layer::Project, _) => Widening::ProjectOnlyNarrows,
+        (_, Some(origin)) => Widening::LockedBy(origin.clone()),
+        (_, None) => Widening::Allowed,
+    }
+}
+
+/// `locked` in a server's config block: only org files may lock.
+fn reject_lock_outside_org(
+    ctx: &Ctx<'_>,
+    locked: &Option<Spanned<bool>>,
+) -> Result<(), SourceError> {
+    match locked {
+        Some(flag) => Err(ctx
+            .error(
+                &flag.span(),
+                "`locked` only has an effect in the org policy",
+            )
+            .with_fix("remove `locked` here")),
+        None => Ok(()),
+    }
+}
+
+/// Reads a `locked = true` flag: only org files may carry it.
+fn read_lock(
+    ctx: &Ctx<'_>,
+    locked: &Option<Spanned<bool>>,
+    slot: &mut Option<Origin>,
+) -> Result<(), SourceError> {
+    let Some(flag) = locked else { return Ok(()) };
+    if !matches!(ctx.layer, Layer::Org | Layer::Builtin) {
+        return Err(ctx
+            .error(
+                &flag.span(),
+                "`locked` only has an effect in the org policy",
+            )
+            .with_fix("remove `locked` from this file"));
+    }
+    if *flag.get_ref() && slot.is_none() {
+        *slot = Some(ctx.origin(&flag.span()));
+    }
+    Ok(())
+}
+
+/// Merges a granting list. Entries replace the built-in default's list the first time a real
+/// layer sets the key, and are unioned after that.
+fn merge_grants(
+    current: &mut Vec<Sourced<String>>,
+    new: &[Spanned<String>],
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    key: &str,
+) -> Result<(), SourceError> {
+    for entry in new {
+        let known = current.iter().any(|have| &have.value == entry.get_ref());
+        widening.check(
+            ctx,
+            &entry.span(),
+            &format!("`{key}` entry {:?}", entry.get_ref()),
+            !known,
+        )?;
+    }
+    if current
+        .iter()
+        .all(|have| have.origin.layer == Layer::Builtin)
+    {
+        current.clear();
+    }
+    for entry in new {
+        if !current.iter().any(|have| &have.value == entry.get_ref()) {
+            current.push(ctx.sourced(entry.get_ref().clone(), &entry.span()));
+        }
+    }
+    Ok(())
+}
+
+/// Everything merged so far, before compilation.
+struct Draft {
+    launch: LaunchPolicy,
+    tool_entries: Vec<ToolEntry>,
+    tools_default: Sourced<Action>,
+    sandbox: SandboxPolicy,
+    audit: AuditPolicy,
+    locks: Locks,
+}
+
+impl Draft {
+    fn apply(&mut self, ctx: &Ctx<'_>, file: &PolicyFile) -> Result<(), SourceError> {
+        if let Some(section) = &file.launch {
+            read_lock(ctx, &section.get_ref().locked, &mut self.locks.launch)?;
+            let widening = widening_for(ctx.layer, &self.locks.launch);
+            merge_launch(&mut self.launch, ctx, &widening, section.get_ref())?;
+        }
+        if let Some(section) = &file.tools {
+            read_lock(ctx, &section.get_ref().locked, &mut self.locks.tools)?;
+            let widening = widening_for(ctx.layer, &self.locks.tools);
+            merge_tools(
+                &mut self.tool_entries,
+                &mut self.tools_default,
+                ctx,
+                &widening,
+                PatternScope::Global,
+                section.get_ref(),
+            )?;
+        }
+        if let Some(section) = &file.sandbox {
+            read_lock(ctx, &section.get_ref().locked, &mut self.locks.sandbox)?;
+            let widening = widening_for(ctx.layer, &self.locks.sandbox);
+            merge_sandbox(&mut self.sandbox, ctx, &widening, section.get_ref())?;
+        }
+        if let Some(section) = &file.audit {
+            read_lock(ctx, &section.get_ref().locked, &mut self.locks.audit)?;
+            let widening = widening_for(ctx.layer, &self.locks.audit);
+            merge_audit(&mut self.audit, ctx, &widening, section.get_ref())?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_policy_file(path: &Path, text: &str) -> Result<PolicyFile, SourceError> {
+    toml::from_str::<PolicyFile>(text).map_err(|err| from_toml_error(path, text, &err))
+}
+
+/// The built-in default, parsed into a draft every key of which has `Layer::Builtin`.
+fn builtin_draft() -> Result<Draft, SourceError> {
+    let path = Path::new(presets::DEFAULT_NAME);
+    let text = presets::DEFAULT;
+    let ctx = Ctx {
+        layer: Layer::Builtin,
+        path,
+        text,
+    };
+    let file = parse_policy_file(path, text)?;
+    let missing =
+        |key: &str| SourceError::new(path, None, format!("built-in default policy lacks `{key}`"));
+    let origin = Origin {
+        layer: Layer::Builtin,
+        file: path.to_path_buf(),
+        line: None,
+    };
+    let sourced = |value| Sourced {
+        value,
+        origin: origin.clone(),
+    };
+    let placeholder_limits = Limits {
+        processes: sourced(0),
+        memory_mb: sourced(0),
+        open_files: sourced(0),
+        file_size_mb: sourced(0),
+        cpu_seconds: None,
+    };
+    let mut draft = Draft {
+        launch: LaunchPolicy {
+            allow_commands: Vec::new(),
+            allow_trust: Sourced {
+                value: false,
+                origin: origin.clone(),
+            },
+        },
+        tool_entries: Vec::new(),
+        tools_default: Sourced {
+            value: Action::Deny,
+            origin: origin.clone(),
+        },
+        sandbox: SandboxPolicy {
+            network: Sourced {
+                value: Network::None,
+                origin: origin.clone(),
+            },
+            read: Vec::new(),
+            write: Vec::new(),
+            env: Vec::new(),
+            run_as: Sourced {
+                value: RunAs::Nobody,
+                origin: origin.clone(),
+            },
+            require: Vec::new(),
+            kill_timeout: Sourced {
+                value: 3,
+                origin: origin.clone(),
+            },
+            limits: placeholder_limits,
+        },
+        audit: AuditPolicy {
+            path: None,
+            redact: Vec::new(),
+        },
+        locks: Locks::default(),
+    };
+    draft.apply(&ctx, &file)?;
+    let limits = &draft.sandbox.limits;
+    if [
+        &limits.processes,
+        &limits.memory_mb,
+        &limits.open_files,
+        &limits.file_size_mb,
+    ]
+    .iter()
+    .any(|l| l.value == 0)
+    {
+        return Err(missing("sandbox.limits"));
+    }
+    if draft.launch.allow_commands.is_empty() {
+        return Err(missing("launch.allow_commands"));
+    }
+    Ok(draft)
+}
+
+fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy) {
+    let Draft {
+        launch,
+        tool_entries,
+        tools_default,
+        sandbox,
+        audit,
+        ..
+    } = draft;
+    (
+        launch,
+        ToolRules::new(tool_entries, tools_default),
+        sandbox,
+        audit,
+    )
+}
+
+/// SHA-256 over every input of the merge, each field framed by a tag and its length, so no two
+/// different sets of files share a digest by shifting bytes from one field into the next (a path
+/// ending where a text begins).
+pub(super) fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> String {
+    fn field(hasher: &mut Sha256, tag: u8, bytes: &[u8]) {
+        hasher.update([tag]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    }
+    let mut hasher = Sha256::new();
+    for source in sources {
+        field(&mut hasher, b'l', source.layer.to_string().as_bytes());
+        field(
+            &mut hasher,
+            b'p',
+            source.path.as_os_str().as_encoded_bytes(),
+        );
+        field(&mut hasher, b't', source.text.as_bytes());
+    }
+    let mut seen_config = Vec::new();
+    for server in servers {
+        if !seen_config.contains(&server.path) {
+            seen_config.push(server.path);
+            field(
+                &mut hasher,
+                b'c',
+                server.path.as_os_str().as_encoded_bytes(),
+            );
+            field(&mut hasher, b't', server.text.as_bytes());
+        }
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Merges the built-in default with `sources` (any order; they are sorted by authority) and the
+/// per-server blocks of the server config, and compiles the result.
+pub fn load(
+    sources: &[LayerSource],
+    servers: &[ServerOverride<'_>],
+) -> Result<Policy, SourceError> {
+    let mut ordered: Vec<&LayerSource> = sources.iter().collect();
+    ordered.sort_by_key(|source| source.layer);
+    let mut draft = builtin_draft()?;
+    let mut project_files = Vec::new();
+    for source in &ordered {
+        let file = parse_policy_file(&source.path, &source.text)?;
+        let ctx = Ctx {
+            layer: source.layer,
+            path: &source.path,
+            text: &source.text,
+        };
+        parse_version(&ctx, &file)?;
+        if source.layer == Layer::Project {
+            project_files.push((*source, file));
+        } else {
+            draft.apply(&ctx, &file)?;
+        }
+    }
+
+    // A server with its own sandbox block gets the global sandbox plus that block; the project
+    // layer then narrows the global policy and every such server's alike.
+    let mut server_sandbox: BTreeMap<String, SandboxPolicy> = BTreeMap::new();
+    for server in servers {
+        let ctx = Ctx {
+            layer: Layer::Config,
+            path: server.path,
+            text: server.text,
+        };
+        if let Some(tools) = server.tools {
+            reject_lock_outside_org(&ctx, &tools.get_ref().locked)?;
+            let widening = widening_for(Layer::Config, &draft.locks.tools);
+            let scope = PatternScope::Server(server.server);
+            merge_tools(
+                &mut draft.tool_entries,
+                &mut draft.tools_default,
+                &ctx,
+                &widening,
+                scope,
+                tools.get_ref(),
+            )?;
+        }
+        if let Some(sandbox) = server.sandbox {
+            reject_lock_outside_org(&ctx, &sandbox.get_ref().locked)?;
+            let widening = widening_for(Layer::Config, &draft.locks.sandbox);
+            let mut own = draft.sandbox.clone();
+            merge_sandbox(&mut own, &ctx, &widening, sandbox.get_ref())?;
+            server_sandbox.insert(server.server.to_string(), own);
+        }
+    }
+    for (source, file) in &project_files {
+        let ctx = Ctx {
+            layer: Layer::Project,
+            path: &source.path,
+            text: &source.text,
+        };
+        draft.apply(&ctx, file)?;
+        if let Some(section) = &file.sandbox {
+            for own in server_sandbox.values_mut() {
+                merge_sandbox(own, &ctx, &Widening::ProjectOnlyNarrows, section.get_ref())?;
+            }
+        }
+    }
+
+    let digest = digest(sources, servers);
+    let (launch, tools, sandbox, audit) = compile(draft);
+    Ok(Policy {
+        launch,
+        tools,
+        sandbox,
+        server_sandbox,
+        audit,
+        sources: ordered.iter().map(|s| (s.layer, s.path.clone())).collect(),
+        digest,
+    })
+}

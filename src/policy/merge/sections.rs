@@ -1,0 +1,244 @@
+//! Merging the `[launch]`, `[sandbox]` (with its limits) and `[audit]` sections of one layer into
+//! the draft, refusing what the layer may not widen.
+
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::values::*;
+use super::*;
+use crate::diagnostic::SourceError;
+use crate::policy::file::{AuditSection, LaunchSection, LimitsSection, SandboxSection};
+use crate::policy::{AuditPolicy, LaunchPolicy, Limits, RunAs, SandboxPolicy, Sourced};
+
+/// Reads a positive integer within `range`.
+pub(super) fn bounded(
+    ctx: &Ctx<'_>,
+    key: &str,
+    value: &Spanned<i64>,
+    range: Range<u64>,
+) -> Result<u64, SourceError> {
+    let raw = *value.get_ref();
+    u64::try_from(raw)
+        .ok()
+        .filter(|v| range.contains(v))
+        .ok_or_else(|| {
+            ctx.error(&value.span(), format!("`{key}` = {raw} is out of range"))
+                .with_fix(format!(
+                    "use a value from {} to {}",
+                    range.start,
+                    range.end - 1
+                ))
+        })
+}
+
+pub(super) fn merge_limit(
+    slot: &mut Sourced<u64>,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    key: &str,
+    value: &Option<Spanned<i64>>,
+    range: Range<u64>,
+) -> Result<(), SourceError> {
+    let Some(value) = value else { return Ok(()) };
+    let parsed = bounded(ctx, key, value, range)?;
+    widening.check(
+        ctx,
+        &value.span(),
+        &format!("`{key} = {parsed}`"),
+        parsed > slot.value,
+    )?;
+    *slot = ctx.sourced(parsed, &value.span());
+    Ok(())
+}
+
+pub(super) fn merge_limits(
+    limits: &mut Limits,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    section: &LimitsSection,
+) -> Result<(), SourceError> {
+    const MAX: u64 = 1 << 40;
+    merge_limit(
+        &mut limits.processes,
+        ctx,
+        widening,
+        "sandbox.limits.processes",
+        &section.processes,
+        1..1_000_001,
+    )?;
+    merge_limit(
+        &mut limits.memory_mb,
+        ctx,
+        widening,
+        "sandbox.limits.memory_mb",
+        &section.memory_mb,
+        16..MAX,
+    )?;
+    merge_limit(
+        &mut limits.open_files,
+        ctx,
+        widening,
+        "sandbox.limits.open_files",
+        &section.open_files,
+        16..1_048_577,
+    )?;
+    merge_limit(
+        &mut limits.file_size_mb,
+        ctx,
+        widening,
+        "sandbox.limits.file_size_mb",
+        &section.file_size_mb,
+        1..MAX,
+    )?;
+    if let Some(value) = &section.cpu_seconds {
+        let parsed = bounded(ctx, "sandbox.limits.cpu_seconds", value, 1..MAX)?;
+        let widens = limits
+            .cpu_seconds
+            .as_ref()
+            .is_some_and(|have| parsed > have.value);
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.limits.cpu_seconds = {parsed}`"),
+            widens,
+        )?;
+        limits.cpu_seconds = Some(ctx.sourced(parsed, &value.span()));
+    }
+    Ok(())
+}
+
+pub(super) fn merge_sandbox(
+    sandbox: &mut SandboxPolicy,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    section: &SandboxSection,
+) -> Result<(), SourceError> {
+    if let Some(value) = &section.network {
+        let network = parse_network(ctx, value)?;
+        let widens = network.is_wider_than(&sandbox.network.value);
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.network = {network}`"),
+            widens,
+        )?;
+        sandbox.network = ctx.sourced(network, &value.span());
+    }
+    for (key, new, current) in [
+        ("sandbox.read", &section.read, &mut sandbox.read),
+        ("sandbox.write", &section.write, &mut sandbox.write),
+    ] {
+        if let Some(paths) = new {
+            for path in paths {
+                check_path_template(ctx, key, path)?;
+            }
+            merge_grants(current, paths, ctx, widening, key)?;
+        }
+    }
+    if let Some(names) = &section.env {
+        for name in names {
+            check_env_name(ctx, name)?;
+        }
+        merge_grants(&mut sandbox.env, names, ctx, widening, "sandbox.env")?;
+    }
+    if let Some(value) = &section.run_as {
+        let run_as = parse_run_as(ctx, value)?;
+        let widens = run_as != sandbox.run_as.value && run_as != RunAs::Nobody;
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.run_as = {run_as}`"),
+            widens,
+        )?;
+        sandbox.run_as = ctx.sourced(run_as, &value.span());
+    }
+    if let Some(requirements) = &section.require {
+        for text in requirements {
+            let requirement = parse_requirement(ctx, text)?;
+            if !sandbox.require.iter().any(|have| have.value == requirement) {
+                sandbox.require.push(ctx.sourced(requirement, &text.span()));
+            }
+        }
+    }
+    if let Some(value) = &section.kill_timeout {
+        let seconds = bounded(ctx, "sandbox.kill_timeout", value, 1..61)?;
+        sandbox.kill_timeout = ctx.sourced(seconds, &value.span());
+    }
+    if let Some(limits) = &section.limits {
+        merge_limits(&mut sandbox.limits, ctx, widening, limits.get_ref())?;
+    }
+    Ok(())
+}
+
+pub(super) fn merge_launch(
+    launch: &mut LaunchPolicy,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    section: &LaunchSection,
+) -> Result<(), SourceError> {
+    if let Some(commands) = &section.allow_commands {
+        for command in commands {
+            let raw = command.get_ref();
+            let plain_name =
+                !raw.is_empty() && !raw.contains('/') && !raw.contains(char::is_whitespace);
+            if !(plain_name || raw.starts_with('/')) {
+                return Err(ctx
+                    .error(&command.span(), format!("`allow_commands` entry {raw:?} is neither a command name nor an absolute path"))
+                    .with_fix("write a basename such as \"node\" or an absolute path such as \"/usr/bin/node\""));
+            }
+        }
+        merge_grants(
+            &mut launch.allow_commands,
+            commands,
+            ctx,
+            widening,
+            "launch.allow_commands",
+        )?;
+    }
+    if let Some(value) = &section.allow_trust {
+        let widens = *value.get_ref() && !launch.allow_trust.value;
+        widening.check(ctx, &value.span(), "`launch.allow_trust = true`", widens)?;
+        launch.allow_trust = ctx.sourced(*value.get_ref(), &value.span());
+    }
+    Ok(())
+}
+
+pub(super) fn merge_audit(
+    audit: &mut AuditPolicy,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    section: &AuditSection,
+) -> Result<(), SourceError> {
+    if let Some(path) = &section.path {
+        check_path_template(ctx, "audit.path", path)?;
+        // Moving the audit log away is loosening: whoever pinned it wants to read it there.
+        let moves = audit
+            .path
+            .as_ref()
+            .is_none_or(|have| &have.value != path.get_ref());
+        widening.check(ctx, &path.span(), "`audit.path`", moves)?;
+        audit.path = Some(ctx.sourced(path.get_ref().clone(), &path.span()));
+    }
+    if let Some(patterns) = &section.redact {
+        for pattern in patterns {
+            regex::Regex::new(pattern.get_ref()).map_err(|err| {
+                ctx.error(
+                    &pattern.span(),
+                    format!("`audit.redact` regex does not compile: {err}"),
+                )
+                .with_fix("correct the regular expression (Rust regex syntax)")
+            })?;
+            if !audit
+                .redact
+                .iter()
+                .any(|have| &have.value == pattern.get_ref())
+            {
+                audit
+                    .redact
+                    .push(ctx.sourced(pattern.get_ref().clone(), &pattern.span()));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! Merging one layer's `[tools]` section: patterns, argument conditions, and the default.
+
+use toml::Spanned;
+
+use super::*;
+use crate::diagnostic::SourceError;
+use crate::policy::file::{RuleDecl, ToolsSection};
+use crate::policy::pattern::{Glob, ToolPattern};
+use crate::policy::rules::{ArgMatcher, Condition, ToolEntry};
+use crate::policy::{Action, Layer, Sourced};
+
+/// How tool patterns are written in a section: globally (`mcp:server__tool`) or inside one
+/// server's config block (just the tool glob).
+#[derive(Clone, Copy)]
+pub(super) enum PatternScope<'a> {
+    Global,
+    Server(&'a str),
+}
+
+pub(super) fn parse_pattern(
+    ctx: &Ctx<'_>,
+    scope: PatternScope<'_>,
+    text: &Spanned<String>,
+) -> Result<ToolPattern, SourceError> {
+    let parsed = match scope {
+        PatternScope::Global => ToolPattern::parse(text.get_ref()),
+        PatternScope::Server(server) => ToolPattern::for_server(server, text.get_ref()),
+    };
+    parsed.map_err(|err| {
+        ctx.error(&text.span(), err.0)
+            .with_fix("write patterns as mcp:<server>__<tool>, with * and ? as wildcards")
+    })
+}
+
+pub(super) fn compile_condition(
+    ctx: &Ctx<'_>,
+    rule: &Spanned<RuleDecl>,
+) -> Result<Condition, SourceError> {
+    let decl = rule.get_ref();
+    let argument = decl.argument.get_ref().trim();
+    if argument.is_empty() {
+        return Err(ctx
+            .error(&decl.argument.span(), "`argument` is empty")
+            .with_fix("name the argument, e.g. argument = \"path\""));
+    }
+    let chosen: Vec<&str> = [
+        ("glob", &decl.glob),
+        ("regex", &decl.regex),
+        ("prefix", &decl.prefix),
+    ]
+    .iter()
+    .filter(|(_, value)| value.is_some())
+    .map(|(name, _)| *name)
+    .collect();
+    let (matcher, path_like) = match (&decl.glob, &decl.regex, &decl.prefix, chosen.len()) {
+        (Some(glob), None, None, 1) => (ArgMatcher::Glob(Glob::parse(glob.get_ref())), true),
+        (None, Some(regex), None, 1) => {
+            let compiled = regex::Regex::new(regex.get_ref()).map_err(|err| {
+                ctx.error(&regex.span(), format!("`regex` does not compile: {err}"))
+                    .with_fix("correct the regular expression (Rust regex syntax)")
+            })?;
+            (ArgMatcher::Regex(compiled), false)
+        }
+        (None, None, Some(prefix), 1) => (ArgMatcher::Prefix(prefix.get_ref().clone()), true),
+        _ => {
+            return Err(ctx
+                .error(
+                    &rule.span(),
+                    format!(
+                        "a tools.rule needs exactly one of `glob`, `regex`, `prefix` (found {})",
+                        if chosen.is_empty() {
+                            "none".to_string()
+                        } else {
+                            chosen.join(", ")
+                        }
+                    ),
+                )
+                .with_fix(
+                    "keep one matcher per rule; write several rules for several conditions",
+                ));
+        }
+    };
+    Ok(Condition {
+        argument: argument.to_string(),
+        matcher,
+        negate: decl.negate,
+        normalize_path: decl.normalize_path.unwrap_or(path_like),
+    })
+}
+
+pub(super) fn merge_tools(
+    entries: &mut Vec<ToolEntry>,
+    default: &mut Sourced<Action>,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    scope: PatternScope<'_>,
+    section: &ToolsSection,
+) -> Result<(), SourceError> {
+    if let Some(value) = &section.default {
+        if let PatternScope::Server(_) = scope {
+            return Err(ctx
+                .error(&value.span(), "a server's `tools` block cannot set `default`")
+                .with_fix("set tools.default in a policy file, or list this server's tools in allow/ask/deny"));
+        }
+        let proposed = *value.get_ref();
+        let looser = proposed < default.value;
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`tools.default = \"{proposed}\"`"),
+            looser,
+        )?;
+        let org_set_it = default.origin.layer == Layer::Org && ctx.layer != Layer::Org;
+        if !org_set_it || !looser {
+            *default = ctx.sourced(proposed, &value.span());
+        } else {
+            tracing::warn!(
+                "{}: tools.default = \"{proposed}\" is ignored: the org policy sets \"{}\" ({})",
+                ctx.path.display(),
+                default.value,
+                default.origin
+            );
+        }
+    }
+    for (action, list) in [
+        (Action::Allow, &section.allow),
+        (Action::Ask, &section.ask),
+        (Action::Deny, &section.deny),
+    ] {
+        for text in list {
+            let pattern = parse_pattern(ctx, scope, text)?;
+            widening.check(
+                ctx,
+                &text.span(),
+                &format!("`tools.allow` entry {:?}", text.get_ref()),
+                action == Action::Allow,
+            )?;
+            entries.push(ToolEntry {
+                action,
+                rule: format!("tools.{action} {:?}", text.get_ref()),
+                pattern,
+                condition: None,
+                origin: ctx.origin(&text.span()),
+                only_narrows: widening.only_narrows(),
+            });
+        }
+    }
+    for rule in &section.rule {
+        let decl = rule.get_ref();
+        let pattern = parse_pattern(ctx, scope, &decl.tool)?;
+        let action = *decl.action.get_ref();
+        widening.check(
+            ctx,
+            &decl.action.span(),
+            "a tools.rule with action = \"allow\"",
+            action == Action::Allow,
+        )?;
+        let condition = compile_condition(ctx, rule)?;
+        entries.push(ToolEntry {
+            action,
+            rule: format!(
+                "tools.rule {action} {:?} when {}",
+                decl.tool.get_ref(),
+                condition.summary()
+            ),
+            pattern,
+            condition: Some(condition),
+            origin: ctx.origin(&rule.span()),
+            only_narrows: widening.only_narrows(),
+        });
+    }
+    Ok(())
+}
