@@ -1,40 +1,23 @@
-//! Redaction of logged tool arguments: values under secret-looking keys, well-known token shapes,
-//! and the policy's `audit.redact` regexes.
+//! What of a tool call's arguments reaches the audit log: values under secret-looking keys and
+//! well-known token shapes (both from the one table in [`crate::secret`]) and the policy's
+//! `audit.redact` regexes are replaced by `[REDACTED]`; then large values are capped, keeping
+//! their head, their size and their hash, so a 200 KiB argument costs the log a few hundred bytes.
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use crate::hash::sha256_hex;
+use crate::secret;
+
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Key fragments (lower case, `-`/`_` removed) that mark a value as secret.
-const SECRET_KEY_PARTS: [&str; 14] = [
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "apikey",
-    "authorization",
-    "credential",
-    "privatekey",
-    "cookie",
-    "sessionid",
-    "accesskey",
-    "bearer",
-    "signature",
-];
-/// Whole keys that are secret but too short to search for inside other words.
-const SECRET_KEYS: [&str; 3] = ["auth", "pwd", "pass"];
-
-/// Token shapes that are secret wherever they appear.
-const BUILTIN_PATTERNS: [&str; 6] = [
-    r"sk-[A-Za-z0-9_-]{16,}",
-    r"gh[pousr]_[A-Za-z0-9]{20,}",
-    r"AKIA[0-9A-Z]{16}",
-    r"xox[abprs]-[A-Za-z0-9-]{10,}",
-    r"(?i)bearer\s+[A-Za-z0-9._~+/=-]{8,}",
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-];
+/// A string argument longer than this (in bytes, after redaction) is logged capped.
+pub const MAX_LOGGED_STRING_BYTES: usize = 4096;
+/// How much of a capped string is kept, in bytes (cut back to a character boundary).
+pub const CAPPED_HEAD_BYTES: usize = 256;
+/// When the arguments as a whole, after capping each string, still encode to more than this (a
+/// long array of small values), they are logged as one capped string.
+pub const MAX_LOGGED_ARGS_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 #[error("audit.redact pattern {pattern:?} is not a valid regex: {source}")]
@@ -46,59 +29,101 @@ pub struct PatternError {
 
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    patterns: Vec<Regex>,
+    /// The policy's own `audit.redact` patterns (the built-in shapes live in [`crate::secret`]).
+    extra: Vec<Regex>,
 }
 
-fn secret_key(key: &str) -> bool {
-    let folded: String = key
-        .chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .flat_map(char::to_lowercase)
-        .collect();
-    SECRET_KEYS.contains(&folded.as_str())
-        || SECRET_KEY_PARTS.iter().any(|part| folded.contains(part))
+/// `<head>… [capped: N bytes, sha256 HEX]`: the marker a capped value is logged as.
+pub fn capped_marker(head: &str, total_bytes: usize, sha256: &str) -> String {
+    format!("{head}… [capped: {total_bytes} bytes, sha256 {sha256}]")
+}
+
+fn cap_string(text: String) -> String {
+    if text.len() <= MAX_LOGGED_STRING_BYTES {
+        return text;
+    }
+    let mut end = CAPPED_HEAD_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    capped_marker(&text[..end], text.len(), &sha256_hex(text.as_bytes()))
 }
 
 impl Redactor {
-    /// The built-in token shapes plus `extra` (the policy's `audit.redact`).
+    /// The built-in secret shapes plus `extra` (the policy's `audit.redact`).
     pub fn new<'a>(extra: impl IntoIterator<Item = &'a str>) -> Result<Redactor, PatternError> {
         let mut patterns = Vec::new();
-        for pattern in BUILTIN_PATTERNS.into_iter().chain(extra) {
+        for pattern in extra {
             let regex = Regex::new(pattern).map_err(|source| PatternError {
                 pattern: pattern.to_string(),
                 source,
             })?;
             patterns.push(regex);
         }
-        Ok(Redactor { patterns })
+        Ok(Redactor { extra: patterns })
     }
 
-    /// A copy of `value` with secrets replaced by `[REDACTED]`.
+    /// A copy of `value` as it may be logged: secrets replaced by `[REDACTED]`, large strings
+    /// capped, and the whole capped when it is still too large.
     pub fn redact(&self, value: &Value) -> Value {
+        let mut size = 0;
+        let logged = self.redact_value(value, &mut size);
+        if size <= MAX_LOGGED_ARGS_BYTES {
+            return logged;
+        }
+        // The estimate is generous; only an actual encoding over the limit is capped.
+        let encoded = logged.to_string();
+        if encoded.len() <= MAX_LOGGED_ARGS_BYTES {
+            return logged;
+        }
+        Value::String(cap_string(encoded))
+    }
+
+    /// Redacts and caps; `size` accumulates an upper estimate of the encoded length.
+    fn redact_value(&self, value: &Value, size: &mut usize) -> Value {
         match value {
             Value::Object(map) => {
                 let mut out = Map::with_capacity(map.len());
                 for (key, item) in map {
-                    let redacted = if secret_key(key) && !item.is_null() {
+                    *size += key.len() + 4;
+                    let redacted = if secret::key_looks_secret(key) && !item.is_null() {
+                        *size += REDACTED.len() + 2;
                         Value::String(REDACTED.to_string())
                     } else {
-                        self.redact(item)
+                        self.redact_value(item, size)
                     };
                     out.insert(key.clone(), redacted);
                 }
+                *size += 2;
                 Value::Object(out)
             }
             Value::Array(items) => {
-                Value::Array(items.iter().map(|item| self.redact(item)).collect())
+                *size += 2 + items.len();
+                Value::Array(
+                    items
+                        .iter()
+                        .map(|item| self.redact_value(item, size))
+                        .collect(),
+                )
             }
-            Value::String(text) => Value::String(self.redact_text(text)),
-            other => other.clone(),
+            Value::String(text) => {
+                let logged = cap_string(self.redact_text(text));
+                // Escapes can at most double a string (\uXXXX is rarer than that, and only a
+                // too-small estimate matters: it is checked by encoding).
+                *size += logged.len() * 2 + 2;
+                Value::String(logged)
+            }
+            other => {
+                *size += 24;
+                other.clone()
+            }
         }
     }
 
-    fn redact_text(&self, text: &str) -> String {
+    /// `text` with every token shape and policy pattern match replaced by `[REDACTED]`.
+    pub fn redact_text(&self, text: &str) -> String {
         let mut current = std::borrow::Cow::Borrowed(text);
-        for pattern in &self.patterns {
+        for pattern in secret::token_patterns().iter().chain(&self.extra) {
             if pattern.is_match(&current) {
                 current =
                     std::borrow::Cow::Owned(pattern.replace_all(&current, REDACTED).into_owned());
@@ -142,5 +167,43 @@ mod tests {
     #[test]
     fn bad_policy_pattern_is_an_error() {
         assert!(Redactor::new(["("]).is_err());
+    }
+
+    #[test]
+    fn large_strings_are_capped_with_size_and_hash() {
+        let redactor = Redactor::new([]).unwrap();
+        let big = "é".repeat(100 * 1024); // 200 KiB, two bytes a character
+        let logged = redactor.redact(&json!({"content": big, "path": "/x"}));
+        let text = logged["content"].as_str().unwrap();
+        assert!(text.len() < 400, "{}", text.len());
+        assert!(text.starts_with("éé"));
+        assert!(text.contains("[capped: 204800 bytes, sha256 "), "{text}");
+        assert!(text.contains(&sha256_hex(big.as_bytes())));
+        assert_eq!(logged["path"], "/x");
+        let at_limit = "a".repeat(MAX_LOGGED_STRING_BYTES);
+        assert_eq!(redactor.redact(&json!(at_limit)), json!(at_limit));
+    }
+
+    #[test]
+    fn a_secret_is_redacted_before_its_value_is_capped_and_hashed() {
+        let redactor = Redactor::new([]).unwrap();
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let big = format!("{token} {}", "x".repeat(10_000));
+        let text = redactor.redact(&json!(big)).as_str().unwrap().to_string();
+        assert!(text.starts_with("[REDACTED] xxx"), "{text}");
+        let redacted = big.replacen(token, REDACTED, 1);
+        assert!(text.contains(&sha256_hex(redacted.as_bytes())));
+    }
+
+    #[test]
+    fn many_small_values_are_capped_as_a_whole() {
+        let redactor = Redactor::new([]).unwrap();
+        let many: Vec<u64> = (0..100_000).collect();
+        let logged = redactor.redact(&json!({ "ids": many }));
+        let text = logged.as_str().unwrap();
+        assert!(text.starts_with("{\"ids\":[0,1,2"), "{text}");
+        assert!(text.contains("[capped: "));
+        let small = json!({"ids": [1, 2, 3]});
+        assert_eq!(redactor.redact(&small), small);
     }
 }

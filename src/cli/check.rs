@@ -229,7 +229,7 @@ fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext
             let _ = writeln!(
                 text,
                 "    url      {}",
-                crate::config::secret::display_url(server.url.as_deref().unwrap_or_default())
+                crate::secret::display_url(server.url.as_deref().unwrap_or_default())
             );
             for (key, value) in &server.headers {
                 let _ = writeln!(text, "    header   {key}: {}", value.display());

@@ -6,7 +6,6 @@
 //! values that may be secret are flagged so every human-facing output can mask them.
 
 mod json_file;
-pub mod secret;
 mod toml_file;
 
 use std::collections::BTreeMap;
@@ -18,6 +17,7 @@ use toml::Spanned;
 use crate::diagnostic::{LineCol, SourceError};
 use crate::policy::ServerOverride;
 use crate::policy::file::{SandboxSection, ToolsSection};
+use crate::secret;
 
 /// How airlock reaches a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

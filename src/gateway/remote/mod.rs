@@ -277,9 +277,9 @@ fn is_loopback(url: &reqwest::Url) -> bool {
     }
 }
 
-/// `scheme://host[:port]/path`, never user info or query (see [`crate::config::secret::display_url`]).
+/// `scheme://host[:port]/path`, never user info or query (see [`crate::secret::display_url`]).
 pub fn display_url(url: &reqwest::Url) -> String {
-    crate::config::secret::display_url(url.as_str())
+    crate::secret::display_url(url.as_str())
 }
 
 /// An HTTP client error as text: the cause chain without the URL (which may hold a token).

@@ -1,0 +1,337 @@
+//! The one secret detector: which keys and which values are credentials. Both consumers read
+//! these tables: the config layer masks matching `env`/`headers` values in human output
+//! (`sk-****abcd`), and the audit log redacts them from logged tool arguments (`[REDACTED]`).
+//! A pattern added here is handled by both; the tests at the bottom prove it for every entry.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Fragments of a key (lower case, `-`, `_` and `.` removed) that mark its value secret wherever
+/// they occur: `GITHUB_TOKEN`, `clientSecret`, `x-api-key`, `db.password`.
+pub const SECRET_KEY_FRAGMENTS: [&str; 14] = [
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "authorization",
+    "credential",
+    "privatekey",
+    "cookie",
+    "sessionid",
+    "accesskey",
+    "bearer",
+    "signature",
+];
+
+/// Words that mark a key secret only as a whole word of it (split at `-`, `_`, `.` and
+/// camelCase): `OPENAI_KEY`, `X-Auth`, `pwd`; but not `author`, `keyboard` or `passenger`.
+pub const SECRET_KEY_WORDS: [&str; 5] = ["auth", "key", "pwd", "pass", "session"];
+
+/// A well-known credential format.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenShape {
+    pub name: &'static str,
+    /// A value starting with this is masked in human output even when it is too short for the
+    /// pattern (a truncated or test token is still not for display).
+    pub prefix: &'static str,
+    /// Where this matches inside any text, the match is a secret (redacted from audit logs).
+    pub pattern: &'static str,
+    /// A made-up token of this shape, for the tests.
+    pub example: &'static str,
+}
+
+/// Token shapes that are secret wherever they appear.
+pub const TOKEN_SHAPES: [TokenShape; 13] = [
+    TokenShape {
+        name: "OpenAI / Anthropic API key",
+        prefix: "sk-",
+        pattern: r"sk-[A-Za-z0-9_-]{16,}",
+        example: "sk-ant-api03-abcdefghijklmnop1234",
+    },
+    TokenShape {
+        name: "Stripe key",
+        prefix: "sk_live_",
+        pattern: r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
+        example: "sk_live_abcdefghijklmnop1234",
+    },
+    TokenShape {
+        name: "GitHub token (classic, OAuth, app, refresh)",
+        prefix: "ghp_",
+        pattern: r"gh[pousr]_[A-Za-z0-9]{20,}",
+        example: "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    },
+    TokenShape {
+        name: "GitHub OAuth token",
+        prefix: "gho_",
+        pattern: r"gh[pousr]_[A-Za-z0-9]{20,}",
+        example: "gho_abcdefghijklmnopqrstuvwxyz0123456789",
+    },
+    TokenShape {
+        name: "GitHub fine-grained token",
+        prefix: "github_pat_",
+        pattern: r"github_pat_[A-Za-z0-9_]{20,}",
+        example: "github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789",
+    },
+    TokenShape {
+        name: "GitLab personal access token",
+        prefix: "glpat-",
+        pattern: r"glpat-[A-Za-z0-9_-]{20,}",
+        example: "glpat-abcdefghij0123456789",
+    },
+    TokenShape {
+        name: "AWS access key id",
+        prefix: "AKIA",
+        pattern: r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+        example: "AKIAIOSFODNN7EXAMPLE",
+    },
+    TokenShape {
+        name: "Slack token",
+        prefix: "xoxb-",
+        pattern: r"xox[abprs]-[A-Za-z0-9-]{10,}",
+        example: "xoxb-1234567890-abcdefghij",
+    },
+    TokenShape {
+        name: "Slack user token",
+        prefix: "xoxp-",
+        pattern: r"xox[abprs]-[A-Za-z0-9-]{10,}",
+        example: "xoxp-1234567890-abcdefghij",
+    },
+    TokenShape {
+        name: "Hugging Face token",
+        prefix: "hf_",
+        pattern: r"hf_[A-Za-z0-9]{30,}",
+        example: "hf_abcdefghijklmnopqrstuvwxyz012345",
+    },
+    TokenShape {
+        name: "npm token",
+        prefix: "npm_",
+        pattern: r"npm_[A-Za-z0-9]{36}",
+        example: "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+    },
+    TokenShape {
+        name: "HTTP bearer credential",
+        prefix: "Bearer ",
+        pattern: r"(?i)bearer\s+[A-Za-z0-9._~+/=-]{8,}",
+        example: "Bearer abcdefgh.ijklmnop",
+    },
+    TokenShape {
+        name: "PEM private key",
+        prefix: "-----BEGIN ",
+        pattern: r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+        example: "-----BEGIN OPENSSH PRIVATE KEY-----",
+    },
+];
+
+/// The shapes' patterns, compiled once, duplicates removed.
+pub fn token_patterns() -> &'static [Regex] {
+    static COMPILED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut out = Vec::new();
+        for shape in TOKEN_SHAPES {
+            if seen.contains(&shape.pattern) {
+                continue;
+            }
+            seen.push(shape.pattern);
+            // The table is constant and a unit test compiles every entry.
+            if let Ok(regex) = Regex::new(shape.pattern) {
+                out.push(regex);
+            }
+        }
+        out
+    });
+    &COMPILED
+}
+
+/// True when a key's name says its value is a credential (`GITHUB_TOKEN`, `Authorization`,
+/// `apiKey`, `db_password`, `X-Auth`).
+pub fn key_looks_secret(key: &str) -> bool {
+    let folded: String = key
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    if SECRET_KEY_FRAGMENTS
+        .iter()
+        .any(|fragment| folded.contains(fragment))
+    {
+        return true;
+    }
+    key_words(key).any(|word| SECRET_KEY_WORDS.contains(&word.to_lowercase().as_str()))
+}
+
+/// The words of a key: split at `-`, `_`, `.`, spaces and lower→upper camelCase boundaries.
+fn key_words(key: &str) -> impl Iterator<Item = &str> {
+    key.split(['-', '_', '.', ' ']).flat_map(|part| {
+        let mut words = Vec::new();
+        let mut start = 0;
+        let bytes = part.as_bytes();
+        for index in 1..bytes.len() {
+            if bytes[index - 1].is_ascii_lowercase() && bytes[index].is_ascii_uppercase() {
+                words.push(&part[start..index]);
+                start = index;
+            }
+        }
+        words.push(&part[start..]);
+        words.into_iter().filter(|word| !word.is_empty())
+    })
+}
+
+/// True when a value looks like a credential whatever its key: it starts with a known prefix,
+/// or a known token shape occurs anywhere in it.
+pub fn value_looks_secret(value: &str) -> bool {
+    TOKEN_SHAPES
+        .iter()
+        .any(|shape| value.starts_with(shape.prefix))
+        || token_patterns().iter().any(|regex| regex.is_match(value))
+}
+
+/// Masks a secret for display, keeping just enough to recognise it: `sk-****abcd`.
+/// Short values reveal nothing.
+pub fn mask(value: &str) -> String {
+    let chars: Vec<char> = value.chars().collect();
+    if chars.len() < 12 {
+        return "****".to_string();
+    }
+    let head: String = chars[..3].iter().collect();
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("{head}****{tail}")
+}
+
+/// A URL as it may be shown to a human or logged: scheme, host, port and path. User info, the
+/// query and the fragment can carry tokens (`?api_key=...`), so they are never shown; a masked
+/// `?****` says a query was there.
+pub fn display_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "****".to_string();
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (before_query, had_query) = (&rest[..end], rest[end..].starts_with('?'));
+    let (authority, path) = match before_query.find('/') {
+        Some(slash) => before_query.split_at(slash),
+        None => (before_query, ""),
+    };
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let query = if had_query { "?****" } else { "" };
+    format!("{scheme}://{host}{path}{query}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::Redactor;
+    use serde_json::json;
+
+    #[test]
+    fn masks_keep_a_recognisable_head_and_tail_only() {
+        assert_eq!(mask("sk-1234567890abcd"), "sk-****abcd");
+        assert_eq!(mask("short"), "****");
+        assert_eq!(mask("ééééééééééééé"), "ééé****éééé");
+    }
+
+    #[test]
+    fn urls_lose_user_info_and_query() {
+        assert_eq!(
+            display_url("https://u:pw@api.example.com:8443/mcp?key=sk-1#x"),
+            "https://api.example.com:8443/mcp?****"
+        );
+        assert_eq!(
+            display_url("http://127.0.0.1:3000"),
+            "http://127.0.0.1:3000"
+        );
+        assert_eq!(display_url("https://h/p#frag"), "https://h/p");
+        assert_eq!(display_url("not a url"), "****");
+    }
+
+    #[test]
+    fn every_pattern_compiles_and_matches_its_example() {
+        for shape in TOKEN_SHAPES {
+            let regex = Regex::new(shape.pattern).unwrap();
+            assert!(regex.is_match(shape.example), "{}", shape.name);
+            assert!(shape.example.starts_with(shape.prefix), "{}", shape.name);
+        }
+        let distinct: std::collections::BTreeSet<&str> =
+            TOKEN_SHAPES.iter().map(|s| s.pattern).collect();
+        assert_eq!(token_patterns().len(), distinct.len());
+    }
+
+    #[test]
+    fn keys_are_secret_by_fragment_or_whole_word() {
+        for key in [
+            "GITHUB_TOKEN",
+            "Authorization",
+            "openai_api_key",
+            "apiKey",
+            "X-Auth",
+            "OPENAI_KEY",
+            "pwd",
+            "SESSION",
+            "clientSecret",
+            "db.password",
+        ] {
+            assert!(key_looks_secret(key), "{key}");
+        }
+        for key in [
+            "LOG_LEVEL",
+            "author",
+            "keyboard",
+            "monkey",
+            "passenger",
+            "path",
+        ] {
+            assert!(!key_looks_secret(key), "{key}");
+        }
+        assert!(value_looks_secret("ghp_abcdef"));
+        assert!(!value_looks_secret("info"));
+    }
+
+    /// Config values under each secret key, and holding each token shape, are masked in human
+    /// output; the same keys and shapes are redacted from audited arguments.
+    fn config_value(key: &str, value: &str) -> crate::config::ConfigValue {
+        let text = format!("[servers.s]\ncommand = \"npx\"\nenv = {{ {key:?} = {value:?} }}\n");
+        let config = crate::config::parse(std::path::Path::new("airlock.toml"), text, &|_| None)
+            .unwrap_or_else(|err| panic!("{key}: {err}"));
+        config.servers[0].env[key].clone()
+    }
+
+    #[test]
+    fn every_token_shape_is_masked_in_config_and_redacted_in_audit() {
+        let redactor = Redactor::new([]).unwrap();
+        for shape in TOKEN_SHAPES {
+            let value = config_value("PLAIN", shape.example);
+            assert!(value.secret, "config does not mask {}", shape.name);
+            assert!(
+                !value.display().contains(&shape.example[4..]),
+                "{}",
+                shape.name
+            );
+            let args = json!({"text": format!("use {} now", shape.example)});
+            let logged = redactor.redact(&args).to_string();
+            assert!(
+                !logged.contains(shape.example),
+                "audit does not redact {}: {logged}",
+                shape.name
+            );
+            assert!(logged.contains("[REDACTED]"), "{}", shape.name);
+        }
+    }
+
+    #[test]
+    fn every_secret_key_is_masked_in_config_and_redacted_in_audit() {
+        let redactor = Redactor::new([]).unwrap();
+        let keys = SECRET_KEY_FRAGMENTS
+            .iter()
+            .map(|fragment| format!("my_{fragment}"))
+            .chain(SECRET_KEY_WORDS.iter().map(|word| format!("my_{word}")));
+        for key in keys {
+            let value = config_value(&key, "plain-value-123");
+            assert!(value.secret, "config does not mask {key}");
+            let logged = redactor.redact(&json!({ key.clone(): "plain-value-123" }));
+            assert_eq!(logged[&key], "[REDACTED]", "audit does not redact {key}");
+        }
+    }
+}
