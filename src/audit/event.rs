@@ -1,5 +1,6 @@
-//! One audit event. `ts` and `seq` are filled in by the sink at write time, so the code that
-//! builds events (the gate) stays pure.
+//! One audit event. The sink stamps each record with `ts`, `session` and `seq` in front and the
+//! chain link `prev` at the end when it writes it, so the code that builds events (the gate)
+//! stays pure.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,10 +39,11 @@ pub enum Outcome {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
-    pub ts: String,
-    pub seq: u64,
     pub event: EventKind,
     pub server: String,
+    /// Who made the call, when the front end knows (an authenticated HTTP client).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,10 +74,9 @@ pub struct Event {
 impl Event {
     pub fn new(event: EventKind, server: &str) -> Event {
         Event {
-            ts: String::new(),
-            seq: 0,
             event,
             server: server.to_string(),
+            identity: None,
             tool: None,
             decision: None,
             rule: None,
@@ -136,6 +137,75 @@ fn put_digits(out: &mut [u8], mut value: u64) {
     }
 }
 
+/// Microseconds since the epoch of an RFC 3339 time (`2026-03-01T12:00:00Z`, fraction and
+/// `+HH:MM` offset optional, `T` or a space between date and time) or a bare date
+/// (`2026-03-01`, midnight UTC). `None` when it is neither.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let number = |part: &str| -> Option<i64> {
+        (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let (date, time) = match text.find(['T', 't', ' ']) {
+        Some(at) => (&text[..at], Some(&text[at + 1..])),
+        None => (text, None),
+    };
+    let mut fields = date.splitn(3, '-');
+    let (year, month, day) = (
+        number(fields.next()?)?,
+        number(fields.next()?)?,
+        number(fields.next()?)?,
+    );
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let days = days_from_civil(year, month as u32, day as u32);
+    let Some(time) = time else {
+        return Some(days * 86_400_000_000);
+    };
+    let (clock, offset_secs) = if let Some(clock) = time.strip_suffix(['Z', 'z']) {
+        (clock, 0)
+    } else if let Some(at) = time.rfind(['+', '-']) {
+        let (clock, zone) = time.split_at(at);
+        let sign = if zone.starts_with('-') { -1 } else { 1 };
+        let (hours, minutes) = zone[1..].split_once(':')?;
+        (
+            clock,
+            sign * (number(hours)? * 3600 + number(minutes)? * 60),
+        )
+    } else {
+        (time, 0)
+    };
+    let (clock, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut parts = clock.split(':');
+    let hour = number(parts.next()?)?;
+    let minute = number(parts.next()?)?;
+    let second = parts.next().map_or(Some(0), number)?;
+    if parts.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let micros = if fraction.is_empty() {
+        0
+    } else {
+        let digits: String = fraction.chars().chain("000000".chars()).take(6).collect();
+        number(&digits)?
+    };
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    Some(secs * 1_000_000 + micros)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of `civil_from_days`).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let month = i64::from(month);
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -168,6 +238,34 @@ mod tests {
     }
 
     #[test]
+    fn parses_what_it_formats_and_common_spellings() {
+        let t = UNIX_EPOCH + Duration::from_micros(1_709_294_400_123_456);
+        assert_eq!(parse_rfc3339(&rfc3339(t)), Some(1_709_294_400_123_456));
+        assert_eq!(parse_rfc3339("2024-03-01"), Some(1_709_251_200_000_000));
+        assert_eq!(
+            parse_rfc3339("2024-03-01T13:00:00+01:00"),
+            Some(1_709_294_400_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2024-03-01 12:00"),
+            Some(1_709_294_400_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2000-02-29T00:00:00.5Z"),
+            Some(951_782_400_500_000)
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2024-13-01",
+            "2024-03-01T25:00Z",
+            "2024-03-01T12",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn serializes_only_present_fields_in_schema_order() {
         let mut event = Event::new(EventKind::Outcome, "fs");
         event.outcome = Some(Outcome::Timeout);
@@ -175,7 +273,7 @@ mod tests {
         let text = serde_json::to_string(&event).unwrap();
         assert_eq!(
             text,
-            r#"{"ts":"","seq":0,"event":"outcome","server":"fs","duration_ms":1.5,"outcome":"timeout"}"#
+            r#"{"event":"outcome","server":"fs","duration_ms":1.5,"outcome":"timeout"}"#
         );
     }
 }

@@ -3,10 +3,13 @@
 //! Schema (stable snake_case, see `docs/run.md`): every line has `ts` (RFC 3339 UTC), `seq`
 //! (per session, from 1), `event` and `server`; the other fields appear when they apply.
 
+pub mod chain;
 pub mod event;
+pub mod query;
 pub mod redact;
 pub mod sink;
 pub mod target;
+pub mod verify;
 
 pub use event::{Event, EventKind, Outcome};
 pub use redact::Redactor;

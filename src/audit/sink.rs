@@ -1,13 +1,21 @@
-//! Sinks: an append-only JSON Lines file and/or stderr. Each event is one `write` of one whole
-//! line, straight to the file descriptor (no user-space buffer), so a decision is on disk (in the
-//! kernel's hands) before the call it records is forwarded, even if airlock dies right after.
+//! Sinks: an append-only JSON Lines file and/or stderr. Staged events go out as whole lines in
+//! one `write` straight to the file descriptor (no user-space buffer), so a decision is in the
+//! kernel's hands before the call it records is forwarded, even if airlock dies right after.
+//!
+//! Every record is stamped `ts`, `session` (random, one per airlock process) and `seq` (1, 2, ...
+//! within the session) in front, and chained with `prev` at the end (see [`super::chain`]). For a
+//! regular file the chain runs through every process that appends to it: each commit takes an
+//! exclusive `flock` on the log, links to whatever line is last in the file at that moment, writes,
+//! and rewrites the checkpoint beside the log, all before it lets go.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::chain::{self, Checkpoint, GENESIS, LineHash};
 use super::event::{Event, rfc3339};
 
 #[derive(Debug, thiserror::Error)]
@@ -28,13 +36,36 @@ pub enum AuditError {
     Encode(#[from] serde_json::Error),
 }
 
+/// A regular file shared with other airlock processes: the chain is kept under its lock.
+#[derive(Debug)]
+struct SharedFile {
+    file: File,
+    path: PathBuf,
+    checkpoint: File,
+    /// Where this process's last write ended, and the hash of its last line: when the file still
+    /// ends there, nobody else wrote since and the tail need not be read.
+    end: u64,
+    last: LineHash,
+}
+
 #[derive(Debug)]
 enum Sink {
-    File {
+    File(Box<SharedFile>),
+    /// stderr, a pipe or a device: the chain runs through this process's records only.
+    Stream {
+        target: Stream,
+        last: LineHash,
+    },
+}
+
+#[derive(Debug)]
+enum Stream {
+    Stderr,
+    /// A non-regular file (`--audit /dev/fd/3`, a FIFO).
+    Other {
         file: File,
         path: PathBuf,
     },
-    Stderr,
     /// In-memory, for tests and benchmarks.
     Memory(Vec<u8>),
 }
@@ -45,13 +76,142 @@ const MAX_KEPT_CAPACITY: usize = 256 * 1024;
 #[derive(Debug)]
 pub struct AuditLog {
     sinks: Vec<Sink>,
+    session: String,
     seq: u64,
-    /// Encoded events staged and not yet written, whole lines.
-    line: Vec<u8>,
+    /// Encoded records staged and not yet written, without their links.
+    staged: Vec<u8>,
+    /// Where each staged record ends in `staged`.
+    staged_ends: Vec<usize>,
+    /// The chained lines of one commit, reused.
+    out: Vec<u8>,
+}
+
+/// A fresh random session id: 16 hex digits.
+pub fn new_session_id() -> String {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given, which is
+    // valid and writable for that length.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        // No entropy source (a very old kernel): unique enough from time and pid, and the chain
+        // does not rely on the id being unpredictable.
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let seed = format!("{}{}", std::process::id(), now.as_nanos());
+        bytes.copy_from_slice(&chain::line_hash(seed.as_bytes())[..8]);
+    }
+    crate::hash::hex(&bytes)
+}
+
+fn write_error(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
+    move |source| AuditError::Write {
+        target: path.display().to_string(),
+        source,
+    }
+}
+
+/// Holds an exclusive `flock` on the log for one commit.
+struct LockGuard<'a>(&'a File);
+
+impl<'a> LockGuard<'a> {
+    fn exclusive(file: &'a File) -> std::io::Result<LockGuard<'a>> {
+        flock(file, libc::LOCK_EX)?;
+        Ok(LockGuard(file))
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        let _ = flock(self.0, libc::LOCK_UN);
+    }
+}
+
+/// `flock(2)`, retried on EINTR.
+pub(crate) fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock only reads the descriptor number, which `file` keeps open.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// The hash of the last line of `file` (which is `end` bytes long), and whether that line is
+/// unterminated (a writer died mid-line, or a foreign write): the next record then starts on a
+/// new line, and the chain links to the fragment.
+fn tail_hash(file: &File, end: u64) -> std::io::Result<(LineHash, bool)> {
+    if end == 0 {
+        return Ok((GENESIS, false));
+    }
+    const CHUNK: u64 = 8192;
+    let mut last_byte = [0u8; 1];
+    file.read_exact_at(&mut last_byte, end - 1)?;
+    let terminated = last_byte[0] == b'\n';
+    let line_end = if terminated { end - 1 } else { end };
+    // Read backwards until the newline before the last line (or the start of the file).
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    let mut position = line_end;
+    'outer: while position > 0 {
+        let start = position.saturating_sub(CHUNK);
+        let mut chunk = vec![0u8; usize::try_from(position - start).unwrap_or(0)];
+        file.read_exact_at(&mut chunk, start)?;
+        if let Some(newline) = chunk.iter().rposition(|b| *b == b'\n') {
+            chunks.push(chunk.split_off(newline + 1));
+            break 'outer;
+        }
+        chunks.push(chunk);
+        position = start;
+    }
+    let line: Vec<u8> = chunks.into_iter().rev().flatten().collect();
+    Ok((chain::line_hash(&line), !terminated))
+}
+
+impl SharedFile {
+    /// Links `records` to the file's current last line and appends them, under the lock.
+    fn commit(
+        &mut self,
+        records: &[&[u8]],
+        out: &mut Vec<u8>,
+        meta: (&str, u64),
+    ) -> Result<(), AuditError> {
+        let fail = write_error(&self.path);
+        let _lock = LockGuard::exclusive(&self.file).map_err(&fail)?;
+        let end = (&self.file).seek(SeekFrom::End(0)).map_err(&fail)?;
+        out.clear();
+        let mut prev = if end == self.end {
+            self.last
+        } else {
+            let (hash, unterminated) = tail_hash(&self.file, end).map_err(&fail)?;
+            if unterminated {
+                out.push(b'\n');
+            }
+            hash
+        };
+        for record in records {
+            prev = chain::append_linked(out, record, &prev);
+        }
+        (&self.file).write_all(out).map_err(&fail)?;
+        self.end = end + out.len() as u64;
+        self.last = prev;
+        let checkpoint = Checkpoint {
+            bytes: self.end,
+            last: prev,
+            session: meta.0.to_string(),
+            seq: meta.1,
+        };
+        self.checkpoint
+            .write_all_at(&checkpoint.encode(), 0)
+            .map_err(write_error(&self.path))
+    }
 }
 
 impl AuditLog {
-    /// Opens (creating, mode 0600, parents 0711) `path` for appending.
+    /// Opens (creating, mode 0600, parents 0711) `path` for appending, and its checkpoint.
     ///
     /// Parents are 0711, not 0700: the default audit directory is airlock's state dir, under
     /// which servers' private home and tmp live, and a server running as another uid (nobody,
@@ -71,30 +231,71 @@ impl AuditLog {
         }
         let file = OpenOptions::new()
             .append(true)
+            .read(true)
             .create(true)
             .mode(0o600)
             .open(path)
             .map_err(open_error)?;
-        Ok(AuditLog::with_sinks(vec![Sink::File {
-            file,
-            path: path.to_path_buf(),
-        }]))
+        if !file.metadata().map_err(open_error)?.is_file() {
+            return Ok(AuditLog::with_sinks(vec![Sink::Stream {
+                target: Stream::Other {
+                    file,
+                    path: path.to_path_buf(),
+                },
+                last: GENESIS,
+            }]));
+        }
+        let checkpoint_path = chain::checkpoint_path(path);
+        let checkpoint = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&checkpoint_path)
+            .map_err(|source| AuditError::Open {
+                path: checkpoint_path.clone(),
+                source,
+            })?;
+        Ok(AuditLog::with_sinks(vec![Sink::File(Box::new(
+            SharedFile {
+                file,
+                path: path.to_path_buf(),
+                checkpoint,
+                // Unknown: the first commit reads the tail.
+                end: u64::MAX,
+                last: GENESIS,
+            },
+        ))]))
     }
 
     pub fn stderr() -> AuditLog {
-        AuditLog::with_sinks(vec![Sink::Stderr])
+        AuditLog::with_sinks(vec![Sink::Stream {
+            target: Stream::Stderr,
+            last: GENESIS,
+        }])
     }
 
     pub fn memory() -> AuditLog {
-        AuditLog::with_sinks(vec![Sink::Memory(Vec::new())])
+        AuditLog::with_sinks(vec![Sink::Stream {
+            target: Stream::Memory(Vec::new()),
+            last: GENESIS,
+        }])
     }
 
     fn with_sinks(sinks: Vec<Sink>) -> AuditLog {
         AuditLog {
             sinks,
+            session: new_session_id(),
             seq: 0,
-            line: Vec::with_capacity(512),
+            staged: Vec::with_capacity(512),
+            staged_ends: Vec::new(),
+            out: Vec::with_capacity(512),
         }
+    }
+
+    /// This process's session id, as written in every record.
+    pub fn session(&self) -> &str {
+        &self.session
     }
 
     /// Everything written to the in-memory sink so far (empty for other sinks).
@@ -102,76 +303,104 @@ impl AuditLog {
         self.sinks
             .iter()
             .find_map(|sink| match sink {
-                Sink::Memory(buffer) => Some(buffer.as_slice()),
+                Sink::Stream {
+                    target: Stream::Memory(buffer),
+                    ..
+                } => Some(buffer.as_slice()),
                 _ => None,
             })
             .unwrap_or_default()
     }
 
-    /// Stamps `ts` and `seq` and writes the event as one line to every sink (together with any
-    /// events staged before it, in order).
+    /// Stamps and writes the event as one line to every sink (together with any events staged
+    /// before it, in order).
     pub fn record(&mut self, event: Event) -> Result<(), AuditError> {
         self.stage(event)?;
         self.commit()
     }
 
-    /// Stamps `ts` and `seq` and encodes the event, but does not write it yet: the next
-    /// [`AuditLog::commit`] (or `record`) writes every staged event in one `write`. This lets a
-    /// session record the decisions of all the calls that arrived together with one syscall,
-    /// still before any of them is forwarded.
-    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
+    /// Stamps `ts`, `session` and `seq` and encodes the event, but does not write it yet: the
+    /// next [`AuditLog::commit`] (or `record`) links and writes every staged event in one
+    /// `write`. This lets a session record the decisions of all the calls that arrived together
+    /// with one syscall, still before any of them is forwarded.
+    pub fn stage(&mut self, event: Event) -> Result<(), AuditError> {
         self.seq += 1;
-        event.seq = self.seq;
-        event.ts = rfc3339(SystemTime::now());
-        let start = self.line.len();
-        if let Err(err) = serde_json::to_writer(&mut self.line, &event) {
-            self.line.truncate(start);
+        let start = self.staged.len();
+        // The stamp is written by hand in front of the event's own fields: `{"ts":..,"session":
+        // ..,"seq":N` then the event's encoding with its opening brace turned into a comma.
+        self.staged.extend_from_slice(b"{\"ts\":\"");
+        self.staged
+            .extend_from_slice(rfc3339(SystemTime::now()).as_bytes());
+        self.staged.extend_from_slice(b"\",\"session\":\"");
+        self.staged.extend_from_slice(self.session.as_bytes());
+        self.staged.extend_from_slice(b"\",\"seq\":");
+        self.staged
+            .extend_from_slice(self.seq.to_string().as_bytes());
+        let event_start = self.staged.len();
+        if let Err(err) = serde_json::to_writer(&mut self.staged, &event) {
+            self.staged.truncate(start);
+            self.seq -= 1;
             return Err(err.into());
         }
-        self.line.push(b'\n');
+        self.staged[event_start] = b',';
+        self.staged_ends.push(self.staged.len());
         Ok(())
     }
 
     /// Whether events are staged and not yet written.
     pub fn has_staged(&self) -> bool {
-        !self.line.is_empty()
+        !self.staged_ends.is_empty()
     }
 
-    /// Writes every staged event, as whole lines, with one `write` per sink (no user-space
+    /// Writes every staged event, as whole chained lines, with one `write` per sink (no user-space
     /// buffer is left behind: when this returns Ok the events are in the kernel's hands). On an
     /// error the staged events are discarded; the caller must not forward what they record.
     pub fn commit(&mut self) -> Result<(), AuditError> {
-        if self.line.is_empty() {
+        if self.staged_ends.is_empty() {
             return Ok(());
         }
         let result = self.write_staged();
-        self.line.clear();
-        if self.line.capacity() > MAX_KEPT_CAPACITY {
-            self.line.shrink_to(MAX_KEPT_CAPACITY);
+        self.staged.clear();
+        self.staged_ends.clear();
+        for buffer in [&mut self.staged, &mut self.out] {
+            if buffer.capacity() > MAX_KEPT_CAPACITY {
+                buffer.shrink_to(MAX_KEPT_CAPACITY);
+            }
         }
         result
     }
 
     fn write_staged(&mut self) -> Result<(), AuditError> {
+        let mut records = Vec::with_capacity(self.staged_ends.len());
+        let mut start = 0;
+        for end in &self.staged_ends {
+            records.push(&self.staged[start..*end]);
+            start = *end;
+        }
+        let out = &mut self.out;
         for sink in &mut self.sinks {
             match sink {
-                Sink::File { file, path } => {
-                    file.write_all(&self.line)
-                        .map_err(|source| AuditError::Write {
-                            target: path.display().to_string(),
-                            source,
-                        })?
+                Sink::File(shared) => shared.commit(&records, out, (&self.session, self.seq))?,
+                Sink::Stream { target, last } => {
+                    out.clear();
+                    for record in &records {
+                        *last = chain::append_linked(out, record, last);
+                    }
+                    match target {
+                        Stream::Stderr => {
+                            std::io::stderr().lock().write_all(out).map_err(|source| {
+                                AuditError::Write {
+                                    target: "stderr".into(),
+                                    source,
+                                }
+                            })?
+                        }
+                        Stream::Other { file, path } => {
+                            file.write_all(out).map_err(write_error(path))?
+                        }
+                        Stream::Memory(buffer) => buffer.extend_from_slice(out),
+                    }
                 }
-                Sink::Stderr => {
-                    std::io::stderr()
-                        .lock()
-                        .write_all(&self.line)
-                        .map_err(|source| AuditError::Write {
-                            target: "stderr".into(),
-                            source,
-                        })?
-                }
-                Sink::Memory(buffer) => buffer.extend_from_slice(&self.line),
             }
         }
         Ok(())
@@ -182,6 +411,12 @@ impl AuditLog {
 mod tests {
     use super::*;
     use crate::audit::EventKind;
+
+    fn parse_lines(text: &str) -> Vec<serde_json::Value> {
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
 
     #[test]
     fn staged_events_are_written_together_in_order_on_commit() {
@@ -194,19 +429,26 @@ mod tests {
         assert!(!log.has_staged());
         log.record(Event::new(EventKind::Outcome, "a")).unwrap();
         let text = String::from_utf8(log.memory_contents().to_vec()).unwrap();
-        let seqs: Vec<u64> = text
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .collect();
+        let records = parse_lines(&text);
+        let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
         assert_eq!(seqs, [1, 2, 3]);
+        assert!(records.iter().all(|r| r["session"] == log.session()));
+        // Each line links to the one before it.
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(records[0]["prev"], "0".repeat(64));
+        for pair in lines.windows(2) {
+            let prev = crate::hash::sha256_hex(pair[0].as_bytes());
+            assert!(
+                pair[1].ends_with(&format!("\"prev\":\"{prev}\"}}")),
+                "{}",
+                pair[1]
+            );
+        }
+        assert!(lines[0].starts_with(r#"{"ts":""#));
     }
 
     #[test]
-    fn appends_numbered_lines_to_a_private_file() {
+    fn appends_numbered_chained_lines_to_a_private_file_and_keeps_a_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/airlock/audit.jsonl");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -217,16 +459,59 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
-        let second: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
-        assert_eq!(second["seq"], 2);
-        assert_eq!(second["event"], "exit");
-        assert!(second["ts"].as_str().unwrap().ends_with('Z'));
+        let records = parse_lines(&text);
+        assert_eq!(records[2]["seq"], 2);
+        assert_eq!(records[2]["event"], "exit");
+        assert!(records[2]["ts"].as_str().unwrap().ends_with('Z'));
+        // The first record links to the line that was there before.
+        assert_eq!(
+            records[1]["prev"],
+            crate::hash::sha256_hex(lines[0].as_bytes())
+        );
+        let checkpoint =
+            Checkpoint::parse(&std::fs::read(chain::checkpoint_path(&path)).unwrap()).unwrap();
+        assert_eq!(checkpoint.bytes, text.len() as u64);
+        assert_eq!(checkpoint.last, chain::line_hash(lines[2].as_bytes()));
+        assert_eq!(checkpoint.seq, 2);
         use std::os::unix::fs::PermissionsExt;
         let fresh = dir.path().join("fresh/dir/audit.jsonl");
         AuditLog::open_file(&fresh).unwrap();
-        assert_eq!(
-            std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        for file in [fresh.clone(), chain::checkpoint_path(&fresh)] {
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+        }
+    }
+
+    #[test]
+    fn two_logs_on_one_file_form_one_chain_and_a_torn_tail_gets_its_own_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut first = AuditLog::open_file(&path).unwrap();
+        let mut second = AuditLog::open_file(&path).unwrap();
+        first.record(Event::new(EventKind::Spawn, "a")).unwrap();
+        second.record(Event::new(EventKind::Spawn, "b")).unwrap();
+        first.record(Event::new(EventKind::Exit, "a")).unwrap();
+        // A writer that died mid-line.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"torn")
+            .unwrap();
+        second.record(Event::new(EventKind::Exit, "b")).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert_eq!(lines[3], "{\"torn");
+        for pair in lines.windows(2) {
+            let prev = crate::hash::sha256_hex(pair[0].as_bytes());
+            if pair[1] != "{\"torn" {
+                assert!(
+                    pair[1].ends_with(&format!("\"prev\":\"{prev}\"}}")),
+                    "{text}"
+                );
+            }
+        }
+        assert_ne!(first.session(), second.session());
     }
 }

@@ -5,6 +5,7 @@
 //! logs always go to stderr.
 
 mod active_policy;
+mod audit;
 mod check;
 mod confine;
 mod doctor;
@@ -39,6 +40,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Audit(Box<audit::AuditArgs>),
     Check(check::CheckArgs),
     Explain(explain::ExplainArgs),
     Run(run::RunArgs),
@@ -90,6 +92,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
+        Command::Audit(args) => audit::run(*args),
         Command::Check(args) => check::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Run(args) => run::run(args),

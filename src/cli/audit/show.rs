@@ -1,0 +1,235 @@
+//! `airlock audit [show]` and `airlock audit summary`: records, filtered, for people or for jq.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::Value;
+
+use super::{FilterArgs, log_path};
+use crate::audit::query::{Filter, Summary, format_record};
+use crate::cli::CliError;
+
+#[derive(Debug, Args, Default)]
+pub struct ShowArgs {
+    /// The audit log (default: where run and serve write it).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Keep reading as the log grows (like tail -f); stop with Ctrl-C.
+    #[arg(short, long)]
+    follow: bool,
+    /// Only the last N matching records (then follow, with -f).
+    #[arg(short = 'n', long, value_name = "N")]
+    lines: Option<usize>,
+    /// Print the records as JSON Lines, exactly as logged (for jq).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    filters: FilterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// The audit log (default: where run and serve write it).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    filters: FilterArgs,
+}
+
+fn open(path: &Path) -> Result<File, CliError> {
+    File::open(path).map_err(|err| {
+        CliError::Refused(format!(
+            "cannot read the audit log {}: {err}. Fix: pass the log's path, or check audit.path in the policy",
+            path.display()
+        ))
+    })
+}
+
+/// Parses one line; lines that are not JSON objects are counted, not shown.
+fn parse(line: &[u8], skipped: &mut u64) -> Option<Value> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(value) if value.is_object() => Some(value),
+        _ => {
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                *skipped += 1;
+            }
+            None
+        }
+    }
+}
+
+/// Writes one matching record; false when stdout is gone (`| head`).
+fn emit(out: &mut impl Write, line: &[u8], record: &Value, json: bool) -> bool {
+    let written = if json {
+        out.write_all(line).and_then(|()| out.write_all(b"\n"))
+    } else {
+        writeln!(out, "{}", format_record(record))
+    };
+    written.is_ok()
+}
+
+pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
+    let path = log_path(args.file.clone())?;
+    let filter = args.filters.filter()?;
+    let file = open(&path)?;
+    let mut reader = BufReader::new(file);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut skipped = 0u64;
+    let mut last: VecDeque<(Vec<u8>, Value)> = VecDeque::new();
+    let mut line = Vec::new();
+    let mut offset = 0u64;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if read == 0 || !line.ends_with(b"\n") {
+            // End of file, or a record still being written: follow picks it up from here.
+            break;
+        }
+        offset += read as u64;
+        let Some(record) = parse(line.trim_ascii_end(), &mut skipped) else {
+            continue;
+        };
+        if !filter.matches(&record) {
+            continue;
+        }
+        match args.lines {
+            Some(keep) => {
+                last.push_back((line.trim_ascii_end().to_vec(), record));
+                if last.len() > keep {
+                    last.pop_front();
+                }
+            }
+            None => {
+                if !emit(&mut out, line.trim_ascii_end(), &record, args.json) {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+    }
+    for (text, record) in &last {
+        if !emit(&mut out, text, record, args.json) {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let _ = out.flush();
+    drop(out);
+    if skipped > 0 {
+        eprintln!(
+            "airlock: {skipped} line(s) of {} are not audit records (skipped)",
+            path.display()
+        );
+    }
+    if args.follow {
+        follow(&path, offset, &filter, args.json)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Polls the log for new complete lines from `offset` on, forever. A log that is replaced
+/// (rotated) or shrinks (truncated) is read again from its start, with a note on stderr.
+fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(), CliError> {
+    let mut file = open(path)?;
+    let mut inode = file.metadata().map(|m| m.ino()).unwrap_or_default();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut skipped = 0u64;
+    let stdout = std::io::stdout();
+    loop {
+        let mut chunk = Vec::new();
+        file.seek(SeekFrom::Start(offset))
+            .and_then(|_| file.read_to_end(&mut chunk))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        offset += chunk.len() as u64;
+        pending.extend_from_slice(&chunk);
+        if let Some(last_newline) = pending.iter().rposition(|b| *b == b'\n') {
+            let complete: Vec<u8> = pending.drain(..=last_newline).collect();
+            let mut out = stdout.lock();
+            for line in complete.split(|b| *b == b'\n') {
+                let Some(record) = parse(line, &mut skipped) else {
+                    continue;
+                };
+                if filter.matches(&record) && !emit(&mut out, line, &record, json) {
+                    return Ok(());
+                }
+            }
+            if out.flush().is_err() {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let current = std::fs::metadata(path).ok();
+        let replaced = current.as_ref().is_some_and(|m| m.ino() != inode);
+        let shrunk = current.as_ref().is_some_and(|m| m.len() < offset);
+        if replaced || shrunk {
+            eprintln!(
+                "airlock: {} was {}; reading it from the start",
+                path.display(),
+                if replaced { "replaced" } else { "truncated" }
+            );
+            file = open(path)?;
+            inode = file.metadata().map(|m| m.ino()).unwrap_or_default();
+            offset = 0;
+            pending.clear();
+        }
+    }
+}
+
+pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
+    let path = log_path(args.file.clone())?;
+    let filter = args.filters.filter()?;
+    let reader = BufReader::new(open(&path)?);
+    let mut summary = Summary::default();
+    let mut skipped = 0u64;
+    for line in reader.split(b'\n') {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if let Some(record) = parse(&line, &mut skipped)
+            && filter.matches(&record)
+        {
+            summary.add(&record);
+        }
+    }
+    let servers = summary.finish();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let json = serde_json::json!({ "servers": servers });
+        let _ = writeln!(out, "{json}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let _ = writeln!(
+        out,
+        "{:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>11}",
+        "server", "calls", "denied", "errors", "p50 ms", "p95 ms", "connections"
+    );
+    for (name, row) in &servers {
+        let _ = writeln!(
+            out,
+            "{name:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>11}",
+            row.calls,
+            row.denied,
+            row.errors,
+            ms(row.p50_ms),
+            ms(row.p95_ms),
+            row.connections
+        );
+    }
+    if skipped > 0 {
+        eprintln!(
+            "airlock: {skipped} line(s) of {} are not audit records (skipped)",
+            path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

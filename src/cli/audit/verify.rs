@@ -1,0 +1,136 @@
+//! `airlock audit verify [FILE]`: proves the log's hash chain and its end against the checkpoint.
+//! Exit 0 when the log verifies, 1 at the first problem (printed with its line), 2 when the log
+//! cannot be read.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::log_path;
+use crate::audit::chain::{Checkpoint, checkpoint_path};
+use crate::audit::verify::{Report, verify as verify_log};
+use crate::cli::{CliError, EXIT_FAILURE};
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The audit log (default: where run and serve write it).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The checkpoint to compare the log's end with (default: FILE.checkpoint beside the log).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_checkpoint")]
+    checkpoint: Option<PathBuf>,
+    /// Verify the chain alone (a copied log without its checkpoint): a cut tail goes unseen.
+    #[arg(long)]
+    no_checkpoint: bool,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Reads the log and its checkpoint under a shared lock, so no writer is half-way through.
+fn read_locked(
+    log: &std::path::Path,
+    checkpoint: Option<&std::path::Path>,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), CliError> {
+    let cannot = |path: &std::path::Path, err: std::io::Error| {
+        CliError::Refused(format!(
+            "cannot read {}: {err}. Fix: pass the audit log's path",
+            path.display()
+        ))
+    };
+    let mut file = File::open(log).map_err(|err| cannot(log, err))?;
+    crate::audit::sink::flock(&file, libc::LOCK_SH).map_err(|err| cannot(log, err))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|err| cannot(log, err))?;
+    let checkpoint = match checkpoint {
+        Some(path) => match std::fs::read(path) {
+            Ok(text) => Some(text),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => return Err(cannot(path, err)),
+        },
+        None => None,
+    };
+    Ok((bytes, checkpoint))
+}
+
+fn describe(log: &std::path::Path, report: &Report) -> String {
+    let mut text = format!(
+        "{}: {} record(s) in {} session(s)",
+        log.display(),
+        report.records,
+        report.sessions
+    );
+    if report.unchained > 0 {
+        text.push_str(&format!(
+            "; {} earlier line(s) carry no chain (written before chaining) and are not proven",
+            report.unchained
+        ));
+    }
+    text
+}
+
+pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
+    let log = log_path(args.file.clone())?;
+    let checkpoint_file = if args.no_checkpoint {
+        None
+    } else {
+        Some(
+            args.checkpoint
+                .clone()
+                .unwrap_or_else(|| checkpoint_path(&log)),
+        )
+    };
+    let (bytes, checkpoint_text) = read_locked(&log, checkpoint_file.as_deref())?;
+    let checkpoint = match (&checkpoint_file, &checkpoint_text) {
+        (Some(path), Some(text)) => Some(Checkpoint::parse(text).ok_or_else(|| {
+            CliError::Refused(format!(
+                "{} is not an airlock audit checkpoint. Fix: pass the right one with --checkpoint",
+                path.display()
+            ))
+        })?),
+        (Some(path), None) => {
+            eprintln!(
+                "airlock: no checkpoint at {}: the end of the log cannot be proven, so a cut tail would go unseen. Fix: pass --checkpoint FILE, or --no-checkpoint to verify the chain alone",
+                path.display()
+            );
+            return Ok(ExitCode::from(EXIT_FAILURE));
+        }
+        (None, _) => None,
+    };
+    let report = verify_log(&bytes, checkpoint.as_ref());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "file": log.display().to_string(),
+                "verified": report.problem.is_none(),
+                "report": report,
+            })
+        );
+    } else {
+        match &report.problem {
+            None => println!(
+                "{}; chain intact{}",
+                describe(&log, &report),
+                if report.checkpoint_checked {
+                    "; the end matches the checkpoint"
+                } else {
+                    " (no checkpoint compared: a cut tail would go unseen)"
+                }
+            ),
+            Some(problem) => {
+                println!("{}:{}: {}", log.display(), problem.line, problem.message);
+                eprintln!("airlock: the audit log does not verify");
+            }
+        }
+    }
+    Ok(if report.problem.is_none() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILURE)
+    })
+}
