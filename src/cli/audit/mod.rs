@@ -16,7 +16,8 @@ use clap::{Args, Subcommand};
 
 use super::CliError;
 use crate::audit::query::{Filter, parse_time};
-use crate::audit::{AuditEnv, AuditTarget, resolve_target};
+use crate::audit::{AuditTarget, resolve_target};
+use crate::paths::EnvVars;
 use crate::policy::pattern::Glob;
 
 /// Show, summarise or verify the audit log.
@@ -112,9 +113,8 @@ fn log_path(given: Option<PathBuf>) -> Result<PathBuf, CliError> {
     if let Some(path) = given {
         return Ok(path);
     }
-    let policy = crate::policy::load_active(None, None)?;
-    let lookup = |name: &str| std::env::var(name).ok();
-    match resolve_target(None, &policy.audit, &AuditEnv::from_env(), &lookup)
+    let policy = super::active_policy::load_active(None, None)?;
+    match resolve_target(None, &policy.audit, &EnvVars::from_process())
         .map_err(|err| CliError::Refused(err.to_string()))?
     {
         AuditTarget::File(path) => Ok(path),
