@@ -18,6 +18,7 @@ pub mod fuzzing;
 pub mod gate;
 pub mod gateway;
 pub mod hash;
+pub mod install;
 pub mod mcp;
 pub mod paths;
 pub mod policy;

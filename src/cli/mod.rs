@@ -7,9 +7,11 @@
 mod active_policy;
 mod audit;
 mod check;
+mod completions;
 mod confine;
 mod doctor;
 mod explain;
+mod install;
 pub mod run;
 pub mod serve;
 mod session;
@@ -49,6 +51,10 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Report kernel sandbox features and what the active policy will enforce.
     Doctor(doctor::DoctorArgs),
+    Install(install::InstallArgs),
+    Uninstall(install::UninstallArgs),
+    Completions(completions::CompletionsArgs),
+    Man(completions::ManArgs),
     /// The confine helper (internal).
     #[command(name = "__confine", hide = true)]
     Confine(confine::ConfineArgs),
@@ -100,6 +106,10 @@ pub fn main() -> ExitCode {
         Command::Test(args) => test::run(args),
         Command::Status(args) => status::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Install(args) => install::install(args),
+        Command::Uninstall(args) => install::uninstall(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
         Command::Confine(args) => confine::confine(args),
         Command::SandboxExec(args) => confine::sandbox_exec(args),
     };

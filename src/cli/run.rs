@@ -159,28 +159,7 @@ fn script_name(script: &str) -> String {
 }
 
 fn sanitize(raw: &str) -> String {
-    let mut name = String::with_capacity(raw.len());
-    for c in raw.chars() {
-        let c = if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-            c
-        } else {
-            '-'
-        };
-        if c == '_' && name.ends_with('_') {
-            continue;
-        }
-        name.push(c);
-    }
-    let name: String = name
-        .trim_matches(|c| matches!(c, '-' | '_' | '.'))
-        .chars()
-        .take(64)
-        .collect();
-    if name.is_empty() {
-        "server".into()
-    } else {
-        name
-    }
+    crate::config::sanitize_server_name(raw)
 }
 
 fn exit_detail(summary: &ExitSummary) -> (serde_json::Value, u8) {

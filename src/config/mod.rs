@@ -238,6 +238,34 @@ pub fn check_server_name(name: &str, separator: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// Turns any text into a valid server name: characters outside `[A-Za-z0-9_.-]` become `-`, runs
+/// of `_` collapse (never `__`), leading and trailing `-_.` go, at most 64 characters, `server` if
+/// nothing is left. `airlock run` derives names with it; `airlock install` names host entries.
+pub fn sanitize_server_name(raw: &str) -> String {
+    let mut name = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        let c = if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            c
+        } else {
+            '-'
+        };
+        if c == '_' && name.ends_with('_') {
+            continue;
+        }
+        name.push(c);
+    }
+    let name: String = name
+        .trim_matches(|c| matches!(c, '-' | '_' | '.'))
+        .chars()
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "server".into()
+    } else {
+        name
+    }
+}
+
 /// Checks the namespace separator: 1–4 of `_ - .`.
 pub fn check_separator(separator: &str) -> Result<(), NameError> {
     let valid = !separator.is_empty()

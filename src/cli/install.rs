@@ -1,0 +1,434 @@
+//! `airlock install [HOST]` and `airlock uninstall HOST`: put `airlock run` in front of every
+//! stdio server in a host's MCP config, and take it out again. The decisions and edits are pure
+//! (`crate::install`); this file finds the files, prints, backs up and writes.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::CliError;
+use crate::diagnostic::{LineCol, SourceError};
+use crate::install::entry::UninstallScope;
+use crate::install::hosts::{self, Format, Host, Scope};
+use crate::install::record::{self, InstallRecord, Step};
+use crate::install::{self as plan, HostEnv, InstallOptions, Removed, Rewrite};
+use crate::sandbox::{AirlockDirs, HostFacts};
+
+/// Wrap every stdio MCP server of a host in `airlock run` (no HOST: list hosts and what would change).
+#[derive(Debug, Args)]
+#[command(after_help = "Hosts: claude-desktop, claude-code, cursor, vscode, windsurf, gemini, codex, zed.\n\n\
+Examples:\n  airlock install                       # which hosts are here, and what would change\n  \
+airlock install claude-code --dry-run  # the diff, nothing written\n  \
+airlock install cursor                 # wrap, with a backup; restart Cursor afterwards\n  \
+airlock install claude-code --project  # also ./.mcp.json\n  \
+airlock install vscode --gateway       # remote servers too, through `airlock serve`\n\n\
+Each change is written atomically after a backup under $XDG_STATE_HOME/airlock/installs/;\n\
+`airlock uninstall HOST` undoes it.")]
+pub struct InstallArgs {
+    /// The host: claude-desktop, claude-code, cursor, vscode, windsurf, gemini, codex or zed.
+    pub host: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Route remote (http/sse) servers through one `airlock serve` entry too.
+    #[arg(long)]
+    pub gateway: bool,
+}
+
+/// Undo `airlock install HOST`: restore the file byte for byte, or unwrap airlock's entries.
+#[derive(Debug, Args)]
+#[command(after_help = "When the file is exactly as airlock wrote it, the backup goes back byte for byte;\n\
+when the host or you changed it since, only airlock's part is taken out.")]
+pub struct UninstallArgs {
+    /// The host the install was for.
+    pub host: String,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Which of a host's files to edit.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Edit this file instead of the host's usual ones.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Also the host's project file in the current directory (e.g. .mcp.json, .cursor/mcp.json).
+    #[arg(long)]
+    pub project: bool,
+    /// Print the diff and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// One host file to work on.
+struct Target {
+    path: PathBuf,
+    format: Format,
+    scope: Scope,
+    maps: Vec<&'static [&'static str]>,
+}
+
+fn host_env() -> Result<HostEnv, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|err| CliError::Failure(anyhow::anyhow!("no current directory: {err}")))?;
+    Ok(HostEnv::from_lookup(&|name| std::env::var(name).ok(), &cwd))
+}
+
+fn dirs() -> AirlockDirs {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    AirlockDirs::from_env(&env, HostFacts::detect().is_root)
+}
+
+/// The files of `host` to edit: `--config`, else the existing user files (and project files
+/// with `--project`).
+fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>, CliError> {
+    if let Some(path) = &args.config {
+        let toml = path.extension().is_some_and(|e| e == "toml");
+        let format = if toml { Format::Toml } else { Format::Json };
+        let maps = host
+            .files
+            .iter()
+            .filter(|f| f.format == format)
+            .flat_map(|f| f.server_maps.iter().copied())
+            .fold(Vec::new(), |mut all: Vec<&[&str]>, map| {
+                if !all.contains(&map) {
+                    all.push(map);
+                }
+                all
+            });
+        if maps.is_empty() {
+            return Err(CliError::Refused(format!(
+                "{} keeps no {} config; give the path of its own file",
+                host.name,
+                if toml { "TOML" } else { "JSON" }
+            )));
+        }
+        return Ok(vec![Target {
+            path: path.clone(),
+            format,
+            scope: Scope::User,
+            maps,
+        }]);
+    }
+    let mut found = Vec::new();
+    let mut looked = Vec::new();
+    for file in host.files {
+        if file.scope == Scope::Project && !args.project {
+            continue;
+        }
+        let Some(path) = env.path_of(file) else { continue };
+        if path.is_file() {
+            found.push(Target {
+                path,
+                format: file.format,
+                scope: file.scope,
+                maps: file.server_maps.to_vec(),
+            });
+        } else {
+            looked.push(path.display().to_string());
+        }
+    }
+    if found.is_empty() {
+        return Err(CliError::Failure(anyhow::anyhow!(
+            "no {} config found (looked at {}){}",
+            host.name,
+            looked.join(", "),
+            if args.project {
+                ""
+            } else {
+                "; --project also looks in the current directory, --config PATH takes any file"
+            }
+        )));
+    }
+    Ok(found)
+}
+
+fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path)
+        .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", path.display())))
+}
+
+fn edit_error(path: &Path, text: &str, err: &plan::EditError) -> CliError {
+    let position = err.offset.map(|offset| LineCol::from_offset(text, offset));
+    CliError::BadInput(
+        SourceError::new(path, position, err.message.clone())
+            .with_fix("correct the file by hand (airlock changes nothing in a file it cannot read)"),
+    )
+}
+
+/// The command a host should start: this binary's absolute path (GUI hosts often lack the
+/// user's PATH).
+fn airlock_command() -> Result<String, CliError> {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot find airlock's own path: {err}")))?;
+    Ok(exe.display().to_string())
+}
+
+fn gateway_config_path(dirs: &AirlockDirs, host: &Host, target: &Target) -> Result<PathBuf, CliError> {
+    let base = dirs.config_dir.clone().ok_or_else(|| {
+        CliError::Failure(anyhow::anyhow!("no config directory (set HOME or XDG_CONFIG_HOME)"))
+    })?;
+    let name = match target.scope {
+        Scope::User if target.path.file_name().is_some() => format!("{}.toml", host.id),
+        _ => {
+            let digest = record::sha256_hex(target.path.to_string_lossy().as_bytes());
+            format!("{}-{}.toml", host.id, &digest[..12])
+        }
+    };
+    Ok(base.join("hosts").join(name))
+}
+
+fn print_report(out: &mut String, target: &Target, rewrite: &Rewrite) {
+    let _ = writeln!(out, "{} ({} scope):", target.path.display(), target.scope);
+    let lines = plan::summary_lines(rewrite);
+    if lines.is_empty() {
+        let _ = writeln!(out, "  no servers");
+    }
+    for line in lines {
+        let _ = writeln!(out, "  {line}");
+    }
+}
+
+pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
+    let env = host_env()?;
+    let Some(id) = &args.host else {
+        return list_hosts(&env);
+    };
+    let host = hosts::find(id).ok_or_else(|| unknown_host(id))?;
+    let dirs = dirs();
+    let airlock = airlock_command()?;
+    let mut out = String::new();
+    for target in targets(host, &args.target, &env)? {
+        let text = read_text(&target.path)?;
+        let gateway_config = if args.gateway {
+            Some(gateway_config_path(&dirs, host, &target)?)
+        } else {
+            None
+        };
+        let options = InstallOptions {
+            airlock: airlock.clone(),
+            gateway_config,
+        };
+        let planned = plan::plan_install(&text, target.format, host, &target.maps, &options)
+            .map_err(|err| edit_error(&target.path, &text, &err))?;
+        print_report(&mut out, &target, &planned.rewrite);
+        if !planned.rewrite.changed(&text) {
+            let _ = writeln!(out, "  nothing to change");
+            continue;
+        }
+        if args.target.dry_run {
+            out.push_str(&plan::diff(&target.path, &text, &planned.rewrite.text));
+            if let Some((path, config)) = &planned.gateway {
+                let _ = writeln!(out, "and would write {}:\n{config}", path.display());
+            }
+            continue;
+        }
+        let backup = commit_install(&dirs, host, &target, &text, &planned)?;
+        let _ = writeln!(out, "  written; the previous file is saved as {}", backup.display());
+    }
+    if !args.target.dry_run && out.contains("  written;") {
+        let _ = writeln!(out, "Restart {} so it starts the servers through airlock.", host.name);
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Backs up, writes the gateway config (if any) and the host file, and records the step.
+fn commit_install(
+    dirs: &AirlockDirs,
+    host: &Host,
+    target: &Target,
+    before: &str,
+    planned: &plan::InstallPlan,
+) -> Result<PathBuf, CliError> {
+    let failure = |what: &str, err: std::io::Error| CliError::Failure(anyhow::anyhow!("{what}: {err}"));
+    let record_file = record::record_path(&dirs.state_dir, host.id, &target.path);
+    let mut saved = record::load(&record_file)
+        .map_err(|err| failure(&format!("cannot read {}", record_file.display()), err))?
+        .unwrap_or_else(|| InstallRecord {
+            host: host.id.to_string(),
+            path: target.path.clone(),
+            steps: Vec::new(),
+        });
+    let backup = record::save_backup(&record_file, saved.steps.len(), before.as_bytes())
+        .map_err(|err| failure("cannot save the backup", err))?;
+    if let Some((path, config)) = &planned.gateway {
+        record::write_config(path, config.as_bytes())
+            .map_err(|err| failure(&format!("cannot write {}", path.display()), err))?;
+    }
+    let after = &planned.rewrite.text;
+    record::replace_file(&target.path, before.as_bytes(), after.as_bytes())
+        .map_err(|err| failure(&format!("cannot write {}", target.path.display()), err))?;
+    saved.steps.push(Step {
+        at: crate::audit::event::rfc3339(std::time::SystemTime::now()),
+        backup: backup.clone(),
+        before_sha256: record::sha256_hex(before.as_bytes()),
+        written_sha256: record::sha256_hex(after.as_bytes()),
+        wrapped: planned.rewrite.wrapped(),
+        moved: planned
+            .rewrite
+            .removed
+            .iter()
+            .map(|r| record::SavedEntry {
+                name: r.name.clone(),
+                text: r.text.clone(),
+            })
+            .collect(),
+        gateway: planned
+            .gateway
+            .as_ref()
+            .map(|(path, _)| (plan::GATEWAY_ENTRY.to_string(), path.clone())),
+    });
+    record::store(&record_file, &saved)
+        .map_err(|err| failure(&format!("cannot write {}", record_file.display()), err))?;
+    Ok(backup)
+}
+
+pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
+    let env = host_env()?;
+    let host = hosts::find(&args.host).ok_or_else(|| unknown_host(&args.host))?;
+    let dirs = dirs();
+    let mut out = String::new();
+    for target in targets(host, &args.target, &env)? {
+        let text = read_text(&target.path)?;
+        let record_file = record::record_path(&dirs.state_dir, host.id, &target.path);
+        let saved = record::load(&record_file).map_err(|err| {
+            CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", record_file.display()))
+        })?;
+        let steps = saved.as_ref().map(|r| r.steps.clone()).unwrap_or_default();
+        let undone = record::undo(&steps, text.as_bytes(), &|p| std::fs::read(p))
+            .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot undo the install: {err}")))?;
+        let restored = match undone.restored {
+            Some(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
+                CliError::Failure(anyhow::anyhow!("the backup of {} is not text", target.path.display()))
+            })?),
+            None => None,
+        };
+        let base = restored.as_deref().unwrap_or(&text);
+        let after = unwrap_remaining(base, host, &target, saved.as_ref(), &undone.remaining)?;
+        let _ = writeln!(out, "{} ({} scope):", target.path.display(), target.scope);
+        if restored.is_some() {
+            let _ = writeln!(out, "  restored byte for byte from the backup");
+        }
+        for line in plan::summary_lines(&after).iter().filter(|l| l.contains("unwrapped") || l.contains("removed")) {
+            let _ = writeln!(out, "  {line}");
+        }
+        if after.text == text {
+            let _ = writeln!(out, "  nothing to change");
+            continue;
+        }
+        if args.target.dry_run {
+            out.push_str(&plan::diff(&target.path, &text, &after.text));
+            continue;
+        }
+        record::replace_file(&target.path, text.as_bytes(), after.text.as_bytes()).map_err(|err| {
+            CliError::Failure(anyhow::anyhow!("cannot write {}: {err}", target.path.display()))
+        })?;
+        for step in &steps {
+            if let Some((_, config)) = &step.gateway {
+                let _ = std::fs::remove_file(config);
+            }
+        }
+        if let Some(mut saved) = saved {
+            saved.steps.clear();
+            let _ = record::store(&record_file, &saved);
+        }
+        let _ = writeln!(out, "  written");
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Unwraps what the steps that could not be restored byte for byte did (every airlock entry
+/// when there is no record).
+fn unwrap_remaining(
+    text: &str,
+    host: &Host,
+    target: &Target,
+    saved: Option<&InstallRecord>,
+    remaining: &[Step],
+) -> Result<Rewrite, CliError> {
+    let names: Vec<String> = remaining.iter().flat_map(|s| s.wrapped.clone()).collect();
+    let restore: Vec<Removed> = remaining
+        .iter()
+        .flat_map(|s| s.moved.iter())
+        .map(|m| Removed {
+            name: m.name.clone(),
+            text: m.text.clone(),
+            remote: None,
+        })
+        .collect();
+    let gateway = remaining
+        .iter()
+        .find_map(|s| s.gateway.as_ref().map(|(name, _)| name.as_str()));
+    let scope = UninstallScope {
+        wrapped: saved.map(|_| names.as_slice()),
+        gateway,
+    };
+    plan::plan_uninstall(text, target.format, host, &target.maps, scope, &restore)
+        .map_err(|err| edit_error(&target.path, text, &err))
+}
+
+fn unknown_host(id: &str) -> CliError {
+    CliError::Refused(format!(
+        "unknown host {id:?}; airlock knows {}",
+        hosts::ids().join(", ")
+    ))
+}
+
+/// `airlock install` without a host: every host file here, and what an install would change.
+fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
+    let airlock = airlock_command()?;
+    let mut out = String::new();
+    let mut found = 0;
+    for host in hosts::HOSTS {
+        for file in host.files {
+            let Some(path) = env.path_of(file).filter(|p| p.is_file()) else {
+                continue;
+            };
+            found += 1;
+            let _ = writeln!(out, "{} [{}] {} ({} scope)", host.name, host.id, path.display(), file.scope);
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(err) => {
+                    let _ = writeln!(out, "  cannot read it: {err}");
+                    continue;
+                }
+            };
+            let options = InstallOptions {
+                airlock: airlock.clone(),
+                gateway_config: None,
+            };
+            match plan::plan_install(&text, file.format, host, file.server_maps, &options) {
+                Ok(planned) => {
+                    let lines = plan::summary_lines(&planned.rewrite);
+                    if lines.is_empty() {
+                        let _ = writeln!(out, "  no servers");
+                    }
+                    for line in lines {
+                        let line = line.replace(": wrapped in", ": would be wrapped in");
+                        let _ = writeln!(out, "  {line}");
+                    }
+                }
+                Err(err) => {
+                    let at = err.offset.map(|o| LineCol::from_offset(&text, o));
+                    let where_ = at.map(|a| format!(":{}:{}", a.line, a.column)).unwrap_or_default();
+                    let _ = writeln!(out, "  cannot edit it ({}{where_}: {})", path.display(), err.message);
+                }
+            }
+        }
+    }
+    if found == 0 {
+        let _ = writeln!(
+            out,
+            "No MCP host configuration found (hosts airlock knows: {}).",
+            hosts::ids().join(", ")
+        );
+    } else {
+        let _ = writeln!(out, "\nRun `airlock install HOST` to wrap a host's servers (`--dry-run` shows the diff).");
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}

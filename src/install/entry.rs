@@ -1,0 +1,351 @@
+//! One server entry of a host's config, seen the same way whatever the file format, and the pure
+//! decision of what `install` or `uninstall` does to it.
+
+use std::path::Path;
+
+/// What an entry is, as far as airlock is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// A local server the host starts: its command, arguments and the names of its `env` keys.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env_keys: Vec<String>,
+    },
+    /// A server the host reaches over the network.
+    Remote(RemoteFacts),
+    /// Something airlock does not understand; left alone, with the reason.
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteFacts {
+    pub url: String,
+    /// Legacy HTTP+SSE rather than Streamable HTTP.
+    pub sse: bool,
+    pub headers: Vec<(String, String)>,
+}
+
+/// One entry of one server map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFacts {
+    /// 0 for the file's main server map, more for the others (Claude Code's per-project maps).
+    pub map: usize,
+    /// Where the map is, for humans: `mcpServers`, `projects./home/me/app.mcpServers`.
+    pub map_label: String,
+    pub name: String,
+    pub shape: Shape,
+}
+
+/// What to do to an entry. The editors of each format carry it out on the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Keep(Kept),
+    /// `command` becomes `command`; `prepend` goes in front of the existing `args`.
+    Wrap {
+        command: String,
+        prepend: Vec<String>,
+    },
+    /// `command` becomes `command`; the first `drop` arguments go.
+    Unwrap { command: String, drop: usize },
+    /// The entry leaves this file (a remote server moved behind the gateway, or airlock's
+    /// own gateway entry on uninstall).
+    Remove,
+}
+
+/// Why an entry stays as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    AlreadyWrapped,
+    /// An `airlock serve` entry: airlock already sits in front of everything behind it.
+    Gateway,
+    /// A remote server, left alone (no `--gateway`).
+    Remote,
+    /// A remote server outside the file's main server map (`--gateway` moves only those).
+    RemoteNotMain,
+    /// A remote server `--gateway` cannot move (say, a header that only the host can fill).
+    RemoteUnmovable(String),
+    NotUnderstood(String),
+    /// Uninstall: not wrapped by airlock.
+    NotWrapped,
+    /// Uninstall: wrapped, but not by the install being undone.
+    NotOurs,
+}
+
+/// How airlock occurs in an entry's command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AirlockUse {
+    /// `airlock run ... -- CMD ARGS`: `args[inner]` is the server's own command.
+    Run { inner: usize },
+    Serve,
+}
+
+/// Whether `command args` already goes through airlock.
+pub fn airlock_use(command: &str, args: &[String]) -> Option<AirlockUse> {
+    let program = Path::new(command).file_name()?.to_str()?;
+    if program != "airlock" {
+        return None;
+    }
+    match args.first().map(String::as_str) {
+        Some("run") => {
+            let separator = args.iter().position(|arg| arg == "--")?;
+            (separator + 1 < args.len()).then_some(AirlockUse::Run {
+                inner: separator + 1,
+            })
+        }
+        Some("serve") => Some(AirlockUse::Serve),
+        _ => None,
+    }
+}
+
+/// A valid airlock server name from a host's entry key: characters outside `[A-Za-z0-9_.-]`
+/// become `-`, no `__`, at most 64 characters.
+pub fn server_name(key: &str) -> String {
+    crate::config::sanitize_server_name(key)
+}
+
+/// The arguments `airlock run` gets in front of the server's own command line.
+pub fn run_prefix(name: &str, env_keys: &[String]) -> Vec<String> {
+    let mut prefix = vec!["run".to_string(), "--name".to_string(), server_name(name)];
+    if !env_keys.is_empty() {
+        // The host still sets these variables (the entry keeps its `env`); airlock passes exactly
+        // these names on to the confined server, which otherwise gets a cleared environment.
+        prefix.push(format!("--allow-env={}", env_keys.join(",")));
+    }
+    prefix.push("--".to_string());
+    prefix
+}
+
+/// What `install` does to one entry. `airlock` is the command the host will start.
+pub fn decide_install(facts: &EntryFacts, airlock: &str, gateway: bool) -> Action {
+    match &facts.shape {
+        Shape::Stdio {
+            command,
+            args,
+            env_keys,
+        } => match airlock_use(command, args) {
+            Some(AirlockUse::Run { .. }) => Action::Keep(Kept::AlreadyWrapped),
+            Some(AirlockUse::Serve) => Action::Keep(Kept::Gateway),
+            None => {
+                let mut prepend = run_prefix(&facts.name, env_keys);
+                prepend.push(command.clone());
+                Action::Wrap {
+                    command: airlock.to_string(),
+                    prepend,
+                }
+            }
+        },
+        Shape::Remote(remote) => {
+            if !gateway {
+                Action::Keep(Kept::Remote)
+            } else if facts.map != 0 {
+                Action::Keep(Kept::RemoteNotMain)
+            } else if let Some(reason) = unmovable(remote) {
+                Action::Keep(Kept::RemoteUnmovable(reason))
+            } else {
+                Action::Remove
+            }
+        }
+        Shape::Unknown(reason) => Action::Keep(Kept::NotUnderstood(reason.clone())),
+    }
+}
+
+/// Why a remote entry cannot move behind `airlock serve`, if it cannot.
+fn unmovable(remote: &RemoteFacts) -> Option<String> {
+    let host_only = |value: &str| value.contains("${input:") || value.contains("${workspace");
+    if host_only(&remote.url) {
+        return Some("its url uses a variable only the host can fill".into());
+    }
+    remote
+        .headers
+        .iter()
+        .find(|(_, value)| host_only(value))
+        .map(|(key, _)| format!("header {key:?} uses a variable only the host can fill"))
+}
+
+/// Which entries an uninstall undoes.
+#[derive(Debug, Clone, Copy)]
+pub struct UninstallScope<'a> {
+    /// The names the install being undone wrapped; `None`: every `airlock run` entry.
+    pub wrapped: Option<&'a [String]>,
+    /// The name of the gateway entry that install added, if any.
+    pub gateway: Option<&'a str>,
+}
+
+/// What `uninstall` does to one entry.
+pub fn decide_uninstall(facts: &EntryFacts, scope: UninstallScope<'_>) -> Action {
+    let Shape::Stdio { command, args, .. } = &facts.shape else {
+        return Action::Keep(Kept::NotWrapped);
+    };
+    match airlock_use(command, args) {
+        Some(AirlockUse::Run { inner }) => {
+            let ours = scope
+                .wrapped
+                .is_none_or(|names| names.iter().any(|n| n == &facts.name));
+            if ours {
+                Action::Unwrap {
+                    command: args[inner].clone(),
+                    drop: inner + 1,
+                }
+            } else {
+                Action::Keep(Kept::NotOurs)
+            }
+        }
+        Some(AirlockUse::Serve) if facts.map == 0 && scope.gateway == Some(&facts.name) => {
+            Action::Remove
+        }
+        Some(AirlockUse::Serve) => Action::Keep(Kept::NotOurs),
+        None => Action::Keep(Kept::NotWrapped),
+    }
+}
+
+/// The command line a host starts after the action (for tests and the dry-run summary).
+pub fn apply_to_argv(command: &str, args: &[String], action: &Action) -> (String, Vec<String>) {
+    match action {
+        Action::Wrap {
+            command: new,
+            prepend,
+        } => {
+            let mut all = prepend.clone();
+            all.extend_from_slice(args);
+            (new.clone(), all)
+        }
+        Action::Unwrap { command: new, drop } => {
+            (new.clone(), args.get(*drop..).unwrap_or_default().to_vec())
+        }
+        _ => (command.to_string(), args.to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stdio(name: &str, command: &str, args: &[&str], env: &[&str]) -> EntryFacts {
+        EntryFacts {
+            map: 0,
+            map_label: "mcpServers".into(),
+            name: name.into(),
+            shape: Shape::Stdio {
+                command: command.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env_keys: env.iter().map(|a| a.to_string()).collect(),
+            },
+        }
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn install_wraps_a_stdio_server_and_keeps_its_command_line_after_the_separator() {
+        let facts = stdio("fs", "npx", &["-y", "pkg", "/d"], &["TOKEN", "LOG"]);
+        let action = decide_install(&facts, "/usr/bin/airlock", false);
+        let (command, args) = apply_to_argv("npx", &strings(&["-y", "pkg", "/d"]), &action);
+        assert_eq!(command, "/usr/bin/airlock");
+        assert_eq!(
+            args,
+            strings(&[
+                "run",
+                "--name",
+                "fs",
+                "--allow-env=TOKEN,LOG",
+                "--",
+                "npx",
+                "-y",
+                "pkg",
+                "/d"
+            ])
+        );
+    }
+
+    #[test]
+    fn install_never_wraps_twice_and_uninstall_reverses_it() {
+        let original = stdio("my server", "python3", &["s.py"], &[]);
+        let action = decide_install(&original, "/opt/airlock", false);
+        let (command, args) = apply_to_argv("python3", &strings(&["s.py"]), &action);
+        assert_eq!(args[..3], strings(&["run", "--name", "my-server"]));
+        let wrapped = stdio(
+            "my server",
+            &command,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            &[],
+        );
+        assert_eq!(
+            decide_install(&wrapped, "/opt/airlock", false),
+            Action::Keep(Kept::AlreadyWrapped)
+        );
+        let scope = UninstallScope {
+            wrapped: None,
+            gateway: None,
+        };
+        let undo = decide_uninstall(&wrapped, scope);
+        assert_eq!(
+            apply_to_argv(&command, &args, &undo),
+            ("python3".to_string(), strings(&["s.py"]))
+        );
+    }
+
+    #[test]
+    fn uninstall_touches_only_what_the_install_wrapped() {
+        let hand_made = stdio("mine", "airlock", &["run", "--", "node", "x.js"], &[]);
+        let names = strings(&["other"]);
+        let scope = UninstallScope {
+            wrapped: Some(&names),
+            gateway: None,
+        };
+        assert_eq!(
+            decide_uninstall(&hand_made, scope),
+            Action::Keep(Kept::NotOurs)
+        );
+        let plain = stdio("other", "node", &["x.js"], &[]);
+        assert_eq!(
+            decide_uninstall(&plain, scope),
+            Action::Keep(Kept::NotWrapped)
+        );
+    }
+
+    #[test]
+    fn remote_servers_stay_unless_routed_through_the_gateway() {
+        let remote = |url: &str, map| EntryFacts {
+            map,
+            map_label: "mcpServers".into(),
+            name: "linear".into(),
+            shape: Shape::Remote(RemoteFacts {
+                url: url.into(),
+                sse: false,
+                headers: vec![],
+            }),
+        };
+        let plain = remote("https://mcp.example/mcp", 0);
+        assert_eq!(
+            decide_install(&plain, "airlock", false),
+            Action::Keep(Kept::Remote)
+        );
+        assert_eq!(decide_install(&plain, "airlock", true), Action::Remove);
+        assert_eq!(
+            decide_install(&remote("https://x/mcp", 1), "airlock", true),
+            Action::Keep(Kept::RemoteNotMain)
+        );
+        assert!(matches!(
+            decide_install(&remote("https://${input:host}/mcp", 0), "airlock", true),
+            Action::Keep(Kept::RemoteUnmovable(_))
+        ));
+    }
+
+    #[test]
+    fn airlock_is_recognised_by_its_basename_and_subcommand() {
+        let args = strings(&["run", "--name", "x", "--", "npx", "pkg"]);
+        assert_eq!(
+            airlock_use("/home/me/.cargo/bin/airlock", &args),
+            Some(AirlockUse::Run { inner: 4 })
+        );
+        assert_eq!(airlock_use("airlock-other", &args), None);
+        assert_eq!(airlock_use("airlock", &strings(&["run", "--"])), None);
+        assert_eq!(
+            airlock_use("airlock", &strings(&["serve", "--config", "x"])),
+            Some(AirlockUse::Serve)
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! `airlock install` / `uninstall`: put `airlock run` in front of every stdio server a host
+//! starts, and take it out again.
+//!
+//! The knowledge of each host is data ([`hosts`]); what happens to an entry is a pure decision
+//! ([`entry`]); the edit of the file is a pure function of its text per format ([`json_edit`] for
+//! JSON and JSONC by splicing text, [`toml_edit_file`] for TOML through `toml_edit`), so the
+//! formatting of everything airlock does not change is kept. Reading, backing up and writing the
+//! files is the thin shell in `cli/install.rs` and [`record`].
+
+pub mod entry;
+pub mod hosts;
+pub mod json_edit;
+pub mod jsonc;
+pub mod record;
+pub mod toml_edit_file;
+
+use std::path::{Path, PathBuf};
+
+use entry::{Action, EntryFacts, Kept, RemoteFacts, UninstallScope};
+use hosts::{Base, Format, Host, HostFile};
+
+/// The result of rewriting one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rewrite {
+    pub text: String,
+    /// Every entry seen, with what was done to it.
+    pub entries: Vec<(EntryFacts, Action)>,
+    /// Entries taken out of the file, with their original text (to put back on uninstall).
+    pub removed: Vec<Removed>,
+}
+
+impl Rewrite {
+    pub fn changed(&self, before: &str) -> bool {
+        self.text != before
+    }
+
+    pub fn wrapped(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|(_, action)| matches!(action, Action::Wrap { .. }))
+            .map(|(facts, _)| facts.name.clone())
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    pub name: String,
+    /// The entry's value as the file wrote it (JSON text, or a TOML document holding it).
+    pub text: String,
+    pub remote: Option<RemoteFacts>,
+}
+
+/// An entry to add to the file's main server map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Insert {
+    pub name: String,
+    pub value: InsertValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InsertValue {
+    Stdio { command: String, args: Vec<String> },
+    /// Text saved by [`Removed`], put back verbatim.
+    Raw(String),
+}
+
+/// Why a host file cannot be edited: the byte offset (when known) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct EditError {
+    pub offset: Option<usize>,
+    pub message: String,
+}
+
+impl From<jsonc::JsoncError> for EditError {
+    fn from(err: jsonc::JsoncError) -> Self {
+        EditError {
+            offset: Some(err.offset),
+            message: format!("not valid JSON: {}", err.message),
+        }
+    }
+}
+
+impl From<toml_edit_file::TomlEditError> for EditError {
+    fn from(err: toml_edit_file::TomlEditError) -> Self {
+        EditError {
+            offset: err.offset,
+            message: format!("not valid TOML: {}", err.message),
+        }
+    }
+}
+
+/// Rewrites `text` (a file in `format`) entry by entry, then adds `inserts` to the main map.
+pub fn rewrite(
+    text: &str,
+    format: Format,
+    host: &Host,
+    maps: &[&[&str]],
+    decide: &mut dyn FnMut(&EntryFacts) -> Action,
+    inserts: &[Insert],
+) -> Result<Rewrite, EditError> {
+    Ok(match format {
+        Format::Json => json_edit::rewrite(text, host, maps, decide, inserts)?,
+        Format::Toml => toml_edit_file::rewrite(text, host, maps, decide, inserts)?,
+    })
+}
+
+/// What `install` needs to know besides the file.
+#[derive(Debug, Clone)]
+pub struct InstallOptions {
+    /// The command the host will start: airlock's absolute path.
+    pub airlock: String,
+    /// Where the gateway config goes when remote servers are routed through `airlock serve`;
+    /// `None`: remote servers stay as they are.
+    pub gateway_config: Option<PathBuf>,
+}
+
+/// The name of the gateway entry `--gateway` adds.
+pub const GATEWAY_ENTRY: &str = "airlock";
+
+/// The install of one file: the rewritten text and, with `--gateway`, the gateway config to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallPlan {
+    pub rewrite: Rewrite,
+    /// `(path, text)` of the `airlock serve` config holding the remote servers moved out.
+    pub gateway: Option<(PathBuf, String)>,
+}
+
+/// Plans the install of one host file. Pure.
+pub fn plan_install(
+    text: &str,
+    format: Format,
+    host: &Host,
+    maps: &[&[&str]],
+    options: &InstallOptions,
+) -> Result<InstallPlan, EditError> {
+    let gateway = options.gateway_config.is_some();
+    let mut decide = |facts: &EntryFacts| entry::decide_install(facts, &options.airlock, gateway);
+    let first = rewrite(text, format, host, maps, &mut decide, &[])?;
+    let Some(config_path) = options.gateway_config.as_ref().filter(|_| !first.removed.is_empty())
+    else {
+        return Ok(InstallPlan {
+            rewrite: first,
+            gateway: None,
+        });
+    };
+    let insert = Insert {
+        name: GATEWAY_ENTRY.to_string(),
+        value: InsertValue::Stdio {
+            command: options.airlock.clone(),
+            args: vec![
+                "serve".into(),
+                "--config".into(),
+                config_path.display().to_string(),
+            ],
+        },
+    };
+    let second = rewrite(text, format, host, maps, &mut decide, &[insert])?;
+    let config = gateway_config_text(&first.removed);
+    Ok(InstallPlan {
+        rewrite: second,
+        gateway: Some((config_path.clone(), config)),
+    })
+}
+
+/// Plans the uninstall of one host file: unwraps airlock's entries, drops its gateway entry and
+/// puts back what the install moved out. Pure.
+pub fn plan_uninstall(
+    text: &str,
+    format: Format,
+    host: &Host,
+    maps: &[&[&str]],
+    scope: UninstallScope<'_>,
+    restore: &[Removed],
+) -> Result<Rewrite, EditError> {
+    let inserts: Vec<Insert> = restore
+        .iter()
+        .map(|removed| Insert {
+            name: removed.name.clone(),
+            value: InsertValue::Raw(removed.text.clone()),
+        })
+        .collect();
+    let mut decide = |facts: &EntryFacts| entry::decide_uninstall(facts, scope);
+    rewrite(text, format, host, maps, &mut decide, &inserts)
+}
+
+/// An `airlock.toml` declaring the remote servers `--gateway` moved out of a host file.
+pub fn gateway_config_text(removed: &[Removed]) -> String {
+    let mut doc = toml_edit::DocumentMut::new();
+    let mut servers = toml_edit::Table::new();
+    servers.set_implicit(true);
+    for entry in removed {
+        let Some(remote) = &entry.remote else { continue };
+        let mut table = toml_edit::Table::new();
+        if remote.sse {
+            table.insert("transport", toml_edit::value("sse"));
+        }
+        table.insert("url", toml_edit::value(remote.url.as_str()));
+        if !remote.headers.is_empty() {
+            let mut headers = toml_edit::InlineTable::new();
+            for (key, value) in &remote.headers {
+                headers.insert(key, value.as_str().into());
+            }
+            table.insert("headers", toml_edit::value(headers));
+        }
+        servers.insert(&entry::server_name(&entry.name), toml_edit::Item::Table(table));
+    }
+    doc.insert("servers", toml_edit::Item::Table(servers));
+    format!(
+        "# Written by `airlock install --gateway`: the remote servers of a host's config, served\n\
+         # through `airlock serve` (gated and audited). `airlock uninstall` puts them back.\n{doc}"
+    )
+}
+
+/// Where a host's files are: the environment facts paths are built from.
+#[derive(Debug, Clone, Default)]
+pub struct HostEnv {
+    pub home: Option<PathBuf>,
+    pub xdg_config_home: Option<PathBuf>,
+    pub codex_home: Option<PathBuf>,
+    pub project: PathBuf,
+}
+
+impl HostEnv {
+    /// From environment variables (only absolute values count) and the project directory.
+    pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>, project: &Path) -> HostEnv {
+        let absolute = |name: &str| {
+            lookup(name)
+                .map(PathBuf::from)
+                .filter(|path| path.is_absolute())
+        };
+        HostEnv {
+            home: absolute("HOME"),
+            xdg_config_home: absolute("XDG_CONFIG_HOME"),
+            codex_home: absolute("CODEX_HOME"),
+            project: project.to_path_buf(),
+        }
+    }
+
+    /// The path of `file`, or `None` when the environment does not say (no `HOME`).
+    pub fn path_of(&self, file: &HostFile) -> Option<PathBuf> {
+        let base = match file.base {
+            Base::Home => self.home.clone()?,
+            Base::XdgConfig => self
+                .xdg_config_home
+                .clone()
+                .or_else(|| self.home.as_ref().map(|h| h.join(".config")))?,
+            Base::CodexHome => self
+                .codex_home
+                .clone()
+                .or_else(|| self.home.as_ref().map(|h| h.join(".codex")))?,
+            Base::Project => self.project.clone(),
+        };
+        Some(base.join(file.relative))
+    }
+}
+
+/// One line per entry: what install/uninstall did (or would do) to it.
+pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
+    rewrite
+        .entries
+        .iter()
+        .map(|(facts, action)| {
+            let what = match action {
+                Action::Wrap { .. } => format!(
+                    "wrapped in `airlock run --name {}`",
+                    entry::server_name(&facts.name)
+                ),
+                Action::Unwrap { command, .. } => format!("unwrapped: starts `{command}` again"),
+                Action::Remove if facts.map == 0 => match &facts.shape {
+                    entry::Shape::Remote(_) => "moved behind the airlock gateway".to_string(),
+                    _ => "removed (airlock's gateway entry)".to_string(),
+                },
+                Action::Remove => "removed".to_string(),
+                Action::Keep(kept) => match kept {
+                    Kept::AlreadyWrapped => "already wrapped".to_string(),
+                    Kept::Gateway => "already an airlock gateway".to_string(),
+                    Kept::Remote => {
+                        "remote server: left alone (--gateway routes it through airlock serve)"
+                            .to_string()
+                    }
+                    Kept::RemoteNotMain => {
+                        "remote server: left alone (--gateway moves only the main map's)".into()
+                    }
+                    Kept::RemoteUnmovable(why) => format!("remote server: left alone ({why})"),
+                    Kept::NotUnderstood(why) => format!("left alone: {why}"),
+                    Kept::NotWrapped => "not wrapped by airlock".to_string(),
+                    Kept::NotOurs => "wrapped, but not by this install: left alone".to_string(),
+                },
+            };
+            let place = if facts.map == 0 {
+                String::new()
+            } else {
+                format!(" (in {})", facts.map_label)
+            };
+            format!("{}{place}: {what}", facts.name)
+        })
+        .collect()
+}
+
+/// A unified diff of `before` → `after`, labelled with the file's path.
+pub fn diff(path: &Path, before: &str, after: &str) -> String {
+    let label = path.display().to_string();
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&label, &format!("{label} (after airlock)"))
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,299 @@
+use super::entry::{Shape, UninstallScope};
+use super::*;
+
+const AIRLOCK: &str = "/usr/local/bin/airlock";
+
+fn host(id: &str) -> &'static Host {
+    hosts::find(id).unwrap()
+}
+
+fn install(id: &str, text: &str) -> Rewrite {
+    let host = host(id);
+    let file = &host.files[0];
+    let options = InstallOptions {
+        airlock: AIRLOCK.into(),
+        gateway_config: None,
+    };
+    plan_install(text, file.format, host, file.server_maps, &options)
+        .unwrap()
+        .rewrite
+}
+
+fn uninstall_all(id: &str, text: &str) -> Rewrite {
+    let host = host(id);
+    let file = &host.files[0];
+    let scope = UninstallScope {
+        wrapped: None,
+        gateway: None,
+    };
+    plan_uninstall(text, file.format, host, file.server_maps, scope, &[]).unwrap()
+}
+
+/// The stdio command line of entry `name` in the rewritten text, as the host would read it.
+fn argv(id: &str, text: &str, name: &str) -> (String, Vec<String>) {
+    let host = host(id);
+    let file = &host.files[0];
+    let mut found = None;
+    let mut look = |facts: &EntryFacts| {
+        if facts.name == name
+            && let Shape::Stdio { command, args, .. } = &facts.shape
+        {
+            found = Some((command.clone(), args.clone()));
+        }
+        Action::Keep(Kept::NotWrapped)
+    };
+    rewrite(text, file.format, host, file.server_maps, &mut look, &[]).unwrap();
+    found.unwrap()
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+const CLAUDE_CODE: &str = r#"{
+  "numStartups": 12,
+  "mcpServers": {
+    "fs": {
+      "type": "stdio",
+      "command": "npx",
+      "args": [
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/home/me/notes"
+      ],
+      "env": {
+        "LOG_LEVEL": "info"
+      }
+    },
+    "linear": {
+      "type": "http",
+      "url": "https://mcp.linear.app/mcp"
+    }
+  },
+  "projects": {
+    "/home/me/app": {
+      "allowedTools": [],
+      "mcpServers": {
+        "db": {"command": "uvx", "args": ["mcp-server-sqlite"]}
+      }
+    }
+  }
+}
+"#;
+
+#[test]
+fn claude_code_wraps_user_and_per_project_servers_and_leaves_the_rest_byte_for_byte() {
+    let done = install("claude-code", CLAUDE_CODE);
+    assert_eq!(done.wrapped(), strings(&["fs", "db"]));
+    let (command, args) = argv("claude-code", &done.text, "fs");
+    assert_eq!(command, AIRLOCK);
+    assert_eq!(
+        args,
+        strings(&[
+            "run",
+            "--name",
+            "fs",
+            "--allow-env=LOG_LEVEL",
+            "--",
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/me/notes"
+        ])
+    );
+    assert!(done.text.contains("        \"run\",\n        \"--name\",\n"), "multi-line arrays stay multi-line:\n{}", done.text);
+    assert!(done.text.contains(r#""args": ["run", "--name", "db", "--", "uvx", "mcp-server-sqlite"]"#));
+    assert!(done.text.starts_with("{\n  \"numStartups\": 12,\n"));
+    let lines = summary_lines(&done);
+    assert!(lines.iter().any(|l| l.starts_with("linear: remote server: left alone")));
+    assert!(lines.iter().any(|l| l == "db (in projects./home/me/app.mcpServers): wrapped in `airlock run --name db`"));
+
+    // A second install changes nothing.
+    let again = install("claude-code", &done.text);
+    assert_eq!(again.text, done.text);
+    assert!(again.wrapped().is_empty());
+
+    // Unwrapping gives back exactly the original text when args were there to begin with.
+    let undone = uninstall_all("claude-code", &done.text);
+    assert_eq!(undone.text, CLAUDE_CODE);
+}
+
+const ZED: &str = r#"// Zed settings
+//
+// For information on how to configure Zed, see the Zed documentation.
+{
+  "theme": "One Dark", // the default
+  "context_servers": {
+    "git": {
+      "source": "custom",
+      "command": "uvx",
+      "args": ["mcp-server-git", "--repository", "/home/me/src"],
+      "env": {},
+    },
+    // the old shape
+    "time": {
+      "command": {
+        "path": "/usr/bin/python3",
+        "args": ["-m", "mcp_server_time"],
+        "env": {"TZ": "UTC"}
+      },
+      "settings": {}
+    },
+    "remote": { "url": "https://example.com/mcp" },
+  },
+}
+"#;
+
+#[test]
+fn zed_jsonc_keeps_comments_trailing_commas_and_the_old_nested_shape() {
+    let done = install("zed", ZED);
+    assert_eq!(done.wrapped(), strings(&["git", "time"]));
+    assert!(done.text.starts_with("// Zed settings\n//\n"));
+    assert!(done.text.contains("// the old shape"));
+    assert!(done.text.contains("\"env\": {},\n    },"));
+    let (command, args) = argv("zed", &done.text, "time");
+    assert_eq!(command, AIRLOCK);
+    assert_eq!(
+        args,
+        strings(&["run", "--name", "time", "--allow-env=TZ", "--", "/usr/bin/python3", "-m", "mcp_server_time"])
+    );
+    assert_eq!(install("zed", &done.text).text, done.text);
+    assert_eq!(uninstall_all("zed", &done.text).text, ZED);
+}
+
+const VSCODE: &str = r#"{
+	"inputs": [{"type": "promptString", "id": "token", "password": true}],
+	"servers": {
+		"memory": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "cwd": "${workspaceFolder}"},
+		"bare": {"type": "stdio", "command": "/opt/mcp/bare-server"},
+		"github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/", "headers": {"Authorization": "Bearer ${input:token}"}}
+	}
+}
+"#;
+
+#[test]
+fn vscode_servers_shape_gets_args_when_it_had_none() {
+    let done = install("vscode", VSCODE);
+    assert_eq!(done.wrapped(), strings(&["memory", "bare"]));
+    assert!(done.text.contains(
+        "\"command\": \"/usr/local/bin/airlock\", \"args\": [\"run\", \"--name\", \"bare\", \"--\", \"/opt/mcp/bare-server\"]"
+    ), "{}", done.text);
+    assert!(done.text.contains("\"cwd\": \"${workspaceFolder}\""));
+    // Unwrapped again, `bare` keeps an empty `args` (the only difference from the original).
+    let undone = uninstall_all("vscode", &done.text);
+    assert_eq!(argv("vscode", &undone.text, "bare"), ("/opt/mcp/bare-server".into(), vec![]));
+    assert_eq!(
+        undone.text.replace(", \"args\": []", ""),
+        VSCODE
+    );
+}
+
+const CODEX: &str = r#"model = "o4-mini"
+
+# Filesystem access for the notes folder.
+[mcp_servers.fs]
+command = "npx"   # from npm
+args = [
+    "-y",
+    "@modelcontextprotocol/server-filesystem",
+    "/home/me/notes",
+]
+env_vars = ["HOME_NOTES"]
+
+[mcp_servers.fs.env]
+LOG_LEVEL = "debug"
+
+[mcp_servers.time]
+command = "uvx"
+args = ["mcp-server-time"]
+
+[mcp_servers.docs]
+url = "https://mcp.example.com/mcp"
+bearer_token_env_var = "DOCS_TOKEN"
+"#;
+
+#[test]
+fn codex_toml_keeps_comments_and_layout() {
+    let done = install("codex", CODEX);
+    assert_eq!(done.wrapped(), strings(&["fs", "time"]));
+    assert!(done.text.contains("# Filesystem access for the notes folder.\n[mcp_servers.fs]\n"));
+    assert!(done.text.contains(&format!("command = \"{AIRLOCK}\"   # from npm")), "{}", done.text);
+    assert!(done.text.contains("args = [\n    \"run\",\n    \"--name\",\n    \"fs\",\n    \"--allow-env=LOG_LEVEL,HOME_NOTES\",\n    \"--\",\n    \"npx\",\n    \"-y\","), "{}", done.text);
+    assert!(done.text.contains("args = [\"run\", \"--name\", \"time\", \"--\", \"uvx\", \"mcp-server-time\"]"), "{}", done.text);
+    assert_eq!(install("codex", &done.text).text, done.text);
+    assert_eq!(uninstall_all("codex", &done.text).text, CODEX);
+}
+
+#[test]
+fn gateway_moves_remote_servers_behind_airlock_serve_and_uninstall_puts_them_back() {
+    let text = r#"{
+  "mcpServers": {
+    "local": {"command": "node", "args": ["server.js"]},
+    "docs": {"url": "https://docs.example.com/mcp", "headers": {"Authorization": "Bearer ${env:DOCS}"}}
+  }
+}
+"#;
+    let cursor = host("cursor");
+    let file = &cursor.files[0];
+    let options = InstallOptions {
+        airlock: AIRLOCK.into(),
+        gateway_config: Some(PathBuf::from("/home/me/.config/airlock/hosts/cursor.toml")),
+    };
+    let plan = plan_install(text, file.format, cursor, file.server_maps, &options).unwrap();
+    let after = &plan.rewrite.text;
+    assert!(!after.contains("docs.example.com"), "{after}");
+    assert!(after.contains("\"airlock\": {\"command\": \"/usr/local/bin/airlock\", \"args\": [\"serve\", \"--config\", \"/home/me/.config/airlock/hosts/cursor.toml\"]}"), "{after}");
+    let (path, config) = plan.gateway.unwrap();
+    assert!(path.ends_with("cursor.toml"));
+    let parsed: toml::Table = toml::from_str(&config).unwrap();
+    assert_eq!(parsed["servers"]["docs"]["url"].as_str(), Some("https://docs.example.com/mcp"));
+    assert_eq!(parsed["servers"]["docs"]["headers"]["Authorization"].as_str(), Some("Bearer ${env:DOCS}"));
+    // The gateway config is a config airlock itself loads.
+    let loaded = crate::config::parse(Path::new("cursor.toml"), config.clone(), &|_| Some("t".into())).unwrap();
+    assert_eq!(loaded.servers[0].name, "docs");
+
+    let scope = UninstallScope {
+        wrapped: Some(&["local".to_string()]),
+        gateway: Some(GATEWAY_ENTRY),
+    };
+    let undone = plan_uninstall(after, file.format, cursor, file.server_maps, scope, &plan.rewrite.removed).unwrap();
+    assert!(undone.text.contains("\"docs\": {\"url\": \"https://docs.example.com/mcp\", \"headers\": {\"Authorization\": \"Bearer ${env:DOCS}\"}}"), "{}", undone.text);
+    assert!(!undone.text.contains("\"airlock\""), "{}", undone.text);
+    assert_eq!(argv("cursor", &undone.text, "local"), ("node".into(), strings(&["server.js"])));
+}
+
+#[test]
+fn hosts_paths_follow_the_environment() {
+    let env = HostEnv::from_lookup(
+        &|name| match name {
+            "HOME" => Some("/home/me".into()),
+            "XDG_CONFIG_HOME" => Some("relative/ignored".into()),
+            "CODEX_HOME" => Some("/srv/codex".into()),
+            _ => None,
+        },
+        Path::new("/work/app"),
+    );
+    let path = |id: &str, index: usize| env.path_of(&host(id).files[index]).unwrap();
+    assert_eq!(path("claude-desktop", 0), PathBuf::from("/home/me/.config/Claude/claude_desktop_config.json"));
+    assert_eq!(path("claude-code", 0), PathBuf::from("/home/me/.claude.json"));
+    assert_eq!(path("claude-code", 1), PathBuf::from("/work/app/.mcp.json"));
+    assert_eq!(path("codex", 0), PathBuf::from("/srv/codex/config.toml"));
+    assert_eq!(path("zed", 0), PathBuf::from("/home/me/.config/zed/settings.json"));
+    assert_eq!(path("windsurf", 0), PathBuf::from("/home/me/.codeium/windsurf/mcp_config.json"));
+}
+
+#[test]
+fn a_broken_file_is_an_error_with_its_position() {
+    let err = plan_install(
+        "{\n  \"mcpServers\": {,}\n}",
+        Format::Json,
+        host("cursor"),
+        &[&["mcpServers"]],
+        &InstallOptions {
+            airlock: AIRLOCK.into(),
+            gateway_config: None,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.offset, Some(19));
+}
