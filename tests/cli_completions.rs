@@ -53,11 +53,22 @@ fn completion_scripts_parse_in_their_shells() {
     for (shell, checker) in [("bash", "bash"), ("zsh", "zsh"), ("fish", "fish")] {
         let script = generate(&["completions", shell]);
         let text = String::from_utf8(script.clone()).unwrap();
-        for sub in ["run", "serve", "status", "completions", "man"] {
+        for sub in [
+            "install",
+            "uninstall",
+            "run",
+            "serve",
+            "status",
+            "completions",
+            "man",
+        ] {
             assert!(text.contains(sub), "{shell} completions lack `{sub}`");
         }
         if !installed(checker) {
-            assert!(shell != "bash", "bash must be there to check the bash script");
+            assert!(
+                shell != "bash",
+                "bash must be there to check the bash script"
+            );
             eprintln!("{checker} not installed: only generated, not parsed");
             continue;
         }
@@ -92,7 +103,12 @@ fn the_man_page_renders_without_warnings() {
     let page = generate(&["man"]);
     let text = String::from_utf8(page.clone()).unwrap();
     assert!(text.contains(".TH airlock 1"));
-    for section in ["AIRLOCK RUN", "AIRLOCK SERVE", "AIRLOCK CHECK", "AIRLOCK COMPLETIONS"] {
+    for section in [
+        "AIRLOCK RUN",
+        "AIRLOCK SERVE",
+        "AIRLOCK CHECK",
+        "AIRLOCK COMPLETIONS",
+    ] {
         assert!(text.contains(section), "man page lacks {section}");
     }
     if !installed("groff") {

@@ -201,11 +201,11 @@ fn time_through_airlock_run(home: &Home) -> (serde_json::Value, String) {
         line.clear();
         std::io::BufRead::read_line(&mut stdout, &mut line).unwrap_or(0) > 0
     } {
-        if let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) {
-            if msg["id"] == 2 {
-                answer = Some(msg);
-                break;
-            }
+        if let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line)
+            && msg["id"] == 2
+        {
+            answer = Some(msg);
+            break;
         }
     }
     drop(stdin);

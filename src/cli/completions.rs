@@ -71,7 +71,12 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
     for sub in &visible {
         let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
         out.extend_from_slice(
-            format!(".TP\n\\fBairlock {}\\fR\n{}\n", sub.get_name(), roff_escape(&about)).as_bytes(),
+            format!(
+                ".TP\n\\fBairlock {}\\fR\n{}\n",
+                sub.get_name(),
+                roff_escape(&about)
+            )
+            .as_bytes(),
         );
     }
     for sub in visible {

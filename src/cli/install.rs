@@ -14,18 +14,20 @@ use crate::install::entry::UninstallScope;
 use crate::install::hosts::{self, Format, Host, Scope};
 use crate::install::record::{self, InstallRecord, Step};
 use crate::install::{self as plan, HostEnv, InstallOptions, Removed, Rewrite};
-use crate::sandbox::{AirlockDirs, HostFacts};
+use crate::paths::{EnvVars, UserDirs};
 
 /// Wrap every stdio MCP server of a host in `airlock run` (no HOST: list hosts and what would change).
 #[derive(Debug, Args)]
-#[command(after_help = "Hosts: claude-desktop, claude-code, cursor, vscode, windsurf, gemini, codex, zed.\n\n\
+#[command(
+    after_help = "Hosts: claude-desktop, claude-code, cursor, vscode, windsurf, gemini, codex, zed.\n\n\
 Examples:\n  airlock install                       # which hosts are here, and what would change\n  \
 airlock install claude-code --dry-run  # the diff, nothing written\n  \
 airlock install cursor                 # wrap, with a backup; restart Cursor afterwards\n  \
 airlock install claude-code --project  # also ./.mcp.json\n  \
 airlock install vscode --gateway       # remote servers too, through `airlock serve`\n\n\
 Each change is written atomically after a backup under $XDG_STATE_HOME/airlock/installs/;\n\
-`airlock uninstall HOST` undoes it.")]
+`airlock uninstall HOST` undoes it."
+)]
 pub struct InstallArgs {
     /// The host: claude-desktop, claude-code, cursor, vscode, windsurf, gemini, codex or zed.
     pub host: Option<String>,
@@ -38,8 +40,10 @@ pub struct InstallArgs {
 
 /// Undo `airlock install HOST`: restore the file byte for byte, or unwrap airlock's entries.
 #[derive(Debug, Args)]
-#[command(after_help = "When the file is exactly as airlock wrote it, the backup goes back byte for byte;\n\
-when the host or you changed it since, only airlock's part is taken out.")]
+#[command(
+    after_help = "When the file is exactly as airlock wrote it, the backup goes back byte for byte;\n\
+when the host or you changed it since, only airlock's part is taken out."
+)]
 pub struct UninstallArgs {
     /// The host the install was for.
     pub host: String,
@@ -72,12 +76,23 @@ struct Target {
 fn host_env() -> Result<HostEnv, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|err| CliError::Failure(anyhow::anyhow!("no current directory: {err}")))?;
-    Ok(HostEnv::from_lookup(&|name| std::env::var(name).ok(), &cwd))
+    Ok(HostEnv::from_env(&EnvVars::from_process(), &cwd))
 }
 
-fn dirs() -> AirlockDirs {
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    AirlockDirs::from_env(&env, HostFacts::detect().is_root)
+/// airlock's own state and config directories (records and backups; gateway configs).
+struct Dirs {
+    state: PathBuf,
+    config: PathBuf,
+}
+
+fn dirs() -> Result<Dirs, CliError> {
+    let user = UserDirs::from_env(&EnvVars::from_process());
+    match (user.state_dir(), user.config_dir()) {
+        (Some(state), Some(config)) => Ok(Dirs { state, config }),
+        _ => Err(CliError::Failure(anyhow::anyhow!(
+            "neither HOME nor XDG_STATE_HOME/XDG_CONFIG_HOME is set: airlock has nowhere to keep backups"
+        ))),
+    }
 }
 
 /// The files of `host` to edit: `--config`, else the existing user files (and project files
@@ -117,7 +132,9 @@ fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>,
         if file.scope == Scope::Project && !args.project {
             continue;
         }
-        let Some(path) = env.path_of(file) else { continue };
+        let Some(path) = env.path_of(file) else {
+            continue;
+        };
         if path.is_file() {
             found.push(Target {
                 path,
@@ -152,8 +169,9 @@ fn read_text(path: &Path) -> Result<String, CliError> {
 fn edit_error(path: &Path, text: &str, err: &plan::EditError) -> CliError {
     let position = err.offset.map(|offset| LineCol::from_offset(text, offset));
     CliError::BadInput(
-        SourceError::new(path, position, err.message.clone())
-            .with_fix("correct the file by hand (airlock changes nothing in a file it cannot read)"),
+        SourceError::new(path, position, err.message.clone()).with_fix(
+            "correct the file by hand (airlock changes nothing in a file it cannot read)",
+        ),
     )
 }
 
@@ -162,14 +180,14 @@ fn edit_error(path: &Path, text: &str, err: &plan::EditError) -> CliError {
 fn airlock_command() -> Result<String, CliError> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
-        .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot find airlock's own path: {err}")))?;
+        .map_err(|err| {
+            CliError::Failure(anyhow::anyhow!("cannot find airlock's own path: {err}"))
+        })?;
     Ok(exe.display().to_string())
 }
 
-fn gateway_config_path(dirs: &AirlockDirs, host: &Host, target: &Target) -> Result<PathBuf, CliError> {
-    let base = dirs.config_dir.clone().ok_or_else(|| {
-        CliError::Failure(anyhow::anyhow!("no config directory (set HOME or XDG_CONFIG_HOME)"))
-    })?;
+fn gateway_config_path(dirs: &Dirs, host: &Host, target: &Target) -> PathBuf {
+    let base = &dirs.config;
     let name = match target.scope {
         Scope::User if target.path.file_name().is_some() => format!("{}.toml", host.id),
         _ => {
@@ -177,7 +195,7 @@ fn gateway_config_path(dirs: &AirlockDirs, host: &Host, target: &Target) -> Resu
             format!("{}-{}.toml", host.id, &digest[..12])
         }
     };
-    Ok(base.join("hosts").join(name))
+    base.join("hosts").join(name)
 }
 
 fn print_report(out: &mut String, target: &Target, rewrite: &Rewrite) {
@@ -197,13 +215,13 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
         return list_hosts(&env);
     };
     let host = hosts::find(id).ok_or_else(|| unknown_host(id))?;
-    let dirs = dirs();
+    let dirs = dirs()?;
     let airlock = airlock_command()?;
     let mut out = String::new();
     for target in targets(host, &args.target, &env)? {
         let text = read_text(&target.path)?;
         let gateway_config = if args.gateway {
-            Some(gateway_config_path(&dirs, host, &target)?)
+            Some(gateway_config_path(&dirs, host, &target))
         } else {
             None
         };
@@ -226,10 +244,18 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
             continue;
         }
         let backup = commit_install(&dirs, host, &target, &text, &planned)?;
-        let _ = writeln!(out, "  written; the previous file is saved as {}", backup.display());
+        let _ = writeln!(
+            out,
+            "  written; the previous file is saved as {}",
+            backup.display()
+        );
     }
     if !args.target.dry_run && out.contains("  written;") {
-        let _ = writeln!(out, "Restart {} so it starts the servers through airlock.", host.name);
+        let _ = writeln!(
+            out,
+            "Restart {} so it starts the servers through airlock.",
+            host.name
+        );
     }
     print!("{out}");
     Ok(ExitCode::SUCCESS)
@@ -237,14 +263,15 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
 
 /// Backs up, writes the gateway config (if any) and the host file, and records the step.
 fn commit_install(
-    dirs: &AirlockDirs,
+    dirs: &Dirs,
     host: &Host,
     target: &Target,
     before: &str,
     planned: &plan::InstallPlan,
 ) -> Result<PathBuf, CliError> {
-    let failure = |what: &str, err: std::io::Error| CliError::Failure(anyhow::anyhow!("{what}: {err}"));
-    let record_file = record::record_path(&dirs.state_dir, host.id, &target.path);
+    let failure =
+        |what: &str, err: std::io::Error| CliError::Failure(anyhow::anyhow!("{what}: {err}"));
+    let record_file = record::record_path(&dirs.state, host.id, &target.path);
     let mut saved = record::load(&record_file)
         .map_err(|err| failure(&format!("cannot read {}", record_file.display()), err))?
         .unwrap_or_else(|| InstallRecord {
@@ -289,20 +316,26 @@ fn commit_install(
 pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
     let env = host_env()?;
     let host = hosts::find(&args.host).ok_or_else(|| unknown_host(&args.host))?;
-    let dirs = dirs();
+    let dirs = dirs()?;
     let mut out = String::new();
     for target in targets(host, &args.target, &env)? {
         let text = read_text(&target.path)?;
-        let record_file = record::record_path(&dirs.state_dir, host.id, &target.path);
+        let record_file = record::record_path(&dirs.state, host.id, &target.path);
         let saved = record::load(&record_file).map_err(|err| {
-            CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", record_file.display()))
+            CliError::Failure(anyhow::anyhow!(
+                "cannot read {}: {err}",
+                record_file.display()
+            ))
         })?;
         let steps = saved.as_ref().map(|r| r.steps.clone()).unwrap_or_default();
         let undone = record::undo(&steps, text.as_bytes(), &|p| std::fs::read(p))
             .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot undo the install: {err}")))?;
         let restored = match undone.restored {
             Some(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
-                CliError::Failure(anyhow::anyhow!("the backup of {} is not text", target.path.display()))
+                CliError::Failure(anyhow::anyhow!(
+                    "the backup of {} is not text",
+                    target.path.display()
+                ))
             })?),
             None => None,
         };
@@ -312,7 +345,10 @@ pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
         if restored.is_some() {
             let _ = writeln!(out, "  restored byte for byte from the backup");
         }
-        for line in plan::summary_lines(&after).iter().filter(|l| l.contains("unwrapped") || l.contains("removed")) {
+        for line in plan::summary_lines(&after)
+            .iter()
+            .filter(|l| l.contains("unwrapped") || l.contains("removed"))
+        {
             let _ = writeln!(out, "  {line}");
         }
         if after.text == text {
@@ -323,9 +359,14 @@ pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
             out.push_str(&plan::diff(&target.path, &text, &after.text));
             continue;
         }
-        record::replace_file(&target.path, text.as_bytes(), after.text.as_bytes()).map_err(|err| {
-            CliError::Failure(anyhow::anyhow!("cannot write {}: {err}", target.path.display()))
-        })?;
+        record::replace_file(&target.path, text.as_bytes(), after.text.as_bytes()).map_err(
+            |err| {
+                CliError::Failure(anyhow::anyhow!(
+                    "cannot write {}: {err}",
+                    target.path.display()
+                ))
+            },
+        )?;
         for step in &steps {
             if let Some((_, config)) = &step.gateway {
                 let _ = std::fs::remove_file(config);
@@ -389,7 +430,14 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
                 continue;
             };
             found += 1;
-            let _ = writeln!(out, "{} [{}] {} ({} scope)", host.name, host.id, path.display(), file.scope);
+            let _ = writeln!(
+                out,
+                "{} [{}] {} ({} scope)",
+                host.name,
+                host.id,
+                path.display(),
+                file.scope
+            );
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
                 Err(err) => {
@@ -414,8 +462,15 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
                 }
                 Err(err) => {
                     let at = err.offset.map(|o| LineCol::from_offset(&text, o));
-                    let where_ = at.map(|a| format!(":{}:{}", a.line, a.column)).unwrap_or_default();
-                    let _ = writeln!(out, "  cannot edit it ({}{where_}: {})", path.display(), err.message);
+                    let where_ = at
+                        .map(|a| format!(":{}:{}", a.line, a.column))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "  cannot edit it ({}{where_}: {})",
+                        path.display(),
+                        err.message
+                    );
                 }
             }
         }
@@ -427,7 +482,10 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
             hosts::ids().join(", ")
         );
     } else {
-        let _ = writeln!(out, "\nRun `airlock install HOST` to wrap a host's servers (`--dry-run` shows the diff).");
+        let _ = writeln!(
+            out,
+            "\nRun `airlock install HOST` to wrap a host's servers (`--dry-run` shows the diff)."
+        );
     }
     print!("{out}");
     Ok(ExitCode::SUCCESS)

@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// server is exactly as confined as any other.
     #[arg(long)]
     pub trust: bool,
+    /// Pass these variables of airlock's own environment on to the server (comma-separated or
+    /// repeated), as a server config's `env` does. `airlock install` adds it for the keys of a
+    /// host entry's `env`, which the host sets on airlock.
+    #[arg(long = "allow-env", value_name = "NAME", value_delimiter = ',')]
+    pub allow_env: Vec<String>,
     /// Seconds a tool call may take before the host gets an error and the server a cancellation;
     /// 0 disables the limit.
     #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
@@ -105,10 +110,10 @@ pub fn derive_server_name(command: &[String]) -> String {
     let mut args = command[1..].iter();
     let mut positional = None;
     while let Some(arg) = args.next() {
-        if arg == "-m" {
-            if let Some(module) = args.next() {
-                return sanitize(module.rsplit('.').next().unwrap_or(module).trim());
-            }
+        if arg == "-m"
+            && let Some(module) = args.next()
+        {
+            return sanitize(module.rsplit('.').next().unwrap_or(module).trim());
         }
         if VALUE_OPTIONS.contains(&arg.as_str()) {
             args.next();
@@ -162,6 +167,33 @@ fn sanitize(raw: &str) -> String {
     crate::config::sanitize_server_name(raw)
 }
 
+/// The `--allow-env` variables that are set, as the server's own environment entries. Their
+/// values are treated as secret in every human-facing output.
+fn allowed_env(
+    names: &[String],
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<std::collections::BTreeMap<String, crate::config::ConfigValue>, CliError> {
+    let mut env = std::collections::BTreeMap::new();
+    for name in names {
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(CliError::Refused(format!(
+                "--allow-env {name:?} is not a variable name; write e.g. --allow-env=GITHUB_TOKEN"
+            )));
+        }
+        if let Some(value) = lookup(name) {
+            let value = crate::config::ConfigValue {
+                value,
+                secret: true,
+            };
+            env.insert(name.clone(), value);
+        }
+    }
+    Ok(env)
+}
+
 fn exit_detail(summary: &ExitSummary) -> (serde_json::Value, u8) {
     let mut detail = json!({"ended_by": format!("{:?}", summary.ended_by).to_lowercase()});
     if let Some(step) = summary.helper_step {
@@ -201,7 +233,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         .command
         .split_first()
         .ok_or_else(|| CliError::Refused("no server command after `--`".into()))?;
-    let server = ServerConfig::stdio(&name, program, program_args, args.trust);
+    let mut server = ServerConfig::stdio(&name, program, program_args, args.trust);
+    server.env = allowed_env(&args.allow_env, &|n| std::env::var(n).ok())?;
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let launch = process_launch::prepare(&server, &policy, &context).map_err(|err| match err {
         LaunchError::Refused(reason) => CliError::Refused(reason),
@@ -390,6 +423,17 @@ mod tests {
         );
         assert_eq!(name("./my__odd server"), "my_odd");
         assert_eq!(name("npx"), "npx");
+    }
+
+    #[test]
+    fn allow_env_passes_set_variables_and_refuses_bad_names() {
+        let lookup = |name: &str| (name == "TOKEN").then(|| "t0k".to_string());
+        let env = allowed_env(&["TOKEN".into(), "UNSET".into()], &lookup).unwrap();
+        assert_eq!(env.len(), 1);
+        assert_eq!(env["TOKEN"].value, "t0k");
+        assert!(env["TOKEN"].secret);
+        assert!(allowed_env(&["A=B".into()], &lookup).is_err());
+        assert!(allowed_env(&["1X".into()], &lookup).is_err());
     }
 
     #[test]

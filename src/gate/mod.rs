@@ -329,10 +329,10 @@ impl Gate {
         fx: &mut Effects,
     ) -> Verdict {
         let params = message.get("params");
-        if let Some(declared) = version::request_version(params) {
-            if self.version.as_deref() != Some(declared) {
-                self.version = Some(declared.to_string());
-            }
+        if let Some(declared) = version::request_version(params)
+            && self.version.as_deref() != Some(declared)
+        {
+            self.version = Some(declared.to_string());
         }
         let key = id_key(&id);
         let what = match method {

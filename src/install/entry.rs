@@ -47,7 +47,10 @@ pub enum Action {
         prepend: Vec<String>,
     },
     /// `command` becomes `command`; the first `drop` arguments go.
-    Unwrap { command: String, drop: usize },
+    Unwrap {
+        command: String,
+        drop: usize,
+    },
     /// The entry leaves this file (a remote server moved behind the gateway, or airlock's
     /// own gateway entry on uninstall).
     Remove,
@@ -76,7 +79,9 @@ pub enum Kept {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AirlockUse {
     /// `airlock run ... -- CMD ARGS`: `args[inner]` is the server's own command.
-    Run { inner: usize },
+    Run {
+        inner: usize,
+    },
     Serve,
 }
 

@@ -263,7 +263,11 @@ mod tests {
     #[test]
     fn every_host_has_a_user_file_and_unique_id() {
         for host in HOSTS {
-            assert!(host.files.iter().any(|f| f.scope == Scope::User), "{}", host.id);
+            assert!(
+                host.files.iter().any(|f| f.scope == Scope::User),
+                "{}",
+                host.id
+            );
             assert_eq!(HOSTS.iter().filter(|h| h.id == host.id).count(), 1);
             for file in host.files {
                 assert!(!file.server_maps.is_empty());

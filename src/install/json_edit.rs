@@ -196,10 +196,7 @@ fn unwrap_splices(entry: &Node, command: &str, drop: usize) -> Vec<Splice> {
         span: program.value.span.clone(),
         text: quote(command),
     }];
-    let items = holder
-        .get("args")
-        .and_then(Node::items)
-        .unwrap_or_default();
+    let items = holder.get("args").and_then(Node::items).unwrap_or_default();
     if let (Some(first), Some(last_dropped)) = (items.first(), items.get(drop.saturating_sub(1))) {
         let end = items
             .get(drop)
@@ -326,10 +323,13 @@ pub fn rewrite(
         }
     }
     if !inserts.is_empty() {
-        let main = found.iter().find(|map| map.index == 0).ok_or_else(|| JsoncError {
-            offset: 0,
-            message: format!("no `{}` object to add to", maps[0].join(".")),
-        })?;
+        let main = found
+            .iter()
+            .find(|map| map.index == 0)
+            .ok_or_else(|| JsoncError {
+                offset: 0,
+                message: format!("no `{}` object to add to", maps[0].join(".")),
+            })?;
         let existing: Vec<&str> = main
             .node
             .members()
@@ -339,7 +339,10 @@ pub fn rewrite(
             .collect();
         let removed_all = main.node.members().unwrap_or_default().len() == result.removed.len();
         let mut combined = String::new();
-        for insert in inserts.iter().filter(|i| !existing.contains(&i.name.as_str())) {
+        for insert in inserts
+            .iter()
+            .filter(|i| !existing.contains(&i.name.as_str()))
+        {
             let value = match &insert.value {
                 super::InsertValue::Stdio { command, args } => entry_text(command, args),
                 super::InsertValue::Raw(raw) => raw.clone(),
@@ -354,7 +357,9 @@ pub fn rewrite(
         }
         if !combined.is_empty() {
             // Every member goes (or there were none): the map's whole text is replaced.
-            splices.retain(|s| !(s.span.start > main.node.span.start && s.span.end < main.node.span.end));
+            splices.retain(|s| {
+                !(s.span.start > main.node.span.start && s.span.end < main.node.span.end)
+            });
             splices.push(Splice {
                 span: main.node.span.clone(),
                 text: format!("{{ {combined} }}"),

@@ -234,7 +234,10 @@ impl Parser<'_> {
 
     fn scalar(&mut self) -> Result<Value, JsoncError> {
         let start = self.pos;
-        while matches!(self.peek(), Some(b'-' | b'+' | b'.' | b'0'..=b'9' | b'a'..=b'z' | b'E')) {
+        while matches!(
+            self.peek(),
+            Some(b'-' | b'+' | b'.' | b'0'..=b'9' | b'a'..=b'z' | b'E')
+        ) {
             self.pos += 1;
         }
         let word = &self.text[start..self.pos];
@@ -270,7 +273,9 @@ impl Parser<'_> {
     }
 
     fn escape(&mut self) -> Result<char, JsoncError> {
-        let c = self.peek().ok_or_else(|| self.error("unterminated escape"))?;
+        let c = self
+            .peek()
+            .ok_or_else(|| self.error("unterminated escape"))?;
         self.pos += 1;
         Ok(match c {
             b'"' => '"',
@@ -301,8 +306,7 @@ impl Parser<'_> {
             .text
             .get(self.pos..self.pos + 4)
             .ok_or_else(|| self.error("short \\u escape"))?;
-        let value =
-            u32::from_str_radix(digits, 16).map_err(|_| self.error("bad \\u escape"))?;
+        let value = u32::from_str_radix(digits, 16).map_err(|_| self.error("bad \\u escape"))?;
         self.pos += 4;
         Ok(value)
     }
@@ -337,7 +341,12 @@ mod tests {
 
     #[test]
     fn errors_say_where() {
-        for (text, offset) in [("{\"a\" 1}", 5), ("{\"a\": }", 6), ("[1, 2", 5), ("{} x", 3)] {
+        for (text, offset) in [
+            ("{\"a\" 1}", 5),
+            ("{\"a\": }", 6),
+            ("[1, 2", 5),
+            ("{} x", 3),
+        ] {
             let err = parse(text).unwrap_err();
             assert_eq!(err.offset, offset, "{text}: {err}");
         }

@@ -60,7 +60,10 @@ pub struct Insert {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InsertValue {
-    Stdio { command: String, args: Vec<String> },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+    },
     /// Text saved by [`Removed`], put back verbatim.
     Raw(String),
 }
@@ -138,7 +141,10 @@ pub fn plan_install(
     let gateway = options.gateway_config.is_some();
     let mut decide = |facts: &EntryFacts| entry::decide_install(facts, &options.airlock, gateway);
     let first = rewrite(text, format, host, maps, &mut decide, &[])?;
-    let Some(config_path) = options.gateway_config.as_ref().filter(|_| !first.removed.is_empty())
+    let Some(config_path) = options
+        .gateway_config
+        .as_ref()
+        .filter(|_| !first.removed.is_empty())
     else {
         return Ok(InstallPlan {
             rewrite: first,
@@ -191,7 +197,9 @@ pub fn gateway_config_text(removed: &[Removed]) -> String {
     let mut servers = toml_edit::Table::new();
     servers.set_implicit(true);
     for entry in removed {
-        let Some(remote) = &entry.remote else { continue };
+        let Some(remote) = &entry.remote else {
+            continue;
+        };
         let mut table = toml_edit::Table::new();
         if remote.sse {
             table.insert("transport", toml_edit::value("sse"));
@@ -204,7 +212,10 @@ pub fn gateway_config_text(removed: &[Removed]) -> String {
             }
             table.insert("headers", toml_edit::value(headers));
         }
-        servers.insert(&entry::server_name(&entry.name), toml_edit::Item::Table(table));
+        servers.insert(
+            &entry::server_name(&entry.name),
+            toml_edit::Item::Table(table),
+        );
     }
     doc.insert("servers", toml_edit::Item::Table(servers));
     format!(
@@ -224,16 +235,12 @@ pub struct HostEnv {
 
 impl HostEnv {
     /// From environment variables (only absolute values count) and the project directory.
-    pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>, project: &Path) -> HostEnv {
-        let absolute = |name: &str| {
-            lookup(name)
-                .map(PathBuf::from)
-                .filter(|path| path.is_absolute())
-        };
+    pub fn from_env(env: &(impl crate::paths::VarSource + ?Sized), project: &Path) -> HostEnv {
+        let dirs = crate::paths::UserDirs::from_env(env);
         HostEnv {
-            home: absolute("HOME"),
-            xdg_config_home: absolute("XDG_CONFIG_HOME"),
-            codex_home: absolute("CODEX_HOME"),
+            home: dirs.home,
+            xdg_config_home: dirs.xdg_config_home,
+            codex_home: env.absolute_path("CODEX_HOME"),
             project: project.to_path_buf(),
         }
     }

@@ -195,7 +195,10 @@ pub fn replace_file(path: &Path, expected: &[u8], bytes: &[u8]) -> io::Result<()
             .open(&temp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(metadata.mode() & 0o7777))?;
+        std::fs::set_permissions(
+            &temp,
+            std::fs::Permissions::from_mode(metadata.mode() & 0o7777),
+        )?;
         // Best effort: only root may give the file back to another owner.
         let _ = std::os::unix::fs::chown(&temp, Some(metadata.uid()), Some(metadata.gid()));
         if std::fs::read(&target)? != expected {

@@ -101,12 +101,26 @@ fn claude_code_wraps_user_and_per_project_servers_and_leaves_the_rest_byte_for_b
             "/home/me/notes"
         ])
     );
-    assert!(done.text.contains("        \"run\",\n        \"--name\",\n"), "multi-line arrays stay multi-line:\n{}", done.text);
-    assert!(done.text.contains(r#""args": ["run", "--name", "db", "--", "uvx", "mcp-server-sqlite"]"#));
+    assert!(
+        done.text
+            .contains("        \"run\",\n        \"--name\",\n"),
+        "multi-line arrays stay multi-line:\n{}",
+        done.text
+    );
+    assert!(
+        done.text
+            .contains(r#""args": ["run", "--name", "db", "--", "uvx", "mcp-server-sqlite"]"#)
+    );
     assert!(done.text.starts_with("{\n  \"numStartups\": 12,\n"));
     let lines = summary_lines(&done);
-    assert!(lines.iter().any(|l| l.starts_with("linear: remote server: left alone")));
-    assert!(lines.iter().any(|l| l == "db (in projects./home/me/app.mcpServers): wrapped in `airlock run --name db`"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("linear: remote server: left alone"))
+    );
+    assert!(lines.iter().any(
+        |l| l == "db (in projects./home/me/app.mcpServers): wrapped in `airlock run --name db`"
+    ));
 
     // A second install changes nothing.
     let again = install("claude-code", &done.text);
@@ -155,7 +169,16 @@ fn zed_jsonc_keeps_comments_trailing_commas_and_the_old_nested_shape() {
     assert_eq!(command, AIRLOCK);
     assert_eq!(
         args,
-        strings(&["run", "--name", "time", "--allow-env=TZ", "--", "/usr/bin/python3", "-m", "mcp_server_time"])
+        strings(&[
+            "run",
+            "--name",
+            "time",
+            "--allow-env=TZ",
+            "--",
+            "/usr/bin/python3",
+            "-m",
+            "mcp_server_time"
+        ])
     );
     assert_eq!(install("zed", &done.text).text, done.text);
     assert_eq!(uninstall_all("zed", &done.text).text, ZED);
@@ -181,11 +204,11 @@ fn vscode_servers_shape_gets_args_when_it_had_none() {
     assert!(done.text.contains("\"cwd\": \"${workspaceFolder}\""));
     // Unwrapped again, `bare` keeps an empty `args` (the only difference from the original).
     let undone = uninstall_all("vscode", &done.text);
-    assert_eq!(argv("vscode", &undone.text, "bare"), ("/opt/mcp/bare-server".into(), vec![]));
     assert_eq!(
-        undone.text.replace(", \"args\": []", ""),
-        VSCODE
+        argv("vscode", &undone.text, "bare"),
+        ("/opt/mcp/bare-server".into(), vec![])
     );
+    assert_eq!(undone.text.replace(", \"args\": []", ""), VSCODE);
 }
 
 const CODEX: &str = r#"model = "o4-mini"
@@ -216,10 +239,24 @@ bearer_token_env_var = "DOCS_TOKEN"
 fn codex_toml_keeps_comments_and_layout() {
     let done = install("codex", CODEX);
     assert_eq!(done.wrapped(), strings(&["fs", "time"]));
-    assert!(done.text.contains("# Filesystem access for the notes folder.\n[mcp_servers.fs]\n"));
-    assert!(done.text.contains(&format!("command = \"{AIRLOCK}\"   # from npm")), "{}", done.text);
+    assert!(
+        done.text
+            .contains("# Filesystem access for the notes folder.\n[mcp_servers.fs]\n")
+    );
+    assert!(
+        done.text
+            .contains(&format!("command = \"{AIRLOCK}\"   # from npm")),
+        "{}",
+        done.text
+    );
     assert!(done.text.contains("args = [\n    \"run\",\n    \"--name\",\n    \"fs\",\n    \"--allow-env=LOG_LEVEL,HOME_NOTES\",\n    \"--\",\n    \"npx\",\n    \"-y\","), "{}", done.text);
-    assert!(done.text.contains("args = [\"run\", \"--name\", \"time\", \"--\", \"uvx\", \"mcp-server-time\"]"), "{}", done.text);
+    assert!(
+        done.text.contains(
+            "args = [\"run\", \"--name\", \"time\", \"--\", \"uvx\", \"mcp-server-time\"]"
+        ),
+        "{}",
+        done.text
+    );
     assert_eq!(install("codex", &done.text).text, done.text);
     assert_eq!(uninstall_all("codex", &done.text).text, CODEX);
 }
@@ -246,40 +283,69 @@ fn gateway_moves_remote_servers_behind_airlock_serve_and_uninstall_puts_them_bac
     let (path, config) = plan.gateway.unwrap();
     assert!(path.ends_with("cursor.toml"));
     let parsed: toml::Table = toml::from_str(&config).unwrap();
-    assert_eq!(parsed["servers"]["docs"]["url"].as_str(), Some("https://docs.example.com/mcp"));
-    assert_eq!(parsed["servers"]["docs"]["headers"]["Authorization"].as_str(), Some("Bearer ${env:DOCS}"));
+    assert_eq!(
+        parsed["servers"]["docs"]["url"].as_str(),
+        Some("https://docs.example.com/mcp")
+    );
+    assert_eq!(
+        parsed["servers"]["docs"]["headers"]["Authorization"].as_str(),
+        Some("Bearer ${env:DOCS}")
+    );
     // The gateway config is a config airlock itself loads.
-    let loaded = crate::config::parse(Path::new("cursor.toml"), config.clone(), &|_| Some("t".into())).unwrap();
+    let loaded = crate::config::parse(Path::new("cursor.toml"), config.clone(), &|_| {
+        Some("t".into())
+    })
+    .unwrap();
     assert_eq!(loaded.servers[0].name, "docs");
 
     let scope = UninstallScope {
         wrapped: Some(&["local".to_string()]),
         gateway: Some(GATEWAY_ENTRY),
     };
-    let undone = plan_uninstall(after, file.format, cursor, file.server_maps, scope, &plan.rewrite.removed).unwrap();
+    let undone = plan_uninstall(
+        after,
+        file.format,
+        cursor,
+        file.server_maps,
+        scope,
+        &plan.rewrite.removed,
+    )
+    .unwrap();
     assert!(undone.text.contains("\"docs\": {\"url\": \"https://docs.example.com/mcp\", \"headers\": {\"Authorization\": \"Bearer ${env:DOCS}\"}}"), "{}", undone.text);
     assert!(!undone.text.contains("\"airlock\""), "{}", undone.text);
-    assert_eq!(argv("cursor", &undone.text, "local"), ("node".into(), strings(&["server.js"])));
+    assert_eq!(
+        argv("cursor", &undone.text, "local"),
+        ("node".into(), strings(&["server.js"]))
+    );
 }
 
 #[test]
 fn hosts_paths_follow_the_environment() {
-    let env = HostEnv::from_lookup(
-        &|name| match name {
-            "HOME" => Some("/home/me".into()),
-            "XDG_CONFIG_HOME" => Some("relative/ignored".into()),
-            "CODEX_HOME" => Some("/srv/codex".into()),
-            _ => None,
-        },
-        Path::new("/work/app"),
-    );
+    let vars = crate::paths::EnvVars::from_pairs([
+        ("HOME", "/home/me"),
+        ("XDG_CONFIG_HOME", "relative/ignored"),
+        ("CODEX_HOME", "/srv/codex"),
+    ]);
+    let env = HostEnv::from_env(&vars, Path::new("/work/app"));
     let path = |id: &str, index: usize| env.path_of(&host(id).files[index]).unwrap();
-    assert_eq!(path("claude-desktop", 0), PathBuf::from("/home/me/.config/Claude/claude_desktop_config.json"));
-    assert_eq!(path("claude-code", 0), PathBuf::from("/home/me/.claude.json"));
+    assert_eq!(
+        path("claude-desktop", 0),
+        PathBuf::from("/home/me/.config/Claude/claude_desktop_config.json")
+    );
+    assert_eq!(
+        path("claude-code", 0),
+        PathBuf::from("/home/me/.claude.json")
+    );
     assert_eq!(path("claude-code", 1), PathBuf::from("/work/app/.mcp.json"));
     assert_eq!(path("codex", 0), PathBuf::from("/srv/codex/config.toml"));
-    assert_eq!(path("zed", 0), PathBuf::from("/home/me/.config/zed/settings.json"));
-    assert_eq!(path("windsurf", 0), PathBuf::from("/home/me/.codeium/windsurf/mcp_config.json"));
+    assert_eq!(
+        path("zed", 0),
+        PathBuf::from("/home/me/.config/zed/settings.json")
+    );
+    assert_eq!(
+        path("windsurf", 0),
+        PathBuf::from("/home/me/.codeium/windsurf/mcp_config.json")
+    );
 }
 
 #[test]

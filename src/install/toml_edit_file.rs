@@ -71,7 +71,10 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
         })
         .unwrap_or_default();
     if let Some(variable) = entry.get("bearer_token_env_var").and_then(Item::as_str) {
-        headers.push(("Authorization".into(), format!("Bearer ${{env:{variable}}}")));
+        headers.push((
+            "Authorization".into(),
+            format!("Bearer ${{env:{variable}}}"),
+        ));
     }
     Shape::Remote(RemoteFacts {
         url: url.to_string(),
@@ -124,7 +127,11 @@ fn prepend_items(args: &mut Array, items: &[String]) {
     };
     for index in 0..args.len().min(items.len() + 1) {
         if let Some(value) = args.get_mut(index) {
-            let text = if index == 0 { prefix.as_str() } else { each.as_str() };
+            let text = if index == 0 {
+                prefix.as_str()
+            } else {
+                each.as_str()
+            };
             value.decor_mut().set_prefix(text);
         }
     }
@@ -181,10 +188,12 @@ fn new_item(insert: &Insert, inline: bool) -> Result<Item, TomlEditError> {
             table
         }
         InsertValue::Raw(raw) => {
-            let doc: DocumentMut = raw.parse().map_err(|err: toml_edit::TomlError| TomlEditError {
-                offset: None,
-                message: format!("saved entry {:?} is not TOML: {err}", insert.name),
-            })?;
+            let doc: DocumentMut =
+                raw.parse()
+                    .map_err(|err: toml_edit::TomlError| TomlEditError {
+                        offset: None,
+                        message: format!("saved entry {:?} is not TOML: {err}", insert.name),
+                    })?;
             doc.get(&insert.name)
                 .and_then(Item::as_table)
                 .cloned()
@@ -209,10 +218,12 @@ pub fn rewrite(
     decide: &mut dyn FnMut(&EntryFacts) -> Action,
     inserts: &[Insert],
 ) -> Result<Rewrite, TomlEditError> {
-    let mut doc: DocumentMut = text.parse().map_err(|err: toml_edit::TomlError| TomlEditError {
-        offset: err.span().map(|span| span.start),
-        message: err.message().trim().to_string(),
-    })?;
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|err: toml_edit::TomlError| TomlEditError {
+            offset: err.span().map(|span| span.start),
+            message: err.message().trim().to_string(),
+        })?;
     let mut result = Rewrite::default();
     for (index, path) in maps.iter().enumerate() {
         let Some(map) = map_mut(&mut doc, path) else {

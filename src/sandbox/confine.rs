@@ -248,13 +248,13 @@ pub(super) fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
     if let Err(err) = std::fs::create_dir_all(dir) {
         fail(Step::Prepare, format!("creating {}: {err}", dir.display()));
     }
-    if let Some(id) = plan.identity {
-        if let Err(err) = chown(dir, Some(id.uid), Some(id.gid)) {
-            fail(
-                Step::Prepare,
-                format!("chown {} to {}: {err}", dir.display(), id.uid),
-            );
-        }
+    if let Some(id) = plan.identity
+        && let Err(err) = chown(dir, Some(id.uid), Some(id.gid))
+    {
+        fail(
+            Step::Prepare,
+            format!("chown {} to {}: {err}", dir.display(), id.uid),
+        );
     }
     if let Err(err) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
         fail(Step::Prepare, format!("chmod 700 {}: {err}", dir.display()));
@@ -674,10 +674,10 @@ fn init(plan: &mut SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> !
     }
     drop(release_r);
     close_inherited_fds();
-    if !prepared.bpf.is_empty() {
-        if let Err(err) = seccomp::install(&prepared.bpf) {
-            fail(Step::Seccomp, err);
-        }
+    if !prepared.bpf.is_empty()
+        && let Err(err) = seccomp::install(&prepared.bpf)
+    {
+        fail(Step::Seccomp, err);
     }
     let pid_namespace = plan.namespaces.pid;
     if pid_namespace {

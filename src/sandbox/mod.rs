@@ -927,13 +927,13 @@ fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String)> {
             "the virtualenv of the interpreter".to_string(),
         ));
     }
-    if let Some(base) = &resolved.venv_base {
-        if let Some(prefix) = install_prefix(&base.join("python")) {
-            out.push((
-                prefix,
-                "the base interpreter the virtualenv links to".to_string(),
-            ));
-        }
+    if let Some(base) = &resolved.venv_base
+        && let Some(prefix) = install_prefix(&base.join("python"))
+    {
+        out.push((
+            prefix,
+            "the base interpreter the virtualenv links to".to_string(),
+        ));
     }
     if let Some(root) = &resolved.script_root {
         out.push((

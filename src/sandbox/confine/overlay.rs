@@ -194,10 +194,10 @@ fn claim_layers(overlay: &CacheOverlayPlan) -> (PathBuf, PathBuf, Lease) {
     };
     let own = std::process::id();
     sweep_instances(&overlay.instances, own);
-    if let Some(dir) = overlay.lock.parent() {
-        if let Err(err) = std::fs::create_dir_all(dir) {
-            fail_at("creating", dir, err);
-        }
+    if let Some(dir) = overlay.lock.parent()
+        && let Err(err) = std::fs::create_dir_all(dir)
+    {
+        fail_at("creating", dir, err);
     }
     match try_lock(&overlay.lock) {
         Ok(Some(lock)) => {
