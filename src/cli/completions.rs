@@ -38,9 +38,22 @@ pub struct CompletionsArgs {
     Install it:       airlock man > ~/.local/share/man/man1/airlock.1")]
 pub struct ManArgs {}
 
+/// The CLI definition without its hidden (internal) subcommands, which some generators would
+/// otherwise offer.
+fn public_command() -> clap::Command {
+    let full = Cli::command();
+    let mut public = clap::Command::new("airlock")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true);
+    if let Some(about) = full.get_about() {
+        public = public.about(about.clone());
+    }
+    public.subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
 /// The completion script for `shell`, generated from the CLI definition.
 pub fn completion_script(shell: Shell) -> Vec<u8> {
-    let mut command = Cli::command();
+    let mut command = public_command();
     let mut out = Vec::new();
     let generator = match shell {
         Shell::Bash => clap_complete::Shell::Bash,
@@ -53,7 +66,7 @@ pub fn completion_script(shell: Shell) -> Vec<u8> {
 
 /// The man page: the top-level page with every visible subcommand's options as its own section.
 pub fn man_page() -> std::io::Result<Vec<u8>> {
-    let command = Cli::command();
+    let command = public_command();
     let man = clap_mangen::Man::new(command.clone());
     let mut out = Vec::new();
     man.render_title(&mut out)?;
