@@ -276,6 +276,59 @@ fn explain_uses_presets_and_per_server_config_blocks() {
     );
 }
 
+/// `explain` reads a path argument the way the server will (relative to its working directory,
+/// `~` as its HOME, `file:` URLs, percent-encoding, any case of the key) and shows each reading.
+#[test]
+fn explain_shows_how_each_path_argument_was_read() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path("project")).unwrap();
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__read_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/etc/\"\n",
+    );
+    let cases = [
+        (
+            r#"{"Path":"../../../../../../etc/passwd"}"#,
+            "-> /etc/passwd (as written, relative to the server's working directory): meets the rule",
+        ),
+        (
+            r#"{"path":"file:///etc%2Fpasswd"}"#,
+            "-> /etc/passwd (file: URL, percent-decoded): meets the rule",
+        ),
+        (
+            r#"{"path":"~/../../../../../../etc/passwd"}"#,
+            "~ = the server's HOME): meets the rule",
+        ),
+        (
+            r#"{"path":"/tmp/a","PATH":"/etc/passwd"}"#,
+            "ambiguous: 2 keys read as `path`",
+        ),
+    ];
+    for (arguments, shown) in cases {
+        let output = scratch.airlock(&[
+            "explain",
+            "mcp:fs__read_file",
+            arguments,
+            "--cwd",
+            "/data/notes",
+        ]);
+        let out = stdout(&output);
+        assert_eq!(output.status.code(), Some(0), "{out}\n{}", stderr(&output));
+        assert!(out.contains("decision: deny"), "{arguments}: {out}");
+        assert!(out.contains(shown), "{arguments}: {out}");
+    }
+    let fine = scratch.airlock(&[
+        "explain",
+        "mcp:fs__read_file",
+        r#"{"path":"todo.md"}"#,
+        "--cwd",
+        "/data/notes",
+    ]);
+    let out = stdout(&fine);
+    assert!(out.contains("decision: allow"), "{out}");
+    assert!(out.contains("\"todo.md\" -> /data/notes/todo.md"), "{out}");
+}
+
 #[test]
 fn explain_rejects_bad_input_with_exit_2() {
     let scratch = Scratch::new();

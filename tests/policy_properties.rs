@@ -1,11 +1,13 @@
 //! Property tests for the policy engine's invariants:
 //! deny wins across any layering; a project layer never widens a decision; an org lock always
-//! holds; path normalisation never lets `..` climb out of a prefix.
+//! holds; path normalisation never lets `..` climb out of a prefix; any spelling of a path (or of
+//! its argument key) that a server resolves into a denied prefix is denied.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::path::PathBuf;
 
 use airlock::paths::{is_under, normalize};
+use airlock::policy::reading::PathContext;
 use airlock::policy::{Action, Call, Layer, LayerSource, Policy, load};
 use proptest::prelude::*;
 
@@ -279,5 +281,67 @@ proptest! {
         let really_under_tmp = stack.first() == Some(&"tmp");
         prop_assert_eq!(is_under(&normalized, "/tmp"), really_under_tmp, "{} -> {}", path, normalized);
         prop_assert_eq!(normalized, format!("/{}", stack.join("/")));
+    }
+
+    /// Any spelling that a server resolves into `/etc/...` meets a `deny prefix /etc/` rule:
+    /// relative to its working directory, from its HOME, as a `file:` URL (with or without
+    /// `localhost`), percent-encoded, with `.`/`..` detours, under any case or padding of the key.
+    #[test]
+    fn any_spelling_into_a_denied_prefix_is_denied(
+        components in proptest::collection::vec("[a-z]{1,6}", 1..4),
+        detours in proptest::collection::vec(any::<bool>(), 0..4),
+        spelling in 0..6usize,
+        extra_ups in 0..3usize,
+        encode in proptest::collection::vec(any::<bool>(), 0..32),
+        key_case in proptest::collection::vec(any::<bool>(), 4),
+        key_pad in prop_oneof![Just(""), Just(" "), Just("\t")],
+    ) {
+        let mut tail = String::new();
+        for (index, component) in components.iter().enumerate() {
+            if detours.get(index).copied().unwrap_or(false) {
+                tail.push_str("x/../");
+            }
+            tail.push_str(component);
+            tail.push('/');
+        }
+        tail.pop();
+        let ups = |n: usize| "../".repeat(n + extra_ups);
+        let percent = |text: &str| -> String {
+            text.chars()
+                .enumerate()
+                .map(|(i, c)| if encode.get(i).copied().unwrap_or(false) { format!("%{:02X}", c as u32) } else { c.to_string() })
+                .collect()
+        };
+        // cwd /data/notes (2 deep), HOME /state/servers/fs/home (4 deep).
+        let value = match spelling {
+            0 => format!("/etc/./{tail}"),
+            1 => format!("{}etc/{tail}", ups(2)),
+            2 => format!("~/{}etc/{tail}", ups(4)),
+            3 => format!("file://{}", percent(&format!("/etc/{tail}"))),
+            4 => format!("file://localhost{}", percent(&format!("/etc/{tail}"))),
+            _ => percent(&format!("/etc/{tail}")),
+        };
+        let key: String = "path"
+            .chars()
+            .zip(&key_case)
+            .map(|(c, upper)| if *upper { c.to_ascii_uppercase() } else { c })
+            .collect();
+        let key = format!("{key_pad}{key}{key_pad}");
+        let policy = load(
+            &[source(Layer::User, "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__read_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/etc/\"\n".to_string())],
+            &[],
+        ).unwrap();
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(key.clone(), serde_json::Value::String(value.clone()));
+        let arguments = serde_json::Value::Object(arguments);
+        let context = PathContext {
+            home: Some(PathBuf::from("/state/servers/fs/home")),
+            cwd: Some(PathBuf::from("/data/notes")),
+        };
+        let decision = policy.decide_in(
+            &Call { server: "fs", tool: "read_file", arguments: Some(&arguments) },
+            &context,
+        );
+        prop_assert_eq!(decision.action, Action::Deny, "{:?}: {:?}", key, value);
     }
 }

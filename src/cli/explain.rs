@@ -7,8 +7,12 @@ use clap::Args;
 
 use super::CliError;
 use super::active_policy::load_active;
+use crate::paths::EnvVars;
 use crate::policy::Call;
 use crate::policy::pattern::ToolPattern;
+use crate::policy::reading::PathContext;
+use crate::policy::rules::ArgumentTrace;
+use crate::sandbox::{AirlockDirs, HostFacts};
 
 /// Show the decision for a tool call and the rule that made it.
 #[derive(Debug, Args)]
@@ -26,6 +30,10 @@ pub struct ExplainArgs {
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
     #[arg(long)]
     pub policy: Option<String>,
+    /// The server's working directory, for relative path arguments (default: the server's `cwd`
+    /// in --config, else the current directory, as `airlock run` starts it).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
 }
 
 pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
@@ -58,18 +66,86 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         .map(crate::config::load_file)
         .transpose()?;
     let policy = load_active(args.policy, config.as_ref())?;
-    let decision = policy.decide(&Call {
+    let declared_cwd = config
+        .as_ref()
+        .and_then(|config| config.servers.iter().find(|s| s.name == server))
+        .and_then(|declared| declared.cwd.clone());
+    let context = server_path_context(server, args.cwd.or(declared_cwd));
+    let call = Call {
         server,
         tool,
         arguments: arguments.as_ref(),
-    });
+    };
+    let decision = policy.decide_in(&call, &context);
 
     println!(
         "call:     mcp:{server}__{tool}{}",
-        arguments.map(|a| format!(" {a}")).unwrap_or_default()
+        arguments
+            .as_ref()
+            .map(|a| format!(" {a}"))
+            .unwrap_or_default()
     );
     println!("decision: {}", decision.action);
     println!("rule:     {}", decision.rule);
     println!("layer:    {} ({})", decision.layer, decision.source);
+    let traces = policy.tools.argument_traces(&call, &context);
+    if !traces.is_empty() {
+        println!(
+            "reading:  paths as the server reads them (HOME {}, working directory {})",
+            shown(context.home.as_deref()),
+            shown(context.cwd.as_deref())
+        );
+    }
+    for trace in &traces {
+        print_trace(trace);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The HOME and working directory the server will have: its private home, and `cwd`.
+fn server_path_context(server: &str, cwd: Option<PathBuf>) -> PathContext {
+    let env = EnvVars::from_process();
+    let dirs = AirlockDirs::from_env(&env, HostFacts::detect().is_root);
+    PathContext {
+        home: Some(dirs.servers_dir().join(server).join("home")),
+        cwd: cwd.or_else(|| std::env::current_dir().ok()),
+    }
+}
+
+fn shown(path: Option<&std::path::Path>) -> String {
+    path.map_or_else(|| "unknown".to_string(), |p| p.display().to_string())
+}
+
+fn print_trace(trace: &ArgumentTrace) {
+    let keys = match trace.keys.as_slice() {
+        [] => "absent".to_string(),
+        keys => keys
+            .iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    println!("  argument {:?} (keys in the call: {keys})", trace.argument);
+    if let Some(note) = &trace.note {
+        println!("    {note}");
+    }
+    for value in &trace.values {
+        if value.readings.is_empty() {
+            println!("    {:?} compared as written", value.raw);
+        }
+        for reading in &value.readings {
+            let verdict = match reading.holds {
+                Some(true) => ": meets the rule",
+                Some(false) => ": does not meet the rule",
+                None => "",
+            };
+            match &reading.resolved {
+                Some(path) => println!("    {:?} -> {path} ({}){verdict}", value.raw, reading.how),
+                None => println!(
+                    "    {:?} -> unreadable: {} (fails closed: triggers deny/ask, never allows)",
+                    value.raw, reading.how
+                ),
+            }
+        }
+    }
 }

@@ -7,9 +7,11 @@
 
 pub mod discover;
 pub mod file;
+pub mod keys;
 pub mod merge;
 pub mod pattern;
 pub mod presets;
+pub mod reading;
 pub mod rules;
 
 use std::fmt;
@@ -243,6 +245,10 @@ pub struct Decision {
     pub layer: Layer,
     /// `file:line` of the rule.
     pub source: String,
+    /// How the argument the deciding rule is conditioned on was read (absent for rules without
+    /// an argument condition and for the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argument: Option<rules::ArgumentTrace>,
 }
 
 /// The merged, compiled policy. Built once by [`load`]; [`Policy::decide`] is pure.
@@ -261,9 +267,16 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Decides one call. Pure: same policy and call, same decision.
+    /// Decides one call with no knowledge of the server's HOME or working directory: a relative
+    /// or `~` path argument is then unreadable, which fails closed (see [`reading`]). Pure.
     pub fn decide(&self, call: &Call<'_>) -> Decision {
         self.tools.decide(call)
+    }
+
+    /// Decides one call, reading path arguments the way the server whose HOME and working
+    /// directory `context` names will. Pure: same policy, call and context, same decision.
+    pub fn decide_in(&self, call: &Call<'_>, context: &reading::PathContext) -> Decision {
+        self.tools.decide_in(call, context)
     }
 
     /// The sandbox for `server`: its own merged block if the config declared one, else the global.
@@ -349,3 +362,5 @@ impl LaunchPolicy {
 
 #[cfg(test)]
 mod merge_tests;
+#[cfg(test)]
+mod rules_tests;

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::keys;
 use super::pattern::{Glob, GlobToken, ToolPattern};
+use super::reading::{PathContext, Reading, read_path};
 use super::{Action, Call, Decision, Origin, Sourced};
 use crate::paths as path;
 
@@ -36,47 +38,142 @@ pub struct Condition {
     pub normalize_path: bool,
 }
 
+/// How a condition met one call's argument: the keys that read as its argument, each value
+/// with its readings, and whether it held. Carried in the [`Decision`] of the rule it decided, so
+/// a denial and `airlock explain` can show how the value was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArgumentTrace {
+    /// The argument the rule names.
+    pub argument: String,
+    /// The call's keys that read as it (`Path`, `path `, ...); two or more is ambiguous.
+    pub keys: Vec<String>,
+    pub values: Vec<ValueTrace>,
+    /// Why the condition held or not, when it is not just "matched".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One value of an argument and the readings it was judged by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValueTrace {
+    pub raw: String,
+    /// Path readings (`prefix`/`glob` rules); empty for a value compared as written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<Reading>,
+}
+
 impl Condition {
-    fn value_matches(&self, raw: &str) -> bool {
-        let owned;
-        let value = if self.normalize_path {
-            owned = path::normalize(raw.strip_prefix("file://").unwrap_or(raw));
-            owned.as_str()
-        } else {
-            raw
-        };
-        let matched = match &self.matcher {
+    fn matcher_matches(&self, value: &str) -> bool {
+        match &self.matcher {
             ArgMatcher::Prefix(prefix) if self.normalize_path => path::is_under(value, prefix),
             ArgMatcher::Prefix(prefix) => value.starts_with(prefix.as_str()),
             ArgMatcher::Glob(glob) => glob.matches(value),
             ArgMatcher::Regex(regex) => regex.is_match(value),
-        };
-        matched != self.negate
+        }
     }
 
-    /// Whether the condition holds for a call's arguments, for a rule with `action`.
+    /// Whether the condition holds for one value, for a rule with `action`. Path values are
+    /// judged on every reading (see [`super::reading`]): an `allow` needs every reading to hold,
+    /// a `deny`/`ask` fires on any; a value with an unresolvable reading never satisfies an
+    /// `allow` and always fires a `deny`/`ask`.
+    fn value_holds(&self, raw: &str, action: Action, context: &PathContext) -> (bool, ValueTrace) {
+        if !self.normalize_path {
+            let trace = ValueTrace {
+                raw: raw.to_string(),
+                readings: Vec::new(),
+            };
+            return (self.matcher_matches(raw) != self.negate, trace);
+        }
+        let mut readings = read_path(raw, context);
+        let fail_closed = action != Action::Allow;
+        for reading in &mut readings {
+            reading.holds = Some(match &reading.resolved {
+                Some(resolved) => self.matcher_matches(resolved) != self.negate,
+                None => fail_closed,
+            });
+        }
+        let mut each = readings.iter().map(|r| r.holds == Some(true));
+        let holds = if readings.iter().any(|r| r.resolved.is_none()) {
+            fail_closed
+        } else if action == Action::Allow {
+            each.all(|held| held)
+        } else {
+            each.any(|held| held)
+        };
+        let trace = ValueTrace {
+            raw: raw.to_string(),
+            readings,
+        };
+        (holds, trace)
+    }
+
+    /// Whether the condition holds for a call's arguments, for a rule with `action`, and how the
+    /// argument was read.
     ///
-    /// A list argument (say, several paths) must satisfy an `allow` rule with every element, while a
+    /// The argument is every key that reads as the rule's (case, whitespace and Unicode forms
+    /// aside); two such keys are ambiguous, which fails closed like an unreadable path. A list
+    /// argument (say, several paths) must satisfy an `allow` rule with every element, while a
     /// `deny` or `ask` rule fires on any element: a list can never smuggle one forbidden value past
     /// a rule. A missing argument never matches (so it satisfies only a `negate` condition).
-    fn holds(&self, arguments: Option<&Value>, action: Action) -> bool {
-        let value = arguments.and_then(|args| args.get(&self.argument));
-        match value {
-            None | Some(Value::Null) => self.negate,
-            Some(Value::String(text)) => self.value_matches(text),
-            Some(Value::Array(items)) => {
-                let mut each = items.iter().map(|item| match item {
-                    Value::String(text) => self.value_matches(text),
-                    other => self.value_matches(&other.to_string()),
-                });
-                if action == Action::Allow {
-                    each.all(|ok| ok)
-                } else {
-                    each.any(|ok| ok)
-                }
+    pub fn evaluate(
+        &self,
+        arguments: Option<&Value>,
+        action: Action,
+        context: &PathContext,
+    ) -> (bool, ArgumentTrace) {
+        let entries = match arguments.and_then(Value::as_object) {
+            Some(map) => keys::entries_read_as(map, &self.argument),
+            None => Vec::new(),
+        };
+        let mut trace = ArgumentTrace {
+            argument: self.argument.clone(),
+            keys: entries.iter().map(|(key, _)| key.to_string()).collect(),
+            values: Vec::new(),
+            note: None,
+        };
+        let value = match entries.as_slice() {
+            [] => None,
+            [(_, value)] => Some(*value),
+            _ => {
+                trace.note = Some(format!(
+                    "ambiguous: {} keys read as `{}`; the server may use any of them",
+                    entries.len(),
+                    self.argument
+                ));
+                return (action != Action::Allow, trace);
             }
-            Some(other) => self.value_matches(&other.to_string()),
+        };
+        let texts: Vec<String> = match value {
+            None | Some(Value::Null) => {
+                trace.note = Some("absent".to_string());
+                return (self.negate, trace);
+            }
+            Some(Value::String(text)) => vec![text.clone()],
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            Some(other) => vec![other.to_string()],
+        };
+        let mut results = Vec::with_capacity(texts.len());
+        for text in &texts {
+            let (held, value_trace) = self.value_holds(text, action, context);
+            results.push(held);
+            trace.values.push(value_trace);
         }
+        let holds = if action == Action::Allow {
+            results.iter().all(|held| *held)
+        } else {
+            results.iter().any(|held| *held)
+        };
+        (holds, trace)
+    }
+
+    fn holds(&self, arguments: Option<&Value>, action: Action, context: &PathContext) -> bool {
+        self.evaluate(arguments, action, context).0
     }
 
     fn describe(&self) -> String {
@@ -248,7 +345,12 @@ impl ToolRules {
     }
 
     /// The most authoritative entry in index `slot_index` that matches the call, if any.
-    fn first_match(&self, slot_index: usize, call: &Call<'_>) -> Option<&ToolEntry> {
+    fn first_match(
+        &self,
+        slot_index: usize,
+        call: &Call<'_>,
+        context: &PathContext,
+    ) -> Option<&ToolEntry> {
         let slot = &self.index[slot_index];
         let bucket = slot.by_server.get(call.server);
         let wildcard_matches = slot.any_server.matching(call);
@@ -266,42 +368,71 @@ impl ToolRules {
                 positions.iter().copied().find(|&position| {
                     let entry = &self.entries[position as usize];
                     entry.pattern.matches(call.server, call.tool)
-                        && entry
-                            .condition
-                            .as_ref()
-                            .is_none_or(|condition| condition.holds(call.arguments, entry.action))
+                        && entry.condition.as_ref().is_none_or(|condition| {
+                            condition.holds(call.arguments, entry.action, context)
+                        })
                 })
             })
             .min()
             .map(|position| &self.entries[position as usize])
     }
 
+    /// The decision for a call with no knowledge of the server's HOME or working directory
+    /// (relative and `~` paths fail closed).
     pub fn decide(&self, call: &Call<'_>) -> Decision {
+        self.decide_in(call, &PathContext::default())
+    }
+
+    /// The decision for a call, reading path arguments in `context` (the server's HOME and
+    /// working directory).
+    pub fn decide_in(&self, call: &Call<'_>, context: &PathContext) -> Decision {
         let from_entry = |entry: &ToolEntry| Decision {
             action: entry.action,
             rule: entry.rule.clone(),
             layer: entry.origin.layer,
             source: location(&entry.origin),
+            argument: entry
+                .condition
+                .as_ref()
+                .map(|condition| condition.evaluate(call.arguments, entry.action, context).1),
         };
-        if let Some(entry) = self.first_match(DENY, call) {
+        if let Some(entry) = self.first_match(DENY, call, context) {
             return from_entry(entry);
         }
-        if let Some(entry) = self.first_match(ASK, call) {
+        if let Some(entry) = self.first_match(ASK, call, context) {
             return from_entry(entry);
         }
-        let decided = match self.first_match(ALLOW, call) {
+        let decided = match self.first_match(ALLOW, call, context) {
             Some(entry) => from_entry(entry),
             None => Decision {
                 action: self.default.value,
                 rule: "tools.default".to_string(),
                 layer: self.default.origin.layer,
                 source: location(&self.default.origin),
+                argument: None,
             },
         };
-        match self.first_match(NARROWING_ASK, call) {
+        match self.first_match(NARROWING_ASK, call, context) {
             Some(entry) if decided.action < Action::Ask => from_entry(entry),
             _ => decided,
         }
+    }
+
+    /// How every argument that a rule for this tool names was read, for `airlock explain`.
+    pub fn argument_traces(&self, call: &Call<'_>, context: &PathContext) -> Vec<ArgumentTrace> {
+        let mut traces: Vec<ArgumentTrace> = Vec::new();
+        for entry in &self.entries {
+            let Some(condition) = &entry.condition else {
+                continue;
+            };
+            if !entry.pattern.matches(call.server, call.tool)
+                || traces.iter().any(|t| t.argument == condition.argument)
+            {
+                continue;
+            }
+            traces.push(condition.evaluate(call.arguments, entry.action, context).1);
+        }
+        traces
     }
 
     /// Whether a tool should appear in `tools/list`: everything not denied outright. Argument
@@ -356,223 +487,5 @@ fn location(origin: &Origin) -> String {
 impl Condition {
     pub fn summary(&self) -> String {
         self.describe()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::Layer;
-    use serde_json::json;
-    use std::path::PathBuf;
-
-    fn origin(layer: Layer) -> Origin {
-        Origin {
-            layer,
-            file: PathBuf::from(format!("{layer}.toml")),
-            line: Some(1),
-        }
-    }
-
-    fn entry(action: Action, pattern: &str, layer: Layer) -> ToolEntry {
-        ToolEntry {
-            action,
-            pattern: ToolPattern::parse(pattern).unwrap(),
-            condition: None,
-            rule: format!("tools.{action} {pattern:?}"),
-            origin: origin(layer),
-            only_narrows: false,
-        }
-    }
-
-    fn default(action: Action) -> Sourced<Action> {
-        Sourced {
-            value: action,
-            origin: origin(Layer::Builtin),
-        }
-    }
-
-    fn call<'a>(server: &'a str, tool: &'a str, arguments: Option<&'a Value>) -> Call<'a> {
-        Call {
-            server,
-            tool,
-            arguments,
-        }
-    }
-
-    #[test]
-    fn deny_beats_ask_beats_allow_whatever_the_layer() {
-        let rules = ToolRules::new(
-            vec![
-                entry(Action::Allow, "mcp:fs__*", Layer::Org),
-                entry(Action::Ask, "mcp:fs__write_*", Layer::Org),
-                entry(Action::Deny, "mcp:fs__write_file", Layer::Project),
-            ],
-            default(Action::Allow),
-        );
-        let decision = rules.decide(&call("fs", "write_file", None));
-        assert_eq!(decision.action, Action::Deny);
-        assert_eq!(decision.layer, Layer::Project);
-        assert_eq!(
-            rules.decide(&call("fs", "write_dir", None)).action,
-            Action::Ask
-        );
-        assert_eq!(
-            rules.decide(&call("fs", "read", None)).action,
-            Action::Allow
-        );
-    }
-
-    #[test]
-    fn no_match_falls_to_the_default_and_says_so() {
-        let rules = ToolRules::new(
-            vec![entry(Action::Allow, "mcp:fs", Layer::User)],
-            default(Action::Deny),
-        );
-        let decision = rules.decide(&call("git", "log", None));
-        assert_eq!(decision.action, Action::Deny);
-        assert_eq!(decision.rule, "tools.default");
-        assert_eq!(decision.layer, Layer::Builtin);
-    }
-
-    #[test]
-    fn the_most_authoritative_matching_rule_is_reported() {
-        let rules = ToolRules::new(
-            vec![
-                entry(Action::Deny, "mcp:*__exec", Layer::Org),
-                entry(Action::Deny, "mcp:sh__exec", Layer::User),
-            ],
-            default(Action::Allow),
-        );
-        assert_eq!(rules.decide(&call("sh", "exec", None)).layer, Layer::Org);
-    }
-
-    #[test]
-    fn a_narrowing_ask_raises_allow_but_never_lowers_deny() {
-        let narrowing = ToolEntry {
-            only_narrows: true,
-            ..entry(Action::Ask, "mcp:fs", Layer::Project)
-        };
-        let closed = ToolRules::new(vec![narrowing.clone()], default(Action::Deny));
-        assert_eq!(
-            closed.decide(&call("fs", "read", None)).action,
-            Action::Deny
-        );
-        let open = ToolRules::new(vec![narrowing], default(Action::Allow));
-        let decision = open.decide(&call("fs", "read", None));
-        assert_eq!(
-            (decision.action, decision.layer),
-            (Action::Ask, Layer::Project)
-        );
-    }
-
-    fn prefix_rule(action: Action, prefix: &str, negate: bool) -> ToolEntry {
-        ToolEntry {
-            condition: Some(Condition {
-                argument: "path".into(),
-                matcher: ArgMatcher::Prefix(prefix.into()),
-                negate,
-                normalize_path: true,
-            }),
-            ..entry(action, "mcp:fs__write_file", Layer::User)
-        }
-    }
-
-    #[test]
-    fn argument_rules_see_through_dot_dot() {
-        let rules = ToolRules::new(
-            vec![prefix_rule(Action::Deny, "/tmp/", true)],
-            default(Action::Allow),
-        );
-        let inside = json!({"path": "/tmp/notes.txt"});
-        let escape = json!({"path": "/tmp/../etc/passwd"});
-        let missing = json!({});
-        assert_eq!(
-            rules
-                .decide(&call("fs", "write_file", Some(&inside)))
-                .action,
-            Action::Allow
-        );
-        assert_eq!(
-            rules
-                .decide(&call("fs", "write_file", Some(&escape)))
-                .action,
-            Action::Deny
-        );
-        assert_eq!(
-            rules
-                .decide(&call("fs", "write_file", Some(&missing)))
-                .action,
-            Action::Deny
-        );
-    }
-
-    #[test]
-    fn lists_cannot_smuggle_one_bad_value() {
-        let deny = ToolRules::new(
-            vec![prefix_rule(Action::Deny, "/etc", false)],
-            default(Action::Allow),
-        );
-        let mixed = json!({"path": ["/tmp/a", "/etc/shadow"]});
-        assert_eq!(
-            deny.decide(&call("fs", "write_file", Some(&mixed))).action,
-            Action::Deny
-        );
-        let allow = ToolRules::new(
-            vec![prefix_rule(Action::Allow, "/tmp", false)],
-            default(Action::Deny),
-        );
-        assert_eq!(
-            allow.decide(&call("fs", "write_file", Some(&mixed))).action,
-            Action::Deny
-        );
-        let good = json!({"path": ["/tmp/a", "/tmp/b"]});
-        assert_eq!(
-            allow.decide(&call("fs", "write_file", Some(&good))).action,
-            Action::Allow
-        );
-    }
-
-    #[test]
-    fn regex_and_glob_conditions() {
-        let regex_rule = ToolEntry {
-            condition: Some(Condition {
-                argument: "url".into(),
-                matcher: ArgMatcher::Regex(regex::Regex::new("^https://internal\\.").unwrap()),
-                negate: false,
-                normalize_path: false,
-            }),
-            ..entry(Action::Deny, "mcp:web__fetch", Layer::Org)
-        };
-        let rules = ToolRules::new(vec![regex_rule], default(Action::Allow));
-        let internal = json!({"url": "https://internal.corp/x"});
-        let public = json!({"url": "https://example.com"});
-        assert_eq!(
-            rules.decide(&call("web", "fetch", Some(&internal))).action,
-            Action::Deny
-        );
-        assert_eq!(
-            rules.decide(&call("web", "fetch", Some(&public))).action,
-            Action::Allow
-        );
-    }
-
-    #[test]
-    fn listing_hides_only_what_no_call_could_use() {
-        let rules = ToolRules::new(
-            vec![
-                entry(Action::Deny, "mcp:fs__delete_*", Layer::User),
-                prefix_rule(Action::Deny, "/etc", false),
-            ],
-            default(Action::Allow),
-        );
-        assert!(!rules.lists_tool("fs", "delete_file"));
-        assert!(rules.lists_tool("fs", "write_file"));
-        let closed = ToolRules::new(
-            vec![entry(Action::Allow, "mcp:fs__read_*", Layer::User)],
-            default(Action::Deny),
-        );
-        assert!(closed.lists_tool("fs", "read_file"));
-        assert!(!closed.lists_tool("fs", "write_file"));
     }
 }

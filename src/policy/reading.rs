@@ -1,0 +1,257 @@
+//! How a path argument is read: the way the server will read it, or not at all.
+//!
+//! A rule such as "deny `read_file` when `path` is under `/etc/`" is only as good as the gate's
+//! reading of the value. The server resolves `../../etc/passwd` against its working directory,
+//! `~/x` against its own `HOME`, `file://localhost/etc/passwd` and `%2Fetc%2Fpasswd` through a URL
+//! decoder: so does the gate. A value can have several plausible readings (a server may or may not
+//! percent-decode a plain path); the gate keeps every one, and the rules treat them fail-closed:
+//! `deny`/`ask` conditions fire when ANY reading matches, `allow` conditions hold only when EVERY
+//! reading does. A value with no absolute reading at all (a relative path with no known working
+//! directory, `~user`, a `file:` URL naming another host) never satisfies an `allow` condition and
+//! always triggers `deny`/`ask` conditions.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::paths::normalize_path;
+
+/// What the gate knows about the server's own view of paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathContext {
+    /// The `HOME` the server sees (its private home in the sandbox).
+    pub home: Option<PathBuf>,
+    /// The server's working directory.
+    pub cwd: Option<PathBuf>,
+}
+
+/// One reading of a path argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reading {
+    /// The absolute, lexically normalised path; `None` when this reading cannot be resolved.
+    pub resolved: Option<String>,
+    /// How the raw value became `resolved` (or why it could not), for `explain` and denials.
+    pub how: String,
+    /// Whether this reading met the rule's condition, once a rule has judged it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holds: Option<bool>,
+}
+
+/// Every way a server could read `raw` as a path, resolved against `context`.
+pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
+    let mut readings: Vec<Reading> = Vec::new();
+    let mut push = |reading: Reading| {
+        if !readings.iter().any(|r| r.resolved == reading.resolved) {
+            readings.push(reading);
+        }
+    };
+    let (path, source) = if has_scheme(raw, "file") {
+        match file_url_path(raw) {
+            Ok(path) => (path, "file: URL"),
+            Err(why) => {
+                push(unresolved(why));
+                return readings;
+            }
+        }
+    } else {
+        (raw, "as written")
+    };
+    for (candidate, how) in spellings(path, source) {
+        match candidate {
+            Some(candidate) => push(resolve(&candidate, context, &how)),
+            None => push(unresolved("bytes that do not decode to a path")),
+        }
+    }
+    readings
+}
+
+fn unresolved(why: &str) -> Reading {
+    Reading {
+        resolved: None,
+        how: why.to_string(),
+        holds: None,
+    }
+}
+
+fn has_scheme(raw: &str, scheme: &str) -> bool {
+    raw.len() > scheme.len()
+        && raw.as_bytes()[scheme.len()] == b':'
+        && raw[..scheme.len()].eq_ignore_ascii_case(scheme)
+}
+
+/// The path part of a `file:` URL on this machine: `file:///p`, `file://localhost/p`, `file:/p`.
+/// Anything else names another host or no absolute path, and cannot be read here.
+fn file_url_path(raw: &str) -> Result<&str, &'static str> {
+    let rest = &raw["file:".len()..];
+    let Some(authority_and_path) = rest.strip_prefix("//") else {
+        return if rest.starts_with('/') {
+            Ok(rest)
+        } else {
+            Err("a file: URL without an absolute path")
+        };
+    };
+    let (host, path) = match authority_and_path.find('/') {
+        Some(slash) => authority_and_path.split_at(slash),
+        None => return Err("a file: URL without a path"),
+    };
+    let host = decode(host).unwrap_or_default();
+    if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
+        Ok(path)
+    } else {
+        Err("a file: URL naming another host")
+    }
+}
+
+/// The spellings a server may make of `path`: as written; percent-decoded; and, for a URL, what a
+/// WHATWG parser gives (dot segments removed before decoding, query and fragment dropped). `None`
+/// where decoding does not give text.
+fn spellings(path: &str, source: &str) -> Vec<(Option<String>, String)> {
+    let mut out = vec![(Some(path.to_string()), source.to_string())];
+    if has_escape(path) {
+        out.push((decode(path), format!("{source}, percent-decoded")));
+        let segments_first = normalize_path(Path::new(path))
+            .to_string_lossy()
+            .into_owned();
+        out.push((
+            decode(&segments_first),
+            format!("{source}, dot segments removed, then percent-decoded"),
+        ));
+    }
+    if source == "file: URL"
+        && let Some(end) = path.find(['?', '#'])
+    {
+        out.push((decode(&path[..end]), format!("{source}, without query")));
+    }
+    out
+}
+
+fn has_escape(text: &str) -> bool {
+    text.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
+}
+
+/// Percent-decodes `text`; `None` when the bytes are not text or hold a NUL.
+fn decode(text: &str) -> Option<String> {
+    match percent_encoding::percent_decode_str(text).decode_utf8() {
+        Ok(decoded) if !decoded.contains('\0') => Some(decoded.into_owned()),
+        _ => None,
+    }
+}
+
+/// One candidate path, made absolute the way the server would, then normalised.
+fn resolve(path: &str, context: &PathContext, how: &str) -> Reading {
+    let absolute = if path == "~" || path.starts_with("~/") {
+        match &context.home {
+            Some(home) => home.join(path.trim_start_matches('~').trim_start_matches('/')),
+            None => return unresolved("`~` with no known server HOME"),
+        }
+    } else if path.starts_with('~') {
+        return unresolved("`~user` (another user's home)");
+    } else if Path::new(path).is_absolute() {
+        PathBuf::from(path)
+    } else {
+        match &context.cwd {
+            Some(cwd) => cwd.join(path),
+            None => return unresolved("a relative path with no known working directory"),
+        }
+    };
+    let how = if path.starts_with('~') {
+        format!("{how}, ~ = the server's HOME")
+    } else if !Path::new(path).is_absolute() {
+        format!("{how}, relative to the server's working directory")
+    } else {
+        how.to_string()
+    };
+    Reading {
+        resolved: Some(normalize_path(&absolute).to_string_lossy().into_owned()),
+        how,
+        holds: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> PathContext {
+        PathContext {
+            home: Some(PathBuf::from("/state/servers/fs/home")),
+            cwd: Some(PathBuf::from("/work/notes")),
+        }
+    }
+
+    fn resolved(raw: &str) -> Vec<Option<String>> {
+        read_path(raw, &context())
+            .into_iter()
+            .map(|r| r.resolved)
+            .collect()
+    }
+
+    fn some(path: &str) -> Option<String> {
+        Some(path.to_string())
+    }
+
+    #[test]
+    fn every_spelling_of_etc_passwd_reads_as_etc_passwd() {
+        for raw in [
+            "/etc/passwd",
+            "../../../../../etc/passwd",
+            "file:///etc/passwd",
+            "file://localhost/etc/passwd",
+            "FILE://LOCALHOST/etc/passwd",
+            "/tmp/../etc/passwd",
+        ] {
+            assert_eq!(resolved(raw), vec![some("/etc/passwd")], "{raw}");
+        }
+        // ~ is the server's HOME, four levels deep here.
+        assert_eq!(
+            resolved("~/../../../../etc/passwd"),
+            vec![some("/etc/passwd")]
+        );
+        // Percent-encoding: both the literal and the decoded reading are kept.
+        assert_eq!(
+            resolved("file:///etc%2Fpasswd"),
+            vec![some("/etc%2Fpasswd"), some("/etc/passwd")]
+        );
+        assert_eq!(
+            resolved("%2Fetc%2Fpasswd"),
+            vec![some("/work/notes/%2Fetc%2Fpasswd"), some("/etc/passwd")]
+        );
+        // A URL parser removes dot segments before decoding; a hand-rolled server after.
+        assert_eq!(
+            resolved("file:///etc%2Fa%2Fx/../a"),
+            vec![some("/a"), some("/etc/a/a")]
+        );
+        assert_eq!(
+            resolved("file:///etc/passwd?x=1"),
+            vec![some("/etc/passwd?x=1"), some("/etc/passwd")]
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_resolved_says_why() {
+        let unknown = PathContext::default();
+        for (raw, why) in [
+            ("notes/a", "no known working directory"),
+            ("~/a", "no known server HOME"),
+        ] {
+            let readings = read_path(raw, &unknown);
+            assert_eq!(readings.len(), 1);
+            assert_eq!(readings[0].resolved, None);
+            assert!(readings[0].how.contains(why), "{readings:?}");
+        }
+        for raw in [
+            "~root/.ssh/id_rsa",
+            "file://evil.example/etc/passwd",
+            "%FF%FE",
+        ] {
+            assert!(
+                read_path(raw, &context())
+                    .iter()
+                    .any(|r| r.resolved.is_none()),
+                "{raw}"
+            );
+        }
+    }
+}
