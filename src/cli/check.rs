@@ -176,6 +176,22 @@ pub fn render_policy(policy: &Policy) -> String {
         }
     }
     list_line(&mut out, "redact", &policy.audit.redact);
+
+    let _ = writeln!(out, "\nPins");
+    for (key, value, origin) in [
+        (
+            "pinning",
+            policy.pins.pinning.value.to_string(),
+            origin_note(&policy.pins.pinning),
+        ),
+        (
+            "new_servers",
+            policy.pins.new_servers.value.to_string(),
+            origin_note(&policy.pins.new_servers),
+        ),
+    ] {
+        let _ = writeln!(out, "  {key:<20} {value:<40} {origin}");
+    }
     out
 }
 

@@ -21,6 +21,8 @@ pub struct PolicyFile {
     pub sandbox: Option<Spanned<SandboxSection>>,
     #[serde(default)]
     pub audit: Option<Spanned<AuditSection>>,
+    #[serde(default)]
+    pub pins: Option<Spanned<PinsSection>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -97,4 +99,14 @@ pub struct AuditSection {
     pub locked: Option<Spanned<bool>>,
     pub path: Option<Spanned<String>>,
     pub redact: Option<Vec<Spanned<String>>>,
+}
+
+/// `[pins]`: what happens when a server's tool, prompt or resource template definitions change,
+/// and to servers this machine has never approved.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinsSection {
+    pub locked: Option<Spanned<bool>>,
+    pub pinning: Option<Spanned<super::PinningMode>>,
+    pub new_servers: Option<Spanned<super::NewServers>>,
 }

@@ -424,3 +424,40 @@ fn the_digest_frames_each_field() {
     assert_ne!(digests[0], digests[2]);
     assert_ne!(digests[1], digests[2]);
 }
+
+#[test]
+fn pins_default_to_enforce_and_trust_on_first_use() {
+    let policy = load(&[], &[]).unwrap();
+    assert_eq!(policy.pins.pinning.value, PinningMode::Enforce);
+    assert_eq!(policy.pins.new_servers.value, NewServers::Trust);
+    assert_eq!(policy.pins.pinning.origin.layer, Layer::Builtin);
+    let relaxed = load(&[user("version = 1\n[pins]\npinning = \"warn\"\n")], &[]).unwrap();
+    assert_eq!(relaxed.pins.pinning.value, PinningMode::Warn);
+    assert_eq!(relaxed.pins.pinning.origin.line, Some(3));
+}
+
+#[test]
+fn pins_loosen_only_where_the_layer_may_widen() {
+    // The project layer may tighten, never loosen.
+    let stricter = load(
+        &[project("version = 1\n[pins]\nnew_servers = \"quarantine\"\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(stricter.pins.new_servers.value, NewServers::Quarantine);
+    let err = load_error(&[project("version = 1\n[pins]\npinning = \"off\"\n")]);
+    assert_eq!(err.position, Some(LineCol { line: 3, column: 11 }));
+    assert!(err.message.contains("may only narrow"), "{err}");
+    // An org lock holds both keys.
+    let locked = org("version = 1\n[pins]\nlocked = true\npinning = \"enforce\"\nnew_servers = \"quarantine\"\n");
+    for loosening in ["pinning = \"warn\"", "pinning = \"off\"", "new_servers = \"trust\""] {
+        let err = load_error(&[locked.clone(), user(&format!("version = 1\n[pins]\n{loosening}\n"))]);
+        assert!(err.message.contains("org policy locks"), "{loosening}: {err}");
+        assert!(err.to_string().contains("/etc/airlock/policy.toml"), "{err}");
+    }
+    let same = load(&[locked, user("version = 1\n[pins]\npinning = \"enforce\"\n")], &[]).unwrap();
+    assert_eq!(same.pins.new_servers.value, NewServers::Quarantine);
+    // Unknown values are load errors with their position.
+    let err = load_error(&[user("version = 1\n[pins]\npinning = \"sometimes\"\n")]);
+    assert_eq!(err.position.map(|p| p.line), Some(3), "{err}");
+}

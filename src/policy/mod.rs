@@ -228,6 +228,54 @@ pub struct AuditPolicy {
     pub redact: Vec<Sourced<String>>,
 }
 
+/// What airlock does when a pinned definition (tool, prompt, resource template) changes or a
+/// new one appears. Ordered by strictness: `Off < Warn < Enforce`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinningMode {
+    /// No pins are kept or checked.
+    Off,
+    /// Changes are recorded and warned about (stderr, audit), but stay visible and callable.
+    Warn,
+    /// Changed and new definitions are hidden and refused until approved.
+    Enforce,
+}
+
+impl fmt::Display for PinningMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PinningMode::Off => "off",
+            PinningMode::Warn => "warn",
+            PinningMode::Enforce => "enforce",
+        })
+    }
+}
+
+/// What happens to a server this machine has never approved. Ordered by strictness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NewServers {
+    /// Its definitions are pinned the first time they are seen (trust on first use).
+    Trust,
+    /// It starts but exposes nothing until `airlock pins approve SERVER`.
+    Quarantine,
+}
+
+impl fmt::Display for NewServers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NewServers::Trust => "trust",
+            NewServers::Quarantine => "quarantine",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PinsPolicy {
+    pub pinning: Sourced<PinningMode>,
+    pub new_servers: Sourced<NewServers>,
+}
+
 /// One tool call as the gate sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
@@ -260,6 +308,7 @@ pub struct Policy {
     /// Sandbox per configured server (global sandbox plus that server's config block).
     pub server_sandbox: std::collections::BTreeMap<String, SandboxPolicy>,
     pub audit: AuditPolicy,
+    pub pins: PinsPolicy,
     /// The files that were merged, highest authority first.
     pub sources: Vec<(Layer, PathBuf)>,
     /// SHA-256 over the merged files' contents, for the audit log.

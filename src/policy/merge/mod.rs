@@ -5,7 +5,7 @@
 //! - The built-in `policies/default.toml` supplies every key no other layer sets.
 //! - Lists that grant (commands, paths, env names, allow rules) are the union of every layer that
 //!   sets them; lists that restrict (ask, deny, require, redact) are always unioned.
-//! - Scalars (network, limits, run_as, allow_trust, kill_timeout, audit path): the last layer that
+//! - Scalars (network, limits, run_as, allow_trust, kill_timeout, audit path, pins): the last layer that
 //!   sets them wins, except `tools.default`, where the org's value stands if it set one (a lower
 //!   layer may only make it stricter).
 //! - A layer may not widen: the project layer ever; the user and config layers in a section an org
@@ -22,11 +22,12 @@ use super::file::{PolicyFile, SandboxSection, ToolsSection};
 use super::presets;
 use super::rules::{ToolEntry, ToolRules};
 use super::{
-    Action, AuditPolicy, LaunchPolicy, Layer, Limits, Network, Origin, Policy, RunAs,
-    SandboxPolicy, Sourced,
+    Action, AuditPolicy, LaunchPolicy, Layer, Limits, Network, NewServers, Origin, PinningMode,
+    PinsPolicy, Policy, RunAs, SandboxPolicy, Sourced,
 };
 use crate::diagnostic::{LineCol, SourceError, from_toml_error};
 
+mod pins;
 mod sections;
 mod tools;
 mod values;
@@ -146,6 +147,7 @@ struct Locks {
     tools: Option<Origin>,
     sandbox: Option<Origin>,
     audit: Option<Origin>,
+    pins: Option<Origin>,
 }
 
 fn widening_for(layer: Layer, lock: &Option<Origin>) -> Widening {
@@ -233,6 +235,7 @@ struct Draft {
     tools_default: Sourced<Action>,
     sandbox: SandboxPolicy,
     audit: AuditPolicy,
+    pins: PinsPolicy,
     locks: Locks,
 }
 
@@ -264,6 +267,11 @@ impl Draft {
             read_lock(ctx, &section.get_ref().locked, &mut self.locks.audit)?;
             let widening = widening_for(ctx.layer, &self.locks.audit);
             merge_audit(&mut self.audit, ctx, &widening, section.get_ref())?;
+        }
+        if let Some(section) = &file.pins {
+            read_lock(ctx, &section.get_ref().locked, &mut self.locks.pins)?;
+            let widening = widening_for(ctx.layer, &self.locks.pins);
+            pins::merge_pins(&mut self.pins, ctx, &widening, section.get_ref())?;
         }
         Ok(())
     }
@@ -337,6 +345,16 @@ fn builtin_draft() -> Result<Draft, SourceError> {
             path: None,
             redact: Vec::new(),
         },
+        pins: PinsPolicy {
+            pinning: Sourced {
+                value: PinningMode::Enforce,
+                origin: origin.clone(),
+            },
+            new_servers: Sourced {
+                value: NewServers::Trust,
+                origin: origin.clone(),
+            },
+        },
         locks: Locks::default(),
     };
     draft.apply(&ctx, &file)?;
@@ -358,13 +376,14 @@ fn builtin_draft() -> Result<Draft, SourceError> {
     Ok(draft)
 }
 
-fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy) {
+fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy, PinsPolicy) {
     let Draft {
         launch,
         tool_entries,
         tools_default,
         sandbox,
         audit,
+        pins,
         ..
     } = draft;
     (
@@ -372,6 +391,7 @@ fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy
         ToolRules::new(tool_entries, tools_default),
         sandbox,
         audit,
+        pins,
     )
 }
 
@@ -483,13 +503,14 @@ pub fn load(
     }
 
     let digest = digest(sources, servers);
-    let (launch, tools, sandbox, audit) = compile(draft);
+    let (launch, tools, sandbox, audit, pins) = compile(draft);
     Ok(Policy {
         launch,
         tools,
         sandbox,
         server_sandbox,
         audit,
+        pins,
         sources: ordered.iter().map(|s| (s.layer, s.path.clone())).collect(),
         digest,
     })
