@@ -10,13 +10,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::chain::{self, Checkpoint, GENESIS, LineHash};
 use super::event::{Event, rfc3339};
+use crate::lock::flock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -124,20 +124,6 @@ impl<'a> LockGuard<'a> {
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         let _ = flock(self.0, libc::LOCK_UN);
-    }
-}
-
-/// `flock(2)`, retried on EINTR.
-pub(crate) fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
-    loop {
-        // SAFETY: flock only reads the descriptor number, which `file` keeps open.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
     }
 }
 

@@ -12,6 +12,7 @@ mod confine;
 mod doctor;
 mod explain;
 mod install;
+mod pins;
 pub mod run;
 pub mod serve;
 mod session;
@@ -45,6 +46,7 @@ pub enum Command {
     Audit(Box<audit::AuditArgs>),
     Check(check::CheckArgs),
     Explain(explain::ExplainArgs),
+    Pins(pins::PinsArgs),
     Run(run::RunArgs),
     Serve(serve::ServeArgs),
     Test(test::TestArgs),
@@ -101,6 +103,7 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => audit::run(*args),
         Command::Check(args) => check::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Pins(args) => pins::run(args),
         Command::Run(args) => run::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Test(args) => test::run(args),

@@ -440,22 +440,49 @@ fn pins_default_to_enforce_and_trust_on_first_use() {
 fn pins_loosen_only_where_the_layer_may_widen() {
     // The project layer may tighten, never loosen.
     let stricter = load(
-        &[project("version = 1\n[pins]\nnew_servers = \"quarantine\"\n")],
+        &[project(
+            "version = 1\n[pins]\nnew_servers = \"quarantine\"\n",
+        )],
         &[],
     )
     .unwrap();
     assert_eq!(stricter.pins.new_servers.value, NewServers::Quarantine);
     let err = load_error(&[project("version = 1\n[pins]\npinning = \"off\"\n")]);
-    assert_eq!(err.position, Some(LineCol { line: 3, column: 11 }));
+    assert_eq!(
+        err.position,
+        Some(LineCol {
+            line: 3,
+            column: 11
+        })
+    );
     assert!(err.message.contains("may only narrow"), "{err}");
     // An org lock holds both keys.
-    let locked = org("version = 1\n[pins]\nlocked = true\npinning = \"enforce\"\nnew_servers = \"quarantine\"\n");
-    for loosening in ["pinning = \"warn\"", "pinning = \"off\"", "new_servers = \"trust\""] {
-        let err = load_error(&[locked.clone(), user(&format!("version = 1\n[pins]\n{loosening}\n"))]);
-        assert!(err.message.contains("org policy locks"), "{loosening}: {err}");
-        assert!(err.to_string().contains("/etc/airlock/policy.toml"), "{err}");
+    let locked = org(
+        "version = 1\n[pins]\nlocked = true\npinning = \"enforce\"\nnew_servers = \"quarantine\"\n",
+    );
+    for loosening in [
+        "pinning = \"warn\"",
+        "pinning = \"off\"",
+        "new_servers = \"trust\"",
+    ] {
+        let err = load_error(&[
+            locked.clone(),
+            user(&format!("version = 1\n[pins]\n{loosening}\n")),
+        ]);
+        assert!(
+            err.message.contains("org policy locks"),
+            "{loosening}: {err}"
+        );
+        assert!(
+            err.to_string().contains("/etc/airlock/policy.toml"),
+            "{err}"
+        );
     }
-    let same = load(&[locked, user("version = 1\n[pins]\npinning = \"enforce\"\n")], &[]).unwrap();
+    let same = load(
+        &[locked, user("version = 1\n[pins]\npinning = \"enforce\"\n")],
+        &[],
+    )
+    .unwrap();
     assert_eq!(same.pins.new_servers.value, NewServers::Quarantine);
     // Unknown values are load errors with their position.
     let err = load_error(&[user("version = 1\n[pins]\npinning = \"sometimes\"\n")]);

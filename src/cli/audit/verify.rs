@@ -42,7 +42,7 @@ fn read_locked(
         ))
     };
     let mut file = File::open(log).map_err(|err| cannot(log, err))?;
-    crate::audit::sink::flock(&file, libc::LOCK_SH).map_err(|err| cannot(log, err))?;
+    crate::lock::flock(&file, libc::LOCK_SH).map_err(|err| cannot(log, err))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|err| cannot(log, err))?;

@@ -376,7 +376,15 @@ fn builtin_draft() -> Result<Draft, SourceError> {
     Ok(draft)
 }
 
-fn compile(draft: Draft) -> (LaunchPolicy, ToolRules, SandboxPolicy, AuditPolicy, PinsPolicy) {
+fn compile(
+    draft: Draft,
+) -> (
+    LaunchPolicy,
+    ToolRules,
+    SandboxPolicy,
+    AuditPolicy,
+    PinsPolicy,
+) {
     let Draft {
         launch,
         tool_entries,

@@ -1,0 +1,342 @@
+//! The pure pin decisions: given a server's pins (or none yet), the policy, and what the server
+//! lists or what the host asks to use, what is shown, what is hidden, what is pinned on first
+//! use and what waits for approval. No I/O: the store and the gate do that around these.
+
+use std::collections::BTreeMap;
+
+use super::definition::{Definition, Kind};
+use super::record::{Approval, Change, ServerPins};
+use crate::policy::{NewServers, PinningMode};
+
+/// The policy's `[pins]` keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub pinning: PinningMode,
+    pub new_servers: NewServers,
+}
+
+impl Settings {
+    /// True when airlock keeps no pins and lets every server in: nothing to read or write.
+    pub fn is_inactive(self) -> bool {
+        self.pinning == PinningMode::Off && self.new_servers == NewServers::Trust
+    }
+}
+
+/// Why a definition is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// Its definition differs from the one pinned at `pinned_at`.
+    Changed { pinned_at: String },
+    /// Not pinned, and seen after the server's first complete listing.
+    New,
+    /// The server was never approved on this machine, and the policy quarantines such servers.
+    Quarantined,
+    /// Never listed by the server, so there is nothing to compare with its pin.
+    Unlisted,
+}
+
+/// What to do with one definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Show,
+    /// `pinning = "warn"`: shown and usable, with a warning.
+    Warn(Reason),
+    Hide(Reason),
+}
+
+impl Verdict {
+    pub fn is_hidden(&self) -> bool {
+        matches!(self, Verdict::Hide(_))
+    }
+}
+
+/// Something worth a line in the audit log and on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinEvent {
+    pub kind: Kind,
+    pub name: String,
+    pub what: PinEventKind,
+    pub sha256: String,
+    /// The pinned hash it differs from (`Changed`).
+    pub pinned_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinEventKind {
+    /// Pinned on first use.
+    Pinned,
+    /// Newly waiting for approval, and hidden (`enforce`) or only warned about (`warn`).
+    Changed {
+        hidden: bool,
+    },
+    New {
+        hidden: bool,
+    },
+    /// Waiting, because the server is quarantined.
+    Quarantined,
+}
+
+/// The result of looking at one listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// The record to store (`None` when pins are inactive and nothing is kept).
+    pub record: Option<ServerPins>,
+    /// Whether `record` differs from what was read (so the store must write it).
+    pub changed: bool,
+    /// Per listed name: show, warn or hide.
+    pub verdicts: BTreeMap<String, Verdict>,
+    pub events: Vec<PinEvent>,
+}
+
+fn quarantined(record: Option<&ServerPins>, settings: Settings) -> bool {
+    settings.new_servers == NewServers::Quarantine && record.is_none_or(|r| r.approved.is_none())
+}
+
+/// Hidden under `enforce`, warned about under `warn`.
+fn untrusted(settings: Settings, reason: Reason) -> Verdict {
+    match settings.pinning {
+        PinningMode::Enforce => Verdict::Hide(reason),
+        _ => Verdict::Warn(reason),
+    }
+}
+
+/// Looks at one page of a listing of `kind` (`complete`: it is the last page). Definitions seen
+/// for the first time are pinned (unless the server is quarantined); changed and new ones wait
+/// for approval and are hidden (`enforce`) or warned about (`warn`).
+pub fn observe_listing(
+    existing: Option<&ServerPins>,
+    server: &str,
+    kind: Kind,
+    listed: &[Definition],
+    complete: bool,
+    settings: Settings,
+    now: &str,
+) -> Observation {
+    let mut verdicts = BTreeMap::new();
+    if settings.is_inactive() {
+        for definition in listed {
+            verdicts.insert(definition.name.clone(), Verdict::Show);
+        }
+        return Observation {
+            record: existing.cloned(),
+            changed: false,
+            verdicts,
+            events: Vec::new(),
+        };
+    }
+    let mut record = existing
+        .cloned()
+        .unwrap_or_else(|| ServerPins::new(server, None));
+    if record.approved.is_none() && settings.new_servers == NewServers::Trust {
+        record.approved = Some(Approval {
+            at: now.to_string(),
+            by: "first use".to_string(),
+        });
+    }
+    let quarantine = record.approved.is_none();
+    let mut events = Vec::new();
+    for definition in listed {
+        let verdict = if settings.pinning == PinningMode::Off {
+            if quarantine {
+                Verdict::Hide(Reason::Quarantined)
+            } else {
+                Verdict::Show
+            }
+        } else {
+            judge(
+                &mut record,
+                definition,
+                quarantine,
+                settings,
+                now,
+                &mut events,
+            )
+        };
+        verdicts.insert(definition.name.clone(), verdict);
+    }
+    if complete && settings.pinning != PinningMode::Off {
+        record.listed.insert(kind);
+    }
+    let changed = existing != Some(&record);
+    Observation {
+        record: Some(record),
+        changed,
+        verdicts,
+        events,
+    }
+}
+
+/// One listed definition against the record (which it updates).
+fn judge(
+    record: &mut ServerPins,
+    definition: &Definition,
+    quarantine: bool,
+    settings: Settings,
+    now: &str,
+    events: &mut Vec<PinEvent>,
+) -> Verdict {
+    let (kind, name) = (definition.kind, definition.name.as_str());
+    let event = |what, pinned_sha256: Option<String>| PinEvent {
+        kind,
+        name: name.to_string(),
+        what,
+        sha256: definition.sha256.clone(),
+        pinned_sha256,
+    };
+    let hidden = settings.pinning == PinningMode::Enforce || quarantine;
+    match record.pin(kind, name).cloned() {
+        Some(pin) if pin.sha256 == definition.sha256 => {
+            // Back to what was pinned (a change that was reverted): nothing waits any more.
+            record.clear_pending(kind, name);
+            if quarantine {
+                Verdict::Hide(Reason::Quarantined)
+            } else {
+                Verdict::Show
+            }
+        }
+        Some(pin) => {
+            if record.set_pending(definition, Change::Changed, now) {
+                events.push(event(PinEventKind::Changed { hidden }, Some(pin.sha256)));
+            }
+            if quarantine {
+                Verdict::Hide(Reason::Quarantined)
+            } else {
+                untrusted(
+                    settings,
+                    Reason::Changed {
+                        pinned_at: pin.pinned_at,
+                    },
+                )
+            }
+        }
+        None => {
+            let forgotten = record.repin.get(&kind).is_some_and(|r| r.contains(name));
+            let first_sight = !record.listed.contains(&kind) || forgotten;
+            if first_sight && !quarantine {
+                record.set_pin(definition, now, "first use");
+                if let Some(repin) = record.repin.get_mut(&kind) {
+                    repin.remove(name);
+                }
+                record.repin.retain(|_, names| !names.is_empty());
+                events.push(event(PinEventKind::Pinned, None));
+                return Verdict::Show;
+            }
+            if record.set_pending(definition, Change::New, now) {
+                let what = if quarantine {
+                    PinEventKind::Quarantined
+                } else {
+                    PinEventKind::New { hidden }
+                };
+                events.push(event(what, None));
+            }
+            if quarantine {
+                Verdict::Hide(Reason::Quarantined)
+            } else {
+                untrusted(settings, Reason::New)
+            }
+        }
+    }
+}
+
+/// May the host use (call, get, read) the definition `name` of `kind`? `seen` is the hash this
+/// session last listed for it, if it listed it at all.
+pub fn decide_use(
+    record: Option<&ServerPins>,
+    kind: Kind,
+    name: &str,
+    seen: Option<&str>,
+    settings: Settings,
+) -> Verdict {
+    if settings.is_inactive() {
+        return Verdict::Show;
+    }
+    if quarantined(record, settings) {
+        return Verdict::Hide(Reason::Quarantined);
+    }
+    if settings.pinning == PinningMode::Off {
+        return Verdict::Show;
+    }
+    let pin = record.and_then(|r| r.pin(kind, name));
+    let changed = |pinned_at: &str| {
+        untrusted(
+            settings,
+            Reason::Changed {
+                pinned_at: pinned_at.to_string(),
+            },
+        )
+    };
+    match (seen, pin) {
+        (Some(seen), Some(pin)) if seen == pin.sha256 => Verdict::Show,
+        (Some(_), Some(pin)) => changed(&pin.pinned_at),
+        (Some(_), None) => untrusted(settings, Reason::New),
+        // Not listed in this session: what the store knows (another session may have seen it
+        // change).
+        (None, Some(pin)) => match record.and_then(|r| r.pending_for(kind, name)) {
+            Some(_) => changed(&pin.pinned_at),
+            None => Verdict::Show,
+        },
+        (None, None) => {
+            let first_use = record.is_none_or(|r| !r.listed.contains(&kind));
+            if first_use {
+                Verdict::Show
+            } else if record.is_some_and(|r| r.pending_for(kind, name).is_some()) {
+                untrusted(settings, Reason::New)
+            } else {
+                untrusted(settings, Reason::Unlisted)
+            }
+        }
+    }
+}
+
+/// What the host is told when airlock refuses to use a definition, with the way out.
+pub fn refusal_text(server: &str, kind: Kind, name: &str, reason: &Reason) -> String {
+    let what = format!(
+        "airlock refused {} \"{name}\" of server \"{server}\"",
+        kind.noun()
+    );
+    let review = format!(
+        "Review it with `airlock pins diff {server} {name}`, then approve it with `airlock pins approve {server} {name}`."
+    );
+    match reason {
+        Reason::Changed { pinned_at } => format!(
+            "{what}: its definition changed since it was pinned ({pinned_at}), so it is hidden until a person approves the change. {review}"
+        ),
+        Reason::New => format!(
+            "{what}: it is new since the server's definitions were pinned, so it is hidden until a person approves it. {review}"
+        ),
+        Reason::Quarantined => format!(
+            "{what}: server \"{server}\" has never been approved on this machine, and the policy quarantines new servers (pins.new_servers = \"quarantine\"). Review it with `airlock pins diff {server}`, then approve it with `airlock pins approve {server}`."
+        ),
+        Reason::Unlisted => format!(
+            "{what}: the server has not listed it in this session, and it is not pinned, so its definition cannot be checked. List the server's {}s first; if it is new, `airlock pins diff {server} {name}` shows it.",
+            kind.noun()
+        ),
+    }
+}
+
+/// Whether `uri` can be produced by the RFC 6570 `template` (every `{...}` expression matches
+/// any run of characters; literal parts must match exactly). Used to refuse reads through a
+/// hidden resource template.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    let mut pattern = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        pattern.push_str(&regex::escape(&rest[..open]));
+        match rest[open..].find('}') {
+            Some(close) => {
+                pattern.push_str(".*");
+                rest = &rest[open + close + 1..];
+            }
+            None => {
+                rest = &rest[open..];
+                break;
+            }
+        }
+    }
+    pattern.push_str(&regex::escape(rest));
+    pattern.push('$');
+    regex::Regex::new(&pattern).is_ok_and(|regex| regex.is_match(uri))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,154 @@
+//! What a pin covers: the parts of a tool, prompt or resource template definition that tell a
+//! model (or a person) what it does, in a canonical form (object keys sorted, no whitespace),
+//! hashed with SHA-256. Two listings that differ only in key order or spacing pin the same.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::hash::sha256_hex;
+
+/// The three kinds of definitions airlock pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Tool,
+    Prompt,
+    ResourceTemplate,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::ResourceTemplate];
+
+    /// The fields of a definition that are pinned. Anything else (`_meta`, `icons`, unknown
+    /// fields) may change freely: it is presentation or bookkeeping, not what the model reads.
+    pub fn pinned_fields(self) -> &'static [&'static str] {
+        match self {
+            Kind::Tool => &[
+                "name",
+                "title",
+                "description",
+                "inputSchema",
+                "outputSchema",
+                "annotations",
+            ],
+            Kind::Prompt => &["name", "title", "description", "arguments"],
+            Kind::ResourceTemplate => &[
+                "name",
+                "title",
+                "uriTemplate",
+                "description",
+                "mimeType",
+                "annotations",
+            ],
+        }
+    }
+
+    /// The list method and the key of its result that holds the definitions.
+    pub fn list_method(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Tool => ("tools/list", "tools"),
+            Kind::Prompt => ("prompts/list", "prompts"),
+            Kind::ResourceTemplate => ("resources/templates/list", "resourceTemplates"),
+        }
+    }
+
+    /// For messages: "tool", "prompt", "resource template".
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+            Kind::ResourceTemplate => "resource template",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.noun())
+    }
+}
+
+/// One definition as listed by a server, reduced to its pinned fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    pub kind: Kind,
+    pub name: String,
+    /// The pinned fields, keys sorted at every depth.
+    pub canonical: Value,
+    /// SHA-256 (hex) of `canonical`'s compact encoding.
+    pub sha256: String,
+}
+
+/// `value` with object keys sorted at every depth.
+pub fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut sorted = Map::with_capacity(map.len());
+            for key in keys {
+                sorted.insert(key.clone(), canonical(&map[key]));
+            }
+            Value::Object(sorted)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+impl Definition {
+    /// Reads one listed item; `None` when it has no string `name`.
+    pub fn from_listed(kind: Kind, item: &Value) -> Option<Definition> {
+        let name = item.get("name")?.as_str()?.to_string();
+        let mut pinned = Map::new();
+        for field in kind.pinned_fields() {
+            if let Some(value) = item.get(*field) {
+                pinned.insert((*field).to_string(), value.clone());
+            }
+        }
+        let canonical = canonical(&Value::Object(pinned));
+        let sha256 = sha256_hex(canonical.to_string().as_bytes());
+        Some(Definition {
+            kind,
+            name,
+            canonical,
+            sha256,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_order_and_unpinned_fields_do_not_change_the_hash() {
+        let a = json!({"name": "echo", "description": "Echo", "inputSchema": {"type": "object", "properties": {"b": {}, "a": {}}}, "_meta": {"x": 1}});
+        let b = json!({"inputSchema": {"properties": {"a": {}, "b": {}}, "type": "object"}, "description": "Echo", "name": "echo", "icons": []});
+        let (a, b) = (
+            Definition::from_listed(Kind::Tool, &a).unwrap(),
+            Definition::from_listed(Kind::Tool, &b).unwrap(),
+        );
+        assert_eq!(a.sha256, b.sha256);
+        assert_eq!(
+            a.canonical.to_string(),
+            r#"{"description":"Echo","inputSchema":{"properties":{"a":{},"b":{}},"type":"object"},"name":"echo"}"#
+        );
+    }
+
+    #[test]
+    fn every_pinned_field_changes_the_hash() {
+        for kind in Kind::ALL {
+            let base = json!({"name": "n"});
+            let reference = Definition::from_listed(kind, &base).unwrap().sha256;
+            for field in kind.pinned_fields().iter().filter(|f| **f != "name") {
+                let mut changed = base.clone();
+                changed[*field] = json!("something else");
+                let hash = Definition::from_listed(kind, &changed).unwrap().sha256;
+                assert_ne!(hash, reference, "{kind} {field}");
+            }
+        }
+        assert!(Definition::from_listed(Kind::Tool, &json!({"description": "no name"})).is_none());
+    }
+}
