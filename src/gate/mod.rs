@@ -891,3 +891,5 @@ impl Gate {
 
 #[cfg(test)]
 mod tests;
+
+pub mod schema;

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::Action;
+use super::{Action, SchemaMode};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +38,7 @@ pub struct LaunchSection {
 pub struct ToolsSection {
     pub locked: Option<Spanned<bool>>,
     pub default: Option<Spanned<Action>>,
+    pub gate_schema: Option<Spanned<SchemaMode>>,
     #[serde(default)]
     pub allow: Vec<Spanned<String>>,
     #[serde(default)]

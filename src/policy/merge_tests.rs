@@ -488,3 +488,38 @@ fn pins_loosen_only_where_the_layer_may_widen() {
     let err = load_error(&[user("version = 1\n[pins]\npinning = \"sometimes\"\n")]);
     assert_eq!(err.position.map(|p| p.line), Some(3), "{err}");
 }
+
+#[test]
+fn gate_schema_defaults_to_warn_and_only_an_unlocked_layer_lowers_it() {
+    let builtin = load(&[], &[]).unwrap();
+    assert_eq!(builtin.gate_schema.value, SchemaMode::Warn);
+    let user_off = load(
+        &[user("version = 1\n[tools]\ngate_schema = \"off\"\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(user_off.gate_schema.value, SchemaMode::Off);
+    let project_raises = load(
+        &[project("version = 1\n[tools]\ngate_schema = \"enforce\"\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(project_raises.gate_schema.value, SchemaMode::Enforce);
+    let project_lowers = load(
+        &[
+            user("version = 1\n[tools]\ngate_schema = \"enforce\"\n"),
+            project("version = 1\n[tools]\ngate_schema = \"warn\"\n"),
+        ],
+        &[],
+    );
+    assert!(project_lowers.is_err());
+    let locked = load(
+        &[
+            org("version = 1\n[tools]\nlocked = true\ngate_schema = \"enforce\"\n"),
+            user("version = 1\n[tools]\ngate_schema = \"off\"\n"),
+        ],
+        &[],
+    )
+    .unwrap_err();
+    assert!(locked.to_string().contains("gate_schema"), "{locked}");
+}

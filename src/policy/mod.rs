@@ -43,6 +43,29 @@ impl fmt::Display for Action {
     }
 }
 
+/// What the gate does with a call whose arguments do not validate against the tool's listed
+/// `inputSchema` (`tools.gate_schema`). Ordered by strictness: `Off < Warn < Enforce`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaMode {
+    /// Arguments are not checked.
+    Off,
+    /// The call goes through; the mismatch is logged and audited.
+    Warn,
+    /// The call is refused before the server sees it, with the validation error.
+    Enforce,
+}
+
+impl fmt::Display for SchemaMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SchemaMode::Off => "off",
+            SchemaMode::Warn => "warn",
+            SchemaMode::Enforce => "enforce",
+        })
+    }
+}
+
 /// Where a policy layer comes from. Ordered by authority, highest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -304,6 +327,8 @@ pub struct Decision {
 pub struct Policy {
     pub launch: LaunchPolicy,
     pub tools: ToolRules,
+    /// `tools.gate_schema`: arguments checked against the listed `inputSchema`.
+    pub gate_schema: Sourced<SchemaMode>,
     pub sandbox: SandboxPolicy,
     /// Sandbox per configured server (global sandbox plus that server's config block).
     pub server_sandbox: std::collections::BTreeMap<String, SandboxPolicy>,

@@ -23,7 +23,7 @@ use super::presets;
 use super::rules::{ToolEntry, ToolRules};
 use super::{
     Action, AuditPolicy, LaunchPolicy, Layer, Limits, Network, NewServers, Origin, PinningMode,
-    PinsPolicy, Policy, RunAs, SandboxPolicy, Sourced,
+    PinsPolicy, Policy, RunAs, SandboxPolicy, SchemaMode, Sourced,
 };
 use crate::diagnostic::{LineCol, SourceError, from_toml_error};
 
@@ -233,6 +233,7 @@ struct Draft {
     launch: LaunchPolicy,
     tool_entries: Vec<ToolEntry>,
     tools_default: Sourced<Action>,
+    gate_schema: Sourced<SchemaMode>,
     sandbox: SandboxPolicy,
     audit: AuditPolicy,
     pins: PinsPolicy,
@@ -252,6 +253,13 @@ impl Draft {
             merge_tools(
                 &mut self.tool_entries,
                 &mut self.tools_default,
+                ctx,
+                &widening,
+                PatternScope::Global,
+                section.get_ref(),
+            )?;
+            merge_gate_schema(
+                &mut self.gate_schema,
                 ctx,
                 &widening,
                 PatternScope::Global,
@@ -320,6 +328,10 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         tool_entries: Vec::new(),
         tools_default: Sourced {
             value: Action::Deny,
+            origin: origin.clone(),
+        },
+        gate_schema: Sourced {
+            value: SchemaMode::Enforce,
             origin: origin.clone(),
         },
         sandbox: SandboxPolicy {
@@ -487,6 +499,13 @@ pub fn load(
                 scope,
                 tools.get_ref(),
             )?;
+            merge_gate_schema(
+                &mut draft.gate_schema,
+                &ctx,
+                &widening,
+                scope,
+                tools.get_ref(),
+            )?;
         }
         if let Some(sandbox) = server.sandbox {
             reject_lock_outside_org(&ctx, &sandbox.get_ref().locked)?;
@@ -511,10 +530,12 @@ pub fn load(
     }
 
     let digest = digest(sources, servers);
+    let gate_schema = draft.gate_schema.clone();
     let (launch, tools, sandbox, audit, pins) = compile(draft);
     Ok(Policy {
         launch,
         tools,
+        gate_schema,
         sandbox,
         server_sandbox,
         audit,

@@ -7,7 +7,7 @@ use crate::diagnostic::SourceError;
 use crate::policy::file::{RuleDecl, ToolsSection};
 use crate::policy::pattern::{Glob, ToolPattern};
 use crate::policy::rules::{ArgMatcher, Condition, ToolEntry};
-use crate::policy::{Action, Layer, Sourced};
+use crate::policy::{Action, Layer, SchemaMode, Sourced};
 
 /// How tool patterns are written in a section: globally (`mcp:server__tool`) or inside one
 /// server's config block (just the tool glob).
@@ -169,5 +169,36 @@ pub(super) fn merge_tools(
             only_narrows: widening.only_narrows(),
         });
     }
+    Ok(())
+}
+
+/// `tools.gate_schema`: the last layer that sets it wins; lowering it (`enforce` → `warn` → `off`)
+/// is a widening, refused where the layer may only narrow. A server's own block cannot set it.
+pub(super) fn merge_gate_schema(
+    mode: &mut Sourced<SchemaMode>,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    scope: PatternScope<'_>,
+    section: &ToolsSection,
+) -> Result<(), SourceError> {
+    let Some(value) = &section.gate_schema else {
+        return Ok(());
+    };
+    if let PatternScope::Server(_) = scope {
+        return Err(ctx
+            .error(
+                &value.span(),
+                "a server's `tools` block cannot set `gate_schema`",
+            )
+            .with_fix("set tools.gate_schema in a policy file"));
+    }
+    let proposed = *value.get_ref();
+    widening.check(
+        ctx,
+        &value.span(),
+        &format!("`tools.gate_schema = \"{proposed}\"`"),
+        proposed < mode.value && mode.origin.layer != Layer::Builtin,
+    )?;
+    *mode = ctx.sourced(proposed, &value.span());
     Ok(())
 }
