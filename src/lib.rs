@@ -12,7 +12,6 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
-pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gate;
@@ -27,3 +26,4 @@ pub mod policy;
 pub mod process;
 pub mod sandbox;
 pub mod secret;
+pub mod session;

@@ -13,6 +13,7 @@ mod doctor;
 mod explain;
 mod install;
 mod pins;
+mod reload;
 pub mod run;
 pub mod serve;
 mod session;
@@ -51,6 +52,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     Test(test::TestArgs),
     Status(status::StatusArgs),
+    /// Make every running `airlock serve` re-read its config and policies (like SIGHUP).
+    Reload(reload::ReloadArgs),
     /// Report kernel sandbox features and what the active policy will enforce.
     Doctor(doctor::DoctorArgs),
     Install(install::InstallArgs),
@@ -108,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Test(args) => test::run(args),
         Command::Status(args) => status::run(args),
+        Command::Reload(args) => reload::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Install(args) => install::install(args),
         Command::Uninstall(args) => install::uninstall(args),

@@ -6,27 +6,27 @@
 //! signal; a confine-helper failure code is never masked; 2 for a refused launch or bad input; 1
 //! for a failure.
 
-use std::cell::RefCell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::CliError;
-use super::session::{SessionOptions, host_stdio, open_audit};
-use crate::audit::{AuditLog, Event, EventKind, Redactor};
+use super::session::{SessionOptions, host_stdio, open_audit, policy_event};
+use crate::audit::Redactor;
 use crate::config::ServerConfig;
-use crate::front::{SessionLimits, relay_stderr, run_session};
-use crate::gate::{Gate, GateConfig};
-use crate::policy::Policy;
-use crate::process::ExitSummary;
+use crate::gateway::remote::Launch;
 use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
+use crate::session::exit::run_status;
+use crate::session::shell::{self, signals::host_output_closed};
+use crate::session::{Core, ServerSpec, Session, Topology};
 use anyhow::Context;
 use clap::Args;
-use serde_json::json;
 
 /// Default `--tool-timeout`, matching the server config's `tool_timeout` default.
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 180;
+/// How long starting the confined server may take (there is no handshake of airlock's own).
+const SPAWN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Run one stdio MCP server confined, gating and auditing every tool call.
 #[derive(Debug, Args)]
@@ -194,25 +194,6 @@ fn allowed_env(
     Ok(env)
 }
 
-fn exit_detail(summary: &ExitSummary) -> (serde_json::Value, u8) {
-    let mut detail = json!({"ended_by": format!("{:?}", summary.ended_by).to_lowercase()});
-    if let Some(step) = summary.helper_step {
-        detail["confine_failed_at"] = json!(step);
-    }
-    let code = match (summary.code, summary.signal) {
-        (Some(code), _) => {
-            detail["code"] = json!(code);
-            u8::try_from(code).unwrap_or(1)
-        }
-        (None, Some(signal)) => {
-            detail["signal"] = json!(signal);
-            u8::try_from(128 + signal).unwrap_or(1)
-        }
-        _ => 1,
-    };
-    (detail, code)
-}
-
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let name = match &args.name {
         Some(name) => {
@@ -240,143 +221,62 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         LaunchError::Refused(reason) => CliError::Refused(reason),
         other => CliError::Failure(other.into()),
     })?;
+    tracing::info!(server = %name, "starting {}", launch.summary());
 
+    let spec = ServerSpec {
+        name: name.clone(),
+        startup_timeout: SPAWN_TIMEOUT,
+        tool_timeout: (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout)),
+        idle_timeout: None,
+        eager: true,
+        refused: None,
+    };
+    let core = Core::new(
+        Topology::Single,
+        vec![spec],
+        policy.clone(),
+        Arc::new(redactor),
+        args.session.show_denied,
+        Instant::now(),
+    );
+    let session = Session {
+        core,
+        kill_timeout: Duration::from_secs(launch.plan.kill_timeout_secs),
+        launches: vec![Some(Launch::Local(launch))],
+        audit,
+        policy_event: policy_event(&name, &policy),
+        max_line_bytes: args.session.max_line_bytes(),
+        control: None,
+        config_path: PathBuf::from("(command line)"),
+        reloader: None,
+        host_output_closed: None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let gate_config = GateConfig {
-        server: name.clone(),
-        show_denied: args.session.show_denied,
-        tool_timeout: (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout)),
-    };
-    let gate = Gate::new(gate_config.clone(), policy.clone(), Arc::new(redactor));
-    let limits = SessionLimits {
-        max_line_bytes: args.session.max_line_bytes(),
-    };
-    let code = runtime.block_on(serve(
-        name,
-        policy,
-        audit,
-        gate,
-        gate_config,
-        limits,
-        launch,
-    ))?;
-    Ok(ExitCode::from(code))
-}
-
-async fn serve(
-    name: String,
-    policy: Arc<Policy>,
-    audit: AuditLog,
-    gate: Gate,
-    gate_config: GateConfig,
-    limits: SessionLimits,
-    launch: process_launch::Prepared,
-) -> Result<u8, CliError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let audit = RefCell::new(audit);
-    let record = |event: Event| {
-        audit
-            .borrow_mut()
-            .record(event)
-            .map_err(|err| CliError::Failure(err.into()))
-    };
-
-    let mut policy_event = Event::new(EventKind::Policy, &name);
-    policy_event.detail = Some(json!({
-        "digest": policy.digest,
-        "sources": policy.sources.iter().map(|(layer, path)| format!("{layer} {}", path.display())).collect::<Vec<_>>(),
-    }));
-    record(policy_event)?;
-
-    let mut child = launch::spawn(&launch).await?;
-    let mut spawn_event = Event::new(EventKind::Spawn, &name);
-    spawn_event.detail = Some(launch.spawn_detail());
-    record(spawn_event)?;
-    tracing::info!(server = %name, "started {}", launch.summary());
-
-    let (server_in, server_out, server_err) = child.take_stdio()?;
-    let relay_name = name.clone();
-    let relay = tokio::spawn(async move {
-        let mut sink = std::io::stderr();
-        relay_stderr(server_err, &relay_name, &mut sink).await;
+    let ended = runtime.block_on(async {
+        let (host_in, host_out) = host_stdio();
+        let session = Session {
+            host_output_closed: host_output_closed(),
+            ..session
+        };
+        shell::run(session, host_in, host_out).await
     });
-
-    let (host_in, host_out) = host_stdio();
-    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel();
-    let session = run_session(
-        gate,
-        &audit,
-        limits,
-        gate_config.tool_timeout,
-        host_in,
-        host_out,
-        server_out,
-        server_in,
-        Some(eof_tx),
-    );
-    tokio::pin!(session);
-    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-
-    // Either the session ends on its own (the server closed its output) or airlock is asked to
-    // stop (host EOF, SIGTERM, SIGINT): then the kill sequence runs while the session drains.
-    let stop = async {
-        tokio::select! {
-            _ = eof_rx => "the host closed the connection",
-            _ = sigterm.recv() => "airlock received SIGTERM",
-            _ = sigint.recv() => "airlock received SIGINT",
-        }
+    drop(runtime);
+    let ended = ended.map_err(|err| CliError::Failure(err.into()))?;
+    let Some(summary) = ended.exits.first().cloned().flatten() else {
+        eprintln!("airlock: server `{name}` could not be started");
+        return Ok(ExitCode::from(1));
     };
-    let (session_result, status, stopped_by_us) = tokio::select! {
-        result = &mut session => {
-            // The server closed its output: give it a moment to exit, then the kill sequence.
-            let status = child.finish(Duration::from_millis(500)).await;
-            (result, status, false)
-        }
-        why = stop => {
-            tracing::info!(server = %name, "{why}; stopping the server");
-            let (result, status) = tokio::join!(&mut session, child.finish(Duration::ZERO));
-            (result, status, true)
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_millis(500), relay).await;
-
-    let (detail, server_code) = exit_detail(&status);
-    let mut exit_event = Event::new(EventKind::Exit, &name);
-    exit_event.detail = Some(detail);
-    exit_event.reason = Some(
-        if stopped_by_us {
-            "stopped by airlock"
-        } else {
-            "exited on its own"
-        }
-        .to_string(),
-    );
-    record(exit_event)?;
-
-    session_result.map_err(|err| CliError::Failure(err.into()))?;
-    // The server's own status whenever it ended by itself, even when the host went away at the
-    // same moment; 0 only when airlock had to signal it. A confine-helper failure is never
-    // masked: the sandbox did not come up, and the host's launcher must see that.
-    let signalled = matches!(
-        status.ended_by,
-        crate::process::EndedBy::Sigterm | crate::process::EndedBy::Sigkill
-    );
-    let code = if signalled && status.helper_step.is_none() {
-        0
-    } else {
-        server_code
-    };
+    let code = run_status(&summary);
     if code != 0 {
         eprintln!("airlock: server `{name}` exited with status {code}");
     }
-    Ok(code)
+    Ok(ExitCode::from(code))
 }
 
-mod launch;
+
 
 #[cfg(test)]
 mod tests {

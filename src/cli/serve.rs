@@ -3,7 +3,7 @@
 //!
 //! stdout carries only MCP; logs go to stderr. Exit status: 0 when the host closed the
 //! connection or airlock was told to stop (SIGTERM, SIGINT); 2 for a bad config or policy;
-//! 1 for a failure (e.g. the audit log cannot be written).
+//! 1 for a failure (e.g. the audit log cannot be written). SIGHUP reloads.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,23 +11,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::CliError;
-use super::session::{SessionOptions, host_stdio, open_audit};
+use super::session::{SessionOptions, host_stdio, open_audit, policy_event};
 use crate::audit::Redactor;
 use crate::config::{Config, StartMode, Transport};
 use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::{Launch, RemoteTarget};
-use crate::gateway::shell::{self, Gateway};
-use crate::gateway::{Router, ServerSpec};
 use crate::paths::{EnvVars, UserDirs};
 use crate::policy::Policy;
-use crate::process::launch::{LaunchContext, prepare};
+use crate::process::launch::{LaunchContext, LaunchError, prepare};
+use crate::session::core::Reloaded;
+use crate::session::shell::{self, signals::host_output_closed};
+use crate::session::{Core, ReloadError, ReloadPlan, Reloader, ServerSpec, Session, Topology};
 use anyhow::Context;
 use clap::Args;
 
 /// Serve every configured server to one host as a single MCP server (stdio).
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"serve\", \"--config\", \"/home/me/.config/airlock/airlock.toml\"]\n\nThen, from a terminal: airlock status"
+    after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"serve\", \"--config\", \"/home/me/.config/airlock/airlock.toml\"]\n\nThen, from a terminal: airlock status; airlock reload (or SIGHUP) after editing the files"
 )]
 pub struct ServeArgs {
     /// Server config: airlock.toml, or an mcpServers/servers JSON file (default: ./airlock.toml,
@@ -62,18 +63,39 @@ pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Po
     Ok((config, policy))
 }
 
-pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
-    let (config, policy) = load(args.config.as_deref(), args.session.policy.clone())?;
+/// Everything the gateway runs, read from the files (at start, and at each reload).
+struct Loaded {
+    config: Config,
+    policy: Arc<Policy>,
+    redactor: Arc<Redactor>,
+    specs: Vec<ServerSpec>,
+    launches: Vec<Option<Launch>>,
+    kill_timeout: Duration,
+}
+
+fn load_all(
+    args_config: Option<&Path>,
+    args_policy: Option<String>,
+    audit_path: Option<&Path>,
+    max_line_bytes: usize,
+) -> Result<Loaded, CliError> {
+    let (config, policy) = load(args_config, args_policy)?;
+    assemble(config, policy, audit_path, max_line_bytes)
+}
+
+fn assemble(
+    config: Config,
+    policy: Policy,
+    audit_path: Option<&Path>,
+    max_line_bytes: usize,
+) -> Result<Loaded, CliError> {
     let policy = Arc::new(policy);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
-    let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
-    let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
-
+    let context = LaunchContext::detect(&policy, audit_path, &config.path);
     let mut specs = Vec::new();
     let mut launches = Vec::new();
     let mut kill_timeout = Duration::from_secs(policy.sandbox.kill_timeout.value);
-    let max_line_bytes = args.session.max_line_bytes();
     for server in config.servers.iter().filter(|s| s.enabled) {
         let launch = if server.transport == Transport::Stdio {
             prepare(server, &policy, &context).map(|prepared| {
@@ -85,7 +107,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
             // No process, no sandbox: still gated and audited like every other server.
             RemoteTarget::new(server, max_line_bytes)
                 .map(Launch::Remote)
-                .map_err(|err| crate::process::launch::LaunchError::Refused(err.to_string()))
+                .map_err(|err| LaunchError::Refused(err.to_string()))
         };
         let (refused, launch) = match launch {
             Ok(launch) => (None, Some(launch)),
@@ -104,37 +126,122 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         });
         launches.push(launch);
     }
-    let router = Router::new(
+    Ok(Loaded {
+        config,
+        policy,
+        redactor: Arc::new(redactor),
         specs,
-        &config.separator,
-        policy.clone(),
-        Arc::new(redactor),
-        args.session.show_denied,
-        Instant::now(),
-    );
+        launches,
+        kill_timeout,
+    })
+}
+
+/// Whether two launches start the same thing (command, arguments, environment, sandbox; for a
+/// remote server its URL and header names).
+fn same_launch(a: Option<&Launch>, b: Option<&Launch>) -> bool {
+    match (a, b) {
+        (Some(Launch::Local(a)), Some(Launch::Local(b))) => a.plan == b.plan,
+        (Some(Launch::Remote(a)), Some(Launch::Remote(b))) => a.spawn_detail() == b.spawn_detail(),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Re-reads the same files the gateway started from.
+struct FileReloader {
+    config: Option<PathBuf>,
+    policy: Option<String>,
+    audit_path: Option<PathBuf>,
+    max_line_bytes: usize,
+}
+
+impl Reloader for FileReloader {
+    fn reload(&mut self, running: &[(String, Option<Launch>)]) -> Result<ReloadPlan, ReloadError> {
+        let loaded = load_all(
+            self.config.as_deref(),
+            self.policy.clone(),
+            self.audit_path.as_deref(),
+            self.max_line_bytes,
+        )
+        .map_err(|err| ReloadError(err.to_string()))?;
+        let mut servers = Vec::new();
+        let mut launches = Vec::new();
+        for (spec, launch) in loaded.specs.into_iter().zip(loaded.launches) {
+            let old = running.iter().find(|(name, _)| *name == spec.name);
+            let launch_changed = old.is_none_or(|(_, old)| !same_launch(old.as_ref(), launch.as_ref()));
+            launches.push((spec.name.clone(), launch));
+            servers.push(Reloaded {
+                spec,
+                launch_changed,
+            });
+        }
+        let mut event = policy_event("gateway", &loaded.policy);
+        event.reason = Some(format!("reload of {}", loaded.config.path.display()));
+        Ok(ReloadPlan {
+            servers,
+            launches,
+            policy: loaded.policy,
+            redactor: loaded.redactor,
+            policy_event: event,
+            kill_timeout: loaded.kill_timeout,
+        })
+    }
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
+    // The audit log comes from the first policy; a reload cannot move it.
+    let (config, policy) = load(args.config.as_deref(), args.session.policy.clone())?;
+    let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
+    let max_line_bytes = args.session.max_line_bytes();
+    let loaded = assemble(config, policy, audit_path.as_deref(), max_line_bytes)?;
+    let context = LaunchContext::detect(&loaded.policy, audit_path.as_deref(), &loaded.config.path);
     let control = match ControlSocket::bind(&context.dirs.state_dir) {
         Ok(control) => Some(control),
         Err(err) => {
-            tracing::warn!("no status socket (airlock status will not see this gateway): {err}");
+            tracing::warn!("no control socket (airlock status and reload will not see this gateway): {err}");
             None
         }
+    };
+    let separator = loaded.config.separator.clone();
+    let core = Core::new(
+        Topology::Gateway { separator },
+        loaded.specs,
+        loaded.policy.clone(),
+        loaded.redactor,
+        args.session.show_denied,
+        Instant::now(),
+    );
+    let mut event = policy_event("gateway", &loaded.policy);
+    event.reason = Some(format!("config {}", loaded.config.path.display()));
+    let reloader = FileReloader {
+        config: args.config.clone(),
+        policy: args.session.policy.clone(),
+        audit_path,
+        max_line_bytes,
+    };
+    let session = Session {
+        core,
+        launches: loaded.launches,
+        audit,
+        policy_event: event,
+        max_line_bytes,
+        control,
+        config_path: loaded.config.path.clone(),
+        kill_timeout: loaded.kill_timeout,
+        reloader: Some(Box::new(reloader)),
+        host_output_closed: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let gateway = Gateway {
-        router,
-        launches,
-        audit,
-        max_line_bytes,
-        control,
-        config_path: config.path.clone(),
-        kill_timeout,
-    };
     let ended = runtime.block_on(async {
         let (host_in, host_out) = host_stdio();
-        shell::run(gateway, host_in, host_out).await
+        let session = Session {
+            host_output_closed: host_output_closed(),
+            ..session
+        };
+        shell::run(session, host_in, host_out).await
     });
     // Tasks still holding children are dropped with the runtime: kill_on_drop and the helpers'
     // parent-death signal take any straggler down.

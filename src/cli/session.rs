@@ -8,7 +8,7 @@ use clap::Args;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::CliError;
-use crate::audit::{AuditLog, AuditTarget, resolve_target};
+use crate::audit::{AuditLog, AuditTarget, Event, EventKind, resolve_target};
 use crate::mcp::DEFAULT_MAX_LINE_BYTES;
 use crate::paths::EnvVars;
 use crate::policy::Policy;
@@ -52,6 +52,19 @@ pub fn open_audit(
             Ok((log, Some(path)))
         }
     }
+}
+
+/// The session's first audit event: the merged policy in force (its digest and the files it
+/// came from). `server` is the server's name in `run`, `gateway` in `serve`.
+pub fn policy_event(server: &str, policy: &Policy) -> Event {
+    let mut event = Event::new(EventKind::Policy, server);
+    let sources: Vec<String> = policy
+        .sources
+        .iter()
+        .map(|(layer, path)| format!("{layer} {}", path.display()))
+        .collect();
+    event.detail = Some(serde_json::json!({"digest": policy.digest, "sources": sources}));
+    event
 }
 
 /// airlock's stdin and stdout as async streams. Pipes (the normal case under a host) are driven

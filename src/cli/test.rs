@@ -249,7 +249,7 @@ where
         stdin.write_all(&bytes).await.map_err(HandshakeError::Write)
     };
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": crate::gateway::router::LATEST_HANDSHAKE,
+        "protocolVersion": crate::session::core::LATEST_HANDSHAKE,
         "capabilities": {},
         "clientInfo": {"name": "airlock-test", "version": env!("CARGO_PKG_VERSION")}
     }});

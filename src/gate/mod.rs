@@ -1,20 +1,26 @@
-//! Per-server interception, pure: the gate sees every message in both directions as a
-//! `serde_json::Value` and says what to do with it. The async shell (`front`) does the I/O.
+//! Per-server interception, pure: the gate sees every host request to its server, and every
+//! answer to one, as a `serde_json::Value` in the **host's id space**, and says what to do with
+//! it. The session core ([`crate::session`]) does the routing, the id translation and the I/O.
 //!
-//! - `tools/list` results: every page filtered to the tools the policy lists (`--show-denied`
-//!   keeps them).
-//! - `tools/call`: decided before anything is forwarded. allow → forwarded; deny → answered here
-//!   with `isError: true` naming the rule and its layer; ask → `elicitation/create` to the host
-//!   when it declared form elicitation, else a deny that says why.
-//! - `notifications/cancelled` for a call airlock answered (or is still holding) is not forwarded.
-//! - Every host request forwarded to the server is tracked, so a server that dies mid-call leaves
-//!   no request unanswered, and a timed-out call gets exactly one answer.
+//! The two points where a server's tools are decided (where trust pinning hooks in):
+//! - [`Gate::filter_tools`]: every `tools/list` result of this server, before the host (or the
+//!   gateway's aggregation) sees it;
+//! - [`Gate::decide_call`]: every `tools/call`, before anything is forwarded. allow → forwarded;
+//!   deny → answered here with `isError: true` naming the rule and its layer; ask →
+//!   `elicitation/create` to the host when it declared form elicitation, else a deny that says
+//!   why.
 //!
-//! Ids: host request ids pass verbatim. airlock's own requests to the host use string ids with the
-//! prefix `airlock-`; a server→client request whose id happens to start with that prefix is
-//! renumbered on the way out and restored on the way back, so the two id spaces cannot collide.
+//! Besides, the gate tracks every request forwarded to its server, so that each `tools/call` has
+//! exactly one decision and one outcome event, a timed-out call gets exactly one answer, a
+//! cancellation of a call airlock answered (or still holds) is not forwarded, and a server that
+//! dies leaves no request unanswered.
+//!
+//! airlock's own requests to the host use string ids `airlock-ask-<server>-<n>`, so the gates of
+//! several servers never mint the same id.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+mod track;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,15 +29,15 @@ use serde_json::{Value, json};
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome, Redactor};
 use crate::mcp::message::{
-    code, error_response, id_key, notification, request, result_response, salvage_id,
+    code, error_response, id_key, notification, request, result_response, tool_error_result,
 };
-use crate::mcp::{Class, Peek, classify, version};
+use crate::mcp::{Class, classify, version};
 use crate::policy::{Action, Call, Decision, Policy};
+
+use track::{Held, Pending, RecentIds, Tracked};
 
 /// Prefix of every id airlock itself puts in the host-facing id space.
 pub const OWN_ID_PREFIX: &str = "airlock-";
-/// How many self-answered ids are remembered for dropping their cancellations.
-const REMEMBERED_IDS: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct GateConfig {
@@ -40,19 +46,17 @@ pub struct GateConfig {
     pub tool_timeout: Option<Duration>,
 }
 
-/// What the shell does with the message it handed in.
+/// What the core does with the message it handed in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Forward the original bytes unchanged.
-    Pass,
-    /// Forward this instead.
-    Replace(Value),
+    /// Forward this (the message handed in, possibly changed).
+    Forward(Value),
     /// Do not forward.
     Drop,
 }
 
-/// Extra output of one step, in the order the shell must apply it: audit first (a decision is
-/// written before the call it records is forwarded), then the messages.
+/// Extra output of one step, in the order the core must apply it: audit first (a decision is
+/// written before the call it records is forwarded), then the messages. Ids are the host's.
 #[derive(Debug, Default)]
 pub struct Effects {
     pub audit: Vec<Event>,
@@ -66,64 +70,30 @@ impl Effects {
     }
 }
 
-#[derive(Debug, Clone)]
-enum Tracked {
-    ToolsList,
-    ToolsCall { tool: String },
-    Other,
+/// What the host told airlock about itself, as far as the gate cares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostFacts {
+    /// The negotiated (or last declared) protocol version.
+    pub version: Option<String>,
+    /// Form elicitation declared in the host's capabilities.
+    pub elicitation: bool,
 }
 
-#[derive(Debug, Clone)]
-struct Pending {
-    id: Value,
-    what: Tracked,
-    started: Instant,
-    deadline: Option<Instant>,
-}
-
-/// A call waiting for the host's answer to airlock's confirmation request.
-#[derive(Debug, Clone)]
-struct Held {
-    call: Value,
-    id: Value,
-    tool: String,
-    started: Instant,
-    deadline: Option<Instant>,
-}
-
-/// A bounded set that forgets its oldest entries.
-#[derive(Debug, Default)]
-struct RecentIds {
-    order: VecDeque<String>,
-    set: HashSet<String>,
-}
-
-impl RecentIds {
-    fn insert(&mut self, key: String) {
-        if self.set.insert(key.clone()) {
-            self.order.push_back(key);
-            if self.order.len() > REMEMBERED_IDS
-                && let Some(old) = self.order.pop_front()
-            {
-                self.set.remove(&old);
-            }
-        }
-    }
-
-    fn remove(&mut self, key: &str) -> bool {
-        // The order queue keeps a stale entry; harmless, it only bounds memory.
-        self.set.remove(key)
-    }
+/// How a call the policy decided goes on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallVerdict {
+    Allow,
+    /// Answered here: the refusal text.
+    Deny(String),
+    /// Needs the user's confirmation: the question to ask.
+    Ask(String),
 }
 
 pub struct Gate {
     config: GateConfig,
     policy: Arc<Policy>,
     redactor: Arc<Redactor>,
-    /// Form elicitation declared in the host's `initialize`.
-    host_elicitation: bool,
-    /// The negotiated (or last declared) protocol version.
-    version: Option<String>,
+    host: HostFacts,
     pending: HashMap<String, Pending>,
     /// airlock's confirmation request id key → the held call.
     held: HashMap<String, Held>,
@@ -132,8 +102,6 @@ pub struct Gate {
     answered_here: RecentIds,
     /// Calls answered with a timeout error: a late answer from the server must not reach the host.
     timed_out: RecentIds,
-    /// Renumbered server→client request ids: host-facing id → the server's original id.
-    renumbered: HashMap<String, Value>,
     next_own_id: u64,
     /// A host `initialize` waiting for its result (to learn the negotiated version).
     initialize_key: Option<String>,
@@ -145,11 +113,6 @@ pub fn describe(decision: &Decision) -> String {
         "rule {} (layer {}, {})",
         decision.rule, decision.layer, decision.source
     )
-}
-
-/// The tool result airlock answers a refused call with.
-pub fn refusal_result(text: String) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
 /// Filters a `tools/list` result in place; returns how many tools were removed.
@@ -166,39 +129,18 @@ pub fn filter_tools_result(result: &mut Value, server: &str, policy: &Policy) ->
     before - tools.len()
 }
 
-/// Judges every message of a batch on its own and forwards what passes, as a smaller batch (or
-/// nothing, when every item was answered or dropped).
-fn each_in_batch(items: Vec<Value>, mut judge: impl FnMut(Value) -> Verdict) -> Verdict {
-    let mut forward = Vec::with_capacity(items.len());
-    for item in items {
-        let original = item.clone();
-        match judge(item) {
-            Verdict::Pass => forward.push(original),
-            Verdict::Replace(replaced) => forward.push(replaced),
-            Verdict::Drop => {}
-        }
-    }
-    if forward.is_empty() {
-        Verdict::Drop
-    } else {
-        Verdict::Replace(Value::Array(forward))
-    }
-}
-
 impl Gate {
     pub fn new(config: GateConfig, policy: Arc<Policy>, redactor: Arc<Redactor>) -> Gate {
         Gate {
             config,
             policy,
             redactor,
-            host_elicitation: false,
-            version: None,
+            host: HostFacts::default(),
             pending: HashMap::new(),
             held: HashMap::new(),
             held_by_call: HashMap::new(),
             answered_here: RecentIds::default(),
             timed_out: RecentIds::default(),
-            renumbered: HashMap::new(),
             next_own_id: 0,
             initialize_key: None,
         }
@@ -210,7 +152,19 @@ impl Gate {
 
     /// The protocol version in force, if known.
     pub fn version(&self) -> Option<&str> {
-        self.version.as_deref()
+        self.host.version.as_deref()
+    }
+
+    /// What the session core learned about the host (a gateway answers the host's handshake
+    /// itself, so its gates never see it).
+    pub fn set_host(&mut self, facts: HostFacts) {
+        self.host = facts;
+    }
+
+    /// A reloaded policy: calls decided from now on use it.
+    pub fn set_policy(&mut self, policy: Arc<Policy>, redactor: Arc<Redactor>) {
+        self.policy = policy;
+        self.redactor = redactor;
     }
 
     /// Requests forwarded to the server (or held) and not yet answered.
@@ -218,9 +172,22 @@ impl Gate {
         self.pending.len() + self.held.len()
     }
 
+    /// Whether `key` (an id key of the host's id space) is a request this gate tracks.
+    pub fn tracks(&self, key: &str) -> bool {
+        self.pending.contains_key(key) || self.held_by_call.contains_key(key)
+    }
+
+    /// Whether `key` is one of this gate's own requests to the host.
+    pub fn owns(&self, key: &str) -> bool {
+        self.held.contains_key(key)
+    }
+
     fn own_id(&mut self, kind: &str) -> Value {
         self.next_own_id += 1;
-        Value::String(format!("{OWN_ID_PREFIX}{kind}-{}", self.next_own_id))
+        Value::String(format!(
+            "{OWN_ID_PREFIX}{kind}-{}-{}",
+            self.config.server, self.next_own_id
+        ))
     }
 
     fn event(&self, kind: EventKind) -> Event {
@@ -244,80 +211,135 @@ impl Gate {
         event
     }
 
+    // ---------------------------------------------------------------- the decision points
+
+    /// Filters one page of this server's `tools/list` result (unless `--show-denied`).
+    /// Returns how many tools were removed.
+    pub fn filter_tools(&self, result: &mut Value) -> usize {
+        if self.config.show_denied {
+            return 0;
+        }
+        filter_tools_result(result, &self.config.server, &self.policy)
+    }
+
+    /// Decides one `tools/call` of `tool` with `arguments` (pure: no state changes). Returns
+    /// the verdict and the decision event (request id `id`, the host's).
+    pub fn decide_call(
+        &self,
+        tool: &str,
+        arguments: Option<&Value>,
+        params: Option<&Value>,
+        id: &Value,
+    ) -> (CallVerdict, Event) {
+        let server = &self.config.server;
+        let decision = self.policy.decide(&Call {
+            server,
+            tool,
+            arguments,
+        });
+        let mut event = self.event(EventKind::Decision);
+        event.request_id = Some(id.clone());
+        event.args = arguments.map(|args| self.redactor.redact(args));
+        event.tool = Some(tool.to_string());
+        event.rule = Some(decision.rule.clone());
+        event.layer = Some(decision.layer.to_string());
+        event.source = Some(decision.source.clone());
+        let verdict = match decision.action {
+            Action::Allow => CallVerdict::Allow,
+            Action::Deny => CallVerdict::Deny(format!(
+                "airlock denied the call to tool \"{tool}\" of server \"{server}\": {}.",
+                describe(&decision)
+            )),
+            Action::Ask => match self.elicitation_available(params) {
+                Err(why) => {
+                    event.reason = Some(format!("ask: {why}"));
+                    CallVerdict::Deny(format!(
+                        "airlock denied the call to tool \"{tool}\" of server \"{server}\": {} asks for confirmation, but {why}.",
+                        describe(&decision)
+                    ))
+                }
+                Ok(()) => {
+                    let shown = arguments.map(|a| self.redactor.redact(a)).unwrap_or_default();
+                    CallVerdict::Ask(format!(
+                        "Allow server \"{server}\" to run tool \"{tool}\" with arguments {shown}? ({})",
+                        describe(&decision)
+                    ))
+                }
+            },
+        };
+        event.decision = Some(
+            match verdict {
+                CallVerdict::Allow => Action::Allow,
+                CallVerdict::Deny(_) => Action::Deny,
+                CallVerdict::Ask(_) => Action::Ask,
+            }
+            .to_string(),
+        );
+        (verdict, event)
+    }
+
+    fn elicitation_available(&self, params: Option<&Value>) -> Result<(), &'static str> {
+        let stateless = self
+            .host
+            .version
+            .as_deref()
+            .is_some_and(|v| version::era_of(v) == version::Era::Stateless);
+        if stateless || version::request_version(params).is_some() {
+            // 2026-07-28 has no server→client requests; confirmation would need the in-band
+            // (multi-round-trip) flow, which airlock does not speak yet.
+            return Err(
+                "the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet",
+            );
+        }
+        if self.host.elicitation {
+            Ok(())
+        } else {
+            Err(
+                "the host did not declare the elicitation capability, so airlock cannot ask for confirmation",
+            )
+        }
+    }
+
     // ---------------------------------------------------------------- host → server
 
-    /// One message from the host.
+    /// One request, notification or answer from the host (never a batch: the core splits them).
     pub fn on_host(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
-        match classify(&message) {
-            Err(invalid) => {
-                let id = salvage_id(&message);
-                fx.to_host.push(error_response(
-                    id,
-                    code::INVALID_REQUEST,
-                    &format!("invalid request: {invalid}"),
-                    None,
-                ));
-                Verdict::Drop
+        let (id, method) = match classify(&message) {
+            Ok(Class::Request { id, method }) => (id.clone(), method.to_string()),
+            Ok(Class::Notification { method }) => {
+                return match method {
+                    "notifications/cancelled" => self.host_cancelled(message, now, fx),
+                    "tools/call" => self.call_without_id(&message, fx),
+                    _ => Verdict::Forward(message),
+                };
             }
-            Ok(Class::Batch(_)) => self.host_batch(message, now, fx),
-            Ok(Class::Request { id, method }) => {
-                let (id, method) = (id.clone(), method.to_string());
-                self.host_request(message, id, &method, now, fx)
-            }
-            Ok(Class::Notification { method }) => match method {
-                "notifications/cancelled" => self.host_cancelled(&message, now, fx),
-                // A `tools/call` without an id cannot be answered, so it is never a legitimate
-                // call, but a lax server might still run it: it would bypass the gate. Dropped
-                // and recorded, never forwarded.
-                "tools/call" => {
-                    let mut event = self.event(EventKind::Dropped);
-                    event.tool = message
-                        .pointer("/params/name")
-                        .and_then(Value::as_str)
-                        .map(str::to_string);
-                    event.reason = Some("host sent tools/call as a notification (no id)".into());
-                    fx.audit.push(event);
-                    tracing::warn!("dropped a tools/call notification from the host (no id)");
-                    Verdict::Drop
-                }
-                _ => Verdict::Pass,
-            },
             Ok(Class::Response { id } | Class::Error { id }) => {
                 let key = id_key(id);
                 if let Some(held) = self.held.remove(&key) {
                     self.held_by_call.remove(&id_key(&held.id));
                     self.resolve_held(held, &message, now, fx);
-                    return Verdict::Drop;
                 }
-                if let Some(original) = self.renumbered.remove(&key) {
-                    let mut message = message;
-                    message["id"] = original;
-                    return Verdict::Replace(message);
-                }
-                if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) {
-                    // An answer to a confirmation airlock already gave up on (timeout, cancel).
-                    return Verdict::Drop;
-                }
-                Verdict::Pass
+                // Answers to anything else are the core's to route.
+                return Verdict::Drop;
             }
-        }
+            // Batches and invalid messages are the core's to answer.
+            Ok(Class::Batch(_)) | Err(_) => return Verdict::Drop,
+        };
+        self.host_request(message, id, &method, now, fx)
     }
 
-    fn host_batch(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
-        if !version::supports_batches(self.version.as_deref()) {
-            let version = self.version.as_deref().unwrap_or("(none negotiated yet)");
-            fx.to_host.push(error_response(
-                Value::Null,
-                code::INVALID_REQUEST,
-                &format!("JSON-RPC batches are not part of MCP protocol version {version}"),
-                None,
-            ));
-            return Verdict::Drop;
-        }
-        let Value::Array(items) = message else {
-            return Verdict::Drop;
-        };
-        each_in_batch(items, |item| self.on_host(item, now, fx))
+    /// A `tools/call` without an id cannot be answered, so it is never a legitimate call, but a
+    /// lax server might still run it: it would bypass the gate. Dropped and recorded.
+    fn call_without_id(&self, message: &Value, fx: &mut Effects) -> Verdict {
+        let mut event = self.event(EventKind::Dropped);
+        event.tool = message
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        event.reason = Some("host sent tools/call as a notification (no id)".into());
+        fx.audit.push(event);
+        tracing::warn!("dropped a tools/call notification from the host (no id)");
+        Verdict::Drop
     }
 
     fn host_request(
@@ -330,19 +352,19 @@ impl Gate {
     ) -> Verdict {
         let params = message.get("params");
         if let Some(declared) = version::request_version(params)
-            && self.version.as_deref() != Some(declared)
+            && self.host.version.as_deref() != Some(declared)
         {
-            self.version = Some(declared.to_string());
+            self.host.version = Some(declared.to_string());
         }
         let key = id_key(&id);
         let what = match method {
             "initialize" => {
                 if let Some(params) = params {
-                    self.host_elicitation = params
+                    self.host.elicitation = params
                         .get("capabilities")
                         .is_some_and(version::elicitation_form_supported);
                     if let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) {
-                        self.version = Some(requested.to_string());
+                        self.host.version = Some(requested.to_string());
                     }
                 }
                 self.initialize_key = Some(key.clone());
@@ -352,50 +374,18 @@ impl Gate {
             "tools/list" => Tracked::ToolsList,
             _ => Tracked::Other,
         };
-        self.pending.insert(
-            key,
-            Pending {
-                id,
-                what,
-                started: now,
-                deadline: None,
-            },
-        );
-        Verdict::Pass
-    }
-
-    fn elicitation_available(&self, params: Option<&Value>) -> Result<(), &'static str> {
-        let stateless = self
-            .version
-            .as_deref()
-            .is_some_and(|v| version::era_of(v) == version::Era::Stateless);
-        if stateless || version::request_version(params).is_some() {
-            // 2026-07-28 has no server→client requests; confirmation would need the in-band
-            // (multi-round-trip) flow, which airlock does not speak yet.
-            return Err(
-                "the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet",
-            );
-        }
-        if self.host_elicitation {
-            Ok(())
-        } else {
-            Err(
-                "the host did not declare the elicitation capability, so airlock cannot ask for confirmation",
-            )
-        }
+        self.pending.insert(key, Pending::new(id, what, now, None));
+        Verdict::Forward(message)
     }
 
     fn host_call(&mut self, message: Value, id: Value, now: Instant, fx: &mut Effects) -> Verdict {
         let params = message.get("params");
-        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-        let arguments = params.and_then(|p| p.get("arguments"));
-        let mut decision_event = self.event(EventKind::Decision);
-        decision_event.request_id = Some(id.clone());
-        decision_event.args = arguments.map(|args| self.redactor.redact(args));
-        let Some(tool) = tool else {
-            decision_event.decision = Some(Action::Deny.to_string());
-            decision_event.rule = Some("airlock: tools/call without a tool name".into());
-            fx.audit.push(decision_event);
+        let Some(tool) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            let mut event = self.event(EventKind::Decision);
+            event.request_id = Some(id.clone());
+            event.decision = Some(Action::Deny.to_string());
+            event.rule = Some("airlock: tools/call without a tool name".into());
+            fx.audit.push(event);
             fx.audit
                 .push(self.outcome_event("", &id, Outcome::Denied, Duration::ZERO, None));
             fx.to_host.push(error_response(
@@ -408,95 +398,47 @@ impl Gate {
             return Verdict::Drop;
         };
         let tool = tool.to_string();
-        let decision = self.policy.decide(&Call {
-            server: &self.config.server,
-            tool: &tool,
-            arguments,
-        });
-        decision_event.tool = Some(tool.clone());
-        decision_event.rule = Some(decision.rule.clone());
-        decision_event.layer = Some(decision.layer.to_string());
-        decision_event.source = Some(decision.source.clone());
+        let arguments = params.and_then(|p| p.get("arguments"));
+        let (verdict, event) = self.decide_call(&tool, arguments, params, &id);
+        fx.audit.push(event);
         let deadline = self.config.tool_timeout.map(|timeout| now + timeout);
-        match decision.action {
-            Action::Allow => {
-                decision_event.decision = Some(Action::Allow.to_string());
-                fx.audit.push(decision_event);
-                self.pending.insert(
-                    id_key(&id),
-                    Pending {
-                        id,
-                        what: Tracked::ToolsCall { tool },
-                        started: now,
-                        deadline,
-                    },
-                );
-                Verdict::Pass
+        match verdict {
+            CallVerdict::Allow => {
+                let what = Tracked::ToolsCall { tool };
+                self.pending
+                    .insert(id_key(&id), Pending::new(id, what, now, deadline));
+                Verdict::Forward(message)
             }
-            Action::Deny => {
-                decision_event.decision = Some(Action::Deny.to_string());
-                fx.audit.push(decision_event);
-                let text = format!(
-                    "airlock denied the call to tool \"{tool}\" of server \"{}\": {}.",
-                    self.config.server,
-                    describe(&decision)
-                );
+            CallVerdict::Deny(text) => {
                 self.refuse(&tool, id, text, now, now, fx);
                 Verdict::Drop
             }
-            Action::Ask => match self.elicitation_available(params) {
-                Err(why) => {
-                    decision_event.decision = Some(Action::Deny.to_string());
-                    decision_event.reason = Some(format!("ask: {why}"));
-                    fx.audit.push(decision_event);
-                    let text = format!(
-                        "airlock denied the call to tool \"{tool}\" of server \"{}\": {} asks for confirmation, but {why}.",
-                        self.config.server,
-                        describe(&decision)
-                    );
-                    self.refuse(&tool, id, text, now, now, fx);
-                    Verdict::Drop
-                }
-                Ok(()) => {
-                    decision_event.decision = Some(Action::Ask.to_string());
-                    fx.audit.push(decision_event);
-                    let own_id = self.own_id("ask");
-                    let shown_args = arguments
-                        .map(|args| self.redactor.redact(args))
-                        .unwrap_or(Value::Null);
-                    let text = format!(
-                        "Allow server \"{}\" to run tool \"{tool}\" with arguments {}? ({})",
-                        self.config.server,
-                        shown_args,
-                        describe(&decision)
-                    );
-                    fx.to_host.push(request(
-                        own_id.clone(),
-                        "elicitation/create",
-                        json!({
-                            "message": text,
-                            "requestedSchema": {
-                                "type": "object",
-                                "properties": {"approve": {"type": "boolean", "title": "Allow this tool call", "default": true}},
-                                "required": ["approve"]
-                            }
-                        }),
-                    ));
-                    let own_key = id_key(&own_id);
-                    self.held_by_call.insert(id_key(&id), own_key.clone());
-                    self.held.insert(
-                        own_key,
-                        Held {
-                            call: message,
-                            id,
-                            tool,
-                            started: now,
-                            deadline,
-                        },
-                    );
-                    Verdict::Drop
-                }
-            },
+            CallVerdict::Ask(question) => {
+                let own_id = self.own_id("ask");
+                fx.to_host.push(request(
+                    own_id.clone(),
+                    "elicitation/create",
+                    json!({
+                        "message": question,
+                        "requestedSchema": {
+                            "type": "object",
+                            "properties": {"approve": {"type": "boolean", "title": "Allow this tool call", "default": true}},
+                            "required": ["approve"]
+                        }
+                    }),
+                ));
+                let own_key = id_key(&own_id);
+                self.held_by_call.insert(id_key(&id), own_key.clone());
+                let held = Held {
+                    call: message,
+                    id,
+                    tool,
+                    started: now,
+                    deadline,
+                };
+                self.held.insert(own_key, held);
+                Verdict::Drop
+            }
         }
     }
 
@@ -518,7 +460,7 @@ impl Gate {
             Some(text.clone()),
         ));
         self.answered_here.insert(id_key(&id));
-        fx.to_host.push(result_response(id, refusal_result(text)));
+        fx.to_host.push(result_response(id, tool_error_result(&text)));
     }
 
     fn resolve_held(&mut self, held: Held, answer: &Value, now: Instant, fx: &mut Effects) {
@@ -536,26 +478,13 @@ impl Gate {
         let mut event = self.event(EventKind::Elicitation);
         event.tool = Some(held.tool.clone());
         event.request_id = Some(held.id.clone());
-        event.decision = Some(
-            if approved {
-                Action::Allow
-            } else {
-                Action::Deny
-            }
-            .to_string(),
-        );
+        event.decision = Some(if approved { Action::Allow } else { Action::Deny }.to_string());
         event.reason = Some(format!("host answered: {action}"));
         fx.audit.push(event);
         if approved {
-            self.pending.insert(
-                id_key(&held.id),
-                Pending {
-                    id: held.id,
-                    what: Tracked::ToolsCall { tool: held.tool },
-                    started: held.started,
-                    deadline: held.deadline,
-                },
-            );
+            let what = Tracked::ToolsCall { tool: held.tool };
+            let pending = Pending::new(held.id.clone(), what, held.started, held.deadline);
+            self.pending.insert(id_key(&held.id), pending);
             fx.to_server.push(held.call);
         } else {
             let text = format!(
@@ -566,9 +495,9 @@ impl Gate {
         }
     }
 
-    fn host_cancelled(&mut self, message: &Value, now: Instant, fx: &mut Effects) -> Verdict {
-        let Some(request_id) = message.get("params").and_then(|p| p.get("requestId")) else {
-            return Verdict::Pass;
+    fn host_cancelled(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
+        let Some(request_id) = message.pointer("/params/requestId") else {
+            return Verdict::Forward(message);
         };
         let key = id_key(request_id);
         if self.answered_here.remove(&key) {
@@ -587,174 +516,66 @@ impl Gate {
             }
             return Verdict::Drop;
         }
-        if let Some(pending) = self.pending.get(&key)
+        if let Some(pending) = self.pending.remove(&key)
             && let Tracked::ToolsCall { tool } = &pending.what
         {
             let elapsed = now.saturating_duration_since(pending.started);
             fx.audit
                 .push(self.outcome_event(tool, &pending.id, Outcome::Cancelled, elapsed, None));
-            self.pending.remove(&key);
         }
-        Verdict::Pass
+        Verdict::Forward(message)
     }
 
     // ---------------------------------------------------------------- server → host
 
-    /// One message from the server (already known to be JSON).
+    /// One answer from the server, its id already the host's. Requests and notifications from
+    /// the server are the core's to route; they pass.
     pub fn on_server(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
-        match classify(&message) {
-            // Not ours to police: the host judges the server's protocol errors.
-            Err(_) => Verdict::Pass,
-            Ok(Class::Batch(_)) => {
-                let Value::Array(items) = message else {
-                    return Verdict::Pass;
-                };
-                each_in_batch(items, |item| self.on_server(item, now, fx))
-            }
-            Ok(Class::Request { id, .. }) => {
-                if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) {
-                    let original = id.clone();
-                    let own = self.own_id("srv");
-                    self.renumbered.insert(id_key(&own), original);
-                    let mut message = message;
-                    message["id"] = own;
-                    return Verdict::Replace(message);
-                }
-                Verdict::Pass
-            }
-            Ok(Class::Notification { .. }) => Verdict::Pass,
-            Ok(Class::Response { id } | Class::Error { id }) => {
-                let key = id_key(id);
-                let is_error = message.get("error").is_some();
-                if self.initialize_key.as_deref() == Some(key.as_str()) {
-                    self.initialize_key = None;
-                    if let Some(negotiated) = message
-                        .pointer("/result/protocolVersion")
-                        .and_then(Value::as_str)
-                    {
-                        self.version = Some(negotiated.to_string());
-                    }
-                }
-                let Some(pending) = self.pending.remove(&key) else {
-                    return if self.timed_out.remove(&key) {
-                        Verdict::Drop
-                    } else {
-                        Verdict::Pass
-                    };
-                };
-                match pending.what {
-                    Tracked::ToolsList if !is_error && !self.config.show_denied => {
-                        let mut message = message;
-                        let removed = match message.get_mut("result") {
-                            Some(result) => {
-                                filter_tools_result(result, &self.config.server, &self.policy)
-                            }
-                            None => 0,
-                        };
-                        if removed > 0 {
-                            Verdict::Replace(message)
-                        } else {
-                            Verdict::Pass
-                        }
-                    }
-                    what => {
-                        let tool_error =
-                            message.pointer("/result/isError").and_then(Value::as_bool)
-                                == Some(true);
-                        let error_message =
-                            message.pointer("/error/message").and_then(Value::as_str);
-                        self.answered(
-                            pending.id,
-                            what,
-                            pending.started,
-                            is_error,
-                            tool_error,
-                            error_message,
-                            now,
-                            fx,
-                        );
-                        Verdict::Pass
-                    }
-                }
+        let key = match classify(&message) {
+            Ok(Class::Response { id } | Class::Error { id }) => id_key(id),
+            _ => return Verdict::Forward(message),
+        };
+        let is_error = message.get("error").is_some();
+        if self.initialize_key.as_deref() == Some(key.as_str()) {
+            self.initialize_key = None;
+            if let Some(negotiated) = message
+                .pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+            {
+                self.host.version = Some(negotiated.to_string());
             }
         }
-    }
-
-    /// The same as [`Gate::on_server`] for a message read with [`peek`](crate::mcp::peek), when
-    /// that is all the gate needs: an answer it passes unchanged (everything but the
-    /// `initialize` result and a `tools/list` result to filter), a notification, a request
-    /// outside airlock's id space, an invalid message. `None` means "parse the whole message
-    /// and call `on_server`"; nothing has changed then.
-    ///
-    /// Saves building a `Value` tree of every tool result, which can be megabytes.
-    pub fn on_server_peek(
-        &mut self,
-        peek: Peek,
-        now: Instant,
-        fx: &mut Effects,
-    ) -> Option<Verdict> {
-        match peek {
-            Peek::Other => Some(Verdict::Pass),
-            Peek::Request { id } => {
-                if id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX)) {
-                    None
-                } else {
-                    Some(Verdict::Pass)
-                }
-            }
-            Peek::Answer {
-                id,
-                is_error,
-                tool_error,
-                error_message,
-            } => {
-                let key = id_key(&id);
-                if self.initialize_key.as_deref() == Some(key.as_str()) {
-                    return None;
-                }
-                let needs_filtering = |p: &Pending| {
-                    matches!(p.what, Tracked::ToolsList) && !is_error && !self.config.show_denied
-                };
-                match self.pending.get(&key) {
-                    None => Some(if self.timed_out.remove(&key) {
-                        Verdict::Drop
-                    } else {
-                        Verdict::Pass
-                    }),
-                    Some(pending) if needs_filtering(pending) => None,
-                    Some(_) => {
-                        let pending = self.pending.remove(&key)?;
-                        self.answered(
-                            pending.id,
-                            pending.what,
-                            pending.started,
-                            is_error,
-                            tool_error,
-                            error_message.as_deref(),
-                            now,
-                            fx,
-                        );
-                        Some(Verdict::Pass)
-                    }
-                }
-            }
+        let Some(pending) = self.pending.remove(&key) else {
+            return if self.timed_out.remove(&key) {
+                Verdict::Drop
+            } else {
+                Verdict::Forward(message)
+            };
+        };
+        let mut message = message;
+        if matches!(pending.what, Tracked::ToolsList)
+            && !is_error
+            && let Some(result) = message.get_mut("result")
+        {
+            self.filter_tools(result);
         }
+        let tool_error = message.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
+        let error_message = message.pointer("/error/message").and_then(Value::as_str);
+        self.answered(pending, is_error, tool_error, error_message, now, fx);
+        Verdict::Forward(message)
     }
 
     /// Records the outcome of an answered tool call (other requests need nothing).
-    #[allow(clippy::too_many_arguments)]
     fn answered(
         &self,
-        id: Value,
-        what: Tracked,
-        started: Instant,
+        pending: Pending,
         is_error: bool,
         tool_error: bool,
         error_message: Option<&str>,
         now: Instant,
         fx: &mut Effects,
     ) {
-        let Tracked::ToolsCall { tool } = what else {
+        let Tracked::ToolsCall { tool } = pending.what else {
             return;
         };
         let (outcome, reason) = if is_error {
@@ -764,9 +585,9 @@ impl Gate {
         } else {
             (Outcome::Ok, None)
         };
-        let elapsed = now.saturating_duration_since(started);
+        let elapsed = now.saturating_duration_since(pending.started);
         fx.audit
-            .push(self.outcome_event(&tool, &id, outcome, elapsed, reason));
+            .push(self.outcome_event(&tool, &pending.id, outcome, elapsed, reason));
     }
 
     // ---------------------------------------------------------------- time and death
@@ -799,19 +620,16 @@ impl Gate {
                 continue;
             };
             let reason = format!("airlock: tool call timed out after {seconds}s");
+            let elapsed = now.saturating_duration_since(pending.started);
             fx.audit.push(self.outcome_event(
                 tool,
                 &pending.id,
                 Outcome::Timeout,
-                now.saturating_duration_since(pending.started),
+                elapsed,
                 Some(reason.clone()),
             ));
-            fx.to_host.push(error_response(
-                pending.id.clone(),
-                code::REQUEST_TIMEOUT,
-                &reason,
-                None,
-            ));
+            let answer = error_response(pending.id.clone(), code::REQUEST_TIMEOUT, &reason, None);
+            fx.to_host.push(answer);
             fx.to_server.push(notification(
                 "notifications/cancelled",
                 json!({"requestId": pending.id, "reason": reason}),
@@ -839,52 +657,75 @@ impl Gate {
                 elapsed,
                 Some(reason.clone()),
             ));
-            fx.to_host.push(error_response(
-                held.id.clone(),
-                code::REQUEST_TIMEOUT,
-                &reason,
-                None,
-            ));
+            let answer = error_response(held.id.clone(), code::REQUEST_TIMEOUT, &reason, None);
+            fx.to_host.push(answer);
             self.answered_here.insert(id_key(&held.id));
         }
     }
 
-    /// The server is gone: every request still in flight gets an error, every call an outcome.
-    pub fn on_server_gone(&mut self, why: &str, now: Instant, fx: &mut Effects) {
-        let message = format!("airlock: the MCP server exited before answering ({why})");
-        let mut pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
-        pending.sort_by_key(|p| p.started);
-        for request in pending {
-            if let Tracked::ToolsCall { tool } = &request.what {
-                let elapsed = now.saturating_duration_since(request.started);
+    /// The answer to a request its server will never answer: a `tools/call` gets a tool result
+    /// with `isError: true` naming the reason (a model can read it; hosts keep going), any other
+    /// request a JSON-RPC `-32000` error. One shape for run and serve.
+    fn unanswered(&self, pending: Pending, message: &str, now: Instant, fx: &mut Effects) {
+        match &pending.what {
+            Tracked::ToolsCall { tool } => {
+                let elapsed = now.saturating_duration_since(pending.started);
+                let reason = Some(message.to_string());
                 fx.audit.push(self.outcome_event(
                     tool,
-                    &request.id,
+                    &pending.id,
                     Outcome::Error,
                     elapsed,
-                    Some(message.clone()),
+                    reason,
                 ));
+                fx.to_host
+                    .push(result_response(pending.id, tool_error_result(message)));
             }
-            fx.to_host.push(error_response(
-                request.id,
-                code::SERVER_EXITED,
-                &message,
-                None,
-            ));
+            _ => {
+                let answer = error_response(pending.id, code::SERVER_EXITED, message, None);
+                fx.to_host.push(answer);
+            }
+        }
+    }
+
+    /// One request (host id key `key`) will not be answered by the server (it could not be
+    /// delivered): it gets its answer here.
+    pub fn fail_request(&mut self, key: &str, why: &str, now: Instant, fx: &mut Effects) {
+        if let Some(pending) = self.pending.remove(key) {
+            self.unanswered(pending, &format!("airlock: {why}"), now, fx);
+        }
+    }
+
+    /// The server is gone: every request still in flight gets an answer, every call an outcome.
+    /// Requests for which `keep` is true (queued for the next start, never sent) stay.
+    pub fn on_server_gone(
+        &mut self,
+        why: &str,
+        now: Instant,
+        fx: &mut Effects,
+        keep: &dyn Fn(&str) -> bool,
+    ) {
+        let message = format!("airlock: {why}");
+        let gone: Vec<String> = self
+            .pending
+            .keys()
+            .filter(|key| !keep(key))
+            .cloned()
+            .collect();
+        let mut pending: Vec<Pending> = gone
+            .iter()
+            .filter_map(|key| self.pending.remove(key))
+            .collect();
+        pending.sort_by_key(|p| p.started);
+        for request in pending {
+            self.unanswered(request, &message, now, fx);
         }
         let held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
         self.held_by_call.clear();
         for call in held {
-            let elapsed = now.saturating_duration_since(call.started);
-            fx.audit.push(self.outcome_event(
-                &call.tool,
-                &call.id,
-                Outcome::Error,
-                elapsed,
-                Some(message.clone()),
-            ));
-            fx.to_host
-                .push(error_response(call.id, code::SERVER_EXITED, &message, None));
+            let what = Tracked::ToolsCall { tool: call.tool };
+            let pending = Pending::new(call.id, what, call.started, None);
+            self.unanswered(pending, &message, now, fx);
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The status socket: each running gateway listens on `<state_dir>/gateways/<pid>.sock` (the
-//! directory 0700, the socket 0600: owner only) and answers every connection with one JSON
-//! document (its status) and closes. `airlock status` reads every socket in that directory.
+//! The control socket: each running gateway listens on `<state_dir>/gateways/<pid>.sock` (the
+//! directory 0700, the socket 0600: owner only). A client writes one request line (`status` or
+//! `reload`; nothing within a second means `status`), and the gateway answers one JSON document
+//! and closes. `airlock status` and `airlock reload` talk to every socket in that directory.
 //!
 //! One socket per gateway because several hosts may each run their own `airlock serve`.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -45,6 +46,39 @@ impl Drop for ControlSocket {
     }
 }
 
+/// What a client asks a gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    Status,
+    /// Re-read the config and policies (as SIGHUP does).
+    Reload,
+}
+
+impl Request {
+    fn line(self) -> &'static [u8] {
+        match self {
+            Request::Status => b"status\n",
+            Request::Reload => b"reload\n",
+        }
+    }
+}
+
+/// Reads a client's request line (a client that says nothing within a second asks for the
+/// status, as clients before requests did).
+pub async fn read_request(
+    stream: tokio::net::UnixStream,
+) -> (Request, tokio::net::UnixStream) {
+    use tokio::io::AsyncReadExt;
+    let mut stream = stream;
+    let mut line = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut line)).await;
+    let request = match read {
+        Ok(Ok(n)) if line[..n].starts_with(b"reload") => Request::Reload,
+        _ => Request::Status,
+    };
+    (request, stream)
+}
+
 /// What one socket answered.
 #[derive(Debug)]
 pub struct GatewayReport {
@@ -55,6 +89,15 @@ pub struct GatewayReport {
 /// Asks every gateway in `state_dir`. Sockets nobody listens on (a gateway that was killed)
 /// are removed.
 pub fn query_all(state_dir: &Path, timeout: Duration) -> io::Result<Vec<GatewayReport>> {
+    ask_all(state_dir, Request::Status, timeout)
+}
+
+/// Sends `request` to every gateway in `state_dir`. Sockets nobody listens on are removed.
+pub fn ask_all(
+    state_dir: &Path,
+    request: Request,
+    timeout: Duration,
+) -> io::Result<Vec<GatewayReport>> {
     let dir = gateways_dir(state_dir);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -69,7 +112,7 @@ pub fn query_all(state_dir: &Path, timeout: Duration) -> io::Result<Vec<GatewayR
     sockets.sort();
     let mut reports = Vec::new();
     for socket in sockets {
-        match query(&socket, timeout) {
+        match query(&socket, request, timeout) {
             Ok(status) => reports.push(GatewayReport {
                 socket,
                 status: Ok(status),
@@ -86,9 +129,11 @@ pub fn query_all(state_dir: &Path, timeout: Duration) -> io::Result<Vec<GatewayR
     Ok(reports)
 }
 
-fn query(socket: &Path, timeout: Duration) -> io::Result<Value> {
-    let stream = std::os::unix::net::UnixStream::connect(socket)?;
+fn query(socket: &Path, request: Request, timeout: Duration) -> io::Result<Value> {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
     stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.write_all(request.line())?;
     let mut text = String::new();
     stream.take(16 * 1024 * 1024).read_to_string(&mut text)?;
     serde_json::from_str(&text).map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))

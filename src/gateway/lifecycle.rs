@@ -141,6 +141,11 @@ impl Lifecycle {
         matches!(self.state, State::Starting { .. })
     }
 
+    /// The kill sequence airlock started is running.
+    pub fn is_stopping(&self) -> bool {
+        matches!(self.state, State::Stopping { .. })
+    }
+
     /// Enters Starting with a new generation; returns it.
     pub fn begin_start(&mut self, now: Instant) -> u64 {
         if self.generation > 0 {

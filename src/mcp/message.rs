@@ -6,12 +6,17 @@ use serde_json::{Map, Value, json};
 pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
     pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
     /// Server-defined range: the MCP server exited before answering.
     pub const SERVER_EXITED: i64 = -32000;
     /// The code the MCP SDKs use for a request timeout.
     pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// MCP before 2026-07-28: resource not found (2026-07-28 uses `INVALID_PARAMS`).
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// MCP 2026-07-28: the request's protocol version is not one the server supports.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// What a parsed JSON value is, as a JSON-RPC message.
@@ -128,6 +133,38 @@ pub fn request(id: Value, method: &str, params: Value) -> Value {
 
 pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+/// A tool result that says what went wrong: airlock's refusals, and calls whose server failed.
+/// Hosts show it to the model, which can react (a JSON-RPC error would end the turn).
+pub fn tool_error_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// The answer to a host line that is not a message airlock can read: too long (`-32600`, the
+/// line was never buffered whole) or not JSON (`-32700`). The id is unknown: `null`.
+pub fn unreadable_line_reply(problem: &Unreadable) -> Value {
+    match problem {
+        Unreadable::Oversized { bytes, limit } => error_response(
+            Value::Null,
+            code::INVALID_REQUEST,
+            &format!("message of {bytes} bytes exceeds airlock's limit of {limit} bytes"),
+            None,
+        ),
+        Unreadable::NotJson(err) => error_response(
+            Value::Null,
+            code::PARSE_ERROR,
+            &format!("parse error: {err}"),
+            None,
+        ),
+    }
+}
+
+/// Why a line could not be read as JSON.
+#[derive(Debug)]
+pub enum Unreadable {
+    Oversized { bytes: usize, limit: usize },
+    NotJson(serde_json::Error),
 }
 
 #[cfg(test)]

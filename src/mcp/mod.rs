@@ -12,8 +12,8 @@ pub mod version;
 
 pub use framing::{DEFAULT_MAX_LINE_BYTES, Frame, LineReader};
 pub use message::{
-    Class, Invalid, classify, code, error_response, id_key, notification, request, result_response,
-    salvage_id,
+    Class, Invalid, Unreadable, classify, code, error_response, id_key, notification, request,
+    result_response, salvage_id, tool_error_result, unreadable_line_reply,
 };
 pub use peek::{Peek, peek};
 pub use version::Era;

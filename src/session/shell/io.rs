@@ -1,13 +1,12 @@
-//! Poll-style pipe I/O for the gateway's single event loop: a bounded line reader and a writer
-//! that writes at once.
+//! Poll-style pipe I/O for the session's single event loop: a bounded line reader and the one
+//! outlet type (a writer that writes at once, with a backlog bounded in bytes).
 //!
 //! Why not a task per pipe with channels between them: every hop between tasks is a wakeup and a
 //! scheduler pass, and on a `tools/call` round trip those hops cost more than the routing itself.
-//! Here the loop polls every reader itself, and a message is written to its pipe in the same
-//! step that routed it; only what the pipe cannot take at once waits in a backlog that the loop
-//! drains when the pipe becomes writable.
+//! Here the loop polls every reader itself, and bytes are written to their pipe in the same step
+//! that routed them; only what the pipe cannot take at once waits in a backlog that the loop
+//! drains when the pipe becomes writable. Nothing here ever waits: the loop decides.
 
-use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -19,6 +18,8 @@ use crate::mcp::framing::LineAssembler;
 
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// Backlog capacity kept once drained; a burst may grow it, a lull gives it back.
+const KEPT_CAPACITY: usize = 256 * 1024;
 
 /// Newline-delimited frames with a hard cap on the line size, with the rules of
 /// [`crate::mcp::LineReader`] (both feed the same [`LineAssembler`]), but polled rather than
@@ -47,51 +48,60 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// The next non-empty frame, `None` at end of stream (and after it).
     pub fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Frame>>> {
         loop {
-            if self.start == self.end {
-                if self.eof {
-                    return Poll::Ready(Ok(self.lines.finish()));
-                }
-                let mut read = ReadBuf::new(&mut self.buf);
-                match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
-                    Poll::Ready(Ok(())) => {
-                        let filled = read.filled().len();
-                        self.start = 0;
-                        self.end = filled;
-                        self.eof = filled == 0;
-                        continue;
-                    }
-                }
+            if let Some(frame) = self.buffered() {
+                return Poll::Ready(Ok(Some(frame)));
             }
-            let (consumed, frame) = self.lines.feed(&self.buf[self.start..self.end]);
-            self.start += consumed;
-            if frame.is_some() {
-                return Poll::Ready(Ok(frame));
+            if self.eof {
+                return Poll::Ready(Ok(self.lines.finish()));
+            }
+            let mut read = ReadBuf::new(&mut self.buf);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Ready(Ok(())) => {
+                    let filled = read.filled().len();
+                    self.start = 0;
+                    self.end = filled;
+                    self.eof = filled == 0;
+                }
             }
         }
     }
+
+    /// The next frame already in the buffer, without reading: lets the loop take a burst of
+    /// messages in one step (one audit write, one write per peer).
+    pub fn buffered(&mut self) -> Option<Frame> {
+        while self.start < self.end {
+            let (consumed, frame) = self.lines.feed(&self.buf[self.start..self.end]);
+            self.start += consumed;
+            if frame.is_some() {
+                return frame;
+            }
+        }
+        None
+    }
 }
 
-/// What became of a message handed to [`Outlet::send`].
+/// What became of bytes handed to [`Outlet::send`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
-    /// Written, or queued behind earlier messages the pipe has not taken yet.
+    /// Written, or queued behind earlier bytes the pipe has not taken yet.
     Accepted,
-    /// The backlog is full (the peer stopped reading): dropped.
+    /// The backlog is over its bound (the peer stopped reading): not taken.
     Full,
     /// The pipe failed or is closing: dropped.
     Closed,
 }
 
 /// One pipe airlock writes to. `send` writes at once when nothing is queued; what the pipe does
-/// not take waits in the backlog, which the owner drains with [`Outlet::poll_drain`].
+/// not take waits in the backlog, which the owner drains with [`Outlet::poll_drain`]. The
+/// backlog is bounded in bytes: past `limit`, `send` refuses (the caller decides what that
+/// means: backpressure on a reader, or an error answer).
 pub struct Outlet<W> {
     sink: W,
-    backlog: VecDeque<Vec<u8>>,
-    /// Bytes of the backlog's first message already written.
+    backlog: Vec<u8>,
+    /// Bytes of the backlog already written.
     offset: usize,
-    /// Most messages the backlog holds.
     limit: usize,
     /// Written but not yet flushed (only sinks with their own buffer care).
     unflushed: bool,
@@ -103,7 +113,7 @@ impl<W: AsyncWrite + Unpin> Outlet<W> {
     pub fn new(sink: W, limit: usize) -> Outlet<W> {
         Outlet {
             sink,
-            backlog: VecDeque::new(),
+            backlog: Vec::new(),
             offset: 0,
             limit,
             unflushed: false,
@@ -112,24 +122,29 @@ impl<W: AsyncWrite + Unpin> Outlet<W> {
         }
     }
 
+    /// Bytes waiting for the peer.
     pub fn queued(&self) -> usize {
-        self.backlog.len()
+        self.backlog.len() - self.offset
+    }
+
+    pub fn has_failed(&self) -> bool {
+        self.failed
     }
 
     /// Whether the owner must poll [`Outlet::poll_drain`] (backlog, flush or close pending).
     pub fn busy(&self) -> bool {
-        !self.failed && (!self.backlog.is_empty() || self.unflushed || self.closing)
+        !self.failed && (self.queued() > 0 || self.unflushed || self.closing)
     }
 
-    pub fn send(&mut self, bytes: Vec<u8>) -> Sent {
+    pub fn send(&mut self, bytes: &[u8]) -> Sent {
         if self.failed || self.closing {
             return Sent::Closed;
         }
-        if !self.backlog.is_empty() {
-            if self.backlog.len() >= self.limit {
+        if self.queued() > 0 {
+            if self.queued() >= self.limit {
                 return Sent::Full;
             }
-            self.backlog.push_back(bytes);
+            self.backlog.extend_from_slice(bytes);
             return Sent::Accepted;
         }
         // Nothing queued: write now. A no-op waker is enough here, because a write that cannot
@@ -149,29 +164,27 @@ impl<W: AsyncWrite + Unpin> Outlet<W> {
         }
         self.unflushed = true;
         if written < bytes.len() {
-            self.offset = written;
-            self.backlog.push_back(bytes);
-        } else {
+            self.backlog.clear();
+            self.offset = 0;
+            self.backlog.extend_from_slice(&bytes[written..]);
+        } else if let Poll::Ready(result) = Pin::new(&mut self.sink).poll_flush(&mut cx) {
             // Pipes have no user-space buffer: this returns at once; other sinks keep their
             // flush pending in `unflushed` until `poll_drain`.
-            if let Poll::Ready(result) = Pin::new(&mut self.sink).poll_flush(&mut cx) {
-                self.unflushed = false;
-                if result.is_err() {
-                    self.failed = true;
-                }
-            }
+            self.unflushed = false;
+            self.failed |= result.is_err();
         }
         Sent::Accepted
     }
 
     /// Writes what is queued. Ready when there is nothing left to do: `Ok(true)` when the
-    /// outlet was closing and is now shut down (drop it), `Ok(false)` when merely idle.
+    /// outlet was closing and is now shut down (drop it: that closes the pipe), `Ok(false)` when
+    /// merely idle.
     pub fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         if self.failed {
             return Poll::Ready(Ok(self.closing));
         }
-        while let Some(front) = self.backlog.front() {
-            match Pin::new(&mut self.sink).poll_write(cx, &front[self.offset..]) {
+        while self.queued() > 0 {
+            match Pin::new(&mut self.sink).poll_write(cx, &self.backlog[self.offset..]) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(0)) => {
                     self.failed = true;
@@ -180,9 +193,12 @@ impl<W: AsyncWrite + Unpin> Outlet<W> {
                 Poll::Ready(Ok(n)) => {
                     self.unflushed = true;
                     self.offset += n;
-                    if self.offset == front.len() {
+                    if self.queued() == 0 {
+                        self.backlog.clear();
                         self.offset = 0;
-                        self.backlog.pop_front();
+                        if self.backlog.capacity() > KEPT_CAPACITY {
+                            self.backlog.shrink_to(KEPT_CAPACITY);
+                        }
                     }
                 }
                 Poll::Ready(Err(err)) => {
@@ -215,7 +231,7 @@ impl<W: AsyncWrite + Unpin> Outlet<W> {
         Poll::Ready(Ok(false))
     }
 
-    /// Stops accepting messages; what is queued is still written, then the sink is shut down.
+    /// Stops accepting bytes; what is queued is still written, then the sink is shut down.
     pub fn close(&mut self) {
         self.closing = true;
     }
@@ -258,16 +274,17 @@ mod tests {
     #[tokio::test]
     async fn queues_what_the_pipe_does_not_take_and_drains_it_in_order() {
         let (writer, mut reader) = tokio::io::duplex(8);
-        let mut outlet = Outlet::new(writer, 2);
-        assert_eq!(outlet.send(b"0123456789".to_vec()), Sent::Accepted);
-        assert_eq!(outlet.send(b"abc".to_vec()), Sent::Accepted);
-        assert_eq!(outlet.send(b"full".to_vec()), Sent::Full);
+        let mut outlet = Outlet::new(writer, 10);
+        assert_eq!(outlet.send(b"0123456789"), Sent::Accepted);
+        assert_eq!(outlet.queued(), 2);
+        assert_eq!(outlet.send(b"abcdefghij"), Sent::Accepted);
+        assert_eq!(outlet.send(b"full"), Sent::Full, "bounded in bytes");
         assert!(outlet.busy());
         outlet.close();
         let drain = tokio::spawn(async move { poll_fn(|cx| outlet.poll_drain(cx)).await });
         let mut got = Vec::new();
         reader.read_to_end(&mut got).await.unwrap();
-        assert_eq!(got, b"0123456789abc");
+        assert_eq!(got, b"0123456789abcdefghij");
         assert!(drain.await.unwrap().unwrap());
     }
 }

@@ -1,0 +1,298 @@
+//! Failure bookkeeping and time: a server that fails to start, crashes, exits or is stopped
+//! leaves no request unanswered (its gate answers each, and records each call's outcome); calls
+//! end at their `tool_timeout`; the lifecycle's timers start, stop and restart servers.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use super::{Action, Core, Origin};
+use crate::gate::Effects;
+use crate::gateway::lifecycle::{Demand, Due, Phase, State};
+use crate::mcp::message::id_key;
+
+impl Core {
+    pub fn on_spawn_failed(
+        &mut self,
+        index: usize,
+        generation: u64,
+        reason: String,
+        permanent: bool,
+        now: Instant,
+    ) {
+        if self.servers.get(index).map(|s| s.life.generation) != Some(generation) {
+            return;
+        }
+        self.server_failed(index, reason, permanent, false, now);
+    }
+
+    /// The server's stdout closed (it exited or crashed): the kill sequence makes sure.
+    pub fn on_server_closed(&mut self, index: usize, generation: u64, now: Instant) {
+        let Some(server) = self.servers.get(index) else {
+            return;
+        };
+        if server.life.generation != generation || !server.alive {
+            return;
+        }
+        match server.life.phase() {
+            Phase::Starting | Phase::Ready => {
+                let reason = if server.life.is_ready() {
+                    "it exited (its output closed)"
+                } else {
+                    "it exited during startup (its output closed)"
+                };
+                self.server_failed(index, reason.into(), false, true, now);
+            }
+            Phase::Stopping | Phase::Idle => {
+                let why = format!("server `{}`: it was stopped", server.name);
+                self.fail_in_flight(index, &why, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// The process of `generation` is gone (the shell ran the kill sequence).
+    pub fn on_exited(&mut self, index: usize, generation: u64, detail: &str, now: Instant) {
+        let Some(server) = self.servers.get(index) else {
+            return;
+        };
+        if server.life.generation != generation {
+            return;
+        }
+        let (phase, alive) = (server.life.phase(), server.alive);
+        match phase {
+            Phase::Stopping | Phase::Idle => {
+                self.servers[index].alive = false;
+                let why = format!("server `{}`: it was stopped", self.servers[index].name);
+                self.fail_in_flight(index, &why, now);
+                let restart = self.servers[index].life.stopped();
+                let wanted = restart || !self.servers[index].queue.is_empty();
+                let retiring = self.servers[index].retiring;
+                if wanted
+                    && !retiring
+                    && !self.shutting_down
+                    && self.servers[index].life.demand(now, true) == Demand::Start
+                {
+                    self.start(index, now);
+                }
+            }
+            Phase::Starting | Phase::Ready if alive => {
+                let reason = format!("it exited ({detail})");
+                self.server_failed(index, reason, false, false, now);
+            }
+            _ => self.servers[index].alive = false,
+        }
+    }
+
+    /// A start failed or a running server died. Every request sent to it is answered; requests
+    /// queued for a start that failed are answered too (the next request tries again, after the
+    /// backoff). `Single` never restarts: its one server failing ends the session.
+    pub(super) fn server_failed(
+        &mut self,
+        index: usize,
+        reason: String,
+        permanent: bool,
+        stop: bool,
+        now: Instant,
+    ) {
+        let was_ready = self.servers[index].life.is_ready();
+        let single = self.single();
+        let permanent = permanent || single || self.servers[index].retiring;
+        let server = &mut self.servers[index];
+        let generation = server.life.generation;
+        let gave_up = server.life.failed(reason.clone(), permanent, now);
+        let was_alive = std::mem::replace(&mut server.alive, false);
+        let giving_up = if gave_up && !single {
+            "; giving up on this server"
+        } else {
+            ""
+        };
+        tracing::warn!(server = %server.name, "{reason}{giving_up}");
+        if stop && was_alive {
+            self.out.push(Action::Stop {
+                server: index,
+                generation,
+                reason: reason.clone(),
+            });
+        }
+        let why = format!("server `{}`: {reason}", self.servers[index].name);
+        if was_ready {
+            self.fail_in_flight(index, &why, now);
+        } else {
+            self.fail_all(index, &why, now);
+        }
+        self.servers[index].listing = None;
+        self.drop_from_aggregations(index, now);
+    }
+
+    fn drop_from_aggregations(&mut self, index: usize, now: Instant) {
+        for aggregation in &mut self.aggregations {
+            aggregation.waiting.remove(&index);
+        }
+        if let Some((_, waiting, _)) = &mut self.pending_initialize {
+            waiting.remove(&index);
+        }
+        self.settle_aggregations(now);
+    }
+
+    /// Everything sent to the server and not answered gets its answer from the gate; requests
+    /// still queued for the next start stay.
+    fn fail_in_flight(&mut self, index: usize, why: &str, now: Instant) {
+        let queued: BTreeSet<String> = self.servers[index]
+            .queue
+            .iter()
+            .filter_map(|m| m.get("id").map(id_key))
+            .collect();
+        self.forget(index, &|down_key| !queued.contains(down_key), why, now);
+    }
+
+    /// Everything sent or queued gets its answer from the gate.
+    fn fail_all(&mut self, index: usize, why: &str, now: Instant) {
+        self.servers[index].queue.clear();
+        self.forget(index, &|_| true, why, now);
+    }
+
+    /// Drops the requests of a server whose downstream key `gone` selects (their gate answers
+    /// them), the server's requests to the host, and its progress tokens.
+    fn forget(&mut self, index: usize, gone: &dyn Fn(&str) -> bool, why: &str, now: Instant) {
+        let server = &mut self.servers[index];
+        let mut kept_hosts = BTreeSet::new();
+        let mut kept_tokens = BTreeSet::new();
+        let keys: Vec<String> = server.outbound.keys().cloned().collect();
+        for down_key in keys {
+            if !gone(&down_key) {
+                if let Some(Origin::Host {
+                    host_id, progress, ..
+                }) = server.outbound.get(&down_key)
+                {
+                    kept_hosts.insert(id_key(host_id));
+                    kept_tokens.extend(progress.clone());
+                }
+                continue;
+            }
+            if let Some(Origin::Host { host_id, .. }) = server.outbound.remove(&down_key) {
+                self.host_requests.remove(&id_key(&host_id));
+            }
+        }
+        let mut fx = Effects::default();
+        let keep = |host_key: &str| kept_hosts.contains(host_key);
+        self.servers[index].gate.on_server_gone(why, now, &mut fx, &keep);
+        self.apply_gate(index, fx, now);
+        let server = &mut self.servers[index];
+        server.progress.retain(|token, _| kept_tokens.contains(token));
+        self.inbound.retain(|_, (owner, _, _)| *owner != index);
+    }
+
+    /// The host closed its input. A gateway shuts down; a passthrough session closes the server's
+    /// input at once (after the requests the host sent before it, even if the server is still
+    /// starting), so that a server which exits on EOF ends with its own status.
+    pub fn host_closed(&mut self) {
+        if !self.single() {
+            self.shutdown();
+            return;
+        }
+        self.host_gone = true;
+        self.close_server_input();
+    }
+
+    /// `Single`, once the host is gone and the server Ready: its input closes (after what is
+    /// queued), and the kill sequence follows if it does not leave by itself.
+    pub(super) fn close_server_input(&mut self) {
+        let server = &mut self.servers[0];
+        if self.host_gone && server.alive && server.life.is_ready() {
+            server.life.stopping(false);
+            self.out.push(Action::Stop {
+                server: 0,
+                generation: server.life.generation,
+                reason: "the host closed the connection".into(),
+            });
+        }
+    }
+
+    /// Stops every server (host gone, or a signal). Nothing starts afterwards.
+    pub fn shutdown(&mut self) {
+        self.shutting_down = true;
+        for (index, server) in self.servers.iter_mut().enumerate() {
+            let running = server.alive || server.life.is_starting();
+            if running {
+                server.life.stopping(false);
+                self.out.push(Action::Stop {
+                    server: index,
+                    generation: server.life.generation,
+                    reason: "airlock is shutting down".into(),
+                });
+            }
+        }
+    }
+
+    /// The next instant [`Core::on_tick`] has work.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let servers = self
+            .servers
+            .iter()
+            .flat_map(|s| [s.life.next_deadline(s.busy()), s.gate.next_deadline()]);
+        let aggregations = self.aggregations.iter().map(|a| Some(a.deadline));
+        let initialize = self.pending_initialize.iter().map(|(_, _, d)| Some(*d));
+        servers
+            .chain(aggregations)
+            .chain(initialize)
+            .flatten()
+            .min()
+    }
+
+    pub fn on_tick(&mut self, now: Instant) {
+        for index in 0..self.servers.len() {
+            let mut fx = Effects::default();
+            self.servers[index].gate.on_tick(now, &mut fx);
+            if !fx.is_empty() {
+                self.apply_gate(index, fx, now);
+            }
+            self.lifecycle_tick(index, now);
+        }
+        self.retire_finished();
+        self.settle_aggregations(now);
+    }
+
+    fn lifecycle_tick(&mut self, index: usize, now: Instant) {
+        let server = &mut self.servers[index];
+        let busy = server.busy();
+        let wanted = !server.queue.is_empty();
+        match server.life.tick(now, busy, wanted) {
+            Due::Nothing => {}
+            Due::StartupTimedOut => {
+                if server.alive && !server.handshake_sent {
+                    // Still waiting for the host to connect: not the server's fault.
+                    server.life.state = State::Starting {
+                        deadline: now + server.life.startup_timeout,
+                    };
+                    return;
+                }
+                let reason = format!(
+                    "it did not complete the MCP handshake within startup_timeout ({}s)",
+                    server.life.startup_timeout.as_secs()
+                );
+                let alive = server.alive;
+                let generation = server.life.generation;
+                self.server_failed(index, reason.clone(), false, true, now);
+                if !alive {
+                    // Still spawning: the shell stops it when the spawn reports.
+                    self.out.push(Action::Stop {
+                        server: index,
+                        generation,
+                        reason,
+                    });
+                }
+            }
+            Due::IdleStop => {
+                let generation = server.life.generation;
+                let idle = server.life.idle_timeout.unwrap_or_default().as_secs();
+                tracing::info!(server = %server.name, "idle for {idle}s: stopping it");
+                self.out.push(Action::Stop {
+                    server: index,
+                    generation,
+                    reason: format!("idle for {idle}s"),
+                });
+            }
+            Due::Restart => self.start(index, now),
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Correlation: a host request goes through its server's gate (in the host's id space), gets a
+//! downstream id and is sent, or queued until the server is Ready; cancellations and the gate's
+//! own messages cross the same hop with the ids translated.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::{Action, Core, Origin};
+use crate::gate::{Effects, Verdict};
+use crate::gateway::lifecycle::Demand;
+use crate::mcp::message::{id_key, request};
+use crate::mcp::{Class, classify};
+
+impl Core {
+    /// A host request for one server: decided by its gate (a `tools/call` is audited here,
+    /// before anything is sent), then sent downstream.
+    pub(super) fn forward_request(&mut self, index: usize, message: Value, id: Value, now: Instant) {
+        let mut fx = Effects::default();
+        let verdict = self.servers[index].gate.on_host(message, now, &mut fx);
+        self.apply_gate(index, fx, now);
+        if let Verdict::Forward(message) = verdict {
+            self.send_downstream(index, message, id, now);
+        }
+    }
+
+    /// A host notification, or the host's answer to a gate's own request, through the gate.
+    pub(super) fn gate_to_server(&mut self, index: usize, message: Value, now: Instant) {
+        let mut fx = Effects::default();
+        let verdict = self.servers[index].gate.on_host(message, now, &mut fx);
+        self.apply_gate(index, fx, now);
+        if let Verdict::Forward(message) = verdict {
+            self.gate_message_down(index, message, now);
+        }
+    }
+
+    /// The gate's own output: audit first, then its answers to the host, then what it sends the
+    /// server (approved calls, cancellations), with the ids translated.
+    pub(super) fn apply_gate(&mut self, index: usize, fx: Effects, now: Instant) {
+        for event in fx.audit {
+            self.audit(event);
+        }
+        for message in fx.to_host {
+            self.to_host(message);
+        }
+        for message in fx.to_server {
+            self.gate_message_down(index, message, now);
+        }
+    }
+
+    fn gate_message_down(&mut self, index: usize, message: Value, now: Instant) {
+        match classify(&message) {
+            Ok(Class::Request { id, .. }) => {
+                let id = id.clone();
+                self.send_downstream(index, message, id, now);
+            }
+            Ok(Class::Notification {
+                method: "notifications/cancelled",
+            }) => self.cancel_downstream(index, message, now),
+            _ => self.send_raw(index, message, now),
+        }
+    }
+
+    /// A host request the gate let through: a downstream id (the host's own in `Single`, a fresh
+    /// one of the server in `Gateway`), the progress token rewritten in `Gateway`, then sent.
+    fn send_downstream(&mut self, index: usize, mut message: Value, host_id: Value, now: Instant) {
+        let single = self.single();
+        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+        let initialize = method == "initialize";
+        let cacheable = super::era::cacheable(method);
+        let host_key = id_key(&host_id);
+        let server = &mut self.servers[index];
+        let down_id = if single && !server.outbound.contains_key(&host_key) {
+            host_id.clone()
+        } else {
+            server.next_id += 1;
+            let fresh = Value::from(server.next_id);
+            message["id"] = fresh.clone();
+            fresh
+        };
+        let mut progress = None;
+        if !single && let Some(token) = message.pointer("/params/_meta/progressToken").cloned() {
+            let down_token = Value::String(format!("airlock-p-{}", server.next_id));
+            let key = id_key(&down_token);
+            server.progress.insert(key.clone(), token);
+            message["params"]["_meta"]["progressToken"] = down_token;
+            progress = Some(key);
+        }
+        let origin = Origin::Host {
+            host_id,
+            progress,
+            initialize,
+            cacheable,
+        };
+        server.outbound.insert(id_key(&down_id), origin);
+        self.host_requests.insert(host_key, (index, down_id));
+        self.deliver(index, message, now);
+    }
+
+    /// Sends a request to a server now, or queues it until the server is Ready (starting it if
+    /// needed); a server given up answers it at once.
+    fn deliver(&mut self, index: usize, message: Value, now: Instant) {
+        match self.servers[index].life.demand(now, true) {
+            Demand::Ready => self.send_raw(index, message, now),
+            Demand::Wait => self.servers[index].queue.push(message),
+            Demand::Start => {
+                self.servers[index].queue.push(message);
+                self.start(index, now);
+            }
+            Demand::Unavailable(reason) => {
+                let why = format!(
+                    "server `{}` is unavailable: {reason}",
+                    self.servers[index].name
+                );
+                if let Some(id) = message.get("id") {
+                    let key = id_key(id);
+                    self.undeliverable(index, &key, &why, now);
+                }
+            }
+        }
+    }
+
+    /// A request that will never reach its server (`down_key`: its downstream id key): its
+    /// gate answers it, and the core forgets it.
+    pub(super) fn undeliverable(&mut self, index: usize, down_key: &str, why: &str, now: Instant) {
+        let server = &mut self.servers[index];
+        server
+            .queue
+            .retain(|m| m.get("id").map(id_key).as_deref() != Some(down_key));
+        let Some(Origin::Host {
+            host_id, progress, ..
+        }) = server.outbound.remove(down_key)
+        else {
+            return;
+        };
+        if let Some(token) = progress {
+            server.progress.remove(&token);
+        }
+        let host_key = id_key(&host_id);
+        self.host_requests.remove(&host_key);
+        let mut fx = Effects::default();
+        self.servers[index]
+            .gate
+            .fail_request(&host_key, why, now, &mut fx);
+        self.apply_gate(index, fx, now);
+    }
+
+    /// A cancellation (from the host, or the gate's at a timeout) in the host's id space: the
+    /// downstream request is forgotten (its late answer is dropped) and the server told, unless
+    /// the request never left the queue.
+    fn cancel_downstream(&mut self, index: usize, mut message: Value, now: Instant) {
+        let Some(key) = message.pointer("/params/requestId").map(id_key) else {
+            return;
+        };
+        let Some((owner, down_id)) = self.host_requests.remove(&key) else {
+            // Not one of ours (or already answered): a passthrough host may still mean it.
+            if self.single() {
+                self.send_raw(index, message, now);
+            }
+            return;
+        };
+        let down_key = id_key(&down_id);
+        let server = &mut self.servers[owner];
+        if let Some(Origin::Host {
+            progress: Some(token),
+            ..
+        }) = server.outbound.remove(&down_key)
+        {
+            server.progress.remove(&token);
+        }
+        let before = server.queue.len();
+        server
+            .queue
+            .retain(|m| m.get("id").map(id_key).as_deref() != Some(&down_key));
+        if server.queue.len() != before {
+            // Never reached the server: nothing to cancel there.
+            return;
+        }
+        message["params"]["requestId"] = down_id;
+        self.send_raw(owner, message, now);
+    }
+
+    /// A host `notifications/cancelled`: to the server that has (or holds) the request.
+    pub(super) fn host_cancelled(&mut self, message: Value, now: Instant) {
+        let Some(key) = message.pointer("/params/requestId").map(id_key) else {
+            return;
+        };
+        self.aggregations.retain(|a| id_key(&a.host_id) != key);
+        let owner = self
+            .host_requests
+            .get(&key)
+            .map(|(index, _)| *index)
+            .or_else(|| self.servers.iter().position(|s| s.gate.tracks(&key)));
+        match owner {
+            Some(index) => self.gate_to_server(index, message, now),
+            // A call airlock answered itself is the first gate's to recognise; in a passthrough
+            // session anything else goes on as the host sent it.
+            None if self.single() => self.gate_to_server(0, message, now),
+            None => {}
+        }
+    }
+
+    pub(super) fn send_raw(&mut self, index: usize, message: Value, now: Instant) {
+        let server = &mut self.servers[index];
+        if server.alive {
+            server.life.last_activity = now;
+            self.out.push(Action::ToServer {
+                server: index,
+                generation: server.life.generation,
+                message,
+            });
+        }
+    }
+
+    /// A request of airlock's own (gateway handshake, lists): not gated, answered to airlock.
+    pub(super) fn internal_request(
+        &mut self,
+        index: usize,
+        method: &str,
+        params: Value,
+        origin: Origin,
+        now: Instant,
+    ) {
+        let server = &mut self.servers[index];
+        server.next_id += 1;
+        let id = Value::from(server.next_id);
+        server.outbound.insert(id_key(&id), origin);
+        self.send_raw(index, request(id, method, params), now);
+    }
+
+    pub(super) fn start(&mut self, index: usize, now: Instant) {
+        if self.shutting_down {
+            return;
+        }
+        let server = &mut self.servers[index];
+        let generation = server.life.begin_start(now);
+        server.alive = false;
+        server.handshake_sent = false;
+        self.out.push(Action::Start {
+            server: index,
+            generation,
+        });
+    }
+}

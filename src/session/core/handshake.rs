@@ -1,0 +1,247 @@
+//! Handshakes. A gateway answers the host's `initialize` (or `server/discover`) itself and shakes
+//! hands with each server on its own, passing on exactly the capabilities the host declared. In
+//! `Single` the host's handshake passes through and the server is Ready as soon as it runs.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use super::lists::ListKind;
+use super::{Core, INITIALIZE_WAIT, Origin, era};
+use crate::gateway::lifecycle::{Demand, State};
+use crate::mcp::message::notification;
+use crate::mcp::version::HANDSHAKE_VERSIONS;
+
+/// The newest handshake-era version: what airlock offers servers and hosts that ask for another.
+pub const LATEST_HANDSHAKE: &str = "2025-11-25";
+
+impl Core {
+    /// Starts every eager server (at session start). In `Single` the one server is eager.
+    pub fn start_eager(&mut self, now: Instant) {
+        for index in 0..self.servers.len() {
+            let server = &mut self.servers[index];
+            if server.life.eager && !server.retiring && server.life.demand(now, false) == Demand::Start
+            {
+                self.start(index, now);
+            }
+        }
+    }
+
+    /// The version airlock speaks with its servers: the host's, if a handshake-era version.
+    pub(super) fn downstream_version(&self) -> &str {
+        match self.host.version.as_deref() {
+            Some(v) if HANDSHAKE_VERSIONS.contains(&v) => v,
+            _ => LATEST_HANDSHAKE,
+        }
+    }
+
+    pub(super) fn capabilities(&self) -> Value {
+        let mut caps = json!({"tools": {"listChanged": true}});
+        let known = self
+            .servers
+            .iter()
+            .filter(|s| !s.retiring)
+            .filter_map(|s| s.capabilities.as_ref());
+        for server_caps in known {
+            if let Some(resources) = server_caps.get("resources") {
+                let subscribe = resources.get("subscribe").and_then(Value::as_bool) == Some(true)
+                    || caps.pointer("/resources/subscribe").and_then(Value::as_bool) == Some(true);
+                caps["resources"] = json!({"listChanged": true, "subscribe": subscribe});
+            }
+            if server_caps.get("prompts").is_some() {
+                caps["prompts"] = json!({"listChanged": true});
+            }
+            for plain in ["completions", "logging"] {
+                if server_caps.get(plain).is_some() {
+                    caps[plain] = json!({});
+                }
+            }
+            // Tasks (2025-11-25): offered when a server offers them; their requests are the
+            // server's own (routed like any other).
+            if let Some(tasks) = server_caps.get("tasks") {
+                caps["tasks"] = tasks.clone();
+            }
+            if let Some(extensions) = server_caps.get("extensions").and_then(Value::as_object) {
+                let merged = caps
+                    .as_object_mut()
+                    .and_then(|c| {
+                        c.entry("extensions")
+                            .or_insert_with(|| json!({}))
+                            .as_object_mut()
+                    })
+                    .map(|m| m as &mut Map<String, Value>);
+                if let Some(merged) = merged {
+                    for (key, value) in extensions {
+                        merged.entry(key.clone()).or_insert_with(|| value.clone());
+                    }
+                }
+            }
+        }
+        caps
+    }
+
+    pub(super) fn host_initialize(&mut self, id: Value, now: Instant) {
+        let waiting: BTreeSet<usize> = (0..self.servers.len())
+            .filter(|&i| self.servers[i].life.eager && self.servers[i].life.is_starting())
+            .collect();
+        if waiting.is_empty() {
+            self.answer_initialize(id);
+        } else {
+            self.pending_initialize = Some((id, waiting, now + INITIALIZE_WAIT));
+        }
+    }
+
+    pub(super) fn answer_initialize(&mut self, id: Value) {
+        let version = self.downstream_version().to_string();
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": era::server_info(),
+            "instructions": self.instructions(),
+        });
+        self.host.initialized = true;
+        self.reply(id, result);
+    }
+
+    fn instructions(&self) -> String {
+        let names: Vec<&str> = self
+            .servers
+            .iter()
+            .filter(|s| !s.retiring)
+            .map(|s| s.name.as_str())
+            .collect();
+        let separator = self.separator();
+        format!(
+            "airlock gateway for MCP servers {}; their tools are named <server>{separator}<tool>.",
+            names.join(", ")
+        )
+    }
+
+    /// `server/discover` (2026-07-28): the versions airlock serves, the aggregated capabilities,
+    /// and airlock's identity where the era puts it.
+    pub(super) fn answer_discover(&mut self, id: Value) {
+        let mut result = Map::new();
+        result.insert("supportedVersions".into(), json!(era::supported_versions()));
+        result.insert("capabilities".into(), self.capabilities());
+        result.insert("instructions".into(), Value::String(self.instructions()));
+        result.insert(
+            "_meta".into(),
+            json!({ era::META_SERVER_INFO: era::server_info() }),
+        );
+        era::add_cache_hints(&mut result);
+        self.reply(id, Value::Object(result));
+    }
+
+    /// The server of `generation` was spawned: `Single` is Ready at once; a gateway shakes
+    /// hands (at once if the host has spoken).
+    pub fn on_spawned(&mut self, index: usize, generation: u64, now: Instant) {
+        let Some(server) = self.servers.get_mut(index) else {
+            return;
+        };
+        if server.life.generation != generation || !server.life.is_starting() {
+            return;
+        }
+        server.alive = true;
+        if self.single() {
+            self.become_ready(index, now);
+            return;
+        }
+        // An eager server before the host connects waits for the host's capabilities, since a
+        // server learns the client's capabilities only in `initialize`.
+        if self.host.known {
+            self.send_initialize(index, now);
+        }
+    }
+
+    pub(super) fn send_initialize(&mut self, index: usize, now: Instant) {
+        let server = &mut self.servers[index];
+        server.handshake_sent = true;
+        // The startup timeout covers the handshake, not the wait for the host.
+        server.life.state = State::Starting {
+            deadline: now + server.life.startup_timeout,
+        };
+        let client_info = self.host.client_info.clone().unwrap_or_else(era::server_info);
+        let params = json!({
+            "protocolVersion": self.downstream_version(),
+            "capabilities": self.host.capabilities,
+            "clientInfo": client_info,
+        });
+        self.internal_request(index, "initialize", params, Origin::Initialize, now);
+    }
+
+    /// The server's answer to airlock's `initialize`.
+    pub(super) fn server_initialized(
+        &mut self,
+        index: usize,
+        error: Option<Value>,
+        result: Value,
+        now: Instant,
+    ) {
+        if !self.servers[index].life.is_starting() {
+            return;
+        }
+        if let Some(error) = error {
+            let text = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            let reason = format!("initialize failed: {text}");
+            self.server_failed(index, reason, false, true, now);
+            return;
+        }
+        let server = &mut self.servers[index];
+        server.capabilities = Some(result.get("capabilities").cloned().unwrap_or(json!({})));
+        server.server_info = result.get("serverInfo").cloned();
+        let tools = server.has_capability("tools") == Some(true);
+        let logging = server.has_capability("logging") == Some(true);
+        let initialized = notification("notifications/initialized", json!({}));
+        self.send_raw(index, initialized, now);
+        if logging && let Some(level) = self.host.log_level.clone() {
+            let params = json!({"level": level});
+            self.internal_request(index, "logging/setLevel", params, Origin::Ignore, now);
+        }
+        if tools {
+            self.servers[index].listing = Some(Vec::new());
+            self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
+        } else {
+            self.tools_listed(index, Vec::new(), now);
+        }
+    }
+
+    pub(super) fn become_ready(&mut self, index: usize, now: Instant) {
+        self.servers[index].life.ready(now);
+        let server = &self.servers[index];
+        let count = server.tools.as_ref().map_or(0, Vec::len);
+        tracing::info!(server = %server.name, "ready with {count} tools");
+        let queued = std::mem::take(&mut self.servers[index].queue);
+        for message in queued {
+            self.send_raw(index, message, now);
+        }
+        if self.single() {
+            self.close_server_input();
+            return;
+        }
+        let mut pages = Vec::new();
+        for aggregation in &mut self.aggregations {
+            if aggregation.waiting.contains(&index) {
+                if aggregation.kind == ListKind::Tools {
+                    aggregation.waiting.remove(&index);
+                } else if self.servers[index].has_capability(aggregation.kind.capability())
+                    == Some(true)
+                {
+                    pages.push((aggregation.kind, aggregation.id));
+                } else {
+                    aggregation.waiting.remove(&index);
+                }
+            }
+        }
+        for (kind, aggregation) in pages {
+            self.request_list_page(index, kind, aggregation, None, now);
+        }
+        if let Some((_, waiting, _)) = &mut self.pending_initialize {
+            waiting.remove(&index);
+        }
+        self.settle_aggregations(now);
+    }
+}

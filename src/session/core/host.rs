@@ -1,0 +1,199 @@
+//! Host dispatch: every message from the host is classified here, its era learned, duplicates
+//! and batches handled, then handed to the topology's routing.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{Core, Topology, era};
+use crate::audit::{Event, EventKind};
+use crate::mcp::message::{code, id_key};
+use crate::mcp::version;
+use crate::mcp::{Class, classify, salvage_id};
+
+impl Core {
+    /// One message from the host (already parsed as JSON).
+    pub fn on_host(&mut self, message: Value, now: Instant) {
+        match classify(&message) {
+            Err(invalid) => {
+                let id = salvage_id(&message);
+                let text = format!("invalid request: {invalid}");
+                self.reply_error(id, code::INVALID_REQUEST, &text);
+            }
+            Ok(Class::Batch(_)) => self.host_batch(message, now),
+            Ok(Class::Request { id, method }) => {
+                let (id, method) = (id.clone(), method.to_string());
+                if self.duplicate(&id) {
+                    return;
+                }
+                self.learn_host(&method, &message, now);
+                if let Some(refusal) = self.era_refusal(&method, &message) {
+                    let (code, text, data) = refusal;
+                    let answer = crate::mcp::error_response(id, code, &text, Some(data));
+                    self.to_host(answer);
+                    return;
+                }
+                match self.topology {
+                    Topology::Single => self.forward_request(0, message, id, now),
+                    Topology::Gateway { .. } => self.gateway_request(message, id, &method, now),
+                }
+            }
+            Ok(Class::Notification { method }) => {
+                let method = method.to_string();
+                self.host_notification(message, &method, now);
+            }
+            Ok(Class::Response { id } | Class::Error { id }) => {
+                let key = id_key(id);
+                self.host_response(message, &key, now);
+            }
+        }
+    }
+
+    /// JSON-RPC batches exist in 2025-03-26 only. Each request of a batch is handled on its
+    /// own (gated, routed); their answers leave together as one array.
+    fn host_batch(&mut self, message: Value, now: Instant) {
+        if !version::supports_batches(self.host.version.as_deref()) {
+            let version = self.host.version.as_deref().unwrap_or("(none negotiated yet)");
+            let text = format!("JSON-RPC batches are not part of MCP protocol version {version}");
+            self.reply_error(Value::Null, code::INVALID_REQUEST, &text);
+            return;
+        }
+        let Value::Array(items) = message else {
+            return;
+        };
+        let batch = self.batches.next;
+        self.batches.next += 1;
+        let mut requests = 0;
+        for item in &items {
+            if let Ok(Class::Request { id, .. }) = classify(item) {
+                let key = id_key(id);
+                if !self.batches.member.contains_key(&key) && !self.in_flight(&key) {
+                    self.batches.member.insert(key, batch);
+                    requests += 1;
+                }
+            }
+        }
+        if requests > 0 {
+            self.batches.open.insert(batch, (requests, Vec::new()));
+        }
+        for item in items {
+            self.on_host(item, now);
+        }
+    }
+
+    /// Whether a host request id is still in flight (forwarded, queued, held, or being
+    /// answered by airlock).
+    fn in_flight(&self, key: &str) -> bool {
+        self.host_requests.contains_key(key)
+            || self.servers.iter().any(|s| s.gate.tracks(key))
+            || self.aggregations.iter().any(|a| id_key(&a.host_id) == key)
+            || self
+                .pending_initialize
+                .as_ref()
+                .is_some_and(|(id, _, _)| id_key(id) == key)
+    }
+
+    /// A request whose id is already in flight is a host bug; it is handled once: the second is
+    /// dropped (recorded), so the first keeps its one decision, its one outcome and its answer.
+    fn duplicate(&mut self, id: &Value) -> bool {
+        if !self.in_flight(&id_key(id)) {
+            return false;
+        }
+        tracing::warn!("dropped a host request whose id {id} is already in flight");
+        let mut event = Event::new(EventKind::Dropped, "host");
+        event.request_id = Some(id.clone());
+        event.reason = Some("a request with this id is already in flight".into());
+        self.audit(event);
+        true
+    }
+
+    /// The first request tells airlock who the host is: `initialize` in the handshake era, the
+    /// request's `_meta` in the stateless era (every request carries it there).
+    fn learn_host(&mut self, method: &str, message: &Value, now: Instant) {
+        let params = message.get("params");
+        let before = self.host_facts();
+        if method == "initialize" {
+            let params = params.cloned().unwrap_or(Value::Null);
+            self.host.capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
+            self.host.client_info = params.get("clientInfo").cloned();
+            self.host.version = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        } else if let Some(declared) = version::request_version(params) {
+            if let Some(caps) = version::request_capabilities(params) {
+                self.host.capabilities = caps.clone();
+            }
+            if self.host.client_info.is_none() {
+                self.host.client_info = params
+                    .and_then(|p| p.pointer("/_meta/io.modelcontextprotocol~1clientInfo"))
+                    .cloned();
+            }
+            self.host.version = Some(declared.to_string());
+        } else if self.host.known {
+            return;
+        }
+        if self.host_facts() != before {
+            self.share_host_facts();
+        }
+        if !self.host.known {
+            self.host.known = true;
+            // Eager servers spawned before the host spoke waited for its capabilities.
+            for index in 0..self.servers.len() {
+                if self.servers[index].alive && !self.servers[index].handshake_sent {
+                    self.send_initialize(index, now);
+                }
+            }
+        }
+    }
+
+    /// A gateway serves stateless requests only at a version it knows: anything else gets
+    /// `UnsupportedProtocolVersionError` naming the versions it serves.
+    fn era_refusal(&self, method: &str, message: &Value) -> Option<(i64, String, Value)> {
+        if self.single() || method == "initialize" {
+            return None;
+        }
+        let requested = version::request_version(message.get("params"))?;
+        if era::serves_stateless(requested) {
+            return None;
+        }
+        Some(era::unsupported_version(requested))
+    }
+
+    fn host_notification(&mut self, message: Value, method: &str, now: Instant) {
+        match method {
+            "notifications/cancelled" => self.host_cancelled(message, now),
+            // In a gateway airlock did the handshake with each server itself.
+            "notifications/initialized" if !self.single() => {}
+            "notifications/roots/list_changed" if !self.single() => {
+                for index in 0..self.servers.len() {
+                    if self.servers[index].life.is_ready() {
+                        self.gate_to_server(index, message.clone(), now);
+                    }
+                }
+            }
+            _ if self.single() => self.gate_to_server(0, message, now),
+            other => tracing::debug!("not routing host notification {other}"),
+        }
+    }
+
+    /// An answer from the host: to a server's request (mapped back to the server and its own
+    /// id), or to a gate's confirmation request.
+    fn host_response(&mut self, message: Value, key: &str, now: Instant) {
+        if let Some((index, generation, original)) = self.inbound.remove(key) {
+            let server = &self.servers[index];
+            if !server.alive || server.life.generation != generation {
+                return;
+            }
+            let mut message = message;
+            message["id"] = original;
+            self.send_raw(index, message, now);
+            return;
+        }
+        if let Some(index) = self.servers.iter().position(|s| s.gate.owns(key)) {
+            self.gate_to_server(index, message, now);
+            return;
+        }
+        tracing::debug!("dropping a host answer to an unknown request {key}");
+    }
+}

@@ -1,0 +1,377 @@
+//! List aggregation (gateway): `tools/list` from each server's gated cache, the other lists
+//! fetched live from every server that offers them, all pages of each, named for the host and
+//! served in airlock's own pages.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{Aggregation, Core, Origin, era};
+use crate::gateway::lifecycle::{Demand, Phase};
+use crate::mcp::message::{code, notification};
+
+/// Most items in one page of an aggregated list (hosts that ignore `nextCursor` still see all of
+/// a normal setup).
+pub const PAGE_SIZE: usize = 1000;
+/// Extra time an aggregated list waits for a Ready server's pages.
+const LIST_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+    ResourceTemplates,
+}
+
+impl ListKind {
+    pub fn from_method(method: &str) -> Option<ListKind> {
+        Some(match method {
+            "tools/list" => ListKind::Tools,
+            "prompts/list" => ListKind::Prompts,
+            "resources/list" => ListKind::Resources,
+            "resources/templates/list" => ListKind::ResourceTemplates,
+            _ => return None,
+        })
+    }
+
+    pub fn method(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools/list",
+            ListKind::Prompts => "prompts/list",
+            ListKind::Resources => "resources/list",
+            ListKind::ResourceTemplates => "resources/templates/list",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
+            ListKind::ResourceTemplates => "resourceTemplates",
+        }
+    }
+
+    pub fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources | ListKind::ResourceTemplates => "resources",
+        }
+    }
+}
+
+/// The `nextCursor` of a page, when it names a next page.
+fn next_cursor(result: &Value) -> Option<Value> {
+    result
+        .get("nextCursor")
+        .filter(|c| c.as_str().is_some_and(|s| !s.is_empty()))
+        .cloned()
+}
+
+impl Core {
+    pub(super) fn host_list(&mut self, kind: ListKind, message: Value, id: Value, now: Instant) {
+        if kind == ListKind::Tools {
+            self.host.listed_tools = true;
+        }
+        if let Some(cursor) = message.pointer("/params/cursor").and_then(Value::as_str) {
+            self.answer_page(kind, id, cursor);
+            return;
+        }
+        let mut waiting = BTreeSet::new();
+        for index in 0..self.servers.len() {
+            let server = &self.servers[index];
+            let cached = kind == ListKind::Tools && server.tools.is_some();
+            if server.retiring
+                || cached && server.life.phase() != Phase::Failed
+                || server.has_capability(kind.capability()) == Some(false)
+            {
+                continue;
+            }
+            match self.servers[index].life.demand(now, false) {
+                Demand::Ready | Demand::Wait => {
+                    waiting.insert(index);
+                }
+                Demand::Start => {
+                    waiting.insert(index);
+                    self.start(index, now);
+                }
+                Demand::Unavailable(_) => {}
+            }
+        }
+        self.next_aggregation += 1;
+        let longest_start = waiting
+            .iter()
+            .map(|&i| self.servers[i].life.startup_timeout)
+            .max()
+            .unwrap_or_default();
+        self.aggregations.push(Aggregation {
+            id: self.next_aggregation,
+            host_id: id,
+            kind,
+            waiting: waiting.clone(),
+            items: BTreeMap::new(),
+            deadline: now + longest_start + LIST_GRACE,
+        });
+        if kind != ListKind::Tools {
+            for index in waiting {
+                if self.servers[index].life.is_ready() {
+                    self.request_list_page(index, kind, self.next_aggregation, None, now);
+                }
+            }
+        }
+        self.settle_aggregations(now);
+    }
+
+    pub(super) fn request_list_page(
+        &mut self,
+        index: usize,
+        kind: ListKind,
+        aggregation: u64,
+        cursor: Option<Value>,
+        now: Instant,
+    ) {
+        let params = match cursor {
+            Some(cursor) => json!({"cursor": cursor}),
+            None => json!({}),
+        };
+        let origin = Origin::List { aggregation };
+        self.internal_request(index, kind.method(), params, origin, now);
+    }
+
+    /// A page of a host list being aggregated.
+    pub(super) fn list_page(
+        &mut self,
+        index: usize,
+        aggregation: u64,
+        error: Option<Value>,
+        result: Value,
+        now: Instant,
+    ) {
+        let Some(position) = self.aggregations.iter().position(|a| a.id == aggregation) else {
+            return;
+        };
+        let kind = self.aggregations[position].kind;
+        if error.is_none() {
+            let page = result
+                .get(kind.key())
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let items = self.aggregations[position].items.entry(index).or_default();
+            items.extend(page);
+            if let Some(cursor) = next_cursor(&result) {
+                self.request_list_page(index, kind, aggregation, Some(cursor), now);
+                return;
+            }
+        }
+        self.aggregations[position].waiting.remove(&index);
+        self.settle_aggregations(now);
+    }
+
+    /// A page of airlock's own `tools/list` of a server.
+    pub(super) fn tools_page(
+        &mut self,
+        index: usize,
+        error: Option<Value>,
+        mut result: Value,
+        now: Instant,
+    ) {
+        if let Some(error) = error {
+            let text = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            tracing::warn!(server = %self.servers[index].name, "tools/list failed: {text}");
+            self.servers[index].life.last_error = Some(format!("tools/list failed: {text}"));
+            self.servers[index].listing = None;
+            let previous = self.servers[index].tools.clone().unwrap_or_default();
+            self.tools_listed(index, previous, now);
+            return;
+        }
+        self.servers[index].gate.filter_tools(&mut result);
+        let page = result
+            .get("tools")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let listing = self.servers[index].listing.get_or_insert_with(Vec::new);
+        listing.extend(page);
+        match next_cursor(&result) {
+            Some(cursor) => {
+                let params = json!({"cursor": cursor});
+                self.internal_request(index, "tools/list", params, Origin::ToolsList, now);
+            }
+            None => {
+                let tools = self.servers[index].listing.take().unwrap_or_default();
+                self.tools_listed(index, tools, now);
+            }
+        }
+    }
+
+    /// A complete (gated) tool list from the server: rename, cache, become Ready, tell the host
+    /// if the tools it knows changed.
+    pub(super) fn tools_listed(&mut self, index: usize, tools: Vec<Value>, now: Instant) {
+        let name = self.servers[index].name.clone();
+        let tools: Vec<Value> = tools
+            .into_iter()
+            .filter(|t| t.get("name").and_then(Value::as_str).is_some())
+            .collect();
+        let originals: Vec<&str> = tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+            .collect();
+        let separator = self.separator().to_string();
+        let (_, changed) = self.tools.set_server(index, &name, &separator, &originals);
+        log_changed(&name, "tool", &changed);
+        let previous = self.servers[index].tools.replace(tools.clone());
+        let differs = previous.as_ref() != Some(&tools);
+        if differs && previous.is_some() {
+            self.list_changed(ListKind::Tools);
+        }
+        if self.servers[index].life.is_starting() {
+            self.become_ready(index, now);
+        }
+    }
+
+    /// Tells the host that a list it may have cached changed (handshake era: the plain
+    /// notification, once the host has seen the list).
+    pub(super) fn list_changed(&mut self, kind: ListKind) {
+        let listed = kind != ListKind::Tools || self.host.listed_tools;
+        if listed && self.host.initialized {
+            let method = format!("notifications/{}/list_changed", kind.capability());
+            self.to_host(notification(&method, json!({})));
+        }
+    }
+
+    /// Answers every aggregation nothing is waiting for (or whose time is up).
+    pub(super) fn settle_aggregations(&mut self, now: Instant) {
+        let (done, open): (Vec<Aggregation>, Vec<Aggregation>) = std::mem::take(&mut self.aggregations)
+            .into_iter()
+            .partition(|a| a.waiting.is_empty() || a.deadline <= now);
+        self.aggregations = open;
+        for aggregation in done {
+            for index in &aggregation.waiting {
+                tracing::warn!(
+                    server = %self.servers[*index].name,
+                    "{} answered without this server: it did not answer in time",
+                    aggregation.kind.method()
+                );
+            }
+            let items = self.collect(aggregation.kind, aggregation.items);
+            self.snapshot_generation += 1;
+            self.snapshots
+                .insert(aggregation.kind, (self.snapshot_generation, items));
+            self.answer_page(aggregation.kind, aggregation.host_id, "");
+        }
+        if let Some((_, waiting, deadline)) = &self.pending_initialize
+            && (waiting.is_empty() || *deadline <= now)
+            && let Some((id, _, _)) = self.pending_initialize.take()
+        {
+            self.answer_initialize(id);
+        }
+    }
+
+    /// The aggregated items of one list, in server order, named for the host.
+    fn collect(&mut self, kind: ListKind, mut items: BTreeMap<usize, Vec<Value>>) -> Vec<Value> {
+        let separator = self.separator().to_string();
+        let mut all = Vec::new();
+        for index in 0..self.servers.len() {
+            if self.servers[index].retiring {
+                continue;
+            }
+            match kind {
+                ListKind::Tools => {
+                    if self.servers[index].life.phase() == Phase::Failed {
+                        continue;
+                    }
+                    for tool in self.servers[index].tools.iter().flatten() {
+                        let original = tool.get("name").and_then(Value::as_str).unwrap_or("");
+                        let Some(name) = self.tools.name_of(index, original) else {
+                            continue;
+                        };
+                        let mut tool = tool.clone();
+                        tool["name"] = Value::String(name.to_string());
+                        all.push(tool);
+                    }
+                }
+                ListKind::Prompts => {
+                    let prompts = items.remove(&index).unwrap_or_default();
+                    let originals: Vec<&str> = prompts
+                        .iter()
+                        .map(|p| p.get("name").and_then(Value::as_str).unwrap_or(""))
+                        .collect();
+                    let name = self.servers[index].name.clone();
+                    let (names, changed) =
+                        self.prompts.set_server(index, &name, &separator, &originals);
+                    log_changed(&name, "prompt", &changed);
+                    for (mut prompt, name) in prompts.into_iter().zip(names) {
+                        prompt["name"] = Value::String(name);
+                        all.push(prompt);
+                    }
+                }
+                ListKind::Resources => {
+                    for resource in items.remove(&index).unwrap_or_default() {
+                        if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
+                            self.resource_owner.entry(uri.to_string()).or_insert(index);
+                        }
+                        all.push(resource);
+                    }
+                }
+                ListKind::ResourceTemplates => {
+                    self.templates.retain(|(_, _, owner)| *owner != index);
+                    for template in items.remove(&index).unwrap_or_default() {
+                        if let Some(uri) = template.get("uriTemplate").and_then(Value::as_str) {
+                            let prefix = uri.split('{').next().unwrap_or(uri).to_string();
+                            self.templates.push((uri.to_string(), prefix, index));
+                        }
+                        all.push(template);
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    /// One page of the last aggregated list. airlock's cursor is `<generation>.<offset>`; a
+    /// cursor from an older list is refused (the host lists again from the start).
+    fn answer_page(&mut self, kind: ListKind, id: Value, cursor: &str) {
+        let Some((generation, items)) = self.snapshots.get(&kind) else {
+            self.reply_error(id, code::INVALID_PARAMS, "invalid cursor");
+            return;
+        };
+        let offset = if cursor.is_empty() {
+            Some(0)
+        } else {
+            cursor
+                .split_once('.')
+                .filter(|(g, _)| g.parse::<u64>().ok() == Some(*generation))
+                .and_then(|(_, o)| o.parse::<usize>().ok())
+                .filter(|o| *o <= items.len())
+        };
+        let Some(offset) = offset else {
+            let text = "invalid or stale cursor: list again without a cursor";
+            self.reply_error(id, code::INVALID_PARAMS, text);
+            return;
+        };
+        let end = (offset + PAGE_SIZE).min(items.len());
+        let mut result = Map::new();
+        result.insert(kind.key().into(), Value::Array(items[offset..end].to_vec()));
+        if end < items.len() {
+            let next = format!("{generation}.{end}");
+            result.insert("nextCursor".into(), Value::String(next));
+        }
+        if era::stateless(&self.host) {
+            era::add_cache_hints(&mut result);
+        }
+        self.reply(id, Value::Object(result));
+    }
+}
+
+fn log_changed(server: &str, what: &str, changed: &[(String, String)]) {
+    for (original, name) in changed {
+        tracing::info!(server = %server, "{what} {original:?} is named {name:?} (shortened or sanitised for hosts)");
+    }
+}

@@ -1,0 +1,452 @@
+//! The session core, pure: one host, one or many servers, every message routed. The shell
+//! ([`super::shell`]) feeds it inputs (host messages, server messages, spawn and exit reports,
+//! the clock) and carries out the [`Action`]s it returns, in order.
+//!
+//! Both commands are this one machine: `run` is [`Topology::Single`] (the host's handshake passes
+//! through to the server, nothing is renamed, ids pass unchanged) and `serve` is
+//! [`Topology::Gateway`] (airlock answers the handshake, names are prefixed, lists aggregated).
+//! Each rule below is written once and applies to both.
+//!
+//! | file | owns |
+//! |---|---|
+//! | [`host`] | host dispatch: classification, batches, duplicates, the host's era |
+//! | [`routing`] | naming and routing: which server a request is for, under which name |
+//! | [`forward`] | correlation: the gate, downstream ids, queueing, cancellation across the hop |
+//! | [`upstream`] | server → host: answers back to the host's ids, server requests, notifications |
+//! | [`handshake`] | the gateway's own handshake with the host and with each server |
+//! | [`lists`] | list aggregation and airlock's own pages |
+//! | [`failure`] | failure bookkeeping: crashes, exits, timeouts, lifecycle ticks |
+//! | [`era`] | what each protocol version needs on the host side (2026-07-28 results) |
+//!
+//! Id spaces: the gate of each server works in the **host's** id space (its audit events carry
+//! the host's ids). A host request forwarded to a server gets a downstream id: the host's own in
+//! `Single` (when free), a fresh integer of that server in `Gateway`; the answer is mapped back.
+//! A server→client request gets a host-facing id (`airlock-gw-N` in `Gateway`; its own in
+//! `Single` unless it collides with airlock's prefix); the host's answer is mapped back.
+
+mod era;
+mod failure;
+mod forward;
+mod handshake;
+mod host;
+mod lists;
+mod reload;
+mod routing;
+mod upstream;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::audit::{Event, Redactor};
+use crate::gate::{Gate, GateConfig, HostFacts};
+use crate::gateway::lifecycle::{Lifecycle, Phase};
+use crate::gateway::names::NameTable;
+use crate::mcp::message::{error_response, result_response};
+use crate::policy::Policy;
+
+pub use handshake::LATEST_HANDSHAKE;
+pub use lists::{ListKind, PAGE_SIZE};
+pub use reload::{ReloadSummary, Reloaded};
+
+/// How long the answer to the host's `initialize` waits for eager servers still starting.
+pub const INITIALIZE_WAIT: Duration = Duration::from_secs(5);
+/// `_meta` key naming the server a server→client request comes from.
+pub const META_SERVER: &str = "airlock/server";
+
+/// One server as the core knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSpec {
+    pub name: String,
+    pub startup_timeout: Duration,
+    pub tool_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub eager: bool,
+    /// Known at load time never to start (a refused launch, an unsupported transport).
+    pub refused: Option<String>,
+}
+
+/// The shape of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topology {
+    /// `airlock run`: one server, started at once, never restarted; the host's handshake, names
+    /// and ids pass through.
+    Single,
+    /// `airlock serve`: many servers; airlock answers the handshake and prefixes names with
+    /// `<server><separator>`.
+    Gateway { separator: String },
+}
+
+/// What the shell must do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    ToHost(Value),
+    /// Write to that server if its running process is of this generation (else drop).
+    ToServer {
+        server: usize,
+        generation: u64,
+        message: Value,
+    },
+    Audit(Box<Event>),
+    /// A message from a server that is not forwarded (an answer to no request in flight): the
+    /// shell counts it with the server's other junk.
+    Dropped { server: usize, reason: String },
+    /// Spawn the server; report [`Core::on_spawned`] or [`Core::on_spawn_failed`].
+    Start { server: usize, generation: u64 },
+    /// Run the kill sequence; report [`Core::on_exited`] when it is gone.
+    Stop {
+        server: usize,
+        generation: u64,
+        reason: String,
+    },
+}
+
+/// Who is waiting for a server's answer.
+#[derive(Debug, Clone)]
+enum Origin {
+    Host {
+        host_id: Value,
+        /// The downstream progress token, to forget with the request.
+        progress: Option<String>,
+        /// The host's `initialize` (`Single`): its answer names the negotiated version.
+        initialize: bool,
+        /// A result a 2026-07-28 host may cache (`resources/read`): it gets cache hints.
+        cacheable: bool,
+    },
+    Initialize,
+    /// airlock's own `tools/list` (at start, or after `list_changed`).
+    ToolsList,
+    /// A page of a host list being aggregated.
+    List { aggregation: u64 },
+    /// An answer nobody needs (e.g. `logging/setLevel` replayed after a restart).
+    Ignore,
+}
+
+struct Downstream {
+    name: String,
+    spec: ServerSpec,
+    life: Lifecycle,
+    gate: Gate,
+    /// The process of the current generation is running (spawned, not yet gone).
+    alive: bool,
+    /// Replaced by a reload: takes no new requests, stops once its requests are answered.
+    retiring: bool,
+    /// airlock's `initialize` went out for the current generation.
+    handshake_sent: bool,
+    next_id: u64,
+    outbound: HashMap<String, Origin>,
+    /// Downstream progress token key → the host's token.
+    progress: HashMap<String, Value>,
+    /// Host requests waiting for Ready (already gated), with their downstream ids.
+    queue: Vec<Value>,
+    capabilities: Option<Value>,
+    server_info: Option<Value>,
+    /// Gate-filtered tools with their original names; kept while stopped (idle), so listing
+    /// does not wake the server.
+    tools: Option<Vec<Value>>,
+    /// Pages of airlock's own `tools/list` in progress.
+    listing: Option<Vec<Value>>,
+    last_call: Option<SystemTime>,
+    calls: u64,
+}
+
+impl Downstream {
+    fn has_capability(&self, name: &str) -> Option<bool> {
+        self.capabilities
+            .as_ref()
+            .map(|caps| caps.get(name).is_some())
+    }
+
+    fn busy(&self) -> bool {
+        !self.outbound.is_empty() || !self.queue.is_empty() || self.gate.in_flight() > 0
+    }
+}
+
+struct Aggregation {
+    id: u64,
+    host_id: Value,
+    kind: ListKind,
+    waiting: BTreeSet<usize>,
+    items: BTreeMap<usize, Vec<Value>>,
+    deadline: Instant,
+}
+
+/// What the core knows about the host.
+#[derive(Debug, Default)]
+struct HostState {
+    /// The host spoke (an `initialize`, or any first request in the stateless era).
+    known: bool,
+    initialized: bool,
+    capabilities: Value,
+    client_info: Option<Value>,
+    version: Option<String>,
+    listed_tools: bool,
+    log_level: Option<Value>,
+}
+
+/// One server's line of `airlock status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: Phase,
+    pub tools: Option<usize>,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+    pub consecutive_failures: u32,
+    pub calls: u64,
+    pub last_call: Option<String>,
+    pub in_flight: usize,
+}
+
+/// Answers of a host batch (2025-03-26), sent as one array once every request is answered.
+#[derive(Debug, Default)]
+struct Batches {
+    next: u64,
+    /// Host request id key → its batch.
+    member: HashMap<String, u64>,
+    /// Batch → (requests still unanswered, answers so far).
+    open: HashMap<u64, (usize, Vec<Value>)>,
+}
+
+pub struct Core {
+    topology: Topology,
+    servers: Vec<Downstream>,
+    policy: Arc<Policy>,
+    redactor: Arc<Redactor>,
+    show_denied: bool,
+    host: HostState,
+    tools: NameTable,
+    prompts: NameTable,
+    /// Host-facing id key → (server, generation, the server's own id).
+    inbound: HashMap<String, (usize, u64, Value)>,
+    next_inbound: u64,
+    /// Host request id key → (server, downstream id), for answers, cancellations, duplicates.
+    host_requests: HashMap<String, (usize, Value)>,
+    aggregations: Vec<Aggregation>,
+    next_aggregation: u64,
+    /// The host's `initialize` waiting for eager servers: (id, waiting, deadline).
+    pending_initialize: Option<(Value, BTreeSet<usize>, Instant)>,
+    /// Last aggregated list per kind, for airlock's own cursor: (generation, items).
+    snapshots: HashMap<ListKind, (u64, Vec<Value>)>,
+    snapshot_generation: u64,
+    resource_owner: HashMap<String, usize>,
+    /// URI template (and its literal prefix) → server.
+    templates: Vec<(String, String, usize)>,
+    batches: Batches,
+    /// `Single`: the host closed its input.
+    host_gone: bool,
+    shutting_down: bool,
+    out: Vec<Action>,
+}
+
+impl Core {
+    pub fn new(
+        topology: Topology,
+        specs: Vec<ServerSpec>,
+        policy: Arc<Policy>,
+        redactor: Arc<Redactor>,
+        show_denied: bool,
+        now: Instant,
+    ) -> Core {
+        let mut core = Core {
+            topology,
+            servers: Vec::new(),
+            policy,
+            redactor,
+            show_denied,
+            host: HostState {
+                capabilities: Value::Object(Default::default()),
+                ..HostState::default()
+            },
+            tools: NameTable::default(),
+            prompts: NameTable::default(),
+            inbound: HashMap::new(),
+            next_inbound: 0,
+            host_requests: HashMap::new(),
+            aggregations: Vec::new(),
+            next_aggregation: 0,
+            pending_initialize: None,
+            snapshots: HashMap::new(),
+            snapshot_generation: 0,
+            resource_owner: HashMap::new(),
+            templates: Vec::new(),
+            batches: Batches::default(),
+            host_gone: false,
+            shutting_down: false,
+            out: Vec::new(),
+        };
+        for spec in specs {
+            core.add_server(spec, now);
+        }
+        core
+    }
+
+    fn add_server(&mut self, spec: ServerSpec, now: Instant) -> usize {
+        let gate = Gate::new(
+            GateConfig {
+                server: spec.name.clone(),
+                show_denied: self.show_denied,
+                tool_timeout: spec.tool_timeout,
+            },
+            self.policy.clone(),
+            self.redactor.clone(),
+        );
+        let mut life = Lifecycle::new(spec.startup_timeout, spec.idle_timeout, spec.eager, now);
+        if let Some(reason) = &spec.refused {
+            life.failed(reason.clone(), true, now);
+        }
+        self.servers.push(Downstream {
+            name: spec.name.clone(),
+            spec,
+            life,
+            gate,
+            alive: false,
+            retiring: false,
+            handshake_sent: false,
+            next_id: 0,
+            outbound: HashMap::new(),
+            progress: HashMap::new(),
+            queue: Vec::new(),
+            capabilities: None,
+            server_info: None,
+            tools: None,
+            listing: None,
+            last_call: None,
+            calls: 0,
+        });
+        self.servers.len() - 1
+    }
+
+    fn single(&self) -> bool {
+        self.topology == Topology::Single
+    }
+
+    /// `airlock run`'s shape of session.
+    pub fn is_single(&self) -> bool {
+        self.single()
+    }
+
+    /// The separator of namespaced names (a gateway's; `Single` renames nothing).
+    fn separator(&self) -> &str {
+        match &self.topology {
+            Topology::Gateway { separator } => separator,
+            Topology::Single => "__",
+        }
+    }
+
+    /// The shell could not deliver a request (its server's input is full): it is answered here.
+    pub fn on_undeliverable(&mut self, server: usize, down_key: &str, why: &str, now: Instant) {
+        self.undeliverable(server, down_key, why, now);
+    }
+
+    pub fn take_actions(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Moves the pending actions into `into` (emptied first). The two buffers swap, so neither
+    /// is reallocated on every message.
+    pub fn drain_actions(&mut self, into: &mut Vec<Action>) {
+        into.clear();
+        std::mem::swap(&mut self.out, into);
+    }
+
+    /// Every server slot's name (reloads add slots; retired ones keep theirs).
+    pub fn server_names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The current (not retiring) server of that name.
+    pub fn server_index(&self, name: &str) -> Option<usize> {
+        self.servers
+            .iter()
+            .position(|s| s.name == name && !s.retiring)
+    }
+
+    pub fn phase(&self, server: usize) -> Option<Phase> {
+        self.servers.get(server).map(|s| s.life.phase())
+    }
+
+    /// The snapshot `airlock status` shows (current servers only).
+    pub fn status(&self) -> Vec<ServerStatus> {
+        self.servers
+            .iter()
+            .filter(|s| !s.retiring)
+            .map(|s| ServerStatus {
+                name: s.name.clone(),
+                state: s.life.phase(),
+                tools: s.tools.as_ref().map(Vec::len),
+                last_error: s.life.last_error.clone(),
+                restarts: s.life.restarts,
+                consecutive_failures: s.life.consecutive_failures,
+                calls: s.calls,
+                last_call: s.last_call.map(crate::audit::event::rfc3339),
+                in_flight: s.gate.in_flight(),
+            })
+            .collect()
+    }
+
+    /// Whether the process of `generation` is the one the core wants running (the shell stops
+    /// a spawn that finished after its server was given up or shut down).
+    pub fn wants(&self, index: usize, generation: u64) -> bool {
+        self.servers
+            .get(index)
+            .is_some_and(|s| s.alive && s.life.generation == generation)
+    }
+
+    fn host_facts(&self) -> HostFacts {
+        HostFacts {
+            version: self.host.version.clone(),
+            elicitation: crate::mcp::version::elicitation_form_supported(&self.host.capabilities),
+        }
+    }
+
+    /// Tells every gate what the core learned about the host.
+    fn share_host_facts(&mut self) {
+        let facts = self.host_facts();
+        for server in &mut self.servers {
+            server.gate.set_host(facts.clone());
+        }
+    }
+
+    // ------------------------------------------------------------------ answers to the host
+
+    /// Every message to the host goes through here, so that the answers to a batch's requests
+    /// leave together.
+    fn to_host(&mut self, message: Value) {
+        if !self.batches.member.is_empty()
+            && let Some(key) = message.get("id").map(crate::mcp::id_key)
+            && message.get("method").is_none()
+            && let Some(batch) = self.batches.member.remove(&key)
+            && let Some((remaining, answers)) = self.batches.open.get_mut(&batch)
+        {
+            answers.push(message);
+            *remaining -= 1;
+            if *remaining == 0
+                && let Some((_, answers)) = self.batches.open.remove(&batch)
+            {
+                self.out.push(Action::ToHost(Value::Array(answers)));
+            }
+            return;
+        }
+        let message = era::shape_for_host(message, &self.host, self.single());
+        self.out.push(Action::ToHost(message));
+    }
+
+    fn reply(&mut self, id: Value, result: Value) {
+        self.to_host(result_response(id, result));
+    }
+
+    fn reply_error(&mut self, id: Value, code: i64, text: &str) {
+        self.to_host(error_response(id, code, text, None));
+    }
+
+    fn audit(&mut self, event: Event) {
+        self.out.push(Action::Audit(Box::new(event)));
+    }
+}

@@ -1,0 +1,189 @@
+//! Naming and routing (gateway): which server a host request is for, and under which of its own
+//! names. Tools and prompts are `<server><sep><name>`; resources keep their URIs and are routed
+//! by owner; an unknown tool or prompt is answered `-32602`, as a server would.
+
+use std::time::{Instant, SystemTime};
+
+use serde_json::{Value, json};
+
+use super::lists::ListKind;
+use super::{Core, Origin, era};
+use crate::gateway::names::{NameTable, split};
+use crate::mcp::message::code;
+
+impl Core {
+    /// A request of a gateway's host: answered by airlock, or routed to one server.
+    pub(super) fn gateway_request(&mut self, message: Value, id: Value, method: &str, now: Instant) {
+        match method {
+            "initialize" => self.host_initialize(id, now),
+            "ping" => self.reply(id, json!({})),
+            "server/discover" => self.answer_discover(id),
+            "logging/setLevel" => self.set_log_level(&message, id, now),
+            "tools/call" => self.host_call(message, id, now),
+            "prompts/get" => self.host_prompt(message, id, now),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = message
+                    .pointer("/params/uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                match self.resource_server(&uri) {
+                    Some(index) => self.forward_request(index, message, id, now),
+                    None => self.resource_not_found(id, &uri),
+                }
+            }
+            "completion/complete" => self.host_complete(message, id, now),
+            other => match ListKind::from_method(other) {
+                Some(kind) => self.host_list(kind, message, id, now),
+                None => self.reply_error(
+                    id,
+                    code::METHOD_NOT_FOUND,
+                    &format!("airlock serve cannot route method {other:?}"),
+                ),
+            },
+        }
+    }
+
+    fn resource_not_found(&mut self, id: Value, uri: &str) {
+        // 2026-07-28 moved "resource not found" to Invalid Params.
+        let code = if era::stateless(&self.host) {
+            code::INVALID_PARAMS
+        } else {
+            code::RESOURCE_NOT_FOUND
+        };
+        let text = format!("Resource not found: no configured server owns {uri:?}");
+        self.reply_error(id, code, &text);
+    }
+
+    fn set_log_level(&mut self, message: &Value, id: Value, now: Instant) {
+        let level = message.pointer("/params/level").cloned();
+        self.host.log_level = level.clone();
+        if let Some(level) = level {
+            for index in 0..self.servers.len() {
+                if self.servers[index].life.is_ready()
+                    && self.servers[index].has_capability("logging") == Some(true)
+                {
+                    let params = json!({"level": level});
+                    self.internal_request(index, "logging/setLevel", params, Origin::Ignore, now);
+                }
+            }
+        }
+        self.reply(id, json!({}));
+    }
+
+    fn host_call(&mut self, message: Value, id: Value, now: Instant) {
+        let Some(name) = message.pointer("/params/name").and_then(Value::as_str) else {
+            self.reply_error(id, code::INVALID_PARAMS, "tools/call needs params.name");
+            return;
+        };
+        let Some((index, original)) = self.route_name(&self.tools, name) else {
+            let text = format!("Unknown tool: {name}");
+            self.reply_error(id, code::INVALID_PARAMS, &text);
+            return;
+        };
+        let mut message = message;
+        message["params"]["name"] = Value::String(original);
+        let server = &mut self.servers[index];
+        server.calls += 1;
+        server.last_call = Some(SystemTime::now());
+        self.forward_request(index, message, id, now);
+    }
+
+    /// A namespaced name → (server, original): listed names first, then `server<sep>rest` for a
+    /// server whose list airlock has not seen (so a host that remembers names can call at once).
+    fn route_name(&self, table: &NameTable, name: &str) -> Option<(usize, String)> {
+        if let Some((index, original)) = table.resolve(name)
+            && !self.servers[index].retiring
+        {
+            return Some((index, original.to_string()));
+        }
+        let (server, rest) = split(name, self.separator())?;
+        let index = self.server_index(server)?;
+        (!rest.is_empty()).then(|| (index, rest.to_string()))
+    }
+
+    fn host_prompt(&mut self, message: Value, id: Value, now: Instant) {
+        let name = message
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match self.route_name(&self.prompts, name) {
+            Some((index, original)) => {
+                let mut message = message;
+                message["params"]["name"] = Value::String(original);
+                self.forward_request(index, message, id, now);
+            }
+            None => {
+                let text = format!("Unknown prompt: {name}");
+                self.reply_error(id, code::INVALID_PARAMS, &text);
+            }
+        }
+    }
+
+    fn host_complete(&mut self, message: Value, id: Value, now: Instant) {
+        let reference = message.pointer("/params/ref").cloned().unwrap_or_default();
+        match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match self.route_name(&self.prompts, name) {
+                    Some((index, original)) => {
+                        let mut message = message;
+                        message["params"]["ref"]["name"] = Value::String(original);
+                        self.forward_request(index, message, id, now);
+                    }
+                    None => {
+                        let text = format!("Unknown prompt: {name}");
+                        self.reply_error(id, code::INVALID_PARAMS, &text);
+                    }
+                }
+            }
+            Some("ref/resource") => {
+                let uri = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match self.resource_server(uri) {
+                    Some(index) => self.forward_request(index, message, id, now),
+                    None => self.resource_not_found(id, uri),
+                }
+            }
+            _ => self.reply_error(
+                id,
+                code::INVALID_PARAMS,
+                "completion/complete needs params.ref of type ref/prompt or ref/resource",
+            ),
+        }
+    }
+
+    /// The server that owns `uri`: listed resources, then the longest matching template (or the
+    /// template itself, for completions), then the only server that offers resources at all.
+    fn resource_server(&self, uri: &str) -> Option<usize> {
+        if let Some(&index) = self.resource_owner.get(uri)
+            && !self.servers[index].retiring
+        {
+            return Some(index);
+        }
+        if let Some((_, _, index)) = self
+            .templates
+            .iter()
+            .filter(|(_, _, index)| !self.servers[*index].retiring)
+            .filter(|(template, prefix, _)| template == uri || uri.starts_with(prefix.as_str()))
+            .max_by_key(|(_, prefix, _)| prefix.len())
+        {
+            return Some(*index);
+        }
+        let mut offering = self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.retiring && s.has_capability("resources") == Some(true))
+            .map(|(i, _)| i);
+        match (offering.next(), offering.next()) {
+            (Some(index), None) => Some(index),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Server → host: answers back to the host's ids (through the gate), the server's own requests
+//! (with host-facing ids; declined or answered by airlock where the host cannot take them), and
+//! notifications (progress tokens, cancellations, log names, list changes).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::lists::ListKind;
+use super::{Action, Core, META_SERVER, Origin, era};
+use crate::gate::{Effects, OWN_ID_PREFIX, Verdict};
+use crate::mcp::message::{code, error_response, id_key, result_response};
+use crate::mcp::{Class, classify, version};
+
+/// Prefix of host-facing ids of server→client requests.
+const INBOUND_PREFIX: &str = "airlock-gw-";
+
+impl Core {
+    /// One JSON message from the server of `generation`.
+    pub fn on_server(&mut self, index: usize, generation: u64, message: Value, now: Instant) {
+        let Some(server) = self.servers.get(index) else {
+            return;
+        };
+        if server.life.generation != generation || !server.alive {
+            return;
+        }
+        match classify(&message) {
+            Err(invalid) => self.dropped(index, format!("not a JSON-RPC message: {invalid}")),
+            Ok(Class::Batch(_)) => {
+                if let Value::Array(items) = message {
+                    for item in items {
+                        self.on_server(index, generation, item, now);
+                    }
+                }
+            }
+            Ok(Class::Response { id } | Class::Error { id }) => {
+                let key = id_key(id);
+                self.server_response(index, &key, message, now);
+            }
+            Ok(Class::Request { id, method }) => {
+                let (id, method) = (id.clone(), method.to_string());
+                self.server_request(index, id, &method, message, now);
+            }
+            Ok(Class::Notification { method }) => {
+                let method = method.to_string();
+                self.server_notification(index, &method, message, now);
+            }
+        }
+    }
+
+    fn dropped(&mut self, server: usize, reason: String) {
+        self.out.push(Action::Dropped { server, reason });
+    }
+
+    fn server_response(&mut self, index: usize, key: &str, message: Value, now: Instant) {
+        self.servers[index].life.last_activity = now;
+        let Some(origin) = self.servers[index].outbound.remove(key) else {
+            // A second answer to one request, a late one after a timeout or cancellation, or an
+            // answer to nothing: never forwarded, counted with the server's junk.
+            let reason = format!("an answer to no request in flight (id {key})");
+            self.dropped(index, reason);
+            return;
+        };
+        let mut message = message;
+        let (host_id, progress, initialize, cacheable) = match origin {
+            Origin::Host {
+                host_id,
+                progress,
+                initialize,
+                cacheable,
+            } => (host_id, progress, initialize, cacheable),
+            Origin::Ignore => return,
+            internal => {
+                // Only airlock's own requests look inside, taking the parts rather than
+                // cloning them (a result can be megabytes).
+                let error = message.get_mut("error").map(Value::take);
+                let result = message.get_mut("result").map(Value::take).unwrap_or_default();
+                match internal {
+                    Origin::Initialize => self.server_initialized(index, error, result, now),
+                    Origin::ToolsList => self.tools_page(index, error, result, now),
+                    Origin::List { aggregation } => {
+                        self.list_page(index, aggregation, error, result, now)
+                    }
+                    Origin::Host { .. } | Origin::Ignore => {}
+                }
+                return;
+            }
+        };
+        self.host_requests.remove(&id_key(&host_id));
+        if let Some(token) = progress {
+            self.servers[index].progress.remove(&token);
+        }
+        if initialize && let Some(negotiated) = message.pointer("/result/protocolVersion") {
+            self.host.version = negotiated.as_str().map(str::to_string);
+            self.host.initialized = true;
+        }
+        message["id"] = host_id;
+        if cacheable
+            && !self.single()
+            && era::stateless(&self.host)
+            && let Some(result) = message.get_mut("result").and_then(Value::as_object_mut)
+        {
+            era::add_cache_hints(result);
+        }
+        let mut fx = Effects::default();
+        let verdict = self.servers[index].gate.on_server(message, now, &mut fx);
+        self.apply_gate(index, fx, now);
+        if let Verdict::Forward(message) = verdict {
+            self.to_host(message);
+        }
+    }
+
+    fn server_request(
+        &mut self,
+        index: usize,
+        id: Value,
+        method: &str,
+        message: Value,
+        now: Instant,
+    ) {
+        if !self.single()
+            && let Some(answer) = self.answer_server_request(index, &id, method)
+        {
+            self.send_raw(index, answer, now);
+            return;
+        }
+        let server = &self.servers[index];
+        let generation = server.life.generation;
+        let name = server.name.clone();
+        let key = id_key(&id);
+        let own_space = id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX));
+        let host_id = if self.single() && !own_space && !self.inbound.contains_key(&key) {
+            id.clone()
+        } else {
+            self.next_inbound += 1;
+            Value::String(format!("{INBOUND_PREFIX}{}", self.next_inbound))
+        };
+        self.inbound
+            .insert(id_key(&host_id), (index, generation, id));
+        let mut message = message;
+        message["id"] = host_id;
+        if !self.single() {
+            name_the_server(&mut message, method, &name);
+        }
+        self.to_host(message);
+    }
+
+    /// The answer airlock gives a server's request itself (gateway): `ping`; requests the host
+    /// did not declare a capability for; every request to a 2026-07-28 host, which takes no
+    /// server→client requests (its servers ask through the result of the host's own request).
+    fn answer_server_request(&self, index: usize, id: &Value, method: &str) -> Option<Value> {
+        let caps = &self.host.capabilities;
+        let name = &self.servers[index].name;
+        let decline = |why: &str| {
+            let text = format!("airlock: {why}");
+            Some(error_response(id.clone(), code::METHOD_NOT_FOUND, &text, None))
+        };
+        match method {
+            "ping" => Some(result_response(id.clone(), json!({}))),
+            _ if era::stateless(&self.host) => decline(
+                "the host speaks protocol 2026-07-28, which has no server-to-client requests",
+            ),
+            "roots/list" if caps.get("roots").is_none() => {
+                decline("the host does not offer roots")
+            }
+            "sampling/createMessage" if caps.get("sampling").is_none() => {
+                decline("the host does not offer sampling")
+            }
+            "elicitation/create" if !version::elicitation_form_supported(caps) => {
+                // Declining is an answer the server understands (headless hosts decline).
+                tracing::info!(server = %name, "declined an elicitation: the host does not offer it");
+                Some(result_response(id.clone(), json!({"action": "decline"})))
+            }
+            _ => None,
+        }
+    }
+
+    fn server_notification(&mut self, index: usize, method: &str, message: Value, now: Instant) {
+        if self.single() {
+            self.passthrough_notification(index, method, message);
+            return;
+        }
+        let name = self.servers[index].name.clone();
+        let mut message = message;
+        match method {
+            "notifications/progress" => {
+                let Some(token) = message.pointer("/params/progressToken") else {
+                    return;
+                };
+                let Some(host_token) = self.servers[index].progress.get(&id_key(token)).cloned()
+                else {
+                    return;
+                };
+                message["params"]["progressToken"] = host_token;
+            }
+            "notifications/cancelled" => {
+                if !self.map_server_cancel(index, &mut message) {
+                    return;
+                }
+            }
+            "notifications/tools/list_changed" => {
+                let server = &mut self.servers[index];
+                if server.life.is_ready() && server.listing.is_none() {
+                    server.listing = Some(Vec::new());
+                    self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
+                }
+                return;
+            }
+            "notifications/prompts/list_changed" => return self.list_changed(ListKind::Prompts),
+            "notifications/resources/list_changed" => {
+                return self.list_changed(ListKind::Resources);
+            }
+            "notifications/message" => {
+                if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+                    let logger = match params.get("logger").and_then(Value::as_str) {
+                        Some(logger) => format!("{name}/{logger}"),
+                        None => name.clone(),
+                    };
+                    params.insert("logger".into(), Value::String(logger));
+                }
+            }
+            _ => {}
+        }
+        if self.host.initialized || self.host.known {
+            self.to_host(message);
+        }
+    }
+
+    /// `Single`: notifications pass unchanged, except a cancellation of a server request that
+    /// was renumbered for the host.
+    fn passthrough_notification(&mut self, index: usize, method: &str, mut message: Value) {
+        if method == "notifications/cancelled" && !self.map_server_cancel(index, &mut message) {
+            return;
+        }
+        self.to_host(message);
+    }
+
+    /// A server's cancellation of its own request: to the host-facing id. False when airlock
+    /// never passed that request on.
+    fn map_server_cancel(&mut self, index: usize, message: &mut Value) -> bool {
+        let Some(request_id) = message.pointer("/params/requestId").cloned() else {
+            return self.single();
+        };
+        let generation = self.servers[index].life.generation;
+        let found = self
+            .inbound
+            .iter()
+            .find(|(_, (owner, g, original))| {
+                *owner == index && *g == generation && *original == request_id
+            })
+            .map(|(key, _)| key.clone());
+        let Some(key) = found else {
+            return self.single();
+        };
+        self.inbound.remove(&key);
+        let host_id = key
+            .strip_prefix("s:")
+            .map(|s| Value::String(s.to_string()))
+            .unwrap_or(request_id);
+        message["params"]["requestId"] = host_id;
+        true
+    }
+}
+
+/// A gateway's server request names its server (`_meta`), and an elicitation's message shows it.
+fn name_the_server(message: &mut Value, method: &str, name: &str) {
+    if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(META_SERVER.into(), Value::String(name.to_string()));
+        }
+        if method == "elicitation/create"
+            && let Some(Value::String(text)) = params.get_mut("message")
+        {
+            *text = format!("[{name}] {text}");
+        }
+    } else {
+        message["params"] = json!({"_meta": {META_SERVER: name}});
+    }
+}

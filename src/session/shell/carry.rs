@@ -1,0 +1,254 @@
+//! Carrying out the core's actions. The messages of one step are gathered per peer and written
+//! with one write each; the audit events of the step go out in one write **before** anything
+//! reaches a server (a decision is on record before the call it records is forwarded), and after
+//! the host's answers (so an answer does not wait for the log; its outcome follows at once).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+
+use super::io::Sent;
+use super::link::Connected;
+use super::{Loop, ShellError};
+use crate::audit::{Event, EventKind};
+use crate::gateway::remote::Launch;
+use crate::mcp::message::id_key;
+use crate::process::launch::LaunchError;
+use crate::session::core::Action;
+
+/// The messages of one step for one server.
+pub(super) struct Chunk {
+    server: usize,
+    generation: u64,
+    bytes: Vec<u8>,
+    /// Downstream id keys of the requests in it (answered if the server cannot take them).
+    requests: Vec<String>,
+}
+
+/// Appends `value` as one line.
+fn encode_into(out: &mut Vec<u8>, value: &Value) {
+    let start = out.len();
+    // Serialising a `Value` cannot fail (string keys only); never leave half a line behind.
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.truncate(start);
+        return;
+    }
+    out.push(b'\n');
+}
+
+impl<HR, HW> Loop<HR, HW>
+where
+    HR: AsyncRead + Unpin,
+    HW: AsyncWrite + Unpin,
+{
+    /// Carries out the core's actions, in order, until it has none left.
+    pub(super) fn carry_out(&mut self) -> Result<(), ShellError> {
+        loop {
+            self.core.drain_actions(&mut self.actions);
+            if self.actions.is_empty() {
+                break;
+            }
+            let mut actions = std::mem::take(&mut self.actions);
+            for action in actions.drain(..) {
+                self.carry(action)?;
+            }
+            self.actions = actions;
+            self.flush()?;
+        }
+        self.arm_timer();
+        Ok(())
+    }
+
+    fn carry(&mut self, action: Action) -> Result<(), ShellError> {
+        match action {
+            Action::Audit(event) => self.audit.stage(*event)?,
+            Action::ToHost(message) => encode_into(&mut self.host_bytes, &message),
+            Action::ToServer {
+                server,
+                generation,
+                message,
+            } => self.gather(server, generation, &message),
+            Action::Dropped { server, reason } => self.junk(server, reason, json!({}))?,
+            Action::Start { server, generation } => {
+                self.flush()?;
+                self.start(server, generation);
+            }
+            Action::Stop {
+                server,
+                generation,
+                reason,
+            } => {
+                self.flush()?;
+                tracing::info!(server = %self.names[server], "stopping: {reason}");
+                self.stop(server, generation);
+            }
+        }
+        Ok(())
+    }
+
+    fn gather(&mut self, server: usize, generation: u64, message: &Value) {
+        let request = message.get("method").is_some().then(|| message.get("id")).flatten();
+        let chunk = match self.server_bytes.last_mut() {
+            Some(chunk) if chunk.server == server && chunk.generation == generation => chunk,
+            _ => {
+                self.server_bytes.push(Chunk {
+                    server,
+                    generation,
+                    bytes: Vec::new(),
+                    requests: Vec::new(),
+                });
+                let Some(chunk) = self.server_bytes.last_mut() else {
+                    return;
+                };
+                chunk
+            }
+        };
+        encode_into(&mut chunk.bytes, message);
+        chunk.requests.extend(request.map(id_key));
+    }
+
+    /// The host's bytes, then the audit events, then each server's bytes.
+    fn flush(&mut self) -> Result<(), ShellError> {
+        if !self.host_bytes.is_empty() {
+            // A host that closed its input is gone; the loop ends on its EOF.
+            let _ = self.host_out.send(&self.host_bytes);
+            self.host_bytes.clear();
+        }
+        self.audit.commit()?;
+        let chunks = std::mem::take(&mut self.server_bytes);
+        for chunk in chunks {
+            let Some(link) = self.links[chunk.server].as_mut() else {
+                continue;
+            };
+            if link.generation != chunk.generation {
+                continue;
+            }
+            let sent = if let Some(writer) = link.writer.as_mut() {
+                writer.send(&chunk.bytes)
+            } else if let Some(remote) = &link.remote {
+                remote_send(remote, &chunk.bytes)
+            } else {
+                Sent::Closed
+            };
+            if sent == Sent::Full {
+                let name = &self.names[chunk.server];
+                tracing::warn!(server = %name, "the server does not read its input: refusing requests for it");
+                let why = format!("server `{name}` is not reading its input");
+                let now = Instant::now();
+                for key in &chunk.requests {
+                    self.core.on_undeliverable(chunk.server, key, &why, now);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A message for the host outside the core (an unreadable line's error answer).
+    pub(super) fn queue_host(&mut self, message: &Value) {
+        encode_into(&mut self.host_bytes, message);
+    }
+
+    /// Junk from a server: recorded one by one up to a bound, then only counted.
+    pub(super) fn junk(&mut self, server: usize, reason: String, detail: Value) -> Result<(), ShellError> {
+        let Some(link) = self.links.get_mut(server).and_then(|l| l.as_mut()) else {
+            return Ok(());
+        };
+        if !link.junk.note() {
+            return Ok(());
+        }
+        tracing::warn!(server = %self.names[server], "dropped a line from the server: {reason}");
+        let mut event = Event::new(EventKind::Dropped, &self.names[server]);
+        event.reason = Some(reason);
+        event.detail = Some(detail);
+        self.audit.stage(event)?;
+        Ok(())
+    }
+
+    pub(super) fn record(
+        &mut self,
+        kind: EventKind,
+        server: usize,
+        detail: Value,
+        reason: Option<String>,
+    ) -> Result<(), ShellError> {
+        let mut event = Event::new(kind, &self.names[server]);
+        event.detail = Some(detail);
+        event.reason = reason;
+        self.audit.record(event)?;
+        Ok(())
+    }
+
+    fn arm_timer(&mut self) {
+        let Some(next) = self.core.next_deadline() else {
+            return;
+        };
+        if self.armed.is_some_and(|armed| armed <= next) {
+            return;
+        }
+        self.armed = Some(next);
+        self.timer
+            .as_mut()
+            .reset(tokio::time::Instant::from_std(next));
+    }
+
+    fn start(&mut self, server: usize, generation: u64) {
+        let Some(launch) = self.launches.get(server).cloned().flatten() else {
+            let reason = "it cannot be launched".to_string();
+            let now = Instant::now();
+            self.core
+                .on_spawn_failed(server, generation, reason, true, now);
+            return;
+        };
+        self.spawning += 1;
+        let inputs = self.inputs.clone();
+        tokio::spawn(async move {
+            let result = match launch {
+                Launch::Local(prepared) => prepared
+                    .spawn()
+                    .await
+                    .map(|child| Connected::Local(Box::new(child))),
+                Launch::Remote(target) => crate::gateway::remote::connect(&target)
+                    .await
+                    .map(Connected::Remote)
+                    .map_err(|err| LaunchError::Remote(err.to_string())),
+            };
+            let _ = inputs.send(super::link::Input::Spawned {
+                server,
+                generation,
+                result,
+            });
+        });
+    }
+
+    pub(super) fn stop(&mut self, server: usize, generation: u64) {
+        if let Some(link) = self.links[server].as_mut()
+            && link.generation == generation
+        {
+            // Closing stdin (after what is queued) is the kill sequence's first step: a server
+            // that exits on EOF ends with its own status.
+            if let Some(writer) = link.writer.as_mut() {
+                writer.close();
+            }
+            link.remote = None;
+            if let Some(stop) = link.stop.take() {
+                let _ = stop.send(());
+            }
+        }
+    }
+}
+
+fn remote_send(remote: &mpsc::Sender<Vec<u8>>, bytes: &[u8]) -> Sent {
+    // The remote session takes one message per item.
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let mut message = line.to_vec();
+        message.push(b'\n');
+        match remote.try_send(message) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => return Sent::Full,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Sent::Closed,
+        }
+    }
+    Sent::Accepted
+}

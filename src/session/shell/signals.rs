@@ -1,0 +1,73 @@
+//! What stops or reloads a session from outside: signals, and the host closing airlock's stdout.
+
+use std::future::Future;
+use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// SIGTERM, SIGINT and SIGHUP, polled by the loop.
+pub struct Signals {
+    streams: Vec<(Option<Signal>, &'static str)>,
+}
+
+impl Signals {
+    pub fn new() -> Signals {
+        let kinds = [
+            (SignalKind::terminate(), "SIGTERM"),
+            (SignalKind::interrupt(), "SIGINT"),
+            (SignalKind::hangup(), "SIGHUP"),
+        ];
+        let streams = kinds
+            .into_iter()
+            .map(|(kind, name)| (signal(kind).ok(), name))
+            .collect();
+        Signals { streams }
+    }
+
+    /// The name of a signal that arrived.
+    pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<&'static str> {
+        for (stream, name) in &mut self.streams {
+            if let Some(signals) = stream.as_mut()
+                && let Poll::Ready(received) = signals.poll_recv(cx)
+            {
+                if received.is_none() {
+                    *stream = None;
+                }
+                return Poll::Ready(name);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Resolves when the host closes its end of airlock's stdout (a pipe whose reader is gone
+/// reports an error condition), so that a host which stopped listening ends the session instead
+/// of leaving airlock executing calls whose answers nobody receives. `None` when stdout is not a
+/// pipe airlock can watch (a file, a terminal).
+pub fn host_output_closed() -> Option<Pin<Box<dyn Future<Output = ()> + Send>>> {
+    let fd: OwnedFd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    // SAFETY: `fd` is an `OwnedFd` we just duplicated and hand to the `AsyncFd` by value: it is
+    // open, owned by nothing else, and `as_raw_fd` returns the same descriptor until it drops.
+    let watched = unsafe { AsyncFd::register_with_interest(fd, Interest::ERROR) }.ok()?;
+    Some(Box::pin(async move {
+        let _ = watched.ready(Interest::ERROR).await;
+    }))
+}
+
+/// Polls an optional one-shot future; `None` afterwards.
+pub fn poll_once(
+    future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    match future.as_mut().map(|f| f.as_mut().poll(cx)) {
+        Some(Poll::Ready(())) => {
+            *future = None;
+            Poll::Ready(())
+        }
+        _ => Poll::Pending,
+    }
+}
