@@ -20,8 +20,10 @@ pub fn run(_args: ReloadArgs) -> Result<ExitCode, CliError> {
     let env: Vec<(String, String)> = std::env::vars().collect();
     let dirs = AirlockDirs::from_env(&env, HostFacts::detect().is_root);
     let dir = gateways_dir(&dirs.state_dir);
-    let reports = ask_all(&dirs.state_dir, Request::Reload, Duration::from_secs(30))
-        .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", dir.display())))?;
+    let reports =
+        ask_all(&dirs.state_dir, Request::Reload, Duration::from_secs(30)).map_err(|err| {
+            CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", dir.display()))
+        })?;
     if reports.is_empty() {
         eprintln!(
             "airlock: no running `airlock serve` found (looked in {})",

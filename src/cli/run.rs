@@ -276,8 +276,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(code))
 }
 
-
-
 #[cfg(test)]
 mod tests {
     use super::*;

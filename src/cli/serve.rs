@@ -168,7 +168,8 @@ impl Reloader for FileReloader {
         let mut launches = Vec::new();
         for (spec, launch) in loaded.specs.into_iter().zip(loaded.launches) {
             let old = running.iter().find(|(name, _)| *name == spec.name);
-            let launch_changed = old.is_none_or(|(_, old)| !same_launch(old.as_ref(), launch.as_ref()));
+            let launch_changed =
+                old.is_none_or(|(_, old)| !same_launch(old.as_ref(), launch.as_ref()));
             launches.push((spec.name.clone(), launch));
             servers.push(Reloaded {
                 spec,
@@ -198,7 +199,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
     let control = match ControlSocket::bind(&context.dirs.state_dir) {
         Ok(control) => Some(control),
         Err(err) => {
-            tracing::warn!("no control socket (airlock status and reload will not see this gateway): {err}");
+            tracing::warn!(
+                "no control socket (airlock status and reload will not see this gateway): {err}"
+            );
             None
         }
     };

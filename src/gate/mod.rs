@@ -259,7 +259,9 @@ impl Gate {
                     ))
                 }
                 Ok(()) => {
-                    let shown = arguments.map(|a| self.redactor.redact(a)).unwrap_or_default();
+                    let shown = arguments
+                        .map(|a| self.redactor.redact(a))
+                        .unwrap_or_default();
                     CallVerdict::Ask(format!(
                         "Allow server \"{server}\" to run tool \"{tool}\" with arguments {shown}? ({})",
                         describe(&decision)
@@ -460,7 +462,8 @@ impl Gate {
             Some(text.clone()),
         ));
         self.answered_here.insert(id_key(&id));
-        fx.to_host.push(result_response(id, tool_error_result(&text)));
+        fx.to_host
+            .push(result_response(id, tool_error_result(&text)));
     }
 
     fn resolve_held(&mut self, held: Held, answer: &Value, now: Instant, fx: &mut Effects) {
@@ -478,7 +481,14 @@ impl Gate {
         let mut event = self.event(EventKind::Elicitation);
         event.tool = Some(held.tool.clone());
         event.request_id = Some(held.id.clone());
-        event.decision = Some(if approved { Action::Allow } else { Action::Deny }.to_string());
+        event.decision = Some(
+            if approved {
+                Action::Allow
+            } else {
+                Action::Deny
+            }
+            .to_string(),
+        );
         event.reason = Some(format!("host answered: {action}"));
         fx.audit.push(event);
         if approved {

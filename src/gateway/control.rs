@@ -65,9 +65,7 @@ impl Request {
 
 /// Reads a client's request line (a client that says nothing within a second asks for the
 /// status, as clients before requests did).
-pub async fn read_request(
-    stream: tokio::net::UnixStream,
-) -> (Request, tokio::net::UnixStream) {
+pub async fn read_request(stream: tokio::net::UnixStream) -> (Request, tokio::net::UnixStream) {
     use tokio::io::AsyncReadExt;
     let mut stream = stream;
     let mut line = [0u8; 16];

@@ -64,7 +64,10 @@ mod tests {
         assert_eq!(run_status(&summary(Some(3), None, EndedBy::StdinClosed)), 3);
         assert_eq!(run_status(&summary(Some(143), None, EndedBy::Sigterm)), 0);
         assert_eq!(run_status(&summary(None, Some(9), EndedBy::Sigkill)), 0);
-        assert_eq!(run_status(&summary(None, Some(6), EndedBy::StdinClosed)), 134);
+        assert_eq!(
+            run_status(&summary(None, Some(6), EndedBy::StdinClosed)),
+            134
+        );
         let mut failed = summary(Some(92), None, EndedBy::Sigterm);
         failed.helper_step = Some("landlock");
         assert_eq!(run_status(&failed), 92, "a confine failure is never masked");

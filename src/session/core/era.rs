@@ -104,12 +104,21 @@ mod tests {
         let answer = json!({"jsonrpc":"2.0","id":1,"result":{"content":[]}});
         let shaped = shape_for_host(answer.clone(), &host("2026-07-28"), false);
         assert_eq!(shaped["result"]["resultType"], "complete");
-        assert_eq!(shape_for_host(answer.clone(), &host("2026-07-28"), true), answer);
-        assert_eq!(shape_for_host(answer.clone(), &host("2025-06-18"), false), answer);
+        assert_eq!(
+            shape_for_host(answer.clone(), &host("2026-07-28"), true),
+            answer
+        );
+        assert_eq!(
+            shape_for_host(answer.clone(), &host("2025-06-18"), false),
+            answer
+        );
         let own = json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"}});
         assert_eq!(shape_for_host(own.clone(), &host("2026-07-28"), false), own);
         let error = json!({"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}});
-        assert_eq!(shape_for_host(error.clone(), &host("2026-07-28"), false), error);
+        assert_eq!(
+            shape_for_host(error.clone(), &host("2026-07-28"), false),
+            error
+        );
     }
 
     #[test]

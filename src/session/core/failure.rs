@@ -175,10 +175,14 @@ impl Core {
         }
         let mut fx = Effects::default();
         let keep = |host_key: &str| kept_hosts.contains(host_key);
-        self.servers[index].gate.on_server_gone(why, now, &mut fx, &keep);
+        self.servers[index]
+            .gate
+            .on_server_gone(why, now, &mut fx, &keep);
         self.apply_gate(index, fx, now);
         let server = &mut self.servers[index];
-        server.progress.retain(|token, _| kept_tokens.contains(token));
+        server
+            .progress
+            .retain(|token, _| kept_tokens.contains(token));
         self.inbound.retain(|_, (owner, _, _)| *owner != index);
     }
 

@@ -15,7 +15,13 @@ use crate::mcp::{Class, classify};
 impl Core {
     /// A host request for one server: decided by its gate (a `tools/call` is audited here,
     /// before anything is sent), then sent downstream.
-    pub(super) fn forward_request(&mut self, index: usize, message: Value, id: Value, now: Instant) {
+    pub(super) fn forward_request(
+        &mut self,
+        index: usize,
+        message: Value,
+        id: Value,
+        now: Instant,
+    ) {
         let mut fx = Effects::default();
         let verdict = self.servers[index].gate.on_host(message, now, &mut fx);
         self.apply_gate(index, fx, now);
@@ -41,7 +47,7 @@ impl Core {
             self.audit(event);
         }
         for message in fx.to_host {
-            self.to_host(message);
+            self.send_host(message);
         }
         for message in fx.to_server {
             self.gate_message_down(index, message, now);
@@ -65,7 +71,10 @@ impl Core {
     /// one of the server in `Gateway`), the progress token rewritten in `Gateway`, then sent.
     fn send_downstream(&mut self, index: usize, mut message: Value, host_id: Value, now: Instant) {
         let single = self.single();
-        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let initialize = method == "initialize";
         let cacheable = super::era::cacheable(method);
         let host_key = id_key(&host_id);

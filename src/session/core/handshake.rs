@@ -21,7 +21,9 @@ impl Core {
     pub fn start_eager(&mut self, now: Instant) {
         for index in 0..self.servers.len() {
             let server = &mut self.servers[index];
-            if server.life.eager && !server.retiring && server.life.demand(now, false) == Demand::Start
+            if server.life.eager
+                && !server.retiring
+                && server.life.demand(now, false) == Demand::Start
             {
                 self.start(index, now);
             }
@@ -46,7 +48,10 @@ impl Core {
         for server_caps in known {
             if let Some(resources) = server_caps.get("resources") {
                 let subscribe = resources.get("subscribe").and_then(Value::as_bool) == Some(true)
-                    || caps.pointer("/resources/subscribe").and_then(Value::as_bool) == Some(true);
+                    || caps
+                        .pointer("/resources/subscribe")
+                        .and_then(Value::as_bool)
+                        == Some(true);
                 caps["resources"] = json!({"listChanged": true, "subscribe": subscribe});
             }
             if server_caps.get("prompts").is_some() {
@@ -161,7 +166,11 @@ impl Core {
         server.life.state = State::Starting {
             deadline: now + server.life.startup_timeout,
         };
-        let client_info = self.host.client_info.clone().unwrap_or_else(era::server_info);
+        let client_info = self
+            .host
+            .client_info
+            .clone()
+            .unwrap_or_else(era::server_info);
         let params = json!({
             "protocolVersion": self.downstream_version(),
             "capabilities": self.host.capabilities,

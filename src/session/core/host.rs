@@ -30,7 +30,7 @@ impl Core {
                 if let Some(refusal) = self.era_refusal(&method, &message) {
                     let (code, text, data) = refusal;
                     let answer = crate::mcp::error_response(id, code, &text, Some(data));
-                    self.to_host(answer);
+                    self.send_host(answer);
                     return;
                 }
                 match self.topology {
@@ -53,7 +53,11 @@ impl Core {
     /// own (gated, routed); their answers leave together as one array.
     fn host_batch(&mut self, message: Value, now: Instant) {
         if !version::supports_batches(self.host.version.as_deref()) {
-            let version = self.host.version.as_deref().unwrap_or("(none negotiated yet)");
+            let version = self
+                .host
+                .version
+                .as_deref()
+                .unwrap_or("(none negotiated yet)");
             let text = format!("JSON-RPC batches are not part of MCP protocol version {version}");
             self.reply_error(Value::Null, code::INVALID_REQUEST, &text);
             return;
@@ -138,6 +142,9 @@ impl Core {
         }
         if !self.host.known {
             self.host.known = true;
+            if self.single() {
+                return;
+            }
             // Eager servers spawned before the host spoke waited for its capabilities.
             for index in 0..self.servers.len() {
                 if self.servers[index].alive && !self.servers[index].handshake_sent {

@@ -242,15 +242,16 @@ impl Core {
         let listed = kind != ListKind::Tools || self.host.listed_tools;
         if listed && self.host.initialized {
             let method = format!("notifications/{}/list_changed", kind.capability());
-            self.to_host(notification(&method, json!({})));
+            self.send_host(notification(&method, json!({})));
         }
     }
 
     /// Answers every aggregation nothing is waiting for (or whose time is up).
     pub(super) fn settle_aggregations(&mut self, now: Instant) {
-        let (done, open): (Vec<Aggregation>, Vec<Aggregation>) = std::mem::take(&mut self.aggregations)
-            .into_iter()
-            .partition(|a| a.waiting.is_empty() || a.deadline <= now);
+        let (done, open): (Vec<Aggregation>, Vec<Aggregation>) =
+            std::mem::take(&mut self.aggregations)
+                .into_iter()
+                .partition(|a| a.waiting.is_empty() || a.deadline <= now);
         self.aggregations = open;
         for aggregation in done {
             for index in &aggregation.waiting {
@@ -304,8 +305,9 @@ impl Core {
                         .map(|p| p.get("name").and_then(Value::as_str).unwrap_or(""))
                         .collect();
                     let name = self.servers[index].name.clone();
-                    let (names, changed) =
-                        self.prompts.set_server(index, &name, &separator, &originals);
+                    let (names, changed) = self
+                        .prompts
+                        .set_server(index, &name, &separator, &originals);
                     log_changed(&name, "prompt", &changed);
                     for (mut prompt, name) in prompts.into_iter().zip(names) {
                         prompt["name"] = Value::String(name);

@@ -35,6 +35,8 @@ mod routing;
 mod upstream;
 
 #[cfg(test)]
+mod single_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -96,9 +98,15 @@ pub enum Action {
     Audit(Box<Event>),
     /// A message from a server that is not forwarded (an answer to no request in flight): the
     /// shell counts it with the server's other junk.
-    Dropped { server: usize, reason: String },
+    Dropped {
+        server: usize,
+        reason: String,
+    },
     /// Spawn the server; report [`Core::on_spawned`] or [`Core::on_spawn_failed`].
-    Start { server: usize, generation: u64 },
+    Start {
+        server: usize,
+        generation: u64,
+    },
     /// Run the kill sequence; report [`Core::on_exited`] when it is gone.
     Stop {
         server: usize,
@@ -123,7 +131,9 @@ enum Origin {
     /// airlock's own `tools/list` (at start, or after `list_changed`).
     ToolsList,
     /// A page of a host list being aggregated.
-    List { aggregation: u64 },
+    List {
+        aggregation: u64,
+    },
     /// An answer nobody needs (e.g. `logging/setLevel` replayed after a restart).
     Ignore,
 }
@@ -418,7 +428,7 @@ impl Core {
 
     /// Every message to the host goes through here, so that the answers to a batch's requests
     /// leave together.
-    fn to_host(&mut self, message: Value) {
+    fn send_host(&mut self, message: Value) {
         if !self.batches.member.is_empty()
             && let Some(key) = message.get("id").map(crate::mcp::id_key)
             && message.get("method").is_none()
@@ -439,11 +449,11 @@ impl Core {
     }
 
     fn reply(&mut self, id: Value, result: Value) {
-        self.to_host(result_response(id, result));
+        self.send_host(result_response(id, result));
     }
 
     fn reply_error(&mut self, id: Value, code: i64, text: &str) {
-        self.to_host(error_response(id, code, text, None));
+        self.send_host(error_response(id, code, text, None));
     }
 
     fn audit(&mut self, event: Event) {

@@ -13,7 +13,13 @@ use crate::mcp::message::code;
 
 impl Core {
     /// A request of a gateway's host: answered by airlock, or routed to one server.
-    pub(super) fn gateway_request(&mut self, message: Value, id: Value, method: &str, now: Instant) {
+    pub(super) fn gateway_request(
+        &mut self,
+        message: Value,
+        id: Value,
+        method: &str,
+        now: Instant,
+    ) {
         match method {
             "initialize" => self.host_initialize(id, now),
             "ping" => self.reply(id, json!({})),

@@ -1,4 +1,4 @@
-//! The router against scripted servers: a harness plays each server's side of the protocol
+//! The core (gateway topology) against scripted servers: a harness plays each server's side of the protocol
 //! (handshake and tool lists automatically, everything else by the test) with a fake clock.
 
 use std::collections::VecDeque;
@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::*;
+use crate::gateway::lifecycle;
+use crate::mcp::message::code;
 use crate::policy::{Layer, LayerSource, load};
 
 const POLICY: &str = r#"
@@ -37,7 +39,7 @@ fn spec(name: &str) -> ServerSpec {
 }
 
 struct Harness {
-    router: Router,
+    router: Core,
     now: Instant,
     /// Tools each server lists.
     tools: Vec<Vec<&'static str>>,
@@ -58,7 +60,16 @@ impl Harness {
         let now = Instant::now();
         let redactor = Arc::new(Redactor::new([]).unwrap());
         Harness {
-            router: Router::new(specs, "__", policy(), redactor, false, now),
+            router: Core::new(
+                Topology::Gateway {
+                    separator: "__".into(),
+                },
+                specs,
+                policy(),
+                redactor,
+                false,
+                now,
+            ),
             now,
             tools,
             received: vec![VecDeque::new(); count],
@@ -103,6 +114,7 @@ impl Harness {
                         self.router
                             .on_exited(server, generation, "exit code 0", self.now);
                     }
+                    Action::Dropped { .. } => {}
                     Action::ToServer {
                         server,
                         generation,
@@ -283,7 +295,7 @@ fn a_server_that_fails_to_start_never_blocks_the_others() {
         h.tick(Duration::from_secs(40));
     }
     assert_eq!(h.router.phase(1), Some(Phase::Failed));
-    assert!(h.starts[1] <= super::super::lifecycle::MAX_FAILURES);
+    assert!(h.starts[1] <= lifecycle::MAX_FAILURES);
     let status = h.router.status();
     assert!(
         status[1]
@@ -327,7 +339,7 @@ fn a_crash_mid_call_answers_the_call_and_the_next_call_restarts_transparently() 
     assert_eq!(h.stops[0], 1, "the kill sequence makes sure it is gone");
     h.host(call(json!(2), "alpha__read"));
     assert!(h.received[0].is_empty(), "queued during the backoff");
-    h.tick(super::super::lifecycle::backoff(1));
+    h.tick(lifecycle::backoff(1));
     let sent = h.received[0].pop_front().expect("sent after the restart");
     assert_eq!(h.starts[0], 2);
     h.answer(
@@ -421,7 +433,7 @@ fn server_requests_name_their_server_or_are_declined() {
         json!({"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{}}),
     );
     let declined = h.received[1].pop_front().unwrap();
-    assert_eq!(declined["error"]["code"], METHOD_NOT_FOUND);
+    assert_eq!(declined["error"]["code"], code::METHOD_NOT_FOUND);
     h.answer(
         1,
         json!({"jsonrpc":"2.0","id":6,"method":"elicitation/create","params":{"message":"?"}}),

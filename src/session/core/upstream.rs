@@ -74,7 +74,10 @@ impl Core {
                 // Only airlock's own requests look inside, taking the parts rather than
                 // cloning them (a result can be megabytes).
                 let error = message.get_mut("error").map(Value::take);
-                let result = message.get_mut("result").map(Value::take).unwrap_or_default();
+                let result = message
+                    .get_mut("result")
+                    .map(Value::take)
+                    .unwrap_or_default();
                 match internal {
                     Origin::Initialize => self.server_initialized(index, error, result, now),
                     Origin::ToolsList => self.tools_page(index, error, result, now),
@@ -106,7 +109,7 @@ impl Core {
         let verdict = self.servers[index].gate.on_server(message, now, &mut fx);
         self.apply_gate(index, fx, now);
         if let Verdict::Forward(message) = verdict {
-            self.to_host(message);
+            self.send_host(message);
         }
     }
 
@@ -142,7 +145,7 @@ impl Core {
         if !self.single() {
             name_the_server(&mut message, method, &name);
         }
-        self.to_host(message);
+        self.send_host(message);
     }
 
     /// The answer airlock gives a server's request itself (gateway): `ping`; requests the host
@@ -153,16 +156,19 @@ impl Core {
         let name = &self.servers[index].name;
         let decline = |why: &str| {
             let text = format!("airlock: {why}");
-            Some(error_response(id.clone(), code::METHOD_NOT_FOUND, &text, None))
+            Some(error_response(
+                id.clone(),
+                code::METHOD_NOT_FOUND,
+                &text,
+                None,
+            ))
         };
         match method {
             "ping" => Some(result_response(id.clone(), json!({}))),
             _ if era::stateless(&self.host) => decline(
                 "the host speaks protocol 2026-07-28, which has no server-to-client requests",
             ),
-            "roots/list" if caps.get("roots").is_none() => {
-                decline("the host does not offer roots")
-            }
+            "roots/list" if caps.get("roots").is_none() => decline("the host does not offer roots"),
             "sampling/createMessage" if caps.get("sampling").is_none() => {
                 decline("the host does not offer sampling")
             }
@@ -193,11 +199,7 @@ impl Core {
                 };
                 message["params"]["progressToken"] = host_token;
             }
-            "notifications/cancelled" => {
-                if !self.map_server_cancel(index, &mut message) {
-                    return;
-                }
-            }
+            "notifications/cancelled" if !self.map_server_cancel(index, &mut message) => return,
             "notifications/tools/list_changed" => {
                 let server = &mut self.servers[index];
                 if server.life.is_ready() && server.listing.is_none() {
@@ -222,7 +224,7 @@ impl Core {
             _ => {}
         }
         if self.host.initialized || self.host.known {
-            self.to_host(message);
+            self.send_host(message);
         }
     }
 
@@ -232,7 +234,7 @@ impl Core {
         if method == "notifications/cancelled" && !self.map_server_cancel(index, &mut message) {
             return;
         }
-        self.to_host(message);
+        self.send_host(message);
     }
 
     /// A server's cancellation of its own request: to the host-facing id. False when airlock

@@ -56,7 +56,10 @@ mod tests {
         assert!(read_servers(0, &limits) && read_host(0, &limits));
         let slow_host = limits.host_high;
         assert!(!read_servers(slow_host, &limits));
-        assert!(read_host(slow_host, &limits), "the host's EOF and cancels still get in");
+        assert!(
+            read_host(slow_host, &limits),
+            "the host's EOF and cancels still get in"
+        );
         assert!(!read_host(limits.host_hard, &limits));
     }
 

@@ -89,7 +89,11 @@ where
     }
 
     fn gather(&mut self, server: usize, generation: u64, message: &Value) {
-        let request = message.get("method").is_some().then(|| message.get("id")).flatten();
+        let request = message
+            .get("method")
+            .is_some()
+            .then(|| message.get("id"))
+            .flatten();
         let chunk = match self.server_bytes.last_mut() {
             Some(chunk) if chunk.server == server && chunk.generation == generation => chunk,
             _ => {
@@ -151,7 +155,12 @@ where
     }
 
     /// Junk from a server: recorded one by one up to a bound, then only counted.
-    pub(super) fn junk(&mut self, server: usize, reason: String, detail: Value) -> Result<(), ShellError> {
+    pub(super) fn junk(
+        &mut self,
+        server: usize,
+        reason: String,
+        detail: Value,
+    ) -> Result<(), ShellError> {
         let Some(link) = self.links.get_mut(server).and_then(|l| l.as_mut()) else {
             return Ok(());
         };

@@ -29,7 +29,10 @@ pub enum Input {
         message: Value,
     },
     /// A remote server sent something that is not an MCP message.
-    RemoteDropped { server: usize, reason: String },
+    RemoteDropped {
+        server: usize,
+        reason: String,
+    },
     /// A remote server's link ended (its counterpart of `Exited`).
     RemoteEnded {
         server: usize,

@@ -17,8 +17,8 @@ pub mod io;
 mod link;
 mod reload;
 pub mod signals;
-mod step;
 pub mod stderr;
+mod step;
 
 use std::future::{Future, poll_fn};
 use std::path::PathBuf;
@@ -242,7 +242,8 @@ where
         self.shutting_down = true;
         self.core.shutdown();
         self.carry_out()?;
-        let deadline = Instant::now() + STDIN_GRACE + self.kill_timeout + Duration::from_millis(300);
+        let deadline =
+            Instant::now() + STDIN_GRACE + self.kill_timeout + Duration::from_millis(300);
         while !self.all_gone() {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {

@@ -14,6 +14,12 @@ pub struct Signals {
     streams: Vec<(Option<Signal>, &'static str)>,
 }
 
+impl Default for Signals {
+    fn default() -> Signals {
+        Signals::new()
+    }
+}
+
 impl Signals {
     pub fn new() -> Signals {
         let kinds = [

@@ -103,7 +103,9 @@ where
                     Poll::Ready(Ok(Some(frame))) => Wake::Host(frame),
                     Poll::Ready(Ok(None)) => Wake::HostEof,
                     Poll::Ready(Err(err)) => {
-                        tracing::warn!("reading from the host failed: {err}; treating it as closed");
+                        tracing::warn!(
+                            "reading from the host failed: {err}; treating it as closed"
+                        );
                         Wake::HostEof
                     }
                 }
@@ -188,7 +190,9 @@ where
                 bytes,
                 limit: self.max_line_bytes,
             }),
-            Frame::Line(line) => serde_json::from_slice::<Value>(&line).map_err(Unreadable::NotJson),
+            Frame::Line(line) => {
+                serde_json::from_slice::<Value>(&line).map_err(Unreadable::NotJson)
+            }
         };
         match message {
             Ok(message) => self.core.on_host(message, now),
@@ -201,7 +205,12 @@ where
 
     /// One line from a server: a message for the core, or junk (oversized, not UTF-8, not JSON)
     /// that is dropped and counted.
-    fn server_frame(&mut self, server: usize, frame: Frame, now: Instant) -> Result<(), ShellError> {
+    fn server_frame(
+        &mut self,
+        server: usize,
+        frame: Frame,
+        now: Instant,
+    ) -> Result<(), ShellError> {
         let Some(generation) = self.links[server].as_ref().map(|l| l.generation) else {
             return Ok(());
         };
@@ -315,7 +324,10 @@ where
                 let detail = json!({"failed": true});
                 self.record(EventKind::Spawn, server, detail, Some(err.to_string()))?;
                 if self.single {
-                    eprintln!("airlock: cannot start server `{}`: {err}", self.names[server]);
+                    eprintln!(
+                        "airlock: cannot start server `{}`: {err}",
+                        self.names[server]
+                    );
                 }
                 self.core
                     .on_spawn_failed(server, generation, err.to_string(), permanent, now);

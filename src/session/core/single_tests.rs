@@ -1,0 +1,205 @@
+//! The core in `Single` topology (`airlock run`): the host's handshake, names and ids pass
+//! through; the test plays the server by hand.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::*;
+use crate::mcp::message::code;
+use crate::policy::{Layer, LayerSource, load};
+
+const POLICY: &str = r#"
+version = 1
+[tools]
+default = "allow"
+deny = ["mcp:fake__delete_*"]
+"#;
+
+struct Single {
+    core: Core,
+    now: Instant,
+    generation: u64,
+    to_server: Vec<Value>,
+    to_host: Vec<Value>,
+    audit: Vec<Event>,
+    stops: u32,
+}
+
+impl Single {
+    fn new() -> Single {
+        let source = LayerSource {
+            layer: Layer::User,
+            path: PathBuf::from("/p/policy.toml"),
+            text: POLICY.into(),
+        };
+        let policy = Arc::new(load(&[source], &[]).unwrap());
+        let spec = ServerSpec {
+            name: "fake".into(),
+            startup_timeout: Duration::from_secs(60),
+            tool_timeout: Some(Duration::from_secs(10)),
+            idle_timeout: None,
+            eager: true,
+            refused: None,
+        };
+        let now = Instant::now();
+        let redactor = Arc::new(Redactor::new([]).unwrap());
+        let core = Core::new(Topology::Single, vec![spec], policy, redactor, false, now);
+        let mut single = Single {
+            core,
+            now,
+            generation: 0,
+            to_server: Vec::new(),
+            to_host: Vec::new(),
+            audit: Vec::new(),
+            stops: 0,
+        };
+        single.core.start_eager(now);
+        single.drive();
+        single
+    }
+
+    fn drive(&mut self) {
+        loop {
+            let actions = self.core.take_actions();
+            if actions.is_empty() {
+                return;
+            }
+            for action in actions {
+                match action {
+                    Action::Start { server, generation } => {
+                        self.generation = generation;
+                        self.core.on_spawned(server, generation, self.now);
+                    }
+                    Action::ToServer { message, .. } => self.to_server.push(message),
+                    Action::ToHost(message) => self.to_host.push(message),
+                    Action::Audit(event) => self.audit.push(*event),
+                    Action::Stop { .. } => self.stops += 1,
+                    Action::Dropped { .. } => {}
+                }
+            }
+        }
+    }
+
+    fn host(&mut self, message: Value) {
+        self.core.on_host(message, self.now);
+        self.drive();
+    }
+
+    fn server(&mut self, message: Value) {
+        self.core.on_server(0, self.generation, message, self.now);
+        self.drive();
+    }
+
+    fn decisions(&self) -> usize {
+        self.audit
+            .iter()
+            .filter(|e| e.event == crate::audit::EventKind::Decision)
+            .count()
+    }
+}
+
+#[test]
+fn the_handshake_ids_and_unknown_methods_pass_through_unchanged() {
+    let mut s = Single::new();
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"h","version":"1"}}});
+    s.host(init.clone());
+    assert_eq!(
+        s.to_server,
+        vec![init],
+        "the host's own initialize, verbatim"
+    );
+    s.server(json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-03-26","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}}));
+    assert_eq!(s.to_host[0]["result"]["serverInfo"]["name"], "fake");
+    let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    s.host(note.clone());
+    let custom = json!({"jsonrpc":"2.0","id":"c","method":"vendor/custom","x-top":true,"params":{"deep":[1]}});
+    s.host(custom.clone());
+    assert_eq!(&s.to_server[1..], &[note, custom]);
+    // The negotiated version is the server's answer: batches are now allowed.
+    s.host(json!([{"jsonrpc":"2.0","id":7,"method":"ping"}]));
+    assert_eq!(s.to_server.last().unwrap()["id"], 7);
+}
+
+#[test]
+fn every_tools_list_page_is_filtered_and_calls_keep_their_names() {
+    let mut s = Single::new();
+    s.host(json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"2"}}));
+    s.server(json!({"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo","x":1},{"name":"delete_all"}],"nextCursor":"3"}}));
+    let page = &s.to_host[0]["result"];
+    assert_eq!(page["tools"], json!([{"name":"echo","x":1}]));
+    assert_eq!(page["nextCursor"], "3");
+    s.host(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}));
+    assert_eq!(s.to_server.last().unwrap()["params"]["name"], "echo");
+    s.host(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete_all"}}));
+    assert_eq!(s.to_host.last().unwrap()["result"]["isError"], true);
+    assert_eq!(s.decisions(), 2);
+}
+
+#[test]
+fn a_server_request_whose_id_looks_like_airlocks_own_is_renumbered_and_restored() {
+    let mut s = Single::new();
+    s.server(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+    assert_eq!(s.to_host[0]["id"], 3, "ids pass unchanged when they can");
+    s.server(json!({"jsonrpc":"2.0","id":"airlock-ask-fake-1","method":"sampling/createMessage","params":{}}));
+    let renumbered = s.to_host[1]["id"].clone();
+    assert_ne!(renumbered, "airlock-ask-fake-1");
+    s.host(json!({"jsonrpc":"2.0","id":renumbered,"result":{"ok":true}}));
+    assert_eq!(s.to_server.last().unwrap()["id"], "airlock-ask-fake-1");
+    s.host(json!({"jsonrpc":"2.0","id":3,"result":{"roots":[]}}));
+    assert_eq!(s.to_server.last().unwrap()["id"], 3);
+}
+
+#[test]
+fn host_eof_closes_the_server_input_only_after_what_the_host_sent_first() {
+    let source = LayerSource {
+        layer: Layer::User,
+        path: PathBuf::from("/p/policy.toml"),
+        text: POLICY.into(),
+    };
+    let policy = Arc::new(load(&[source], &[]).unwrap());
+    let spec = ServerSpec {
+        name: "fake".into(),
+        startup_timeout: Duration::from_secs(60),
+        tool_timeout: None,
+        idle_timeout: None,
+        eager: true,
+        refused: None,
+    };
+    let now = Instant::now();
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    let mut core = Core::new(Topology::Single, vec![spec], policy, redactor, false, now);
+    core.start_eager(now);
+    let Some(Action::Start { generation, .. }) = core.take_actions().pop() else {
+        panic!("the server starts at once")
+    };
+    // The host writes and leaves while the server is still starting.
+    core.on_host(json!({"jsonrpc":"2.0","id":1,"method":"ping"}), now);
+    core.host_closed();
+    assert!(
+        core.take_actions().is_empty(),
+        "nothing to send yet, nothing stopped"
+    );
+    core.on_spawned(0, generation, now);
+    let actions = core.take_actions();
+    assert!(matches!(&actions[0], Action::ToServer { message, .. } if message["id"] == 1));
+    assert!(matches!(&actions[1], Action::Stop { .. }), "{actions:?}");
+}
+
+#[test]
+fn stateless_requests_pass_without_a_handshake_and_crash_answers_are_unified() {
+    let mut s = Single::new();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28"});
+    s.host(json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":meta}}));
+    s.host(
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","_meta":meta}}),
+    );
+    assert_eq!(s.to_server.len(), 2, "no handshake of airlock's own");
+    s.core.on_server_closed(0, s.generation, s.now);
+    s.drive();
+    let call = s.to_host.iter().find(|m| m["id"] == 2).unwrap();
+    assert_eq!(call["result"]["isError"], true);
+    let other = s.to_host.iter().find(|m| m["id"] == 1).unwrap();
+    assert_eq!(other["error"]["code"], code::SERVER_EXITED);
+    assert_eq!(s.stops, 1, "the kill sequence makes sure");
+}

@@ -1,0 +1,342 @@
+//! The session core's rules, each proven once and run in both modes (`airlock run` and
+//! `airlock serve`), end to end: the real binary, a real confined server (the fixture, which
+//! misbehaves on request), a line-level host.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Client, Mode, Setup, start};
+
+const SECS: fn(u64) -> Duration = Duration::from_secs;
+
+both_modes!(
+    no_deadlock_with_large_concurrent_requests_while_the_server_writes,
+    no_deadlock_when_the_host_writes_everything_before_reading,
+    host_eof_closes_the_servers_input_at_once_and_keeps_its_status,
+    junk_from_a_server_is_capped_in_audit_and_stderr,
+    duplicate_and_broken_answers_never_reach_the_host,
+    duplicate_host_ids_in_flight_are_handled_once,
+    a_call_pending_when_the_server_dies_gets_one_shape_of_answer,
+    timeouts_answer_the_host_and_cancel_at_the_server,
+    decisions_are_audited_with_the_hosts_id_and_the_policy_digest,
+    batches_are_answered_together_in_2025_03_26,
+    unknown_tools_get_invalid_params,
+    sigterm_stops_through_the_kill_sequence_with_an_exit_event,
+    a_host_that_closes_its_output_ends_the_session,
+    malformed_host_input_gets_errors_and_the_session_goes_on,
+);
+
+/// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
+/// server blocks writing its own output whenever airlock does not read it at once.
+fn no_deadlock_with_large_concurrent_requests_while_the_server_writes(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    let data = "x".repeat(200 * 1024);
+    let tool = world.tool("big");
+    let mut stdin = client.stdin.take().unwrap();
+    let lines: Vec<String> = (1..=16)
+        .map(|id| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"data":data}}}).to_string())
+        .collect();
+    let writer = std::thread::spawn(move || {
+        for line in lines {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        stdin
+    });
+    let started = Instant::now();
+    for id in 1..=16 {
+        let answer = client.answer(json!(id), SECS(30));
+        assert_eq!(Client::text(&answer).len(), data.len(), "answer {id}");
+    }
+    assert!(started.elapsed() < SECS(30));
+    client.stdin = Some(writer.join().unwrap());
+    client.close_stdin();
+    assert!(
+        client.wait(SECS(10)).is_some(),
+        "airlock exits after the host's EOF"
+    );
+    assert_eq!(world.events("outcome").len(), 16);
+}
+
+/// The other direction: the host writes all 16 large calls before it reads anything, so the
+/// answers pile up toward a host that is not reading while more requests keep coming.
+fn no_deadlock_when_the_host_writes_everything_before_reading(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    let data = "y".repeat(200 * 1024);
+    let tool = world.tool("big");
+    let stdin = client.stdin.as_mut().unwrap();
+    for id in 1..=16 {
+        let line = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"data":data}}});
+        // Blocks (and would hang the test) if airlock stopped reading the host.
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    for id in 1..=16 {
+        let answer = client.answer(json!(id), SECS(30));
+        assert_eq!(Client::text(&answer).len(), data.len(), "answer {id}");
+    }
+    assert_eq!(world.events("decision").len(), 16);
+}
+
+/// Host EOF: the server's input closes at once; a server that exits on EOF is not signalled,
+/// and `run` exits with the server's own status.
+fn host_eof_closes_the_servers_input_at_once_and_keeps_its_status(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--exit-code 7"));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("echo"), json!({"text": "before eof"}));
+    assert!(Client::text(&answer).contains("before eof"));
+    let closed = Instant::now();
+    client.close_stdin();
+    let code = client.wait(SECS(10)).expect("airlock exits");
+    assert!(
+        closed.elapsed() < Duration::from_millis(450),
+        "no kill sequence needed: {:?}",
+        closed.elapsed()
+    );
+    let expected = if mode == Mode::Run { 7 } else { 0 };
+    assert_eq!(code, expected);
+    let exit = world.events("exit");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    assert_eq!(exit[0]["detail"]["ended_by"], "stdinclosed");
+    assert_eq!(exit[0]["detail"]["code"], 7);
+    assert_eq!(exit[0]["reason"], "exited on its own");
+}
+
+/// 5000 junk lines: a bounded number of audit events and stderr lines, and MCP still flows.
+fn junk_from_a_server_is_capped_in_audit_and_stderr(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("junk"), json!({}));
+    assert_eq!(Client::text(&answer), "after junk");
+    let answer = client.call(2, &world.tool("echo"), json!({"text": "still"}));
+    assert!(Client::text(&answer).contains("still"));
+    client.close_stdin();
+    client.wait(SECS(10)).expect("exits");
+    let dropped = world.events("dropped");
+    assert!(
+        (10..=12).contains(&dropped.len()),
+        "10 recorded one by one, then one summary: {}",
+        dropped.len()
+    );
+    let summary = dropped.last().unwrap();
+    assert_eq!(summary["detail"]["lines"], 4990, "{summary}");
+    let stderr = client.stderr();
+    let warnings = stderr.matches("dropped a line").count();
+    assert_eq!(warnings, 10, "{}", &stderr[..stderr.len().min(2000)]);
+}
+
+/// A second answer to one id, and a line that is not UTF-8: never forwarded.
+fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("dup"), json!({}));
+    assert_eq!(Client::text(&answer), "first");
+    let answer = client.call(2, &world.tool("badutf8"), json!({}));
+    assert_eq!(Client::text(&answer), "after bad bytes");
+    client.close_stdin();
+    let rest = client.rest(SECS(10));
+    assert!(
+        rest.iter().all(|m| m["id"] != 1 && m["id"] != 2),
+        "{rest:?}"
+    );
+    let reasons: Vec<String> = world
+        .events("dropped")
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("no request in flight")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("not UTF-8")),
+        "{reasons:?}"
+    );
+}
+
+/// Two requests with one id in flight: one decision, one outcome, one answer.
+fn duplicate_host_ids_in_flight_are_handled_once(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let slow = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":world.tool("slow"),"arguments":{"seconds":0.3}}});
+    client.send(slow.clone());
+    client.send(slow);
+    let answer = client.answer(json!(5), SECS(10));
+    assert_eq!(Client::text(&answer), "slow done");
+    client.close_stdin();
+    let rest = client.rest(SECS(10));
+    assert!(rest.iter().all(|m| m["id"] != 5), "one answer: {rest:?}");
+    assert_eq!(world.events("decision").len(), 1);
+    assert_eq!(world.events("outcome").len(), 1);
+}
+
+/// The server dies with calls pending: each gets a tool result `isError: true` naming the
+/// server and why, in both modes; each call has its outcome.
+fn a_call_pending_when_the_server_dies_gets_one_shape_of_answer(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let hang = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":world.tool("hang"),"arguments":{}}});
+    client.send(hang);
+    let crash = client.call(2, &world.tool("crash"), json!({}));
+    let hung = client.answer(json!(1), SECS(10));
+    for answer in [&crash, &hung] {
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let text = Client::text(answer);
+        assert!(
+            text.contains("fixture") && text.contains("exited"),
+            "{text}"
+        );
+    }
+    // Outcomes are written right after the answers (which do not wait for the log).
+    assert!(support::wait_until(SECS(5), || world
+        .events("outcome")
+        .len()
+        == 2));
+    let outcomes = world.events("outcome");
+    assert!(
+        outcomes.iter().all(|e| e["outcome"] == "error"),
+        "{outcomes:?}"
+    );
+}
+
+fn timeouts_answer_the_host_and_cancel_at_the_server(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("").tool_timeout(1));
+    client.initialize("2025-06-18");
+    let started = Instant::now();
+    let answer = client.call(1, &world.tool("hang"), json!({}));
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert!(started.elapsed() < SECS(5));
+    assert!(support::wait_until(SECS(5), || !world
+        .events("outcome")
+        .is_empty()));
+    let outcome = &world.events("outcome")[0];
+    assert_eq!(outcome["outcome"], "timeout");
+    assert_eq!(outcome["request_id"], 1);
+}
+
+/// The decision event carries the host's request id in both modes, and the session's policy
+/// event the digest and the sources.
+fn decisions_are_audited_with_the_hosts_id_and_the_policy_digest(mode: Mode) {
+    let setup = Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let denied = client.call(41, &world.tool("pid"), json!({}));
+    assert_eq!(denied["result"]["isError"], true);
+    assert!(Client::text(&denied).contains("mcp:fixture__pid"));
+    let allowed = client.call(
+        42,
+        &world.tool("echo"),
+        json!({"text": "x", "token": "s3cret"}),
+    );
+    assert!(Client::text(&allowed).contains('x'));
+    let decisions = world.events("decision");
+    let ids: Vec<&Value> = decisions.iter().map(|e| &e["request_id"]).collect();
+    assert_eq!(ids, vec![&json!(41), &json!(42)]);
+    assert_eq!(decisions[1]["args"]["token"], "[REDACTED]");
+    let policy = world
+        .audit()
+        .into_iter()
+        .find(|e| e["event"] == "policy")
+        .unwrap();
+    assert_eq!(policy["detail"]["digest"].as_str().unwrap().len(), 64);
+    assert!(
+        policy["detail"]["sources"]
+            .to_string()
+            .contains("policy.toml"),
+        "{policy}"
+    );
+}
+
+/// 2025-03-26 had JSON-RPC batches: each request is gated on its own, the answers come back as
+/// one array.
+fn batches_are_answered_together_in_2025_03_26(mode: Mode) {
+    let setup = Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-03-26");
+    let call = |id: i64, tool: &str| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":world.tool(tool),"arguments":{"text":"b"}}});
+    client.send(json!([call(1, "echo"), call(2, "pid"), {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"x","progress":1}}]));
+    let batch = client.next(SECS(10)).expect("an answer");
+    let items = batch
+        .as_array()
+        .unwrap_or_else(|| panic!("one array: {batch}"));
+    let mut ids: Vec<i64> = items.iter().map(|m| m["id"].as_i64().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, vec![1, 2]);
+    assert_eq!(world.events("decision").len(), 2);
+}
+
+fn unknown_tools_get_invalid_params(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("no_such_tool"), json!({}));
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
+
+/// SIGTERM: every server through the kill sequence, then the exit event.
+fn sigterm_stops_through_the_kill_sequence_with_an_exit_event(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--stubborn"));
+    client.initialize("2025-06-18");
+    client.call(1, &world.tool("echo"), json!({"text": "up"}));
+    client.signal(libc::SIGTERM);
+    let code = client.wait(SECS(10)).expect("exits");
+    assert_eq!(code, 0);
+    let exit = world.events("exit");
+    assert_eq!(exit.len(), 1);
+    assert_eq!(exit[0]["detail"]["ended_by"], "sigkill", "{exit:?}");
+    assert_eq!(exit[0]["reason"], "stopped by airlock");
+}
+
+/// A host that closes its end of airlock's stdout is gone: the session ends, with the exit
+/// event, instead of executing calls whose answers nobody receives.
+fn a_host_that_closes_its_output_ends_the_session(mode: Mode) {
+    let (world, mut child) = support::start_raw(mode, Setup::fixture("--stubborn"));
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    let _ = writeln!(stdin, "{init}");
+    let exited = support::wait_until(SECS(10), || child.try_wait().unwrap().is_some());
+    assert!(exited, "airlock keeps running for a host that is gone");
+    let audit = world.audit();
+    assert_eq!(audit.last().unwrap()["event"], "exit", "{audit:?}");
+    drop(stdin);
+}
+
+/// Framing limits and unreadable input from the host: an error answer each, and the session
+/// goes on.
+fn malformed_host_input_gets_errors_and_the_session_goes_on(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let stdin = client.stdin.as_mut().unwrap();
+    stdin.write_all(b"{not json\n").unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":4}\n")
+        .unwrap();
+    let mut huge = vec![b'['; 5 * 1024 * 1024];
+    huge.push(b'\n');
+    stdin.write_all(&huge).unwrap();
+    stdin
+        .write_all(b"[{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}]\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let mut errors = Vec::new();
+    for _ in 0..4 {
+        let answer = client.next(SECS(10)).expect("an error answer");
+        errors.push((answer["id"].clone(), answer["error"]["code"].clone()));
+    }
+    assert_eq!(
+        errors,
+        vec![
+            (Value::Null, json!(-32700)),
+            (json!(4), json!(-32600)),
+            (Value::Null, json!(-32600)),
+            (Value::Null, json!(-32600)),
+        ]
+    );
+    let answer = client.call(10, &world.tool("echo"), json!({"text": "after"}));
+    assert!(Client::text(&answer).contains("after"));
+}

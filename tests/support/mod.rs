@@ -1,0 +1,376 @@
+//! The shared harness for rules that hold in both session modes: start airlock in mode X
+//! (`run` or `serve`) with server Y, drive it with a line-level client, read its audit log.
+//!
+//! A test written once as `fn case(mode: Mode)` runs in both modes through [`both_modes!`],
+//! which makes one `#[test]` per mode (so nextest runs and reports them separately).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+/// Makes `NAME_run` and `NAME_serve` tests out of `fn NAME(mode: Mode)`.
+#[macro_export]
+macro_rules! both_modes {
+    ($($case:ident),* $(,)?) => {
+        $(
+            mod $case {
+                #[test]
+                fn run() {
+                    super::$case($crate::support::Mode::Run)
+                }
+                #[test]
+                fn serve() {
+                    super::$case($crate::support::Mode::Serve)
+                }
+            }
+        )*
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `airlock run -- SERVER`: the host talks to the server through airlock.
+    Run,
+    /// `airlock serve` with SERVER as its one server, named `fixture`.
+    Serve,
+}
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".peers"))
+}
+
+/// The fixture server of the session tests (no SDK: starts fast; misbehaves on request).
+pub fn fixture() -> PathBuf {
+    root().join("tests/fixtures/serve/fixture_server.py")
+}
+
+/// What to start: a server command, the policy's extra lines, the tool timeout.
+pub struct Setup {
+    pub command: Vec<String>,
+    pub policy: String,
+    pub tool_timeout: u64,
+    /// The server's name (`--name` in run, its config key in serve).
+    pub name: String,
+}
+
+impl Setup {
+    /// The fixture server with extra arguments.
+    pub fn fixture(args: &str) -> Setup {
+        let mut command = vec![
+            "/usr/bin/python3".to_string(),
+            fixture().display().to_string(),
+        ];
+        command.extend(args.split_whitespace().map(str::to_string));
+        Setup {
+            command,
+            policy: String::new(),
+            tool_timeout: 180,
+            name: "fixture".into(),
+        }
+    }
+
+    pub fn policy(mut self, extra: &str) -> Setup {
+        self.policy.push_str(extra);
+        self.policy.push('\n');
+        self
+    }
+
+    pub fn tool_timeout(mut self, seconds: u64) -> Setup {
+        self.tool_timeout = seconds;
+        self
+    }
+}
+
+/// A temp dir with its own HOME, XDG dirs, org policy dir, policy and audit log.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub mode: Mode,
+    pub name: String,
+}
+
+impl World {
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(AIRLOCK);
+        cmd.args(args)
+            .env("HOME", self.path("home"))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.path("org"));
+        cmd
+    }
+
+    /// The tool's name as the host sees it in this mode.
+    pub fn tool(&self, tool: &str) -> String {
+        match self.mode {
+            Mode::Run => tool.to_string(),
+            Mode::Serve => format!("{}__{tool}", self.name),
+        }
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit line"))
+            .collect()
+    }
+
+    /// Audit events of one kind about the server (not the gateway's own).
+    pub fn events(&self, kind: &str) -> Vec<Value> {
+        self.audit()
+            .into_iter()
+            .filter(|e| e["event"] == kind && e["server"] == self.name.as_str())
+            .collect()
+    }
+}
+
+/// Starts airlock in `mode` with the server of `setup`.
+pub fn start(mode: Mode, setup: Setup) -> (World, Client) {
+    let (world, child) = start_raw(mode, setup);
+    (world, Client::new(child))
+}
+
+/// Starts airlock in `mode` with the server of `setup`, its stdio piped and untouched.
+pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let world = World {
+        dir,
+        mode,
+        name: setup.name.clone(),
+    };
+    std::fs::create_dir_all(world.path("home")).expect("home");
+    let policy = world.path("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[sandbox]\nrun_as = \"root\"\nkill_timeout = 1\n{}",
+            setup.policy
+        ),
+    )
+    .expect("policy");
+    let audit = world.path("audit.jsonl");
+    let (policy, audit) = (policy.display().to_string(), audit.display().to_string());
+    let timeout = setup.tool_timeout.to_string();
+    let mut cmd = match mode {
+        Mode::Run => {
+            let mut args = vec!["run", "--name", &setup.name, "--policy", &policy];
+            args.extend(["--audit", &audit, "--tool-timeout", &timeout, "--"]);
+            args.extend(setup.command.iter().map(String::as_str));
+            world.command(&args)
+        }
+        Mode::Serve => {
+            let config = world.path("airlock.toml");
+            let (program, rest) = setup.command.split_first().expect("command");
+            let argv: Vec<String> = rest.iter().map(|a| format!("{a:?}")).collect();
+            std::fs::write(
+                &config,
+                format!(
+                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n",
+                    setup.name,
+                    argv.join(", ")
+                ),
+            )
+            .expect("config");
+            let config = config.display().to_string();
+            let args = [
+                "serve", "--config", &config, "--policy", &policy, "--audit", &audit,
+            ];
+            world.command(&args)
+        }
+    };
+    let child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("airlock");
+    (world, child)
+}
+
+/// A host speaking to airlock's stdio, one JSON message per line.
+pub struct Client {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    pub backlog: Vec<Value>,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Client {
+    fn new(mut child: Child) -> Client {
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let text = std::str::from_utf8(&line)
+                    .unwrap_or_else(|e| panic!("airlock wrote a line that is not UTF-8 ({e})"));
+                let value: Value = serde_json::from_str(text)
+                    .unwrap_or_else(|e| panic!("non-MCP line on airlock's stdout ({e}): {text}"));
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        let stderr = child.stderr.take().expect("stderr");
+        let (etx, erx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            let _ = etx.send(text);
+        });
+        let stdin = child.stdin.take();
+        Client {
+            child,
+            stdin,
+            rx,
+            backlog: Vec::new(),
+            stderr: erx,
+        }
+    }
+
+    pub fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next message (of any kind), or `None` within `within`.
+    pub fn next(&mut self, within: Duration) -> Option<Value> {
+        if !self.backlog.is_empty() {
+            return Some(self.backlog.remove(0));
+        }
+        self.rx.recv_timeout(within).ok()
+    }
+
+    /// The answer to `id`, keeping everything else in the backlog.
+    pub fn answer(&mut self, id: Value, within: Duration) -> Value {
+        let is_answer = |m: &Value| m.get("id") == Some(&id) && m.get("method").is_none();
+        if let Some(pos) = self.backlog.iter().position(is_answer) {
+            return self.backlog.remove(pos);
+        }
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(message) if is_answer(&message) => return message,
+                Ok(message) => self.backlog.push(message),
+                Err(_) => panic!(
+                    "no answer to {id} within {within:?}; got {:?}",
+                    self.backlog
+                ),
+            }
+        }
+    }
+
+    /// Everything airlock writes until its stdout closes (or `within` passes).
+    pub fn rest(&mut self, within: Duration) -> Vec<Value> {
+        let mut all = std::mem::take(&mut self.backlog);
+        let deadline = Instant::now() + within;
+        while let Ok(message) = self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            all.push(message);
+        }
+        all
+    }
+
+    pub fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        self.answer(json!(id), Duration::from_secs(20))
+    }
+
+    /// The host's handshake at `version` (in serve airlock answers it, in run the server).
+    pub fn initialize(&mut self, version: &str) -> Value {
+        let params = json!({"protocolVersion":version,"capabilities":{},"clientInfo":{"name":"test","version":"1"}});
+        let init = self.request(0, "initialize", params);
+        assert!(init.get("result").is_some(), "{init}");
+        self.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        init
+    }
+
+    pub fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        let params = json!({"name": tool, "arguments": arguments});
+        self.request(id, "tools/call", params)
+    }
+
+    pub fn text(answer: &Value) -> String {
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Waits for airlock to exit; its exit code.
+    pub fn wait(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// airlock's stderr, once it has exited.
+    pub fn stderr(&mut self) -> String {
+        self.stderr
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_default()
+    }
+
+    pub fn signal(&self, signal: i32) {
+        let pid = self.child.id() as i32;
+        // SAFETY: kill takes integers; the pid is our unreaped child.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    check()
+}
