@@ -18,6 +18,7 @@
 //! airlock's own requests to the host use string ids `airlock-ask-<server>-<n>`, so the gates of
 //! several servers never mint the same id.
 
+pub mod schema;
 mod track;
 
 use std::collections::HashMap;
@@ -742,5 +743,3 @@ impl Gate {
 
 #[cfg(test)]
 mod tests;
-
-pub mod schema;
