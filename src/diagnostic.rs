@@ -26,13 +26,17 @@ impl LineCol {
     }
 }
 
-/// A problem in a user's file. Displayed as `file:line:col: message` then `  fix: ...`.
+/// A problem in a user's file. Displayed as `file:line:col: message` then `  fix: ...`, followed by
+/// the other problems found in the same load (`also`), each the same way: a user fixes them all
+/// in one go instead of one per run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct SourceError {
     pub file: PathBuf,
     pub position: Option<LineCol>,
     pub message: String,
     pub fix: Option<String>,
+    /// Further errors of the same load, in file order.
+    pub also: Vec<SourceError>,
 }
 
 impl SourceError {
@@ -42,7 +46,24 @@ impl SourceError {
             position,
             message: message.into(),
             fix: None,
+            also: Vec::new(),
         }
+    }
+
+    /// One error carrying all of `errors` (`None` when there are none).
+    pub fn all(errors: Vec<SourceError>) -> Option<SourceError> {
+        let mut errors = errors.into_iter().flat_map(SourceError::flatten);
+        let mut first = errors.next()?;
+        first.also = errors.collect();
+        Some(first)
+    }
+
+    /// This error and the ones it carries, one by one.
+    pub fn flatten(mut self) -> Vec<SourceError> {
+        let also = std::mem::take(&mut self.also);
+        let mut out = vec![self];
+        out.extend(also.into_iter().flat_map(SourceError::flatten));
+        out
     }
 
     /// An error at a byte span of `text` (the contents of `file`).
@@ -71,7 +92,102 @@ impl fmt::Display for SourceError {
         if let Some(fix) = &self.fix {
             write!(f, "\n  fix: {fix}")?;
         }
+        for other in &self.also {
+            write!(f, "\n{other}")?;
+        }
         Ok(())
+    }
+}
+
+/// A finding about a user's file that does not stop anything (an unset variable, a key airlock
+/// ignores). Displayed like an error, `file:line:col: message`, so every warning about a file says
+/// where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceWarning {
+    pub file: PathBuf,
+    pub position: Option<LineCol>,
+    pub message: String,
+}
+
+impl SourceWarning {
+    pub fn new(file: &Path, position: Option<LineCol>, message: impl Into<String>) -> Self {
+        SourceWarning {
+            file: file.to_path_buf(),
+            position,
+            message: message.into(),
+        }
+    }
+
+    pub fn at_span(
+        file: &Path,
+        text: &str,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::new(file, Some(LineCol::from_offset(text, span.start)), message)
+    }
+}
+
+impl fmt::Display for SourceWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(at) = self.position {
+            write!(f, ":{}:{}", at.line, at.column)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Edit distance between two short names (keys, server names), for did-you-mean hints.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The candidate closest to `word`, when it is close enough to be a likely typo (case aside, at
+/// most a third of the letters differ, at least one allowed).
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lowered = word.to_lowercase();
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|candidate| {
+            (
+                edit_distance(&lowered, &candidate.to_lowercase()),
+                candidate,
+            )
+        })
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// The names serde lists after "expected" in an unknown-field/variant message.
+fn expected_names(message: &str) -> Vec<&str> {
+    let Some((_, expected)) = message.split_once("expected") else {
+        return Vec::new();
+    };
+    expected.split('`').skip(1).step_by(2).collect()
+}
+
+/// The fix for an unknown key or value: the closest accepted name, else the list.
+fn unknown_name_fix(message: &str) -> String {
+    let given = message.split('`').nth(1).unwrap_or_default();
+    let expected = expected_names(message);
+    match closest(given, expected.iter().copied()) {
+        Some(best) => format!("did you mean `{best}`?"),
+        None if expected.is_empty() => "remove it or correct its spelling".to_string(),
+        None => format!("use one of: {}", expected.join(", ")),
     }
 }
 
@@ -82,17 +198,12 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
         .span()
         .map(|span| LineCol::from_offset(text, span.start));
     let message = err.message().trim().to_string();
-    let fix = if message.starts_with("unknown field") {
-        Some(
-            "remove the key or correct its spelling; the accepted keys are listed above"
-                .to_string(),
-        )
+    let fix = if message.starts_with("unknown field") || message.starts_with("unknown variant") {
+        Some(unknown_name_fix(&message))
     } else if message.starts_with("invalid type") {
         Some("give the value the type the message names".to_string())
     } else if message.starts_with("missing field") {
         Some("add the missing key".to_string())
-    } else if message.starts_with("unknown variant") {
-        Some("use one of the values the message lists".to_string())
     } else {
         Some("correct the TOML syntax at this position".to_string())
     };
@@ -101,7 +212,83 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
         position,
         message,
         fix,
+        also: Vec::new(),
     }
+}
+
+/// Deserializes a TOML file and reports every problem in it, not only the first: all syntax
+/// errors the parser recovers from, then every unknown key and wrongly typed value (each is set
+/// aside and deserialization runs again, up to a bound).
+pub fn parse_toml_all<T: serde::de::DeserializeOwned>(
+    file: &Path,
+    text: &str,
+) -> Result<T, SourceError> {
+    use toml::de::{DeTable, Deserializer};
+    let (mut table, syntax) = DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        let errors = syntax
+            .iter()
+            .map(|e| from_toml_error(file, text, e))
+            .collect();
+        return Err(SourceError::all(errors)
+            .unwrap_or_else(|| SourceError::new(file, None, "invalid TOML")));
+    }
+    let mut errors = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    for _ in 0..64 {
+        match T::deserialize(Deserializer::from(table.clone())) {
+            Ok(value) if errors.is_empty() => return Ok(value),
+            Ok(_) => break,
+            Err(err) => {
+                let message = err.message().trim();
+                // A value set aside for an earlier error is not missing as well.
+                let knock_on = message.starts_with("missing field")
+                    && removed
+                        .iter()
+                        .any(|key| message.contains(&format!("`{key}`")));
+                if !knock_on {
+                    errors.push(from_toml_error(file, text, &err));
+                }
+                match err
+                    .span()
+                    .and_then(|span| remove_entry(table.get_mut(), &span))
+                {
+                    Some(key) => removed.push(key),
+                    None => break,
+                }
+            }
+        }
+    }
+    errors.sort_by_key(|e| e.position.map(|p| (p.line, p.column)));
+    Err(SourceError::all(errors).unwrap_or_else(|| SourceError::new(file, None, "invalid TOML")))
+}
+
+/// Removes the entry whose key or value is at `span`, wherever it is; returns its key.
+fn remove_entry(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Option<String> {
+    use toml::de::DeValue;
+    let found = table
+        .iter()
+        .find(|(key, value)| key.span() == *span || value.span() == *span)
+        .map(|(key, _)| key.clone());
+    if let Some(key) = found {
+        let name = key.get_ref().to_string();
+        table.remove(&key);
+        return Some(name);
+    }
+    for (_, value) in table.iter_mut() {
+        let hit = match value.get_mut() {
+            DeValue::Table(inner) => remove_entry(inner, span),
+            DeValue::Array(items) => items.iter_mut().find_map(|item| match item.get_mut() {
+                DeValue::Table(inner) => remove_entry(inner, span),
+                _ => None,
+            }),
+            _ => None,
+        };
+        if hit.is_some() {
+            return hit;
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -123,6 +310,71 @@ mod tests {
         assert_eq!(
             LineCol::from_offset(text, 9),
             LineCol { line: 2, column: 3 }
+        );
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // read by serde only
+    struct Sample {
+        version: i64,
+        tools: Option<SampleTools>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // read by serde only
+    struct SampleTools {
+        allow: Option<Vec<String>>,
+        deny: Option<Vec<String>>,
+    }
+
+    #[test]
+    fn every_unknown_key_and_bad_value_is_reported_with_a_did_you_mean() {
+        let text =
+            "version = 1\n[tools]\nalow = [\"a\"]\ndeny = 3\nsomething = 1\n[tols]\nread = []\n";
+        let err = parse_toml_all::<Sample>(Path::new("p.toml"), text).unwrap_err();
+        let all = err.clone().flatten();
+        let lines: Vec<(usize, &str)> = all
+            .iter()
+            .map(|e| {
+                (
+                    e.position.unwrap().line,
+                    e.fix.as_deref().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(lines.len(), 4, "{all:#?}");
+        assert_eq!(lines[0], (3, "did you mean `allow`?"));
+        assert_eq!(lines[1].0, 4);
+        assert_eq!(lines[2].0, 5);
+        assert!(lines[2].1.starts_with("use one of"), "{}", lines[2].1);
+        assert_eq!(lines[3], (6, "did you mean `tools`?"));
+        let shown = err.to_string();
+        assert!(
+            shown.contains("p.toml:3:1:") && shown.contains("\np.toml:6:2:"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_are_all_reported_and_good_files_load() {
+        let ok: Sample = parse_toml_all(Path::new("p.toml"), "version = 1\n").unwrap();
+        assert_eq!(ok.version, 1);
+        let err =
+            parse_toml_all::<Sample>(Path::new("p.toml"), "version = \n[tools\n").unwrap_err();
+        assert!(!err.flatten().is_empty());
+    }
+
+    #[test]
+    fn closest_names_catch_typos_only() {
+        let keys = ["allow", "ask", "deny", "default"];
+        assert_eq!(closest("alow", keys), Some("allow"));
+        assert_eq!(closest("Deny", keys), Some("deny"));
+        assert_eq!(closest("denied", keys), None);
+        assert_eq!(
+            closest("filesytem", ["filesystem", "fs"]),
+            Some("filesystem")
         );
     }
 

@@ -280,7 +280,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
     let mut all_ok = true;
     if let Some(config) = &config {
         for warning in &config.warnings {
-            tracing::warn!("{}: {warning}", config.path.display());
+            tracing::warn!("{warning}");
         }
         let _ = writeln!(
             out,

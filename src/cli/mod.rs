@@ -12,6 +12,7 @@ mod confine;
 mod doctor;
 mod explain;
 mod install;
+mod logging;
 mod pins;
 mod reload;
 pub mod run;
@@ -40,6 +41,10 @@ pub const EXIT_FAILURE: u8 = 1;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// How airlock writes its own log on stderr: text (coloured only on a terminal, never with
+    /// NO_COLOR) or json (one object a line).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,20 +93,10 @@ impl CliError {
     }
 }
 
-/// Logs go to stderr, always: stdout is the MCP channel in `run` and `serve`.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let log_format = cli.log_format;
+    logging::init(log_format);
     let result = match cli.command {
         Command::Audit(args) => audit::run(*args),
         Command::Check(args) => check::run(args),
@@ -123,7 +118,11 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("airlock: {err}");
+            match log_format {
+                logging::LogFormat::Text => eprintln!("airlock: {err}"),
+                // Machines get the final error as one more JSON line.
+                logging::LogFormat::Json => tracing::error!(exit_code = err.exit_code(), "{err}"),
+            }
             ExitCode::from(err.exit_code())
         }
     }

@@ -57,7 +57,7 @@ pub fn config_path(explicit: Option<&Path>) -> PathBuf {
 pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Policy), CliError> {
     let config = crate::config::load_file(&config_path(config))?;
     for warning in &config.warnings {
-        tracing::warn!("{}: {warning}", config.path.display());
+        tracing::warn!("{warning}");
     }
     let policy = super::active_policy::load_active(policy, Some(&config))?;
     Ok((config, policy))

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{ConfigFormat, Located, RawServer, ServerConfig, Validator};
-use crate::diagnostic::{LineCol, SourceError};
+use crate::diagnostic::{LineCol, SourceError, SourceWarning};
 
 /// Keys airlock reads from a JSON server entry.
 const KNOWN_KEYS: [&str; 15] = [
@@ -34,7 +34,12 @@ const KNOWN_KEYS: [&str; 15] = [
     "start",
 ];
 
-type Parsed = (ConfigFormat, Vec<ServerConfig>, String, Vec<String>);
+type Parsed = (
+    ConfigFormat,
+    Vec<ServerConfig>,
+    String,
+    Vec<crate::diagnostic::SourceWarning>,
+);
 
 /// Finds `"key"` followed by `:` at or after `from`, returning its byte offset.
 fn find_key(text: &str, key: &str, from: usize) -> Option<usize> {
@@ -175,8 +180,13 @@ pub(super) fn parse(
                 .with_fix("write { \"command\": ..., \"args\": [...] }"));
         };
         for unknown in object.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())) {
-            validator.warnings.push(format!(
-                "server {name:?}: key {unknown:?} is not used by airlock (ignored)"
+            let hint = crate::diagnostic::closest(unknown, KNOWN_KEYS)
+                .map(|known| format!("; did you mean {known:?}?"))
+                .unwrap_or_default();
+            validator.warnings.push(SourceWarning::new(
+                path,
+                field_at(unknown),
+                format!("server {name:?}: key {unknown:?} is not used by airlock (ignored){hint}"),
             ));
         }
         let flag = |key: &str| object.get(key).and_then(Value::as_bool);

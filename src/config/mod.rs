@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::diagnostic::{LineCol, SourceError};
+use crate::diagnostic::{LineCol, SourceError, SourceWarning};
 use crate::policy::ServerOverride;
 use crate::policy::file::{SandboxSection, ToolsSection};
 use crate::secret;
@@ -145,7 +145,7 @@ pub struct Config {
     /// Between server and tool in namespaced names (`server__tool`).
     pub separator: String,
     /// Non-fatal findings (unset variables, ignored host-specific keys), for stderr.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<SourceWarning>,
 }
 
 impl Config {
@@ -315,7 +315,7 @@ pub(crate) struct Validator<'a> {
     pub separator: &'a str,
     pub strict_env: bool,
     pub lookup: &'a dyn Fn(&str) -> Option<String>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<SourceWarning>,
 }
 
 impl Validator<'_> {
@@ -375,7 +375,11 @@ impl Validator<'_> {
                         "export {name} before starting airlock, or set strict_env = false"
                     )));
             }
-            self.warnings.push(format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set; it expands to \"\""));
+            self.warnings.push(SourceWarning::new(
+                self.path,
+                at,
+                format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set; it expands to \"\""),
+            ));
         }
         Ok((expanded.value, expanded.interpolated))
     }

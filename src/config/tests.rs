@@ -223,7 +223,8 @@ fn unset_variables_warn_unless_strict() {
     let config =
         parse_text("[servers.x]\ncommand = \"npx\"\nenv = { A = \"${env:NOPE}\" }\n").unwrap();
     assert_eq!(config.servers[0].env["A"].value, "");
-    assert!(config.warnings[0].contains("NOPE"));
+    assert!(config.warnings[0].message.contains("NOPE"));
+    assert_eq!(config.warnings[0].position.map(|p| p.line), Some(3));
     assert_error(
         "strict_env = true\n[servers.x]\ncommand = \"npx\"\nenv = { A = \"${env:NOPE}\" }\n",
         4,
@@ -277,7 +278,12 @@ fn mcp_servers_json_is_detected_and_loaded() {
     );
     assert_eq!(config.servers[1].transport, Transport::Sse);
     assert!(!config.servers[2].enabled);
-    assert!(config.warnings.iter().any(|w| w.contains("autoApprove")));
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("autoApprove") && w.position.is_some())
+    );
 }
 
 #[test]

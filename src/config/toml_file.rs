@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{ConfigFormat, Located, RawServer, ServerConfig, Validator, check_separator};
-use crate::diagnostic::{LineCol, SourceError, from_toml_error};
+use crate::diagnostic::{LineCol, SourceError};
 use crate::policy::file::{SandboxSection, ToolsSection};
 
 #[derive(Debug, Deserialize)]
@@ -49,14 +49,19 @@ struct ServerDecl {
     tools: Option<Spanned<ToolsSection>>,
 }
 
-type Parsed = (ConfigFormat, Vec<ServerConfig>, String, Vec<String>);
+type Parsed = (
+    ConfigFormat,
+    Vec<ServerConfig>,
+    String,
+    Vec<crate::diagnostic::SourceWarning>,
+);
 
 pub(super) fn parse(
     path: &Path,
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Parsed, SourceError> {
-    let file: ConfigFile = toml::from_str(text).map_err(|err| from_toml_error(path, text, &err))?;
+    let file: ConfigFile = crate::diagnostic::parse_toml_all(path, text)?;
     let at = |span: std::ops::Range<usize>| Some(LineCol::from_offset(text, span.start));
     let located = |value: &Option<Spanned<String>>| {
         value.as_ref().map(|v| Located {

@@ -25,7 +25,7 @@ use super::{
     Action, AuditPolicy, LaunchPolicy, Layer, Limits, Network, NewServers, Origin, PinningMode,
     PinsPolicy, Policy, RunAs, SandboxPolicy, SchemaMode, Sourced,
 };
-use crate::diagnostic::{LineCol, SourceError, from_toml_error};
+use crate::diagnostic::{LineCol, SourceError};
 
 mod pins;
 mod sections;
@@ -286,7 +286,7 @@ impl Draft {
 }
 
 fn parse_policy_file(path: &Path, text: &str) -> Result<PolicyFile, SourceError> {
-    toml::from_str::<PolicyFile>(text).map_err(|err| from_toml_error(path, text, &err))
+    crate::diagnostic::parse_toml_all::<PolicyFile>(path, text)
 }
 
 /// The built-in default, parsed into a draft every key of which has `Layer::Builtin`.

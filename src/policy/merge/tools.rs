@@ -114,12 +114,16 @@ pub(super) fn merge_tools(
         if !org_set_it || !looser {
             *default = ctx.sourced(proposed, &value.span());
         } else {
-            tracing::warn!(
-                "{}: tools.default = \"{proposed}\" is ignored: the org policy sets \"{}\" ({})",
-                ctx.path.display(),
-                default.value,
-                default.origin
+            let warning = crate::diagnostic::SourceWarning::at_span(
+                ctx.path,
+                ctx.text,
+                value.span(),
+                format!(
+                    "tools.default = \"{proposed}\" is ignored: the org policy sets \"{}\" ({})",
+                    default.value, default.origin
+                ),
             );
+            tracing::warn!("{warning}");
         }
     }
     for (action, list) in [
