@@ -1,5 +1,8 @@
 //! End to end: no descendant survives airlock. A grandchild that calls setsid and ignores
 //! SIGTERM (and a server that ignores SIGTERM and EOF) dies on every exit path of airlock.
+//!
+//! The sandbox has its own /proc, so the fixture cannot learn its host pid: the test finds the
+//! sandbox's processes in the host's /proc by the unique path on their command line.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
@@ -12,7 +15,23 @@ use sandbox_support::*;
 
 struct Running {
     airlock: Child,
-    grandchild: i32,
+    /// Host pids of the server and its setsid grandchild.
+    sandbox: Vec<i32>,
+}
+
+/// Host pids whose command line contains `marker`.
+fn host_pids_with(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) && pid_alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 fn start(tag: &str, server_mode: &str) -> Running {
@@ -40,28 +59,28 @@ fn start(tag: &str, server_mode: &str) -> Running {
     assert!(wait_until(Duration::from_secs(5), || {
         std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.is_empty())
     }));
-    let grandchild: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let marker = pidfile.to_str().unwrap();
+    let mut sandbox = Vec::new();
     assert!(
-        pid_alive(grandchild),
-        "the grandchild runs before airlock exits"
+        wait_until(Duration::from_secs(5), || {
+            sandbox = host_pids_with(marker);
+            sandbox.len() >= 2
+        }),
+        "the server and its grandchild run before airlock exits: {sandbox:?}"
     );
-    Running {
-        airlock,
-        grandchild,
-    }
+    Running { airlock, sandbox }
 }
 
 fn assert_all_gone(mut run: Running, within: Duration) {
     let exited = wait_until(within, || run.airlock.try_wait().unwrap().is_some());
     assert!(exited, "airlock did not exit");
     assert!(
-        wait_until(Duration::from_secs(2), || !pid_alive(run.grandchild)),
-        "grandchild {} survived airlock",
-        run.grandchild
+        wait_until(Duration::from_secs(2), || run
+            .sandbox
+            .iter()
+            .all(|pid| !pid_alive(*pid))),
+        "a process of the sandbox (server or grandchild, host pids {:?}) survived airlock",
+        run.sandbox
     );
 }
 

@@ -137,6 +137,7 @@ pub fn render_policy(policy: &Policy) -> String {
         ("memory_mb", &limits.memory_mb),
         ("open_files", &limits.open_files),
         ("file_size_mb", &limits.file_size_mb),
+        ("disk_mb", &limits.disk_mb),
     ] {
         let _ = writeln!(
             out,

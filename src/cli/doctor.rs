@@ -10,7 +10,9 @@ use clap::Args;
 
 use super::CliError;
 use crate::policy::SandboxPolicy;
-use crate::sandbox::{AirlockDirs, HostFacts, NetMode, PlanError, PlanRequest, ResolvedPaths};
+use crate::sandbox::{
+    AirlockDirs, HostFacts, NetMode, PlanError, PlanRequest, ResolvedPaths, SandboxPlan,
+};
 
 #[derive(Debug, Args)]
 #[command(
@@ -72,90 +74,7 @@ pub fn render(
     let _ = writeln!(out, "\nthe active policy, as this host enforces it");
     let mut unmet = None;
     match crate::sandbox::plan(&request, host) {
-        Ok(plan) => {
-            let fs_by = if plan.landlock.abi > 0 {
-                format!("landlock ABI {}", plan.landlock.abi)
-            } else {
-                "NOTHING (no landlock)".into()
-            };
-            let _ = writeln!(out, "  filesystem allowlist ........ {fs_by}");
-            let net_by = match (&plan.network, plan.namespaces.net, plan.landlock.net_rules) {
-                (NetMode::Host, _, _) => "nothing: host network".to_string(),
-                (_, true, _) => {
-                    "private network namespace + landlock TCP + seccomp UDP".to_string()
-                }
-                (_, false, true) => "landlock TCP rules + seccomp UDP".to_string(),
-                (_, false, false) => "seccomp UDP only".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "  network {:<20} {net_by}",
-                format!("{} ", plan.network).replace(' ', " ").to_string() + &".".repeat(0)
-            );
-            let ipc = if plan.landlock.scopes {
-                "landlock scopes (abstract unix sockets, signals)"
-            } else {
-                "NOT scoped (landlock < 6)"
-            };
-            let _ = writeln!(
-                out,
-                "  ipc ......................... {ipc}; pathname unix sockets: {}",
-                if plan.seccomp.deny_unix_sockets {
-                    "seccomp refuses socket(AF_UNIX)"
-                } else {
-                    "allowed"
-                }
-            );
-            let _ = writeln!(
-                out,
-                "  syscalls .................... {}",
-                if plan.seccomp.enabled {
-                    "seccomp deny table (x86_64/aarch64; other arches killed)"
-                } else {
-                    "NOTHING (no seccomp)"
-                }
-            );
-            let limits: Vec<String> = plan
-                .rlimits
-                .iter()
-                .map(|l| format!("{}={}", l.kind.name(), l.value))
-                .collect();
-            let _ = writeln!(
-                out,
-                "  limits ...................... rlimits {}",
-                limits.join(" ")
-            );
-            let _ = writeln!(
-                out,
-                "  no orphans .................. {}",
-                if plan.namespaces.pid {
-                    "pid namespace (init exits, kernel kills the rest) + parent-death signal"
-                } else {
-                    "process group + parent-death signal (a setsid descendant can escape)"
-                }
-            );
-            let _ = writeln!(
-                out,
-                "  identity .................... {}",
-                match plan.identity {
-                    Some(id) => format!("uid {} gid {}, no capabilities", id.uid, id.gid),
-                    None => format!("airlock's uid {}, no capabilities", host.uid),
-                }
-            );
-            let _ = writeln!(
-                out,
-                "  private dirs ................ {}/<server>/{{home,tmp}}",
-                dirs.servers_dir().display()
-            );
-            if plan.weaker_than_asked.is_empty() {
-                let _ = writeln!(out, "\nnothing runs less confined than the policy asks");
-            } else {
-                let _ = writeln!(out, "\nless confined than asked:");
-                for note in &plan.weaker_than_asked {
-                    let _ = writeln!(out, "  - {note}");
-                }
-            }
-        }
+        Ok(plan) => render_plan(&mut out, &plan, host, dirs),
         Err(err @ PlanError::Unmet { .. }) => {
             let _ = writeln!(out, "  REFUSED: {err}");
             unmet = Some(err.to_string());
@@ -166,4 +85,120 @@ pub fn render(
         }
     }
     Report { text: out, unmet }
+}
+
+/// What the active policy's plan enforces on this host, one mechanism a line.
+fn render_plan(out: &mut String, plan: &SandboxPlan, host: &HostFacts, dirs: &AirlockDirs) {
+    let view = if plan.root.is_some() {
+        "its own root (tmpfs + pivot_root: only what the plan grants, each at its own path; its own /proc)"
+    } else {
+        "the host's filesystem (NO mount namespace: landlock alone)"
+    };
+    let _ = writeln!(out, "  filesystem view ............. {view}");
+    let fs_by = if plan.landlock.abi > 0 {
+        format!("landlock ABI {}", plan.landlock.abi)
+    } else {
+        "NOTHING (no landlock)".into()
+    };
+    let _ = writeln!(out, "  filesystem allowlist ........ {fs_by}");
+    render_network(out, plan);
+    let limits: Vec<String> = plan
+        .rlimits
+        .iter()
+        .map(|l| format!("{}={}", l.kind.name(), l.value))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  limits ...................... rlimits {}",
+        limits.join(" ")
+    );
+    let _ = writeln!(
+        out,
+        "  memory ...................... {}",
+        plan.memory.describe()
+    );
+    let _ = writeln!(out, "  disk ........................ {}", plan.disk_text());
+    let _ = writeln!(
+        out,
+        "  signals ..................... {}",
+        match (plan.landlock.scopes, plan.namespaces.pid) {
+            (true, true) =>
+                "own pid namespace; landlock scope: init in an outer domain the server cannot signal",
+            (false, true) =>
+                "own pid namespace; NOT scoped (landlock < 6): the server can signal its init",
+            _ => "NOT confined (no pid namespace, landlock < 6)",
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  no orphans .................. {}",
+        if plan.namespaces.pid {
+            "pid namespace (init exits, kernel kills the rest) + parent-death signal"
+        } else {
+            "process group + parent-death signal (a setsid descendant can escape)"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  identity .................... {}",
+        match plan.identity {
+            Some(id) => format!("uid {} gid {}, no capabilities", id.uid, id.gid),
+            None => format!("airlock's uid {}, no capabilities", host.uid),
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  private dirs ................ {}/<server>/{{home,tmp}}{}",
+        dirs.servers_dir().display(),
+        if plan.root.is_some() {
+            " in the server's root, on its scratch disk (nothing on the host's disk)"
+        } else {
+            " on disk"
+        }
+    );
+    if plan.weaker_than_asked.is_empty() {
+        let _ = writeln!(out, "\nnothing runs less confined than the policy asks");
+    } else {
+        let _ = writeln!(out, "\nless confined than asked:");
+        for note in &plan.weaker_than_asked {
+            let _ = writeln!(out, "  - {note}");
+        }
+    }
+}
+
+fn render_network(out: &mut String, plan: &SandboxPlan) {
+    let net_by = match (&plan.network, plan.namespaces.net, plan.landlock.net_rules) {
+        (NetMode::Host, _, _) => "nothing: host network".to_string(),
+        (_, true, _) => "private network namespace + landlock TCP + seccomp UDP".to_string(),
+        (_, false, true) => "landlock TCP rules + seccomp UDP".to_string(),
+        (_, false, false) => "seccomp UDP only".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  network {:<20} {net_by}",
+        format!("{} ", plan.network).replace(' ', " ").to_string() + &".".repeat(0)
+    );
+    let ipc = if plan.landlock.scopes {
+        "landlock scopes (abstract unix sockets, signals)"
+    } else {
+        "NOT scoped (landlock < 6)"
+    };
+    let _ = writeln!(
+        out,
+        "  ipc ......................... {ipc}; pathname unix sockets: {}",
+        if plan.seccomp.deny_unix_sockets {
+            "seccomp refuses socket(AF_UNIX)"
+        } else {
+            "allowed"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  syscalls .................... {}",
+        if plan.seccomp.enabled {
+            "seccomp deny table (x86_64/aarch64; other arches killed)"
+        } else {
+            "NOTHING (no seccomp)"
+        }
+    );
 }

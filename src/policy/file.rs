@@ -91,6 +91,7 @@ pub struct LimitsSection {
     pub memory_mb: Option<Spanned<i64>>,
     pub open_files: Option<Spanned<i64>>,
     pub file_size_mb: Option<Spanned<i64>>,
+    pub disk_mb: Option<Spanned<i64>>,
     pub cpu_seconds: Option<Spanned<i64>>,
 }
 

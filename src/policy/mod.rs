@@ -200,6 +200,8 @@ pub struct Limits {
     pub memory_mb: Sourced<u64>,
     pub open_files: Sourced<u64>,
     pub file_size_mb: Sourced<u64>,
+    /// The server's scratch disk (home, tmp, cache layers): a tmpfs of this size.
+    pub disk_mb: Sourced<u64>,
     pub cpu_seconds: Option<Sourced<u64>>,
 }
 

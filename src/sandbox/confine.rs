@@ -9,12 +9,16 @@
 //! ```
 //!
 //! The helper reads the plan, prepares everything that can fail (BPF programs, landlock rules
-//! with their path fds, private dirs, argv/env), then clones `init` into new user+pid(+net)
-//! namespaces, writes its id maps and supervises it: it forwards SIGTERM/SIGINT/SIGHUP and exits
-//! with its status. `init` drops everything (rlimits, caps, uid, no_new_privs, landlock, seccomp),
-//! then forks the server and reaps; when the server exits, `init` exits, and the kernel kills every
-//! process left in the namespace. If airlock dies, the helper gets SIGKILL (parent-death signal);
-//! if the helper dies, `init` does, and with it the namespace. Nothing survives.
+//! with their path fds, the binds of the server's root resolved on the host, idmapped clones,
+//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount(+net) namespaces,
+//! moves it into the memory cgroup, writes its id maps and supervises it: it forwards
+//! SIGTERM/SIGINT/SIGHUP and exits with its status. `init` builds the server's root and enters it
+//! (`build.rs`), drops everything (rlimits, caps, uid), enters the working directory, restricts
+//! itself into an outer landlock domain (scopes only), then forks the server, which restricts
+//! itself into its own nested domain (the plan's rules), installs seccomp and `execve`s; init
+//! reaps. When the server exits, `init` exits, and the kernel kills every process left in the
+//! namespace. If airlock dies, the helper gets SIGKILL (parent-death signal); if the helper dies,
+//! `init` does, and with it the namespace. Nothing survives.
 //!
 //! Order deviations from the design, and why: inherited fds are closed first (before anything is
 //! opened, so the helper's own fds are never at risk), and again after landlock; rlimits are set
@@ -26,19 +30,24 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
 
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
-};
+use ::landlock::RulesetCreated;
 
-use super::{FsAccess, NetMode, RlimitKind, SandboxPlan, seccomp};
+use super::{MemoryLimit, SandboxPlan, seccomp};
 
+mod build;
+mod cgroup;
+mod creds;
+mod domains;
+mod idmap;
 mod overlay;
+mod root;
+mod signals;
+mod sys;
+mod tree;
 
 /// The steps of the helper; each failure exits with its own code (documented in
-/// `docs/sandbox.md`). Codes sit in 90..=104, away from shell (126/127) and signal (128+n) codes.
+/// `docs/sandbox.md`). Codes sit in 90..=106, away from shell (126/127) and signal (128+n) codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// Reading or parsing the plan from stdin.
@@ -60,8 +69,12 @@ pub enum Step {
     Exec = 102,
     /// fork/wait in the supervisor or init.
     Supervise = 103,
-    /// The private mount namespace and the copy-on-write cache overlays (npm, uv).
+    /// The copy-on-write cache overlays (npm, uv).
     Overlay = 104,
+    /// Building the server's root: resolving and binding, tmpfs, procfs, `pivot_root`.
+    Root = 105,
+    /// The memory cgroup (creating it, its limits, moving the sandbox in), the cgroup namespace.
+    Memory = 106,
 }
 
 impl Step {
@@ -86,6 +99,8 @@ impl Step {
             Step::Exec => "execve",
             Step::Supervise => "supervise",
             Step::Overlay => "cache overlay",
+            Step::Root => "server root",
+            Step::Memory => "memory limit",
         }
     }
 
@@ -107,6 +122,8 @@ impl Step {
             Exec,
             Supervise,
             Overlay,
+            Root,
+            Memory,
         ]
         .into_iter()
         .find(|step| step.code() == code)
@@ -195,12 +212,15 @@ struct Prepared {
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: CString,
+    home: CString,
     bpf: Vec<seccompiler::BpfProgram>,
+    /// The server's landlock domain (host-path rules; init adds the root's own).
     ruleset: Option<RulesetCreated>,
+    /// init's outer domain (scopes only).
+    init_ruleset: Option<RulesetCreated>,
+    /// The server's root, resolved; `None` without a mount namespace.
+    root: Option<root::Prepared>,
     overlays: Vec<overlay::Prepared>,
-    /// The locks that make each overlay's upper/work this instance's alone; the supervisor keeps
-    /// them (see `overlay`).
-    leases: Vec<overlay::Lease>,
 }
 
 fn cstring(step: Step, text: &[u8]) -> CString {
@@ -220,29 +240,42 @@ fn prepare(plan: &SandboxPlan) -> Prepared {
         .iter()
         .map(|(k, v)| cstring(Step::Prepare, format!("{k}={v}").as_bytes()))
         .collect();
-    let cwd = cstring(Step::Prepare, plan.cwd.as_os_str().as_bytes());
     let bpf = if plan.seccomp.enabled {
         seccomp::compile(&plan.seccomp).unwrap_or_else(|err| fail(Step::Prepare, err))
     } else {
         Vec::new()
     };
-    for dir in [&plan.private_home, &plan.private_tmp] {
-        make_private_dir(plan, dir);
+    if plan.root.is_none() {
+        // No root of its own: the private dirs are on disk, under airlock's state dir.
+        for dir in [&plan.private_home, &plan.private_tmp] {
+            make_private_dir(plan, dir);
+        }
     }
-    let (overlays, leases) = overlay::prepare(plan);
-    let ruleset = (plan.landlock.abi > 0).then(|| build_ruleset(plan));
+    let root = plan.root.as_ref().map(|root| root::prepare(plan, root));
+    let overlays = overlay::prepare(plan);
+    let (ruleset, init_ruleset) = if plan.landlock.abi > 0 {
+        (
+            Some(domains::server_ruleset(plan)),
+            domains::init_ruleset(plan),
+        )
+    } else {
+        (None, None)
+    };
     Prepared {
         program,
         argv,
         envp,
-        cwd,
+        cwd: cstring(Step::Prepare, plan.cwd.as_os_str().as_bytes()),
+        home: cstring(Step::Prepare, plan.private_home.as_os_str().as_bytes()),
         bpf,
         ruleset,
+        init_ruleset,
+        root,
         overlays,
-        leases,
     }
 }
 
+/// A private directory on disk (only without a root of the server's own).
 pub(super) fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
     use std::os::unix::fs::{PermissionsExt, chown};
     if let Err(err) = std::fs::create_dir_all(dir) {
@@ -261,109 +294,6 @@ pub(super) fn make_private_dir(plan: &SandboxPlan, dir: &Path) {
     }
 }
 
-fn build_ruleset(plan: &SandboxPlan) -> RulesetCreated {
-    // The ABI the host reported, as a hard requirement: the kernel enforces exactly what the plan
-    // (and `airlock check`) promised, or the helper stops.
-    let abi = ABI::from(plan.landlock.abi.min(8) as i32);
-    let fail_ll = |what: &str, err: &dyn std::fmt::Display| -> ! {
-        fail(Step::Prepare, format!("landlock {what}: {err}"))
-    };
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(abi))
-        .unwrap_or_else(|e| fail_ll("handle fs", &e));
-    if plan.landlock.net_rules {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .unwrap_or_else(|e| fail_ll("handle net", &e));
-    }
-    if plan.landlock.scopes {
-        ruleset = ruleset
-            .scope(Scope::from_all(abi))
-            .unwrap_or_else(|e| fail_ll("scope", &e));
-    }
-    let mut created = ruleset.create().unwrap_or_else(|e| fail_ll("create", &e));
-    for rule in &plan.fs {
-        let fd = match PathFd::new(&rule.path) {
-            Ok(fd) => fd,
-            // Missing optional paths (`/lib32`, a cache the user never filled) are simply absent.
-            Err(_) if !rule.path.exists() => continue,
-            Err(err) => fail_ll(&format!("open {}", rule.path.display()), &err),
-        };
-        let mut access = match rule.access {
-            FsAccess::ReadExec => AccessFs::from_read(abi),
-            FsAccess::ReadWrite => AccessFs::from_all(abi),
-        };
-        if !rule.path.is_dir() {
-            access &= AccessFs::from_file(abi);
-        }
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .unwrap_or_else(|e| fail_ll(&format!("rule for {}", rule.path.display()), &e));
-    }
-    if let (true, NetMode::TcpConnect(ports)) = (plan.landlock.net_rules, &plan.network) {
-        for port in ports {
-            created = created
-                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-                .unwrap_or_else(|e| fail_ll(&format!("rule for port {port}"), &e));
-        }
-    }
-    created
-}
-
-/// Read-write beneath each overlay mounted over a real cache path, on the overlay's root (see
-/// `overlay::mount_all`): only now, with the overlay in place, so the grant never reaches the real
-/// cache. Without landlock there are no rules to add (and nothing else is confined by path).
-fn grant_mounted_overlays(
-    plan: &SandboxPlan,
-    prepared: &mut Prepared,
-    mounted: Vec<(std::path::PathBuf, OwnedFd)>,
-) {
-    let Some(mut ruleset) = prepared.ruleset.take() else {
-        return;
-    };
-    let abi = ABI::from(plan.landlock.abi.min(8) as i32);
-    for (path, fd) in mounted {
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
-            .unwrap_or_else(|err| {
-                fail(
-                    Step::Overlay,
-                    format!("landlock rule for the overlay at {}: {err}", path.display()),
-                )
-            });
-    }
-    prepared.ruleset = Some(ruleset);
-}
-
-fn rlimit_resource(kind: RlimitKind) -> libc::__rlimit_resource_t {
-    match kind {
-        RlimitKind::Processes => libc::RLIMIT_NPROC,
-        RlimitKind::AddressSpace => libc::RLIMIT_AS,
-        RlimitKind::OpenFiles => libc::RLIMIT_NOFILE,
-        RlimitKind::FileSize => libc::RLIMIT_FSIZE,
-        RlimitKind::Core => libc::RLIMIT_CORE,
-        RlimitKind::Cpu => libc::RLIMIT_CPU,
-    }
-}
-
-fn apply_rlimits(plan: &SandboxPlan) {
-    for limit in &plan.rlimits {
-        let value = limit.value as libc::rlim_t;
-        let rlim = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: value,
-        };
-        // SAFETY: setrlimit reads the struct we own.
-        let rc = unsafe { libc::setrlimit(rlimit_resource(limit.kind), &rlim) };
-        check(
-            Step::Rlimits,
-            &format!("setrlimit({}, {value})", limit.kind.name()),
-            rc.into(),
-        );
-    }
-}
-
 fn write_proc(pid: libc::pid_t, file: &str, text: &str) {
     let path = format!("/proc/{pid}/{file}");
     if let Err(err) = std::fs::write(&path, text) {
@@ -374,137 +304,28 @@ fn write_proc(pid: libc::pid_t, file: &str, text: &str) {
     }
 }
 
-fn drop_capabilities_keep_setid() {
-    use caps::CapSet;
-    // Without CAP_SETPCAP (airlock unprivileged, no user namespace) the bounding set cannot be
-    // changed, and there is nothing in it to gain: no_new_privs blocks file capabilities.
-    let can_drop_bounding =
-        caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
-    for cap in caps::all().into_iter().filter(|_| can_drop_bounding) {
-        if let Err(err) = caps::drop(None, CapSet::Bounding, cap) {
-            fail(
-                Step::Capabilities,
-                format!("dropping {cap} from the bounding set: {err}"),
-            );
+fn clone_flags(plan: &SandboxPlan) -> libc::c_ulong {
+    let ns = plan.namespaces;
+    let mut flags: libc::c_ulong = libc::SIGCHLD as libc::c_ulong;
+    for (wanted, flag) in [
+        (ns.user, libc::CLONE_NEWUSER),
+        (ns.pid, libc::CLONE_NEWPID),
+        (ns.net, libc::CLONE_NEWNET),
+        // Created together with the user namespace, so init holds CAP_SYS_ADMIN over it and may
+        // build the server's root; the mounts exist only inside the sandbox.
+        (ns.mount, libc::CLONE_NEWNS),
+    ] {
+        if wanted {
+            flags |= flag as libc::c_ulong;
         }
     }
-    for set in [CapSet::Ambient, CapSet::Inheritable] {
-        if let Err(err) = caps::clear(None, set) {
-            fail(Step::Capabilities, format!("clearing {set:?}: {err}"));
-        }
-    }
-}
-
-fn clear_capabilities() {
-    use caps::CapSet;
-    for set in [CapSet::Effective, CapSet::Permitted] {
-        if let Err(err) = caps::clear(None, set) {
-            fail(Step::Capabilities, format!("clearing {set:?}: {err}"));
-        }
-    }
-    match caps::read(None, CapSet::Permitted) {
-        Ok(left) if left.is_empty() => {}
-        Ok(left) => fail(
-            Step::Capabilities,
-            format!("capabilities left after dropping: {left:?}"),
-        ),
-        Err(err) => fail(Step::Capabilities, format!("reading capabilities: {err}")),
-    }
-}
-
-fn leave_root(plan: &SandboxPlan) {
-    let Some(id) = plan.identity else { return };
-    // SAFETY: plain id syscalls with integer arguments; setgroups(0, NULL) clears the list.
-    unsafe {
-        check(
-            Step::Identity,
-            "setgroups([])",
-            libc::setgroups(0, std::ptr::null()).into(),
-        );
-        check(
-            Step::Identity,
-            "setresgid",
-            libc::setresgid(id.gid, id.gid, id.gid).into(),
-        );
-        check(
-            Step::Identity,
-            "setresuid",
-            libc::setresuid(id.uid, id.uid, id.uid).into(),
-        );
-        if libc::getuid() != id.uid || libc::geteuid() != id.uid || libc::getegid() != id.gid {
-            fail(Step::Identity, "the uid/gid did not change");
-        }
-    }
-}
-
-static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward_signal(sig: libc::c_int) {
-    let target = FORWARD_TO.load(Ordering::SeqCst);
-    if target != 0 {
-        // SAFETY: kill is async-signal-safe. target is a child pid, or -1 inside our own pid
-        // namespace (init: every process of the sandbox).
-        unsafe { libc::kill(target, sig) };
-    }
-}
-
-fn install_forwarding(target: libc::pid_t) {
-    FORWARD_TO.store(target, Ordering::SeqCst);
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: installs an async-signal-safe handler (it only calls kill).
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = forward_signal as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(sig, &action, std::ptr::null_mut()) != 0 {
-                fail(Step::Supervise, format!("sigaction: {}", os_error()));
-            }
-        }
-    }
-}
-
-fn reset_signals() {
-    // SAFETY: restores default dispositions and an empty mask in a child about to exec.
-    unsafe {
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
-            libc::signal(sig, libc::SIG_DFL);
-        }
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-    }
-}
-
-/// Waits for `child`, reaping every other process that gets reparented to us, and returns the
-/// shell-style status: the exit code, or 128 + the signal.
-fn wait_for(child: libc::pid_t, reap_all: bool) -> i32 {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into our local.
-        let pid = unsafe { libc::waitpid(if reap_all { -1 } else { child }, &mut status, 0) };
-        if pid < 0 {
-            let err = os_error();
-            if err.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            fail(Step::Supervise, format!("waitpid: {err}"));
-        }
-        if pid == child {
-            if libc::WIFEXITED(status) {
-                return libc::WEXITSTATUS(status);
-            }
-            if libc::WIFSIGNALED(status) {
-                return 128 + libc::WTERMSIG(status);
-            }
-        }
-    }
+    flags
 }
 
 /// Entry point of `airlock __confine`. Never returns.
 pub fn main() -> ! {
     close_inherited_fds();
-    let mut plan = read_plan();
+    let plan = read_plan();
     // SAFETY: setsid has no arguments; it fails only if we already lead a group.
     check(Step::Setsid, "setsid", unsafe { libc::setsid() }.into());
     set_parent_death_signal();
@@ -518,8 +339,12 @@ pub fn main() -> ! {
             );
         }
     }
-    let mut prepared = prepare(&plan);
-    let leases = std::mem::take(&mut prepared.leases);
+    let prepared = prepare(&plan);
+    // Before the clone: a cgroup that cannot be made starts nothing.
+    let memory = match &plan.memory {
+        MemoryLimit::Cgroup { cgroup, bytes } => Some(cgroup::create(cgroup, &plan.server, *bytes)),
+        MemoryLimit::RlimitData { .. } => None,
+    };
 
     // The release pipe: init waits for its maps before going on, and sees EOF on it if the helper dies.
     let mut fds = [0; 2];
@@ -533,29 +358,27 @@ pub fn main() -> ! {
     let (release_r, release_w) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
 
-    let ns = plan.namespaces;
-    let mut flags: libc::c_ulong = libc::SIGCHLD as libc::c_ulong;
-    if ns.user {
-        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
-    }
-    if ns.pid {
-        flags |= libc::CLONE_NEWPID as libc::c_ulong;
-    }
-    if ns.net {
-        flags |= libc::CLONE_NEWNET as libc::c_ulong;
-    }
-    if ns.mount {
-        // Created together with the user namespace, so init holds CAP_SYS_ADMIN over it and may
-        // mount the cache overlays; the mounts exist only inside the sandbox.
-        flags |= libc::CLONE_NEWNS as libc::c_ulong;
-    }
     // SAFETY: clone without CLONE_VM and with a null stack behaves like fork(2): the child gets a
     // copy of this single-threaded process. Only the raw syscall can combine fork with namespaces.
-    let child = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    let child = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            clone_flags(&plan),
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
     check(Step::Namespaces, "clone(new namespaces)", child);
     if child > 0 {
         let child = child as libc::pid_t;
         drop(release_r);
+        // Into the memory cgroup before it runs anything: every process of the sandbox is born
+        // inside.
+        if let Some(memory) = &memory {
+            memory.add(child);
+        }
         if let Some(maps) = &plan.id_maps {
             if maps.deny_setgroups {
                 write_proc(child, "setgroups", "deny");
@@ -566,13 +389,10 @@ pub fn main() -> ! {
         // SAFETY: writes one byte from a local buffer to our pipe.
         let wrote = unsafe { libc::write(release_w.as_raw_fd(), b"go".as_ptr().cast(), 1) };
         check(Step::Namespaces, "releasing init", wrote as libc::c_long);
-        supervise(child, ns.pid, release_w, leases);
+        supervise(child, plan.namespaces.pid, release_w, memory);
     }
     drop(release_w);
-    // init's copies of the lock fds: the helper's copies keep the locks, and the server must never
-    // inherit them (they are CLOEXEC and init closes every fd before the fork anyway).
-    drop(leases);
-    init(&mut plan, prepared, release_r)
+    init(&plan, prepared, release_r)
 }
 
 /// The helper after the clone: forwards signals to init and exits with its status.
@@ -580,10 +400,10 @@ fn supervise(
     child: libc::pid_t,
     pid_namespace: bool,
     release_w: OwnedFd,
-    leases: Vec<overlay::Lease>,
+    memory: Option<cgroup::Lease>,
 ) -> ! {
     // Without a pid namespace init runs the server in its own process group; signal the group.
-    install_forwarding(if pid_namespace { child } else { -child });
+    signals::install_forwarding(if pid_namespace { child } else { -child });
     // The helper's stdin/stdout belong to the server now; holding them would delay EOF.
     // SAFETY: open/dup2 on fds this process owns; /dev/null is a valid C string.
     unsafe {
@@ -594,12 +414,11 @@ fn supervise(
             libc::close(null);
         }
     }
-    let status = wait_for(child, false);
+    let status = signals::wait_for(child, false);
     drop(release_w);
-    // init is gone, and with it (pid namespace: every process of the sandbox; no pid namespace:
-    // no mount namespace, no overlay) the mounts over the layers: the pairs are free again.
-    for lease in leases {
-        lease.finish();
+    // init is gone, and with it (pid namespace) every process of the sandbox.
+    if let Some(memory) = memory {
+        memory.finish();
     }
     std::process::exit(status)
 }
@@ -630,82 +449,119 @@ fn parent_alive(release_r: &OwnedFd) -> bool {
     rc >= 0 && (poll.revents & libc::POLLHUP) == 0
 }
 
-/// Pid 1 of the sandbox (or a plain child without a pid namespace): confines itself, then forks
-/// the server and reaps until it exits.
-fn init(plan: &mut SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> ! {
+/// The working directory, as the server's uid: the planned one, or, when the server cannot use
+/// it (not in its root, or not enterable by its uid), its private home, with one notice.
+fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
+    // SAFETY: chdir reads a valid C string.
+    if unsafe { libc::chdir(prepared.cwd.as_ptr()) } == 0 {
+        return;
+    }
+    let why = os_error();
+    eprintln!(
+        "airlock-confine: note: the server cannot use the working directory {} ({why}); it starts in its private home {}",
+        plan.cwd.display(),
+        plan.private_home.display()
+    );
+    // SAFETY: chdir reads a valid C string.
+    check(
+        Step::Prepare,
+        &format!("chdir {}", plan.private_home.display()),
+        unsafe { libc::chdir(prepared.home.as_ptr()) }.into(),
+    );
+}
+
+/// Pid 1 of the sandbox (or a plain child without a pid namespace): builds the server's root,
+/// confines itself, then forks the server and reaps until it exits.
+fn init(plan: &SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> ! {
     wait_release(&release_r);
+    if plan.namespaces.cgroup {
+        // Rooted at the memory cgroup the helper moved us into.
+        if let Err(err) = sys::new_cgroup_namespace() {
+            fail(Step::Memory, format!("unshare(CLONE_NEWCGROUP): {err}"));
+        }
+    }
     // While init still holds every capability of its user namespace (and before landlock and
     // seccomp, which forbid mounting).
-    if plan.namespaces.mount {
-        let mounted = overlay::mount_all(std::mem::take(&mut prepared.overlays));
-        grant_mounted_overlays(plan, &mut prepared, mounted);
-    }
-    apply_rlimits(plan);
-    drop_capabilities_keep_setid();
-    leave_root(plan);
-    clear_capabilities();
+    let overlays = std::mem::take(&mut prepared.overlays);
+    let overlay_roots = match prepared.root.take() {
+        Some(root) => build::build(root, overlays),
+        None => Vec::new(),
+    };
+    // Extension point: network setup inside the sandbox's own network namespace (loopback up,
+    // listening sockets to hand to the server) goes here, with the capabilities still held.
+    creds::apply_rlimits(plan);
+    creds::drop_capabilities_keep_setid();
+    creds::leave_root(plan);
+    creds::clear_capabilities();
     // Changing credentials cleared the parent-death signal: set it again, then check the helper
     // did not die in between (its end of the release pipe would be closed).
     set_parent_death_signal();
     if !parent_alive(&release_r) {
         fail(Step::ParentDeath, "the helper died during setup");
     }
-    // SAFETY: chdir reads a valid C string.
-    check(
-        Step::Prepare,
-        &format!("chdir {}", plan.cwd.display()),
-        unsafe { libc::chdir(prepared.cwd.as_ptr()) }.into(),
-    );
+    enter_working_dir(plan, &prepared);
     // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
     check(
         Step::NoNewPrivs,
         "prctl(PR_SET_NO_NEW_PRIVS)",
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
     );
-    if let Some(ruleset) = prepared.ruleset.take() {
-        match ruleset.restrict_self() {
-            Ok(status) if status.ruleset == RulesetStatus::FullyEnforced => {}
-            Ok(status) => fail(
-                Step::Landlock,
-                format!("not fully enforced: {:?}", status.ruleset),
-            ),
-            Err(err) => fail(Step::Landlock, err),
-        }
+    let server_rules = prepared
+        .ruleset
+        .take()
+        .map(|rules| domains::add_constructed(plan, rules, overlay_roots));
+    if let Some(outer) = prepared.init_ruleset.take() {
+        domains::restrict(outer);
     }
     drop(release_r);
+    let pid_namespace = plan.namespaces.pid;
+    if pid_namespace {
+        // As pid 1, SIGTERM from outside is ignored unless handled: forward it to every process of
+        // the namespace (kill(-1) from init never reaches outside it).
+        signals::install_forwarding(-1);
+    }
+    // SAFETY: fork in a single-threaded process.
+    let server = unsafe { libc::fork() };
+    check(Step::Supervise, "fork", server.into());
+    if server == 0 {
+        run_server(&prepared, server_rules, pid_namespace);
+    }
+    drop(server_rules);
     close_inherited_fds();
     if !prepared.bpf.is_empty()
         && let Err(err) = seccomp::install(&prepared.bpf)
     {
         fail(Step::Seccomp, err);
     }
-    let pid_namespace = plan.namespaces.pid;
-    if pid_namespace {
-        // As pid 1, SIGTERM from outside is ignored unless handled: forward it to every process of
-        // the namespace (kill(-1) from init never reaches outside it).
-        install_forwarding(-1);
-    }
-    // SAFETY: fork in a single-threaded process.
-    let server = unsafe { libc::fork() };
-    check(Step::Supervise, "fork", server.into());
-    if server == 0 {
-        if !pid_namespace {
-            // SAFETY: own process group, so the helper can signal the server's whole group.
-            unsafe { libc::setpgid(0, 0) };
-        }
-        reset_signals();
-        exec(&prepared);
-    }
     if !pid_namespace {
-        // SAFETY: see above; racing with the child's own setpgid is harmless.
+        // SAFETY: see run_server; racing with the child's own setpgid is harmless.
         unsafe { libc::setpgid(server, server) };
         // Without a pid namespace nothing reaps for us; hand the server our place.
-        let status = wait_for(server, false);
-        std::process::exit(status)
+        std::process::exit(signals::wait_for(server, false))
     }
-    let status = wait_for(server, true);
+    let status = signals::wait_for(server, true);
     // Leaving pid 1 makes the kernel SIGKILL every process still in the namespace.
     std::process::exit(status)
+}
+
+/// The server, forked by init: its own landlock domain (nested in init's), no fds but 0-2,
+/// seccomp last, then `execve`.
+fn run_server(prepared: &Prepared, rules: Option<RulesetCreated>, pid_namespace: bool) -> ! {
+    if !pid_namespace {
+        // SAFETY: own process group, so the helper can signal the server's whole group.
+        unsafe { libc::setpgid(0, 0) };
+    }
+    signals::reset_signals();
+    if let Some(rules) = rules {
+        domains::restrict(rules);
+    }
+    close_inherited_fds();
+    if !prepared.bpf.is_empty()
+        && let Err(err) = seccomp::install(&prepared.bpf)
+    {
+        fail(Step::Seccomp, err);
+    }
+    exec(prepared)
 }
 
 fn exec(prepared: &Prepared) -> ! {
@@ -728,7 +584,7 @@ fn exec(prepared: &Prepared) -> ! {
     )
 }
 
-/// Whether `path` is the kind of thing the helper will refuse to start from (used by doctor).
+/// The step's name for a helper exit code (used by doctor and the exit summaries).
 pub fn describe_exit(code: i32) -> Option<&'static str> {
     Step::from_code(code).map(Step::name)
 }

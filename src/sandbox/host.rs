@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::cgroup::{CgroupVersion, MemoryCgroup};
+
 /// Kernel features and airlock's own identity, as far as the sandbox cares.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostFacts {
@@ -14,6 +16,8 @@ pub struct HostFacts {
     pub user_namespaces: bool,
     /// `v1`, `v2`, `hybrid` or `none`.
     pub cgroup: String,
+    /// Where airlock may create a memory cgroup per server; `None`: `RLIMIT_DATA` instead.
+    pub memory_cgroup: Option<MemoryCgroup>,
     pub is_root: bool,
     pub uid: u32,
     pub gid: u32,
@@ -32,6 +36,7 @@ impl HostFacts {
             seccomp: seccomp_available(),
             user_namespaces: probe_user_namespace(),
             cgroup: cgroup_version().to_string(),
+            memory_cgroup: super::cgroup::probe(uid == 0),
             is_root: uid == 0,
             uid,
             gid,
@@ -46,6 +51,11 @@ impl HostFacts {
             seccomp: true,
             user_namespaces: true,
             cgroup: "v2".to_string(),
+            memory_cgroup: Some(MemoryCgroup {
+                version: CgroupVersion::V2,
+                parent: "/sys/fs/cgroup/system.slice".into(),
+                bounds_swap: true,
+            }),
             is_root: true,
             uid: 0,
             gid: 0,
@@ -97,6 +107,23 @@ impl fmt::Display for HostFacts {
             }
         )?;
         writeln!(f, "cgroup: {}", self.cgroup)?;
+        match &self.memory_cgroup {
+            Some(cgroup) => writeln!(
+                f,
+                "memory cgroup: {} under {}{}",
+                match cgroup.version {
+                    CgroupVersion::V1 => "v1",
+                    CgroupVersion::V2 => "v2",
+                },
+                cgroup.parent.display(),
+                if cgroup.bounds_swap {
+                    ""
+                } else {
+                    " (swap not bounded)"
+                }
+            )?,
+            None => writeln!(f, "memory cgroup: none airlock may create")?,
+        }
         writeln!(f, "arch: {}", self.arch)?;
         write!(
             f,

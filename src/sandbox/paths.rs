@@ -64,8 +64,13 @@ pub struct ResolvedPaths {
     pub venv_root: Option<PathBuf>,
     /// `home =` of `pyvenv.cfg`, canonicalised: the base interpreter's bin dir.
     pub venv_base: Option<PathBuf>,
-    /// For `node script.js` / `python server.py`: what the script may read (see [`script_root`]).
+    /// For `node script.js` / `python server.py`: what the script may read (see [`script_root`]),
+    /// from the script's path with its symlinks resolved.
     pub script_root: Option<PathBuf>,
+    /// The same from the script's path as written (absolute), when it differs: the server is
+    /// given that path, so it must resolve in the server's root too.
+    #[serde(default)]
+    pub script_root_as_written: Option<PathBuf>,
 }
 
 impl ResolvedPaths {
@@ -98,15 +103,24 @@ impl ResolvedPaths {
                 _ => PathBuf::from(arg),
             })
             .filter(|path| path.is_absolute() && path.is_file())
+            .map(|path| crate::paths::normalize_path(&path));
+        let canonical = script
+            .as_ref()
             .and_then(|path| std::fs::canonicalize(path).ok());
-        let script_root = script.and_then(|script| {
-            script_root(&script, home, |dir| dir.join("package.json").is_file())
-        });
+        let has_package_json = |dir: &Path| dir.join("package.json").is_file();
+        let resolved_root = canonical
+            .as_ref()
+            .and_then(|script| script_root(script, home, has_package_json));
+        let written_root = script
+            .filter(|script| Some(script) != canonical.as_ref())
+            .and_then(|script| script_root(&script, home, has_package_json))
+            .filter(|root| Some(root) != resolved_root.as_ref());
         ResolvedPaths {
             program_canonical,
             venv_root: venv_root.map(Path::to_path_buf),
             venv_base,
-            script_root,
+            script_root: resolved_root,
+            script_root_as_written: written_root,
         }
     }
 }

@@ -1,7 +1,8 @@
 use std::path::{Path, PathBuf};
 
+use super::grants::install_prefix;
 use super::*;
-use crate::policy::{Layer, Limits, Origin, Requirement, Sourced};
+use crate::policy::{Feature, Layer, Limits, Network, Origin, Requirement, RunAs, Sourced};
 
 fn sourced<T>(value: T) -> Sourced<T> {
     Sourced {
@@ -31,6 +32,7 @@ fn policy() -> SandboxPolicy {
             memory_mb: sourced(4096),
             open_files: sourced(1024),
             file_size_mb: sourced(1024),
+            disk_mb: sourced(512),
             cpu_seconds: None,
         },
     }
@@ -83,8 +85,10 @@ fn default_plan_confines_hard() {
             user: true,
             pid: true,
             net: true,
-            // node's profile mounts the npm cache overlay
+            // the server's own root (and the npm cache overlay in it)
             mount: true,
+            // the memory cgroup
+            cgroup: true,
         }
     );
     assert_eq!(
@@ -151,27 +155,16 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
         vec![CacheOverlayPlan {
             name: "npm".into(),
             lower: "/home/me/.npm".into(),
-            upper: server.join("cache/npm/upper"),
-            work: server.join("cache/npm/work"),
-            lock: server.join("cache/npm/lock"),
-            instances: server.join("cache/npm/instances"),
             target: server.join("home/.npm"),
             mount: true,
             at_real_path: false,
         }]
     );
     assert!(plan.namespaces.mount);
-    // The real cache is not granted at all: the server sees it only through the overlay, and the
-    // upper layer only merged (it is outside every grant).
+    // The real cache is not granted at all: the server sees it only through the overlay (whose
+    // layers are on its scratch disk, never in the plan's rules).
     for rule in &plan.fs {
         assert!(!rule.path.starts_with("/home/me/.npm"), "{rule:?}");
-        for layer in [
-            "cache/npm/upper",
-            "cache/npm/instances/1/upper",
-            "cache/npm/lock",
-        ] {
-            assert!(!server.join(layer).starts_with(&rule.path), "{rule:?}");
-        }
     }
     let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
     assert_eq!(
@@ -190,12 +183,12 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
     );
 }
 
-/// uv's tool environments name the cache by its absolute path: as an ordinary user the overlay is
-/// mounted over the real cache path, with no landlock rule on it in the plan (the helper grants it
-/// on the mounted overlay only); as root (server = nobody, who cannot traverse /root) it stays in
-/// the private home.
+/// uv's tool environments name the cache by its absolute path: the overlay is mounted over the
+/// real cache path, with no landlock rule on it in the plan (the helper grants it on the mounted
+/// overlay only). As root too (changed with the constructed root: the directories leading to it
+/// are the root's own, which nobody may traverse); without user namespaces nothing is mounted.
 #[test]
-fn uv_cache_overlay_is_mounted_over_the_real_path_unless_root() {
+fn uv_cache_overlay_is_mounted_over_the_real_path_with_a_mount_namespace() {
     let req = request("/opt/uv/bin/uvx", &["mcp-server-time"]);
     let user = HostFacts {
         is_root: false,
@@ -241,11 +234,10 @@ fn uv_cache_overlay_is_mounted_over_the_real_path_unless_root() {
     );
 
     let as_root = plan(&req, &HostFacts::full_featured_root()).unwrap();
-    assert!(!as_root.cache_overlays[0].at_real_path);
-    assert!(
-        as_root.cache_overlays[0]
-            .target
-            .ends_with("servers/fs/home/.cache/uv")
+    assert!(as_root.cache_overlays[0].at_real_path);
+    assert_eq!(
+        as_root.cache_overlays[0].target,
+        Path::new("/home/me/.cache/uv")
     );
 }
 
@@ -288,7 +280,7 @@ fn cache_overlay_never_exposes_a_protected_path() {
     req.parent_env
         .push(("npm_config_cache".into(), "/home/me".into()));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
-    assert!(plan.cache_overlays.is_empty() && !plan.namespaces.mount);
+    assert!(plan.cache_overlays.is_empty());
     assert!(
         plan.weaker_than_asked
             .iter()
@@ -424,4 +416,192 @@ fn plan_round_trips_through_json() {
     let back: SandboxPlan = serde_json::from_slice(&frame[8..]).unwrap();
     assert_eq!(back, plan);
     assert!(plan.to_string().contains("network: none"));
+}
+
+/// A node server with a policy read grant.
+fn with_read(path: &str) -> PlanRequest {
+    let mut req = request("/usr/bin/node", &[]);
+    req.sandbox.read.push(sourced(path.to_string()));
+    req
+}
+
+fn rule<'a>(plan: &'a SandboxPlan, path: &str) -> &'a FsRule {
+    plan.fs
+        .iter()
+        .find(|r| r.path == Path::new(path))
+        .unwrap_or_else(|| panic!("no rule for {path}: {:#?}", plan.fs))
+}
+
+#[test]
+fn the_server_gets_its_own_root_holding_only_its_grants() {
+    let plan = plan(&with_read("/srv/x"), &HostFacts::full_featured_root()).unwrap();
+    let root = plan.root.as_ref().expect("a constructed root");
+    assert_eq!(root.scratch_mb, 512);
+    assert!(
+        root.cgroup_view,
+        "cgroup v2: the server's own cgroup is shown"
+    );
+    assert!(root.protected.contains(&PathBuf::from("/home/me")));
+    assert!(root.generates(Path::new("/dev/fd")));
+    assert_eq!(rule(&plan, "/usr").shown, Shown::Bind);
+    assert_eq!(rule(&plan, "/dev/null").shown, Shown::Device);
+    for constructed in [
+        "/proc",
+        "/sys/fs/cgroup",
+        "/home/me/.local/state/airlock/servers/fs/home",
+        "/home/me/.local/state/airlock/servers/fs/tmp",
+    ] {
+        assert_eq!(rule(&plan, constructed).shown, Shown::Constructed);
+    }
+    // airlock is root, the server nobody: the user's paths reach it through idmapped binds.
+    assert_eq!(rule(&plan, "/srv/x").shown, Shown::IdmappedBind);
+    let shown = plan.to_string();
+    assert!(
+        shown.contains("idmapped: files of airlock's uid 0 appear as uid 65534's"),
+        "{shown}"
+    );
+    assert!(shown.contains("disk: 512 MiB tmpfs"), "{shown}");
+    let summary = plan.audit_summary();
+    assert_eq!(summary.root, "constructed root");
+    assert!(
+        summary.memory.contains("cgroup v2 memory.max"),
+        "{summary:?}"
+    );
+}
+
+#[test]
+fn memory_is_a_cgroup_where_airlock_may_make_one_else_rlimit_data_never_rlimit_as() {
+    let as_root = plan(
+        &request("/usr/bin/node", &[]),
+        &HostFacts::full_featured_root(),
+    )
+    .unwrap();
+    assert!(matches!(
+        as_root.memory,
+        MemoryLimit::Cgroup { bytes, .. } if bytes == 4096 << 20
+    ));
+    assert!(!as_root.rlimits.iter().any(|l| l.kind == RlimitKind::Data));
+
+    let user = HostFacts {
+        is_root: false,
+        uid: 1000,
+        gid: 1000,
+        memory_cgroup: None,
+        ..HostFacts::full_featured_root()
+    };
+    let plan = plan(&with_read("/srv/x"), &user).unwrap();
+    assert_eq!(plan.memory, MemoryLimit::RlimitData { bytes: 4096 << 20 });
+    assert!(
+        plan.rlimits
+            .iter()
+            .any(|l| l.kind == RlimitKind::Data && l.value == 4096 << 20)
+    );
+    assert!(!plan.namespaces.cgroup);
+    assert!(!plan.root.as_ref().unwrap().cgroup_view);
+    assert!(
+        !plan
+            .fs
+            .iter()
+            .any(|r| r.path == Path::new("/sys/fs/cgroup"))
+    );
+    // airlock's own uid: plain binds.
+    assert_eq!(rule(&plan, "/srv/x").shown, Shown::Bind);
+    assert!(plan.audit_summary().memory.contains("RLIMIT_DATA"));
+}
+
+#[test]
+fn a_memory_cgroup_that_cannot_bound_swap_says_so() {
+    let host = HostFacts {
+        memory_cgroup: Some(MemoryCgroup {
+            version: CgroupVersion::V1,
+            parent: "/sys/fs/cgroup/memory/x".into(),
+            bounds_swap: false,
+        }),
+        ..HostFacts::full_featured_root()
+    };
+    let plan = plan(&request("/usr/bin/node", &[]), &host).unwrap();
+    assert!(
+        plan.weaker_than_asked
+            .iter()
+            .any(|n| n.contains("cannot bound swap")),
+        "{:?}",
+        plan.weaker_than_asked
+    );
+    // v1: no cgroup2 view to mount.
+    assert!(!plan.root.unwrap().cgroup_view);
+}
+
+#[test]
+fn without_user_namespaces_the_host_filesystem_is_filtered_by_landlock_and_said_so() {
+    let host = HostFacts {
+        user_namespaces: false,
+        is_root: false,
+        uid: 1000,
+        gid: 1000,
+        memory_cgroup: None,
+        ..HostFacts::full_featured_root()
+    };
+    let plan = plan(&request("/usr/bin/python3", &[]), &host).unwrap();
+    assert!(plan.root.is_none());
+    assert_eq!(rule(&plan, "/proc").shown, Shown::Bind);
+    assert_eq!(
+        rule(&plan, "/home/me/.local/state/airlock/servers/fs/home").shown,
+        Shown::Bind
+    );
+    assert!(
+        plan.weaker_than_asked
+            .iter()
+            .any(|n| n.contains("no constructed root")),
+        "{:?}",
+        plan.weaker_than_asked
+    );
+    assert!(plan.disk_text().contains("NOT bounded"));
+}
+
+#[test]
+fn check_says_when_the_working_directory_is_not_in_the_servers_root() {
+    let mut req = with_read("/srv/x");
+    req.cwd = Some(PathBuf::from("/root/project"));
+    let shown = plan(&req, &HostFacts::full_featured_root())
+        .unwrap()
+        .to_string();
+    assert!(
+        shown.contains(
+            "cwd: /root/project (not in the server's root: it starts in its private home"
+        ),
+        "{shown}"
+    );
+    req.cwd = Some(PathBuf::from("/srv/x"));
+    let shown = plan(&req, &HostFacts::full_featured_root())
+        .unwrap()
+        .to_string();
+    assert!(shown.contains("cwd: /srv/x\n"), "{shown}");
+}
+
+#[test]
+fn a_generated_file_takes_the_place_of_a_bind() {
+    let mut root = RootPlan::new(16, Vec::new(), false);
+    assert!(!root.generates(Path::new("/etc/resolv.conf")));
+    root.add_file(
+        PathBuf::from("/etc/resolv.conf"),
+        RootFileContent::Text {
+            text: "nameserver 127.0.0.53\n".into(),
+            mode: 0o644,
+        },
+    );
+    root.add_file(
+        PathBuf::from("/etc/resolv.conf"),
+        RootFileContent::Text {
+            text: "nameserver 127.0.0.1\n".into(),
+            mode: 0o644,
+        },
+    );
+    assert!(root.generates(Path::new("/etc/resolv.conf")));
+    assert_eq!(
+        root.files
+            .iter()
+            .filter(|f| f.path == Path::new("/etc/resolv.conf"))
+            .count(),
+        1
+    );
 }

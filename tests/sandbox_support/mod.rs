@@ -129,6 +129,12 @@ impl World {
             .output()
             .expect("run airlock")
     }
+
+    /// Like [`World::run`] but with stdin held open until the server is done: EOF starts
+    /// airlock's kill sequence, which would cut a slow attempt short.
+    pub fn run_held(&self, server: &str, extra: &[&str], hostile_args: &[&str]) -> Output {
+        output_holding_stdin(self.command(server, extra, hostile_args))
+    }
 }
 
 pub fn text(out: &Output) -> String {
@@ -172,4 +178,126 @@ pub fn wait_until(timeout: std::time::Duration, mut done: impl FnMut() -> bool) 
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     done()
+}
+
+/// The memory bound held: the allocation was refused (RLIMIT_DATA: mmap fails) or the server was
+/// killed by the OOM killer of its memory cgroup (SIGKILL: the helper reports 128 + 9), and it
+/// never touched the whole 3 GiB.
+pub fn assert_memory_bounded(out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("ESCAPED"), "{}", text(out));
+    let refused = stdout.contains("REFUSED mmap") && out.status.code() == Some(0);
+    let oom_killed = out.status.code() == Some(128 + 9);
+    assert!(refused || oom_killed, "{}", text(out));
+    let touched = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("TOUCHED "))
+        .filter_map(|rest| rest.trim_end_matches(" MiB").parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(touched < 3072, "{}", text(out));
+}
+
+/// Runs `cmd` with a piped stdin that stays open until the process has exited.
+pub fn output_holding_stdin(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run airlock");
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().expect("wait for airlock");
+    drop(stdin);
+    out
+}
+
+/// The ordinary user the tests become when they run as root.
+pub const USER_UID: u32 = 65533;
+
+/// Who runs airlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The test process itself (root when the tests run as root).
+    Me,
+    /// An ordinary user, through setpriv.
+    User(u32),
+}
+
+pub fn everyone() -> Vec<Who> {
+    if is_root() {
+        vec![Who::Me, Who::User(USER_UID)]
+    } else {
+        vec![Who::Me]
+    }
+}
+
+impl Who {
+    pub fn uid(self) -> u32 {
+        match self {
+            // SAFETY: geteuid cannot fail.
+            Who::Me => unsafe { libc::geteuid() },
+            Who::User(uid) => uid,
+        }
+    }
+
+    pub fn is_root(self) -> bool {
+        self.uid() == 0
+    }
+
+    pub fn tag(self) -> String {
+        format!("u{}", self.uid())
+    }
+
+    /// A directory of the test world owned by this user.
+    pub fn dir(self, name: &str, mode: u32) -> PathBuf {
+        let dir = world().root.join(format!("{name}-{}", self.tag()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        self.own(&dir);
+        chmod(&dir, mode);
+        dir
+    }
+
+    pub fn own(self, path: &Path) {
+        std::os::unix::fs::chown(path, Some(self.uid()), Some(self.uid())).unwrap();
+    }
+
+    /// `airlock ARGS` as this user, in the test world, with its own state dir.
+    pub fn airlock(self, args: &[&str]) -> Command {
+        let mut cmd = match self {
+            Who::Me => Command::new(AIRLOCK),
+            Who::User(uid) => {
+                let mut cmd = Command::new("setpriv");
+                cmd.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(AIRLOCK);
+                cmd
+            }
+        };
+        let state = world().root.join(format!("state-{}", self.tag()));
+        std::fs::create_dir_all(&state).unwrap();
+        chmod(&state, 0o777);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", world().root.join("home"))
+            .env("XDG_STATE_HOME", &state)
+            .env("XDG_CONFIG_HOME", world().root.join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", world().root.join("org"))
+            .current_dir(&world().root);
+        cmd
+    }
+
+    /// The hostile fixture in `mode`, confined, with stdin held open until it is done.
+    pub fn hostile(self, extra: &[&str], args: &[&str]) -> Output {
+        let mut argv = vec!["__sandbox-exec", "--show-plan", "--server", "root-tests"];
+        argv.extend(extra);
+        argv.push("--");
+        let hostile = world().hostile.to_str().unwrap().to_string();
+        argv.push(&hostile);
+        argv.extend(args);
+        output_holding_stdin(self.airlock(&argv))
+    }
 }

@@ -315,6 +315,7 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         memory_mb: sourced(0),
         open_files: sourced(0),
         file_size_mb: sourced(0),
+        disk_mb: sourced(0),
         cpu_seconds: None,
     };
     let mut draft = Draft {
@@ -376,6 +377,7 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         &limits.memory_mb,
         &limits.open_files,
         &limits.file_size_mb,
+        &limits.disk_mb,
     ]
     .iter()
     .any(|l| l.value == 0)

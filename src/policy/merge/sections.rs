@@ -91,6 +91,14 @@ pub(super) fn merge_limits(
         &section.file_size_mb,
         1..MAX,
     )?;
+    merge_limit(
+        &mut limits.disk_mb,
+        ctx,
+        widening,
+        "sandbox.limits.disk_mb",
+        &section.disk_mb,
+        1..MAX,
+    )?;
     if let Some(value) = &section.cpu_seconds {
         let parsed = bounded(ctx, "sandbox.limits.cpu_seconds", value, 1..MAX)?;
         let widens = limits

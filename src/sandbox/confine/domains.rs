@@ -1,0 +1,152 @@
+//! The landlock layers: the server's domain (filesystem, TCP, scopes; exactly the plan's rules)
+//! and init's outer domain (scopes only), which the server's nests inside. A scoped domain may
+//! signal (and reach abstract unix sockets of) its own and nested domains only, so the server
+//! cannot signal init, and nothing in the sandbox can signal the helper or the host.
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+use super::{Step, fail};
+use crate::sandbox::{FsAccess, NetMode, SandboxPlan, Shown};
+
+fn abi(plan: &SandboxPlan) -> ABI {
+    ABI::from(plan.landlock.abi.min(8) as i32)
+}
+
+/// The server's ruleset with every rule on a host path (opened now, before the clone). Rules on
+/// paths that exist only in the constructed root are added by [`add_constructed`] once it exists.
+pub(super) fn server_ruleset(plan: &SandboxPlan) -> RulesetCreated {
+    // The ABI the host reported, as a hard requirement: the kernel enforces exactly what the plan
+    // (and `airlock check`) promised, or the helper stops.
+    let abi = abi(plan);
+    let fail_ll = |what: &str, err: &dyn std::fmt::Display| -> ! {
+        fail(Step::Prepare, format!("landlock {what}: {err}"))
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .unwrap_or_else(|e| fail_ll("handle fs", &e));
+    if plan.landlock.net_rules {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .unwrap_or_else(|e| fail_ll("handle net", &e));
+    }
+    if plan.landlock.scopes {
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .unwrap_or_else(|e| fail_ll("scope", &e));
+    }
+    let mut created = ruleset.create().unwrap_or_else(|e| fail_ll("create", &e));
+    for rule in plan
+        .fs
+        .iter()
+        .filter(|rule| rule.shown != Shown::Constructed)
+    {
+        let fd = match PathFd::new(&rule.path) {
+            Ok(fd) => fd,
+            // Missing optional paths (`/lib32`, a cache the user never filled) are simply absent.
+            Err(_) if !rule.path.exists() => continue,
+            Err(err) => fail_ll(&format!("open {}", rule.path.display()), &err),
+        };
+        let mut access = match rule.access {
+            FsAccess::ReadExec => AccessFs::from_read(abi),
+            FsAccess::ReadWrite => AccessFs::from_all(abi),
+        };
+        if !rule.path.is_dir() {
+            access &= AccessFs::from_file(abi);
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .unwrap_or_else(|e| fail_ll(&format!("rule for {}", rule.path.display()), &e));
+    }
+    if let (true, NetMode::TcpConnect(ports)) = (plan.landlock.net_rules, &plan.network) {
+        for port in ports {
+            created = created
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .unwrap_or_else(|e| fail_ll(&format!("rule for port {port}"), &e));
+        }
+    }
+    created
+}
+
+/// In init, inside the built root: the rules on what exists only there (the private home and tmp
+/// on the scratch disk, the server's `/proc`, its cgroup), opened now by path, plus `extra`
+/// (overlays mounted over real cache paths: read-write on the mounted overlay's root only).
+pub(super) fn add_constructed(
+    plan: &SandboxPlan,
+    ruleset: RulesetCreated,
+    extra: Vec<(PathBuf, OwnedFd)>,
+) -> RulesetCreated {
+    let abi = abi(plan);
+    let mut ruleset = ruleset;
+    let constructed = plan
+        .fs
+        .iter()
+        .filter(|rule| rule.shown == Shown::Constructed);
+    for rule in constructed {
+        let fd = PathFd::new(&rule.path).unwrap_or_else(|err| {
+            fail(
+                Step::Landlock,
+                format!(
+                    "opening {} in the server's root: {err}",
+                    rule.path.display()
+                ),
+            )
+        });
+        let access = match rule.access {
+            FsAccess::ReadExec => AccessFs::from_read(abi),
+            FsAccess::ReadWrite => AccessFs::from_all(abi),
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .unwrap_or_else(|err| {
+                fail(
+                    Step::Landlock,
+                    format!("rule for {}: {err}", rule.path.display()),
+                )
+            });
+    }
+    for (path, fd) in extra {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+            .unwrap_or_else(|err| {
+                fail(
+                    Step::Overlay,
+                    format!("landlock rule for the overlay at {}: {err}", path.display()),
+                )
+            });
+    }
+    ruleset
+}
+
+/// Applies a ruleset to the calling process; the kernel must report it fully enforced.
+pub(super) fn restrict(ruleset: RulesetCreated) {
+    match ruleset.restrict_self() {
+        Ok(status) if status.ruleset == RulesetStatus::FullyEnforced => {}
+        Ok(status) => fail(
+            Step::Landlock,
+            format!("not fully enforced: {:?}", status.ruleset),
+        ),
+        Err(err) => fail(Step::Landlock, err),
+    }
+}
+
+/// init's own domain: scopes only (no filesystem or network rights handled, so the server's
+/// nested domain is not narrowed by it). Built before the clone like the server's.
+pub(super) fn init_ruleset(plan: &SandboxPlan) -> Option<RulesetCreated> {
+    if !plan.landlock.scopes {
+        return None;
+    }
+    let abi = abi(plan);
+    let created = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(Scope::from_all(abi))
+        .and_then(|ruleset| ruleset.create())
+        .unwrap_or_else(|err| fail(Step::Prepare, format!("landlock init domain: {err}")));
+    Some(created)
+}

@@ -1,0 +1,202 @@
+//! The server's root, helper side: before the clone, while the helper still sees the host as it
+//! is, every bind of the plan is resolved on the host (its physical path, the symlinks on the way,
+//! what it is), checked against the protected paths, ordered (`sandbox::root::order`), and, when
+//! airlock is root and the server is not, cloned as an idmapped tree (only the initial user
+//! namespace's root may idmap a mount). init then builds the root from this (`build.rs`).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use super::{Step, fail, idmap, sys};
+use crate::sandbox::root::{Node, Placement, ResolveError, exposes, order, resolve};
+use crate::sandbox::{FsAccess, Identity, RootFile, RootPlan, SandboxPlan, Shown};
+
+/// One bind, ready for init.
+pub(super) struct Bind {
+    pub at: PathBuf,
+    pub writable: bool,
+    pub device: bool,
+    pub dir: bool,
+    /// An idmapped clone made by the helper; `None`: init clones `/oldroot<at>` itself.
+    pub tree: Option<OwnedFd>,
+}
+
+/// Everything init needs to build the root.
+pub(super) struct Prepared {
+    pub binds: Vec<Bind>,
+    /// Symlinks to copy into the root so paths resolve as on the host: `(where, text)`.
+    pub links: Vec<(PathBuf, PathBuf)>,
+    pub scratch_mb: u64,
+    pub files: Vec<RootFile>,
+    pub cgroup_view: bool,
+    /// Who owns the scratch disk's home and tmp (the server's uid when airlock is root).
+    pub owner: Option<Identity>,
+    pub home: PathBuf,
+    pub tmp: PathBuf,
+}
+
+fn probe(path: &Path) -> Result<Node, ResolveError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            let kind = meta.file_type();
+            Ok(if kind.is_symlink() {
+                Node::Symlink(
+                    std::fs::read_link(path).map_err(|e| ResolveError::Io(e.to_string()))?,
+                )
+            } else if kind.is_dir() {
+                Node::Dir
+            } else if kind.is_file() {
+                Node::File
+            } else if kind.is_char_device() || kind.is_block_device() {
+                Node::Device
+            } else {
+                Node::Other
+            })
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Node::Missing),
+        Err(err) => Err(ResolveError::Io(format!("{}: {err}", path.display()))),
+    }
+}
+
+/// The protected paths as they are on disk (a symlinked home is protected where it really is).
+fn canonical_protected(root: &RootPlan) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in &root.protected {
+        out.push(path.clone());
+        if let Ok(real) = std::fs::canonicalize(path)
+            && &real != path
+        {
+            out.push(real);
+        }
+    }
+    out
+}
+
+pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
+    let protected = canonical_protected(root);
+    let mut placements = Vec::new();
+    let mut links = Vec::new();
+    let shown_in_root =
+        |shown: Shown| matches!(shown, Shown::Bind | Shown::IdmappedBind | Shown::Device);
+    for rule in plan.fs.iter().filter(|rule| shown_in_root(rule.shown)) {
+        if root.generates(&rule.path) {
+            continue;
+        }
+        let resolved = match resolve(&rule.path, probe) {
+            Ok(resolved) => resolved,
+            // Optional paths (`/lib32`, a runtime the user never installed) are simply absent.
+            Err(ResolveError::Missing) => continue,
+            Err(err) => {
+                eprintln!(
+                    "airlock-confine: note: {} is not in the server's root: {err}",
+                    rule.path.display()
+                );
+                continue;
+            }
+        };
+        if resolved.node == Node::Other {
+            eprintln!(
+                "airlock-confine: note: {} is a socket or fifo: not in the server's root",
+                rule.path.display()
+            );
+            continue;
+        }
+        if let Some(protected) = exposes(&resolved.canonical, &protected) {
+            fail(
+                Step::Root,
+                format!(
+                    "{} ({}) resolves to {}, which would expose {} to the server; grant a narrower directory",
+                    rule.path.display(),
+                    rule.reason,
+                    resolved.canonical.display(),
+                    protected.display()
+                ),
+            );
+        }
+        links.extend(resolved.links);
+        placements.push(Placement {
+            at: resolved.canonical,
+            writable: rule.access == FsAccess::ReadWrite,
+            idmapped: rule.shown == Shown::IdmappedBind,
+            device: rule.shown == Shown::Device || resolved.node == Node::Device,
+            dir: resolved.node == Node::Dir,
+        });
+    }
+    let ordered = order(placements);
+    Prepared {
+        binds: idmapped_trees(plan.identity, ordered),
+        links,
+        scratch_mb: root.scratch_mb,
+        files: root.files.clone(),
+        cgroup_view: root.cgroup_view,
+        owner: plan.identity,
+        home: plan.private_home.clone(),
+        tmp: plan.private_tmp.clone(),
+    }
+}
+
+/// The attributes every bind gets: read-only unless written to, never setuid, device nodes only
+/// where they are devices.
+pub(super) fn bind_attributes(writable: bool, device: bool) -> u64 {
+    let mut attributes = libc::MOUNT_ATTR_NOSUID;
+    if !writable {
+        attributes |= libc::MOUNT_ATTR_RDONLY;
+    }
+    if !device {
+        attributes |= libc::MOUNT_ATTR_NODEV;
+    }
+    attributes
+}
+
+/// Clones the idmapped binds here, in the host's mount namespace (only the initial user
+/// namespace's root may idmap). A filesystem that cannot be idmapped is bound plainly (the server
+/// then reaches it only as far as its own permissions go) and said so: less access, not less
+/// confinement.
+fn idmapped_trees(identity: Option<Identity>, ordered: Vec<Placement>) -> Vec<Bind> {
+    let mapping = match identity {
+        Some(id) if ordered.iter().any(|p| p.idmapped) => Some(idmap::owner_as(0, 0, id)),
+        _ => None,
+    };
+    ordered
+        .into_iter()
+        .map(|placement| {
+            let tree = match (&mapping, placement.idmapped) {
+                (Some(mapping), true) => Some(idmapped_tree(&placement, mapping)),
+                _ => None,
+            };
+            Bind {
+                at: placement.at,
+                writable: placement.writable,
+                device: placement.device,
+                dir: placement.dir,
+                tree,
+            }
+        })
+        .collect()
+}
+
+fn idmapped_tree(placement: &Placement, mapping: &OwnedFd) -> OwnedFd {
+    let path = sys::c_path(&placement.at).unwrap_or_else(|err| fail(Step::Root, err));
+    let tree = sys::clone_tree(libc::AT_FDCWD, &path).unwrap_or_else(|err| {
+        fail(
+            Step::Root,
+            format!("cloning {} for the server: {err}", placement.at.display()),
+        )
+    });
+    let attributes = bind_attributes(placement.writable, placement.device);
+    if let Err(err) = sys::set_attributes(&tree, attributes, Some(mapping)) {
+        eprintln!(
+            "airlock-confine: note: {} cannot be idmapped ({err}): the server reaches it only as far as its own uid's permissions go",
+            placement.at.display()
+        );
+        if let Err(err) = sys::set_attributes(&tree, attributes, None) {
+            fail(
+                Step::Root,
+                format!("mount attributes on {}: {err}", placement.at.display()),
+            );
+        }
+    }
+    tree
+}

@@ -1,0 +1,155 @@
+//! How a plan reads to a person: `airlock check`, `__sandbox-exec --show-plan`.
+
+use std::fmt;
+use std::path::Path;
+
+use super::root::shows_dir;
+use super::{FsAccess, FsRule, NetMode, SandboxPlan, Shown};
+
+impl fmt::Display for SandboxPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "sandbox for `{}`: {}", self.server, self.short_summary())?;
+        writeln!(f, "  argv: {:?}", self.argv)?;
+        if self.root.is_some() && !shows_dir(&self.cwd, &self.mounted_paths()) {
+            writeln!(
+                f,
+                "  cwd: {} (not in the server's root: it starts in its private home {})",
+                self.cwd.display(),
+                self.private_home.display()
+            )?;
+        } else {
+            writeln!(f, "  cwd: {}", self.cwd.display())?;
+        }
+        match self.identity {
+            Some(id) => writeln!(f, "  runs as: uid {} gid {}", id.uid, id.gid)?,
+            None => writeln!(f, "  runs as: airlock's own uid, all capabilities dropped")?,
+        }
+        self.fmt_filesystem(f)?;
+        writeln!(f, "  disk: {}", self.disk_text())?;
+        writeln!(f, "  memory: {}", self.memory.describe())?;
+        self.fmt_network_ipc(f)?;
+        let limits: Vec<String> = self
+            .rlimits
+            .iter()
+            .map(|l| format!("{}={}", l.kind.name(), l.value))
+            .collect();
+        writeln!(f, "  limits: {}", limits.join(" "))?;
+        let names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        writeln!(f, "  environment names: {}", names.join(" "))?;
+        writeln!(f, "  kill timeout: {}s", self.kill_timeout_secs)?;
+        for note in &self.weaker_than_asked {
+            writeln!(f, "  LESS CONFINED THAN ASKED: {note}")?;
+        }
+        Ok(())
+    }
+}
+
+impl SandboxPlan {
+    /// Every path placed in the constructed root (binds, private dirs, overlays, its `/proc`).
+    pub fn mounted_paths(&self) -> Vec<&Path> {
+        self.fs
+            .iter()
+            .map(|rule| rule.path.as_path())
+            .chain(self.cache_overlays.iter().map(|o| o.target.as_path()))
+            .collect()
+    }
+
+    fn fmt_filesystem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.root {
+            Some(_) => writeln!(
+                f,
+                "  filesystem: its own root (a read-only tmpfs, pivot_root, in its own mount namespace) holding only these, each at its own path, and landlock allowing only these:"
+            )?,
+            None => writeln!(
+                f,
+                "  filesystem (the host's, landlock allowing only these; everything else denied):"
+            )?,
+        }
+        for rule in &self.fs {
+            let access = match rule.access {
+                FsAccess::ReadExec => "read ",
+                FsAccess::ReadWrite => "write",
+            };
+            writeln!(
+                f,
+                "    {access} {}  ({}; {})",
+                rule.path.display(),
+                rule.reason,
+                self.reach(rule)
+            )?;
+        }
+        for overlay in &self.cache_overlays {
+            if overlay.at_real_path {
+                writeln!(
+                    f,
+                    "    overlay {} mounted over itself (the real path, in the sandbox's own mount namespace; read-write beneath it only through the overlay; copy-on-write, the real cache is never written; writes go to the server's scratch disk)",
+                    overlay.lower.display(),
+                )?;
+            } else if overlay.mount {
+                writeln!(
+                    f,
+                    "    overlay {} -> {} (copy-on-write; the real cache is never written; writes go to the server's scratch disk)",
+                    overlay.lower.display(),
+                    overlay.target.display(),
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "    cache {} (private and empty: no mount namespace for an overlay of {})",
+                    overlay.target.display(),
+                    overlay.lower.display()
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How the server reaches a granted path, and as whom.
+    fn reach(&self, rule: &FsRule) -> String {
+        let whom = match self.identity {
+            Some(id) => format!("uid {}", id.uid),
+            None => "airlock's uid".to_string(),
+        };
+        let mode = match rule.access {
+            FsAccess::ReadExec => "read-only",
+            FsAccess::ReadWrite => "read-write",
+        };
+        match (self.root.is_some(), rule.shown) {
+            (false, _) => format!("host path, as far as {whom}'s permissions go"),
+            (true, Shown::Bind) => format!("bound {mode}, as far as {whom}'s permissions go"),
+            (true, Shown::IdmappedBind) => format!(
+                "bound {mode}, idmapped: files of airlock's uid 0 appear as {whom}'s, so it reaches them as their owner"
+            ),
+            (true, Shown::Device) => format!("device node, bound {mode}"),
+            (true, Shown::Constructed) => format!("the server's own, {mode}"),
+        }
+    }
+
+    fn fmt_network_ipc(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let net_by = match (&self.network, self.namespaces.net) {
+            (NetMode::Host, _) => "nothing (host network)".to_string(),
+            (_, true) => {
+                "private network namespace + landlock TCP rules + seccomp (UDP)".to_string()
+            }
+            (_, false) if self.landlock.net_rules => {
+                "landlock TCP rules + seccomp (UDP)".to_string()
+            }
+            (_, false) => "seccomp only (no landlock TCP rules on this kernel)".to_string(),
+        };
+        writeln!(f, "  network: {} (enforced by {net_by})", self.network)?;
+        writeln!(
+            f,
+            "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}",
+            if self.landlock.scopes {
+                "scoped to the server (landlock; its init sits in an outer domain it cannot signal)"
+            } else {
+                "NOT scoped (landlock < 6)"
+            },
+            if self.seccomp.deny_unix_sockets {
+                "refused (seccomp: socket(AF_UNIX))"
+            } else {
+                "allowed"
+            }
+        )
+    }
+}

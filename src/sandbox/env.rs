@@ -1,0 +1,74 @@
+//! The server's complete environment: cleared, then what the policy passes, the private dirs,
+//! the runtime profile's variables and the server's own entries.
+
+use super::vars::Vars;
+use super::{CacheOverlayPlan, NetMode, PlanRequest, RuntimeProfile};
+
+pub(super) fn build_env(
+    request: &PlanRequest,
+    vars: &Vars<'_>,
+    profile: Option<&RuntimeProfile>,
+    network: &NetMode,
+    cache_overlays: &[CacheOverlayPlan],
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let set = |env: &mut Vec<(String, String)>, name: &str, value: String| {
+        env.retain(|(key, _)| key != name);
+        env.push((name.to_string(), value));
+    };
+    for (name, value) in &request.parent_env {
+        let passed = request
+            .sandbox
+            .env
+            .iter()
+            .any(|pattern| env_name_matches(&pattern.value, name));
+        // HOME and TMPDIR always point at the private dirs, whatever the policy passes.
+        if passed && name != "HOME" && name != "TMPDIR" {
+            set(&mut env, name, value.clone());
+        }
+    }
+    set(
+        &mut env,
+        "HOME",
+        vars.private_home.to_string_lossy().into_owned(),
+    );
+    set(
+        &mut env,
+        "TMPDIR",
+        vars.private_tmp.to_string_lossy().into_owned(),
+    );
+    if let Some(profile) = profile {
+        let offline = *network == NetMode::None;
+        for (name, template) in profile
+            .env_pairs()
+            .chain(profile.network_env_pairs(offline))
+        {
+            if let Some(value) = vars.expand(template) {
+                set(&mut env, name, value);
+            }
+        }
+        // The cache variable names the server's view (the overlay), never the real cache.
+        for planned in cache_overlays {
+            let var = profile
+                .cache_overlays
+                .iter()
+                .find(|overlay| overlay.name == planned.name)
+                .and_then(|overlay| overlay.env.as_deref());
+            if let Some(var) = var {
+                set(&mut env, var, planned.target.to_string_lossy().into_owned());
+            }
+        }
+    }
+    for (name, value) in &request.env {
+        set(&mut env, name, value.clone());
+    }
+    env
+}
+
+/// `LC_*` matches `LC_ALL`; anything else is an exact name.
+pub fn env_name_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}

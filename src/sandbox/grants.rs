@@ -1,0 +1,327 @@
+//! Which host paths a server may reach, and how: the system paths every runtime needs, the paths
+//! derived from the command (install prefix, virtualenv, script package), the protected paths no
+//! grant may contain, and the deduplicated landlock rules.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use super::vars::Vars;
+use super::{FsAccess, FsRule, PlanError, PlanRequest, RuntimeProfile, Shown};
+use crate::paths::normalize_path;
+use crate::policy::SandboxPolicy;
+use crate::sandbox::AirlockDirs;
+
+/// System paths every runtime needs, read+execute, bound read-only at their own path. Missing
+/// ones are skipped by the helper. Deliberately file-by-file under `/etc`: `/etc/shadow`,
+/// `/etc/ssh`, `/etc/sudoers` stay closed (and do not exist in the server's root).
+pub(super) const SYSTEM_READ: &[(&str, &str)] = &[
+    ("/usr", "system programs and libraries"),
+    ("/bin", "system programs"),
+    ("/sbin", "system programs"),
+    ("/lib", "system libraries"),
+    ("/lib64", "system libraries"),
+    ("/lib32", "system libraries"),
+    ("/etc/ld.so.cache", "dynamic linker cache"),
+    ("/etc/ld.so.conf", "dynamic linker config"),
+    ("/etc/ld.so.conf.d", "dynamic linker config"),
+    ("/etc/ssl", "TLS certificates"),
+    ("/etc/ca-certificates", "TLS certificates"),
+    ("/etc/pki", "TLS certificates"),
+    ("/etc/resolv.conf", "name resolution"),
+    ("/etc/hosts", "name resolution"),
+    ("/etc/nsswitch.conf", "name resolution"),
+    ("/etc/host.conf", "name resolution"),
+    ("/etc/gai.conf", "name resolution"),
+    ("/etc/localtime", "time zone"),
+    ("/etc/timezone", "time zone"),
+    (
+        "/etc/passwd",
+        "user names (no password hashes: those are in /etc/shadow, never granted)",
+    ),
+    ("/etc/group", "group names"),
+    ("/etc/os-release", "OS identification"),
+    ("/etc/mime.types", "MIME types"),
+    ("/etc/alternatives", "Debian alternatives symlinks"),
+    ("/etc/python3", "Debian Python site config"),
+    ("/etc/python3.11", "Debian Python site config"),
+    ("/etc/python3.12", "Debian Python site config"),
+    ("/etc/python3.13", "Debian Python site config"),
+    ("/sys/devices/system/cpu", "CPU count for thread pools"),
+];
+
+/// Device nodes: the only entries of the server's `/dev` (with `/dev/fd` and the std links).
+pub(super) const DEVICES: &[(&str, FsAccess, &str)] = &[
+    ("/dev/null", FsAccess::ReadWrite, "device"),
+    ("/dev/full", FsAccess::ReadWrite, "device"),
+    ("/dev/zero", FsAccess::ReadExec, "device"),
+    ("/dev/urandom", FsAccess::ReadExec, "randomness"),
+    ("/dev/random", FsAccess::ReadExec, "randomness"),
+];
+
+/// The system rules: [`SYSTEM_READ`], [`DEVICES`], `/proc` and the cgroup view. With a constructed
+/// root, `/proc` is the server's own procfs (a fresh mount for its pid namespace: no host process
+/// exists in it) and `/sys/fs/cgroup` its own cgroup when it has a v2 one (else absent); without
+/// one they are the host's, as landlock rules.
+pub(super) fn system_rules(fs: &mut FsRules, constructed_root: bool, cgroup_view: bool) {
+    for (path, reason) in SYSTEM_READ {
+        fs.push(PathBuf::from(path), FsAccess::ReadExec, reason, Shown::Bind);
+    }
+    for (path, access, reason) in DEVICES {
+        fs.push(PathBuf::from(path), *access, reason, Shown::Device);
+    }
+    if constructed_root {
+        fs.push(
+            PathBuf::from("/proc"),
+            FsAccess::ReadExec,
+            "the server's own procfs (its pid namespace only)",
+            Shown::Constructed,
+        );
+        if cgroup_view {
+            fs.push(
+                PathBuf::from("/sys/fs/cgroup"),
+                FsAccess::ReadExec,
+                "the server's own memory cgroup, for heap sizing",
+                Shown::Constructed,
+            );
+        }
+    } else {
+        fs.push(
+            PathBuf::from("/proc"),
+            FsAccess::ReadExec,
+            "runtimes read /proc/self; other processes are guarded by landlock's ptrace scoping",
+            Shown::Bind,
+        );
+        fs.push(
+            PathBuf::from("/sys/fs/cgroup"),
+            FsAccess::ReadExec,
+            "memory limits for heap sizing",
+            Shown::Bind,
+        );
+    }
+}
+
+/// Paths no grant may contain: the real home itself, airlock's config dir, state dir (other than
+/// this server's own private dirs, granted separately) and audit log.
+pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    if let Some(home) = &dirs.home {
+        out.push(("the home directory".to_string(), home.clone()));
+    }
+    if let Some(config) = &dirs.config_dir {
+        out.push(("airlock's config directory".to_string(), config.clone()));
+    }
+    out.push((
+        "airlock's state directory".to_string(),
+        dirs.state_dir.clone(),
+    ));
+    if let Some(audit) = &dirs.audit_path {
+        out.push(("the audit log".to_string(), audit.clone()));
+    }
+    for policy in &dirs.policy_files {
+        out.push(("a policy file".to_string(), policy.clone()));
+    }
+    out
+}
+
+/// The protected path that `grant` equals or contains, if any.
+pub(super) fn covers_protected(
+    grant: &Path,
+    protected: &[(String, PathBuf)],
+) -> Option<(String, PathBuf)> {
+    protected
+        .iter()
+        .find(|(_, path)| path.starts_with(grant))
+        .map(|(what, path)| (what.clone(), path.clone()))
+}
+
+/// A derived grant (install prefix, script package) that would cover a protected path is refused;
+/// `/` and the home itself are never granted.
+pub(super) fn narrow_derived(
+    path: &Path,
+    protected: &[(String, PathBuf)],
+    _home: Option<&Path>,
+) -> Option<PathBuf> {
+    if path.parent().is_none() || covers_protected(path, protected).is_some() {
+        return None;
+    }
+    Some(path.to_path_buf())
+}
+
+/// `prefix(/x/versions/3.11/bin/python3.11) = /x/versions/3.11`; otherwise the containing dir.
+pub fn install_prefix(program: &Path) -> Option<PathBuf> {
+    let dir = program.parent()?;
+    if dir.file_name().is_some_and(|name| name == "bin") {
+        dir.parent().map(Path::to_path_buf)
+    } else {
+        Some(dir.to_path_buf())
+    }
+}
+
+pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let resolved = &request.resolved;
+    let mut programs = vec![request.program.clone()];
+    programs.extend(resolved.program_canonical.clone());
+    // A program under a system dir is covered by the system grants already.
+    let in_system = |path: &Path| SYSTEM_READ.iter().any(|(dir, _)| path.starts_with(dir));
+    for program in programs.into_iter().filter(|p| !in_system(p)) {
+        if let Some(prefix) = install_prefix(&program) {
+            out.push((prefix, format!("install prefix of {}", program.display())));
+        }
+    }
+    if let Some(venv) = &resolved.venv_root {
+        out.push((
+            venv.clone(),
+            "the virtualenv of the interpreter".to_string(),
+        ));
+    }
+    if let Some(base) = &resolved.venv_base
+        && let Some(prefix) = install_prefix(&base.join("python"))
+    {
+        out.push((
+            prefix,
+            "the base interpreter the virtualenv links to".to_string(),
+        ));
+    }
+    // The script's root as written and with its symlinks resolved: in the constructed root each
+    // lands at its own path (the helper copies the symlinks), so the argument the server gets
+    // resolves there as it does on the host.
+    for root in [&resolved.script_root_as_written, &resolved.script_root]
+        .into_iter()
+        .flatten()
+    {
+        out.push((
+            root.clone(),
+            "the script's package and the node_modules it loads from".to_string(),
+        ));
+    }
+    out
+}
+
+/// The command's own files and its runtime profile's paths: the install prefix, the virtualenv,
+/// the script's package (read-only), the profile's read and write paths. Derived grants that would
+/// cover a protected path (the home itself, airlock's config) are dropped and noted.
+pub(super) fn command_rules(
+    request: &PlanRequest,
+    vars: &Vars<'_>,
+    profile: Option<&RuntimeProfile>,
+    protected: &[(String, PathBuf)],
+    shown: Shown,
+    fs: &mut FsRules,
+    notes: &mut Vec<String>,
+) {
+    for (path, reason) in derived_read_grants(request) {
+        match narrow_derived(&path, protected, request.dirs.home.as_deref()) {
+            Some(narrowed) => fs.push(narrowed, FsAccess::ReadExec, &reason, shown),
+            None => notes.push(format!(
+                "not granting {} ({reason}): it would expose a protected path",
+                path.display()
+            )),
+        }
+    }
+    let Some(profile) = profile else { return };
+    for template in &profile.read {
+        if let Some(path) = vars.expand_path(template) {
+            let reason = format!("{} runtime cache (read-only)", profile.name);
+            match narrow_derived(&path, protected, request.dirs.home.as_deref()) {
+                Some(path) => fs.push(path, FsAccess::ReadExec, &reason, shown),
+                None => notes.push(format!(
+                    "not granting {}: it would expose a protected path",
+                    path.display()
+                )),
+            }
+        }
+    }
+    for template in &profile.write {
+        if let Some(path) = vars.expand_path(template) {
+            let reason = format!("{} runtime", profile.name);
+            fs.push(path, FsAccess::ReadWrite, &reason, shown);
+        }
+    }
+}
+
+/// The policy's `read` and `write` grants, expanded. A grant that is not absolute, or that is or
+/// contains a protected path, is bad input.
+pub(super) fn policy_rules(
+    policy: &SandboxPolicy,
+    vars: &Vars<'_>,
+    protected: &[(String, PathBuf)],
+    shown: Shown,
+    fs: &mut FsRules,
+    notes: &mut Vec<String>,
+) -> Result<(), PlanError> {
+    for (grants, access) in [
+        (&policy.read, FsAccess::ReadExec),
+        (&policy.write, FsAccess::ReadWrite),
+    ] {
+        for grant in grants {
+            let origin = grant.origin.to_string();
+            let Some(expanded) = vars.expand(&grant.value) else {
+                notes.push(format!(
+                    "grant `{}` ({origin}) skipped: a variable it names is not set",
+                    grant.value
+                ));
+                continue;
+            };
+            let path = PathBuf::from(&expanded);
+            if !path.is_absolute() {
+                return Err(PlanError::RelativeGrant {
+                    grant: grant.value.clone(),
+                    origin,
+                    expanded,
+                });
+            }
+            let path = normalize_path(&path);
+            if let Some((what, protected_path)) = covers_protected(&path, protected) {
+                return Err(PlanError::GrantsProtected {
+                    grant: grant.value.clone(),
+                    origin,
+                    what,
+                    path: protected_path,
+                });
+            }
+            fs.push(path, access, &format!("policy grant ({origin})"), shown);
+        }
+    }
+    Ok(())
+}
+
+/// Deduplicated landlock rules: a path granted twice keeps the widest access.
+#[derive(Default)]
+pub(super) struct FsRules {
+    rules: Vec<FsRule>,
+    seen: BTreeSet<PathBuf>,
+}
+
+impl FsRules {
+    pub(super) fn push(&mut self, path: PathBuf, access: FsAccess, reason: &str, shown: Shown) {
+        let path = if path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        {
+            normalize_path(&path)
+        } else {
+            path
+        };
+        if self.seen.contains(&path) {
+            if let Some(rule) = self.rules.iter_mut().find(|rule| rule.path == path) {
+                rule.access = rule.access.max(access);
+                if shown == Shown::IdmappedBind {
+                    rule.shown = shown;
+                }
+            }
+            return;
+        }
+        self.seen.insert(path.clone());
+        self.rules.push(FsRule {
+            path,
+            access,
+            reason: reason.to_string(),
+            shown,
+        });
+    }
+
+    pub(super) fn into_rules(self) -> Vec<FsRule> {
+        self.rules
+    }
+}

@@ -1,0 +1,371 @@
+//! The sandbox plan: everything the confine helper applies, decided up front by [`super::plan`]
+//! and serialised to the helper as JSON.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::cgroup::{CgroupVersion, MemoryCgroup};
+use super::root::RootPlan;
+use crate::policy::Network;
+
+/// Access granted on a path by landlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsAccess {
+    /// Read files, list directories, execute.
+    ReadExec,
+    /// Everything in `ReadExec` plus create, write, remove, rename, truncate.
+    ReadWrite,
+}
+
+/// A landlock rule, and how its path appears in the server's constructed root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsRule {
+    pub path: PathBuf,
+    pub access: FsAccess,
+    /// Why this path is granted (shown by `airlock check` / `doctor`).
+    pub reason: String,
+    #[serde(default)]
+    pub shown: Shown,
+}
+
+/// How a granted path appears in the server's root (with a constructed root; without one every
+/// rule is a landlock rule on the host path and `shown` is [`Shown::Bind`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shown {
+    /// The host path, bound at its own path: read-only for [`FsAccess::ReadExec`], read-write for
+    /// [`FsAccess::ReadWrite`]; nosuid, nodev.
+    #[default]
+    Bind,
+    /// The same, through an idmapped bind: files of airlock's own uid (root) appear as the
+    /// server's (airlock is root, the server is not), so a grant works for it read and write.
+    IdmappedBind,
+    /// A device node (`/dev/null`), bound with its device semantics.
+    Device,
+    /// Exists only in the constructed root (the private home and tmp on the scratch disk, the
+    /// server's own `/proc`, its own cgroup): init adds the landlock rule on it by fd once the
+    /// root is built, because a rule on a host inode would not cover it.
+    Constructed,
+}
+
+/// Network reach, as the helper enforces it (mirrors [`Network`], which is not deserialisable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetMode {
+    None,
+    TcpConnect(Vec<u16>),
+    Host,
+}
+
+impl From<&Network> for NetMode {
+    fn from(network: &Network) -> Self {
+        match network {
+            Network::None => NetMode::None,
+            Network::TcpConnect(ports) => NetMode::TcpConnect(ports.clone()),
+            Network::Host => NetMode::Host,
+        }
+    }
+}
+
+impl fmt::Display for NetMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetMode::None => f.write_str("none"),
+            NetMode::Host => f.write_str("host"),
+            NetMode::TcpConnect(ports) => {
+                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+                write!(f, "tcp connect [{}]", ports.join(", "))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Namespaces {
+    pub user: bool,
+    pub pid: bool,
+    pub net: bool,
+    /// A private mount namespace (propagation private): the constructed root and the cache
+    /// overlays live in it.
+    #[serde(default)]
+    pub mount: bool,
+    /// A cgroup namespace rooted at the server's own memory cgroup (`/proc/self/cgroup` shows
+    /// `/`, and the server's own cgroup2 view shows only its subtree).
+    #[serde(default)]
+    pub cgroup: bool,
+}
+
+/// The uid/gid maps the helper writes for the new user namespace (identity maps: the kernel
+/// sees the same uids as outside, so file ownership and DAC work as usual).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdMaps {
+    pub uid_map: String,
+    pub gid_map: String,
+    /// Unprivileged map writers must deny setgroups first (user_namespaces(7)).
+    pub deny_setgroups: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RlimitKind {
+    Processes,
+    /// `RLIMIT_DATA`: the memory bound when no memory cgroup can be made (see [`MemoryLimit`]).
+    Data,
+    OpenFiles,
+    FileSize,
+    Core,
+    Cpu,
+}
+
+impl RlimitKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RlimitKind::Processes => "RLIMIT_NPROC",
+            RlimitKind::Data => "RLIMIT_DATA",
+            RlimitKind::OpenFiles => "RLIMIT_NOFILE",
+            RlimitKind::FileSize => "RLIMIT_FSIZE",
+            RlimitKind::Core => "RLIMIT_CORE",
+            RlimitKind::Cpu => "RLIMIT_CPU",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimit {
+    pub kind: RlimitKind,
+    pub value: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockPlan {
+    /// The kernel's landlock ABI (0: none). The helper requests ABI 8 rights best-effort and
+    /// fails if the kernel enforced less than this ABI promises.
+    pub abi: u32,
+    /// TCP bind/connect rules (ABI 4+).
+    pub net_rules: bool,
+    /// Abstract unix socket and signal scoping (ABI 6+).
+    pub scopes: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeccompPlan {
+    pub enabled: bool,
+    /// socket(AF_UNIX) refused: landlock below ABI 8 cannot stop a connect to a pathname socket
+    /// outside the grants (docker.sock, the ssh agent). socketpair(2) stays allowed.
+    pub deny_unix_sockets: bool,
+    /// socket(AF_INET*, SOCK_DGRAM) refused: landlock has no UDP rules.
+    pub deny_udp: bool,
+}
+
+/// A runtime cache shown to the server as a private copy-on-write overlayfs (see
+/// [`super::profile::CacheOverlay`]). The helper mounts it inside the sandbox's own mount
+/// namespace; the real cache (`lower`) is the read-only lower layer and is never written. The
+/// upper layer and workdir are `layers/<name>/{upper,work}` on the server's scratch disk (a
+/// size-limited tmpfs of this instance, see [`RootPlan::scratch_mb`]): what the server writes into
+/// its cache view is bounded by `disk_mb` and gone when the instance ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheOverlayPlan {
+    pub name: String,
+    /// The user's real cache. Reached only through the overlay (no landlock grant).
+    pub lower: PathBuf,
+    /// The mount point: inside the private home (covered by its read-write landlock rule), or,
+    /// with `at_real_path`, the real cache path itself (`lower`).
+    pub target: PathBuf,
+    /// The overlay is mounted over the real cache path (`target == lower`): for caches that refer
+    /// to themselves by absolute path (uv). `target` is then in no `fs` rule: the helper grants
+    /// read-write beneath it only after the overlay is mounted there, on the overlay's own root,
+    /// so the grant cannot exist without the overlay.
+    #[serde(default)]
+    pub at_real_path: bool,
+    /// `false` when no mount namespace can be made (no user namespaces): `target` is then a
+    /// private, initially empty cache, and the plan says so in `weaker_than_asked`.
+    pub mount: bool,
+}
+
+/// How the server's memory is bounded (`sandbox.limits.memory_mb`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryLimit {
+    /// A memory cgroup of its own: resident memory (page cache and tmpfs pages it writes
+    /// included), and swap when `cgroup.bounds_swap`. Over the limit, the kernel's OOM killer
+    /// ends a process of the server.
+    Cgroup { cgroup: MemoryCgroup, bytes: u64 },
+    /// `RLIMIT_DATA`: the private writable mappings and heap of each process (not address space
+    /// reserved without access, so V8 runs). Allocations over it fail with ENOMEM.
+    RlimitData { bytes: u64 },
+}
+
+impl MemoryLimit {
+    pub fn bytes(&self) -> u64 {
+        match self {
+            MemoryLimit::Cgroup { bytes, .. } | MemoryLimit::RlimitData { bytes } => *bytes,
+        }
+    }
+
+    /// The mechanism in force, for `check`, `doctor` and the spawn audit event.
+    pub fn describe(&self) -> String {
+        let mib = self.bytes() >> 20;
+        match self {
+            MemoryLimit::Cgroup { cgroup, .. } => format!(
+                "{mib} MiB resident, cgroup {} {} under {}{}",
+                match cgroup.version {
+                    CgroupVersion::V1 => "v1",
+                    CgroupVersion::V2 => "v2",
+                },
+                match cgroup.version {
+                    CgroupVersion::V1 => "memory.limit_in_bytes",
+                    CgroupVersion::V2 => "memory.max",
+                },
+                cgroup.parent.display(),
+                if cgroup.bounds_swap {
+                    ", no swap"
+                } else {
+                    ", swap NOT bounded"
+                }
+            ),
+            MemoryLimit::RlimitData { .. } => {
+                format!("{mib} MiB per process, RLIMIT_DATA (no memory cgroup airlock may create)")
+            }
+        }
+    }
+}
+
+/// Everything the confine helper applies, decided up front. Serialised to the helper as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxPlan {
+    pub server: String,
+    pub program: PathBuf,
+    /// The exact argv: `argv[0]` is the program path.
+    pub argv: Vec<String>,
+    /// The complete environment of the server.
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub private_home: PathBuf,
+    pub private_tmp: PathBuf,
+    /// Landlock rules, each saying how its path appears in the constructed root.
+    pub fs: Vec<FsRule>,
+    /// The server's own root (tmpfs + pivot_root in its mount namespace); `None` without user
+    /// namespaces: the server then sees the host's filesystem, filtered by landlock alone.
+    pub root: Option<Box<RootPlan>>,
+    /// Runtime caches mounted copy-on-write (npm, uv).
+    #[serde(default)]
+    pub cache_overlays: Vec<CacheOverlayPlan>,
+    pub network: NetMode,
+    pub namespaces: Namespaces,
+    pub id_maps: Option<IdMaps>,
+    /// Who to become; `None` keeps airlock's own uid (airlock is not root, or `run_as = "root"`).
+    pub identity: Option<Identity>,
+    pub landlock: LandlockPlan,
+    pub seccomp: SeccompPlan,
+    pub rlimits: Vec<Rlimit>,
+    pub memory: MemoryLimit,
+    pub kill_timeout_secs: u64,
+    /// Where this plan is less confined than the policy asked, and why.
+    pub weaker_than_asked: Vec<String>,
+    /// airlock's pid: the helper's parent check. Set by `process::spawn_confined`.
+    pub launcher_pid: Option<u32>,
+}
+
+/// One line for the audit log's spawn event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditSummary {
+    pub landlock_abi: u32,
+    pub landlock: &'static str,
+    pub seccomp: bool,
+    pub network: String,
+    pub namespaces: String,
+    pub run_as: String,
+    /// The server's filesystem view: `constructed root` or `host filesystem, landlock only`.
+    pub root: &'static str,
+    /// The memory mechanism in force ([`MemoryLimit::describe`]).
+    pub memory: String,
+    /// What bounds the server's own writes (home, tmp, cache layers).
+    pub disk: String,
+}
+
+impl SandboxPlan {
+    pub fn audit_summary(&self) -> AuditSummary {
+        AuditSummary {
+            landlock_abi: self.landlock.abi,
+            landlock: if self.landlock.abi == 0 {
+                "unavailable"
+            } else {
+                "enforced"
+            },
+            seccomp: self.seccomp.enabled,
+            network: self.network.to_string(),
+            namespaces: self.namespaces_text(),
+            run_as: match self.identity {
+                Some(id) => format!("uid {} gid {}", id.uid, id.gid),
+                None => "airlock's uid".to_string(),
+            },
+            root: if self.root.is_some() {
+                "constructed root"
+            } else {
+                "host filesystem, landlock only"
+            },
+            memory: self.memory.describe(),
+            disk: self.disk_text(),
+        }
+    }
+
+    /// What bounds the server's own writes.
+    pub fn disk_text(&self) -> String {
+        match &self.root {
+            Some(root) => format!(
+                "{} MiB tmpfs for home, tmp and cache layers (gone when the server ends)",
+                root.scratch_mb
+            ),
+            None => "home and tmp on disk, NOT bounded (no mount namespace)".to_string(),
+        }
+    }
+
+    fn namespaces_text(&self) -> String {
+        let mut names = Vec::new();
+        if self.namespaces.user {
+            names.push("user");
+        }
+        if self.namespaces.pid {
+            names.push("pid");
+        }
+        if self.namespaces.net {
+            names.push("net");
+        }
+        if self.namespaces.mount {
+            names.push("mount");
+        }
+        if self.namespaces.cgroup {
+            names.push("cgroup");
+        }
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join("+")
+        }
+    }
+
+    /// A short one-line summary: `landlock abi 7, seccomp on, network none, ns user+pid+net`.
+    pub fn short_summary(&self) -> String {
+        format!(
+            "landlock abi {}{}, seccomp {}, network {}, namespaces {}",
+            self.landlock.abi,
+            if self.landlock.abi == 0 {
+                " (unavailable)"
+            } else {
+                ""
+            },
+            if self.seccomp.enabled { "on" } else { "off" },
+            self.network,
+            self.namespaces_text()
+        )
+    }
+}

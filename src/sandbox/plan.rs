@@ -1,0 +1,233 @@
+//! [`plan`]: the pure decision of a server's sandbox.
+
+use super::env::build_env;
+use super::grants::{FsRules, command_rules, policy_rules, protected_paths, system_rules};
+use super::limits::{memory_limit, rlimits};
+use super::overlays::plan_cache_overlays;
+use super::root::RootPlan;
+use super::vars::Vars;
+use super::*;
+use crate::policy::{Feature, RunAs};
+
+/// Decides the sandbox for one server. Pure: same request and host, same plan.
+pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, PlanError> {
+    let policy = &request.sandbox;
+    validate(request, host)?;
+
+    let vars = Vars::new(request);
+    let protected = protected_paths(&request.dirs);
+    let mut notes = Vec::new();
+    // The server's own root lives in its own mount namespace, which comes with the user namespace.
+    let constructed_root = host.user_namespaces;
+    let identity = identity(host, policy.run_as.value, &mut notes);
+    let memory = memory_limit(policy.limits.memory_mb.value, host, &mut notes);
+    let cgroup_view = constructed_root
+        && matches!(&memory, MemoryLimit::Cgroup { cgroup, .. } if cgroup.version == CgroupVersion::V2);
+    // Paths of the user (not the system's) reach a server that is not airlock's uid through an
+    // idmapped bind: airlock's files appear as the server's, so grants work read and write.
+    let user_paths = if constructed_root && host.is_root && identity.is_some() {
+        Shown::IdmappedBind
+    } else {
+        Shown::Bind
+    };
+
+    let mut fs = FsRules::default();
+    system_rules(&mut fs, constructed_root, cgroup_view);
+    let profile = profile::for_program(
+        &request.program,
+        request.resolved.program_canonical.as_deref(),
+    );
+    command_rules(
+        request, &vars, profile, &protected, user_paths, &mut fs, &mut notes,
+    );
+    let cache_overlays = match profile {
+        Some(profile) => plan_cache_overlays(request, host, &vars, profile, &protected, &mut notes),
+        None => Vec::new(),
+    };
+    // The private dirs: on the scratch disk in the server's root, or on the host's disk.
+    let private = [Shown::Bind, Shown::Constructed][usize::from(constructed_root)];
+    for (path, reason) in [
+        (&vars.private_home, "private home (HOME)"),
+        (&vars.private_tmp, "private tmp (TMPDIR)"),
+    ] {
+        fs.push(path.clone(), FsAccess::ReadWrite, reason, private);
+    }
+    policy_rules(policy, &vars, &protected, user_paths, &mut fs, &mut notes)?;
+
+    let network = NetMode::from(&policy.network.value);
+    let namespaces = Namespaces {
+        user: host.user_namespaces,
+        pid: host.user_namespaces,
+        net: host.user_namespaces && network == NetMode::None,
+        // The constructed root and the cache overlays in it.
+        mount: constructed_root,
+        cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
+    };
+    host_notes(host, &namespaces, &network, &mut notes);
+    let root = constructed_root.then(|| {
+        let protected = protected.iter().map(|(_, path)| path.clone()).collect();
+        Box::new(RootPlan::new(
+            policy.limits.disk_mb.value,
+            protected,
+            cgroup_view,
+        ))
+    });
+
+    Ok(SandboxPlan {
+        server: request.server.clone(),
+        program: request.program.clone(),
+        argv: std::iter::once(request.program.to_string_lossy().into_owned())
+            .chain(request.args.iter().cloned())
+            .collect(),
+        env: build_env(request, &vars, profile, &network, &cache_overlays),
+        cwd: request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| vars.private_home.clone()),
+        private_home: vars.private_home.clone(),
+        private_tmp: vars.private_tmp.clone(),
+        fs: fs.into_rules(),
+        root,
+        cache_overlays,
+        network: network.clone(),
+        id_maps: namespaces.user.then(|| id_maps(host, identity)),
+        namespaces,
+        identity,
+        landlock: LandlockPlan {
+            abi: host.landlock_abi,
+            net_rules: host.landlock_abi >= 4 && network != NetMode::Host,
+            scopes: host.landlock_abi >= 6,
+        },
+        seccomp: SeccompPlan {
+            enabled: host.seccomp,
+            deny_unix_sockets: network != NetMode::Host,
+            deny_udp: network != NetMode::Host,
+        },
+        rlimits: rlimits(&policy.limits, &memory),
+        memory,
+        kill_timeout_secs: policy.kill_timeout.value,
+        weaker_than_asked: notes,
+        launcher_pid: None,
+    })
+}
+
+fn validate(request: &PlanRequest, host: &HostFacts) -> Result<(), PlanError> {
+    if !request.program.is_absolute() {
+        return Err(PlanError::RelativeProgram(request.program.clone()));
+    }
+    check_server_name(&request.server)?;
+    check_requirements(request, host)
+}
+
+/// Who the server runs as: airlock's own uid unless airlock is root, then `run_as`.
+fn identity(host: &HostFacts, run_as: RunAs, notes: &mut Vec<String>) -> Option<Identity> {
+    if !host.is_root && !matches!(run_as, RunAs::Nobody) {
+        notes.push(format!(
+            "run_as = {run_as} needs airlock to run as root; runs as airlock's uid {}",
+            host.uid
+        ));
+    }
+    match (host.is_root, run_as) {
+        (false, _) | (true, RunAs::Root) => None,
+        (true, RunAs::Nobody) => Some(Identity {
+            uid: NOBODY,
+            gid: NOBODY,
+        }),
+        (true, RunAs::Uid(uid)) => Some(Identity { uid, gid: uid }),
+    }
+}
+
+/// What this host cannot enforce, in the words `check` and `doctor` print.
+fn host_notes(
+    host: &HostFacts,
+    namespaces: &Namespaces,
+    network: &NetMode,
+    notes: &mut Vec<String>,
+) {
+    if !namespaces.pid {
+        notes.push("no pid namespace (user namespaces unavailable): the kill sequence signals the process group, and a descendant that calls setsid can escape it".to_string());
+    }
+    if !namespaces.mount {
+        notes.push("no mount namespace (user namespaces unavailable): no constructed root; the server sees the host's filesystem through landlock alone, the host's /proc (every process of the host), and its home and tmp are on disk, not bounded by disk_mb".to_string());
+    }
+    if *network == NetMode::None && !namespaces.net && host.landlock_abi < 4 {
+        notes.push("network `none` without a network namespace or landlock TCP rules: only seccomp (UDP) applies".to_string());
+    }
+    if host.landlock_abi == 0 {
+        notes.push("landlock unavailable: no filesystem confinement".to_string());
+    } else if host.landlock_abi < 6 {
+        notes.push(format!(
+            "landlock ABI {} < 6: abstract unix sockets and signals are not scoped (the server can signal its init)",
+            host.landlock_abi
+        ));
+    }
+    if !host.seccomp {
+        notes.push("seccomp unavailable: no syscall filter".to_string());
+    }
+    if *network == NetMode::Host {
+        notes.push(
+            "network = host: pathname unix sockets outside the grants are reachable".to_string(),
+        );
+    }
+}
+
+pub(super) fn check_server_name(name: &str) -> Result<(), PlanError> {
+    let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(PlanError::BadServerName(name.to_string()))
+    }
+}
+
+pub(super) fn check_requirements(request: &PlanRequest, host: &HostFacts) -> Result<(), PlanError> {
+    let mut unmet = Vec::new();
+    for requirement in &request.sandbox.require {
+        let req = &requirement.value;
+        let met = match req.feature {
+            Feature::Landlock => host.landlock_abi >= req.min_version.unwrap_or(1).max(1),
+            Feature::Seccomp => host.seccomp,
+            Feature::UserNamespaces => host.user_namespaces,
+        };
+        if !met {
+            unmet.push(format!("`{}` ({})", req.text, requirement.origin));
+        }
+    }
+    if unmet.is_empty() {
+        return Ok(());
+    }
+    Err(PlanError::Unmet {
+        server: request.server.clone(),
+        unmet: unmet.join(", "),
+        have: host.short(),
+    })
+}
+
+pub(super) fn id_maps(host: &HostFacts, identity: Option<Identity>) -> IdMaps {
+    if host.is_root {
+        // Root may map several ids: itself (so the helper can still chown and set up as root inside)
+        // and the target identity it switches to before exec.
+        let mut uids = vec![format!("0 0 1")];
+        let mut gids = vec![format!("0 0 1")];
+        if let Some(id) = identity.filter(|id| id.uid != 0) {
+            uids.push(format!("{0} {0} 1", id.uid));
+            gids.push(format!("{0} {0} 1", id.gid));
+        }
+        IdMaps {
+            uid_map: uids.join("\n"),
+            gid_map: gids.join("\n"),
+            deny_setgroups: false,
+        }
+    } else {
+        IdMaps {
+            uid_map: format!("{0} {0} 1", host.uid),
+            gid_map: format!("{0} {0} 1", host.gid),
+            deny_setgroups: true,
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The server's own root: what it holds (planned, pure) and the pure decisions the helper makes
+//! from facts about the host's files (where each bind lands, in which order, which symlinks are
+//! copied into the root so a path resolves in the sandbox as it does on the host).
+//!
+//! The root is a small tmpfs, read-only once built, holding only:
+//! - every landlock rule's path as a bind mount at its own path ([`crate::sandbox::Shown`]):
+//!   system dirs and runtime prefixes read-only, write grants read-write, device nodes;
+//! - the server's scratch disk (one tmpfs of `scratch_mb`): its private home and tmp, and the
+//!   upper layers of its cache overlays;
+//! - its own `/proc` (for its pid namespace), its own cgroup (`cgroup_view`), a few generated
+//!   files (`files`: `/dev/fd` and friends; the network work adds `/etc/resolv.conf` here);
+//! - the directories leading to all of these (created in the tmpfs, mode 0755), so a grant under a
+//!   0700 tree is reachable without the tree itself.
+//!
+//! Everything else of the host does not exist for the server.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootPlan {
+    /// Size of the server's scratch disk (its home, tmp and cache layers): `disk_mb`.
+    pub scratch_mb: u64,
+    /// Files generated into the root (they win over a bind at the same path).
+    pub files: Vec<RootFile>,
+    /// Paths no bind may resolve to or contain, checked by the helper on the *resolved* host path
+    /// (the planner checks the paths as written): the real home, airlock's config and state, the
+    /// audit log, the policy files.
+    pub protected: Vec<PathBuf>,
+    /// Mount the server's own cgroup (cgroup v2, through its cgroup namespace) at
+    /// `/sys/fs/cgroup`, read-only, so runtimes read their memory limit there.
+    pub cgroup_view: bool,
+}
+
+/// A file the helper creates in the root before making it read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootFile {
+    pub path: PathBuf,
+    pub content: RootFileContent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootFileContent {
+    Symlink(PathBuf),
+    /// A regular file (owned by the sandbox's root, read-only like the rest of the root).
+    Text {
+        text: String,
+        mode: u32,
+    },
+}
+
+impl RootPlan {
+    pub fn new(scratch_mb: u64, protected: Vec<PathBuf>, cgroup_view: bool) -> Self {
+        let mut root = RootPlan {
+            scratch_mb,
+            files: Vec::new(),
+            protected,
+            cgroup_view,
+        };
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            root.add_file(
+                Path::new("/dev").join(name),
+                RootFileContent::Symlink(PathBuf::from(target)),
+            );
+        }
+        root
+    }
+
+    /// Places a generated file in the root (replacing an earlier one at the same path). A landlock
+    /// rule for it, if the server must read it, is the caller's to add (as a
+    /// [`crate::sandbox::Shown::Constructed`] rule). The extension point for files that exist
+    /// only for the sandbox, such as a resolver configuration.
+    pub fn add_file(&mut self, path: PathBuf, content: RootFileContent) {
+        self.files.retain(|file| file.path != path);
+        self.files.push(RootFile { path, content });
+    }
+
+    /// Whether a generated file sits at `path` (a bind there is left out).
+    pub fn generates(&self, path: &Path) -> bool {
+        self.files.iter().any(|file| file.path == path)
+    }
+}
+
+/// Whether `dir` exists in the root: inside a mounted path, or one of the directories leading to
+/// one. `mounted` is every path placed in the root (binds, private dirs, overlays). Lexical: the
+/// helper's `chdir` is the final word (it falls back to the private home).
+pub fn shows_dir(dir: &Path, mounted: &[&Path]) -> bool {
+    mounted
+        .iter()
+        .any(|path| dir.starts_with(path) || path.starts_with(dir))
+}
+
+/// What a host path is, as far as resolving it goes (the helper's `lstat`, or a test's map).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    Missing,
+    Dir,
+    File,
+    /// A character or block device.
+    Device,
+    Symlink(PathBuf),
+    /// A socket or fifo: never bound.
+    Other,
+}
+
+/// A host path resolved the way the kernel would: its physical location and every symlink met on
+/// the way, so the root can hold the same links.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// No symlinks, no `.`/`..`: where the bind lands in the root.
+    pub canonical: PathBuf,
+    /// What is there (never [`Node::Symlink`] or [`Node::Missing`]).
+    pub node: Node,
+    /// `(where the link is, its text)`, in the order met; `where` has no symlinks in it.
+    pub links: Vec<(PathBuf, PathBuf)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// The path (or a directory on the way) does not exist: an optional path is skipped.
+    #[error("does not exist")]
+    Missing,
+    #[error("{0} is not a directory")]
+    NotDir(PathBuf),
+    #[error("too many levels of symbolic links")]
+    Loop,
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Resolves `path` (absolute) component by component, following symlinks as path lookup does,
+/// with `probe` telling what each prefix is. Pure apart from `probe`.
+pub fn resolve(
+    path: &Path,
+    mut probe: impl FnMut(&Path) -> Result<Node, ResolveError>,
+) -> Result<Resolved, ResolveError> {
+    const MAX_LINKS: usize = 40;
+    let mut pending: VecDeque<OsString> = components(path);
+    let mut canonical = PathBuf::from("/");
+    let mut node = Node::Dir;
+    let mut links = Vec::new();
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            canonical.pop();
+            node = Node::Dir;
+            continue;
+        }
+        if node != Node::Dir {
+            return Err(ResolveError::NotDir(canonical));
+        }
+        let candidate = canonical.join(&name);
+        match probe(&candidate)? {
+            Node::Symlink(text) => {
+                if links.len() >= MAX_LINKS {
+                    return Err(ResolveError::Loop);
+                }
+                if text.is_absolute() {
+                    canonical = PathBuf::from("/");
+                }
+                let mut rest = components(&text);
+                rest.extend(pending);
+                pending = rest;
+                links.push((candidate, text));
+                node = Node::Dir;
+            }
+            Node::Missing => return Err(ResolveError::Missing),
+            found => {
+                canonical = candidate;
+                node = found;
+            }
+        }
+    }
+    Ok(Resolved {
+        canonical,
+        node,
+        links,
+    })
+}
+
+fn components(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
+
+/// One bind as the helper will make it, after resolving.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The resolved host path, which is also where it lands in the root.
+    pub at: PathBuf,
+    pub writable: bool,
+    pub idmapped: bool,
+    pub device: bool,
+    pub dir: bool,
+}
+
+/// The binds to make, parents before children. Two rules resolving to one path become one bind
+/// with the wider access; a bind inside another that already gives it as much (read-write covers
+/// read; an idmapped bind covers a plain one) is left out, which is landlock's rule too: access on
+/// a path is the union of the rules on it and its parents.
+pub fn order(mut placements: Vec<Placement>) -> Vec<Placement> {
+    placements.sort_by(|a, b| a.at.cmp(&b.at));
+    let mut out: Vec<Placement> = Vec::new();
+    for placement in placements {
+        if let Some(same) = out.iter_mut().find(|kept| kept.at == placement.at) {
+            same.writable |= placement.writable;
+            same.idmapped |= placement.idmapped;
+            continue;
+        }
+        let covered = out.iter().any(|outer| {
+            outer.dir
+                && placement.at.starts_with(&outer.at)
+                && (outer.writable || !placement.writable)
+                && (outer.idmapped || !placement.idmapped)
+                && !placement.device
+        });
+        if !covered {
+            out.push(placement);
+        }
+    }
+    out
+}
+
+/// The protected path that `canonical` is or contains. A bind *inside* a protected directory is
+/// fine (a grant under the home); one that holds it is not.
+pub fn exposes<'a>(canonical: &Path, protected: &'a [PathBuf]) -> Option<&'a Path> {
+    protected
+        .iter()
+        .find(|path| path.starts_with(canonical))
+        .map(PathBuf::as_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn fake(entries: &[(&str, Node)]) -> impl FnMut(&Path) -> Result<Node, ResolveError> + use<> {
+        let map: BTreeMap<PathBuf, Node> = entries
+            .iter()
+            .map(|(path, node)| (PathBuf::from(path), node.clone()))
+            .collect();
+        move |path: &Path| Ok(map.get(path).cloned().unwrap_or(Node::Missing))
+    }
+
+    fn link(text: &str) -> Node {
+        Node::Symlink(PathBuf::from(text))
+    }
+
+    #[test]
+    fn resolving_records_every_link_on_the_way() {
+        // /work/wt/.peers -> /work/main/.peers (absolute), /bin -> usr/bin (relative).
+        let mut fs = fake(&[
+            ("/work", Node::Dir),
+            ("/work/wt", Node::Dir),
+            ("/work/wt/.peers", link("/work/main/.peers")),
+            ("/work/main", Node::Dir),
+            ("/work/main/.peers", Node::Dir),
+            ("/work/main/.peers/venv", Node::Dir),
+            ("/bin", link("usr/bin")),
+            ("/usr", Node::Dir),
+            ("/usr/bin", Node::Dir),
+            ("/usr/bin/node", Node::File),
+        ]);
+        let peers = resolve(Path::new("/work/wt/.peers/venv"), &mut fs).unwrap();
+        assert_eq!(peers.canonical, PathBuf::from("/work/main/.peers/venv"));
+        assert_eq!(peers.node, Node::Dir);
+        assert_eq!(
+            peers.links,
+            vec![(
+                PathBuf::from("/work/wt/.peers"),
+                PathBuf::from("/work/main/.peers")
+            )]
+        );
+        let node = resolve(Path::new("/bin/node"), &mut fs).unwrap();
+        assert_eq!(node.canonical, PathBuf::from("/usr/bin/node"));
+        assert_eq!(node.node, Node::File);
+        assert_eq!(
+            node.links,
+            vec![(PathBuf::from("/bin"), PathBuf::from("usr/bin"))]
+        );
+    }
+
+    #[test]
+    fn resolving_handles_dotdot_after_a_link_physically_and_stops_loops() {
+        let mut fs = fake(&[
+            ("/etc", Node::Dir),
+            ("/etc/resolv.conf", link("../run/resolve/stub.conf")),
+            ("/run", Node::Dir),
+            ("/run/resolve", Node::Dir),
+            ("/run/resolve/stub.conf", Node::File),
+            ("/a", link("/b")),
+            ("/b", link("/a")),
+        ]);
+        let conf = resolve(Path::new("/etc/resolv.conf"), &mut fs).unwrap();
+        assert_eq!(conf.canonical, PathBuf::from("/run/resolve/stub.conf"));
+        assert_eq!(resolve(Path::new("/a/x"), &mut fs), Err(ResolveError::Loop));
+        assert_eq!(
+            resolve(Path::new("/nope/x"), &mut fs),
+            Err(ResolveError::Missing)
+        );
+        assert_eq!(
+            resolve(Path::new("/run/resolve/stub.conf/x"), &mut fs),
+            Err(ResolveError::NotDir(PathBuf::from(
+                "/run/resolve/stub.conf"
+            )))
+        );
+    }
+
+    fn bind(at: &str, writable: bool, idmapped: bool) -> Placement {
+        Placement {
+            at: PathBuf::from(at),
+            writable,
+            idmapped,
+            device: false,
+            dir: true,
+        }
+    }
+
+    #[test]
+    fn order_puts_parents_first_and_drops_what_a_parent_already_gives() {
+        let ordered = order(vec![
+            bind("/data/sub", false, true),  // read inside write: covered
+            bind("/usr/lib/x", false, true), // idmapped inside plain: kept
+            bind("/data", true, true),
+            bind("/usr", false, false),
+            bind("/usr/share", false, false), // read inside read: covered
+            bind("/srv/ro", false, false),
+            bind("/srv/ro/rw", true, false), // write inside read: kept
+            bind("/srv/ro", true, false),    // the same path twice: the wider access
+        ]);
+        let at: Vec<(&str, bool)> = ordered
+            .iter()
+            .map(|p| (p.at.to_str().unwrap(), p.writable))
+            .collect();
+        assert_eq!(
+            at,
+            vec![
+                ("/data", true),
+                ("/srv/ro", true),
+                ("/usr", false),
+                ("/usr/lib/x", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bind_may_sit_under_a_protected_path_but_never_hold_one() {
+        let protected = vec![
+            PathBuf::from("/home/me"),
+            PathBuf::from("/etc/airlock/p.toml"),
+        ];
+        assert_eq!(exposes(Path::new("/home/me/projects"), &protected), None);
+        assert_eq!(
+            exposes(Path::new("/home"), &protected),
+            Some(Path::new("/home/me"))
+        );
+        assert_eq!(
+            exposes(Path::new("/home/me"), &protected),
+            Some(Path::new("/home/me"))
+        );
+        assert_eq!(
+            exposes(Path::new("/etc"), &protected),
+            Some(Path::new("/etc/airlock/p.toml"))
+        );
+    }
+
+    #[test]
+    fn the_working_directory_exists_inside_or_above_what_is_mounted() {
+        let mounted = [
+            Path::new("/usr"),
+            Path::new("/home/me/.local/state/airlock/servers/x/home"),
+        ];
+        assert!(shows_dir(Path::new("/usr/lib"), &mounted));
+        assert!(shows_dir(Path::new("/home/me"), &mounted));
+        assert!(shows_dir(Path::new("/"), &mounted));
+        assert!(!shows_dir(Path::new("/home/me/project"), &mounted));
+        assert!(!shows_dir(Path::new("/root"), &mounted));
+    }
+}

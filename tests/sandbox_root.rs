@@ -1,0 +1,309 @@
+//! End to end: the server sees only what it was given (its own root, its own /proc, bounded memory
+//! and disk, no signals outside itself, no metadata changes outside its write grants), with the
+//! real `airlock` binary and the hostile fixture (tests/fixtures/sandbox/hostile.c). Every case
+//! runs as root (when the tests run as root: the server is then nobody) AND as an ordinary user
+//! (uid 65533 via setpriv; or the test's own uid when the tests do not run as root).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod sandbox_support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sandbox_support::*;
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn no_host_process_is_visible_or_reachable_by_any_pid() {
+    let mut host_process = Command::new("sleep").arg("30").spawn().unwrap();
+    let host_pid = host_process.id().to_string();
+    let me = std::process::id().to_string();
+    for who in everyone() {
+        let out = who.hostile(&[], &["ps"]);
+        let listed: Vec<(String, String)> = stdout(&out)
+            .lines()
+            .filter_map(|line| line.strip_prefix("PID "))
+            .map(|rest| {
+                let (pid, cmd) = rest.split_once(' ').unwrap_or((rest, ""));
+                (pid.to_string(), cmd.to_string())
+            })
+            .collect();
+        assert!(!listed.is_empty(), "{who:?}: {}", text(&out));
+        for (pid, cmd) in &listed {
+            assert!(
+                cmd.starts_with(world().hostile.to_str().unwrap()),
+                "{who:?}: process {pid} ({cmd}) is not the server's own\n{}",
+                text(&out)
+            );
+        }
+        // Guessing host pids: neither signal 0 nor /proc reaches them.
+        for guess in [&host_pid, &me] {
+            let out = who.hostile(&[], &["guess", guess]);
+            assert_refused(&out);
+            assert!(
+                stdout(&out).contains(&format!("REFUSED kill({guess}, 0)")),
+                "{who:?}: {}",
+                text(&out)
+            );
+        }
+    }
+    host_process.kill().unwrap();
+    let _ = host_process.wait();
+}
+
+#[test]
+fn the_server_cannot_signal_its_init_or_its_parent() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["killppid"]);
+        assert_refused(&out);
+        assert!(
+            stdout(&out).contains("REFUSED kill(ppid"),
+            "{who:?}: {}",
+            text(&out)
+        );
+    }
+}
+
+/// 3 GiB touched against the default 2048 MiB: root gets a memory cgroup of its own (the OOM
+/// killer ends the server), an ordinary user without a delegated cgroup RLIMIT_DATA (the
+/// allocation fails). The plan says which, and the outcome matches it.
+#[test]
+fn a_3_gib_touched_allocation_is_stopped() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["membomb"]);
+        assert_memory_bounded(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let plan_memory = stderr
+            .lines()
+            .find(|line| line.trim_start().starts_with("memory: "))
+            .unwrap_or_else(|| panic!("{who:?}: no memory line in the plan\n{stderr}"));
+        if plan_memory.contains("RLIMIT_DATA") {
+            assert!(
+                stdout(&out).contains("REFUSED mmap"),
+                "{who:?}: {}",
+                text(&out)
+            );
+        } else {
+            assert!(plan_memory.contains("resident, cgroup"), "{plan_memory}");
+            assert_eq!(out.status.code(), Some(128 + 9), "{who:?}: {}", text(&out));
+        }
+    }
+}
+
+/// Files named `bomb-*` anywhere under `dir`.
+fn bombs_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            } else if entry.file_name().to_string_lossy().starts_with("bomb-") {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// The private home and tmp are one tmpfs of `disk_mb` (1024 MiB): 3 GiB into either stops at
+/// it with ENOSPC, and nothing reaches the user's disk.
+#[test]
+fn a_3_gib_write_into_tmpdir_or_home_is_stopped_at_disk_mb() {
+    for who in everyone() {
+        for var in ["TMPDIR", "HOME"] {
+            let out = who.hostile(&[], &["diskbomb", var]);
+            assert_refused(&out);
+            let line = stdout(&out);
+            assert!(
+                line.contains("No space left on device"),
+                "{who:?} {var}: {}",
+                text(&out)
+            );
+            let written: u64 = line
+                .split(" after ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|mib| mib.parse().ok())
+                .unwrap_or(u64::MAX);
+            assert!(written <= 1024, "{who:?} {var}: {}", text(&out));
+        }
+        let state = world().root.join(format!("state-{}", who.tag()));
+        assert!(
+            bombs_under(&state).is_empty(),
+            "{who:?}: {:?}",
+            bombs_under(&state)
+        );
+    }
+}
+
+/// chmod/chown/utime/setxattr/rename/link on the user's own files outside its write grants:
+/// refused for an ordinary user too (landlock has no right for metadata; the constructed root has
+/// no such file, and a read grant is a read-only bind).
+#[test]
+fn metadata_of_the_users_files_outside_write_grants_cannot_change() {
+    for who in everyone() {
+        let outside = who.dir("meta-outside", 0o755);
+        let granted = who.dir("meta-read-grant", 0o755);
+        let mut files = Vec::new();
+        for dir in [&outside, &granted] {
+            let file = dir.join("file.txt");
+            std::fs::write(&file, "mine\n").unwrap();
+            who.own(&file);
+            chmod(&file, 0o644);
+            files.push(file);
+        }
+        let before: Vec<(u32, i64, i64)> = files
+            .iter()
+            .map(|f| {
+                let m = std::fs::metadata(f).unwrap();
+                (m.mode(), m.mtime(), m.mtime_nsec())
+            })
+            .collect();
+        let grant = ["--grant-read", granted.to_str().unwrap()];
+        for file in &files {
+            let file = file.to_str().unwrap();
+            for mode in ["chmod", "chown", "utime", "setxattr"] {
+                let out = who.hostile(&grant, &[mode, file]);
+                assert_refused(&out);
+            }
+            let moved = format!("{file}.moved");
+            assert_refused(&who.hostile(&grant, &["rename", file, &moved]));
+            let link = format!("{}/link", "/tmp");
+            assert_refused(&who.hostile(&grant, &["hardlink", file, &link]));
+        }
+        let after: Vec<(u32, i64, i64)> = files
+            .iter()
+            .map(|f| {
+                let m = std::fs::metadata(f).unwrap();
+                (m.mode(), m.mtime(), m.mtime_nsec())
+            })
+            .collect();
+        assert_eq!(before, after, "{who:?}");
+        for file in &files {
+            assert!(
+                xattr_absent(file),
+                "{who:?}: {} got an xattr",
+                file.display()
+            );
+        }
+    }
+}
+
+fn xattr_absent(path: &Path) -> bool {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let mut buf = [0u8; 8];
+    // SAFETY: (test) getxattr writes at most buf.len() bytes into our buffer.
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"user.airlock".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    n < 0
+}
+
+/// A write grant deep in a 0700 tree: the directories leading to it are the root's own, so the
+/// server reaches it read and write. As root the tree is root's and the server nobody (the grant
+/// is an idmapped bind: what it writes is root's on disk); as an ordinary user the tree is the
+/// user's. A 0700 tree of root's that the user cannot enter on the host stays out of reach.
+#[test]
+fn a_grant_under_a_0700_tree_is_reachable_read_and_write() {
+    for who in everyone() {
+        let tree = who.dir("locked", 0o700);
+        let grant = tree.join("deep/grant");
+        std::fs::create_dir_all(&grant).unwrap();
+        for dir in [tree.join("deep"), grant.clone()] {
+            who.own(&dir);
+            chmod(&dir, 0o700);
+        }
+        let existing = grant.join("in.txt");
+        std::fs::write(&existing, "from the host\n").unwrap();
+        who.own(&existing);
+        chmod(&existing, 0o600);
+        let written = grant.join("out.txt");
+        let out = who.hostile(
+            &["--grant-write", grant.to_str().unwrap()],
+            &["rw", existing.to_str().unwrap(), written.to_str().unwrap()],
+        );
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out));
+        assert!(
+            stdout(&out).contains("READ from the host"),
+            "{}",
+            text(&out)
+        );
+        assert_eq!(std::fs::read_to_string(&written).unwrap(), "written\n");
+        assert_eq!(
+            std::fs::metadata(&written).unwrap().uid(),
+            who.uid(),
+            "{who:?}: the file belongs to the grant's owner on disk"
+        );
+        if who != Who::Me && is_root() {
+            // root's own 0700 tree: the ordinary user cannot enter it on the host either.
+            let roots = Who::Me.dir("locked-roots", 0o700);
+            let grant = roots.join("grant");
+            std::fs::create_dir_all(&grant).unwrap();
+            std::fs::write(grant.join("in.txt"), "root's\n").unwrap();
+            let out = who.hostile(
+                &["--grant-write", grant.to_str().unwrap()],
+                &[
+                    "rw",
+                    grant.join("in.txt").to_str().unwrap(),
+                    grant.join("out.txt").to_str().unwrap(),
+                ],
+            );
+            assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+            assert!(stdout(&out).contains("FAILED read"), "{}", text(&out));
+            assert!(!grant.join("out.txt").exists());
+        }
+    }
+}
+
+/// A working directory the server cannot use (not in its root: nothing granted there; or 0700
+/// and not the server's) falls back to its private home with one notice; never a helper failure.
+/// Granted, it is the server's working directory (as root through the idmapped bind).
+#[test]
+fn a_start_from_a_0700_working_directory_falls_back_to_the_private_home() {
+    for who in everyone() {
+        let cwd = who.dir("cwd", 0o700);
+        let out = who.hostile(&["--cwd", cwd.to_str().unwrap()], &["pwd"]);
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr
+                .matches("the server cannot use the working directory")
+                .count(),
+            1,
+            "{who:?}: {stderr}"
+        );
+        assert!(
+            stdout(&out).contains("CWD ") && stdout(&out).contains("servers/root-tests/home"),
+            "{who:?}: {}",
+            text(&out)
+        );
+        let out = who.hostile(
+            &[
+                "--cwd",
+                cwd.to_str().unwrap(),
+                "--grant-read",
+                cwd.to_str().unwrap(),
+            ],
+            &["pwd"],
+        );
+        assert_eq!(
+            stdout(&out).trim(),
+            format!("CWD {}", cwd.display()),
+            "{who:?}: {}",
+            text(&out)
+        );
+        let mode = std::fs::metadata(&cwd).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+}

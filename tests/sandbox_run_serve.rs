@@ -1,0 +1,216 @@
+//! End to end, one case through both `airlock run` and `airlock serve`, as root and as an ordinary
+//! user: a real Python `mcp` server started from a 0700 working directory it cannot use answers
+//! `tools/call` (it starts in its private home, with one notice on stderr; never a helper
+//! failure), and the spawn audit event names the memory mechanism in force, exactly as
+//! `airlock doctor` does.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod sandbox_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use sandbox_support::*;
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Run,
+    Serve,
+}
+
+fn python() -> PathBuf {
+    let python = peers().join("sandbox-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `bash .ci/install-peers`",
+        python.display()
+    );
+    python
+}
+
+/// The Python fixture server, copied where every test user may read it.
+fn server_script() -> PathBuf {
+    let tools = world().root.join("py-tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    chmod(&tools, 0o755);
+    let script = tools.join("py_server.py");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sandbox/py_server.py"
+        ),
+        &script,
+    )
+    .unwrap();
+    chmod(&script, 0o644);
+    script
+}
+
+struct Outcome {
+    answer: Value,
+    stderr: String,
+    audit: Vec<Value>,
+}
+
+/// initialize, initialized, tools/call echo; then EOF.
+fn call_echo(mode: Mode, who: Who, cwd: &Path) -> Outcome {
+    let script = server_script();
+    let work = who.dir(&format!("mode-{mode:?}"), 0o755);
+    let audit = work.join("audit.jsonl");
+    let (args, tool): (Vec<String>, &str) = match mode {
+        Mode::Run => (
+            vec![
+                "run".into(),
+                "--name".into(),
+                "py".into(),
+                "--audit".into(),
+                audit.display().to_string(),
+                "--".into(),
+                python().display().to_string(),
+                script.display().to_string(),
+            ],
+            "echo",
+        ),
+        Mode::Serve => {
+            let config = work.join("airlock.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[servers.py]\ncommand = {:?}\nargs = [{:?}]\ncwd = {:?}\n",
+                    python().display().to_string(),
+                    script.display().to_string(),
+                    cwd.display().to_string()
+                ),
+            )
+            .unwrap();
+            who.own(&config);
+            (
+                vec![
+                    "serve".into(),
+                    "--config".into(),
+                    config.display().to_string(),
+                    "--audit".into(),
+                    audit.display().to_string(),
+                ],
+                "py__echo",
+            )
+        }
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = who.airlock(&args);
+    // `run` takes the server's working directory from its own.
+    cmd.current_dir(cwd);
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = move |msg: Value| {
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut read = |id: i64| -> Option<Value> {
+        while Instant::now() < deadline {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                return None;
+            }
+            let msg: Value = serde_json::from_str(&line).expect("stdout is only MCP");
+            if msg["id"] == id {
+                return Some(msg);
+            }
+        }
+        None
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    let init = read(1);
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    send(
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":tool,"arguments":{"text":"hi"}}}),
+    );
+    let answer = init.and_then(|_| read(2)).unwrap_or(Value::Null);
+    drop(send);
+    let output = child.wait_with_output().unwrap();
+    let audit = std::fs::read_to_string(&audit)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    Outcome {
+        answer,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        audit,
+    }
+}
+
+/// `airlock doctor`'s memory line, as this user.
+fn doctor_memory(who: Who) -> String {
+    let out = who.airlock(&["doctor"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|line| {
+            line.trim_start()
+                .strip_prefix("memory ......................")
+        })
+        .unwrap_or_else(|| panic!("no memory line:\n{text}"))
+        .trim()
+        .to_string()
+}
+
+fn check(mode: Mode, who: Who) {
+    let cwd = who.dir(&format!("start-{mode:?}"), 0o700);
+    let outcome = call_echo(mode, who, &cwd);
+    let context = format!(
+        "{mode:?} as {who:?}:\n{}\n{}",
+        outcome.answer, outcome.stderr
+    );
+    let expected_uid = if who.is_root() { 65534 } else { who.uid() };
+    assert_eq!(
+        outcome.answer["result"]["content"][0]["text"],
+        format!("hi (uid {expected_uid})"),
+        "{context}"
+    );
+    assert_eq!(
+        outcome
+            .stderr
+            .matches("the server cannot use the working directory")
+            .count(),
+        1,
+        "{context}"
+    );
+    assert!(
+        !outcome.stderr.contains("airlock-confine: prepare"),
+        "{context}"
+    );
+    let spawn = outcome
+        .audit
+        .iter()
+        .find(|event| event["event"] == "spawn")
+        .unwrap_or_else(|| panic!("no spawn event: {:?}\n{context}", outcome.audit));
+    let sandbox = &spawn["detail"]["sandbox"];
+    assert_eq!(sandbox["memory"], doctor_memory(who), "{context}");
+    assert_eq!(sandbox["root"], "constructed root", "{context}");
+    assert!(
+        sandbox["disk"].as_str().unwrap_or("").contains("MiB tmpfs"),
+        "{context}"
+    );
+}
+
+#[test]
+fn a_server_started_from_a_0700_directory_answers_and_the_audit_names_the_memory_mechanism() {
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            check(mode, who);
+        }
+    }
+}
