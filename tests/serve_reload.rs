@@ -1,0 +1,92 @@
+//! `airlock serve` reloads its config and policies on SIGHUP and `airlock reload`: a changed or
+//! new server starts before the old one is dropped, calls in flight finish, a bad file keeps the
+//! running state and says why, and every reload is audited.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{Client, Mode, Setup, fixture, start};
+
+fn server(name: &str, label: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}, \"--name\", {label:?}]\n",
+        fixture().display().to_string()
+    )
+}
+
+#[test]
+fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
+    let (world, mut client) = start(Mode::Serve, Setup::fixture("--name v1"));
+    client.initialize("2025-06-18");
+    client.request(9, "tools/list", json!({}));
+    assert_eq!(
+        Client::text(&client.call(1, "fixture__echo", json!({"text": "a"}))),
+        "v1: a"
+    );
+    // A call in flight across the reload.
+    client.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture__slow","arguments":{"seconds":1.5}}}));
+    std::thread::sleep(Duration::from_millis(200));
+
+    let config = world.path("airlock.toml");
+    let good = format!("{}\n{}", server("fixture", "v2"), server("extra", "extra"));
+    std::fs::write(&config, &good).unwrap();
+    client.signal(libc::SIGHUP);
+    // A host that listed tools hears that they changed.
+    let changed = (0..50)
+        .filter_map(|_| client.next(Duration::from_millis(200)))
+        .find(|m| m["method"] == "notifications/tools/list_changed");
+    assert!(changed.is_some(), "no list_changed after the reload");
+    // The changed server answers new calls at once; the new one is there.
+    let answer = client.call(3, "fixture__echo", json!({"text": "b"}));
+    assert_eq!(Client::text(&answer), "v2: b");
+    assert_eq!(
+        Client::text(&client.call(4, "extra__echo", json!({"text": "c"}))),
+        "extra: c"
+    );
+    let slow = client.answer(json!(2), Duration::from_secs(10));
+    assert_eq!(Client::text(&slow), "slow done", "the call in flight finished: {slow}");
+
+    // A bad file: the running state stays, and the reason is given.
+    std::fs::write(&config, "[servers.fixture\nbroken").unwrap();
+    let out = world.command(&["reload"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("not reloaded"), "{said}");
+    assert_eq!(
+        Client::text(&client.call(5, "fixture__echo", json!({"text": "d"}))),
+        "v2: d"
+    );
+    // airlock reload with a good file again: nothing changed, nothing restarted.
+    std::fs::write(&config, &good).unwrap();
+    let out = world.command(&["reload"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("reloaded"), "{said}");
+
+    client.close_stdin();
+    client.wait(Duration::from_secs(10)).expect("exits");
+    let stderr = client.stderr();
+    assert!(stderr.contains("reload failed"), "{stderr}");
+    let audit = world.audit();
+    let policies: Vec<String> = audit
+        .iter()
+        .filter(|e| e["event"] == "policy")
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(policies.len(), 4, "start, reload, failed reload, reload: {policies:?}");
+    assert!(policies[1].starts_with("reload of"), "{policies:?}");
+    assert!(policies[2].contains("reload failed"), "{policies:?}");
+    let spawns = audit
+        .iter()
+        .filter(|e| e["event"] == "spawn" && e["server"] == "fixture")
+        .count();
+    assert_eq!(spawns, 2, "v1, then v2; the unchanged reload restarts nothing");
+    let exits = audit
+        .iter()
+        .filter(|e| e["event"] == "exit" && e["server"] == "fixture")
+        .count();
+    assert_eq!(exits, 2);
+}
