@@ -47,7 +47,11 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
         "extra: c"
     );
     let slow = client.answer(json!(2), Duration::from_secs(10));
-    assert_eq!(Client::text(&slow), "slow done", "the call in flight finished: {slow}");
+    assert_eq!(
+        Client::text(&slow),
+        "slow done",
+        "the call in flight finished: {slow}"
+    );
 
     // A bad file: the running state stays, and the reason is given.
     std::fs::write(&config, "[servers.fixture\nbroken").unwrap();
@@ -76,14 +80,21 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
         .filter(|e| e["event"] == "policy")
         .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(policies.len(), 4, "start, reload, failed reload, reload: {policies:?}");
+    assert_eq!(
+        policies.len(),
+        4,
+        "start, reload, failed reload, reload: {policies:?}"
+    );
     assert!(policies[1].starts_with("reload of"), "{policies:?}");
     assert!(policies[2].contains("reload failed"), "{policies:?}");
     let spawns = audit
         .iter()
         .filter(|e| e["event"] == "spawn" && e["server"] == "fixture")
         .count();
-    assert_eq!(spawns, 2, "v1, then v2; the unchanged reload restarts nothing");
+    assert_eq!(
+        spawns, 2,
+        "v1, then v2; the unchanged reload restarts nothing"
+    );
     let exits = audit
         .iter()
         .filter(|e| e["event"] == "exit" && e["server"] == "fixture")

@@ -571,16 +571,30 @@ impl Gate {
             self.filter_tools(result);
         }
         let tool_error = message.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
+        let input_required = message
+            .pointer("/result/resultType")
+            .and_then(Value::as_str)
+            == Some("input_required");
         let error_message = message.pointer("/error/message").and_then(Value::as_str);
-        self.answered(pending, is_error, tool_error, error_message, now, fx);
+        self.answered(
+            pending,
+            is_error,
+            input_required,
+            tool_error,
+            error_message,
+            now,
+            fx,
+        );
         Verdict::Forward(message)
     }
 
     /// Records the outcome of an answered tool call (other requests need nothing).
+    #[allow(clippy::too_many_arguments)]
     fn answered(
         &self,
         pending: Pending,
         is_error: bool,
+        input_required: bool,
         tool_error: bool,
         error_message: Option<&str>,
         now: Instant,
@@ -591,6 +605,9 @@ impl Gate {
         };
         let (outcome, reason) = if is_error {
             (Outcome::Error, error_message.map(str::to_string))
+        } else if input_required {
+            let why = "input required: the host answers and retries as a new request";
+            (Outcome::Ok, Some(why.to_string()))
         } else if tool_error {
             (Outcome::Error, Some("tool result isError".to_string()))
         } else {

@@ -215,6 +215,7 @@ impl Core {
     /// Stops every server (host gone, or a signal). Nothing starts afterwards.
     pub fn shutdown(&mut self) {
         self.shutting_down = true;
+        self.close_listens();
         for (index, server) in self.servers.iter_mut().enumerate() {
             let running = server.alive || server.life.is_starting();
             if running {
@@ -239,6 +240,7 @@ impl Core {
         servers
             .chain(aggregations)
             .chain(initialize)
+            .chain([self.parked_deadline()])
             .flatten()
             .min()
     }
@@ -252,6 +254,7 @@ impl Core {
             }
             self.lifecycle_tick(index, now);
         }
+        self.expire_parked(now, None);
         self.retire_finished();
         self.settle_aggregations(now);
     }

@@ -69,7 +69,10 @@ impl Core {
 
     /// A host request the gate let through: a downstream id (the host's own in `Single`, a fresh
     /// one of the server in `Gateway`), the progress token rewritten in `Gateway`, then sent.
-    fn send_downstream(&mut self, index: usize, mut message: Value, host_id: Value, now: Instant) {
+    fn send_downstream(&mut self, index: usize, message: Value, host_id: Value, now: Instant) {
+        let Some(mut message) = self.before_sending(index, message, &host_id, now) else {
+            return;
+        };
         let single = self.single();
         let method = message
             .get("method")
@@ -77,6 +80,7 @@ impl Core {
             .unwrap_or_default();
         let initialize = method == "initialize";
         let cacheable = super::era::cacheable(method);
+        let input_carrier = !single && super::mrtr::carries_input(method);
         let host_key = id_key(&host_id);
         let server = &mut self.servers[index];
         let down_id = if single && !server.outbound.contains_key(&host_key) {
@@ -100,6 +104,7 @@ impl Core {
             progress,
             initialize,
             cacheable,
+            input_carrier,
         };
         server.outbound.insert(id_key(&down_id), origin);
         self.host_requests.insert(host_key, (index, down_id));
@@ -194,6 +199,9 @@ impl Core {
         let Some(key) = message.pointer("/params/requestId").map(id_key) else {
             return;
         };
+        if self.end_listen(&key) {
+            return;
+        }
         self.aggregations.retain(|a| id_key(&a.host_id) != key);
         let owner = self
             .host_requests

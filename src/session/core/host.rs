@@ -89,6 +89,7 @@ impl Core {
     /// answered by airlock).
     fn in_flight(&self, key: &str) -> bool {
         self.host_requests.contains_key(key)
+            || self.is_listen(key)
             || self.servers.iter().any(|s| s.gate.tracks(key))
             || self.aggregations.iter().any(|a| id_key(&a.host_id) == key)
             || self
@@ -116,6 +117,10 @@ impl Core {
     fn learn_host(&mut self, method: &str, message: &Value, now: Instant) {
         let params = message.get("params");
         let before = self.host_facts();
+        let opted_in = params.and_then(|p| p.pointer("/_meta/io.modelcontextprotocol~1logLevel"));
+        if let Some(level) = opted_in.filter(|_| !self.single()) {
+            self.log_level(level.clone(), now);
+        }
         if method == "initialize" {
             let params = params.cloned().unwrap_or(Value::Null);
             self.host.capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));

@@ -239,6 +239,9 @@ impl Core {
     /// Tells the host that a list it may have cached changed (handshake era: the plain
     /// notification, once the host has seen the list).
     pub(super) fn list_changed(&mut self, kind: ListKind) {
+        if self.notify_listens(kind) {
+            return;
+        }
         let listed = kind != ListKind::Tools || self.host.listed_tools;
         if listed && self.host.initialized {
             let method = format!("notifications/{}/list_changed", kind.capability());

@@ -17,6 +17,9 @@
 //! | [`lists`] | list aggregation and airlock's own pages |
 //! | [`failure`] | failure bookkeeping: crashes, exits, timeouts, lifecycle ticks |
 //! | [`era`] | what each protocol version needs on the host side (2026-07-28 results) |
+//! | [`mrtr`] | a handshake-era server's requests for input, asked of a 2026-07-28 host |
+//! | [`subscriptions`] | `subscriptions/listen` (2026-07-28) |
+//! | [`reload`] | a new config and policy without dropping a call |
 //!
 //! Id spaces: the gate of each server works in the **host's** id space (its audit events carry
 //! the host's ids). A host request forwarded to a server gets a downstream id: the host's own in
@@ -30,8 +33,10 @@ mod forward;
 mod handshake;
 mod host;
 mod lists;
+mod mrtr;
 mod reload;
 mod routing;
+mod subscriptions;
 mod upstream;
 
 #[cfg(test)]
@@ -126,6 +131,8 @@ enum Origin {
         initialize: bool,
         /// A result a 2026-07-28 host may cache (`resources/read`): it gets cache hints.
         cacheable: bool,
+        /// A request a 2026-07-28 host may be asked for input through (see [`mrtr`]).
+        input_carrier: bool,
     },
     Initialize,
     /// airlock's own `tools/list` (at start, or after `list_changed`).
@@ -246,9 +253,18 @@ pub struct Core {
     snapshots: HashMap<ListKind, (u64, Vec<Value>)>,
     snapshot_generation: u64,
     resource_owner: HashMap<String, usize>,
+    /// Task id → the server that created it (tasks, 2025-11-25).
+    task_owner: HashMap<String, usize>,
     /// URI template (and its literal prefix) → server.
     templates: Vec<(String, String, usize)>,
     batches: Batches,
+    /// Translations of server requests waiting for the host's retry, by `requestState`.
+    parked: HashMap<String, mrtr::Parked>,
+    /// Server requests for input waiting for a host request to carry them, per server.
+    waiting_input: HashMap<usize, Vec<mrtr::Waiting>>,
+    next_state: u64,
+    /// The host's open `subscriptions/listen` (2026-07-28).
+    listens: Vec<subscriptions::Listen>,
     /// `Single`: the host closed its input.
     host_gone: bool,
     shutting_down: bool,
@@ -285,8 +301,13 @@ impl Core {
             snapshots: HashMap::new(),
             snapshot_generation: 0,
             resource_owner: HashMap::new(),
+            task_owner: HashMap::new(),
             templates: Vec::new(),
             batches: Batches::default(),
+            parked: HashMap::new(),
+            waiting_input: HashMap::new(),
+            next_state: 0,
+            listens: Vec::new(),
             host_gone: false,
             shutting_down: false,
             out: Vec::new(),
@@ -454,6 +475,16 @@ impl Core {
 
     fn reply_error(&mut self, id: Value, code: i64, text: &str) {
         self.send_host(error_response(id, code, text, None));
+    }
+
+    /// An answer airlock gives a host request its gate tracks (so the gate records it).
+    fn answer_through_gate(&mut self, index: usize, answer: Value, now: Instant) {
+        let mut fx = crate::gate::Effects::default();
+        let verdict = self.servers[index].gate.on_server(answer, now, &mut fx);
+        self.apply_gate(index, fx, now);
+        if let crate::gate::Verdict::Forward(answer) = verdict {
+            self.send_host(answer);
+        }
     }
 
     fn audit(&mut self, event: Event) {

@@ -39,6 +39,10 @@ impl Core {
                 }
             }
             "completion/complete" => self.host_complete(message, id, now),
+            "subscriptions/listen" => self.host_listen(&message, id, now),
+            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list" => {
+                self.host_task(message, id, now)
+            }
             other => match ListKind::from_method(other) {
                 Some(kind) => self.host_list(kind, message, id, now),
                 None => self.reply_error(
@@ -47,6 +51,29 @@ impl Core {
                     &format!("airlock serve cannot route method {other:?}"),
                 ),
             },
+        }
+    }
+
+    /// Tasks (2025-11-25): a task's requests go to the server that created it (airlock noted
+    /// the owner of every task id a server returned); `tasks/list` to the one server that
+    /// offers tasks.
+    fn host_task(&mut self, message: Value, id: Value, now: Instant) {
+        let owner = match message.pointer("/params/taskId").and_then(Value::as_str) {
+            Some(task) => self.task_owner.get(task).copied(),
+            None => {
+                let mut offering = (0..self.servers.len()).filter(|&i| {
+                    !self.servers[i].retiring
+                        && self.servers[i].has_capability("tasks") == Some(true)
+                });
+                match (offering.next(), offering.next()) {
+                    (Some(index), None) => Some(index),
+                    _ => None,
+                }
+            }
+        };
+        match owner {
+            Some(index) => self.forward_request(index, message, id, now),
+            None => self.reply_error(id, code::INVALID_PARAMS, "Unknown task"),
         }
     }
 
@@ -62,19 +89,27 @@ impl Core {
     }
 
     fn set_log_level(&mut self, message: &Value, id: Value, now: Instant) {
-        let level = message.pointer("/params/level").cloned();
-        self.host.log_level = level.clone();
-        if let Some(level) = level {
-            for index in 0..self.servers.len() {
-                if self.servers[index].life.is_ready()
-                    && self.servers[index].has_capability("logging") == Some(true)
-                {
-                    let params = json!({"level": level});
-                    self.internal_request(index, "logging/setLevel", params, Origin::Ignore, now);
-                }
-            }
+        if let Some(level) = message.pointer("/params/level") {
+            self.log_level(level.clone(), now);
         }
         self.reply(id, json!({}));
+    }
+
+    /// The host's log level (`logging/setLevel`, or in 2026-07-28 the `logLevel` of a request's
+    /// `_meta`): remembered (replayed after restarts) and passed to every server that logs.
+    pub(super) fn log_level(&mut self, level: Value, now: Instant) {
+        if self.host.log_level.as_ref() == Some(&level) {
+            return;
+        }
+        self.host.log_level = Some(level.clone());
+        for index in 0..self.servers.len() {
+            if self.servers[index].life.is_ready()
+                && self.servers[index].has_capability("logging") == Some(true)
+            {
+                let params = json!({"level": level});
+                self.internal_request(index, "logging/setLevel", params, Origin::Ignore, now);
+            }
+        }
     }
 
     fn host_call(&mut self, message: Value, id: Value, now: Instant) {
@@ -166,7 +201,7 @@ impl Core {
 
     /// The server that owns `uri`: listed resources, then the longest matching template (or the
     /// template itself, for completions), then the only server that offers resources at all.
-    fn resource_server(&self, uri: &str) -> Option<usize> {
+    pub(super) fn resource_server(&self, uri: &str) -> Option<usize> {
         if let Some(&index) = self.resource_owner.get(uri)
             && !self.servers[index].retiring
         {

@@ -530,3 +530,6 @@ fn shutdown_stops_everything_running_and_nothing_restarts() {
     h.host(call(json!(1), "alpha__read"));
     assert_eq!(h.starts, vec![1, 1]);
 }
+
+#[path = "era_tests.rs"]
+mod era;

@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::lists::ListKind;
+use super::mrtr::INPUT_METHODS;
 use super::{Action, Core, META_SERVER, Origin, era};
 use crate::gate::{Effects, OWN_ID_PREFIX, Verdict};
 use crate::mcp::message::{code, error_response, id_key, result_response};
@@ -63,11 +64,13 @@ impl Core {
         };
         let mut message = message;
         let (host_id, progress, initialize, cacheable) = match origin {
+            Origin::Host { .. } if self.parked_answer(index, key, &message) => return,
             Origin::Host {
                 host_id,
                 progress,
                 initialize,
                 cacheable,
+                ..
             } => (host_id, progress, initialize, cacheable),
             Origin::Ignore => return,
             internal => {
@@ -98,6 +101,13 @@ impl Core {
             self.host.initialized = true;
         }
         message["id"] = host_id;
+        if !self.single()
+            && let Some(task) = message
+                .pointer("/result/task/taskId")
+                .and_then(Value::as_str)
+        {
+            self.task_owner.insert(task.to_string(), index);
+        }
         if cacheable
             && !self.single()
             && era::stateless(&self.host)
@@ -121,6 +131,10 @@ impl Core {
         message: Value,
         now: Instant,
     ) {
+        if !self.single() && era::stateless(&self.host) && INPUT_METHODS.contains(&method) {
+            self.ask_host_for_input(index, id, message, now);
+            return;
+        }
         if !self.single()
             && let Some(answer) = self.answer_server_request(index, &id, method)
         {
@@ -211,6 +225,13 @@ impl Core {
             "notifications/prompts/list_changed" => return self.list_changed(ListKind::Prompts),
             "notifications/resources/list_changed" => {
                 return self.list_changed(ListKind::Resources);
+            }
+            "notifications/resources/updated" if !self.resource_updated(&mut message) => return,
+            // A 2026-07-28 host receives log messages only once it opted in.
+            "notifications/message"
+                if era::stateless(&self.host) && self.host.log_level.is_none() =>
+            {
+                return;
             }
             "notifications/message" => {
                 if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {

@@ -1,0 +1,247 @@
+//! The gateway facing a 2026-07-28 host, and the other protocol eras' features (batches, tasks),
+//! against the scripted servers of `tests.rs`.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{},"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"modern","version":"2"}})
+}
+
+fn modern(id: Value, method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta();
+    json!({"jsonrpc":"2.0","id":id,"method":method,"params":params})
+}
+
+#[test]
+fn discover_and_results_have_the_shape_of_2026() {
+    let mut h = two();
+    h.host(modern(json!(1), "server/discover", json!({})));
+    let discover = h.take_host(json!(1))["result"].clone();
+    assert_eq!(discover["resultType"], "complete");
+    assert_eq!(
+        discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "airlock"
+    );
+    assert!(
+        discover.get("serverInfo").is_none(),
+        "serverInfo lives in _meta in 2026"
+    );
+    assert_eq!(discover["ttlMs"], 0);
+    assert_eq!(discover["cacheScope"], "private");
+    h.host(modern(json!(2), "tools/list", json!({})));
+    let list = h.take_host(json!(2))["result"].clone();
+    assert_eq!(list["resultType"], "complete");
+    assert!(list.get("ttlMs").is_some() && list.get("cacheScope").is_some());
+    h.host(modern(
+        json!(3),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    let received = h.received[0].pop_front().unwrap();
+    assert_eq!(
+        received["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":received["id"],"result":{"content":[]}}),
+    );
+    assert_eq!(h.take_host(json!(3))["result"]["resultType"], "complete");
+    // The server was told the host's capabilities from the request's _meta.
+    assert_eq!(
+        h.router.host.capabilities,
+        json!({"sampling":{},"roots":{}})
+    );
+}
+
+#[test]
+fn an_unsupported_version_is_refused_naming_the_supported_ones() {
+    let mut h = two();
+    let mut request = modern(json!(1), "server/discover", json!({}));
+    request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    h.host(request);
+    let refused = h.take_host(json!(1));
+    assert_eq!(refused["error"]["code"], code::UNSUPPORTED_PROTOCOL_VERSION);
+    assert!(
+        refused["error"]["data"]["supported"]
+            .to_string()
+            .contains("2026-07-28")
+    );
+}
+
+#[test]
+fn a_server_request_during_a_call_becomes_an_input_request_and_the_retry_continues_it() {
+    let mut h = two();
+    let mut first = modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    );
+    first["params"]["_meta"]["progressToken"] = json!("p1");
+    h.host(first);
+    let call = h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}));
+    let asked = h.take_host(json!(1))["result"].clone();
+    assert_eq!(asked["resultType"], "input_required");
+    let (key, input) = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(input["method"], "sampling/createMessage");
+    let state = asked["requestState"].clone();
+    // The retry: a new id, the responses, the state; it is decided again.
+    let mut retry = modern(
+        json!(2),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    );
+    retry["params"]["inputResponses"] = json!({key.clone(): {"role":"assistant","content":{"type":"text","text":"ok"},"model":"m"}});
+    retry["params"]["requestState"] = state;
+    retry["params"]["_meta"]["progressToken"] = json!("p2");
+    h.host(retry);
+    let answered = h.received[0].pop_front().unwrap();
+    assert_eq!(
+        answered["id"], "s1",
+        "the server's request gets the host's response"
+    );
+    assert_eq!(answered["result"]["model"], "m");
+    assert!(h.received[0].is_empty(), "the retry is not sent again");
+    // Progress of the running call reaches the retry's token; its answer answers the retry.
+    let token = call["params"]["_meta"]["progressToken"].clone();
+    h.answer(0, json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":token,"progress":1}}));
+    assert!(
+        h.to_host
+            .iter()
+            .any(|m| m["params"]["progressToken"] == "p2")
+    );
+    h.answer(0, json!({"jsonrpc":"2.0","id":call["id"],"result":{"content":[{"type":"text","text":"done"}]}}));
+    let done = h.take_host(json!(2));
+    assert_eq!(done["result"]["content"][0]["text"], "done");
+    let decisions = h
+        .audit
+        .iter()
+        .filter(|e| e.event == crate::audit::EventKind::Decision)
+        .count();
+    assert_eq!(decisions, 2, "the call and its retry");
+}
+
+#[test]
+fn a_server_request_with_nothing_to_carry_it_is_refused_for_a_2026_host() {
+    let mut h = two();
+    h.host(modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    let call = h.received[0].pop_front().unwrap();
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":call["id"],"result":{"content":[]}}),
+    );
+    h.answer(0, json!({"jsonrpc":"2.0","id":"r1","method":"roots/list"}));
+    let refused = h.received[0].pop_front().unwrap();
+    assert_eq!(refused["id"], "r1");
+    assert_eq!(refused["error"]["code"], code::METHOD_NOT_FOUND);
+}
+
+#[test]
+fn subscriptions_get_acknowledged_and_tagged_list_changes() {
+    let mut h = two();
+    h.host(modern(json!(1), "tools/list", json!({})));
+    h.take_host(json!(1));
+    h.host(modern(
+        json!("sub"),
+        "subscriptions/listen",
+        json!({"notifications":{"toolsListChanged":true}}),
+    ));
+    let ack = h.to_host.pop().unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub"
+    );
+    assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true);
+    h.tools[0] = vec!["read", "write", "new"];
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}),
+    );
+    let changed = h.to_host.pop().unwrap();
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub"
+    );
+    h.router.shutdown();
+    h.drive();
+    let closed = h.take_host(json!("sub"));
+    assert_eq!(
+        closed["result"]["resultType"], "complete",
+        "a graceful end at shutdown"
+    );
+}
+
+#[test]
+fn batches_route_each_request_and_answer_as_one_array() {
+    let mut h = two();
+    h.host(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{}}}));
+    h.take_host(json!(0));
+    h.host(json!([
+        call(json!(1), "alpha__read"),
+        call(json!(2), "beta__delete"),
+        call(json!(3), "beta__read")
+    ]));
+    assert!(
+        h.to_host.iter().all(|m| !m.is_array()),
+        "waits for every answer"
+    );
+    for server in [0, 1] {
+        let received = h.received[server].pop_front().unwrap();
+        h.answer(
+            server,
+            json!({"jsonrpc":"2.0","id":received["id"],"result":{"content":[]}}),
+        );
+    }
+    let batch = h.to_host.pop().unwrap();
+    let mut ids: Vec<i64> = batch
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, vec![1, 2, 3]);
+}
+
+#[test]
+fn tasks_follow_the_server_that_created_them_and_capabilities_say_so() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.host(call(json!(1), "beta__read"));
+    let created = h.received[1].pop_front().unwrap();
+    h.answer(1, json!({"jsonrpc":"2.0","id":created["id"],"result":{"task":{"taskId":"t-9","status":"working"}}}));
+    h.take_host(json!(1));
+    h.host(json!({"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-9"}}));
+    assert_eq!(h.received[1].pop_front().unwrap()["method"], "tasks/get");
+    h.host(json!({"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"nope"}}));
+    assert_eq!(h.take_host(json!(3))["error"]["code"], code::INVALID_PARAMS);
+}
+
+#[test]
+fn duplicate_ids_in_flight_are_handled_once() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.host(call(json!(7), "alpha__read"));
+    h.host(call(json!(7), "alpha__write"));
+    assert_eq!(h.received[0].len(), 1, "the second is not forwarded");
+    let dropped = h
+        .audit
+        .iter()
+        .filter(|e| e.event == crate::audit::EventKind::Dropped)
+        .count();
+    assert_eq!(dropped, 1);
+}

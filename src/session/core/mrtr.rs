@@ -1,0 +1,347 @@
+//! Asking a 2026-07-28 host for input on behalf of a handshake-era server (gateway).
+//!
+//! A gateway speaks the handshake era to its servers, so a server asks the client for input with
+//! a request of its own (`sampling/createMessage`, `elicitation/create`, `roots/list`). A
+//! 2026-07-28 host takes no server→client requests: it is asked through the result of one of its
+//! own requests (multi round-trip requests). airlock translates:
+//!
+//! - a server request that arrives while a host `tools/call`, `prompts/get` or `resources/read`
+//!   is in flight to that server (the most recently sent, when there are several) answers that
+//!   request with an `InputRequiredResult` (the server's request as an input request, and an
+//!   airlock-minted `requestState`); the server's own request keeps running;
+//! - one that arrives while such a translation waits for the host's retry is asked in the next
+//!   round, on that retry;
+//! - one that arrives with no host request to carry it (a server asking for roots right after
+//!   its handshake) gets an error, as from a host without the capability: the server asks again
+//!   when a request of the host needs it;
+//! - the host's retry (a new id, the same request, `inputResponses`, the echoed `requestState`)
+//!   answers the server's requests with the host's responses, and the server's running request
+//!   continues: its final answer goes to the retry.
+//!
+//! The retry is a request like any other: a `tools/call` retry is decided and audited again.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{Core, Origin, era};
+use crate::mcp::message::{code, error_response, id_key, notification, result_response};
+
+/// Prefix of airlock's `requestState` tokens.
+const STATE_PREFIX: &str = "airlock-mrtr-";
+/// How long airlock keeps a translation waiting for the host's retry when the server has no
+/// `tool_timeout`.
+const DEFAULT_WAIT: Duration = Duration::from_secs(180);
+/// The server requests a 2026-07-28 host is asked through input requests.
+pub const INPUT_METHODS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
+
+/// A translation waiting for the host's retry.
+#[derive(Debug)]
+pub(super) struct Parked {
+    server: usize,
+    generation: u64,
+    /// Input key → the server's own request id.
+    asks: Vec<(String, Value)>,
+    /// The server's request (downstream key) that continues once the host answers, if any.
+    continuing: Option<String>,
+    /// Its final answer, if it came before the host's retry.
+    answer: Option<Value>,
+    deadline: Instant,
+}
+
+/// What a server asked that no host request could carry yet.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    pub generation: u64,
+    pub id: Value,
+    pub request: Value,
+}
+
+/// Whether a host request may be answered with an `InputRequiredResult`.
+pub fn carries_input(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get" | "resources/read")
+}
+
+/// The `requestState` of a retry, if airlock minted it.
+fn retry_state(message: &Value) -> Option<String> {
+    let state = message.pointer("/params/requestState")?.as_str()?;
+    state.starts_with(STATE_PREFIX).then(|| state.to_string())
+}
+
+/// The input request a server's request becomes.
+fn input_request(message: &Value) -> Value {
+    let mut request = Map::new();
+    request.insert("method".into(), message["method"].clone());
+    if let Some(params) = message.get("params") {
+        request.insert("params".into(), params.clone());
+    }
+    Value::Object(request)
+}
+
+impl Core {
+    /// A server's request for client input, for a 2026-07-28 host.
+    pub(super) fn ask_host_for_input(
+        &mut self,
+        index: usize,
+        id: Value,
+        message: Value,
+        now: Instant,
+    ) {
+        let generation = self.servers[index].life.generation;
+        let carrier = self.servers[index]
+            .outbound
+            .iter()
+            .filter_map(|(key, origin)| match origin {
+                Origin::Host {
+                    host_id,
+                    input_carrier: true,
+                    ..
+                } if self.host_requests.contains_key(&id_key(host_id)) => Some((
+                    parse_down_id(key).as_u64().unwrap_or(0),
+                    key.clone(),
+                    host_id.clone(),
+                )),
+                _ => None,
+            })
+            .max_by_key(|(order, _, _)| *order);
+        let translating = self.parked.values().any(|p| p.server == index);
+        if carrier.is_none() && !translating {
+            let text = "airlock: no request of the host is in flight to carry this request (protocol 2026-07-28 has no server-to-client requests)";
+            let answer = error_response(id, code::METHOD_NOT_FOUND, text, None);
+            self.send_raw(index, answer, now);
+            return;
+        }
+        let waiting = Waiting {
+            generation,
+            id,
+            request: input_request(&message),
+        };
+        self.waiting_input.entry(index).or_default().push(waiting);
+        if let Some((_, down_key, host_id)) = carrier {
+            self.host_requests.remove(&id_key(&host_id));
+            self.park(index, host_id, Some(down_key), now);
+        }
+    }
+
+    /// Answers host request `host_id` with an `InputRequiredResult` carrying every input the
+    /// server waits for. `continuing`: the server's request that goes on meanwhile.
+    fn park(&mut self, index: usize, host_id: Value, continuing: Option<String>, now: Instant) {
+        let waiting = self.waiting_input.remove(&index).unwrap_or_default();
+        let generation = self.servers[index].life.generation;
+        self.next_state += 1;
+        let token = format!("{STATE_PREFIX}{}-{}", std::process::id(), self.next_state);
+        let mut requests = Map::new();
+        let mut asks = Vec::new();
+        for (n, ask) in waiting
+            .into_iter()
+            .filter(|w| w.generation == generation)
+            .enumerate()
+        {
+            let key = format!("airlock-{}-{n}", self.next_state);
+            requests.insert(key.clone(), ask.request);
+            asks.push((key, ask.id));
+        }
+        let wait = self.servers[index]
+            .spec
+            .tool_timeout
+            .unwrap_or(DEFAULT_WAIT);
+        self.parked.insert(
+            token.clone(),
+            Parked {
+                server: index,
+                generation,
+                asks,
+                continuing,
+                answer: None,
+                deadline: now + wait,
+            },
+        );
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": token,
+        });
+        self.answer_through_gate(index, result_response(host_id, result), now);
+    }
+
+    /// A host request for `index` about to be sent: the retry of a translation resumes it.
+    /// Returns the message when it is to be sent as usual.
+    pub(super) fn before_sending(
+        &mut self,
+        index: usize,
+        message: Value,
+        host_id: &Value,
+        now: Instant,
+    ) -> Option<Value> {
+        if self.single() || !era::stateless(&self.host) {
+            return Some(message);
+        }
+        match retry_state(&message) {
+            Some(token) => self.resume(index, message, host_id, &token, now),
+            None => Some(message),
+        }
+    }
+
+    /// The host's retry: the server's requests get the host's responses, then the server's
+    /// running request continues (its answer goes to the retry), or the retry is sent fresh.
+    fn resume(
+        &mut self,
+        index: usize,
+        mut message: Value,
+        host_id: &Value,
+        token: &str,
+        now: Instant,
+    ) -> Option<Value> {
+        let Some(parked) = self.parked.remove(token).filter(|p| p.server == index) else {
+            let why = "the requestState is unknown or expired: send the request again without it";
+            let answer = error_response(host_id.clone(), code::INVALID_PARAMS, why, None);
+            self.answer_through_gate(index, answer, now);
+            return None;
+        };
+        let responses = message
+            .pointer("/params/inputResponses")
+            .cloned()
+            .unwrap_or_default();
+        if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+            params.remove("inputResponses");
+            params.remove("requestState");
+        }
+        let alive = self.servers[index].life.generation == parked.generation;
+        for (key, server_id) in &parked.asks {
+            let answer = match responses.get(key) {
+                Some(response) => result_response(server_id.clone(), response.clone()),
+                None => {
+                    let text = "airlock: the host gave no response to this input request";
+                    error_response(server_id.clone(), code::INTERNAL_ERROR, text, None)
+                }
+            };
+            if alive {
+                self.send_raw(index, answer, now);
+            }
+        }
+        let Some(down_key) = parked.continuing else {
+            return Some(message);
+        };
+        if let Some(mut answer) = parked.answer {
+            answer["id"] = host_id.clone();
+            self.answer_through_gate(index, answer, now);
+            return None;
+        }
+        let token = message.pointer("/params/_meta/progressToken").cloned();
+        self.continue_as(index, &down_key, host_id.clone(), token);
+        if self
+            .waiting_input
+            .get(&index)
+            .is_some_and(|w| !w.is_empty())
+        {
+            self.host_requests.remove(&id_key(host_id));
+            self.park(index, host_id.clone(), Some(down_key), now);
+        }
+        None
+    }
+
+    /// The server's running request now answers `host_id` (and reports progress to the
+    /// retry's progress token).
+    fn continue_as(&mut self, index: usize, down_key: &str, host_id: Value, token: Option<Value>) {
+        let server = &mut self.servers[index];
+        let Some(Origin::Host {
+            host_id: answers,
+            progress,
+            ..
+        }) = server.outbound.get_mut(down_key)
+        else {
+            return;
+        };
+        *answers = host_id.clone();
+        if let (Some(down_token), Some(token)) = (progress.as_ref(), token) {
+            server.progress.insert(down_token.clone(), token);
+        }
+        let down_id = parse_down_id(down_key);
+        self.host_requests
+            .insert(id_key(&host_id), (index, down_id));
+    }
+
+    /// The final answer to a server request whose host request was answered with input
+    /// requests: kept for the host's retry. True when it was one.
+    pub(super) fn parked_answer(&mut self, index: usize, down_key: &str, message: &Value) -> bool {
+        let parked = self
+            .parked
+            .values_mut()
+            .find(|p| p.server == index && p.continuing.as_deref() == Some(down_key));
+        match parked {
+            Some(parked) => {
+                parked.answer = Some(message.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Translations whose retry never came: the server's requests get an error, its running
+    /// request is cancelled. Also everything of a server that is gone (`gone`).
+    pub(super) fn expire_parked(&mut self, now: Instant, gone: Option<usize>) {
+        let expired: Vec<String> = self
+            .parked
+            .iter()
+            .filter(|(_, p)| p.deadline <= now || gone == Some(p.server))
+            .map(|(token, _)| token.clone())
+            .collect();
+        for token in expired {
+            let Some(parked) = self.parked.remove(&token) else {
+                continue;
+            };
+            if gone == Some(parked.server) {
+                continue;
+            }
+            let index = parked.server;
+            for (_, server_id) in parked.asks {
+                let text = "airlock: the host did not answer the input request in time";
+                let answer = error_response(server_id, code::INTERNAL_ERROR, text, None);
+                self.send_raw(index, answer, now);
+            }
+            if let Some(down_key) = parked.continuing
+                && self.servers[index].outbound.remove(&down_key).is_some()
+            {
+                let params = json!({"requestId": parse_down_id(&down_key), "reason": "airlock: the host did not retry"});
+                self.send_raw(index, notification("notifications/cancelled", params), now);
+            }
+        }
+        if let Some(index) = gone {
+            self.waiting_input.remove(&index);
+        }
+    }
+
+    /// The earliest deadline of a translation waiting for its retry.
+    pub(super) fn parked_deadline(&self) -> Option<Instant> {
+        self.parked.values().map(|p| p.deadline).min()
+    }
+}
+
+/// A downstream id back from its key (`n:7` → 7, `s:x` → "x").
+fn parse_down_id(key: &str) -> Value {
+    match key.split_once(':') {
+        Some(("n", number)) => serde_json::from_str(number).unwrap_or(Value::Null),
+        Some((_, text)) => Value::String(text.to_string()),
+        None => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_inputs_and_keys() {
+        let retry = json!({"params": {"requestState": "airlock-mrtr-1-2", "inputResponses": {}}});
+        assert_eq!(retry_state(&retry).as_deref(), Some("airlock-mrtr-1-2"));
+        assert_eq!(
+            retry_state(&json!({"params": {"requestState": "theirs"}})),
+            None
+        );
+        let asked = json!({"jsonrpc":"2.0","id":4,"method":"roots/list"});
+        assert_eq!(input_request(&asked), json!({"method": "roots/list"}));
+        assert_eq!(parse_down_id("n:7"), json!(7));
+        assert_eq!(parse_down_id("s:x"), json!("x"));
+        assert!(carries_input("tools/call") && !carries_input("tools/list"));
+    }
+}

@@ -1,0 +1,139 @@
+//! `subscriptions/listen` (gateway, 2026-07-28): how a stateless host hears that a list changed
+//! or a resource was updated. The host opts in to kinds of notification; airlock acknowledges at
+//! once, tags every notification of the stream with its `subscriptionId`, subscribes the owning
+//! servers to the resources named, and answers the request (a graceful end) at shutdown. A
+//! handshake-era host gets the plain `list_changed` notifications instead.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::lists::ListKind;
+use super::{Core, Origin, era};
+use crate::mcp::message::{id_key, notification, result_response};
+
+/// `_meta` key tagging a notification with the subscription it belongs to.
+const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// One open `subscriptions/listen` of the host.
+#[derive(Debug)]
+pub(super) struct Listen {
+    id: Value,
+    kinds: Vec<ListKind>,
+    uris: Vec<String>,
+}
+
+impl Core {
+    pub(super) fn host_listen(&mut self, message: &Value, id: Value, now: Instant) {
+        let wanted = message
+            .pointer("/params/notifications")
+            .cloned()
+            .unwrap_or_default();
+        let flag = |key: &str| wanted.get(key).and_then(Value::as_bool) == Some(true);
+        let mut kinds = Vec::new();
+        for (key, kind) in [
+            ("toolsListChanged", ListKind::Tools),
+            ("promptsListChanged", ListKind::Prompts),
+            ("resourcesListChanged", ListKind::Resources),
+        ] {
+            if flag(key) {
+                kinds.push(kind);
+            }
+        }
+        let mut uris = Vec::new();
+        let requested = wanted
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array);
+        for uri in requested.into_iter().flatten().filter_map(Value::as_str) {
+            let Some(index) = self.resource_server(uri) else {
+                continue;
+            };
+            let subscribable = self.servers[index]
+                .capabilities
+                .as_ref()
+                .and_then(|c| c.pointer("/resources/subscribe"))
+                .and_then(Value::as_bool)
+                == Some(true);
+            if subscribable && self.servers[index].life.is_ready() {
+                let params = json!({"uri": uri});
+                self.internal_request(index, "resources/subscribe", params, Origin::Ignore, now);
+                uris.push(uri.to_string());
+            }
+        }
+        let honored = json!({
+            "toolsListChanged": kinds.contains(&ListKind::Tools),
+            "promptsListChanged": kinds.contains(&ListKind::Prompts),
+            "resourcesListChanged": kinds.contains(&ListKind::Resources),
+            "resourceSubscriptions": uris,
+        });
+        let params = json!({"_meta": {META_SUBSCRIPTION: id.clone()}, "notifications": honored});
+        self.send_host(notification(
+            "notifications/subscriptions/acknowledged",
+            params,
+        ));
+        self.listens.push(Listen { id, kinds, uris });
+    }
+
+    /// Whether a host request id is an open subscription.
+    pub(super) fn is_listen(&self, key: &str) -> bool {
+        self.listens.iter().any(|l| id_key(&l.id) == key)
+    }
+
+    /// The host cancelled a subscription: it ends (no answer, as for any cancelled request).
+    pub(super) fn end_listen(&mut self, key: &str) -> bool {
+        let before = self.listens.len();
+        self.listens.retain(|l| id_key(&l.id) != key);
+        before != self.listens.len()
+    }
+
+    /// A list changed: a stateless host hears it on each subscription that asked for it.
+    pub(super) fn notify_listens(&mut self, kind: ListKind) -> bool {
+        if !era::stateless(&self.host) {
+            return false;
+        }
+        let method = format!("notifications/{}/list_changed", kind.capability());
+        let ids: Vec<Value> = self
+            .listens
+            .iter()
+            .filter(|l| l.kinds.contains(&kind))
+            .map(|l| l.id.clone())
+            .collect();
+        for id in ids {
+            let params = json!({"_meta": {META_SUBSCRIPTION: id}});
+            self.send_host(notification(&method, params));
+        }
+        true
+    }
+
+    /// A server's `notifications/resources/updated`: to the subscriptions naming that resource
+    /// (stateless host), else on as it came. False when it is to be dropped.
+    pub(super) fn resource_updated(&mut self, message: &mut Value) -> bool {
+        if !era::stateless(&self.host) {
+            return true;
+        }
+        let uri = message
+            .pointer("/params/uri")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let ids: Vec<Value> = self
+            .listens
+            .iter()
+            .filter(|l| l.uris.iter().any(|u| u == uri))
+            .map(|l| l.id.clone())
+            .collect();
+        for id in ids {
+            let mut tagged = message.clone();
+            tagged["params"]["_meta"] = json!({META_SUBSCRIPTION: id});
+            self.send_host(tagged);
+        }
+        false
+    }
+
+    /// At shutdown every subscription gets its graceful end.
+    pub(super) fn close_listens(&mut self) {
+        for listen in std::mem::take(&mut self.listens) {
+            let result = json!({"_meta": {META_SUBSCRIPTION: listen.id.clone()}});
+            self.send_host(result_response(listen.id, result));
+        }
+    }
+}

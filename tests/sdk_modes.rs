@@ -1,0 +1,139 @@
+//! The official Python SDK client (mcp 2.3.0) in each of its ways of connecting — `auto`
+//! (probes `server/discover`: 2026-07-28 where offered), `legacy` (the initialize handshake) and
+//! `lowlevel` (`ClientSession` by hand) — through `airlock run` and `airlock serve` in front of
+//! the official server-everything: twelve features each (tools, resources, prompts, completion,
+//! logging, progress, cancellation, sampling, elicitation, roots, structured content, and the
+//! connection's server info). Peers come from `.ci/install-peers`; without them the tests are
+//! skipped locally and fail under `CI=true`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+use support::{AIRLOCK, Mode, peers, root};
+
+both_modes!(every_sdk_mode_gets_every_feature);
+
+fn peer_paths() -> Option<(PathBuf, PathBuf)> {
+    let python = peers().join("sandbox-venv/bin/python");
+    let server =
+        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if python.exists() && server.exists() {
+        return Some((python, server));
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "SDK peers missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: SDK peers missing (run .ci/install-peers)");
+    None
+}
+
+fn node() -> PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .expect("sh");
+    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+fn every_sdk_mode_gets_every_feature(mode: Mode) {
+    let Some((python, server)) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[sandbox]\nrun_as = \"root\"\nkill_timeout = 1\nread = [\"{}\"]\n",
+            peers().join("npm").display()
+        ),
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let node = node();
+    let (prefix, command): (&str, Vec<String>) = match mode {
+        Mode::Run => (
+            "",
+            vec![
+                AIRLOCK.into(),
+                "run".into(),
+                "--name".into(),
+                "everything".into(),
+                "--policy".into(),
+                policy.display().to_string(),
+                "--audit".into(),
+                audit.display().to_string(),
+                "--".into(),
+                node.display().to_string(),
+                server.display().to_string(),
+                "stdio".into(),
+            ],
+        ),
+        Mode::Serve => {
+            let config = dir.path().join("airlock.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[servers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
+                    node.display().to_string(),
+                    server.display().to_string()
+                ),
+            )
+            .unwrap();
+            let args = ["serve", "--config", &config.display().to_string()]
+                .map(String::from)
+                .to_vec();
+            let rest = [
+                "--policy".to_string(),
+                policy.display().to_string(),
+                "--audit".into(),
+                audit.display().to_string(),
+            ];
+            let mut command = vec![AIRLOCK.to_string()];
+            command.extend(args);
+            command.extend(rest);
+            ("everything__", command)
+        }
+    };
+    for sdk_mode in ["auto", "legacy", "lowlevel"] {
+        let out = Command::new(&python)
+            .arg(root().join("tests/fixtures/mcp/sdk_probe.py"))
+            .args([sdk_mode, prefix])
+            .args(&command)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}"))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{sdk_mode}: no report: {stdout}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
+        let failed: Vec<(&String, &Value)> = report
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(name, value)| *name != "protocol" && value.as_str() != Some("ok"))
+            .collect();
+        assert!(failed.is_empty(), "{mode:?} / {sdk_mode}: {failed:?}");
+        assert_eq!(report.as_object().unwrap().len(), 13, "{report}");
+        // Through serve, `auto` speaks 2026-07-28 with airlock; run passes the handshake through
+        // to server-everything, which speaks 2025-11-25.
+        let expected = if mode == Mode::Serve && sdk_mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(report["protocol"], expected, "{mode:?} / {sdk_mode}");
+    }
+}
