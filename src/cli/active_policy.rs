@@ -5,11 +5,37 @@
 use crate::config::Config;
 use crate::diagnostic::SourceError;
 use crate::paths::EnvVars;
-use crate::policy::{Policy, discover, load};
+use crate::policy::{Policy, discover, load, names};
 
 /// Discovers every policy layer from the environment and merges them with the config's
-/// per-server blocks. `user_override` is `--policy` (a file or a preset name).
+/// per-server blocks. `user_override` is `--policy` (a file or a preset name). With a config,
+/// tool patterns are read against its server names (`mcp:fs_write_file` as `mcp:fs__write_file`
+/// when `fs` is declared; an ambiguous pattern is a load error).
 pub fn load_active(
+    user_override: Option<String>,
+    config: Option<&Config>,
+) -> Result<Policy, SourceError> {
+    let policy = load_layers(user_override, config)?;
+    match config {
+        Some(config) => names::apply(policy, &server_names(config)),
+        None => Ok(policy),
+    }
+}
+
+/// The active policy of `airlock run`, its patterns read against the one server it serves.
+pub fn load_active_for_server(
+    user_override: Option<String>,
+    server: &str,
+) -> Result<Policy, SourceError> {
+    names::apply(load_layers(user_override, None)?, &[server])
+}
+
+/// Every server the config declares (enabled or not): the names patterns are read against.
+pub fn server_names(config: &Config) -> Vec<&str> {
+    config.servers.iter().map(|s| s.name.as_str()).collect()
+}
+
+fn load_layers(
     user_override: Option<String>,
     config: Option<&Config>,
 ) -> Result<Policy, SourceError> {

@@ -94,6 +94,12 @@ pub fn render_policy(policy: &Policy) -> String {
             entry.rule,
             entry.origin
         );
+        // How the pattern was read: what it covers, and why when that differs from the text.
+        let why = entry
+            .reading
+            .map(|reading| format!(" ({reading})"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  {:<20} covers {}{why}", "", entry.reads_as);
     }
 
     let sandbox = &policy.sandbox;
@@ -281,6 +287,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
     let mut all_ok = true;
     if let Some(config) = &config {
         for warning in &config.warnings {
+            tracing::warn!("{warning}");
+        }
+        let known = super::active_policy::server_names(config);
+        for warning in crate::policy::names::undeclared_warnings(&policy, &known) {
             tracing::warn!("{warning}");
         }
         let _ = writeln!(

@@ -9,6 +9,7 @@ use super::CliError;
 use super::active_policy::load_active;
 use crate::paths::EnvVars;
 use crate::policy::Call;
+use crate::policy::names::{self, Resolution};
 use crate::policy::pattern::ToolPattern;
 use crate::policy::reading::PathContext;
 use crate::policy::rules::ArgumentTrace;
@@ -37,8 +38,33 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
-    let pattern = ToolPattern::parse(&args.call).map_err(|err| CliError::Refused(err.0))?;
-    let names_tool = args.call.trim_start_matches("mcp__").contains("__");
+    let config = args
+        .config
+        .as_deref()
+        .map(crate::config::load_file)
+        .transpose()?;
+    let known: Vec<&str> = config
+        .as_ref()
+        .map(super::active_policy::server_names)
+        .unwrap_or_default();
+    let written = ToolPattern::parse(&args.call).map_err(|err| CliError::Refused(err.0))?;
+    // `mcp:fs_write_file` is read against the declared names, as policy patterns are.
+    let (pattern, reading) = match names::resolve(&args.call, &written, &known) {
+        Resolution::AsWritten => (written, None),
+        Resolution::Split(pattern) => {
+            let note = format!("{} read as {pattern}", args.call);
+            (pattern, Some(note))
+        }
+        Resolution::Ambiguous(readings) => {
+            let all: Vec<String> = readings.iter().map(ToString::to_string).collect();
+            return Err(CliError::Refused(format!(
+                "{:?} can be read as {}; write the one you mean",
+                args.call,
+                all.join(" or ")
+            )));
+        }
+    };
+    let names_tool = reading.is_some() || args.call.trim_start_matches("mcp__").contains("__");
     let (Some(server), Some(tool), true) =
         (pattern.server.literal(), pattern.tool.literal(), names_tool)
     else {
@@ -60,12 +86,11 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
             Some(value)
         }
     };
-    let config = args
-        .config
-        .as_deref()
-        .map(crate::config::load_file)
-        .transpose()?;
-    let policy = load_active(args.policy, config.as_ref())?;
+    // Without a config, patterns are read as `airlock run --name SERVER` reads them.
+    let policy = match &config {
+        Some(config) => load_active(args.policy, Some(config))?,
+        None => super::active_policy::load_active_for_server(args.policy, server)?,
+    };
     let declared_cwd = config
         .as_ref()
         .and_then(|config| config.servers.iter().find(|s| s.name == server))
@@ -85,9 +110,33 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
             .map(|a| format!(" {a}"))
             .unwrap_or_default()
     );
+    if let Some(reading) = &reading {
+        println!("reading:  {reading}");
+    }
     println!("decision: {}", decision.action);
     println!("rule:     {}", decision.rule);
+    let rule_reading = policy
+        .tools
+        .entries()
+        .iter()
+        .find(|entry| entry.rule == decision.rule && entry.reading.is_some())
+        .and_then(|entry| entry.reading.as_deref());
+    if let Some(rule_reading) = rule_reading {
+        println!("          {rule_reading}");
+    }
     println!("layer:    {} ({})", decision.layer, decision.source);
+    match &config {
+        None => println!(
+            "note:     no --config: patterns are read as `airlock run --name {server}` reads them"
+        ),
+        Some(config) if !known.contains(&server) => println!(
+            "note:     no server {server:?} is declared in {} ({}); this is the decision a \
+             server of that name would get",
+            config.path.display(),
+            names::closest_hint(server, &known)
+        ),
+        Some(_) => {}
+    }
     let traces = policy.tools.argument_traces(&call, &context);
     if !traces.is_empty() {
         println!(

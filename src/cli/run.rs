@@ -203,9 +203,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         }
         None => derive_server_name(&args.command),
     };
-    let policy = Arc::new(super::active_policy::load_active(
+    let policy = Arc::new(super::active_policy::load_active_for_server(
         args.session.policy.clone(),
-        None,
+        &name,
     )?);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;

@@ -9,6 +9,7 @@ pub mod discover;
 pub mod file;
 pub mod keys;
 pub mod merge;
+pub mod names;
 pub mod pattern;
 pub mod presets;
 pub mod reading;

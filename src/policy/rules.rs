@@ -200,6 +200,21 @@ pub struct ToolEntry {
     /// lock). Such an `ask` raises a decision to ask but never lowers one: against a `deny`
     /// default it must not turn a denial into a question.
     pub only_narrows: bool,
+    /// The pattern as the file wrote it and where: for `check`, `explain` and load errors.
+    /// `None` for entries made in code.
+    pub written: Option<WrittenPattern>,
+    /// How the pattern was re-read against the known server names, when it was (the
+    /// one-underscore spelling `mcp:fs_write_file` read as `mcp:fs__write_file`).
+    pub reading: Option<String>,
+}
+
+/// A tool pattern as written in a policy or config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenPattern {
+    pub text: String,
+    pub at: crate::diagnostic::LineCol,
+    /// Written as `mcp:<server>...` (a global list), not as a tool glob inside one server's block.
+    pub global: bool,
 }
 
 /// A summary of one entry for `airlock check`.
@@ -208,6 +223,10 @@ pub struct EntrySummary {
     pub action: Action,
     pub rule: String,
     pub origin: String,
+    /// What the pattern covers, as read: `tool "write_file" of server "fs"`.
+    pub reads_as: String,
+    /// Why it reads differently from how it is written, if it does.
+    pub reading: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -472,8 +491,15 @@ impl ToolRules {
                 action: entry.action,
                 rule: entry.rule.clone(),
                 origin: entry.origin.to_string(),
+                reads_as: super::names::describe(&entry.pattern),
+                reading: entry.reading.clone(),
             })
             .collect()
+    }
+
+    /// The entries and the default, to rebuild the rules after re-reading patterns.
+    pub fn into_parts(self) -> (Vec<ToolEntry>, Sourced<Action>) {
+        (self.entries, self.default)
     }
 }
 

@@ -24,6 +24,8 @@ fn entry(action: Action, pattern: &str, layer: Layer) -> ToolEntry {
         rule: format!("tools.{action} {pattern:?}"),
         origin: origin(layer),
         only_narrows: false,
+        written: None,
+        reading: None,
     }
 }
 

@@ -241,47 +241,66 @@ struct Draft {
 }
 
 impl Draft {
+    /// Merges one file. Each section is merged on its own, so the errors of every section of
+    /// the file are reported together.
     fn apply(&mut self, ctx: &Ctx<'_>, file: &PolicyFile) -> Result<(), SourceError> {
+        let mut errors = Vec::new();
         if let Some(section) = &file.launch {
-            read_lock(ctx, &section.get_ref().locked, &mut self.locks.launch)?;
-            let widening = widening_for(ctx.layer, &self.locks.launch);
-            merge_launch(&mut self.launch, ctx, &widening, section.get_ref())?;
+            let merged = read_lock(ctx, &section.get_ref().locked, &mut self.locks.launch)
+                .and_then(|()| {
+                    let widening = widening_for(ctx.layer, &self.locks.launch);
+                    merge_launch(&mut self.launch, ctx, &widening, section.get_ref())
+                });
+            errors.extend(merged.err());
         }
         if let Some(section) = &file.tools {
-            read_lock(ctx, &section.get_ref().locked, &mut self.locks.tools)?;
-            let widening = widening_for(ctx.layer, &self.locks.tools);
-            merge_tools(
-                &mut self.tool_entries,
-                &mut self.tools_default,
-                ctx,
-                &widening,
-                PatternScope::Global,
-                section.get_ref(),
-            )?;
-            merge_gate_schema(
-                &mut self.gate_schema,
-                ctx,
-                &widening,
-                PatternScope::Global,
-                section.get_ref(),
-            )?;
+            let merged =
+                read_lock(ctx, &section.get_ref().locked, &mut self.locks.tools).and_then(|()| {
+                    let widening = widening_for(ctx.layer, &self.locks.tools);
+                    let tools = merge_tools(
+                        &mut self.tool_entries,
+                        &mut self.tools_default,
+                        ctx,
+                        &widening,
+                        PatternScope::Global,
+                        section.get_ref(),
+                    );
+                    let schema = merge_gate_schema(
+                        &mut self.gate_schema,
+                        ctx,
+                        &widening,
+                        PatternScope::Global,
+                        section.get_ref(),
+                    );
+                    tools.and(schema)
+                });
+            errors.extend(merged.err());
         }
         if let Some(section) = &file.sandbox {
-            read_lock(ctx, &section.get_ref().locked, &mut self.locks.sandbox)?;
-            let widening = widening_for(ctx.layer, &self.locks.sandbox);
-            merge_sandbox(&mut self.sandbox, ctx, &widening, section.get_ref())?;
+            let merged = read_lock(ctx, &section.get_ref().locked, &mut self.locks.sandbox)
+                .and_then(|()| {
+                    let widening = widening_for(ctx.layer, &self.locks.sandbox);
+                    merge_sandbox(&mut self.sandbox, ctx, &widening, section.get_ref())
+                });
+            errors.extend(merged.err());
         }
         if let Some(section) = &file.audit {
-            read_lock(ctx, &section.get_ref().locked, &mut self.locks.audit)?;
-            let widening = widening_for(ctx.layer, &self.locks.audit);
-            merge_audit(&mut self.audit, ctx, &widening, section.get_ref())?;
+            let merged =
+                read_lock(ctx, &section.get_ref().locked, &mut self.locks.audit).and_then(|()| {
+                    let widening = widening_for(ctx.layer, &self.locks.audit);
+                    merge_audit(&mut self.audit, ctx, &widening, section.get_ref())
+                });
+            errors.extend(merged.err());
         }
         if let Some(section) = &file.pins {
-            read_lock(ctx, &section.get_ref().locked, &mut self.locks.pins)?;
-            let widening = widening_for(ctx.layer, &self.locks.pins);
-            pins::merge_pins(&mut self.pins, ctx, &widening, section.get_ref())?;
+            let merged =
+                read_lock(ctx, &section.get_ref().locked, &mut self.locks.pins).and_then(|()| {
+                    let widening = widening_for(ctx.layer, &self.locks.pins);
+                    pins::merge_pins(&mut self.pins, ctx, &widening, section.get_ref())
+                });
+            errors.extend(merged.err());
         }
-        Ok(())
+        SourceError::all(errors).map_or(Ok(()), Err)
     }
 }
 

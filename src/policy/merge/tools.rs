@@ -6,7 +6,7 @@ use super::*;
 use crate::diagnostic::SourceError;
 use crate::policy::file::{RuleDecl, ToolsSection};
 use crate::policy::pattern::{Glob, ToolPattern};
-use crate::policy::rules::{ArgMatcher, Condition, ToolEntry};
+use crate::policy::rules::{ArgMatcher, Condition, ToolEntry, WrittenPattern};
 use crate::policy::{Action, Layer, SchemaMode, Sourced};
 
 /// How tool patterns are written in a section: globally (`mcp:server__tool`) or inside one
@@ -30,6 +30,15 @@ pub(super) fn parse_pattern(
         ctx.error(&text.span(), err.0)
             .with_fix("write patterns as mcp:<server>__<tool>, with * and ? as wildcards")
     })
+}
+
+/// The pattern as written, with its line and column.
+fn written(ctx: &Ctx<'_>, scope: PatternScope<'_>, text: &Spanned<String>) -> WrittenPattern {
+    WrittenPattern {
+        text: text.get_ref().clone(),
+        at: crate::diagnostic::LineCol::from_offset(ctx.text, text.span().start),
+        global: matches!(scope, PatternScope::Global),
+    }
 }
 
 pub(super) fn compile_condition(
@@ -126,54 +135,87 @@ pub(super) fn merge_tools(
             tracing::warn!("{warning}");
         }
     }
+    let mut errors = Vec::new();
     for (action, list) in [
         (Action::Allow, &section.allow),
         (Action::Ask, &section.ask),
         (Action::Deny, &section.deny),
     ] {
         for text in list {
-            let pattern = parse_pattern(ctx, scope, text)?;
-            widening.check(
-                ctx,
-                &text.span(),
-                &format!("`tools.allow` entry {:?}", text.get_ref()),
-                action == Action::Allow,
-            )?;
-            entries.push(ToolEntry {
-                action,
-                rule: format!("tools.{action} {:?}", text.get_ref()),
-                pattern,
-                condition: None,
-                origin: ctx.origin(&text.span()),
-                only_narrows: widening.only_narrows(),
-            });
+            match list_entry(ctx, widening, scope, action, text) {
+                Ok(entry) => entries.push(entry),
+                Err(err) => errors.push(err),
+            }
         }
     }
     for rule in &section.rule {
-        let decl = rule.get_ref();
-        let pattern = parse_pattern(ctx, scope, &decl.tool)?;
-        let action = *decl.action.get_ref();
-        widening.check(
-            ctx,
-            &decl.action.span(),
-            "a tools.rule with action = \"allow\"",
-            action == Action::Allow,
-        )?;
-        let condition = compile_condition(ctx, rule)?;
-        entries.push(ToolEntry {
-            action,
-            rule: format!(
-                "tools.rule {action} {:?} when {}",
-                decl.tool.get_ref(),
-                condition.summary()
-            ),
-            pattern,
-            condition: Some(condition),
-            origin: ctx.origin(&rule.span()),
-            only_narrows: widening.only_narrows(),
-        });
+        match rule_entry(ctx, widening, scope, rule) {
+            Ok(entry) => entries.push(entry),
+            Err(err) => errors.push(err),
+        }
     }
-    Ok(())
+    // Every bad entry of the section is reported, not only the first.
+    SourceError::all(errors).map_or(Ok(()), Err)
+}
+
+/// One entry of `allow`, `ask` or `deny`.
+fn list_entry(
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    scope: PatternScope<'_>,
+    action: Action,
+    text: &Spanned<String>,
+) -> Result<ToolEntry, SourceError> {
+    let pattern = parse_pattern(ctx, scope, text)?;
+    widening.check(
+        ctx,
+        &text.span(),
+        &format!("`tools.allow` entry {:?}", text.get_ref()),
+        action == Action::Allow,
+    )?;
+    Ok(ToolEntry {
+        action,
+        rule: format!("tools.{action} {:?}", text.get_ref()),
+        pattern,
+        condition: None,
+        origin: ctx.origin(&text.span()),
+        only_narrows: widening.only_narrows(),
+        written: Some(written(ctx, scope, text)),
+        reading: None,
+    })
+}
+
+/// One `[[tools.rule]]`.
+fn rule_entry(
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    scope: PatternScope<'_>,
+    rule: &Spanned<RuleDecl>,
+) -> Result<ToolEntry, SourceError> {
+    let decl = rule.get_ref();
+    let pattern = parse_pattern(ctx, scope, &decl.tool)?;
+    let action = *decl.action.get_ref();
+    widening.check(
+        ctx,
+        &decl.action.span(),
+        "a tools.rule with action = \"allow\"",
+        action == Action::Allow,
+    )?;
+    let condition = compile_condition(ctx, rule)?;
+    Ok(ToolEntry {
+        action,
+        rule: format!(
+            "tools.rule {action} {:?} when {}",
+            decl.tool.get_ref(),
+            condition.summary()
+        ),
+        pattern,
+        condition: Some(condition),
+        origin: ctx.origin(&rule.span()),
+        only_narrows: widening.only_narrows(),
+        written: Some(written(ctx, scope, &decl.tool)),
+        reading: None,
+    })
 }
 
 /// `tools.gate_schema`: the last layer that sets it wins; lowering it (`enforce` → `warn` → `off`)

@@ -1,0 +1,207 @@
+//! Footguns around server names, through the real binary: the one-underscore spelling
+//! (`mcp:fixture_pid`) reaches the tool it means in both session modes; ambiguous spellings,
+//! undeclared servers and misspelt keys are caught by `check` (asserted on its output), and
+//! `explain` says how it read the call and when a server is not declared.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::process::Output;
+
+use serde_json::json;
+use support::{Client, Mode, Setup, start};
+
+both_modes!(a_one_underscore_deny_reaches_the_tool_it_means);
+
+/// `deny = ["mcp:fixture_pid"]` was a whole-server pattern for a server named `fixture_pid`,
+/// which denied nothing. With the server named `fixture` (run: `--name`; serve: the config), it
+/// is read as `mcp:fixture__pid`.
+fn a_one_underscore_deny_reaches_the_tool_it_means(mode: Mode) {
+    let setup = Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture_pid\"]");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let denied = client.call(7, &world.tool("pid"), json!({}));
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        Client::text(&denied).contains("mcp:fixture_pid"),
+        "{denied}"
+    );
+    let allowed = client.call(8, &world.tool("echo"), json!({"text": "still here"}));
+    assert!(Client::text(&allowed).contains("still here"), "{allowed}");
+}
+
+/// A throwaway HOME with a config and a user policy.
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    fn new(config: &str, policy: &str) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("servers.json"), config).unwrap();
+        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        Case { dir }
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn airlock(&self, args: &[&str]) -> Output {
+        std::process::Command::new(support::AIRLOCK)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("HOME", self.dir.path())
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.dir.path().join("org"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    }
+
+    fn check(&self) -> (Option<i32>, String, String) {
+        let policy = self.file("policy.toml");
+        let config = self.file("servers.json");
+        let out = self.airlock(&["check", "--config", &config, "--policy", &policy]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn explain(&self, call: &str, with_config: bool) -> String {
+        let policy = self.file("policy.toml");
+        let config = self.file("servers.json");
+        let mut args = vec!["explain", call, "--policy", &policy];
+        if with_config {
+            args.extend(["--config", &config]);
+        }
+        let out = self.airlock(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+const SERVERS: &str = r#"{"mcpServers": {
+  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},
+  "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]}
+}}"#;
+
+#[test]
+fn check_shows_how_patterns_read_and_warns_about_undeclared_servers() {
+    let case = Case::new(
+        SERVERS,
+        "version = 1\n[tools]\ndeny = [\"mcp:fs_write_file\", \"mcp:filesytem__delete\"]\nask = [\"mcp:github\"]\n",
+    );
+    let (code, stdout, stderr) = case.check();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("covers tool \"write_file\" of server \"fs\" (read as mcp:fs__write_file: \"fs\" is a server here and none is named \"fs_write_file\")"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("covers every tool of server \"github\""),
+        "{stdout}"
+    );
+    let policy = case.file("policy.toml");
+    assert!(
+        stderr.contains(&format!("{policy}:3:30: tools.deny \"mcp:filesytem__delete\" names server \"filesytem\", which no loaded config declares (did you mean \"filesystem\"?)")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{policy}:4:8: tools.ask \"mcp:github\" names server \"github\", which no loaded config declares (declared: \"fs\", \"filesystem\")")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("fs_write_file\" names"),
+        "the re-read pattern is declared: {stderr}"
+    );
+}
+
+#[test]
+fn an_ambiguous_deny_is_a_load_error_naming_both_readings() {
+    let servers = r#"{"mcpServers": {"fs": {"command": "npx"}, "fs_write": {"command": "npx"}}}"#;
+    let case = Case::new(
+        servers,
+        "version = 1\n[tools]\ndeny = [\"mcp:fs_write_file\"]\n",
+    );
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    let policy = case.file("policy.toml");
+    assert!(stderr.contains(&format!("{policy}:3:9: tools.deny \"mcp:fs_write_file\" can be read as mcp:fs__write_file (tool \"write_file\" of server \"fs\") or mcp:fs_write__file (tool \"file\" of server \"fs_write\")")), "{stderr}");
+    assert!(stderr.contains("fix: write the one you mean, with `__` between server and tool: mcp:fs__write_file or mcp:fs_write__file"), "{stderr}");
+}
+
+#[test]
+fn every_error_of_a_file_is_reported_with_a_did_you_mean_for_typos() {
+    let case = Case::new(
+        SERVERS,
+        "version = 1\n[tools]\nalow = [\"mcp:fs\"]\ndeny = [\"fs__read\"]\n[sandbx]\nread = []\n",
+    );
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    let policy = case.file("policy.toml");
+    assert!(
+        stderr.contains(&format!("{policy}:3:1: unknown field `alow`")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("fix: did you mean `allow`?"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{policy}:5:2: unknown field `sandbx`")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("fix: did you mean `sandbox`?"), "{stderr}");
+
+    // Once the keys are right, every bad value of the file is reported, not only the first.
+    std::fs::write(
+        case.dir.path().join("policy.toml"),
+        "version = 1\n[tools]\ndeny = [\"fs__read\", \"mcp:a b\"]\n[sandbox]\nread = [\"relative\"]\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2));
+    for at in [":3:9:", ":3:21:", ":5:9:"] {
+        assert!(
+            stderr.contains(&format!("{policy}{at}")),
+            "{at} missing: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn explain_reads_the_call_like_the_policy_and_names_undeclared_servers() {
+    let case = Case::new(
+        SERVERS,
+        "version = 1\n[tools]\ndeny = [\"mcp:fs_write_file\"]\n",
+    );
+    // The issue's example: this said allow.
+    let out = case.explain("mcp:fs__write_file", true);
+    assert!(out.contains("decision: deny"), "{out}");
+    assert!(out.contains("read as mcp:fs__write_file"), "{out}");
+    // The spelling people write is read the same way.
+    let out = case.explain("mcp:fs_write_file", true);
+    assert!(
+        out.contains("reading:  mcp:fs_write_file read as mcp:fs__write_file"),
+        "{out}"
+    );
+    assert!(out.contains("decision: deny"), "{out}");
+    // Without a config, as `airlock run --name fs` would read it.
+    let out = case.explain("mcp:fs__write_file", false);
+    assert!(
+        out.contains("decision: deny") && out.contains("airlock run --name fs"),
+        "{out}"
+    );
+    // A server no config declares.
+    let out = case.explain("mcp:filesytem__write_file", true);
+    assert!(
+        out.contains("note:     no server \"filesytem\" is declared in")
+            && out.contains("did you mean \"filesystem\"?"),
+        "{out}"
+    );
+}
