@@ -15,6 +15,7 @@ use super::CliError;
 use super::session::{SessionOptions, host_stdio, open_audit, policy_event};
 use crate::audit::Redactor;
 use crate::config::ServerConfig;
+use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::Launch;
 use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
 use crate::session::exit::run_status;
@@ -246,7 +247,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         audit,
         policy_event: policy_event(&name, &policy),
         max_line_bytes: args.session.max_line_bytes(),
-        control: None,
+        // The same owner-only control socket as a gateway's: `airlock status` lists this run.
+        control: match ControlSocket::bind(&context.dirs.state_dir) {
+            Ok(control) => Some(control),
+            Err(err) => {
+                tracing::warn!("no control socket (airlock status will not see this run): {err}");
+                None
+            }
+        },
         config_path: PathBuf::from("(command line)"),
         reloader: None,
         host_output_closed: None,

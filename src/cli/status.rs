@@ -1,5 +1,5 @@
-//! `airlock status`: what each running `airlock serve` says about its servers, read from the
-//! owner-only control sockets in the state directory.
+//! `airlock status`: what each running `airlock run` and `airlock serve` says about its servers,
+//! read from the owner-only control sockets in the state directory (both register one).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -12,7 +12,7 @@ use super::CliError;
 use crate::gateway::control::{gateways_dir, query_all};
 use crate::sandbox::{AirlockDirs, HostFacts};
 
-/// Show every running gateway's servers: state, tools, restarts, last call, last error.
+/// Show every running `airlock run` and gateway: servers, pids, uptime, calls, denials, last error.
 #[derive(Debug, Args)]
 #[command(after_help = "Example:\n  airlock status\n  airlock status --json")]
 pub struct StatusArgs {
@@ -29,30 +29,82 @@ fn text(value: &Value) -> String {
     }
 }
 
+/// `3d4h`, `2h05m`, `4m09s`, `12s`: an uptime at a glance.
+pub fn uptime(seconds: u64) -> String {
+    let (days, hours, minutes, secs) = (
+        seconds / 86_400,
+        seconds / 3600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    match (days, hours, minutes) {
+        (0, 0, 0) => format!("{secs}s"),
+        (0, 0, _) => format!("{minutes}m{secs:02}s"),
+        (0, _, _) => format!("{hours}h{minutes:02}m"),
+        _ => format!("{days}d{hours}h"),
+    }
+}
+
+fn uptime_of(status: &Value) -> String {
+    status["uptime_s"]
+        .as_u64()
+        .map_or_else(|| "-".to_string(), uptime)
+}
+
+/// One table for every `airlock run`: one server each.
+pub fn render_runs(runs: &[&Value]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "airlock run ({})", runs.len());
+    let _ = writeln!(
+        out,
+        "  {:>8} {:<20} {:<9} {:>10} {:>8} {:>6} {:>7}  LAST ERROR",
+        "PID", "SERVER", "STATE", "SERVER PID", "UPTIME", "CALLS", "DENIALS"
+    );
+    for status in runs {
+        for server in status["servers"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                out,
+                "  {:>8} {:<20} {:<9} {:>10} {:>8} {:>6} {:>7}  {}",
+                text(&status["pid"]),
+                text(&server["name"]),
+                text(&server["state"]),
+                text(&server["pid"]),
+                uptime_of(status),
+                text(&server["calls"]),
+                text(&server["denials"]),
+                text(&server["last_error"])
+            );
+        }
+    }
+    out
+}
+
 /// The human table of one gateway's status.
 pub fn render(status: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "gateway pid {} (config {}, since {})",
+        "gateway pid {} (config {}, since {}, up {})",
         text(&status["pid"]),
         text(&status["config"]),
-        text(&status["started"])
+        text(&status["started"]),
+        uptime_of(status)
     );
     let _ = writeln!(
         out,
-        "  {:<20} {:<9} {:>5} {:>8} {:>6}  {:<27} LAST ERROR",
-        "SERVER", "STATE", "TOOLS", "RESTARTS", "CALLS", "LAST CALL"
+        "  {:<20} {:<9} {:>5} {:>8} {:>6} {:>7}  {:<27} LAST ERROR",
+        "SERVER", "STATE", "TOOLS", "RESTARTS", "CALLS", "DENIALS", "LAST CALL"
     );
     for server in status["servers"].as_array().into_iter().flatten() {
         let _ = writeln!(
             out,
-            "  {:<20} {:<9} {:>5} {:>8} {:>6}  {:<27} {}",
+            "  {:<20} {:<9} {:>5} {:>8} {:>6} {:>7}  {:<27} {}",
             text(&server["name"]),
             text(&server["state"]),
             text(&server["tools"]),
             text(&server["restarts"]),
             text(&server["calls"]),
+            text(&server["denials"]),
             text(&server["last_call"]),
             text(&server["last_error"])
         );
@@ -71,7 +123,7 @@ pub fn run(args: StatusArgs) -> Result<ExitCode, CliError> {
     })?;
     if reports.is_empty() {
         eprintln!(
-            "airlock: no running `airlock serve` found (looked in {})",
+            "airlock: no running `airlock run` or `airlock serve` found (looked in {})",
             gateways_dir(&dirs.state_dir).display()
         );
         return Ok(ExitCode::from(super::EXIT_FAILURE));
@@ -89,11 +141,49 @@ pub fn run(args: StatusArgs) -> Result<ExitCode, CliError> {
         println!("{}", Value::Array(all));
         return Ok(ExitCode::SUCCESS);
     }
+    let answered: Vec<&Value> = reports
+        .iter()
+        .filter_map(|r| r.status.as_ref().ok())
+        .collect();
+    let runs: Vec<&Value> = answered
+        .iter()
+        .copied()
+        .filter(|status| status["mode"] == "run")
+        .collect();
+    if !runs.is_empty() {
+        print!("{}", render_runs(&runs));
+    }
+    for status in answered.iter().filter(|status| status["mode"] != "run") {
+        print!("{}", render(status));
+    }
     for report in &reports {
-        match &report.status {
-            Ok(status) => print!("{}", render(status)),
-            Err(err) => println!("gateway at {}: no answer ({err})", report.socket.display()),
+        if let Err(err) = &report.status {
+            println!("instance at {}: no answer ({err})", report.socket.display());
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uptimes_read_at_a_glance() {
+        assert_eq!(uptime(9), "9s");
+        assert_eq!(uptime(249), "4m09s");
+        assert_eq!(uptime(7_500), "2h05m");
+        assert_eq!(uptime(3 * 86_400 + 4 * 3600 + 59), "3d4h");
+    }
+
+    #[test]
+    fn runs_share_one_table_with_pid_calls_and_denials() {
+        let status = serde_json::json!({"pid": 42, "mode": "run", "uptime_s": 61, "servers": [
+            {"name": "fs", "state": "ready", "pid": 43, "calls": 5, "denials": 2, "last_error": null}
+        ]});
+        let table = render_runs(&[&status]);
+        let row = table.lines().nth(2).unwrap();
+        let words: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(words, ["42", "fs", "ready", "43", "1m01s", "5", "2", "-"]);
+    }
 }

@@ -44,6 +44,7 @@ impl Core {
     /// server (approved calls, cancellations), with the ids translated.
     pub(super) fn apply_gate(&mut self, index: usize, fx: Effects, now: Instant) {
         for event in fx.audit {
+            self.servers[index].count(&event);
             self.audit(event);
         }
         for message in fx.to_host {

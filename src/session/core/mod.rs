@@ -171,9 +171,28 @@ struct Downstream {
     listing: Option<Vec<Value>>,
     last_call: Option<SystemTime>,
     calls: u64,
+    /// Calls the gate refused (policy, a declined confirmation, a call without a tool name).
+    denials: u64,
 }
 
 impl Downstream {
+    /// Counts what `airlock status` shows from the gate's audit events: every `tools/call` gets
+    /// exactly one decision event (in both topologies), a refused one a `denied` outcome.
+    fn count(&mut self, event: &crate::audit::Event) {
+        match event.event {
+            crate::audit::EventKind::Decision => {
+                self.calls += 1;
+                self.last_call = Some(SystemTime::now());
+            }
+            crate::audit::EventKind::Outcome
+                if event.outcome == Some(crate::audit::Outcome::Denied) =>
+            {
+                self.denials += 1;
+            }
+            _ => {}
+        }
+    }
+
     fn has_capability(&self, name: &str) -> Option<bool> {
         self.capabilities
             .as_ref()
@@ -217,6 +236,7 @@ pub struct ServerStatus {
     pub restarts: u32,
     pub consecutive_failures: u32,
     pub calls: u64,
+    pub denials: u64,
     pub last_call: Option<String>,
     pub in_flight: usize,
 }
@@ -350,6 +370,7 @@ impl Core {
             listing: None,
             last_call: None,
             calls: 0,
+            denials: 0,
         });
         self.servers.len() - 1
     }
@@ -416,6 +437,7 @@ impl Core {
                 restarts: s.life.restarts,
                 consecutive_failures: s.life.consecutive_failures,
                 calls: s.calls,
+                denials: s.denials,
                 last_call: s.last_call.map(crate::audit::event::rfc3339),
                 in_flight: s.gate.in_flight(),
             })

@@ -2,7 +2,7 @@
 //! names. Tools and prompts are `<server><sep><name>`; resources keep their URIs and are routed
 //! by owner; an unknown tool or prompt is answered `-32602`, as a server would.
 
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -124,9 +124,6 @@ impl Core {
         };
         let mut message = message;
         message["params"]["name"] = Value::String(original);
-        let server = &mut self.servers[index];
-        server.calls += 1;
-        server.last_call = Some(SystemTime::now());
         self.forward_request(index, message, id, now);
     }
 

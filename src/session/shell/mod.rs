@@ -288,10 +288,15 @@ where
                 entry["pid"] = json!(pid);
             }
         }
+        let uptime = std::time::SystemTime::now()
+            .duration_since(self.started)
+            .unwrap_or_default();
         json!({
             "pid": std::process::id(),
+            "mode": if self.single { "run" } else { "serve" },
             "config": self.config_path.display().to_string(),
             "started": crate::audit::event::rfc3339(self.started),
+            "uptime_s": uptime.as_secs(),
             "servers": servers,
         })
     }
