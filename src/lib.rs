@@ -20,6 +20,7 @@ pub mod hash;
 pub mod install;
 pub mod lock;
 pub mod mcp;
+pub mod net;
 pub mod paths;
 pub mod pins;
 pub mod policy;

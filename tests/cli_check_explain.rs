@@ -361,3 +361,68 @@ fn every_command_has_an_example_in_its_help() {
         );
     }
 }
+
+#[test]
+fn explain_net_and_check_say_what_each_server_can_reach() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[sandbox]\nnetwork = { allow = [\"api.github.com\", \"10.1.2.3:5432\"] }\n",
+    );
+    let config = scratch.write(
+        "project/airlock.toml",
+        "[servers.gh]\ncommand = \"node\"\nargs = [\"server.js\"]\n[servers.gh.sandbox]\nnetwork = { allow = [\"*.githubusercontent.com\"] }\n",
+    );
+    let config = config.display().to_string();
+    let ask = |server: &str, target: &str| {
+        let out = scratch.airlock(&[
+            "explain",
+            &format!("net:{server}"),
+            target,
+            "--config",
+            &config,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let allowed = ask("gh", "api.github.com:443");
+    assert!(allowed.contains("decision: allow"), "{allowed}");
+    assert!(
+        allowed.contains("sandbox.network allow \"api.github.com\" (user"),
+        "{allowed}"
+    );
+    let below = ask("gh", "raw.githubusercontent.com");
+    assert!(
+        below.contains("decision: allow") && below.contains("airlock.toml"),
+        "{below}"
+    );
+    let other = ask("other", "raw.githubusercontent.com:443");
+    assert!(
+        other.contains("decision: deny") && other.contains("does not resolve"),
+        "{other}"
+    );
+    let port = ask("gh", "api.github.com:22");
+    assert!(
+        port.contains("decision: deny") && port.contains("port 22"),
+        "{port}"
+    );
+    let address = ask("gh", "10.1.2.3:5432");
+    assert!(
+        address.contains("decision: allow") && address.contains("private"),
+        "{address}"
+    );
+    let bad = scratch.airlock(&["explain", "net:gh", "x:0"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+
+    let check = scratch.airlock(&["check", "--config", &config]);
+    let text = stdout(&check);
+    assert!(text.contains("network allow"), "{text}");
+    assert!(
+        text.contains("reaches every name below githubusercontent.com on ports 80, 443"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reaches address 10.1.2.3 on port 5432"),
+        "{text}"
+    );
+}

@@ -24,6 +24,11 @@ pub enum EventKind {
     Dropped,
     /// The server exited.
     Exit,
+    /// A connection (or a name lookup) from the server's sandbox, allowed or refused by the
+    /// network allow list; written before any byte of an allowed connection is relayed.
+    NetConnect,
+    /// An allowed connection ended: bytes each way, duration, how it ended.
+    NetClose,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -3,6 +3,7 @@
 //! Schema (stable snake_case, see `docs/run.md`): every line has `ts` (RFC 3339 UTC), `seq`
 //! (per session, from 1), `event` and `server`; the other fields appear when they apply.
 
+pub mod calls;
 pub mod chain;
 pub mod event;
 pub mod query;

@@ -84,6 +84,8 @@ pub struct AuditLog {
     staged_ends: Vec<usize>,
     /// The chained lines of one commit, reused.
     out: Vec<u8>,
+    /// Tool calls in flight, to attribute connections (only when a server has network egress).
+    calls: Option<super::calls::CallsInFlight>,
 }
 
 /// A fresh random session id: 16 hex digits.
@@ -276,7 +278,14 @@ impl AuditLog {
             staged: Vec::with_capacity(512),
             staged_ends: Vec::new(),
             out: Vec::with_capacity(512),
+            calls: None,
         }
+    }
+
+    /// From now on, a `net_connect` event written while exactly one tool call of its server is in
+    /// flight carries that call's `request_id` (see [`super::calls`]).
+    pub fn attribute_connections(&mut self) {
+        self.calls.get_or_insert_with(Default::default);
     }
 
     /// This process's session id, as written in every record.
@@ -309,7 +318,10 @@ impl AuditLog {
     /// next [`AuditLog::commit`] (or `record`) links and writes every staged event in one
     /// `write`. This lets a session record the decisions of all the calls that arrived together
     /// with one syscall, still before any of them is forwarded.
-    pub fn stage(&mut self, event: Event) -> Result<(), AuditError> {
+    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
+        if let Some(calls) = &mut self.calls {
+            calls.observe(&mut event);
+        }
         self.seq += 1;
         let start = self.staged.len();
         // The stamp is written by hand in front of the event's own fields: `{"ts":..,"session":

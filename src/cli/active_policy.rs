@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::diagnostic::SourceError;
 use crate::paths::EnvVars;
-use crate::policy::{Policy, discover, load, names};
+use crate::policy::{Policy, ServerOverride, discover, load, names};
 
 /// Discovers every policy layer from the environment and merges them with the config's
 /// per-server blocks. `user_override` is `--policy` (a file or a preset name). With a config,
@@ -15,19 +15,22 @@ pub fn load_active(
     user_override: Option<String>,
     config: Option<&Config>,
 ) -> Result<Policy, SourceError> {
-    let policy = load_layers(user_override, config)?;
+    let policy = load_layers(user_override, config, &[])?;
     match config {
         Some(config) => names::apply(policy, &server_names(config)),
         None => Ok(policy),
     }
 }
 
-/// The active policy of `airlock run`, its patterns read against the one server it serves.
+/// The active policy of `airlock run`, its patterns read against the one server it serves;
+/// `extra` are config-layer blocks for it (the command line's grants,
+/// `crate::policy::command_line`).
 pub fn load_active_for_server(
     user_override: Option<String>,
     server: &str,
+    extra: &[ServerOverride<'_>],
 ) -> Result<Policy, SourceError> {
-    names::apply(load_layers(user_override, None)?, &[server])
+    names::apply(load_layers(user_override, None, extra)?, &[server])
 }
 
 /// Every server the config declares (enabled or not): the names patterns are read against.
@@ -38,6 +41,7 @@ pub fn server_names(config: &Config) -> Vec<&str> {
 fn load_layers(
     user_override: Option<String>,
     config: Option<&Config>,
+    extra: &[ServerOverride<'_>],
 ) -> Result<Policy, SourceError> {
     let inputs = discover::DiscoveryInputs::new(
         &EnvVars::from_process(),
@@ -45,6 +49,7 @@ fn load_layers(
         user_override,
     );
     let sources = discover::discover(&inputs)?;
-    let overrides = config.map(Config::policy_overrides).unwrap_or_default();
+    let mut overrides = config.map(Config::policy_overrides).unwrap_or_default();
+    overrides.extend_from_slice(extra);
     load(&sources, &overrides)
 }

@@ -104,13 +104,18 @@ pub fn render_policy(policy: &Policy) -> String {
 
     let sandbox = &policy.sandbox;
     let _ = writeln!(out, "\nSandbox (all servers; per-server additions below)");
-    let _ = writeln!(
-        out,
-        "  {:<20} {:<40} {}",
-        "network",
-        sandbox.network.value.to_string(),
-        origin_note(&sandbox.network)
-    );
+    match &sandbox.network.value {
+        crate::policy::Network::Allow(entries) => list_line(&mut out, "network allow", entries),
+        other => {
+            let _ = writeln!(
+                out,
+                "  {:<20} {:<40} {}",
+                "network",
+                other.to_string(),
+                origin_note(&sandbox.network)
+            );
+        }
+    }
     list_line(&mut out, "read", &sandbox.read);
     list_line(&mut out, "write", &sandbox.write);
     list_line(&mut out, "env", &sandbox.env);

@@ -14,8 +14,9 @@ use clap::Args;
 use tokio::io::AsyncWriteExt;
 
 use super::CliError;
+use crate::net::relay::NetAudit;
 use crate::policy::{Layer, Network, Origin, Sourced};
-use crate::process::{ConfinedChild, spawn_confined};
+use crate::process::{ConfinedChild, spawn_confined_with};
 use crate::sandbox::{AirlockDirs, HostFacts, PlanRequest, ResolvedPaths, SandboxPlan};
 
 #[derive(Debug, Args)]
@@ -39,9 +40,14 @@ pub struct SandboxExecArgs {
     /// Extra write grant (repeatable).
     #[arg(long = "grant-write")]
     pub grant_write: Vec<String>,
-    /// Override the network: `none`, `host` or comma-separated TCP ports.
+    /// Override the network: `none`, `host`, or comma-separated allow-list entries (`443` is any
+    /// name on port 443; `api.github.com`, `127.0.0.1:8080`, ...).
     #[arg(long)]
     pub network: Option<String>,
+    /// Where the connection events of a network allow list go: a file, or `-` for stderr
+    /// (the default).
+    #[arg(long)]
+    pub audit: Option<PathBuf>,
     /// Print the plan on stderr before running.
     #[arg(long)]
     pub show_plan: bool,
@@ -58,6 +64,14 @@ fn cli_origin(flag: &str) -> Origin {
         file: PathBuf::from(flag),
         line: None,
     }
+}
+
+/// `443` (any name on that port) or an allow-list entry.
+fn parse_net_entry(entry: &str) -> anyhow::Result<crate::net::NetRule> {
+    if let Ok(port) = entry.parse::<u16>() {
+        return Ok(crate::net::NetRule::any_name(port));
+    }
+    Ok(crate::net::NetRule::parse(entry)?)
 }
 
 fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
@@ -77,12 +91,18 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
         let value = match network.as_str() {
             "none" => Network::None,
             "host" => Network::Host,
-            ports => Network::TcpConnect(
-                ports
+            entries => Network::Allow(
+                entries
                     .split(',')
-                    .map(|p| p.trim().parse::<u16>())
+                    .map(|entry| parse_net_entry(entry.trim()))
+                    .map(|rule| {
+                        rule.map(|value| Sourced {
+                            value,
+                            origin: cli_origin("--network"),
+                        })
+                    })
                     .collect::<Result<_, _>>()
-                    .context("--network: ports")?,
+                    .context("--network")?,
             ),
         };
         sandbox.network = Sourced {
@@ -133,16 +153,34 @@ pub fn sandbox_exec(args: SandboxExecArgs) -> Result<ExitCode, CliError> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    let code = runtime.block_on(relay(plan))?;
+    let audit = match args.audit.as_deref() {
+        Some(path) if path != std::path::Path::new("-") => {
+            crate::audit::AuditLog::open_file(path).context("opening the audit log")?
+        }
+        _ => crate::audit::AuditLog::stderr(),
+    };
+    let code = runtime.block_on(relay(plan, audit))?;
     // Exit now: the stdin reader may still be blocked in a read that will never finish.
     std::process::exit(code)
 }
 
-async fn relay(plan: SandboxPlan) -> Result<i32, CliError> {
+async fn relay(plan: SandboxPlan, mut audit: crate::audit::AuditLog) -> Result<i32, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut child: ConfinedChild = spawn_confined(&plan)
+    let (net_tx, mut net_rx) = tokio::sync::mpsc::channel::<NetAudit>(1024);
+    audit.attribute_connections();
+    let writer = tokio::spawn(async move {
+        while let Some(NetAudit { event, written }) = net_rx.recv().await {
+            if audit.record(event).is_ok()
+                && let Some(written) = written
+            {
+                let _ = written.send(());
+            }
+        }
+    });
+    let mut child: ConfinedChild = spawn_confined_with(&plan, Some(&net_tx))
         .await
         .context("spawning the sandbox")?;
+    drop(net_tx);
     let kill_timeout = Duration::from_secs(plan.kill_timeout_secs);
     let mut child_stdin = child.stdin.take();
     let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
@@ -180,6 +218,9 @@ async fn relay(plan: SandboxPlan) -> Result<i32, CliError> {
     for task in [stdout_task, stderr_task].into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
     }
+    // The relay's last events (connections that ended with the sandbox) are written before exit.
+    drop(child);
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     tracing::debug!(?summary, "sandbox ended");
     Ok(summary
         .code

@@ -169,6 +169,9 @@ fn render_plan(out: &mut String, plan: &SandboxPlan, host: &HostFacts, dirs: &Ai
 fn render_network(out: &mut String, plan: &SandboxPlan) {
     let net_by = match (&plan.network, plan.namespaces.net, plan.landlock.net_rules) {
         (NetMode::Host, _, _) => "nothing: host network".to_string(),
+        (NetMode::Egress(_), _, _) => {
+            "private network namespace + airlock's resolver and relay".to_string()
+        }
         (_, true, _) => "private network namespace + landlock TCP + seccomp UDP".to_string(),
         (_, false, true) => "landlock TCP rules + seccomp UDP".to_string(),
         (_, false, false) => "seccomp UDP only".to_string(),

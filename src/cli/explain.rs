@@ -18,12 +18,13 @@ use crate::sandbox::{AirlockDirs, HostFacts};
 /// Show the decision for a tool call and the rule that made it.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example:\n  airlock explain mcp:fs__write_file '{\"path\":\"/etc/passwd\"}'\n  airlock explain mcp__github__create_issue --config airlock.toml"
+    after_help = "Example:\n  airlock explain mcp:fs__write_file '{\"path\":\"/etc/passwd\"}'\n  airlock explain mcp__github__create_issue --config airlock.toml\n  airlock explain net:github api.github.com:443"
 )]
 pub struct ExplainArgs {
-    /// The call, as `mcp:<server>__<tool>` (or `mcp__<server>__<tool>`), without wildcards.
+    /// The call, as `mcp:<server>__<tool>` (or `mcp__<server>__<tool>`), without wildcards; or
+    /// `net:<server>` to ask whether that server may reach a host.
     pub call: String,
-    /// The call's arguments as a JSON object.
+    /// The call's arguments as a JSON object; for `net:<server>`, the target `HOST:PORT`.
     pub arguments: Option<String>,
     /// Server config whose per-server `tools` blocks take part.
     #[arg(long)]
@@ -38,6 +39,9 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
+    if let Some(server) = args.call.strip_prefix("net:") {
+        return explain_net(server, &args);
+    }
     let config = args
         .config
         .as_deref()
@@ -89,7 +93,7 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     // Without a config, patterns are read as `airlock run --name SERVER` reads them.
     let policy = match &config {
         Some(config) => load_active(args.policy, Some(config))?,
-        None => super::active_policy::load_active_for_server(args.policy, server)?,
+        None => super::active_policy::load_active_for_server(args.policy, server, &[])?,
     };
     let declared_cwd = config
         .as_ref()
@@ -197,4 +201,59 @@ fn print_trace(trace: &ArgumentTrace) {
             }
         }
     }
+}
+
+/// `explain net:SERVER HOST:PORT`: the server's merged network policy, asked about one target.
+fn explain_net(server: &str, args: &ExplainArgs) -> Result<ExitCode, CliError> {
+    use crate::net::explain::{Answer, explain, parse_target};
+    use crate::policy::Network;
+    let target = args.arguments.as_deref().ok_or_else(|| {
+        CliError::Refused("name the target: airlock explain net:SERVER HOST:PORT".into())
+    })?;
+    let (host, port) = parse_target(target).map_err(|err| CliError::Refused(err.to_string()))?;
+    let config = args
+        .config
+        .as_deref()
+        .map(crate::config::load_file)
+        .transpose()?;
+    let policy = load_active(args.policy.clone(), config.as_ref())?;
+    let network = &policy.sandbox_for(server).network;
+    println!("server:   {server}");
+    println!("target:   {host} port {port}");
+    let (decision, rule, note) = match &network.value {
+        Network::None => ("deny", "sandbox.network = \"none\"".to_string(), None),
+        Network::Host => (
+            "allow",
+            "sandbox.network = \"host\"".to_string(),
+            Some("the host's network, unconfined: anything the host reaches".to_string()),
+        ),
+        Network::Allow(_) => {
+            let allow = network.value.allow_list().unwrap_or_default();
+            match explain(&allow, &host, port) {
+                Answer::Allowed { entry, note } => (
+                    "allow",
+                    format!(
+                        "sandbox.network allow {:?} ({})",
+                        entry.rule.to_string(),
+                        entry.origin
+                    ),
+                    Some(note),
+                ),
+                Answer::Refused { why } => (
+                    "deny",
+                    format!("{} ({})", network.value, network.origin),
+                    Some(why),
+                ),
+            }
+        }
+    };
+    println!("decision: {decision}");
+    println!("rule:     {rule}");
+    if !matches!(network.value, Network::Allow(_)) {
+        println!("layer:    {}", network.origin);
+    }
+    if let Some(note) = note {
+        println!("why:      {note}");
+    }
+    Ok(ExitCode::SUCCESS)
 }

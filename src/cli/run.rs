@@ -50,6 +50,11 @@ pub struct RunArgs {
     /// host entry's `env`, which the host sets on airlock.
     #[arg(long = "allow-env", value_name = "NAME", value_delimiter = ',')]
     pub allow_env: Vec<String>,
+    /// Let the server reach HOST (ports 443 and 80), HOST:PORT, `*.DOMAIN`, `*:PORT` (any name on
+    /// that port) or an address (`10.1.2.3:5432`); repeatable and comma-separated. Adds to the
+    /// config layer: an org lock still wins, and names never lead to private addresses.
+    #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
+    pub allow_net: Vec<String>,
     /// Seconds a tool call may take before the host gets an error and the server a cancellation;
     /// 0 disables the limit.
     #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
@@ -204,9 +209,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         }
         None => derive_server_name(&args.command),
     };
+    let grants = crate::policy::command_line::CommandLineGrants::new(&args.allow_net)?;
+    let extra: Vec<_> = (!grants.is_empty())
+        .then(|| grants.as_override(&name))
+        .into_iter()
+        .collect();
     let policy = Arc::new(super::active_policy::load_active_for_server(
         args.session.policy.clone(),
         &name,
+        &extra,
     )?);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;

@@ -523,3 +523,61 @@ fn gate_schema_defaults_to_warn_and_only_an_unlocked_layer_lowers_it() {
     .unwrap_err();
     assert!(locked.to_string().contains("gate_schema"), "{locked}");
 }
+
+fn allow_net(policy: &Policy, server: &str) -> String {
+    policy.sandbox_for(server).network.value.to_string()
+}
+
+#[test]
+fn network_allow_lists_add_up_lock_and_narrow() {
+    let config_block =
+        command_line::CommandLineGrants::new(&["*.githubusercontent.com".into()]).unwrap();
+    let base = user("version = 1\n[sandbox]\nnetwork = { allow = [\"api.github.com\"] }\n");
+    let cli =
+        command_line::CommandLineGrants::new(&["example.org:8443,10.1.2.3:5432".into()]).unwrap();
+    let overrides = vec![config_block.as_override("gh"), cli.as_override("gh")];
+    let policy = load(std::slice::from_ref(&base), &overrides).unwrap();
+    assert_eq!(
+        allow_net(&policy, "gh"),
+        "allow [api.github.com, *.githubusercontent.com, example.org:8443, 10.1.2.3:5432]"
+    );
+    assert_eq!(allow_net(&policy, "other"), "allow [api.github.com]");
+    let Network::Allow(rules) = &policy.sandbox_for("gh").network.value else {
+        panic!("not an allow list");
+    };
+    assert_eq!(rules[3].origin.layer, Layer::Config);
+    assert_eq!(rules[3].origin.file, PathBuf::from("--allow-net"));
+
+    // The project layer narrows to a covered subset, for every server alike.
+    let narrowing =
+        project("version = 1\n[sandbox]\nnetwork = { allow = [\"api.github.com:443\"] }\n");
+    let policy = load(&[base.clone(), narrowing], &overrides).unwrap();
+    assert_eq!(allow_net(&policy, "gh"), "allow [api.github.com:443]");
+    assert_eq!(allow_net(&policy, "other"), "allow [api.github.com:443]");
+    let widening = project("version = 1\n[sandbox]\nnetwork = { allow = [\"evil.example\"] }\n");
+    let err = load_error(&[base.clone(), widening]);
+    assert!(
+        err.message.contains("\"evil.example\"") && err.message.contains("may only narrow"),
+        "{err}"
+    );
+
+    // An org lock: the command line may not add, but may repeat what the org allows.
+    let locked =
+        org("version = 1\n[sandbox]\nlocked = true\nnetwork = { allow = [\"api.github.com\"] }\n");
+    let cli = command_line::CommandLineGrants::new(&["registry.example".into()]).unwrap();
+    let err = load(std::slice::from_ref(&locked), &[cli.as_override("gh")]).unwrap_err();
+    assert!(err.to_string().starts_with("--allow-net:2:"), "{err}");
+    assert!(
+        err.message.contains("locks") && err.message.contains("\"registry.example\""),
+        "{err}"
+    );
+    let same = command_line::CommandLineGrants::new(&["api.github.com:443".into()]).unwrap();
+    let policy = load(std::slice::from_ref(&locked), &[same.as_override("gh")]).unwrap();
+    assert_eq!(allow_net(&policy, "gh"), "allow [api.github.com]");
+    let bad = command_line::CommandLineGrants::new(&["exa mple.org".into()]).unwrap();
+    let err = load(&[], &[bad.as_override("gh")]).unwrap_err();
+    assert!(
+        err.fix.as_deref().unwrap_or("").contains("host name"),
+        "{err:?}"
+    );
+}

@@ -5,11 +5,13 @@
 //! [`Policy`] (and refuses widening where it is not allowed), [`rules`] compiles tool patterns into
 //! an index, and [`Policy::decide`] answers a [`Call`].
 
+pub mod command_line;
 pub mod discover;
 pub mod file;
 pub mod keys;
 pub mod merge;
 pub mod names;
+pub mod network;
 pub mod pattern;
 pub mod presets;
 pub mod reading;
@@ -21,6 +23,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use merge::{LayerSource, ServerOverride, load};
+pub use network::Network;
 pub use rules::ToolRules;
 
 /// What happens to a tool call.
@@ -118,43 +121,6 @@ impl fmt::Display for Origin {
 pub struct Sourced<T> {
     pub value: T,
     pub origin: Origin,
-}
-
-/// Network reach of a sandboxed server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Network {
-    None,
-    /// TCP connect to these ports only; no listening, no UDP.
-    TcpConnect(Vec<u16>),
-    Host,
-}
-
-impl Network {
-    /// True when `self` lets the server reach something `other` does not.
-    pub fn is_wider_than(&self, other: &Network) -> bool {
-        match (self, other) {
-            (_, Network::Host) | (Network::None, _) => false,
-            (Network::Host, _) => true,
-            (Network::TcpConnect(mine), Network::None) => !mine.is_empty(),
-            (Network::TcpConnect(mine), Network::TcpConnect(theirs)) => {
-                mine.iter().any(|port| !theirs.contains(port))
-            }
-        }
-    }
-}
-
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Network::None => f.write_str("none"),
-            Network::Host => f.write_str("host"),
-            Network::TcpConnect(ports) => {
-                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-                write!(f, "tcp connect to ports [{}]", ports.join(", "))
-            }
-        }
-    }
 }
 
 /// Which user the sandboxed server runs as when airlock itself runs as root.
@@ -365,18 +331,6 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn network_widening_is_about_reach() {
-        let ports = |p: &[u16]| Network::TcpConnect(p.to_vec());
-        assert!(Network::Host.is_wider_than(&Network::None));
-        assert!(ports(&[443]).is_wider_than(&Network::None));
-        assert!(!ports(&[]).is_wider_than(&Network::None));
-        assert!(ports(&[443, 80]).is_wider_than(&ports(&[443])));
-        assert!(!ports(&[443]).is_wider_than(&ports(&[443, 80])));
-        assert!(!Network::None.is_wider_than(&ports(&[443])));
-        assert!(!ports(&[1]).is_wider_than(&Network::Host));
-    }
 
     #[test]
     fn actions_order_by_strictness() {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::config::{ServerConfig, Transport};
 use crate::policy::{LaunchVerdict, Policy};
-use crate::process::{ConfinedChild, SpawnError, spawn_confined};
+use crate::process::{ConfinedChild, SpawnError, spawn_confined_with};
 use crate::sandbox::{AirlockDirs, HostFacts, PlanRequest, ResolvedPaths, SandboxPlan, plan};
 
 /// Why a server cannot be launched.
@@ -106,6 +106,9 @@ pub struct Prepared {
     pub plan: SandboxPlan,
     /// Why the launch allowlist let it through.
     pub allowed_because: String,
+    /// Where the audit events of the server's connections go (needed when its network is an
+    /// allow list; set by the session that owns the audit log).
+    pub net_audit: Option<tokio::sync::mpsc::Sender<crate::net::relay::NetAudit>>,
 }
 
 impl Prepared {
@@ -129,7 +132,7 @@ impl Prepared {
 
     /// Starts the server in its sandbox. Call from an async task (see [`crate::process`]).
     pub async fn spawn(&self) -> Result<ConfinedChild, LaunchError> {
-        spawn_confined(&self.plan)
+        spawn_confined_with(&self.plan, self.net_audit.as_ref())
             .await
             .map_err(|source| LaunchError::Spawn {
                 server: self.plan.server.clone(),
@@ -199,5 +202,6 @@ pub fn prepare(
     Ok(Prepared {
         plan,
         allowed_because,
+        net_audit: None,
     })
 }

@@ -21,8 +21,14 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::sandbox::SandboxPlan;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::net::relay::{Egress, HostResolver, NetAudit, TcpConnector};
+use crate::net::sys::Channel;
 use crate::sandbox::confine::{Step, encode_plan};
+use crate::sandbox::{EgressPlan, NetMode, SandboxPlan};
 
 /// The hidden subcommand that runs the confine helper.
 pub const CONFINE_SUBCOMMAND: &str = "__confine";
@@ -39,6 +45,10 @@ pub enum SpawnError {
     Encode(#[from] serde_json::Error),
     #[error("cannot hand the sandbox plan to the confine helper: {0}")]
     Handoff(io::Error),
+    #[error("cannot set up the server's network egress: {0}")]
+    Egress(io::Error),
+    #[error("the server's network allow list needs an audit log for its connections")]
+    NoNetworkAudit,
 }
 
 /// A server running inside the sandbox (through the helper).
@@ -50,6 +60,8 @@ pub struct ConfinedChild {
     child: Child,
     pid: Option<u32>,
     kill_timeout: Duration,
+    /// The resolver and relay of a server with a network allow list (stopped when dropped).
+    egress: Option<crate::net::service::EgressService>,
 }
 
 /// How a confined server ended.
@@ -94,9 +106,29 @@ impl ExitSummary {
 /// Starts the helper, hands it the plan, returns the child with its stdio pipes. Must be called
 /// inside a tokio runtime (the pipes register with its reactor).
 pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnError> {
+    spawn_confined_with(plan, None).await
+}
+
+/// [`spawn_confined`] for any plan: a plan with a network allow list gets its resolver and relay
+/// (`crate::net`), whose audit events go to `net_audit`.
+pub async fn spawn_confined_with(
+    plan: &SandboxPlan,
+    net_audit: Option<&mpsc::Sender<NetAudit>>,
+) -> Result<ConfinedChild, SpawnError> {
     let exe = std::env::current_exe().map_err(SpawnError::CurrentExe)?;
     let mut plan = plan.clone();
     plan.launcher_pid = Some(std::process::id());
+    let channel = match &mut plan.network {
+        NetMode::Egress(egress) => {
+            if net_audit.is_none() {
+                return Err(SpawnError::NoNetworkAudit);
+            }
+            let channel = Channel::bind().map_err(SpawnError::Egress)?;
+            egress.channel = Some(channel.name.clone());
+            Some(channel)
+        }
+        _ => None,
+    };
     let frame = encode_plan(&plan)?;
     let mut command = Command::new(&exe);
     command
@@ -120,6 +152,12 @@ pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnEr
         None => None,
     };
     let pid = child.id();
+    let egress = match (channel, net_audit, &plan.network, pid) {
+        (Some(channel), Some(audit), NetMode::Egress(egress), Some(pid)) => {
+            Some(start_egress(&mut child, channel, pid, &plan.server, egress, audit).await?)
+        }
+        _ => None,
+    };
     Ok(ConfinedChild {
         stdin,
         stdout: child.stdout.take(),
@@ -127,7 +165,54 @@ pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnEr
         child,
         pid,
         kill_timeout: Duration::from_secs(plan.kill_timeout_secs),
+        egress,
     })
+}
+
+/// How long the helper has to hand over the namespace's sockets (it does so before anything slow).
+const EGRESS_HANDOVER: Duration = Duration::from_secs(30);
+
+/// Waits for the sandbox's sockets and starts the resolver and relay on them. If the helper dies
+/// first, its own message (on its stderr) is the error.
+async fn start_egress(
+    child: &mut Child,
+    channel: Channel,
+    pid: u32,
+    server: &str,
+    egress: &EgressPlan,
+    audit: &mpsc::Sender<NetAudit>,
+) -> Result<crate::net::service::EgressService, SpawnError> {
+    let sockets = tokio::select! {
+        received = channel.receive(pid) => received.map_err(SpawnError::Egress)?,
+        _ = child.wait() => {
+            let mut message = String::new();
+            if let Some(mut stderr) = child.stderr.take() {
+                use tokio::io::AsyncReadExt;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    stderr.read_to_string(&mut message),
+                )
+                .await;
+            }
+            return Err(SpawnError::Egress(io::Error::other(format!(
+                "the confine helper ended before handing over the network sockets: {}",
+                message.trim()
+            ))));
+        }
+        _ = tokio::time::sleep(EGRESS_HANDOVER) => {
+            return Err(SpawnError::Egress(io::Error::other(
+                "the confine helper did not hand over the network sockets in time",
+            )));
+        }
+    };
+    let relay = Egress::new(
+        server,
+        egress.allow.clone(),
+        audit.clone(),
+        HostResolver,
+        TcpConnector,
+    );
+    crate::net::service::start(Arc::new(relay), sockets).map_err(SpawnError::Egress)
 }
 
 /// Writes the plan frame synchronously (a plan is a few KiB; the pipe holds 64 KiB) and gives the
@@ -170,6 +255,11 @@ impl ConfinedChild {
     /// The helper's pid (the sandbox's processes live in their own pid namespace).
     pub fn id(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// Whether airlock serves a network allow list for this server (resolver and relay).
+    pub fn has_network_egress(&self) -> bool {
+        self.egress.is_some()
     }
 
     /// The policy's `kill_timeout`.

@@ -39,6 +39,7 @@ mod build;
 mod cgroup;
 mod creds;
 mod domains;
+mod egress;
 mod idmap;
 mod overlay;
 mod root;
@@ -75,6 +76,8 @@ pub enum Step {
     Root = 105,
     /// The memory cgroup (creating it, its limits, moving the sandbox in), the cgroup namespace.
     Memory = 106,
+    /// Egress by name: the hand-over channel, the network namespace's routes and sockets.
+    Network = 107,
 }
 
 impl Step {
@@ -101,6 +104,7 @@ impl Step {
             Step::Overlay => "cache overlay",
             Step::Root => "server root",
             Step::Memory => "memory limit",
+            Step::Network => "network egress",
         }
     }
 
@@ -124,6 +128,7 @@ impl Step {
             Overlay,
             Root,
             Memory,
+            Network,
         ]
         .into_iter()
         .find(|step| step.code() == code)
@@ -340,6 +345,7 @@ pub fn main() -> ! {
         }
     }
     let prepared = prepare(&plan);
+    let egress_channel = egress::connect(&plan);
     // Before the clone: a cgroup that cannot be made starts nothing.
     let memory = match &plan.memory {
         MemoryLimit::Cgroup { cgroup, bytes } => Some(cgroup::create(cgroup, &plan.server, *bytes)),
@@ -374,6 +380,7 @@ pub fn main() -> ! {
     if child > 0 {
         let child = child as libc::pid_t;
         drop(release_r);
+        drop(egress_channel);
         // Into the memory cgroup before it runs anything: every process of the sandbox is born
         // inside.
         if let Some(memory) = &memory {
@@ -392,7 +399,7 @@ pub fn main() -> ! {
         supervise(child, plan.namespaces.pid, release_w, memory);
     }
     drop(release_w);
-    init(&plan, prepared, release_r)
+    init(&plan, prepared, release_r, egress_channel)
 }
 
 /// The helper after the clone: forwards signals to init and exits with its status.
@@ -472,7 +479,12 @@ fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
 
 /// Pid 1 of the sandbox (or a plain child without a pid namespace): builds the server's root,
 /// confines itself, then forks the server and reaps until it exits.
-fn init(plan: &SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> ! {
+fn init(
+    plan: &SandboxPlan,
+    mut prepared: Prepared,
+    release_r: OwnedFd,
+    egress_channel: Option<OwnedFd>,
+) -> ! {
     wait_release(&release_r);
     if plan.namespaces.cgroup {
         // Rooted at the memory cgroup the helper moved us into.
@@ -487,8 +499,9 @@ fn init(plan: &SandboxPlan, mut prepared: Prepared, release_r: OwnedFd) -> ! {
         Some(root) => build::build(root, overlays),
         None => Vec::new(),
     };
-    // Extension point: network setup inside the sandbox's own network namespace (loopback up,
-    // listening sockets to hand to the server) goes here, with the capabilities still held.
+    // Egress by name, with CAP_NET_ADMIN and CAP_NET_BIND_SERVICE still held in the namespace:
+    // loopback, local routes, airlock's listeners, handed over (see `egress`).
+    egress::set_up(plan, egress_channel);
     creds::apply_rlimits(plan);
     creds::drop_capabilities_keep_setid();
     creds::leave_root(plan);

@@ -128,6 +128,10 @@ impl SandboxPlan {
     fn fmt_network_ipc(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let net_by = match (&self.network, self.namespaces.net) {
             (NetMode::Host, _) => "nothing (host network)".to_string(),
+            (NetMode::Egress(_), _) => {
+                "private network namespace + airlock's resolver and relay + landlock TCP ports"
+                    .to_string()
+            }
             (_, true) => {
                 "private network namespace + landlock TCP rules + seccomp (UDP)".to_string()
             }
@@ -137,6 +141,15 @@ impl SandboxPlan {
             (_, false) => "seccomp only (no landlock TCP rules on this kernel)".to_string(),
         };
         writeln!(f, "  network: {} (enforced by {net_by})", self.network)?;
+        if let NetMode::Egress(egress) = &self.network {
+            for entry in &egress.allow.entries {
+                writeln!(f, "    reaches {} ({})", entry.rule.reach(), entry.origin)?;
+            }
+            writeln!(
+                f,
+                "    names never lead to loopback, private or link-local addresses; any other name does not resolve"
+            )?;
+        }
         writeln!(
             f,
             "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}",

@@ -56,16 +56,58 @@ pub enum Shown {
 #[serde(rename_all = "snake_case")]
 pub enum NetMode {
     None,
-    TcpConnect(Vec<u16>),
+    /// Only what the allow list names, through airlock's resolver and relay (`crate::net`).
+    Egress(EgressPlan),
     Host,
 }
+
+/// What the helper sets up for egress by name inside the server's network namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressPlan {
+    pub allow: crate::net::AllowList,
+    /// TCP ports the relay listens on (every port the list names); landlock allows connecting
+    /// to these and to 53 (DNS over TCP, answered by airlock) only.
+    pub ports: Vec<u16>,
+    /// The abstract unix socket on which airlock waits for the namespace's sockets. Set by
+    /// `process::spawn_confined_with` (like `launcher_pid`), so the plan itself stays pure.
+    #[serde(default)]
+    pub channel: Option<String>,
+}
+
+/// A plan can carry at most this many relay ports (one listening socket each, handed to airlock
+/// in one message).
+pub const MAX_EGRESS_PORTS: usize = 200;
 
 impl From<&Network> for NetMode {
     fn from(network: &Network) -> Self {
         match network {
             Network::None => NetMode::None,
-            Network::TcpConnect(ports) => NetMode::TcpConnect(ports.clone()),
             Network::Host => NetMode::Host,
+            Network::Allow(_) => match network.allow_list() {
+                Some(allow) if !allow.is_empty() => NetMode::Egress(EgressPlan {
+                    ports: allow.ports(),
+                    allow,
+                    channel: None,
+                }),
+                _ => NetMode::None,
+            },
+        }
+    }
+}
+
+impl NetMode {
+    /// TCP ports landlock lets the server connect to (`None`: no rule, every port).
+    pub fn connect_ports(&self) -> Option<Vec<u16>> {
+        match self {
+            NetMode::None => Some(Vec::new()),
+            NetMode::Egress(egress) => {
+                let mut ports = egress.ports.clone();
+                ports.push(crate::net::allow::DNS_PORT);
+                ports.sort_unstable();
+                ports.dedup();
+                Some(ports)
+            }
+            NetMode::Host => None,
         }
     }
 }
@@ -75,10 +117,7 @@ impl fmt::Display for NetMode {
         match self {
             NetMode::None => f.write_str("none"),
             NetMode::Host => f.write_str("host"),
-            NetMode::TcpConnect(ports) => {
-                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-                write!(f, "tcp connect [{}]", ports.join(", "))
-            }
+            NetMode::Egress(egress) => write!(f, "{}", egress.allow),
         }
     }
 }

@@ -58,12 +58,13 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     let namespaces = Namespaces {
         user: host.user_namespaces,
         pid: host.user_namespaces,
-        net: host.user_namespaces && network == NetMode::None,
+        net: host.user_namespaces && network != NetMode::Host,
         // The constructed root and the cache overlays in it.
         mount: constructed_root,
         cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
     };
     host_notes(host, &namespaces, &network, &mut notes);
+    check_egress(request, host, &network)?;
     let root = constructed_root.then(|| {
         let protected = protected.iter().map(|(_, path)| path.clone()).collect();
         Box::new(RootPlan::new(
@@ -101,7 +102,8 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         seccomp: SeccompPlan {
             enabled: host.seccomp,
             deny_unix_sockets: network != NetMode::Host,
-            deny_udp: network != NetMode::Host,
+            // With egress, UDP reaches only airlock's resolver: nothing leaves the namespace.
+            deny_udp: network == NetMode::None,
         },
         rlimits: rlimits(&policy.limits, &memory),
         memory,
@@ -135,6 +137,32 @@ fn identity(host: &HostFacts, run_as: RunAs, notes: &mut Vec<String>) -> Option<
         }),
         (true, RunAs::Uid(uid)) => Some(Identity { uid, gid: uid }),
     }
+}
+
+/// An allow list needs the private network namespace its resolver and relay live in: without
+/// user namespaces airlock refuses rather than run the server with more network than asked.
+fn check_egress(
+    request: &PlanRequest,
+    host: &HostFacts,
+    network: &NetMode,
+) -> Result<(), PlanError> {
+    let NetMode::Egress(egress) = network else {
+        return Ok(());
+    };
+    if !host.user_namespaces {
+        return Err(PlanError::Unmet {
+            server: request.server.clone(),
+            unmet: "a private network namespace for its network allow list".into(),
+            have: "no user namespaces".into(),
+        });
+    }
+    if egress.ports.len() > MAX_EGRESS_PORTS {
+        return Err(PlanError::TooManyPorts {
+            server: request.server.clone(),
+            count: egress.ports.len(),
+        });
+    }
+    Ok(())
 }
 
 /// What this host cannot enforce, in the words `check` and `doctor` print.

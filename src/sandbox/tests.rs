@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use super::grants::install_prefix;
 use super::*;
+use crate::net::NetRule;
 use crate::policy::{Feature, Layer, Limits, Network, Origin, Requirement, RunAs, Sourced};
 
 fn sourced<T>(value: T) -> Sourced<T> {
@@ -244,7 +245,7 @@ fn uv_cache_overlay_is_mounted_over_the_real_path_with_a_mount_namespace() {
 #[test]
 fn npm_cache_env_follows_the_network_and_the_users_cache_var() {
     let mut req = request("/usr/bin/npx", &["-y", "pkg"]);
-    req.sandbox.network = sourced(Network::TcpConnect(vec![443]));
+    req.sandbox.network = sourced(Network::Allow(vec![sourced(NetRule::any_name(443))]));
     req.parent_env
         .push(("npm_config_cache".into(), "/data/npm-cache".into()));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
@@ -394,15 +395,41 @@ fn derived_grants_never_expose_the_home() {
 }
 
 #[test]
-fn tcp_ports_and_host_network() {
+fn allow_lists_get_a_namespace_the_relay_and_landlock_ports() {
     let mut req = request("/usr/bin/node", &[]);
-    req.sandbox.network = sourced(Network::TcpConnect(vec![443]));
+    let rules = ["api.github.com", "example.org:8443", "*:443"];
+    req.sandbox.network = sourced(Network::Allow(
+        rules
+            .iter()
+            .map(|r| sourced(NetRule::parse(r).unwrap()))
+            .collect(),
+    ));
     let p = plan(&req, &HostFacts::full_featured_root()).unwrap();
-    assert!(!p.namespaces.net && p.landlock.net_rules && p.seccomp.deny_udp);
+    assert!(p.namespaces.net && p.landlock.net_rules);
+    assert!(!p.seccomp.deny_udp, "DNS to airlock's resolver is UDP");
+    assert!(p.seccomp.deny_unix_sockets);
+    let NetMode::Egress(egress) = &p.network else {
+        panic!("{:?}", p.network)
+    };
+    assert_eq!(egress.ports, vec![80, 443, 8443]);
+    assert_eq!(p.network.connect_ports(), Some(vec![53, 80, 443, 8443]));
+    assert!(p.to_string().contains("airlock's resolver and relay"));
+    let no_userns = HostFacts {
+        user_namespaces: false,
+        ..HostFacts::full_featured_root()
+    };
+    assert!(matches!(
+        plan(&req, &no_userns),
+        Err(PlanError::Unmet { .. })
+    ));
     req.sandbox.network = sourced(Network::Host);
     let p = plan(&req, &HostFacts::full_featured_root()).unwrap();
-    assert!(!p.landlock.net_rules && !p.seccomp.deny_unix_sockets);
+    assert!(!p.namespaces.net && !p.landlock.net_rules && !p.seccomp.deny_unix_sockets);
     assert!(p.weaker_than_asked.iter().any(|n| n.contains("host")));
+    req.sandbox.network = sourced(Network::None);
+    let p = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert!(p.namespaces.net && p.seccomp.deny_udp);
+    assert_eq!(p.network.connect_ports(), Some(vec![]));
 }
 
 #[test]

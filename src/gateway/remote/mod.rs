@@ -28,6 +28,8 @@ use crate::process::launch::Prepared;
 use sse::{SseItem, SseParser};
 
 /// How the gateway reaches one server.
+// One per configured server, made once at start or reload: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Launch {
     /// A stdio child, confined.

@@ -531,7 +531,11 @@ pub fn load(
         if let Some(sandbox) = server.sandbox {
             reject_lock_outside_org(&ctx, &sandbox.get_ref().locked)?;
             let widening = widening_for(Layer::Config, &draft.locks.sandbox);
-            let mut own = draft.sandbox.clone();
+            // A server may have several config-layer blocks (its config file's and the
+            // command line's grants): each adds to the one before.
+            let mut own = server_sandbox
+                .remove(server.server)
+                .unwrap_or_else(|| draft.sandbox.clone());
             merge_sandbox(&mut own, &ctx, &widening, sandbox.get_ref())?;
             server_sandbox.insert(server.server.to_string(), own);
         }

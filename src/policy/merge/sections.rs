@@ -124,14 +124,15 @@ pub(super) fn merge_sandbox(
 ) -> Result<(), SourceError> {
     if let Some(value) = &section.network {
         let network = parse_network(ctx, value)?;
-        let widens = network.is_wider_than(&sandbox.network.value);
-        widening.check(
-            ctx,
-            &value.span(),
-            &format!("`sandbox.network = {network}`"),
-            widens,
-        )?;
-        sandbox.network = ctx.sourced(network, &value.span());
+        let current = &sandbox.network.value;
+        let widens = network.is_wider_than(current);
+        let what = match network.widening_entries(current).as_slice() {
+            [] => format!("`sandbox.network = {network}`"),
+            entries => format!("`sandbox.network` entry {}", entries.join(", ")),
+        };
+        widening.check(ctx, &value.span(), &what, widens)?;
+        let merged = Network::merged(current, network, ctx.layer);
+        sandbox.network = ctx.sourced(merged, &value.span());
     }
     for (key, new, current) in [
         ("sandbox.read", &section.read, &mut sandbox.read),

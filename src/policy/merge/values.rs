@@ -30,34 +30,9 @@ pub(super) fn parse_network(
     ctx: &Ctx<'_>,
     value: &Spanned<toml::Value>,
 ) -> Result<Network, SourceError> {
-    let bad = || {
-        ctx.error(
-            &value.span(),
-            "`network` must be \"none\", \"host\" or a list of TCP ports",
-        )
-        .with_fix("write network = \"none\", network = \"host\" or network = [443]")
-    };
-    match value.get_ref() {
-        toml::Value::String(mode) if mode == "none" => Ok(Network::None),
-        toml::Value::String(mode) if mode == "host" => Ok(Network::Host),
-        toml::Value::Array(items) => {
-            let mut ports = Vec::new();
-            for item in items {
-                let port = item
-                    .as_integer()
-                    .and_then(|p| u16::try_from(p).ok())
-                    .filter(|&p| p > 0);
-                match port {
-                    Some(port) if !ports.contains(&port) => ports.push(port),
-                    Some(_) => {}
-                    None => return Err(bad()),
-                }
-            }
-            ports.sort_unstable();
-            Ok(Network::TcpConnect(ports))
-        }
-        _ => Err(bad()),
-    }
+    let declared = crate::policy::network::parse(value.get_ref())
+        .map_err(|err| ctx.error(&value.span(), err.message).with_fix(err.fix))?;
+    Ok(declared.with_origin(&ctx.origin(&value.span())))
 }
 
 pub(super) fn parse_run_as(

@@ -12,7 +12,7 @@ use landlock::{
 };
 
 use super::{Step, fail};
-use crate::sandbox::{FsAccess, NetMode, SandboxPlan, Shown};
+use crate::sandbox::{FsAccess, SandboxPlan, Shown};
 
 fn abi(plan: &SandboxPlan) -> ABI {
     ABI::from(plan.landlock.abi.min(8) as i32)
@@ -64,10 +64,10 @@ pub(super) fn server_ruleset(plan: &SandboxPlan) -> RulesetCreated {
             .add_rule(PathBeneath::new(fd, access))
             .unwrap_or_else(|e| fail_ll(&format!("rule for {}", rule.path.display()), &e));
     }
-    if let (true, NetMode::TcpConnect(ports)) = (plan.landlock.net_rules, &plan.network) {
+    if let (true, Some(ports)) = (plan.landlock.net_rules, plan.network.connect_ports()) {
         for port in ports {
             created = created
-                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
                 .unwrap_or_else(|e| fail_ll(&format!("rule for port {port}"), &e));
         }
     }

@@ -203,13 +203,17 @@ where
     }
 
     fn start(&mut self, server: usize, generation: u64) {
-        let Some(launch) = self.launches.get(server).cloned().flatten() else {
+        let Some(mut launch) = self.launches.get(server).cloned().flatten() else {
             let reason = "it cannot be launched".to_string();
             let now = Instant::now();
             self.core
                 .on_spawn_failed(server, generation, reason, true, now);
             return;
         };
+        if super::net::attach(&mut launch, &self.net_events) && !self.egress {
+            self.egress = true;
+            self.audit.attribute_connections();
+        }
         self.spawning += 1;
         let inputs = self.inputs.clone();
         tokio::spawn(async move {

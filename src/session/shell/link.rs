@@ -49,6 +49,8 @@ pub enum Input {
     },
     Status(oneshot::Sender<Value>),
     Reload(oneshot::Sender<Value>),
+    /// A connection event of a server's resolver or relay (`crate::net`).
+    Net(Box<crate::net::relay::NetAudit>),
 }
 
 /// A started server, as its spawn task hands it to the loop.

@@ -15,6 +15,7 @@ pub mod backpressure;
 mod carry;
 pub mod io;
 mod link;
+mod net;
 mod reload;
 pub mod signals;
 pub mod stderr;
@@ -155,6 +156,10 @@ struct Loop<HR, HW> {
     next_reader: usize,
     config_path: PathBuf,
     started: std::time::SystemTime,
+    /// Where servers with a network allow list send their connection events.
+    net_events: mpsc::Sender<crate::net::relay::NetAudit>,
+    /// A server with a network allow list was started (its events are awaited at shutdown).
+    egress: bool,
 }
 
 /// Runs a session until it ends (host gone, a signal, or in `Single` the server gone), then
@@ -183,6 +188,7 @@ where
     let count = names.len();
     let single = session.core.is_single();
     let limits = Limits::for_max_line(session.max_line_bytes);
+    let net_events = net::forward_to(&inputs_tx);
     let mut state = Loop {
         core: session.core,
         single,
@@ -211,6 +217,8 @@ where
         next_reader: 0,
         config_path: session.config_path,
         started: std::time::SystemTime::now(),
+        net_events,
+        egress: false,
     };
     state.audit.record(session.policy_event)?;
     state.core.start_eager(Instant::now());
@@ -257,6 +265,13 @@ where
                     self.handle(wake)?;
                 }
                 Err(_) => break,
+            }
+        }
+        if self.egress {
+            while let Ok(wake) =
+                tokio::time::timeout(net::QUIET, poll_fn(|cx| self.poll_wake(cx))).await
+            {
+                self.handle(wake)?;
             }
         }
         if !self.single {

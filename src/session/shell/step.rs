@@ -305,6 +305,13 @@ where
                 let answer = self.reload_answer()?;
                 let _ = reply.send(answer);
             }
+            Input::Net(net) => {
+                let crate::net::relay::NetAudit { event, written } = *net;
+                self.audit.record(event)?;
+                if let Some(written) = written {
+                    let _ = written.send(());
+                }
+            }
         }
         Ok(None)
     }

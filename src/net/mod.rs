@@ -1,0 +1,25 @@
+//! Network egress by name: a server reaches the hosts its allow list names and nothing else,
+//! whatever runtime it is written in, without proxy variables.
+//!
+//! How (the whole design is in `docs/network.md`): the server keeps a private network namespace
+//! in which every address is local. Inside it, airlock holds port 53 ([`resolver`]: allowed names
+//! get a stand-in address from [`standin`], others NXDOMAIN) and every TCP port the list names
+//! ([`relay`]: the dialled address says which name or listed address the server wants; airlock
+//! connects to it from outside the sandbox, refusing private, loopback and link-local addresses
+//! for names). Every connection and refused lookup is audited ([`event`]).
+//!
+//! Pure parts: [`allow`] (entries, matching, coverage), [`addr`], [`standin`], [`dns`],
+//! [`resolver::respond`], [`relay::decide`], [`relay::usable_addresses`], [`event`].
+
+pub mod addr;
+pub mod allow;
+pub mod dns;
+pub mod event;
+pub mod explain;
+pub mod relay;
+pub mod resolver;
+pub mod service;
+pub mod standin;
+pub mod sys;
+
+pub use allow::{AllowEntry, AllowList, NetRule};

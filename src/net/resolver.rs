@@ -1,0 +1,204 @@
+//! The sandbox's resolver: every DNS query the server sends (to any address, port 53, UDP or TCP:
+//! inside its network namespace every address is local and airlock holds port 53) is answered
+//! here, in airlock, from the allow list. Nothing is forwarded: a query never leaves the sandbox,
+//! so DNS is no channel out.
+//!
+//! - an allowed name (any entry names it, whatever the port): A → its stand-in address; AAAA and
+//!   other types → no data (so clients use IPv4, which the relay serves);
+//! - any other name: NXDOMAIN, and an A/AAAA lookup is audited as a refused connection (at most
+//!   once a minute per name, see [`RefusalThrottle`]).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::allow::AllowList;
+use super::dns::{self, Answer, Malformed, Rcode};
+use super::standin::{ANSWER_TTL_SECS, StandIns};
+
+/// What to send back, and the name to audit as refused (if any).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub packet: Vec<u8>,
+    pub refused: Option<String>,
+}
+
+/// Answers one query packet; `None` for a packet that gets no answer (not a query).
+pub fn respond(
+    packet: &[u8],
+    allow: &AllowList,
+    table: &mut StandIns,
+    now: Instant,
+) -> Option<Reply> {
+    let query = match dns::parse_query(packet) {
+        Ok(query) => query,
+        Err(Malformed::Drop) => return None,
+        Err(Malformed::Answer { id, flags, rcode }) => {
+            return Some(Reply {
+                packet: dns::encode_error(id, flags, rcode),
+                refused: None,
+            });
+        }
+    };
+    let address_lookup = matches!(query.qtype, dns::TYPE_A | dns::TYPE_AAAA);
+    let (answer, refused) = if query.qclass != dns::CLASS_IN {
+        (Answer::Error(Rcode::Refused), None)
+    } else if !query.plain || !allow.resolves(&query.name) {
+        let audited = address_lookup.then(|| query.name.clone());
+        (Answer::Error(Rcode::NxDomain), audited)
+    } else if query.qtype == dns::TYPE_A {
+        match table.assign(&query.name, now) {
+            Some(ip) => (
+                Answer::Address {
+                    ip,
+                    ttl: ANSWER_TTL_SECS,
+                },
+                None,
+            ),
+            None => (Answer::Error(Rcode::ServFail), None),
+        }
+    } else {
+        (Answer::NoData, None)
+    };
+    Some(Reply {
+        packet: dns::encode_answer(&query, answer),
+        refused,
+    })
+}
+
+/// Audits a refused name at most once per [`RefusalThrottle::WINDOW`]: a client asks for A and
+/// AAAA, retries, and walks the search list; one event per name says all of it, and a server that
+/// loops over lookups cannot flood the log.
+#[derive(Debug, Default)]
+pub struct RefusalThrottle {
+    last: HashMap<String, Instant>,
+}
+
+impl RefusalThrottle {
+    pub const WINDOW: Duration = Duration::from_secs(60);
+    const MAX_NAMES: usize = 4096;
+
+    /// Should this refusal be written to the audit log?
+    pub fn should_audit(&mut self, name: &str, now: Instant) -> bool {
+        if let Some(last) = self.last.get(name)
+            && now.saturating_duration_since(*last) < Self::WINDOW
+        {
+            return false;
+        }
+        if self.last.len() >= Self::MAX_NAMES {
+            self.last
+                .retain(|_, last| now.saturating_duration_since(*last) < Self::WINDOW);
+        }
+        if self.last.len() < Self::MAX_NAMES {
+            self.last.insert(name.to_string(), now);
+            true
+        } else {
+            // Thousands of distinct refused names within a minute: keep auditing, unthrottled
+            // names are the ones worth seeing.
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::allow::{AllowEntry, NetRule};
+    use crate::net::dns::{TYPE_A, TYPE_AAAA, encode_query, parse_answer};
+
+    fn allow(entries: &[&str]) -> AllowList {
+        AllowList {
+            entries: entries
+                .iter()
+                .map(|text| AllowEntry {
+                    rule: NetRule::parse(text).unwrap(),
+                    origin: "test".into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn ask(
+        name: &str,
+        qtype: u16,
+        list: &AllowList,
+        table: &mut StandIns,
+    ) -> (dns::ParsedAnswer, Option<String>) {
+        let reply = respond(&encode_query(42, name, qtype), list, table, Instant::now()).unwrap();
+        (parse_answer(&reply.packet).unwrap(), reply.refused)
+    }
+
+    #[test]
+    fn allowed_names_get_stand_ins_and_others_nxdomain() {
+        let list = allow(&[
+            "api.github.com",
+            "*.githubusercontent.com",
+            "example.org:8443",
+        ]);
+        let mut table = StandIns::default();
+        let (answer, refused) = ask("api.github.com", TYPE_A, &list, &mut table);
+        assert_eq!(
+            (answer.rcode, answer.addresses.len(), refused),
+            (0, 1, None)
+        );
+        let ip = answer.addresses[0];
+        assert_eq!(
+            table
+                .name_of(std::net::IpAddr::V4(ip), Instant::now())
+                .as_deref(),
+            Some("api.github.com")
+        );
+        let (answer, _) = ask("raw.githubusercontent.com", TYPE_A, &list, &mut table);
+        assert_eq!(answer.addresses.len(), 1);
+        let (answer, _) = ask("EXAMPLE.org", TYPE_A, &list, &mut table);
+        assert_eq!(
+            answer.addresses.len(),
+            1,
+            "any port's entry resolves the name"
+        );
+        let (answer, refused) = ask("api.github.com", TYPE_AAAA, &list, &mut table);
+        assert_eq!(
+            (answer.rcode, answer.addresses.len(), refused),
+            (0, 0, None)
+        );
+        let (answer, refused) = ask("evil.example", TYPE_A, &list, &mut table);
+        assert_eq!(answer.rcode, 3);
+        assert_eq!(refused.as_deref(), Some("evil.example"));
+        let (_, refused) = ask("githubusercontent.com", TYPE_AAAA, &list, &mut table);
+        assert_eq!(refused.as_deref(), Some("githubusercontent.com"));
+        let (answer, refused) = ask("evil.example", 16, &list, &mut table);
+        assert_eq!(
+            (answer.rcode, refused),
+            (3, None),
+            "TXT: refused, not audited"
+        );
+    }
+
+    #[test]
+    fn any_name_resolves_but_malformed_names_never() {
+        let list = allow(&["*:443"]);
+        let mut table = StandIns::default();
+        assert_eq!(
+            ask("whatever.example", TYPE_A, &list, &mut table)
+                .0
+                .addresses
+                .len(),
+            1
+        );
+        let mut packet = encode_query(1, "abc.example", TYPE_A);
+        packet[13] = b'.';
+        let reply = respond(&packet, &list, &mut table, Instant::now()).unwrap();
+        assert_eq!(parse_answer(&reply.packet).unwrap().rcode, 3);
+        assert_eq!(reply.refused.as_deref(), Some("\\.bc.example"));
+        assert!(respond(&[0; 3], &list, &mut table, Instant::now()).is_none());
+    }
+
+    #[test]
+    fn refusals_are_audited_once_a_minute_per_name() {
+        let mut throttle = RefusalThrottle::default();
+        let start = Instant::now();
+        assert!(throttle.should_audit("a.example", start));
+        assert!(!throttle.should_audit("a.example", start + Duration::from_secs(1)));
+        assert!(throttle.should_audit("b.example", start + Duration::from_secs(1)));
+        assert!(throttle.should_audit("a.example", start + RefusalThrottle::WINDOW));
+    }
+}

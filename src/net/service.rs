@@ -1,0 +1,162 @@
+//! Running the resolver and the relay for one server, on the sockets its sandbox handed over
+//! ([`super::sys`]). Everything runs as tasks of airlock's runtime; the returned
+//! [`EgressService`] stops them when dropped (the confined child holds it for its whole life).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinHandle;
+
+use super::event::{ConnectEvent, Verdict};
+use super::relay::{Connect, Egress, Resolve};
+use super::resolver::respond;
+use super::sys::{Role, recv_with_destination, send_from};
+
+/// An idle DNS-over-TCP connection is closed after this long.
+const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// The running resolver and relay of one server.
+#[derive(Debug)]
+pub struct EgressService {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for EgressService {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Starts serving every handed-over socket. Must run inside a tokio runtime.
+pub fn start<R: Resolve, C: Connect>(
+    egress: Arc<Egress<R, C>>,
+    sockets: Vec<(Role, OwnedFd)>,
+) -> io::Result<EgressService> {
+    let mut tasks = Vec::with_capacity(sockets.len());
+    for (role, fd) in sockets {
+        let task = match role {
+            Role::Relay { .. } => {
+                let listener = tcp_listener(fd)?;
+                tokio::spawn(egress.clone().serve_listener(listener))
+            }
+            Role::DnsTcp => {
+                let listener = tcp_listener(fd)?;
+                tokio::spawn(serve_dns_tcp(egress.clone(), listener))
+            }
+            Role::DnsUdp4 | Role::DnsUdp6 => {
+                let socket = std::net::UdpSocket::from(fd);
+                socket.set_nonblocking(true)?;
+                tokio::spawn(serve_dns_udp(egress.clone(), UdpSocket::from_std(socket)?))
+            }
+        };
+        tasks.push(task);
+    }
+    Ok(EgressService { tasks })
+}
+
+fn tcp_listener(fd: OwnedFd) -> io::Result<TcpListener> {
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(true)?;
+    TcpListener::from_std(listener)
+}
+
+impl<R: Resolve, C: Connect> Egress<R, C> {
+    /// Answers one query; audits a refused name (throttled).
+    async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
+        let now = Instant::now();
+        let reply = {
+            let mut table = self.table.lock().ok()?;
+            respond(query, &self.allow, &mut table, now)?
+        };
+        if let Some(name) = &reply.refused {
+            let audit = self
+                .throttle
+                .lock()
+                .map(|mut throttle| throttle.should_audit(name, now))
+                .unwrap_or(true);
+            if audit {
+                let event = ConnectEvent {
+                    conn: self.conn_number(),
+                    host: name.clone(),
+                    port: None,
+                    verdict: Verdict::Refused {
+                        reason: "the name is not on the network allow list (it does not resolve in the sandbox)".into(),
+                    },
+                };
+                self.record(event.event(&self.server), false).await;
+            }
+        }
+        Some(reply.packet)
+    }
+}
+
+async fn serve_dns_udp<R: Resolve, C: Connect>(egress: Arc<Egress<R, C>>, socket: UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let fd = socket.as_raw_fd();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let received = socket
+            .async_io(Interest::READABLE, || recv_with_destination(fd, &mut buf))
+            .await;
+        let (len, sender, destination) = match received {
+            Ok(found) => found,
+            Err(err) => {
+                tracing::debug!(server = %egress.server, "resolver: {err}");
+                continue;
+            }
+        };
+        if let Some(answer) = egress.answer(&buf[..len]).await {
+            // A full socket buffer drops the answer; the client asks again.
+            let _ = socket.try_io(Interest::WRITABLE, || {
+                send_from(fd, &answer, sender, destination)
+            });
+        }
+    }
+}
+
+async fn serve_dns_tcp<R: Resolve, C: Connect>(egress: Arc<Egress<R, C>>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let egress = egress.clone();
+                tokio::spawn(async move {
+                    let _ =
+                        tokio::time::timeout(DNS_TCP_IDLE * 6, dns_tcp_connection(&egress, stream))
+                            .await;
+                });
+            }
+            Err(err) => {
+                tracing::warn!(server = %egress.server, "resolver (TCP): {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// DNS over TCP: two-byte length, then the message; several per connection.
+async fn dns_tcp_connection<R: Resolve, C: Connect>(
+    egress: &Egress<R, C>,
+    mut stream: TcpStream,
+) -> io::Result<()> {
+    loop {
+        let mut len = [0u8; 2];
+        tokio::time::timeout(DNS_TCP_IDLE, stream.read_exact(&mut len))
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        stream.read_exact(&mut query).await?;
+        let Some(answer) = egress.answer(&query).await else {
+            return Ok(());
+        };
+        let mut framed = Vec::with_capacity(answer.len() + 2);
+        framed.extend_from_slice(&(answer.len() as u16).to_be_bytes());
+        framed.extend_from_slice(&answer);
+        stream.write_all(&framed).await?;
+    }
+}

@@ -1,0 +1,43 @@
+//! The session's part in network egress (`crate::net`): a server whose network is an allow list
+//! sends the audit events of its connections here; the loop writes each one, then tells the relay
+//! it is written (the relay forwards no byte before that).
+
+use tokio::sync::mpsc;
+
+use super::link::Input;
+use crate::gateway::remote::Launch;
+use crate::net::relay::NetAudit;
+
+/// Connection events waiting for the loop (the relay waits when this many are queued).
+const QUEUE: usize = 1024;
+
+/// At shutdown, connection events are written until none came for this long: the connections of
+/// a server end with it, and report their last bytes just after.
+pub const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The sender servers' relays use; its events reach the loop as [`Input::Net`].
+pub fn forward_to(inputs: &mpsc::UnboundedSender<Input>) -> mpsc::Sender<NetAudit> {
+    let (events_tx, mut events) = mpsc::channel::<NetAudit>(QUEUE);
+    let inputs = inputs.clone();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if inputs.send(Input::Net(Box::new(event))).is_err() {
+                return;
+            }
+        }
+    });
+    events_tx
+}
+
+/// Gives a launch with a network allow list the sender; returns whether it has one.
+pub fn attach(launch: &mut Launch, events: &mpsc::Sender<NetAudit>) -> bool {
+    match launch {
+        Launch::Local(prepared)
+            if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) =>
+        {
+            prepared.net_audit = Some(events.clone());
+            true
+        }
+        _ => false,
+    }
+}
