@@ -183,3 +183,31 @@ fn classify_deeply(value: &Value) {
         }
     }
 }
+
+/// The sandbox resolver (`net::resolver::respond`, over `net::dns`): any packet a server sends
+/// gets no answer or an answer that parses back with the query's id; an allowed name is answered
+/// with a stand-in address, anything else never with an address.
+pub fn dns_query(data: &[u8]) {
+    use crate::net::allow::{AllowEntry, AllowList, NetRule};
+    use crate::net::{dns, resolver, standin::StandIns};
+    let allow = AllowList {
+        entries: ["api.github.com", "*.example.org"]
+            .iter()
+            .map(|text| AllowEntry {
+                rule: NetRule::parse(text).unwrap(),
+                origin: "fuzz".into(),
+            })
+            .collect(),
+    };
+    let mut table = StandIns::with_capacity(16);
+    let Some(reply) = resolver::respond(data, &allow, &mut table, std::time::Instant::now()) else {
+        return;
+    };
+    let answer = dns::parse_answer(&reply.packet).expect("an answer that does not parse");
+    assert_eq!(&data[..2], &reply.packet[..2], "the id is echoed");
+    for address in &answer.addresses {
+        assert!(crate::net::addr::STAND_IN_NET.contains((*address).into()));
+        let name = answer.name.as_deref().unwrap_or_default();
+        assert!(allow.resolves(name), "{name} got an address");
+    }
+}

@@ -10,11 +10,12 @@ use proptest::prelude::*;
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 4] = [
+const TARGETS: [(&str, Target); 5] = [
     ("framing", fuzzing::framing),
     ("config_load", fuzzing::config_load),
     ("policy_decide", fuzzing::policy_decide),
     ("path_normalize", fuzzing::path_normalize),
+    ("dns_query", fuzzing::dns_query),
 ];
 
 fn seeds(target: &str) -> Vec<Vec<u8>> {
