@@ -29,6 +29,8 @@ pub enum EventKind {
     NetConnect,
     /// An allowed connection ended: bytes each way, duration, how it ended.
     NetClose,
+    /// A definition was pinned on first use, or changed or appeared and waits for approval.
+    Pin,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -33,6 +33,8 @@ pub enum Reason {
     Quarantined,
     /// Never listed by the server, so there is nothing to compare with its pin.
     Unlisted,
+    /// The server's pins cannot be read (the text says why and how to fix it): nothing is trusted.
+    Unreadable(String),
 }
 
 /// What to do with one definition.
@@ -311,6 +313,7 @@ pub fn refusal_text(server: &str, kind: Kind, name: &str, reason: &Reason) -> St
             "{what}: the server has not listed it in this session, and it is not pinned, so its definition cannot be checked. List the server's {}s first; if it is new, `airlock pins diff {server} {name}` shows it.",
             kind.noun()
         ),
+        Reason::Unreadable(why) => format!("{what}: {why}"),
     }
 }
 
