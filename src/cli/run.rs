@@ -17,6 +17,7 @@ use crate::audit::Redactor;
 use crate::config::ServerConfig;
 use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::Launch;
+use crate::pins::PinStore;
 use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
 use crate::session::exit::run_status;
 use crate::session::shell::{self, signals::host_output_closed};
@@ -243,7 +244,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         eager: true,
         refused: None,
     };
-    let core = Core::new(
+    let mut core = Core::new(
         Topology::Single,
         vec![spec],
         policy.clone(),
@@ -251,6 +252,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         args.session.show_denied,
         Instant::now(),
     );
+    core.enable_pins(PinStore::in_state_dir(&context.dirs.state_dir));
     let session = Session {
         core,
         kill_timeout: Duration::from_secs(launch.plan.kill_timeout_secs),

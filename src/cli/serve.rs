@@ -206,7 +206,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         }
     };
     let separator = loaded.config.separator.clone();
-    let core = Core::new(
+    let mut core = Core::new(
         Topology::Gateway { separator },
         loaded.specs,
         loaded.policy.clone(),
@@ -214,6 +214,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         args.session.show_denied,
         Instant::now(),
     );
+    core.enable_pins(crate::pins::PinStore::in_state_dir(&context.dirs.state_dir));
     let mut event = policy_event("gateway", &loaded.policy);
     event.reason = Some(format!("config {}", loaded.config.path.display()));
     let reloader = FileReloader {

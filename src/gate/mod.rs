@@ -2,10 +2,13 @@
 //! answer to one, as a `serde_json::Value` in the **host's id space**, and says what to do with
 //! it. The session core ([`crate::session`]) does the routing, the id translation and the I/O.
 //!
-//! The two points where a server's tools are decided (where trust pinning hooks in):
-//! - [`Gate::filter_tools`]: every `tools/list` result of this server, before the host (or the
-//!   gateway's aggregation) sees it;
-//! - [`Gate::decide_call`]: every `tools/call`, before anything is forwarded. allow → forwarded;
+//! The points where a server's definitions are decided:
+//! - [`Gate::filter_listing`]: every `tools/list`, `prompts/list` and `resources/templates/list`
+//!   result of this server, before the host (or the gateway's aggregation) sees it: pins
+//!   ([`pinned`], [`crate::pins`]) hide what changed since it was pinned, the policy hides denied
+//!   tools;
+//! - [`Gate::decide_call`]: every `tools/call`, before anything is forwarded (after the pin
+//!   check: a hidden tool is refused with rule `pins`). allow → forwarded;
 //!   deny → answered here with `isError: true` naming the rule and its layer; ask →
 //!   `elicitation/create` to the host when it declared form elicitation, else a deny that says
 //!   why.
@@ -18,8 +21,11 @@
 //! airlock's own requests to the host use string ids `airlock-ask-<server>-<n>`, so the gates of
 //! several servers never mint the same id.
 
+mod pinned;
 pub mod schema;
 mod track;
+
+pub use pinned::list_changed_notification;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -63,11 +69,17 @@ pub struct Effects {
     pub audit: Vec<Event>,
     pub to_host: Vec<Value>,
     pub to_server: Vec<Value>,
+    /// A definition of this kind was approved since the server's last listing: the listing the
+    /// host holds is stale and must be read again.
+    pub relist: Option<crate::pins::Kind>,
 }
 
 impl Effects {
     pub fn is_empty(&self) -> bool {
-        self.audit.is_empty() && self.to_host.is_empty() && self.to_server.is_empty()
+        self.audit.is_empty()
+            && self.to_host.is_empty()
+            && self.to_server.is_empty()
+            && self.relist.is_none()
     }
 }
 
@@ -98,6 +110,8 @@ pub struct Gate {
     pending: HashMap<String, Pending>,
     /// airlock's confirmation request id key → the held call.
     held: HashMap<String, Held>,
+    /// The server's pinned definitions (none when the session keeps no pins).
+    pins: Option<crate::pins::PinGuard>,
     /// Host call id key → airlock's confirmation request id key.
     held_by_call: HashMap<String, String>,
     answered_here: RecentIds,
@@ -139,6 +153,7 @@ impl Gate {
             host: HostFacts::default(),
             pending: HashMap::new(),
             held: HashMap::new(),
+            pins: None,
             held_by_call: HashMap::new(),
             answered_here: RecentIds::default(),
             timed_out: RecentIds::default(),
@@ -166,6 +181,7 @@ impl Gate {
     pub fn set_policy(&mut self, policy: Arc<Policy>, redactor: Arc<Redactor>) {
         self.policy = policy;
         self.redactor = redactor;
+        self.refresh_pin_settings();
     }
 
     /// Requests forwarded to the server (or held) and not yet answered.
@@ -374,7 +390,15 @@ impl Gate {
                 Tracked::Other
             }
             "tools/call" => return self.host_call(message, id, now, fx),
-            "tools/list" => Tracked::ToolsList,
+            "tools/list" => Tracked::Listing(crate::pins::Kind::Tool),
+            "prompts/list" => Tracked::Listing(crate::pins::Kind::Prompt),
+            "resources/templates/list" => Tracked::Listing(crate::pins::Kind::ResourceTemplate),
+            "prompts/get" | "resources/read" => {
+                if self.check_pinned_request(method, params, &id, fx).is_some() {
+                    return Verdict::Drop;
+                }
+                Tracked::Other
+            }
             _ => Tracked::Other,
         };
         self.pending.insert(key, Pending::new(id, what, now, None));
@@ -402,7 +426,21 @@ impl Gate {
         };
         let tool = tool.to_string();
         let arguments = params.and_then(|p| p.get("arguments"));
-        let (verdict, event) = self.decide_call(&tool, arguments, params, &id);
+        let warning = match self.check_pin(crate::pins::Kind::Tool, &tool, fx) {
+            pinned::PinCheck::Pass => None,
+            pinned::PinCheck::Warned(text) => Some(text),
+            pinned::PinCheck::Refused(refusal) => {
+                self.refuse_pinned_call(&tool, id, arguments, refusal, now, fx);
+                return Verdict::Drop;
+            }
+        };
+        let (verdict, mut event) = self.decide_call(&tool, arguments, params, &id);
+        if let Some(warning) = warning {
+            event.reason = Some(match event.reason.take() {
+                Some(reason) => format!("{reason}; {warning}"),
+                None => warning,
+            });
+        }
         fx.audit.push(event);
         let deadline = self.config.tool_timeout.map(|timeout| now + timeout);
         match verdict {
@@ -564,11 +602,11 @@ impl Gate {
             };
         };
         let mut message = message;
-        if matches!(pending.what, Tracked::ToolsList)
+        if let Tracked::Listing(kind) = pending.what
             && !is_error
             && let Some(result) = message.get_mut("result")
         {
-            self.filter_tools(result);
+            self.filter_listing(kind, result, fx);
         }
         let tool_error = message.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
         let input_required = message

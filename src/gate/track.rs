@@ -10,8 +10,11 @@ const REMEMBERED_IDS: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub(super) enum Tracked {
-    ToolsList,
-    ToolsCall { tool: String },
+    /// A listing whose result the gate filters (tools, prompts, resource templates).
+    Listing(crate::pins::Kind),
+    ToolsCall {
+        tool: String,
+    },
     Other,
 }
 

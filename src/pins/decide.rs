@@ -16,6 +16,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The policy's `[pins]` section.
+    pub fn from_policy(pins: &crate::policy::PinsPolicy) -> Settings {
+        Settings {
+            pinning: pins.pinning.value,
+            new_servers: pins.new_servers.value,
+        }
+    }
+
     /// True when airlock keeps no pins and lets every server in: nothing to read or write.
     pub fn is_inactive(self) -> bool {
         self.pinning == PinningMode::Off && self.new_servers == NewServers::Trust

@@ -70,6 +70,17 @@ impl PinGuard {
         }
     }
 
+    /// Re-reads the store; true when the server's pins changed outside this session (an
+    /// approval or reset), so its listings should be read again.
+    pub fn refresh(&mut self) -> bool {
+        if self.settings.is_inactive() {
+            return false;
+        }
+        let before = self.record.clone();
+        self.reload();
+        self.record != before
+    }
+
     /// A reloaded policy's `[pins]` keys.
     pub fn set_settings(&mut self, settings: Settings) {
         self.settings = settings;
@@ -229,15 +240,23 @@ impl PinGuard {
     /// May the host use definition `name` of `kind`? A refusal is re-checked against the store
     /// first, so an approval made while the session runs takes effect at once.
     pub fn check_use(&mut self, kind: Kind, name: &str) -> Verdict {
+        self.check_use_noting_approval(kind, name).0
+    }
+
+    /// [`PinGuard::check_use`], and whether the answer turned from hidden to usable on
+    /// re-reading the store (approved since: the host's listing is stale).
+    pub fn check_use_noting_approval(&mut self, kind: Kind, name: &str) -> (Verdict, bool) {
         if self.settings.is_inactive() {
-            return Verdict::Show;
+            return (Verdict::Show, false);
         }
         let verdict = self.decide(kind, name);
         if !verdict.is_hidden() {
-            return verdict;
+            return (verdict, false);
         }
         self.reload();
-        self.decide(kind, name)
+        let now = self.decide(kind, name);
+        let approved = !now.is_hidden();
+        (now, approved)
     }
 
     fn decide(&self, kind: Kind, name: &str) -> Verdict {

@@ -64,6 +64,8 @@ pub struct Setup {
     pub tool_timeout: u64,
     /// The server's name (`--name` in run, its config key in serve).
     pub name: String,
+    /// The org policy (`$AIRLOCK_ORG_POLICY_DIR/policy.toml`), if any.
+    pub org_policy: Option<String>,
 }
 
 impl Setup {
@@ -79,7 +81,21 @@ impl Setup {
             policy: String::new(),
             tool_timeout: 180,
             name: "fixture".into(),
+            org_policy: None,
         }
+    }
+
+    /// Any server command.
+    pub fn command(command: &[&str]) -> Setup {
+        Setup {
+            command: command.iter().map(|a| a.to_string()).collect(),
+            ..Setup::fixture("")
+        }
+    }
+
+    pub fn org_policy(mut self, text: &str) -> Setup {
+        self.org_policy = Some(text.to_string());
+        self
     }
 
     pub fn policy(mut self, extra: &str) -> Setup {
@@ -156,6 +172,22 @@ pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
         name: setup.name.clone(),
     };
     std::fs::create_dir_all(world.path("home")).expect("home");
+    std::fs::create_dir_all(world.path("org")).expect("org");
+    if let Some(org) = &setup.org_policy {
+        std::fs::write(world.path("org/policy.toml"), org).expect("org policy");
+    }
+    let child = spawn(&world, &setup);
+    (world, child)
+}
+
+/// Starts airlock again in an existing world (same state dir, pins and audit log): a new
+/// session, as when a host reconnects.
+pub fn start_again(world: &World, setup: Setup) -> Client {
+    Client::new(spawn(world, &setup))
+}
+
+fn spawn(world: &World, setup: &Setup) -> Child {
+    let mode = world.mode;
     let policy = world.path("policy.toml");
     std::fs::write(
         &policy,
@@ -195,13 +227,11 @@ pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
             world.command(&args)
         }
     };
-    let child = cmd
-        .stdin(Stdio::piped())
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("airlock");
-    (world, child)
+        .expect("airlock")
 }
 
 /// A host speaking to airlock's stdio, one JSON message per line.

@@ -53,6 +53,9 @@ impl Core {
         for message in fx.to_server {
             self.gate_message_down(index, message, now);
         }
+        if let Some(kind) = fx.relist {
+            self.relist_after_approval(index, kind, now);
+        }
     }
 
     fn gate_message_down(&mut self, index: usize, message: Value, now: Instant) {

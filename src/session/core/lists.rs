@@ -54,6 +54,16 @@ impl ListKind {
         }
     }
 
+    /// The kind of definition this list carries that pins cover.
+    pub fn pinned(self) -> Option<crate::pins::Kind> {
+        match self {
+            ListKind::Tools => Some(crate::pins::Kind::Tool),
+            ListKind::Prompts => Some(crate::pins::Kind::Prompt),
+            ListKind::ResourceTemplates => Some(crate::pins::Kind::ResourceTemplate),
+            ListKind::Resources => None,
+        }
+    }
+
     pub fn capability(self) -> &'static str {
         match self {
             ListKind::Tools => "tools",
@@ -75,6 +85,13 @@ impl Core {
     pub(super) fn host_list(&mut self, kind: ListKind, message: Value, id: Value, now: Instant) {
         if kind == ListKind::Tools {
             self.host.listed_tools = true;
+            // A definition approved since a server's tools were cached: list them again (the
+            // host hears list_changed when they arrive).
+            for index in 0..self.servers.len() {
+                if self.servers[index].gate.pins_changed_outside() {
+                    self.relist_tools(index, now);
+                }
+            }
         }
         if let Some(cursor) = message.pointer("/params/cursor").and_then(Value::as_str) {
             self.answer_page(kind, id, cursor);
@@ -154,7 +171,15 @@ impl Core {
             return;
         };
         let kind = self.aggregations[position].kind;
+        let mut result = result;
         if error.is_none() {
+            if let Some(pinned) = kind.pinned() {
+                let mut fx = crate::gate::Effects::default();
+                self.servers[index]
+                    .gate
+                    .filter_listing(pinned, &mut result, &mut fx);
+                self.apply_gate(index, fx, now);
+            }
             let page = result
                 .get(kind.key())
                 .and_then(Value::as_array)
@@ -191,7 +216,11 @@ impl Core {
             self.tools_listed(index, previous, now);
             return;
         }
-        self.servers[index].gate.filter_tools(&mut result);
+        let mut fx = crate::gate::Effects::default();
+        self.servers[index]
+            .gate
+            .filter_listing(crate::pins::Kind::Tool, &mut result, &mut fx);
+        self.apply_gate(index, fx, now);
         let page = result
             .get("tools")
             .and_then(Value::as_array)
@@ -233,6 +262,32 @@ impl Core {
         }
         if self.servers[index].life.is_starting() {
             self.become_ready(index, now);
+        }
+    }
+
+    /// Reads a server's tools again (a `list_changed` from it, or its pins changed), unless a
+    /// listing is already under way or it is not running.
+    pub(super) fn relist_tools(&mut self, index: usize, now: Instant) {
+        let server = &mut self.servers[index];
+        if server.life.is_ready() && server.listing.is_none() {
+            server.listing = Some(Vec::new());
+            self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
+        }
+    }
+
+    /// A definition of `kind` was approved while the host holds a listing without it: a gateway
+    /// reads its tools again (and tells the host when they differ); otherwise the host is told
+    /// its list changed, and lists again through the gate.
+    pub(super) fn relist_after_approval(
+        &mut self,
+        index: usize,
+        kind: crate::pins::Kind,
+        now: Instant,
+    ) {
+        if kind == crate::pins::Kind::Tool && !self.single() {
+            self.relist_tools(index, now);
+        } else if self.host.initialized || self.single() {
+            self.send_host(crate::gate::list_changed_notification(kind));
         }
     }
 

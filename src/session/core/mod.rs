@@ -285,6 +285,8 @@ pub struct Core {
     next_state: u64,
     /// The host's open `subscriptions/listen` (2026-07-28).
     listens: Vec<subscriptions::Listen>,
+    /// Where the servers' pins live; `None`: no pins (the core's own tests).
+    pins: Option<crate::pins::PinStore>,
     /// `Single`: the host closed its input.
     host_gone: bool,
     shutting_down: bool,
@@ -328,6 +330,7 @@ impl Core {
             waiting_input: HashMap::new(),
             next_state: 0,
             listens: Vec::new(),
+            pins: None,
             host_gone: false,
             shutting_down: false,
             out: Vec::new(),
@@ -339,7 +342,7 @@ impl Core {
     }
 
     fn add_server(&mut self, spec: ServerSpec, now: Instant) -> usize {
-        let gate = Gate::new(
+        let mut gate = Gate::new(
             GateConfig {
                 server: spec.name.clone(),
                 show_denied: self.show_denied,
@@ -348,6 +351,9 @@ impl Core {
             self.policy.clone(),
             self.redactor.clone(),
         );
+        if let Some(store) = &self.pins {
+            gate.set_pins(self.pin_guard(&spec.name, store.clone()));
+        }
         let mut life = Lifecycle::new(spec.startup_timeout, spec.idle_timeout, spec.eager, now);
         if let Some(reason) = &spec.refused {
             life.failed(reason.clone(), true, now);
@@ -377,6 +383,21 @@ impl Core {
 
     fn single(&self) -> bool {
         self.topology == Topology::Single
+    }
+
+    /// Pins every server's tools, prompts and resource templates in `store` (see
+    /// [`crate::pins`]): what changed since it was pinned is hidden and refused.
+    pub fn enable_pins(&mut self, store: crate::pins::PinStore) {
+        for index in 0..self.servers.len() {
+            let guard = self.pin_guard(&self.servers[index].name, store.clone());
+            self.servers[index].gate.set_pins(guard);
+        }
+        self.pins = Some(store);
+    }
+
+    fn pin_guard(&self, server: &str, store: crate::pins::PinStore) -> crate::pins::PinGuard {
+        let settings = crate::pins::Settings::from_policy(&self.policy.pins);
+        crate::pins::PinGuard::new(server, settings, store)
     }
 
     /// `airlock run`'s shape of session.

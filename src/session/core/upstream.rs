@@ -214,14 +214,7 @@ impl Core {
                 message["params"]["progressToken"] = host_token;
             }
             "notifications/cancelled" if !self.map_server_cancel(index, &mut message) => return,
-            "notifications/tools/list_changed" => {
-                let server = &mut self.servers[index];
-                if server.life.is_ready() && server.listing.is_none() {
-                    server.listing = Some(Vec::new());
-                    self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
-                }
-                return;
-            }
+            "notifications/tools/list_changed" => return self.relist_tools(index, now),
             "notifications/prompts/list_changed" => return self.list_changed(ListKind::Prompts),
             "notifications/resources/list_changed" => {
                 return self.list_changed(ListKind::Resources);

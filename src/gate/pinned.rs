@@ -1,0 +1,202 @@
+//! Where the gate applies the server's pins ([`crate::pins`]): each listing of tools, prompts
+//! and resource templates is filtered before the host (or the gateway's aggregation) sees it, and
+//! a `tools/call`, `prompts/get` or `resources/read` of something hidden is answered here, never
+//! forwarded. The pin store is the one thing the gate reads and writes outside memory: small
+//! files, touched on listings and before a refusal, never on an allowed call's path.
+
+use serde_json::{Value, json};
+
+use super::{Effects, Gate};
+use crate::audit::{Event, EventKind, Outcome};
+use crate::mcp::message::{code, error_response, notification};
+use crate::pins::decide::refusal_text;
+use crate::pins::{Kind, PinGuard, Reason, Settings, Verdict};
+use crate::policy::Action;
+
+/// What a pin check says about a request.
+pub(super) enum PinCheck {
+    /// Go on (to the policy, for a call).
+    Pass,
+    /// Go on, with this warning for the decision's audit record (`pinning = "warn"`).
+    Warned(String),
+    Refused(Refusal),
+}
+
+/// A refusal: the text for the host, and whether it is a quarantine (`pins.new_servers`) rather
+/// than a changed definition (`pins.pinning`).
+pub(super) struct Refusal {
+    pub text: String,
+    pub quarantine: bool,
+}
+
+impl Gate {
+    /// The server's pins, checked from now on.
+    pub fn set_pins(&mut self, guard: PinGuard) {
+        self.pins = Some(guard);
+    }
+
+    /// Keeps the pin settings in step with a reloaded policy.
+    pub(super) fn refresh_pin_settings(&mut self) {
+        let settings = Settings::from_policy(&self.policy.pins);
+        if let Some(guard) = &mut self.pins {
+            guard.set_settings(settings);
+        }
+    }
+
+    /// Re-reads the server's pins; true when they changed outside this session (an approval),
+    /// so the server's listings are stale.
+    pub fn pins_changed_outside(&mut self) -> bool {
+        self.pins.as_mut().is_some_and(PinGuard::refresh)
+    }
+
+    /// Filters one page of this server's listing of `kind` in place: pins first (they see every
+    /// definition the server offers), then, for tools, the policy (unless `--show-denied`).
+    /// Pin events go to the audit log. Returns how many items were removed.
+    pub fn filter_listing(&mut self, kind: Kind, result: &mut Value, fx: &mut Effects) -> usize {
+        let mut removed = 0;
+        if let Some(guard) = &mut self.pins {
+            let now = crate::audit::event::rfc3339(std::time::SystemTime::now());
+            let filtered = guard.filter_listing(kind, result, &now);
+            for warning in &filtered.warnings {
+                tracing::warn!(server = %self.config.server, "{warning}");
+            }
+            fx.audit.extend(filtered.events);
+            removed += filtered.hidden;
+        }
+        if kind == Kind::Tool {
+            removed += self.filter_tools(result);
+        }
+        removed
+    }
+
+    /// The pin check of one use of definition `name` of `kind`. An approval noticed here (the
+    /// definition was hidden and is approved now) asks the core to read the listing again.
+    pub(super) fn check_pin(&mut self, kind: Kind, name: &str, fx: &mut Effects) -> PinCheck {
+        let Some(guard) = &mut self.pins else {
+            return PinCheck::Pass;
+        };
+        let (verdict, approved_since) = guard.check_use_noting_approval(kind, name);
+        if approved_since {
+            fx.relist = Some(kind);
+        }
+        let server = &self.config.server;
+        match verdict {
+            Verdict::Show => PinCheck::Pass,
+            Verdict::Warn(reason) => PinCheck::Warned(format!(
+                "pins.pinning = \"warn\": {}",
+                refusal_text(server, kind, name, &reason)
+            )),
+            Verdict::Hide(reason) => PinCheck::Refused(Refusal {
+                text: refusal_text(server, kind, name, &reason),
+                quarantine: reason == Reason::Quarantined,
+            }),
+        }
+    }
+
+    /// Where the pin rule comes from, for the decision record of a refused call.
+    fn pin_rule(&self, quarantine: bool) -> (String, String, String) {
+        let origin = if quarantine {
+            &self.policy.pins.new_servers.origin
+        } else {
+            &self.policy.pins.pinning.origin
+        };
+        let source = match origin.line {
+            Some(line) => format!("{}:{line}", origin.file.display()),
+            None => origin.file.display().to_string(),
+        };
+        ("pins".to_string(), origin.layer.to_string(), source)
+    }
+
+    /// A `tools/call` of a hidden tool: the decision (deny, rule `pins`) and the refusal.
+    pub(super) fn refuse_pinned_call(
+        &mut self,
+        tool: &str,
+        id: Value,
+        arguments: Option<&Value>,
+        refusal: Refusal,
+        now: std::time::Instant,
+        fx: &mut Effects,
+    ) {
+        let Refusal { text, quarantine } = refusal;
+        let (rule, layer, source) = self.pin_rule(quarantine);
+        let mut event = Event::new(EventKind::Decision, &self.config.server);
+        event.request_id = Some(id.clone());
+        event.tool = Some(tool.to_string());
+        event.args = arguments.map(|args| self.redactor.redact(args));
+        event.decision = Some(Action::Deny.to_string());
+        event.rule = Some(rule);
+        event.layer = Some(layer);
+        event.source = Some(source);
+        event.reason = Some(text.clone());
+        fx.audit.push(event);
+        self.refuse(tool, id, text, now, now, fx);
+    }
+
+    /// A `prompts/get` or `resources/read` that pins refuse: answered here with an error, and
+    /// recorded as a `pin` event. `None` when it may go on.
+    pub(super) fn check_pinned_request(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        id: &Value,
+        fx: &mut Effects,
+    ) -> Option<()> {
+        let field = |key: &str| params.and_then(|p| p.get(key)).and_then(Value::as_str);
+        let (kind, name, text) = match method {
+            "prompts/get" => {
+                let name = field("name")?.to_string();
+                match self.check_pin(Kind::Prompt, &name, fx) {
+                    PinCheck::Refused(refusal) => (Kind::Prompt, name, refusal.text),
+                    _ => return None,
+                }
+            }
+            "resources/read" => {
+                let uri = field("uri")?;
+                let guard = self.pins.as_mut()?;
+                let (template, verdict) = guard.check_read(uri)?;
+                let Verdict::Hide(reason) = verdict else {
+                    return None;
+                };
+                let text = format!(
+                    "{} (the only templates that produce {uri:?})",
+                    refusal_text(
+                        &self.config.server,
+                        Kind::ResourceTemplate,
+                        &template,
+                        &reason
+                    )
+                );
+                (Kind::ResourceTemplate, template, text)
+            }
+            _ => return None,
+        };
+        let mut event = Event::new(EventKind::Pin, &self.config.server);
+        event.tool = Some(name);
+        event.request_id = Some(id.clone());
+        event.outcome = Some(Outcome::Denied);
+        event.reason = Some(text.clone());
+        event.detail = Some(json!({"kind": kind, "change": "refused", "method": method}));
+        fx.audit.push(event);
+        fx.to_host.push(error_response(
+            id.clone(),
+            code::INVALID_PARAMS,
+            &text,
+            None,
+        ));
+        self.answered_here.insert(crate::mcp::message::id_key(id));
+        Some(())
+    }
+}
+
+/// The notification that tells a host a list it holds changed.
+pub fn list_changed_notification(kind: Kind) -> Value {
+    let capability = match kind {
+        Kind::Tool => "tools",
+        Kind::Prompt => "prompts",
+        Kind::ResourceTemplate => "resources",
+    };
+    notification(
+        &format!("notifications/{capability}/list_changed"),
+        json!({}),
+    )
+}
