@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use crate::net::relay::{Egress, HostResolver, NetAudit, TcpConnector};
 use crate::net::sys::Channel;
 use crate::sandbox::confine::{Step, encode_plan};
-use crate::sandbox::{EgressPlan, NetMode, SandboxPlan};
+use crate::sandbox::{EgressPlan, MemoryLimit, NetMode, SandboxPlan, cgroup};
 
 /// The hidden subcommand that runs the confine helper.
 pub const CONFINE_SUBCOMMAND: &str = "__confine";
@@ -62,6 +62,8 @@ pub struct ConfinedChild {
     kill_timeout: Duration,
     /// The resolver and relay of a server with a network allow list (stopped when dropped).
     egress: Option<crate::net::service::EgressService>,
+    /// The sandbox's memory cgroup, when it has one.
+    memory_cgroup: Option<std::path::PathBuf>,
 }
 
 /// How a confined server ended.
@@ -152,6 +154,12 @@ pub async fn spawn_confined_with(
         None => None,
     };
     let pid = child.id();
+    let memory_cgroup = match (&plan.memory, pid) {
+        (MemoryLimit::Cgroup { cgroup, .. }, Some(pid)) => {
+            Some(cgroup::instance_dir(cgroup, &plan.server, pid))
+        }
+        _ => None,
+    };
     let egress = match (channel, net_audit, &plan.network, pid) {
         (Some(channel), Some(audit), NetMode::Egress(egress), Some(pid)) => {
             Some(start_egress(&mut child, channel, pid, &plan.server, egress, audit).await?)
@@ -166,6 +174,7 @@ pub async fn spawn_confined_with(
         pid,
         kill_timeout: Duration::from_secs(plan.kill_timeout_secs),
         egress,
+        memory_cgroup,
     })
 }
 
@@ -268,7 +277,29 @@ impl ConfinedChild {
     }
 
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        self.child.wait().await
+        let status = self.child.wait().await;
+        self.release_cgroup(&status).await;
+        status
+    }
+
+    /// The helper removes the sandbox's memory cgroup when it ends; a helper killed by a signal
+    /// (the kill sequence's SIGKILL) could not, so airlock does once it has reaped it. The
+    /// sandbox's processes die with the helper, a little later: retry briefly, then leave it to
+    /// the sweep at the next start.
+    async fn release_cgroup(&self, status: &io::Result<ExitStatus>) {
+        use std::os::unix::process::ExitStatusExt;
+        let killed = status
+            .as_ref()
+            .is_ok_and(|status| status.signal().is_some());
+        let Some(dir) = self.memory_cgroup.as_ref().filter(|_| killed) else {
+            return;
+        };
+        for _ in 0..20 {
+            if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
@@ -296,7 +327,7 @@ impl ConfinedChild {
             return ExitSummary::from_status(status, EndedBy::Sigterm);
         }
         self.signal(libc::SIGKILL);
-        match self.child.wait().await {
+        match self.wait().await {
             Ok(status) => ExitSummary::from_status(status, EndedBy::Sigkill),
             Err(_) => ExitSummary {
                 status: None,

@@ -29,6 +29,17 @@ pub struct MemoryCgroup {
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
+/// The name of each instance's cgroup starts with this.
+pub const INSTANCE_PREFIX: &str = "airlock-";
+
+/// The memory cgroup of one instance: `parent/airlock-<server>-<helper pid>` (made and removed by
+/// the confine helper; by airlock when the helper was killed).
+pub fn instance_dir(cgroup: &MemoryCgroup, server: &str, helper_pid: u32) -> PathBuf {
+    cgroup
+        .parent
+        .join(format!("{INSTANCE_PREFIX}{server}-{helper_pid}"))
+}
+
 /// Looks at this process's cgroups and what it may write. Cheap: a few `stat`/`access` calls.
 pub fn probe(is_root: bool) -> Option<MemoryCgroup> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;

@@ -396,6 +396,7 @@ pub fn main() -> ! {
         // SAFETY: writes one byte from a local buffer to our pipe.
         let wrote = unsafe { libc::write(release_w.as_raw_fd(), b"go".as_ptr().cast(), 1) };
         check(Step::Namespaces, "releasing init", wrote as libc::c_long);
+        signals::kill_sandbox_on_parent_death(child, plan.launcher_pid);
         supervise(child, plan.namespaces.pid, release_w, memory);
     }
     drop(release_w);

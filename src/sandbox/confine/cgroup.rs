@@ -7,9 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{Step, fail};
+use crate::sandbox::cgroup::{INSTANCE_PREFIX, instance_dir};
 use crate::sandbox::{CgroupVersion, MemoryCgroup};
-
-const PREFIX: &str = "airlock-";
 
 /// The cgroup of this instance; removed by [`Lease::finish`].
 pub(super) struct Lease {
@@ -24,9 +23,7 @@ fn write(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
 /// accounted).
 pub(super) fn create(cgroup: &MemoryCgroup, server: &str, bytes: u64) -> Lease {
     sweep(&cgroup.parent);
-    let dir = cgroup
-        .parent
-        .join(format!("{PREFIX}{server}-{}", std::process::id()));
+    let dir = instance_dir(cgroup, server, std::process::id());
     // A leftover with our pid (an earlier helper that had it) is empty: reuse it.
     if let Err(err) = std::fs::create_dir(&dir)
         && err.kind() != std::io::ErrorKind::AlreadyExists
@@ -105,7 +102,7 @@ fn sweep(parent: &Path) {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
-            .filter(|name| name.starts_with(PREFIX))
+            .filter(|name| name.starts_with(INSTANCE_PREFIX))
             .and_then(|name| name.rsplit('-').next())
             .and_then(|pid| pid.parse::<libc::pid_t>().ok())
         else {

@@ -32,10 +32,62 @@ pub(super) fn install_forwarding(target: libc::pid_t) {
     }
 }
 
+static KILL_ON_PARENT_DEATH: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn kill_sandbox(_sig: libc::c_int) {
+    let init = KILL_ON_PARENT_DEATH.load(Ordering::SeqCst);
+    if init > 0 {
+        // SAFETY: kill is async-signal-safe; init is our unreaped child.
+        unsafe { libc::kill(init, libc::SIGKILL) };
+    }
+}
+
+/// The helper, once it supervises `init`: when airlock dies, SIGKILL init (and with it the whole
+/// sandbox) and carry on, so the helper can still reap and clean up (the memory cgroup) before it
+/// exits, instead of being killed outright. `launcher` is airlock's pid: if it is already gone,
+/// the same happens at once.
+pub(super) fn kill_sandbox_on_parent_death(init: libc::pid_t, launcher: Option<u32>) {
+    KILL_ON_PARENT_DEATH.store(init, Ordering::SeqCst);
+    // SAFETY: installs an async-signal-safe handler (it only calls kill); prctl takes integers.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = kill_sandbox as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()) != 0 {
+            fail(Step::Supervise, format!("sigaction: {}", os_error()));
+        }
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGUSR2 as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            fail(
+                Step::ParentDeath,
+                format!("prctl(PR_SET_PDEATHSIG): {}", os_error()),
+            );
+        }
+        // SAFETY: getppid cannot fail.
+        let parent = libc::getppid();
+        if launcher.is_some_and(|launcher| parent as u32 != launcher) {
+            kill_sandbox(libc::SIGUSR2);
+        }
+    }
+}
+
 pub(super) fn reset_signals() {
     // SAFETY: restores default dispositions and an empty mask in a child about to exec.
     unsafe {
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
+        for sig in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGPIPE,
+            libc::SIGUSR2,
+        ] {
             libc::signal(sig, libc::SIG_DFL);
         }
         let mut set: libc::sigset_t = std::mem::zeroed();
