@@ -32,23 +32,21 @@ pub struct RuntimeProfile {
 }
 
 /// A runtime cache shown to the server as an overlayfs: the user's real cache is the read-only
-/// lower layer, the server's writes land in an upper layer under its private state dir. The real
-/// cache is never written, so a server cannot plant code the user later runs unconfined.
+/// lower layer, the server's writes land in an upper layer on its scratch disk. The real cache is
+/// never written, so a server cannot plant code the user later runs unconfined.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CacheOverlay {
-    /// Names the upper layer: `servers/<server>/cache/<name>/{upper,work}`.
+    /// Names the server's layer: `layers/<name>/{upper,work}` on its scratch disk.
     pub name: String,
     /// Template of the real cache (the lower layer).
     pub lower: String,
     /// Template of the mount point; must lie inside `${private_home}`. With `mount_at_real_path`,
-    /// the mount point when the real path cannot be used (airlock is root, see below).
+    /// the mount point when the real path cannot be used (no mount namespace).
     pub at: String,
-    /// Mount the overlay over the real cache path itself (`lower`), inside the sandbox's own mount
-    /// namespace, when airlock is not root: for runtimes whose cache refers to itself by absolute
-    /// path (uv's tool environments link into `archive-v0` by the path the cache had when they
-    /// were built). Not when airlock is root: the server then runs as nobody, who cannot traverse
-    /// the real home (`/root`), so the mount point stays `at`.
+    /// Mount the overlay over the real cache path itself (`lower`), in the server's own root: for
+    /// runtimes whose cache refers to itself by absolute path (uv's tool environments link into
+    /// `archive-v0` by the path the cache had when they were built).
     #[serde(default)]
     pub mount_at_real_path: bool,
     /// Environment variable pointed at the mount point.
