@@ -23,13 +23,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     let memory = memory_limit(policy.limits.memory_mb.value, host, &mut notes);
     let cgroup_view = constructed_root
         && matches!(&memory, MemoryLimit::Cgroup { cgroup, .. } if cgroup.version == CgroupVersion::V2);
-    // Paths of the user (not the system's) reach a server that is not airlock's uid through an
-    // idmapped bind: airlock's files appear as the server's, so grants work read and write.
-    let user_paths = if constructed_root && host.is_root && identity.is_some() {
-        Shown::IdmappedBind
-    } else {
-        Shown::Bind
-    };
+    let user_paths = user_paths_shown(host, identity, constructed_root);
 
     let mut fs = FsRules::default();
     system_rules(&mut fs, constructed_root, cgroup_view);
@@ -111,6 +105,16 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         weaker_than_asked: notes,
         launcher_pid: None,
     })
+}
+
+/// Paths of the user (not the system's) reach a server that is not airlock's uid through an
+/// idmapped bind: airlock's files appear as the server's, so grants work read and write.
+fn user_paths_shown(host: &HostFacts, identity: Option<Identity>, constructed_root: bool) -> Shown {
+    if constructed_root && host.is_root && identity.is_some() {
+        Shown::IdmappedBind
+    } else {
+        Shown::Bind
+    }
 }
 
 fn validate(request: &PlanRequest, host: &HostFacts) -> Result<(), PlanError> {
