@@ -11,6 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, Url};
 use tokio::sync::{mpsc, oneshot};
 
+use super::LinkError;
 use super::sse::{SseItem, SseParser};
 use super::{
     Emit, Outgoing, POST_TIMEOUT, RemoteError, RemoteEvent, RemoteTarget, answer_error, chain,
@@ -38,38 +39,35 @@ pub async fn connect(target: RemoteTarget) -> Result<Session, RemoteError> {
             post_url,
         }),
         Ok(Err(reason)) => Err(target.connect_error(reason)),
-        Err(_) => Err(target.connect_error(format!(
-            "no `endpoint` event within {} s (startup_timeout)",
-            target.connect_timeout.as_secs()
-        ))),
+        Err(_) => {
+            Err(target.connect_error(LinkError::EndpointTimeout(target.connect_timeout.as_secs())))
+        }
     }
 }
 
 type Opened = (reqwest::Response, SseParser, Vec<SseItem>, Url);
 
-async fn open(target: &RemoteTarget) -> Result<Opened, String> {
+async fn open(target: &RemoteTarget) -> Result<Opened, LinkError> {
     let accept = [(ACCEPT, HeaderValue::from_static("text/event-stream"))];
     let mut stream = target
         .request(Method::GET, target.url.clone(), &accept)
         .send()
         .await
-        .map_err(|err| chain(&err))?;
+        .map_err(|err| LinkError::Http(chain(&err)))?;
     if !stream.status().is_success() {
         return Err(status_error(target, stream).await);
     }
     let kind = content_type(&stream);
     if kind != "text/event-stream" {
-        return Err(format!(
-            "the URL answered {kind:?}, not an event stream; if it is a Streamable HTTP server, set transport = \"http\""
-        ));
+        return Err(LinkError::NotAnEventStream(kind));
     }
     let mut parser = SseParser::new(target.max_message_bytes);
     let mut items = Vec::new();
     loop {
         let chunk = match stream.chunk().await {
             Ok(Some(chunk)) => chunk,
-            Ok(None) => return Err("the event stream closed before the `endpoint` event".into()),
-            Err(err) => return Err(chain(&err)),
+            Ok(None) => return Err(LinkError::NoEndpoint),
+            Err(err) => return Err(LinkError::Http(chain(&err))),
         };
         parser.feed(&chunk, &mut items);
         let found = items
@@ -90,18 +88,15 @@ async fn open(target: &RemoteTarget) -> Result<Opened, String> {
 }
 
 /// Resolves the endpoint against the SSE URL and checks it stays on the same origin.
-fn endpoint(base: &Url, data: &str) -> Result<Url, String> {
+fn endpoint(base: &Url, data: &str) -> Result<Url, LinkError> {
     let url = base
         .join(data.trim())
-        .map_err(|err| format!("the `endpoint` event is not a URL: {err}"))?;
+        .map_err(|err| LinkError::EndpointNotUrl(err.to_string()))?;
     if url.scheme() != base.scheme()
         || url.host_str() != base.host_str()
         || url.port_or_known_default() != base.port_or_known_default()
     {
-        return Err(format!(
-            "the `endpoint` event points to another origin ({}); airlock does not send the configured headers there",
-            display_url(&url)
-        ));
+        return Err(LinkError::OtherOrigin(display_url(&url)));
     }
     Ok(url)
 }
@@ -120,19 +115,19 @@ impl Session {
             early,
             post_url,
         } = self;
-        let (fatal_tx, mut fatal_rx) = mpsc::channel::<String>(2);
+        let (fatal_tx, mut fatal_rx) = mpsc::channel::<LinkError>(2);
         let reader = {
             let emit = emit.clone();
             tokio::spawn(async move {
                 handle_items(early.into_iter(), &emit, &mut |_| {});
                 let reason = match read_events(&mut stream, &mut parser, &emit, |_| {}).await {
-                    Ok(()) => "the server closed its event stream".to_string(),
-                    Err(reason) => format!("the event stream broke: {reason}"),
+                    Ok(()) => LinkError::EventStreamClosed,
+                    Err(reason) => LinkError::EventStream(Box::new(reason)),
                 };
                 let _ = fatal_tx.try_send(reason);
             })
         };
-        let stopped = "stopped by airlock".to_string();
+        let stopped = LinkError::Stopped;
         let (reason, was_stopped) = loop {
             let message = tokio::select! {
                 _ = &mut stop => break (stopped, true),
@@ -155,7 +150,7 @@ impl Session {
         };
         reader.abort();
         emit(RemoteEvent::Ended {
-            reason: target.scrub(&reason),
+            reason: target.scrub(&reason.to_string()),
             stopped: was_stopped,
         });
     }
@@ -163,15 +158,20 @@ impl Session {
 
 /// POSTs one message; its answer comes on the stream. Messages are posted one after another
 /// (order matters: `initialize` before everything else), and such servers answer `202` at once.
-async fn post(target: &RemoteTarget, url: &Url, out: Outgoing, emit: &Emit) -> Result<(), String> {
+async fn post(
+    target: &RemoteTarget,
+    url: &Url,
+    out: Outgoing,
+    emit: &Emit,
+) -> Result<(), LinkError> {
     let headers = [(CONTENT_TYPE, HeaderValue::from_static("application/json"))];
     let sent = target
         .request(Method::POST, url.clone(), &headers)
         .body(out.body)
         .send();
     let response = match tokio::time::timeout(POST_TIMEOUT, sent).await {
-        Err(_) => return Err("the server did not accept a message within 30 s".into()),
-        Ok(Err(err)) => return Err(format!("the connection was lost: {}", chain(&err))),
+        Err(_) => return Err(LinkError::NotAccepted(POST_TIMEOUT.as_secs())),
+        Ok(Err(err)) => return Err(LinkError::Lost(chain(&err))),
         Ok(Ok(response)) => response,
     };
     if !response.status().is_success() {
@@ -217,7 +217,8 @@ mod tests {
             "//evil.example/m",
         ] {
             let err = endpoint(&base, elsewhere).expect_err(elsewhere);
-            assert!(err.contains("another origin"), "{err}");
+            assert!(matches!(err, LinkError::OtherOrigin(_)), "{err}");
+            assert!(err.to_string().contains("another origin"));
         }
     }
 }

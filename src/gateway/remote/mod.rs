@@ -62,6 +62,58 @@ pub enum RemoteError {
     },
 }
 
+/// Why a link to a remote server could not be opened, or broke. The texts are what the host,
+/// `airlock status` and the audit log show (scrubbed of configured header values on the way).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LinkError {
+    /// The HTTP stack failed (connecting, sending, reading): its error chain.
+    #[error("{0}")]
+    Http(String),
+    #[error("cannot reach the server: {0}")]
+    Unreachable(String),
+    #[error("the connection was lost: {0}")]
+    Lost(String),
+    #[error("the server did not accept a message within {0} s")]
+    NotAccepted(u64),
+    #[error("a response body exceeds the limit of {0} bytes")]
+    TooLarge(usize),
+    /// An HTTP error status, with the JSON-RPC error message of its body if any.
+    #[error("{0}")]
+    Status(String),
+    #[error("initialize was refused: {0}")]
+    InitializeRefused(String),
+    #[error("the answer to initialize broke off: {0}")]
+    InitializeBroke(Box<LinkError>),
+    #[error("the server did not answer initialize")]
+    NoInitializeAnswer,
+    #[error("the server ended the session (HTTP 404)")]
+    SessionEnded,
+    #[error("a response stream broke: {0}")]
+    ResponseStream(Box<LinkError>),
+    #[error("the server's event stream broke: {0}")]
+    ServerStream(Box<LinkError>),
+    #[error("the event stream broke: {0}")]
+    EventStream(Box<LinkError>),
+    #[error("the server closed its event stream")]
+    EventStreamClosed,
+    #[error(
+        "the URL answered {0:?}, not an event stream; if it is a Streamable HTTP server, set transport = \"http\""
+    )]
+    NotAnEventStream(String),
+    #[error("the event stream closed before the `endpoint` event")]
+    NoEndpoint,
+    #[error("no `endpoint` event within {0} s (startup_timeout)")]
+    EndpointTimeout(u64),
+    #[error("the `endpoint` event is not a URL: {0}")]
+    EndpointNotUrl(String),
+    #[error(
+        "the `endpoint` event points to another origin ({0}); airlock does not send the configured headers there"
+    )]
+    OtherOrigin(String),
+    #[error("stopped by airlock")]
+    Stopped,
+}
+
 /// A remote server as configured: where, how, with which headers.
 #[derive(Clone)]
 pub struct RemoteTarget {
@@ -209,11 +261,11 @@ impl RemoteTarget {
         }
     }
 
-    fn connect_error(&self, reason: String) -> RemoteError {
+    fn connect_error(&self, reason: LinkError) -> RemoteError {
         RemoteError::Connect {
             server: self.server.clone(),
             url: self.display_url(),
-            reason: self.scrub(&reason),
+            reason: self.scrub(&reason.to_string()),
         }
     }
 
@@ -357,13 +409,13 @@ async fn read_events(
     parser: &mut SseParser,
     emit: &Emit,
     mut on_message: impl FnMut(&Value),
-) -> Result<(), String> {
+) -> Result<(), LinkError> {
     let mut items = Vec::new();
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => return Ok(()),
-            Err(err) => return Err(chain(&err)),
+            Err(err) => return Err(LinkError::Http(chain(&err))),
         };
         parser.feed(&chunk, &mut items);
         handle_items(items.drain(..), emit, &mut on_message);
@@ -421,18 +473,18 @@ fn deliver_json(bytes: &[u8], emit: &Emit, on_message: &mut impl FnMut(&Value)) 
 async fn read_body_bounded(
     response: &mut reqwest::Response,
     max: usize,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, LinkError> {
     let mut body = Vec::new();
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > max {
-                    return Err(format!("a response body exceeds the limit of {max} bytes"));
+                    return Err(LinkError::TooLarge(max));
                 }
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body),
-            Err(err) => return Err(chain(&err)),
+            Err(err) => return Err(LinkError::Http(chain(&err))),
         }
     }
 }
@@ -453,7 +505,7 @@ fn content_type(response: &reqwest::Response) -> String {
 }
 
 /// `HTTP 401 Unauthorized` plus the JSON-RPC error message the body carries, if any.
-async fn status_error(target: &RemoteTarget, mut response: reqwest::Response) -> String {
+async fn status_error(target: &RemoteTarget, mut response: reqwest::Response) -> LinkError {
     let status = response.status();
     let mut text = format!("HTTP {status}");
     if let Ok(body) = read_body_bounded(&mut response, 64 * 1024).await
@@ -472,7 +524,7 @@ async fn status_error(target: &RemoteTarget, mut response: reqwest::Response) ->
     if status.is_redirection() {
         text.push_str(" (airlock does not follow redirects: put the final URL in the config)");
     }
-    target.scrub(&text)
+    LinkError::Status(target.scrub(&text))
 }
 
 #[cfg(test)]

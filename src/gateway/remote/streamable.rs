@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 
+use super::LinkError;
 use super::sse::SseParser;
 use super::{
     Emit, GOODBYE_TIMEOUT, Outgoing, POST_TIMEOUT, RemoteEvent, RemoteTarget, answer_error, chain,
@@ -44,9 +45,9 @@ struct Shared {
 /// How reading one response ended, when it did not end well.
 enum Trouble {
     /// The connection broke: the server is gone (or the network is).
-    Broken(String),
+    Broken(LinkError),
     /// The server sent something unusable for this request; the session itself is fine.
-    Unusable(String),
+    Unusable(LinkError),
 }
 
 impl Shared {
@@ -96,17 +97,19 @@ impl Shared {
                     .map_err(Trouble::Broken)
             }
             "application/json" => {
-                let body = read_body_bounded(&mut response, max).await.map_err(|err| {
-                    if err.contains("exceeds the limit") {
-                        emit(RemoteEvent::Dropped {
-                            reason: err.clone(),
-                            bytes: max,
-                        });
-                        Trouble::Unusable(err)
-                    } else {
-                        Trouble::Broken(err)
-                    }
-                })?;
+                let body =
+                    read_body_bounded(&mut response, max)
+                        .await
+                        .map_err(|err| match err {
+                            LinkError::TooLarge(_) => {
+                                emit(RemoteEvent::Dropped {
+                                    reason: err.to_string(),
+                                    bytes: max,
+                                });
+                                Trouble::Unusable(err)
+                            }
+                            other => Trouble::Broken(other),
+                        })?;
                 deliver_json(&body, emit, &mut on_message);
                 Ok(())
             }
@@ -134,11 +137,11 @@ impl Session {
         emit: Emit,
     ) {
         // Any task that finds the server gone reports here; the first report ends the link.
-        let (fatal_tx, mut fatal_rx) = mpsc::channel::<String>(4);
+        let (fatal_tx, mut fatal_rx) = mpsc::channel::<LinkError>(4);
         let mut tasks = JoinSet::new();
         let limit = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
         let mut listening = false;
-        let stopped = "stopped by airlock".to_string();
+        let stopped = LinkError::Stopped;
         let (reason, was_stopped) = loop {
             let message = tokio::select! {
                 _ = &mut stop => break (stopped, true),
@@ -197,7 +200,7 @@ impl Session {
         if was_stopped {
             self.goodbye().await;
         }
-        let reason = self.shared.target.scrub(&reason);
+        let reason = self.shared.target.scrub(&reason.to_string());
         emit(RemoteEvent::Ended {
             reason,
             stopped: was_stopped,
@@ -205,18 +208,16 @@ impl Session {
     }
 
     /// Sends `initialize` and waits for its answer: the session id and version come with it.
-    async fn initialize(&self, out: Outgoing, emit: &Emit) -> Result<Shared, String> {
+    async fn initialize(&self, out: Outgoing, emit: &Emit) -> Result<Shared, LinkError> {
         let shared = &self.shared;
         let id = out.id.clone();
         let response = shared
             .post(out.body)
             .await
-            .map_err(|err| format!("cannot reach the server: {}", chain(&err)))?;
+            .map_err(|err| LinkError::Unreachable(chain(&err)))?;
         if !response.status().is_success() {
-            return Err(format!(
-                "initialize was refused: {}",
-                status_error(&shared.target, response).await
-            ));
+            let status = status_error(&shared.target, response).await;
+            return Err(LinkError::InitializeRefused(status.to_string()));
         }
         // A session id must be visible ASCII (the spec); anything else is not sent back.
         let session_id = response
@@ -239,11 +240,11 @@ impl Session {
             .await
             .map_err(|trouble| match trouble {
                 Trouble::Broken(reason) | Trouble::Unusable(reason) => {
-                    format!("the answer to initialize broke off: {reason}")
+                    LinkError::InitializeBroke(Box::new(reason))
                 }
             })?;
         if !answered {
-            return Err("the server did not answer initialize".into());
+            return Err(LinkError::NoInitializeAnswer);
         }
         Ok(Shared {
             target: shared.target.clone(),
@@ -258,20 +259,20 @@ impl Session {
         out: Outgoing,
         emit: &Emit,
         tasks: &mut JoinSet<()>,
-        fatal: &mpsc::Sender<String>,
-    ) -> Result<(), String> {
+        fatal: &mpsc::Sender<LinkError>,
+    ) -> Result<(), LinkError> {
         let shared = &self.shared;
         let response = match tokio::time::timeout(POST_TIMEOUT, shared.post(out.body)).await {
             Err(_) => {
                 tracing::warn!(server = %shared.target.server, "a notification to the remote server timed out");
                 return Ok(());
             }
-            Ok(Err(err)) => return Err(format!("the connection was lost: {}", chain(&err))),
+            Ok(Err(err)) => return Err(LinkError::Lost(chain(&err))),
             Ok(Ok(response)) => response,
         };
         let status = response.status();
         if shared.session_lost(status) {
-            return Err("the server ended the session (HTTP 404)".into());
+            return Err(LinkError::SessionEnded);
         }
         if !status.is_success() {
             let text = status_error(&shared.target, response).await;
@@ -284,7 +285,7 @@ impl Session {
             tasks.spawn(async move {
                 if let Err(Trouble::Broken(reason)) = shared.deliver(response, &emit, |_| {}).await
                 {
-                    let _ = fatal.try_send(format!("a response stream broke: {reason}"));
+                    let _ = fatal.try_send(LinkError::ResponseStream(Box::new(reason)));
                 }
             });
         }
@@ -314,7 +315,7 @@ async fn request(
     shared: Arc<Shared>,
     out: Outgoing,
     emit: Emit,
-    fatal: mpsc::Sender<String>,
+    fatal: mpsc::Sender<LinkError>,
     _permit: OwnedSemaphorePermit,
 ) {
     let Some(id) = out.id.clone() else {
@@ -324,13 +325,13 @@ async fn request(
     let response = match shared.post(out.body).await {
         Ok(response) => response,
         Err(err) => {
-            let _ = fatal.try_send(format!("the connection was lost: {}", chain(&err)));
+            let _ = fatal.try_send(LinkError::Lost(chain(&err)));
             return;
         }
     };
     let status = response.status();
     if shared.session_lost(status) {
-        let _ = fatal.try_send("the server ended the session (HTTP 404)".into());
+        let _ = fatal.try_send(LinkError::SessionEnded);
         return;
     }
     if !status.is_success() {
@@ -348,7 +349,7 @@ async fn request(
         .await;
     match delivered {
         Err(Trouble::Broken(reason)) => {
-            let _ = fatal.try_send(format!("a response stream broke: {reason}"));
+            let _ = fatal.try_send(LinkError::ResponseStream(Box::new(reason)));
         }
         Err(Trouble::Unusable(reason)) if !answered => {
             answer_error(&emit, &id, &format!("remote server `{server}`: {reason}"));
@@ -366,7 +367,7 @@ async fn request(
 }
 
 /// The optional GET stream for messages the server sends on its own.
-async fn listen(shared: Arc<Shared>, emit: Emit, fatal: mpsc::Sender<String>) {
+async fn listen(shared: Arc<Shared>, emit: Emit, fatal: mpsc::Sender<LinkError>) {
     let mut headers = shared.session_headers();
     headers.push((ACCEPT, HeaderValue::from_static("text/event-stream")));
     let sent = shared
@@ -377,7 +378,7 @@ async fn listen(shared: Arc<Shared>, emit: Emit, fatal: mpsc::Sender<String>) {
     let mut response = match sent {
         Ok(response) => response,
         Err(err) => {
-            let _ = fatal.try_send(format!("the connection was lost: {}", chain(&err)));
+            let _ = fatal.try_send(LinkError::Lost(chain(&err)));
             return;
         }
     };
@@ -391,7 +392,7 @@ async fn listen(shared: Arc<Shared>, emit: Emit, fatal: mpsc::Sender<String>) {
     match read_events(&mut response, &mut parser, &emit, |_| {}).await {
         Ok(()) => tracing::info!(%server, "the server closed its event stream"),
         Err(reason) => {
-            let _ = fatal.try_send(format!("the server's event stream broke: {reason}"));
+            let _ = fatal.try_send(LinkError::ServerStream(Box::new(reason)));
         }
     }
 }
