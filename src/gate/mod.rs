@@ -626,6 +626,36 @@ impl Gate {
         Verdict::Forward(message)
     }
 
+    /// The same as [`Gate::on_server`] for an answer read with [`crate::mcp::peek`], when that
+    /// is all the gate needs (it passes unchanged: not a `tools/list` page to filter, not the
+    /// `initialize` answer, not a result asking for input). False when the whole message is
+    /// needed; nothing has changed then. Saves building a `Value` tree of every tool result.
+    pub fn on_answer_peeked(
+        &mut self,
+        key: &str,
+        is_error: bool,
+        tool_error: bool,
+        error_message: Option<&str>,
+        now: Instant,
+        fx: &mut Effects,
+    ) -> bool {
+        if self.initialize_key.as_deref() == Some(key) {
+            return false;
+        }
+        // A listing is filtered (policy, pins): it needs the whole message.
+        let filters = |p: &Pending| matches!(p.what, Tracked::Listing(_));
+        match self.pending.get(key) {
+            Some(pending) if !is_error && filters(pending) => return false,
+            Some(_) => {}
+            None => return false,
+        }
+        let Some(pending) = self.pending.remove(key) else {
+            return false;
+        };
+        self.answered(pending, is_error, false, tool_error, error_message, now, fx);
+        true
+    }
+
     /// Records the outcome of an answered tool call (other requests need nothing).
     #[allow(clippy::too_many_arguments)]
     fn answered(

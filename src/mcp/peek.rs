@@ -32,6 +32,33 @@ pub enum Peek {
     Other,
 }
 
+/// The same answer with another id: its `result` (or `error`) copied as raw bytes, without
+/// building a `Value` tree of it. `None` when the line is not an answer this can read.
+pub fn answer_with_id(line: &[u8], id: &Value) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        result: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        error: Option<&'a serde_json::value::RawValue>,
+    }
+    let answer: Answer<'_> = serde_json::from_slice(line).ok()?;
+    let (key, body) = match (answer.result, answer.error) {
+        (_, Some(error)) => ("error", error),
+        (Some(result), None) => ("result", result),
+        (None, None) => return None,
+    };
+    let mut out = Vec::with_capacity(line.len() + 16);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    serde_json::to_writer(&mut out, id).ok()?;
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    out.extend_from_slice(body.get().as_bytes());
+    out.push(b'}');
+    Some(out)
+}
+
 /// Peeks at one line. `None` when the line is not a single JSON object (a batch, not JSON):
 /// then parse it in full.
 pub fn peek(line: &[u8]) -> Option<Peek> {
@@ -358,6 +385,20 @@ impl<'de> Deserialize<'de> for TrueProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_take_another_id_with_their_body_untouched() {
+        let line = br#"{"id":7,"jsonrpc":"2.0","result":{"b":1,"a":[1.50,"x"]}}"#;
+        let out = answer_with_id(line, &Value::String("h-1".into())).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"h-1","result":{"b":1,"a":[1.50,"x"]}}"#
+        );
+        let error = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"m"}}"#;
+        let out = answer_with_id(error, &Value::from(3)).unwrap();
+        assert!(out.starts_with(br#"{"jsonrpc":"2.0","id":3,"error":{"code""#));
+        assert!(answer_with_id(br#"{"jsonrpc":"2.0","method":"x"}"#, &Value::Null).is_none());
+    }
     use crate::mcp::{Class, classify};
 
     /// What the full parse + `classify` + the gate's lookups say about a line, in `Peek` terms.

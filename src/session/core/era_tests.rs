@@ -245,3 +245,34 @@ fn duplicate_ids_in_flight_are_handled_once() {
         .count();
     assert_eq!(dropped, 1);
 }
+
+#[test]
+fn a_server_answer_takes_the_hosts_id_without_being_parsed_whole() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.host(call(json!("host-7"), "alpha__read"));
+    let received = h.received[0].pop_front().unwrap();
+    let down = received["id"].to_string();
+    let line = format!(r#"{{"jsonrpc":"2.0","id":{down},"result":{{"content":[],"n":1.50}}}}"#);
+    let generation = h.generation[0];
+    h.router
+        .on_server_line(0, generation, line.as_bytes(), h.now)
+        .unwrap();
+    let actions = h.router.take_actions();
+    let bytes = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::ToHostBytes(bytes) => Some(String::from_utf8(bytes.clone()).unwrap()),
+            _ => None,
+        })
+        .expect("the fast path");
+    assert_eq!(
+        bytes,
+        r#"{"jsonrpc":"2.0","id":"host-7","result":{"content":[],"n":1.50}}"#
+    );
+    let outcomes = actions
+        .iter()
+        .filter(|a| matches!(a, Action::Audit(e) if e.event == crate::audit::EventKind::Outcome))
+        .count();
+    assert_eq!(outcomes, 1);
+}

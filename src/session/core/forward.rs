@@ -87,7 +87,8 @@ impl Core {
         let input_carrier = !single && super::mrtr::carries_input(method);
         let host_key = id_key(&host_id);
         let server = &mut self.servers[index];
-        let down_id = if single && !server.outbound.contains_key(&host_key) {
+        let identity = single && !server.outbound.contains_key(&host_key);
+        let down_id = if identity {
             host_id.clone()
         } else {
             server.next_id += 1;
@@ -111,8 +112,27 @@ impl Core {
             input_carrier,
         };
         server.outbound.insert(id_key(&down_id), origin);
+        // Unchanged: the bytes the host sent go on (when the server can take them now).
+        let raw = identity.then(|| self.take_host_line()).flatten();
         self.host_requests.insert(host_key, (index, down_id));
-        self.deliver(index, message, now);
+        match raw {
+            Some(bytes) if self.servers[index].life.is_ready() && self.servers[index].alive => {
+                let request = message.get("id").map(id_key);
+                self.send_bytes(index, bytes, request, now)
+            }
+            _ => self.deliver(index, message, now),
+        }
+    }
+
+    fn send_bytes(&mut self, index: usize, bytes: Vec<u8>, request: Option<String>, now: Instant) {
+        let server = &mut self.servers[index];
+        server.life.last_activity = now;
+        self.out.push(Action::ToServerBytes {
+            server: index,
+            generation: server.life.generation,
+            bytes,
+            request,
+        });
     }
 
     /// Sends a request to a server now, or queues it until the server is Ready (starting it if

@@ -29,6 +29,7 @@
 
 mod era;
 mod failure;
+mod fast;
 mod forward;
 mod handshake;
 mod host;
@@ -94,11 +95,21 @@ pub enum Topology {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     ToHost(Value),
+    /// A message for the host, as bytes (one line without its newline).
+    ToHostBytes(Vec<u8>),
     /// Write to that server if its running process is of this generation (else drop).
     ToServer {
         server: usize,
         generation: u64,
         message: Value,
+    },
+    /// A host request for a server, as the bytes the host sent (one line without its newline).
+    ToServerBytes {
+        server: usize,
+        generation: u64,
+        bytes: Vec<u8>,
+        /// Its id key (answered if the server cannot take it).
+        request: Option<String>,
     },
     Audit(Box<Event>),
     /// A message from a server that is not forwarded (an answer to no request in flight): the
@@ -287,6 +298,8 @@ pub struct Core {
     listens: Vec<subscriptions::Listen>,
     /// Where the servers' pins live; `None`: no pins (the core's own tests).
     pins: Option<crate::pins::PinStore>,
+    /// `Single`: the line of the host message being handled (see [`fast`]).
+    host_line: Option<Vec<u8>>,
     /// `Single`: the host closed its input.
     host_gone: bool,
     shutting_down: bool,
@@ -331,6 +344,7 @@ impl Core {
             next_state: 0,
             listens: Vec::new(),
             pins: None,
+            host_line: None,
             host_gone: false,
             shutting_down: false,
             out: Vec::new(),

@@ -24,6 +24,8 @@ struct Single {
     to_host: Vec<Value>,
     audit: Vec<Event>,
     stops: u32,
+    raw_to_server: Vec<Vec<u8>>,
+    raw_to_host: Vec<Vec<u8>>,
 }
 
 impl Single {
@@ -53,6 +55,8 @@ impl Single {
             to_host: Vec::new(),
             audit: Vec::new(),
             stops: 0,
+            raw_to_server: Vec::new(),
+            raw_to_host: Vec::new(),
         };
         single.core.start_eager(now);
         single.drive();
@@ -72,6 +76,14 @@ impl Single {
                         self.core.on_spawned(server, generation, self.now);
                     }
                     Action::ToServer { message, .. } => self.to_server.push(message),
+                    Action::ToServerBytes { bytes, .. } => {
+                        self.to_server.push(serde_json::from_slice(&bytes).unwrap());
+                        self.raw_to_server.push(bytes);
+                    }
+                    Action::ToHostBytes(bytes) => {
+                        self.to_host.push(serde_json::from_slice(&bytes).unwrap());
+                        self.raw_to_host.push(bytes);
+                    }
                     Action::ToHost(message) => self.to_host.push(message),
                     Action::Audit(event) => self.audit.push(*event),
                     Action::Stop { .. } => self.stops += 1,
@@ -202,4 +214,35 @@ fn stateless_requests_pass_without_a_handshake_and_crash_answers_are_unified() {
     let other = s.to_host.iter().find(|m| m["id"] == 1).unwrap();
     assert_eq!(other["error"]["code"], code::SERVER_EXITED);
     assert_eq!(s.stops, 1, "the kill sequence makes sure");
+}
+
+#[test]
+fn unchanged_messages_go_on_as_the_bytes_that_came() {
+    let mut s = Single::new();
+    let call = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50}}}"#;
+    s.core.on_host_line(call, s.now).unwrap();
+    s.drive();
+    assert_eq!(s.raw_to_server, vec![call.to_vec()], "byte for byte");
+    let answer = br#"{"id":5,"jsonrpc":"2.0","result":{"content":[],"x":1.50}}"#;
+    s.core
+        .on_server_line(0, s.generation, answer, s.now)
+        .unwrap();
+    s.drive();
+    assert_eq!(s.raw_to_host, vec![answer.to_vec()], "byte for byte");
+    assert_eq!(s.decisions(), 1);
+    let outcomes = s
+        .audit
+        .iter()
+        .filter(|e| e.event == crate::audit::EventKind::Outcome)
+        .count();
+    assert_eq!(outcomes, 1);
+    // A second answer to the same id is junk, never forwarded.
+    s.core
+        .on_server_line(0, s.generation, answer, s.now)
+        .unwrap();
+    let actions = s.core.take_actions();
+    assert!(
+        matches!(actions.as_slice(), [Action::Dropped { .. }]),
+        "{actions:?}"
+    );
 }

@@ -115,6 +115,18 @@ impl Harness {
                             .on_exited(server, generation, "exit code 0", self.now);
                     }
                     Action::Dropped { .. } => {}
+                    Action::ToHostBytes(bytes) => {
+                        self.to_host.push(serde_json::from_slice(&bytes).unwrap())
+                    }
+                    Action::ToServerBytes {
+                        server,
+                        generation,
+                        bytes,
+                        ..
+                    } => {
+                        let message = serde_json::from_slice(&bytes).unwrap();
+                        self.server_receives(server, generation, message);
+                    }
                     Action::ToServer {
                         server,
                         generation,

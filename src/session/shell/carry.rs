@@ -65,6 +65,21 @@ where
         match action {
             Action::Audit(event) => self.audit.stage(*event)?,
             Action::ToHost(message) => encode_into(&mut self.host_bytes, &message),
+            Action::ToHostBytes(bytes) => {
+                self.host_bytes.extend_from_slice(&bytes);
+                self.host_bytes.push(b'\n');
+            }
+            Action::ToServerBytes {
+                server,
+                generation,
+                bytes,
+                request,
+            } => {
+                let chunk = self.chunk(server, generation);
+                chunk.bytes.extend_from_slice(&bytes);
+                chunk.bytes.push(b'\n');
+                chunk.requests.extend(request);
+            }
             Action::ToServer {
                 server,
                 generation,
@@ -94,23 +109,28 @@ where
             .is_some()
             .then(|| message.get("id"))
             .flatten();
-        let chunk = match self.server_bytes.last_mut() {
-            Some(chunk) if chunk.server == server && chunk.generation == generation => chunk,
-            _ => {
-                self.server_bytes.push(Chunk {
-                    server,
-                    generation,
-                    bytes: Vec::new(),
-                    requests: Vec::new(),
-                });
-                let Some(chunk) = self.server_bytes.last_mut() else {
-                    return;
-                };
-                chunk
-            }
-        };
+        let request = request.map(id_key);
+        let chunk = self.chunk(server, generation);
         encode_into(&mut chunk.bytes, message);
-        chunk.requests.extend(request.map(id_key));
+        chunk.requests.extend(request);
+    }
+
+    /// The bytes gathered for that server in this step (in order with the other servers').
+    fn chunk(&mut self, server: usize, generation: u64) -> &mut Chunk {
+        let same = self
+            .server_bytes
+            .last()
+            .is_some_and(|c| c.server == server && c.generation == generation);
+        if !same {
+            self.server_bytes.push(Chunk {
+                server,
+                generation,
+                bytes: Vec::new(),
+                requests: Vec::new(),
+            });
+        }
+        let last = self.server_bytes.len() - 1;
+        &mut self.server_bytes[last]
     }
 
     /// The host's bytes, then the audit events, then each server's bytes.

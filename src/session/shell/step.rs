@@ -227,12 +227,9 @@ where
             let reason = format!("not UTF-8: {err}");
             return self.junk(server, reason, json!({"bytes": line.len()}));
         }
-        match serde_json::from_slice::<Value>(&line) {
-            Ok(message) => self.core.on_server(server, generation, message, now),
-            Err(err) => {
-                let reason = format!("not JSON: {err}");
-                self.junk(server, reason, json!({"bytes": line.len()}))?;
-            }
+        if let Err(err) = self.core.on_server_line(server, generation, &line, now) {
+            let reason = format!("not JSON: {err}");
+            self.junk(server, reason, json!({"bytes": line.len()}))?;
         }
         Ok(())
     }

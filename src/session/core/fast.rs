@@ -1,0 +1,138 @@
+//! The common case, fast: an answer from a server to a host request is passed on without
+//! building a `Value` tree of it (a tool result can be megabytes, and parsing and encoding it
+//! again costs more than everything else on the round trip), and in `Single` a host request
+//! airlock forwards unchanged goes on as the bytes the host sent. Whatever needs a look inside
+//! (a list to filter or aggregate, an era to shape, a batch, a translation) takes the full path
+//! ([`Core::on_server`], [`Core::on_host`]); both paths apply the same rules.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::{Action, Core, Origin, era};
+use crate::gate::Effects;
+use crate::mcp::message::id_key;
+use crate::mcp::{Peek, answer_with_id, peek};
+
+impl Core {
+    /// One line from the server of `generation` (UTF-8, within the size limit). Err when it is
+    /// not JSON.
+    pub fn on_server_line(
+        &mut self,
+        index: usize,
+        generation: u64,
+        line: &[u8],
+        now: Instant,
+    ) -> Result<(), serde_json::Error> {
+        if let Some(Peek::Answer {
+            id,
+            is_error,
+            tool_error,
+            error_message,
+        }) = peek(line)
+        {
+            let answer = Peeked {
+                id: &id,
+                is_error,
+                tool_error,
+                error_message: error_message.as_deref(),
+            };
+            if self.answer_fast(index, generation, &answer, line, now) {
+                return Ok(());
+            }
+        }
+        let message = serde_json::from_slice(line)?;
+        self.on_server(index, generation, message, now);
+        Ok(())
+    }
+
+    /// One line from the host (within the size limit). Err when it is not JSON.
+    pub fn on_host_line(&mut self, line: &[u8], now: Instant) -> Result<(), serde_json::Error> {
+        let message: Value = serde_json::from_slice(line)?;
+        if self.single() && message.is_object() {
+            self.host_line = Some(line.to_vec());
+        }
+        self.on_host(message, now);
+        self.host_line = None;
+        Ok(())
+    }
+
+    /// The bytes the host sent for `message`, when it goes on unchanged (`Single`, its own id).
+    pub(super) fn take_host_line(&mut self) -> Option<Vec<u8>> {
+        self.host_line.take()
+    }
+
+    /// Passes a peeked answer on. False when it needs the full path (nothing changed then).
+    fn answer_fast(
+        &mut self,
+        index: usize,
+        generation: u64,
+        answer: &Peeked<'_>,
+        line: &[u8],
+        now: Instant,
+    ) -> bool {
+        let Some(server) = self.servers.get(index) else {
+            return true;
+        };
+        if server.life.generation != generation || !server.alive {
+            return true;
+        }
+        let gateway_shapes = !self.single()
+            && (era::stateless(&self.host) || server.has_capability("tasks") == Some(true));
+        if gateway_shapes || !self.batches.member.is_empty() || !self.parked.is_empty() {
+            return false;
+        }
+        let key = id_key(answer.id);
+        let Some(Origin::Host {
+            host_id,
+            initialize: false,
+            ..
+        }) = server.outbound.get(&key)
+        else {
+            return false;
+        };
+        let host_key = id_key(host_id);
+        let bytes = if host_id == answer.id {
+            line.to_vec()
+        } else {
+            match answer_with_id(line, host_id) {
+                Some(bytes) => bytes,
+                None => return false,
+            }
+        };
+        let mut fx = Effects::default();
+        let gate = &mut self.servers[index].gate;
+        let (is_error, tool_error) = (answer.is_error, answer.tool_error);
+        if !gate.on_answer_peeked(
+            &host_key,
+            is_error,
+            tool_error,
+            answer.error_message,
+            now,
+            &mut fx,
+        ) {
+            return false;
+        }
+        let server = &mut self.servers[index];
+        server.life.last_activity = now;
+        if let Some(Origin::Host {
+            progress: Some(token),
+            ..
+        }) = server.outbound.remove(&key)
+        {
+            server.progress.remove(&token);
+        }
+        self.host_requests.remove(&host_key);
+        self.apply_gate(index, fx, now);
+        self.out.push(Action::ToHostBytes(bytes));
+        true
+    }
+}
+
+/// What [`peek`] read of an answer.
+struct Peeked<'a> {
+    id: &'a Value,
+    is_error: bool,
+    tool_error: bool,
+    error_message: Option<&'a str>,
+}
