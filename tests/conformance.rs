@@ -1,0 +1,183 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, pinned in
+//! `.ci/install-peers`) run against the official server-everything three times — directly,
+//! through `airlock run` and through `airlock serve` — each behind `mcp-proxy` (stdio →
+//! Streamable HTTP on loopback). airlock must not change the verdict of any scenario: the same
+//! scenarios pass (and fail) in all three. Peers come from `.ci/install-peers`; without them the
+//! test is skipped locally and fails under `CI=true`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{AIRLOCK, peers, root, wait_until};
+
+struct Peers {
+    node: PathBuf,
+    everything: PathBuf,
+    proxy: PathBuf,
+    suite: PathBuf,
+}
+
+fn peer_paths() -> Option<Peers> {
+    let conformance = peers().join("conformance/node_modules");
+    let found = Peers {
+        node: node(),
+        everything: peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        proxy: conformance.join("mcp-proxy/dist/bin/mcp-proxy.mjs"),
+        suite: conformance.join("@modelcontextprotocol/conformance/dist/index.js"),
+    };
+    if found.everything.exists() && found.proxy.exists() && found.suite.exists() {
+        return Some(found);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "conformance peers missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: conformance peers missing (run .ci/install-peers)");
+    None
+}
+
+fn node() -> PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .expect("sh");
+    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `mcp-proxy` serving `command` on a loopback port; killed on drop.
+struct Proxy(Child, u16);
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn proxy(peers: &Peers, dir: &Path, command: &[String]) -> Proxy {
+    let port = free_port();
+    let child = Command::new(&peers.node)
+        .arg(&peers.proxy)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--"])
+        .args(command)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.join("org"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mcp-proxy");
+    let up = wait_until(Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "mcp-proxy did not listen");
+    Proxy(child, port)
+}
+
+/// Runs every server scenario against `url`; scenario → passed (no check failed).
+fn suite(peers: &Peers, url: &str, dir: &Path) -> BTreeMap<String, bool> {
+    let results = tempfile::tempdir_in(dir).unwrap();
+    let out = Command::new(&peers.node)
+        .arg("--import")
+        .arg(root().join("tests/fixtures/conformance/node20.mjs"))
+        .arg(&peers.suite)
+        .args(["server", "--url", url])
+        .current_dir(results.path())
+        .output()
+        .expect("conformance");
+    let mut verdicts = BTreeMap::new();
+    let dirs = std::fs::read_dir(results.path().join("results")).unwrap_or_else(|err| {
+        panic!(
+            "no results ({err}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    for entry in dirs.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(scenario) = name.strip_prefix("server-") else {
+            continue;
+        };
+        // `server-<scenario>-<timestamp>`.
+        let scenario = scenario.rsplit_once('-').map_or(scenario, |(s, _)| s).to_string();
+        let checks: Value = std::fs::read_to_string(entry.path().join("checks.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        let passed = checks
+            .as_array()
+            .is_some_and(|c| c.iter().all(|check| check["status"] != "FAILURE"));
+        verdicts.insert(scenario, passed);
+    }
+    verdicts
+}
+
+#[test]
+fn the_conformance_suite_gives_the_same_verdicts_through_run_and_serve_as_direct() {
+    let Some(peers) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[sandbox]\nrun_as = \"root\"\nkill_timeout = 1\nread = [\"{}\"]\n",
+            support::peers().join("npm").display()
+        ),
+    )
+    .unwrap();
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
+            peers.node.display().to_string(),
+            peers.everything.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (node, everything) = (peers.node.display().to_string(), peers.everything.display().to_string());
+    let audit = dir.path().join("audit.jsonl").display().to_string();
+    let policy = policy.display().to_string();
+    let direct = vec![node.clone(), everything.clone(), "stdio".into()];
+    let mut run = vec![AIRLOCK.to_string(), "run".into(), "--name".into(), "everything".into()];
+    run.extend(["--policy".into(), policy.clone(), "--audit".into(), audit.clone(), "--".into()]);
+    run.extend(direct.clone());
+    let serve = vec![
+        AIRLOCK.to_string(),
+        "serve".into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--policy".into(),
+        policy,
+        "--audit".into(),
+        audit,
+    ];
+    let mut verdicts = Vec::new();
+    for (label, command) in [("direct", direct), ("run", run), ("serve", serve)] {
+        let proxy = proxy(&peers, dir.path(), &command);
+        let url = format!("http://127.0.0.1:{}/mcp", proxy.1);
+        let got = suite(&peers, &url, dir.path());
+        assert!(!got.is_empty(), "{label}: no scenario ran");
+        eprintln!("{label}: {got:?}");
+        verdicts.push((label, got));
+    }
+    let (_, direct) = &verdicts[0];
+    assert!(direct.values().any(|passed| *passed), "direct passes nothing: {direct:?}");
+    for (label, got) in &verdicts[1..] {
+        assert_eq!(got, direct, "{label} differs from direct");
+    }
+}
