@@ -27,4 +27,5 @@ pub mod policy;
 pub mod process;
 pub mod sandbox;
 pub mod secret;
+/// The session core of `run` and `serve`: see `docs/architecture.md`.
 pub mod session;
