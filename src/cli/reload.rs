@@ -24,6 +24,11 @@ pub fn run(_args: ReloadArgs) -> Result<ExitCode, CliError> {
         ask_all(&dirs.state_dir, Request::Reload, Duration::from_secs(30)).map_err(|err| {
             CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", dir.display()))
         })?;
+    // `airlock run` sessions answer too; they have nothing to reload.
+    let reports: Vec<_> = reports
+        .into_iter()
+        .filter(|r| !matches!(&r.status, Ok(answer) if answer["skipped"] == Value::Bool(true)))
+        .collect();
     if reports.is_empty() {
         eprintln!(
             "airlock: no running `airlock serve` found (looked in {})",

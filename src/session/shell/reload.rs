@@ -25,7 +25,9 @@ where
             return Ok(json!({"reloaded": false, "error": "the gateway is shutting down"}));
         }
         let Some(reloader) = self.reloader.as_mut() else {
-            return Ok(json!({"reloaded": false, "error": "this session cannot reload"}));
+            // `airlock run` has no config file to re-read: `airlock reload` passes it by.
+            let error = "an `airlock run` session has nothing to reload";
+            return Ok(json!({"reloaded": false, "skipped": true, "error": error}));
         };
         let running: Vec<_> = self
             .core
