@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::lists::ListKind;
 use super::{Core, INITIALIZE_WAIT, Origin, era};
-use crate::gateway::lifecycle::{Demand, State};
+use crate::gateway::lifecycle::{Demand, Phase, State};
 use crate::mcp::message::notification;
 use crate::mcp::version::HANDSHAKE_VERSIONS;
 
@@ -38,8 +38,22 @@ impl Core {
         }
     }
 
+    /// What the gateway offers the host: what its servers offer (tools always). A server that
+    /// has not run yet (lazy) may offer anything, so its possible capabilities are offered too
+    /// (a list no server fills is simply empty; a request no server takes gets the server-like
+    /// error), rather than hiding features a host checks for before it asks.
     pub(super) fn capabilities(&self) -> Value {
         let mut caps = json!({"tools": {"listChanged": true}});
+        let unknown = self
+            .servers
+            .iter()
+            .any(|s| !s.retiring && s.capabilities.is_none() && s.life.phase() != Phase::Failed);
+        if unknown {
+            caps["prompts"] = json!({"listChanged": true});
+            caps["resources"] = json!({"listChanged": true, "subscribe": true});
+            caps["completions"] = json!({});
+            caps["logging"] = json!({});
+        }
         let known = self
             .servers
             .iter()

@@ -128,16 +128,26 @@ impl Core {
     }
 
     /// A namespaced name → (server, original): listed names first, then `server<sep>rest` for a
-    /// server whose list airlock has not seen (so a host that remembers names can call at once).
+    /// server whose list airlock has not seen (so a host that remembers names can call at once),
+    /// then, with one server configured, the name as it is for that server (it answers for its
+    /// own names, as it would without airlock).
     fn route_name(&self, table: &NameTable, name: &str) -> Option<(usize, String)> {
         if let Some((index, original)) = table.resolve(name)
             && !self.servers[index].retiring
         {
             return Some((index, original.to_string()));
         }
-        let (server, rest) = split(name, self.separator())?;
-        let index = self.server_index(server)?;
-        (!rest.is_empty()).then(|| (index, rest.to_string()))
+        if let Some((server, rest)) = split(name, self.separator())
+            && let Some(index) = self.server_index(server)
+            && !rest.is_empty()
+        {
+            return Some((index, rest.to_string()));
+        }
+        let mut current = (0..self.servers.len()).filter(|&i| !self.servers[i].retiring);
+        match (current.next(), current.next()) {
+            (Some(index), None) if !name.is_empty() => Some((index, name.to_string())),
+            _ => None,
+        }
     }
 
     fn host_prompt(&mut self, message: Value, id: Value, now: Instant) {
@@ -197,7 +207,8 @@ impl Core {
     }
 
     /// The server that owns `uri`: listed resources, then the longest matching template (or the
-    /// template itself, for completions), then the only server that offers resources at all.
+    /// template itself, for completions), then the only server that offers (or, not run yet,
+    /// may offer) resources at all.
     pub(super) fn resource_server(&self, uri: &str) -> Option<usize> {
         if let Some(&index) = self.resource_owner.get(uri)
             && !self.servers[index].retiring
@@ -217,7 +228,9 @@ impl Core {
             .servers
             .iter()
             .enumerate()
-            .filter(|(_, s)| !s.retiring && s.has_capability("resources") == Some(true))
+            // Servers not run yet may offer resources too.
+            .filter(|(_, s)| !s.retiring && s.has_capability("resources") != Some(false))
+            .filter(|(_, s)| s.life.phase() != crate::gateway::lifecycle::Phase::Failed)
             .map(|(i, _)| i);
         match (offering.next(), offering.next()) {
             (Some(index), None) => Some(index),
