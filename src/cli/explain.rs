@@ -51,23 +51,7 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         .as_ref()
         .map(super::active_policy::server_names)
         .unwrap_or_default();
-    let written = ToolPattern::parse(&args.call).map_err(|err| CliError::Refused(err.0))?;
-    // `mcp:fs_write_file` is read against the declared names, as policy patterns are.
-    let (pattern, reading) = match names::resolve(&args.call, &written, &known) {
-        Resolution::AsWritten => (written, None),
-        Resolution::Split(pattern) => {
-            let note = format!("{} read as {pattern}", args.call);
-            (pattern, Some(note))
-        }
-        Resolution::Ambiguous(readings) => {
-            let all: Vec<String> = readings.iter().map(ToString::to_string).collect();
-            return Err(CliError::Refused(format!(
-                "{:?} can be read as {}; write the one you mean",
-                args.call,
-                all.join(" or ")
-            )));
-        }
-    };
+    let (pattern, reading) = read_call(&args.call, &known)?;
     let names_tool = reading.is_some() || args.call.trim_start_matches("mcp__").contains("__");
     let (Some(server), Some(tool), true) =
         (pattern.server.literal(), pattern.tool.literal(), names_tool)
@@ -129,18 +113,7 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         println!("          {rule_reading}");
     }
     println!("layer:    {} ({})", decision.layer, decision.source);
-    match &config {
-        None => println!(
-            "note:     no --config: patterns are read as `airlock run --name {server}` reads them"
-        ),
-        Some(config) if !known.contains(&server) => println!(
-            "note:     no server {server:?} is declared in {} ({}); this is the decision a \
-             server of that name would get",
-            config.path.display(),
-            names::closest_hint(server, &known)
-        ),
-        Some(_) => {}
-    }
+    print_server_note(config.as_ref(), server, &known);
     let traces = policy.tools.argument_traces(&call, &context);
     if !traces.is_empty() {
         println!(
@@ -153,6 +126,42 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         print_trace(trace);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The call as a pattern: `mcp:fs_write_file` is read against the declared names, as policy
+/// patterns are. Returns the pattern and, when it was re-read, how.
+fn read_call(call: &str, known: &[&str]) -> Result<(ToolPattern, Option<String>), CliError> {
+    let written = ToolPattern::parse(call).map_err(|err| CliError::Refused(err.0))?;
+    match names::resolve(call, &written, known) {
+        Resolution::AsWritten => Ok((written, None)),
+        Resolution::Split(pattern) => {
+            let note = format!("{call} read as {pattern}");
+            Ok((pattern, Some(note)))
+        }
+        Resolution::Ambiguous(readings) => {
+            let all: Vec<String> = readings.iter().map(ToString::to_string).collect();
+            Err(CliError::Refused(format!(
+                "{call:?} can be read as {}; write the one you mean",
+                all.join(" or ")
+            )))
+        }
+    }
+}
+
+/// Says how server names were checked: against `--config`, or as `airlock run` would.
+fn print_server_note(config: Option<&crate::config::Config>, server: &str, known: &[&str]) {
+    match config {
+        None => println!(
+            "note:     no --config: patterns are read as `airlock run --name {server}` reads them"
+        ),
+        Some(config) if !known.contains(&server) => println!(
+            "note:     no server {server:?} is declared in {} ({}); this is the decision a \
+             server of that name would get",
+            config.path.display(),
+            names::closest_hint(server, known)
+        ),
+        Some(_) => {}
+    }
 }
 
 /// The HOME and working directory the server will have: its private home, and `cwd`.
