@@ -17,6 +17,7 @@ pub mod fuzzing;
 pub mod gate;
 pub mod gateway;
 pub mod hash;
+pub mod http;
 pub mod install;
 pub mod lock;
 pub mod mcp;
@@ -25,6 +26,7 @@ pub mod paths;
 pub mod pins;
 pub mod policy;
 pub mod process;
+pub mod random;
 pub mod sandbox;
 pub mod secret;
 /// The session core of `run` and `serve`: see `docs/architecture.md`.

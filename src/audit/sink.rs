@@ -91,10 +91,7 @@ pub struct AuditLog {
 /// A fresh random session id: 16 hex digits.
 pub fn new_session_id() -> String {
     let mut bytes = [0u8; 8];
-    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given, which is
-    // valid and writable for that length.
-    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if got != bytes.len() as isize {
+    if crate::random::fill(&mut bytes).is_err() {
         // No entropy source (a very old kernel): unique enough from time and pid, and the chain
         // does not rely on the id being unpredictable.
         let now = SystemTime::now()
