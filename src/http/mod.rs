@@ -13,6 +13,7 @@ pub mod auth;
 pub mod limits;
 pub mod listen;
 pub mod origin;
+pub mod session;
 pub mod sse;
 pub mod wire;
 
