@@ -3,20 +3,39 @@
 //! | file | owns |
 //! |---|---|
 //! | [`listen`] | `--listen` addresses; loopback or not |
+//! | [`settings`] | the listener's settings and the start-up refusal of an exposed, unauthenticated address |
 //! | [`origin`] | `Host`/`Origin` checks against DNS rebinding |
 //! | [`limits`] | body size, sessions, idle time, the request-rate bucket |
 //! | [`wire`] | versions, 2026-07-28 header checks, HTTP status of an answer |
 //! | [`sse`] | event bytes, event ids, the replay buffer for `Last-Event-ID` |
+//! | [`session`] | one session's streams: which stream a message goes on (pure) |
+//! | [`hub`] | the session table, and the [`hub::Backend`] seam to the gateway |
+//! | [`server`] | accepting connections, the per-request gate (origin, auth, rate) |
+//! | [`post`], [`streams`] | POST; GET and DELETE |
+//! | [`body`] | JSON and SSE response bodies |
 //! | [`auth`] | bearer tokens, JWT validation, resource metadata, the identity |
 
 pub mod auth;
+pub mod body;
+pub mod hub;
 pub mod limits;
 pub mod listen;
 pub mod origin;
+pub mod post;
+pub mod server;
 pub mod session;
+pub mod settings;
 pub mod sse;
+pub mod streams;
 pub mod wire;
 
 pub use auth::Identity;
+pub use hub::{Backend, Hub, Outbox, SessionInfo, SessionKey};
 pub use limits::Limits;
 pub use listen::ListenAddr;
+pub use settings::HttpSettings;
+
+#[cfg(test)]
+mod server_tests;
+#[cfg(test)]
+mod testing;

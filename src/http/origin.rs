@@ -71,13 +71,13 @@ impl HostGuard {
 
     fn origin_allowed(&self, origin: &str, request_host: Option<&str>) -> bool {
         let origin = origin.trim().to_ascii_lowercase();
-        if self.origins.iter().any(|o| *o == origin) {
+        if self.origins.contains(&origin) {
             return true;
         }
         let Some(name) = origin_host(&origin) else {
             return false; // `null`, or not scheme://host
         };
-        if self.hosts.iter().any(|h| *h == name) {
+        if self.hosts.contains(&name) {
             return true;
         }
         if self.loopback {

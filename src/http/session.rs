@@ -60,8 +60,8 @@ struct Stream {
     delivered: u64,
     sink: Option<Sink>,
     mode: Mode,
-    /// The request this stream answers (`None`: the GET stream).
-    request: Option<String>,
+    /// The id of the request this stream answers (`None`: the GET stream).
+    request: Option<Value>,
     /// Answers `initialize`: its result names the session's protocol version.
     initialize: bool,
     done: bool,
@@ -101,6 +101,13 @@ pub enum RegisterError {
     Duplicate(String),
     #[error("the session has ended")]
     Closed,
+}
+
+/// Why a GET could not attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AttachError {
+    #[error("this session already has an open GET stream")]
+    Busy,
 }
 
 /// The mutable part of a session (behind the session's lock).
@@ -159,7 +166,7 @@ impl SessionState {
         }
         let number = self.next_stream;
         self.next_stream += 1;
-        self.pending.insert(key.clone(), number);
+        self.pending.insert(key, number);
         if let Some(token) = request.pointer("/params/_meta/progressToken") {
             self.progress.insert(id_key(token), number);
         }
@@ -171,7 +178,7 @@ impl SessionState {
                 delivered: 0,
                 sink: Some(sink),
                 mode: Mode::Undecided { accepts_json },
-                request: Some(key),
+                request: Some(id),
                 initialize,
                 done: false,
             },
@@ -181,13 +188,14 @@ impl SessionState {
     }
 
     /// The request of `stream` is abandoned (its client went away, stateless era): forget it.
+    /// Returns the request's id when it was still in flight.
     pub fn abandon(&mut self, stream: u32) -> Option<Value> {
         let gone = self.streams.remove(&stream)?;
         self.progress.retain(|_, s| *s != stream);
         self.replay.forget(stream);
-        let key = gone.request?;
-        self.pending.remove(&key);
-        Some(Value::String(key))
+        let id = gone.request?;
+        self.pending.remove(&id_key(&id));
+        Some(id)
     }
 
     /// Where `message` goes. `related`: the id of the request the gateway says it belongs to.
@@ -297,8 +305,8 @@ impl SessionState {
             return;
         };
         stream.done = true;
-        if let Some(key) = stream.request.take() {
-            self.pending.remove(&key);
+        if let Some(id) = stream.request.take() {
+            self.pending.remove(&id_key(&id));
         }
         self.progress.retain(|_, s| *s != number);
         if stream.mode == Mode::Json || stream.live() {
@@ -317,7 +325,12 @@ impl SessionState {
     /// A GET: attach `sink` to the GET stream, or resume the stream `after` names. The frames to
     /// send first (priming, replayed events) go into `sink` at once. `Err` when a GET stream is
     /// already attached and this is not a resumption.
-    pub fn attach(&mut self, sink: Sink, after: Option<EventId>, now: Instant) -> Result<(), ()> {
+    pub fn attach(
+        &mut self,
+        sink: Sink,
+        after: Option<EventId>,
+        now: Instant,
+    ) -> Result<(), AttachError> {
         self.last_active = now;
         let priming = self.priming();
         let number = after.map_or(GET_STREAM, |id| id.stream);
@@ -327,7 +340,7 @@ impl SessionState {
             ..Stream::detached()
         });
         if after.is_none() && stream.live() {
-            return Err(());
+            return Err(AttachError::Busy);
         }
         let from = after.map_or(stream.delivered, |id| id.seq);
         if priming {
@@ -340,7 +353,7 @@ impl SessionState {
             stream: number,
             seq: from,
         });
-        let stream = self.streams.get_mut(&number).ok_or(())?;
+        let stream = self.streams.get_mut(&number).ok_or(AttachError::Busy)?;
         stream.sink = Some(sink);
         for event in replayed {
             send(stream, Frame::Sse(event));

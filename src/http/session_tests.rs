@@ -100,7 +100,10 @@ fn messages_for_an_absent_get_stream_wait_for_the_next_get() {
     assert!(got[0].starts_with("id: 0-1\n") && got[1].starts_with("id: 0-2\n"));
     // A second plain GET while one is attached is refused.
     let (other, _) = sink();
-    assert_eq!(state.attach(other, None, Instant::now()), Err(()));
+    assert_eq!(
+        state.attach(other, None, Instant::now()),
+        Err(AttachError::Busy)
+    );
 }
 
 #[test]

@@ -1,0 +1,303 @@
+//! POST to the MCP endpoint: one JSON-RPC message per request. A request is answered with JSON
+//! or an SSE stream; a notification or a response with 202. Which session it belongs to:
+//!
+//! - `MCP-Protocol-Version: 2026-07-28` (or, without a session, that version in `_meta`): the
+//!   stateless flow, a session of its own that ends with the answer; the client closing the
+//!   stream cancels the request;
+//! - `Mcp-Session-Id`: that session (404 when it ended, or belongs to another identity);
+//! - neither, and the message is `initialize`: a new session, whose id comes back in the header.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::body::{self, HttpBody, SseBody};
+use super::hub::{Hub, OpenError, Session};
+use super::server::{Caller, Service, header_str};
+use super::session::{Frame, RegisterError, SINK_QUEUE};
+use super::wire::{self, StandardHeaders};
+use crate::mcp::message::{Class, classify, code, notification};
+
+/// How long a client has to send its body.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+pub async fn handle(
+    service: &Service,
+    request: Request<Incoming>,
+    caller: Caller,
+) -> Response<HttpBody> {
+    let headers = request.headers().clone();
+    let get = |name: &str| header_str(&headers, name);
+    let accept = get(header::ACCEPT.as_str());
+    let (accepts_json, accepts_sse) = (
+        wire::accepts(accept, "application/json"),
+        wire::accepts(accept, "text/event-stream"),
+    );
+    if !accepts_json && !accepts_sse {
+        return body::error(
+            406,
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Not Acceptable: the client must accept application/json and text/event-stream",
+        );
+    }
+    let message = match read_message(service, request.into_body()).await {
+        Ok(message) => message,
+        Err(response) => return response,
+    };
+    let class = match classify(&message) {
+        Ok(Class::Batch(_)) => {
+            return body::error(
+                400,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "JSON-RPC batches are not supported: send one message per POST",
+            );
+        }
+        Ok(class) => class,
+        Err(invalid) => {
+            return body::error(
+                400,
+                Value::Null,
+                code::INVALID_REQUEST,
+                &invalid.to_string(),
+            );
+        }
+    };
+    let version = get(wire::VERSION_HEADER).map(str::trim);
+    let is_request = matches!(class, Class::Request { .. });
+    if is_request && wire::is_stateless(version, &message) {
+        let standard = StandardHeaders {
+            version,
+            method: get(wire::METHOD_HEADER),
+            name: get(wire::NAME_HEADER),
+        };
+        if let Err(answer) = wire::check_stateless_headers(&standard, &message) {
+            return body::json(400, Bytes::from(answer.to_string()), None);
+        }
+        return stateless(service, message, caller, accepts_json).await;
+    }
+    if let Some(version) = version
+        && !wire::is_supported(version)
+    {
+        return body::error(
+            400,
+            Value::Null,
+            code::INVALID_REQUEST,
+            &format!("unsupported MCP-Protocol-Version `{version}`"),
+        );
+    }
+    let hub = &service.hub;
+    let (session, created) = match get(wire::SESSION_HEADER) {
+        Some(id) => match hub.find(id.trim(), caller.identity.as_ref()) {
+            Some(session) => (session, false),
+            None => return session_not_found(),
+        },
+        None if matches!(
+            class,
+            Class::Request {
+                method: "initialize",
+                ..
+            }
+        ) =>
+        {
+            match hub.open(caller.identity.clone(), caller.client.clone()) {
+                Ok(session) => (session, true),
+                Err(err) => return open_refused(&err),
+            }
+        }
+        None => {
+            return body::error(
+                400,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required (send initialize first to get one)",
+            );
+        }
+    };
+    if !is_request {
+        hub.backend().message(session.info.key, message);
+        return body::empty(202);
+    }
+    answer(hub, &session, message, accepts_json, created).await
+}
+
+/// Reads the body within the size limit and the time limit, and parses it.
+async fn read_message(service: &Service, incoming: Incoming) -> Result<Value, Response<HttpBody>> {
+    let limit = service.settings.limits.max_body_bytes;
+    let too_large = || {
+        body::error(
+            413,
+            Value::Null,
+            code::INVALID_REQUEST,
+            &format!(
+                "Payload Too Large: the request body is over {limit} bytes ([http] max_body_bytes)"
+            ),
+        )
+    };
+    if hyper::body::Body::size_hint(&incoming).lower() > limit as u64 {
+        return Err(too_large());
+    }
+    let collected =
+        tokio::time::timeout(BODY_TIMEOUT, Limited::new(incoming, limit).collect()).await;
+    let bytes = match collected {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Ok(Err(_)) => {
+            return Err(body::error(
+                400,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "the request body could not be read",
+            ));
+        }
+        Err(_) => {
+            return Err(body::error(
+                408,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "the request body did not arrive in time",
+            ));
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|err| {
+        body::error(
+            400,
+            Value::Null,
+            code::PARSE_ERROR,
+            &format!("Parse error: {err}"),
+        )
+    })
+}
+
+fn session_not_found() -> Response<HttpBody> {
+    body::error(
+        404,
+        Value::Null,
+        -32001,
+        "Session not found: it ended or expired; send initialize again without Mcp-Session-Id",
+    )
+}
+
+fn open_refused(err: &OpenError) -> Response<HttpBody> {
+    let status = match err {
+        OpenError::ClientLimit(_) => 429,
+        OpenError::TotalLimit(_) | OpenError::Random(_) => 503,
+    };
+    body::error(status, Value::Null, -32000, &err.to_string())
+}
+
+/// Sends a request into the session and answers with its first frame: JSON, or an SSE stream.
+async fn answer(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    message: Value,
+    accepts_json: bool,
+    created: bool,
+) -> Response<HttpBody> {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let (tx, mut rx) = mpsc::channel(SINK_QUEUE);
+    let registered =
+        session
+            .state()
+            .register(&message, accepts_json, tx, std::time::Instant::now());
+    if let Err(err) = registered {
+        return match err {
+            RegisterError::Duplicate(_) => {
+                body::error(409, id, code::INVALID_REQUEST, &err.to_string())
+            }
+            RegisterError::Closed => session_not_found(),
+        };
+    }
+    hub.backend().message(session.info.key, message);
+    let session_id = created.then_some(session.id.as_str());
+    match rx.recv().await {
+        Some(Frame::Json {
+            body: bytes,
+            status,
+        }) => {
+            if created && is_error(&bytes) {
+                // A failed initialize opens no session.
+                hub.end(session);
+                return body::json(status, bytes, None);
+            }
+            body::json(status, bytes, session_id)
+        }
+        Some(Frame::Sse(first)) => body::sse(SseBody::new(Some(first), rx, None), session_id),
+        Some(Frame::End) | None => session_not_found(),
+    }
+}
+
+fn is_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|answer| answer.get("error").is_some())
+}
+
+/// Ends a stateless request's session however its response ends; a request still in flight
+/// then (the client closed the stream) is cancelled first, as 2026-07-28 says.
+struct StatelessEnd {
+    hub: Arc<Hub>,
+    session: Arc<Session>,
+    stream: u32,
+}
+
+impl Drop for StatelessEnd {
+    fn drop(&mut self) {
+        let abandoned = self.session.state().abandon(self.stream);
+        if let Some(id) = abandoned {
+            let cancel = notification(
+                "notifications/cancelled",
+                json!({"requestId": id, "reason": "the client closed the response stream"}),
+            );
+            self.hub.backend().message(self.session.info.key, cancel);
+        }
+        self.hub.end(&self.session);
+    }
+}
+
+async fn stateless(
+    service: &Service,
+    message: Value,
+    caller: Caller,
+    accepts_json: bool,
+) -> Response<HttpBody> {
+    let hub = &service.hub;
+    let session = hub.open_stateless(caller.identity, caller.client);
+    let (tx, mut rx) = mpsc::channel(SINK_QUEUE);
+    let registered =
+        session
+            .state()
+            .register(&message, accepts_json, tx, std::time::Instant::now());
+    let stream = match registered {
+        Ok(stream) => stream,
+        Err(err) => {
+            hub.end(&session);
+            return body::error(500, Value::Null, code::INTERNAL_ERROR, &err.to_string());
+        }
+    };
+    let end = StatelessEnd {
+        hub: hub.clone(),
+        session: session.clone(),
+        stream,
+    };
+    hub.backend().message(session.info.key, message);
+    match rx.recv().await {
+        Some(Frame::Json {
+            body: bytes,
+            status,
+        }) => body::json(status, bytes, None),
+        Some(Frame::Sse(first)) => {
+            body::sse(SseBody::new(Some(first), rx, Some(Box::new(end))), None)
+        }
+        Some(Frame::End) | None => body::error(
+            500,
+            Value::Null,
+            code::INTERNAL_ERROR,
+            "the request ended without an answer",
+        ),
+    }
+}

@@ -1,0 +1,351 @@
+//! The listener: accepts connections (TCP or a unix socket), speaks HTTP/1.1 through hyper, and
+//! runs every request through the same gate in order: `Host`/`Origin`, authentication, the rate
+//! limit, then the MCP endpoint's POST, GET or DELETE. The resource metadata document is public.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, header};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{Semaphore, watch};
+
+use super::auth::{AuthFailure, Authenticator, Identity, challenge, metadata};
+use super::body::{self, HttpBody};
+use super::hub::Hub;
+use super::limits::RateLimiter;
+use super::listen::ListenAddr;
+use super::origin::HostGuard;
+use super::settings::HttpSettings;
+use super::{post, streams};
+
+/// Connections served at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 4096;
+/// A client must send its request headers within this time (slow-loris protection).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every request handler shares.
+pub struct Service {
+    pub settings: HttpSettings,
+    pub hub: Arc<Hub>,
+    auth: Authenticator,
+    guard: HostGuard,
+    rates: Mutex<RateLimiter>,
+    metadata_url: String,
+    metadata_paths: Vec<String>,
+    metadata_doc: Bytes,
+    challenge_scopes: Vec<String>,
+}
+
+/// Who is on the other end of a connection, before authentication.
+#[derive(Debug, Clone)]
+pub enum Peer {
+    Tcp(SocketAddr),
+    Unix,
+}
+
+impl Peer {
+    fn client_key(&self) -> String {
+        match self {
+            Peer::Tcp(addr) => format!("ip:{}", addr.ip()),
+            Peer::Unix => "unix".to_string(),
+        }
+    }
+}
+
+/// The request's headers as the handlers need them.
+pub struct Caller {
+    pub identity: Option<Identity>,
+    /// Sessions and rates are counted by this.
+    pub client: String,
+}
+
+impl Service {
+    pub fn new(settings: HttpSettings, hub: Arc<Hub>) -> Service {
+        let resource = settings.resource();
+        let scopes = settings
+            .auth
+            .jwt
+            .as_ref()
+            .map(|jwt| jwt.required_scopes.clone())
+            .unwrap_or_default();
+        let issuer = settings.auth.jwt.as_ref().map(|jwt| jwt.issuer.as_str());
+        let doc = metadata::document(&resource, issuer, &scopes);
+        Service {
+            auth: Authenticator::new(&settings.auth),
+            guard: settings.guard(),
+            rates: Mutex::new(RateLimiter::new(&settings.limits)),
+            metadata_url: metadata::url_for(&resource).unwrap_or_default(),
+            metadata_paths: metadata::paths_for(&resource),
+            metadata_doc: Bytes::from(doc.to_string()),
+            challenge_scopes: scopes,
+            hub,
+            settings,
+        }
+    }
+
+    /// One HTTP request, start to finish.
+    pub async fn handle(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        peer: Peer,
+    ) -> Response<HttpBody> {
+        let path = request.uri().path().to_string();
+        let origin = header_str(request.headers(), header::ORIGIN.as_str()).map(String::from);
+        if request.method() == Method::GET && self.metadata_paths.contains(&path) {
+            let mut response = body::json(200, self.metadata_doc.clone(), None);
+            response.headers_mut().insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+            return response;
+        }
+        if path != self.settings.path {
+            return body::error(
+                404,
+                serde_json::Value::Null,
+                -32000,
+                "not found: the MCP endpoint is elsewhere",
+            );
+        }
+        let host = header_str(request.headers(), header::HOST.as_str());
+        if let Err(refusal) = self.guard.check(host, origin.as_deref()) {
+            tracing::warn!("refused a request: {refusal}");
+            return body::error(403, serde_json::Value::Null, -32000, &refusal.to_string());
+        }
+        let mut response = if request.method() == Method::OPTIONS {
+            preflight()
+        } else {
+            self.authorized(request, peer).await
+        };
+        if let Some(origin) = origin.and_then(|o| HeaderValue::from_str(&o).ok()) {
+            allow_origin(response.headers_mut(), origin);
+        }
+        response
+    }
+
+    async fn authorized(&self, request: Request<Incoming>, peer: Peer) -> Response<HttpBody> {
+        let authorization = header_str(request.headers(), header::AUTHORIZATION.as_str());
+        let identity = match self.auth.authenticate(authorization).await {
+            Ok(identity) => identity,
+            Err(failure) => {
+                // Failed attempts count against the address, so guessing is rate-limited too.
+                if let Err(wait) = self.admit(&peer.client_key()) {
+                    return too_many(wait);
+                }
+                return self.unauthorized(&failure);
+            }
+        };
+        let client = identity
+            .as_ref()
+            .map_or_else(|| peer.client_key(), |id| format!("id:{}", id.name));
+        if let Err(wait) = self.admit(&client) {
+            return too_many(wait);
+        }
+        let caller = Caller { identity, client };
+        match *request.method() {
+            Method::POST => post::handle(self, request, caller).await,
+            Method::GET => streams::get(self, &request, &caller),
+            Method::DELETE => streams::delete(self, &request, &caller),
+            _ => {
+                let mut response =
+                    body::error(405, serde_json::Value::Null, -32000, "method not allowed");
+                response
+                    .headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+                response
+            }
+        }
+    }
+
+    fn admit(&self, client: &str) -> Result<(), Duration> {
+        let mut rates = self.rates.lock().unwrap_or_else(|p| p.into_inner());
+        rates.admit(client, Instant::now())
+    }
+
+    fn unauthorized(&self, failure: &AuthFailure) -> Response<HttpBody> {
+        let mut response = body::error(
+            failure.status(),
+            serde_json::Value::Null,
+            -32001,
+            &failure.to_string(),
+        );
+        let value = challenge(failure, &self.metadata_url, &self.challenge_scopes);
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+fn too_many(wait: Duration) -> Response<HttpBody> {
+    let seconds = wait.as_secs() + 1;
+    let mut response = body::error(
+        429,
+        serde_json::Value::Null,
+        -32000,
+        &format!("too many requests ([http] rate_limit): retry in {seconds} s"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+fn preflight() -> Response<HttpBody> {
+    let mut response = body::empty(204);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name",
+        ),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    response
+}
+
+/// CORS for an origin that passed the guard.
+fn allow_origin(headers: &mut HeaderMap, origin: HeaderValue) {
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("mcp-session-id, www-authenticate"),
+    );
+}
+
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+/// A bound listening socket.
+pub enum Bound {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Bound {
+    /// Binds `addr`. A unix socket file left by a gateway that is gone is replaced; one that
+    /// answers is in use. The socket is owner-only (0600).
+    pub async fn bind(addr: &ListenAddr) -> io::Result<Bound> {
+        match addr {
+            ListenAddr::Tcp(addr) => Ok(Bound::Tcp(TcpListener::bind(addr).await?)),
+            ListenAddr::Unix(path) => {
+                if path.exists() {
+                    if tokio::net::UnixStream::connect(path).await.is_ok() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("{} is in use by a running gateway", path.display()),
+                        ));
+                    }
+                    std::fs::remove_file(path)?;
+                }
+                let listener = UnixListener::bind(path)?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+                Ok(Bound::Unix(listener, path.clone()))
+            }
+        }
+    }
+
+    /// The address bound (the port the kernel chose for `:0`).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Bound::Tcp(listener) => listener.local_addr().ok(),
+            Bound::Unix(..) => None,
+        }
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if let Bound::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Serves until `stop` turns true. Idle sessions are reaped on the way.
+pub async fn serve(bound: Bound, service: Arc<Service>, mut stop: watch::Receiver<bool>) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let reap_every = (service.hub.limits().session_idle / 4)
+        .clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let mut reaper = tokio::time::interval(reap_every);
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => break,
+            _ = reaper.tick() => {
+                service.hub.reap(Instant::now());
+                continue;
+            }
+            accepted = accept(&bound) => accepted,
+        };
+        let (io, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        let service = service.clone();
+        tokio::spawn(async move {
+            let handler = service_fn(move |request| {
+                let (service, peer) = (service.clone(), peer.clone());
+                async move { Ok::<_, Infallible>(service.handle(request, peer).await) }
+            });
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(true)
+                .serve_connection(io, handler)
+                .await;
+            if let Err(err) = served {
+                tracing::debug!("connection ended: {err}");
+            }
+            drop(permit);
+        });
+    }
+    service.hub.end_all();
+}
+
+type Io = TokioIo<Box<dyn Stream>>;
+
+/// A connection's byte stream, TCP or unix.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for T {}
+
+async fn accept(bound: &Bound) -> io::Result<(Io, Peer)> {
+    match bound {
+        Bound::Tcp(listener) => {
+            let (stream, addr) = listener.accept().await?;
+            let _ = stream.set_nodelay(true);
+            Ok((TokioIo::new(Box::new(stream)), Peer::Tcp(addr)))
+        }
+        Bound::Unix(listener, _) => {
+            let (stream, _) = listener.accept().await?;
+            Ok((TokioIo::new(Box::new(stream)), Peer::Unix))
+        }
+    }
+}
