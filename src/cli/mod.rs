@@ -12,6 +12,7 @@ mod confine;
 mod doctor;
 mod explain;
 mod install;
+mod listen;
 mod logging;
 mod pins;
 mod reload;

@@ -271,6 +271,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         config_path: PathBuf::from("(command line)"),
         reloader: None,
         host_output_closed: None,
+        status_extra: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use super::CliError;
 use super::session::{SessionOptions, host_stdio, open_audit, policy_event};
 use crate::audit::Redactor;
-use crate::config::{Config, StartMode, Transport};
+use crate::config::{Config, ConfigFormat, StartMode, Transport};
 use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::{Launch, RemoteTarget};
+use crate::http::{HttpSettings, ListenAddr};
 use crate::paths::{EnvVars, UserDirs};
 use crate::policy::Policy;
 use crate::process::launch::{LaunchContext, LaunchError, prepare};
@@ -35,6 +36,13 @@ pub struct ServeArgs {
     /// else $XDG_CONFIG_HOME/airlock/airlock.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Serve over Streamable HTTP at ADDR:PORT or unix:PATH instead of stdio (overrides
+    /// `[http] listen`). Loopback unless authentication is configured (docs/http.md).
+    #[arg(long, value_name = "ADDR:PORT|unix:PATH")]
+    pub listen: Option<String>,
+    /// With --listen: serve the stdio host too (both faces share the gateway).
+    #[arg(long)]
+    pub stdio: bool,
     #[command(flatten)]
     pub session: SessionOptions,
 }
@@ -189,9 +197,41 @@ impl Reloader for FileReloader {
     }
 }
 
+/// The listener's settings when serving over HTTP (`--listen`, or `[http] listen`).
+fn http_settings(args: &ServeArgs, config: &Config) -> Result<Option<HttpSettings>, CliError> {
+    let http = match config.format {
+        ConfigFormat::AirlockToml => {
+            let tokens = UserDirs::from_env(&EnvVars::from_process()).token_store();
+            crate::http::config::load(&config.path, &config.text, tokens)?
+        }
+        _ => crate::http::config::HttpConfig::default(),
+    };
+    let listen = match &args.listen {
+        Some(text) => Some(
+            ListenAddr::parse(text)
+                .map_err(|err| CliError::Refused(format!("--listen {text}: {err}")))?,
+        ),
+        None => http.listen.clone(),
+    };
+    let Some(listen) = listen else {
+        if args.stdio {
+            return Err(CliError::Refused(
+                "--stdio goes with --listen (stdio alone is the default)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let settings = http.settings(listen);
+    if let Err(err) = settings.check() {
+        return Err(CliError::Refused(format!("{err}\n  fix: {}", err.fix())));
+    }
+    Ok(Some(settings))
+}
+
 pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
     // The audit log comes from the first policy; a reload cannot move it.
     let (config, policy) = load(args.config.as_deref(), args.session.policy.clone())?;
+    let http = http_settings(&args, &config)?;
     let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
     let max_line_bytes = args.session.max_line_bytes();
     let loaded = assemble(config, policy, audit_path.as_deref(), max_line_bytes)?;
@@ -206,6 +246,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         }
     };
     let separator = loaded.config.separator.clone();
+    let separator_for_http = separator.clone();
     let mut core = Core::new(
         Topology::Gateway { separator },
         loaded.specs,
@@ -234,7 +275,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         kill_timeout: loaded.kill_timeout,
         reloader: Some(Box::new(reloader)),
         host_output_closed: None,
+        status_extra: None,
     };
+    if let Some(settings) = http {
+        let ended = super::listen::run(session, settings, separator_for_http, args.stdio)?;
+        drop(ended);
+        return Ok(ExitCode::SUCCESS);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

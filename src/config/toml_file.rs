@@ -17,6 +17,9 @@ struct ConfigFile {
     #[serde(default)]
     strict_env: bool,
     gateway: Option<GatewaySection>,
+    /// `[http]`: the listener's settings, validated by `crate::http::config` (serve --listen).
+    #[allow(dead_code)]
+    http: Option<toml::Value>,
     #[serde(default)]
     servers: BTreeMap<Spanned<String>, Spanned<ServerDecl>>,
 }

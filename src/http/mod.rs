@@ -13,13 +13,19 @@
 //! | [`server`] | accepting connections, the per-request gate (origin, auth, rate) |
 //! | [`post`], [`streams`] | POST; GET and DELETE |
 //! | [`body`] | JSON and SSE response bodies |
+//! | [`mux`] | many sessions as the session core's one host (ids, handshake, routing; pure) |
+//! | [`face`] | the mux task between the listener and the core's host pipe |
+//! | [`config`] | `[http]` in airlock.toml |
 //! | [`auth`] | bearer tokens, JWT validation, resource metadata, the identity |
 
 pub mod auth;
 pub mod body;
+pub mod config;
+pub mod face;
 pub mod hub;
 pub mod limits;
 pub mod listen;
+pub mod mux;
 pub mod origin;
 pub mod post;
 pub mod server;

@@ -58,6 +58,11 @@ impl UserDirs {
         self.config_dir().map(|dir| dir.join("airlock.toml"))
     }
 
+    /// The bearer-token store of `airlock token` (hashes only): `<config dir>/tokens.json`.
+    pub fn token_store(&self) -> Option<PathBuf> {
+        self.config_dir().map(|dir| dir.join("tokens.json"))
+    }
+
     /// The audit log when neither `--audit` nor the policy names one.
     pub fn default_audit_log(&self) -> Option<PathBuf> {
         self.state_dir().map(|dir| dir.join("audit.jsonl"))

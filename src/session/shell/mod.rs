@@ -93,7 +93,12 @@ pub struct Session {
     pub reloader: Option<Box<dyn Reloader>>,
     /// Resolves when the host closes airlock's stdout.
     pub host_output_closed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// More for `airlock status`, under `listen` (the HTTP face: address, sessions).
+    pub status_extra: Option<StatusExtra>,
 }
+
+/// Builds the `listen` part of the status document when asked.
+pub type StatusExtra = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// Why a session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +165,7 @@ struct Loop<HR, HW> {
     net_events: mpsc::Sender<crate::net::relay::NetAudit>,
     /// A server with a network allow list was started (its events are awaited at shutdown).
     egress: bool,
+    status_extra: Option<StatusExtra>,
 }
 
 /// Runs a session until it ends (host gone, a signal, or in `Single` the server gone), then
@@ -219,6 +225,7 @@ where
         started: std::time::SystemTime::now(),
         net_events,
         egress: false,
+        status_extra: session.status_extra,
     };
     state.audit.record(session.policy_event)?;
     state.core.start_eager(Instant::now());
@@ -306,14 +313,18 @@ where
         let uptime = std::time::SystemTime::now()
             .duration_since(self.started)
             .unwrap_or_default();
-        json!({
+        let mut status = json!({
             "pid": std::process::id(),
             "mode": if self.single { "run" } else { "serve" },
             "config": self.config_path.display().to_string(),
             "started": crate::audit::event::rfc3339(self.started),
             "uptime_s": uptime.as_secs(),
             "servers": servers,
-        })
+        });
+        if let Some(extra) = &self.status_extra {
+            status["listen"] = extra();
+        }
+        status
     }
 }
 

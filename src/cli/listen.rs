@@ -1,0 +1,101 @@
+//! `airlock serve --listen`: the gateway's session loop with the HTTP face as its host (and,
+//! with `--stdio`, the stdio host beside it). See `docs/http.md`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
+
+use super::CliError;
+use super::session::host_stdio;
+use crate::http::face::{self, MuxBackend, StdioOut};
+use crate::http::hub::Hub;
+use crate::http::server::{Bound, Service, serve};
+use crate::http::settings::HttpSettings;
+use crate::session::Session;
+use crate::session::shell::{self, Ended, ShellError};
+
+/// The in-memory pipe between the mux and the core holds this much before the writer waits.
+const PIPE_BYTES: usize = 4 * 1024 * 1024;
+/// The stdio host's session number (HTTP sessions count from 1).
+const STDIO_SESSION: u64 = 0;
+
+/// Binds first (so a taken port is an error before any server starts), then runs the session
+/// loop, the mux and the listener until the loop ends (SIGTERM, SIGINT).
+pub fn run(
+    mut session: Session,
+    settings: HttpSettings,
+    separator: String,
+    with_stdio: bool,
+) -> Result<Ended, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|err| {
+            CliError::Failure(anyhow::anyhow!("cannot start the async runtime: {err}"))
+        })?;
+    let max_line_bytes = session.max_line_bytes;
+    let ended = runtime.block_on(async move {
+        let bound = Bound::bind(&settings.listen).await.map_err(|err| {
+            CliError::Refused(format!("cannot listen on {}: {err}", settings.listen))
+        })?;
+        let shown = match bound.local_addr() {
+            Some(addr) if settings.public_url.is_none() => {
+                format!("http://{addr}{}", settings.path)
+            }
+            _ => settings.resource(),
+        };
+        tracing::info!("listening on {} ({shown})", settings.listen);
+        eprintln!("airlock: serving MCP over Streamable HTTP at {shown}");
+        let (backend, inputs) = MuxBackend::new();
+        let hub = Arc::new(Hub::new(Arc::new(backend.clone()), settings.limits.clone()));
+        let status_hub = hub.clone();
+        let status_url = shown.clone();
+        session.status_extra = Some(Arc::new(
+            move || json!({"url": status_url, "sessions": status_hub.count()}),
+        ));
+        let (core_in, mux_out) = tokio::io::duplex(PIPE_BYTES);
+        let (mux_in, core_out) = tokio::io::duplex(PIPE_BYTES);
+        let mux = tokio::spawn(async move {
+            face::run(&separator, inputs, mux_out, mux_in, max_line_bytes).await;
+        });
+        let service = Arc::new(Service::new(settings, hub));
+        let (stop, stopped) = watch::channel(false);
+        let listener = tokio::spawn(serve(bound, service, stopped));
+        if with_stdio {
+            stdio_face(&backend, max_line_bytes);
+        }
+        let ended: Result<Ended, ShellError> = shell::run(session, core_in, core_out).await;
+        let _ = stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(1), listener).await;
+        mux.abort();
+        ended.map_err(|err| CliError::Failure(err.into()))
+    });
+    drop(runtime);
+    ended
+}
+
+/// The stdio host as one more session of the mux: its messages in, its answers to stdout.
+fn stdio_face(backend: &MuxBackend, max_line_bytes: usize) {
+    let (host_in, mut host_out) = host_stdio();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    backend.open_stdio(STDIO_SESSION, StdioOut(tx));
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if host_out.write_all(&line).await.is_err() {
+                break;
+            }
+            let _ = host_out.flush().await;
+        }
+    });
+    let backend = backend.clone();
+    tokio::spawn(face::stdio_session(
+        STDIO_SESSION,
+        BufReader::new(host_in),
+        max_line_bytes,
+        backend,
+    ));
+}

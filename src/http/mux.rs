@@ -1,0 +1,660 @@
+//! Many client sessions, one gateway: the session core serves one host, so the listener presents
+//! every session to it as that one host, and sorts what comes back. Pure: messages in, [`Out`]s
+//! out.
+//!
+//! - **Ids.** Each session's request ids are replaced by `airlock-h<session>-<n>` on the way in
+//!   and restored on the way out, so two clients using id 1 never meet; progress tokens likewise.
+//! - **Handshake.** The first session's `initialize` goes to the core, declaring every client
+//!   capability (sampling, elicitation, roots), so servers may use them; every later session is
+//!   answered from that result, at its own protocol version. Whether a session declared a
+//!   capability is checked when a request for it comes (below).
+//! - **Server-initiated requests** (sampling, elicitation, roots, airlock's own `ask`) go to the
+//!   session whose request is in flight on that server (airlock's `ask` names its call). When no
+//!   session or several have one there, or that session did not declare the capability, the
+//!   request is refused here: elicitation declined, anything else an error. Only that session
+//!   may answer it.
+//! - **Notifications.** `list_changed` goes to every session; progress and cancellation to the
+//!   session they belong to; `resources/updated` to the sessions subscribed to the resource;
+//!   server log messages only to the one session with a request in flight on that server.
+//! - **Subscriptions** are per session: the core sees the first `subscribe` and the last
+//!   `unsubscribe` of a resource.
+//! - **Identity.** Every request carries its session's authenticated identity to the core in
+//!   `params._meta["airlock/identity"]`; a client's own value there is always removed first.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Map, Value, json};
+
+use super::hub::SessionKey;
+use crate::mcp::message::{
+    Class, classify, code, error_response, id_key, request, result_response,
+};
+use crate::mcp::version::HANDSHAKE_VERSIONS;
+use crate::session::core::{LATEST_HANDSHAKE, META_SERVER};
+
+/// `_meta` key: the identity a request is made by (set by the listener only).
+pub const META_IDENTITY: &str = "airlock/identity";
+/// `_meta` key: the client request a request from airlock is about (airlock's `ask`).
+pub const META_REQUEST: &str = "airlock/request";
+
+/// What the mux asks its shell to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// To the session core (the gateway's one host input).
+    ToCore(Value),
+    /// To one session; `related` is the client request it belongs to, when known.
+    ToSession {
+        key: SessionKey,
+        message: Value,
+        related: Option<Value>,
+    },
+}
+
+#[derive(Debug)]
+struct Client {
+    identity: Option<String>,
+    capabilities: Value,
+    /// The version the session negotiated (handshake era).
+    version: Option<String>,
+    stateless: bool,
+    initialized: bool,
+}
+
+/// A client request the core is working on.
+#[derive(Debug, Clone)]
+struct InFlight {
+    key: SessionKey,
+    id: Value,
+    /// The server it is for, when the method names one (`tools/call`, `prompts/get`).
+    server: Option<String>,
+    progress: Option<Value>,
+}
+
+#[derive(Debug, Default)]
+enum Handshake {
+    #[default]
+    NotSent,
+    /// The core is answering; these sessions wait: (session, id, requested version).
+    Waiting(Vec<(SessionKey, Value, Option<String>)>),
+    Done(Value),
+}
+
+#[derive(Debug, Default)]
+pub struct Mux {
+    separator: String,
+    clients: HashMap<SessionKey, Client>,
+    /// Rewritten id key → the request.
+    requests: HashMap<String, InFlight>,
+    next: u64,
+    /// The core's requests to clients (id key) → the session that got it, and its method.
+    inbound: HashMap<String, (SessionKey, String)>,
+    handshake: Handshake,
+    initialize_id: Option<String>,
+    initialized_sent: bool,
+    /// Resource URI → the sessions subscribed to it.
+    subscriptions: HashMap<String, BTreeSet<SessionKey>>,
+    /// Ids of requests the mux sent on its own behalf (answers are dropped).
+    own: BTreeSet<String>,
+}
+
+/// The client capabilities the core is told: all of them (see the module docs).
+fn every_capability() -> Value {
+    json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}})
+}
+
+impl Mux {
+    pub fn new(separator: &str) -> Mux {
+        Mux {
+            separator: separator.to_string(),
+            ..Mux::default()
+        }
+    }
+
+    pub fn open(&mut self, key: SessionKey, identity: Option<String>, stateless: bool) {
+        self.clients.insert(
+            key,
+            Client {
+                identity,
+                capabilities: json!({}),
+                version: None,
+                stateless,
+                initialized: false,
+            },
+        );
+    }
+
+    fn fresh_id(&mut self, key: SessionKey) -> Value {
+        self.next += 1;
+        Value::String(format!("airlock-h{key}-{}", self.next))
+    }
+
+    /// A message from session `key`'s client.
+    pub fn from_client(&mut self, key: SessionKey, mut message: Value) -> Vec<Out> {
+        strip_identity(&mut message);
+        match classify(&message) {
+            Ok(Class::Request { id, method }) => {
+                let (id, method) = (id.clone(), method.to_string());
+                self.client_request(key, message, id, &method)
+            }
+            Ok(Class::Notification { method }) => {
+                let method = method.to_string();
+                self.client_notification(key, message, &method)
+            }
+            Ok(Class::Response { id } | Class::Error { id }) => {
+                // Only the session a request went to may answer it.
+                let id_key = id_key(id);
+                if self
+                    .inbound
+                    .get(&id_key)
+                    .is_some_and(|(owner, _)| *owner == key)
+                {
+                    self.inbound.remove(&id_key);
+                    vec![Out::ToCore(message)]
+                } else {
+                    Vec::new()
+                }
+            }
+            Ok(Class::Batch(_)) | Err(_) => {
+                let answer = error_response(
+                    Value::Null,
+                    code::INVALID_REQUEST,
+                    "one JSON-RPC message at a time (batches are not supported here)",
+                    None,
+                );
+                vec![to(key, answer, None)]
+            }
+        }
+    }
+
+    fn client_request(
+        &mut self,
+        key: SessionKey,
+        mut message: Value,
+        id: Value,
+        method: &str,
+    ) -> Vec<Out> {
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        match method {
+            "initialize" => return self.initialize(key, message, id, &params),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                if let Some(local) = self.subscription(key, method, &id, &params) {
+                    return local;
+                }
+            }
+            _ => {}
+        }
+        let fresh = self.fresh_id(key);
+        let progress = params.pointer("/_meta/progressToken").cloned();
+        if progress.is_some() {
+            // Tokens are the request's own id, so they are as unique as the ids.
+            set_meta(&mut message, "progressToken", fresh.clone());
+        }
+        if let Some(identity) = self.clients.get(&key).and_then(|c| c.identity.clone()) {
+            set_meta(&mut message, META_IDENTITY, Value::String(identity));
+        }
+        message["id"] = fresh.clone();
+        let server = self.server_of(method, &params);
+        self.requests.insert(
+            id_key(&fresh),
+            InFlight {
+                key,
+                id,
+                server,
+                progress,
+            },
+        );
+        vec![Out::ToCore(message)]
+    }
+
+    fn server_of(&self, method: &str, params: &Value) -> Option<String> {
+        let name = match method {
+            "tools/call" | "prompts/get" => params.get("name")?.as_str()?,
+            _ => return None,
+        };
+        name.split_once(self.separator.as_str())
+            .map(|(server, _)| server.to_string())
+    }
+
+    fn initialize(
+        &mut self,
+        key: SessionKey,
+        mut message: Value,
+        id: Value,
+        params: &Value,
+    ) -> Vec<Out> {
+        let requested = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .map(String::from);
+        if let Some(client) = self.clients.get_mut(&key) {
+            client.capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
+        }
+        match &mut self.handshake {
+            Handshake::Done(result) => {
+                let result = result.clone();
+                self.answer_initialize(key, id, requested, result)
+            }
+            Handshake::Waiting(waiting) => {
+                waiting.push((key, id, requested));
+                Vec::new()
+            }
+            Handshake::NotSent => {
+                self.handshake = Handshake::Waiting(vec![(key, id, requested)]);
+                let fresh = self.fresh_id(key);
+                self.initialize_id = Some(id_key(&fresh));
+                message["id"] = fresh;
+                message["params"]["capabilities"] = every_capability();
+                vec![Out::ToCore(message)]
+            }
+        }
+    }
+
+    fn answer_initialize(
+        &mut self,
+        key: SessionKey,
+        id: Value,
+        requested: Option<String>,
+        mut result: Value,
+    ) -> Vec<Out> {
+        let version = match requested {
+            Some(v) if HANDSHAKE_VERSIONS.contains(&v.as_str()) => v,
+            _ => LATEST_HANDSHAKE.to_string(),
+        };
+        result["protocolVersion"] = Value::String(version.clone());
+        if let Some(client) = self.clients.get_mut(&key) {
+            client.version = Some(version);
+        }
+        vec![to(key, result_response(id, result), None)]
+    }
+
+    /// `Some`: answered here (not the first subscriber, or not the last to leave).
+    fn subscription(
+        &mut self,
+        key: SessionKey,
+        method: &str,
+        id: &Value,
+        params: &Value,
+    ) -> Option<Vec<Out>> {
+        let uri = params.get("uri")?.as_str()?.to_string();
+        let subscribers = self.subscriptions.entry(uri.clone()).or_default();
+        let forward = if method == "resources/subscribe" {
+            let first = subscribers.is_empty();
+            subscribers.insert(key);
+            first
+        } else {
+            let was = subscribers.remove(&key);
+            let last = was && subscribers.is_empty();
+            if subscribers.is_empty() {
+                self.subscriptions.remove(&uri);
+            }
+            last
+        };
+        if forward {
+            None
+        } else {
+            Some(vec![to(key, result_response(id.clone(), json!({})), None)])
+        }
+    }
+
+    fn client_notification(
+        &mut self,
+        key: SessionKey,
+        mut message: Value,
+        method: &str,
+    ) -> Vec<Out> {
+        match method {
+            "notifications/initialized" => {
+                if let Some(client) = self.clients.get_mut(&key) {
+                    client.initialized = true;
+                }
+                if std::mem::replace(&mut self.initialized_sent, true) {
+                    return Vec::new();
+                }
+                vec![Out::ToCore(message)]
+            }
+            "notifications/cancelled" => {
+                let Some(original) = message.pointer("/params/requestId").cloned() else {
+                    return Vec::new();
+                };
+                let Some(fresh) = self.find_request(key, &original) else {
+                    return Vec::new();
+                };
+                message["params"]["requestId"] = Value::String(fresh);
+                vec![Out::ToCore(message)]
+            }
+            _ => vec![Out::ToCore(message)],
+        }
+    }
+
+    fn find_request(&self, key: SessionKey, original: &Value) -> Option<String> {
+        let wanted = id_key(original);
+        self.requests
+            .iter()
+            .find(|(_, r)| r.key == key && id_key(&r.id) == wanted)
+            .and_then(|(fresh, _)| fresh.strip_prefix("s:").map(String::from))
+    }
+
+    /// A message from the core for "the host".
+    pub fn from_core(&mut self, message: Value) -> Vec<Out> {
+        match classify(&message) {
+            Ok(Class::Response { id } | Class::Error { id }) => {
+                let key = id_key(id);
+                self.core_answer(message, &key)
+            }
+            Ok(Class::Request { id, method }) => {
+                let (id, method) = (id.clone(), method.to_string());
+                self.core_request(message, id, &method)
+            }
+            Ok(Class::Notification { method }) => {
+                let method = method.to_string();
+                self.core_notification(message, &method)
+            }
+            Ok(Class::Batch(items)) => {
+                let items = items.to_vec();
+                items
+                    .into_iter()
+                    .flat_map(|item| self.from_core(item))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn core_answer(&mut self, mut message: Value, key: &str) -> Vec<Out> {
+        if self.initialize_id.as_deref() == Some(key) {
+            self.initialize_id = None;
+            let result = message.get("result").cloned();
+            let waiting = match std::mem::take(&mut self.handshake) {
+                Handshake::Waiting(waiting) => waiting,
+                _ => Vec::new(),
+            };
+            let Some(result) = result else {
+                // The core refused: tell every waiting session, and let the next one try.
+                return waiting
+                    .into_iter()
+                    .map(|(key, id, _)| {
+                        let mut answer = message.clone();
+                        answer["id"] = id;
+                        to(key, answer, None)
+                    })
+                    .collect();
+            };
+            self.handshake = Handshake::Done(result.clone());
+            return waiting
+                .into_iter()
+                .flat_map(|(key, id, requested)| {
+                    self.answer_initialize(key, id, requested, result.clone())
+                })
+                .collect();
+        }
+        if self.own.remove(key) {
+            return Vec::new();
+        }
+        let Some(request) = self.requests.remove(key) else {
+            return Vec::new();
+        };
+        message["id"] = request.id;
+        vec![to(request.key, message, None)]
+    }
+
+    /// Sessions with a request in flight on `server`.
+    fn callers_on(&self, server: &str) -> BTreeSet<SessionKey> {
+        self.requests
+            .values()
+            .filter(|r| r.server.as_deref() == Some(server))
+            .map(|r| r.key)
+            .collect()
+    }
+
+    /// The one request `message` is about: airlock's own `ask` names it; a server's request is
+    /// about the single session calling that server.
+    fn owner(&self, message: &Value) -> Result<(SessionKey, Option<Value>), String> {
+        let meta = message.pointer("/params/_meta");
+        if let Some(call) = meta.and_then(|m| m.get(META_REQUEST)) {
+            return match self.requests.get(&id_key(call)) {
+                Some(request) => Ok((request.key, Some(request.id.clone()))),
+                None => Err("the call it is about is no longer in flight".into()),
+            };
+        }
+        let Some(server) = meta
+            .and_then(|m| m.get(META_SERVER))
+            .and_then(Value::as_str)
+        else {
+            return Err("it names no server".into());
+        };
+        let callers = self.callers_on(server);
+        match callers.len() {
+            1 => {
+                let key = *callers.iter().next().unwrap_or(&0);
+                let related = self
+                    .requests
+                    .values()
+                    .find(|r| r.key == key && r.server.as_deref() == Some(server))
+                    .map(|r| r.id.clone());
+                Ok((key, related))
+            }
+            0 => Err(format!(
+                "no client has a request in flight on server `{server}`"
+            )),
+            n => Err(format!(
+                "{n} clients have requests in flight on server `{server}`, so airlock cannot tell which one it is for"
+            )),
+        }
+    }
+
+    fn core_request(&mut self, message: Value, id: Value, method: &str) -> Vec<Out> {
+        let needed = match method {
+            "sampling/createMessage" => Some("sampling"),
+            "elicitation/create" => Some("elicitation"),
+            "roots/list" => Some("roots"),
+            _ => None,
+        };
+        let routed = self.owner(&message).and_then(|(key, related)| {
+            let client = self.clients.get(&key).ok_or("its session has ended")?;
+            if let Some(capability) = needed
+                && client.capabilities.get(capability).is_none()
+            {
+                return Err(format!(
+                    "that client did not declare the `{capability}` capability"
+                ));
+            }
+            Ok((key, related))
+        });
+        match routed {
+            Ok((key, related)) => {
+                self.inbound.insert(id_key(&id), (key, method.to_string()));
+                vec![to(key, message, related)]
+            }
+            Err(why) => {
+                tracing::info!("refusing {method} from the gateway: {why}");
+                vec![Out::ToCore(refusal(id, method, &why))]
+            }
+        }
+    }
+
+    fn core_notification(&mut self, mut message: Value, method: &str) -> Vec<Out> {
+        match method {
+            "notifications/progress" => {
+                let Some(token) = message.pointer("/params/progressToken") else {
+                    return Vec::new();
+                };
+                let Some(request) = self.requests.get(&id_key(token)) else {
+                    return Vec::new();
+                };
+                let (key, related) = (request.key, request.id.clone());
+                message["params"]["progressToken"] =
+                    request.progress.clone().unwrap_or(Value::Null);
+                vec![to(key, message, Some(related))]
+            }
+            "notifications/cancelled" => {
+                let Some(id) = message.pointer("/params/requestId") else {
+                    return Vec::new();
+                };
+                match self.inbound.remove(&id_key(id)) {
+                    Some((key, _)) => vec![to(key, message, None)],
+                    None => Vec::new(),
+                }
+            }
+            "notifications/resources/updated" => {
+                let uri = message
+                    .pointer("/params/uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let subscribers = self.subscriptions.get(uri).cloned().unwrap_or_default();
+                subscribers
+                    .into_iter()
+                    .map(|key| to(key, message.clone(), None))
+                    .collect()
+            }
+            "notifications/message" => {
+                // A server's log may carry one client's data: it goes to that client only.
+                let logger = message
+                    .pointer("/params/logger")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let server = logger.split('/').next().unwrap_or("");
+                let callers = self.callers_on(server);
+                if callers.len() != 1 {
+                    return Vec::new();
+                }
+                callers
+                    .into_iter()
+                    .map(|key| to(key, message.clone(), None))
+                    .collect()
+            }
+            _ => {
+                let keys: Vec<SessionKey> = self
+                    .clients
+                    .iter()
+                    .filter(|(_, c)| !c.stateless)
+                    .map(|(k, _)| *k)
+                    .collect();
+                keys.into_iter()
+                    .map(|key| to(key, message.clone(), None))
+                    .collect()
+            }
+        }
+    }
+
+    /// The session ended: its requests are cancelled, its subscriptions released, requests
+    /// sent to it refused.
+    pub fn close(&mut self, key: SessionKey) -> Vec<Out> {
+        self.clients.remove(&key);
+        let mut out = Vec::new();
+        let mine: Vec<String> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.key == key)
+            .map(|(fresh, _)| fresh.clone())
+            .collect();
+        for fresh in mine {
+            self.requests.remove(&fresh);
+            if let Some(id) = fresh.strip_prefix("s:") {
+                out.push(Out::ToCore(crate::mcp::message::notification(
+                    "notifications/cancelled",
+                    json!({"requestId": id, "reason": "the client's session ended"}),
+                )));
+            }
+        }
+        let inbound: Vec<(String, String)> = self
+            .inbound
+            .iter()
+            .filter(|(_, (owner, _))| *owner == key)
+            .map(|(id, (_, method))| (id.clone(), method.clone()))
+            .collect();
+        for (id_key, method) in inbound {
+            self.inbound.remove(&id_key);
+            if let Some(id) = original_id(&id_key) {
+                out.push(Out::ToCore(refusal(
+                    id,
+                    &method,
+                    "the client's session ended",
+                )));
+            }
+        }
+        let uris: Vec<String> = self.subscriptions.keys().cloned().collect();
+        for uri in uris {
+            let Some(subscribers) = self.subscriptions.get_mut(&uri) else {
+                continue;
+            };
+            if subscribers.remove(&key) && subscribers.is_empty() {
+                self.subscriptions.remove(&uri);
+                let id = self.fresh_id(0);
+                self.own.insert(id_key(&id));
+                out.push(Out::ToCore(request(
+                    id,
+                    "resources/unsubscribe",
+                    json!({"uri": uri}),
+                )));
+            }
+        }
+        out
+    }
+
+    /// Sessions the mux knows.
+    pub fn sessions(&self) -> usize {
+        self.clients.len()
+    }
+}
+
+fn to(key: SessionKey, message: Value, related: Option<Value>) -> Out {
+    Out::ToSession {
+        key,
+        message,
+        related,
+    }
+}
+
+/// The answer when a request from the gateway cannot go to a client (fail closed).
+fn refusal(id: Value, method: &str, why: &str) -> Value {
+    if method == "elicitation/create" {
+        return result_response(id, json!({"action": "decline"}));
+    }
+    error_response(
+        id,
+        code::METHOD_NOT_FOUND,
+        &format!("airlock cannot pass this request to a client: {why}"),
+        None,
+    )
+}
+
+/// The id an id key was made from (`s:` strings, `n:` numbers).
+fn original_id(key: &str) -> Option<Value> {
+    if let Some(text) = key.strip_prefix("s:") {
+        return Some(Value::String(text.to_string()));
+    }
+    key.strip_prefix("n:")
+        .and_then(|n| serde_json::from_str(n).ok())
+}
+
+fn strip_identity(message: &mut Value) {
+    if let Some(meta) = message
+        .pointer_mut("/params/_meta")
+        .and_then(Value::as_object_mut)
+    {
+        meta.remove(META_IDENTITY);
+    }
+}
+
+fn set_meta(message: &mut Value, key: &str, value: Value) {
+    let Some(params) = message
+        .as_object_mut()
+        .map(|m| m.entry("params").or_insert_with(|| json!({})))
+    else {
+        return;
+    };
+    if !params.is_object() {
+        return;
+    }
+    let meta = params.as_object_mut().map(|p| {
+        p.entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()))
+    });
+    if let Some(Value::Object(meta)) = meta {
+        meta.insert(key.to_string(), value);
+    }
+}
+
+#[cfg(test)]
+#[path = "mux_tests.rs"]
+mod tests;

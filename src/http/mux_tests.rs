@@ -1,0 +1,208 @@
+//! The mux: many sessions as one host.
+
+use super::*;
+use serde_json::json;
+
+fn init(id: i64, version: &str, caps: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{"protocolVersion":version,"capabilities":caps,"clientInfo":{"name":"c","version":"1"}}})
+}
+
+fn call(id: i64, tool: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{}}})
+}
+
+fn core_msgs(outs: &[Out]) -> Vec<Value> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Out::ToCore(m) => Some(m.clone()),
+            Out::ToSession { .. } => None,
+        })
+        .collect()
+}
+
+fn session_msgs(outs: &[Out]) -> Vec<(SessionKey, Value, Option<Value>)> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Out::ToSession {
+                key,
+                message,
+                related,
+            } => Some((*key, message.clone(), related.clone())),
+            Out::ToCore(_) => None,
+        })
+        .collect()
+}
+
+fn mux_with(sessions: &[(SessionKey, Option<&str>)]) -> Mux {
+    let mut mux = Mux::new("__");
+    for (key, identity) in sessions {
+        mux.open(*key, identity.map(String::from), false);
+    }
+    mux
+}
+
+#[test]
+fn one_handshake_reaches_the_core_and_later_sessions_get_its_result() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    let outs = mux.from_client(1, init(0, "2025-06-18", json!({})));
+    let sent = core_msgs(&outs);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["params"]["capabilities"], every_capability());
+    // The second initialize waits for the first answer.
+    assert!(
+        mux.from_client(2, init(7, "2025-11-25", json!({"sampling": {}})))
+            .is_empty()
+    );
+    let mut answer = json!({"jsonrpc":"2.0","result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}}}});
+    answer["id"] = sent[0]["id"].clone();
+    let got = session_msgs(&mux.from_core(answer));
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        (
+            got[0].0,
+            &got[0].1["id"],
+            &got[0].1["result"]["protocolVersion"]
+        ),
+        (1, &json!(0), &json!("2025-06-18"))
+    );
+    assert_eq!(
+        (
+            got[1].0,
+            &got[1].1["id"],
+            &got[1].1["result"]["protocolVersion"]
+        ),
+        (2, &json!(7), &json!("2025-11-25"))
+    );
+    // A third is answered at once, at the newest version airlock knows if it asks for another.
+    mux.open(3, None, false);
+    let got = session_msgs(&mux.from_client(3, init(1, "2099-01-01", json!({}))));
+    assert_eq!(got[0].1["result"]["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn ids_are_made_unique_and_answers_go_back_to_their_session() {
+    let mut mux = mux_with(&[(1, Some("alice")), (2, Some("bob"))]);
+    let a = core_msgs(&mux.from_client(1, call(1, "fs__read")))[0].clone();
+    let b = core_msgs(&mux.from_client(2, call(1, "fs__read")))[0].clone();
+    assert_ne!(a["id"], b["id"]);
+    assert_eq!(a["params"]["_meta"][META_IDENTITY], "alice");
+    assert_eq!(b["params"]["_meta"][META_IDENTITY], "bob");
+    let answer = |id: &Value| json!({"jsonrpc":"2.0","id":id,"result":{"content":[]}});
+    let got = session_msgs(&mux.from_core(answer(&b["id"])));
+    assert_eq!((got[0].0, &got[0].1["id"]), (2, &json!(1)));
+    assert!(mux.from_core(answer(&b["id"])).is_empty(), "answered once");
+}
+
+#[test]
+fn a_clients_own_identity_claim_is_removed() {
+    let mut mux = mux_with(&[(1, None)]);
+    let mut forged = call(1, "fs__read");
+    forged["params"]["_meta"] = json!({META_IDENTITY: "admin"});
+    let sent = core_msgs(&mux.from_client(1, forged));
+    assert!(sent[0]["params"]["_meta"].get(META_IDENTITY).is_none());
+}
+
+#[test]
+fn server_requests_go_to_the_one_caller_on_that_server_or_fail_closed() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    mux.from_client(1, init(0, "2025-06-18", json!({"elicitation": {}})));
+    mux.from_client(2, init(0, "2025-06-18", json!({})));
+    mux.from_client(1, call(5, "fs__write"));
+    let elicit = json!({"jsonrpc":"2.0","id":"airlock-gw-1","method":"elicitation/create","params":{"_meta":{"airlock/server":"fs"}}});
+    let got = session_msgs(&mux.from_core(elicit.clone()));
+    assert_eq!((got[0].0, got[0].2.clone()), (1, Some(json!(5))));
+    // Only session 1 may answer it.
+    let reply = json!({"jsonrpc":"2.0","id":"airlock-gw-1","result":{"action":"accept"}});
+    assert!(mux.from_client(2, reply.clone()).is_empty());
+    assert_eq!(core_msgs(&mux.from_client(1, reply)).len(), 1);
+    // Two callers on the server: nobody can be told, so the server's request is declined.
+    mux.from_client(2, call(9, "fs__write"));
+    let mut second = elicit.clone();
+    second["id"] = json!("airlock-gw-2");
+    let refused = core_msgs(&mux.from_core(second));
+    assert_eq!(refused[0]["result"]["action"], "decline");
+    // Sampling to a session that did not declare it: an error.
+    let sampling = json!({"jsonrpc":"2.0","id":"airlock-gw-3","method":"sampling/createMessage","params":{"_meta":{"airlock/server":"db"}}});
+    mux.from_client(2, call(10, "db__query"));
+    let refused = core_msgs(&mux.from_core(sampling));
+    assert_eq!(refused[0]["error"]["code"], -32601);
+}
+
+#[test]
+fn airlocks_own_ask_goes_to_the_session_of_the_call() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    mux.from_client(1, init(0, "2025-06-18", json!({"elicitation": {}})));
+    mux.from_client(2, init(0, "2025-06-18", json!({"elicitation": {}})));
+    mux.from_client(1, call(1, "fs__write"));
+    let sent = core_msgs(&mux.from_client(2, call(1, "fs__write")));
+    let ask = json!({"jsonrpc":"2.0","id":"airlock-ask-fs-1","method":"elicitation/create","params":{"_meta":{META_REQUEST: sent[0]["id"]}}});
+    let got = session_msgs(&mux.from_core(ask));
+    assert_eq!((got[0].0, got[0].2.clone()), (2, Some(json!(1))));
+}
+
+#[test]
+fn progress_and_cancellation_are_mapped_per_session() {
+    let mut mux = mux_with(&[(1, None)]);
+    let mut request = call(3, "fs__slow");
+    request["params"]["_meta"] = json!({"progressToken": "mine"});
+    let sent = core_msgs(&mux.from_client(1, request))[0].clone();
+    let token = sent["params"]["_meta"]["progressToken"].clone();
+    assert_ne!(token, json!("mine"));
+    let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":token,"progress":1}});
+    let got = session_msgs(&mux.from_core(progress));
+    assert_eq!(got[0].1["params"]["progressToken"], "mine");
+    assert_eq!(got[0].2, Some(json!(3)));
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}});
+    let forwarded = core_msgs(&mux.from_client(1, cancel));
+    assert_eq!(forwarded[0]["params"]["requestId"], sent["id"]);
+}
+
+#[test]
+fn subscriptions_are_per_session_and_closing_cleans_up() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    let sub = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"resources/subscribe","params":{"uri":"file:///a"}});
+    assert_eq!(
+        core_msgs(&mux.from_client(1, sub(1))).len(),
+        1,
+        "first subscriber: to the core"
+    );
+    let local = session_msgs(&mux.from_client(2, sub(1)));
+    assert_eq!(local[0].1["result"], json!({}), "second: answered here");
+    let updated = json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a"}});
+    assert_eq!(session_msgs(&mux.from_core(updated.clone())).len(), 2);
+    mux.from_client(1, call(4, "fs__slow"));
+    let outs = mux.close(1);
+    let sent = core_msgs(&outs);
+    assert!(
+        sent.iter()
+            .any(|m| m["method"] == "notifications/cancelled")
+    );
+    assert!(
+        !sent.iter().any(|m| m["method"] == "resources/unsubscribe"),
+        "session 2 still subscribed"
+    );
+    let outs = mux.close(2);
+    assert!(
+        core_msgs(&outs)
+            .iter()
+            .any(|m| m["method"] == "resources/unsubscribe")
+    );
+    assert!(session_msgs(&mux.from_core(updated)).is_empty());
+}
+
+#[test]
+fn list_changed_goes_to_every_session_and_logs_only_to_the_caller() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    let changed = json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"});
+    assert_eq!(session_msgs(&mux.from_core(changed)).len(), 2);
+    let log = json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"fs","data":"x"}});
+    assert!(
+        session_msgs(&mux.from_core(log.clone())).is_empty(),
+        "nobody calls fs"
+    );
+    mux.from_client(2, call(1, "fs__read"));
+    let got = session_msgs(&mux.from_core(log));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, 2);
+}
