@@ -118,6 +118,7 @@ fn main() {
                 server: "srv57",
                 tool: "read_4",
                 arguments: None,
+                identity: None,
             },
         ),
         (
@@ -127,6 +128,7 @@ fn main() {
                 server: "srv57",
                 tool: "list_files",
                 arguments: None,
+                identity: None,
             },
         ),
         (
@@ -136,6 +138,7 @@ fn main() {
                 server: "srv57",
                 tool: "write_file1",
                 arguments: Some(&escape),
+                identity: None,
             },
         ),
         (
@@ -145,6 +148,7 @@ fn main() {
                 server: "srv57",
                 tool: "write_file1",
                 arguments: Some(&inside),
+                identity: None,
             },
         ),
         (
@@ -154,6 +158,7 @@ fn main() {
                 server: "fs",
                 tool: "read_file",
                 arguments: None,
+                identity: None,
             },
         ),
         (
@@ -163,6 +168,7 @@ fn main() {
                 server: "fs",
                 tool: "tool_731_x",
                 arguments: None,
+                identity: None,
             },
         ),
     ];

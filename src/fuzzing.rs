@@ -65,6 +65,7 @@ pub fn policy_decide(data: &[u8]) {
         server,
         tool,
         arguments: arguments.as_ref(),
+        identity: None,
     };
 
     let user = LayerSource {
@@ -101,6 +102,7 @@ pub fn policy_decide(data: &[u8]) {
                 server,
                 tool,
                 arguments: arguments.as_ref(),
+                identity: None,
             };
             assert!(
                 with.decide(&call).action >= without.decide(&call).action,

@@ -122,6 +122,7 @@ fn decide(policy: &Policy, server: &str, tool: &str) -> Action {
             server,
             tool,
             arguments: None,
+            identity: None,
         })
         .action
 }
@@ -339,7 +340,7 @@ proptest! {
             cwd: Some(PathBuf::from("/data/notes")),
         };
         let decision = policy.decide_in(
-            &Call { server: "fs", tool: "read_file", arguments: Some(&arguments) },
+            &Call { server: "fs", tool: "read_file", arguments: Some(&arguments), identity: None },
             &context,
         );
         prop_assert_eq!(decision.action, Action::Deny, "{:?}: {:?}", key, value);

@@ -88,6 +88,7 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         server,
         tool,
         arguments: arguments.as_ref(),
+        identity: None,
     };
     let decision = policy.decide_in(&call, &context);
 

@@ -256,6 +256,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         Instant::now(),
     );
     core.enable_pins(crate::pins::PinStore::in_state_dir(&context.dirs.state_dir));
+    if http.is_some() {
+        core.trust_identity_meta();
+    }
     let mut event = policy_event("gateway", &loaded.policy);
     event.reason = Some(format!("config {}", loaded.config.path.display()));
     let reloader = FileReloader {

@@ -331,6 +331,7 @@ fn per_server_config_blocks_form_the_config_layer() {
             server,
             tool,
             arguments: None,
+            identity: None,
         })
     };
     let decision = decide("fs", "write_file");

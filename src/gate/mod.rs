@@ -43,6 +43,9 @@ use crate::policy::{Action, Call, Decision, Policy};
 
 use track::{Held, Pending, RecentIds, Tracked};
 
+mod caller;
+pub use caller::{META_IDENTITY, META_REQUEST};
+
 /// Prefix of every id airlock itself puts in the host-facing id space.
 pub const OWN_ID_PREFIX: &str = "airlock-";
 
@@ -120,6 +123,11 @@ pub struct Gate {
     next_own_id: u64,
     /// A host `initialize` waiting for its result (to learn the negotiated version).
     initialize_key: Option<String>,
+    /// Take the caller's identity from `_meta["airlock/identity"]` (the HTTP face's mux sets it;
+    /// a stdio host's value is removed and ignored).
+    trust_identity: bool,
+    /// Host call id key → the identity making it, until the call's outcome is recorded.
+    callers: HashMap<String, String>,
 }
 
 /// A human-readable description of a decision, for deny texts and logs.
@@ -159,6 +167,8 @@ impl Gate {
             timed_out: RecentIds::default(),
             next_own_id: 0,
             initialize_key: None,
+            trust_identity: false,
+            callers: HashMap::new(),
         }
     }
 
@@ -220,6 +230,7 @@ impl Gate {
         reason: Option<String>,
     ) -> Event {
         let mut event = self.event(EventKind::Outcome);
+        event.identity = self.caller(id).map(String::from);
         event.tool = Some(tool.to_string());
         event.request_id = Some(id.clone());
         event.outcome = Some(outcome);
@@ -249,12 +260,15 @@ impl Gate {
         id: &Value,
     ) -> (CallVerdict, Event) {
         let server = &self.config.server;
+        let identity = self.caller(id);
         let decision = self.policy.decide(&Call {
             server,
             tool,
             arguments,
+            identity,
         });
         let mut event = self.event(EventKind::Decision);
+        event.identity = identity.map(String::from);
         event.request_id = Some(id.clone());
         event.args = arguments.map(|args| self.redactor.redact(args));
         event.tool = Some(tool.to_string());
@@ -322,7 +336,30 @@ impl Gate {
     // ---------------------------------------------------------------- host → server
 
     /// One request, notification or answer from the host (never a batch: the core splits them).
-    pub fn on_host(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
+    pub fn on_host(&mut self, mut message: Value, now: Instant, fx: &mut Effects) -> Verdict {
+        let identity = self.take_identity(&mut message);
+        let verdict = self.host_message(message, identity, now, fx);
+        self.forget_finished(fx);
+        verdict
+    }
+
+    fn host_message(
+        &mut self,
+        message: Value,
+        identity: Option<String>,
+        now: Instant,
+        fx: &mut Effects,
+    ) -> Verdict {
+        if let (
+            Some(identity),
+            Ok(Class::Request {
+                id,
+                method: "tools/call",
+            }),
+        ) = (identity, classify(&message))
+        {
+            self.callers.insert(id_key(id), identity);
+        }
         let (id, method) = match classify(&message) {
             Ok(Class::Request { id, method }) => (id.clone(), method.to_string()),
             Ok(Class::Notification { method }) => {
@@ -460,6 +497,7 @@ impl Gate {
                     own_id.clone(),
                     "elicitation/create",
                     json!({
+                        "_meta": {META_REQUEST: id},
                         "message": question,
                         "requestedSchema": {
                             "type": "object",
@@ -580,6 +618,12 @@ impl Gate {
     /// One answer from the server, its id already the host's. Requests and notifications from
     /// the server are the core's to route; they pass.
     pub fn on_server(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
+        let verdict = self.server_message(message, now, fx);
+        self.forget_finished(fx);
+        verdict
+    }
+
+    fn server_message(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
         let key = match classify(&message) {
             Ok(Class::Response { id } | Class::Error { id }) => id_key(id),
             _ => return Verdict::Forward(message),
@@ -697,6 +741,11 @@ impl Gate {
 
     /// Answers every call whose `tool_timeout` has passed and cancels it at the server.
     pub fn on_tick(&mut self, now: Instant, fx: &mut Effects) {
+        self.expire(now, fx);
+        self.forget_finished(fx);
+    }
+
+    fn expire(&mut self, now: Instant, fx: &mut Effects) {
         let seconds = self
             .config
             .tool_timeout
@@ -790,6 +839,7 @@ impl Gate {
         if let Some(pending) = self.pending.remove(key) {
             self.unanswered(pending, &format!("airlock: {why}"), now, fx);
         }
+        self.forget_finished(fx);
     }
 
     /// The server is gone: every request still in flight gets an answer, every call an outcome.
@@ -823,6 +873,7 @@ impl Gate {
             let pending = Pending::new(call.id, what, call.started, None);
             self.unanswered(pending, &message, now, fx);
         }
+        self.forget_finished(fx);
     }
 }
 

@@ -347,3 +347,83 @@ fn server_death_answers_every_pending_request() {
     );
     assert_eq!(gate.in_flight(), 0);
 }
+
+fn identified_call(id: Value, tool: &str, identity: &str) -> Value {
+    let mut message = call(id, tool);
+    message["params"]["_meta"] = json!({META_IDENTITY: identity});
+    message
+}
+
+#[test]
+fn a_trusted_identity_is_decided_on_recorded_and_never_forwarded() {
+    let mut gate = gate_with(
+        "version = 1\n[tools]\ndefault = \"allow\"\n[identities.bob]\ndeny = [\"mcp:fs__read_file\"]\n",
+        None,
+        false,
+    );
+    gate.trust_identity_meta();
+    let now = Instant::now();
+    let mut fx = Effects::default();
+    let Verdict::Forward(sent) = gate.on_host(
+        identified_call(json!(1), "read_file", "alice"),
+        now,
+        &mut fx,
+    ) else {
+        panic!("alice may read");
+    };
+    assert!(
+        sent["params"].get("_meta").is_none(),
+        "the server never sees the identity"
+    );
+    assert_eq!(fx.audit[0].identity.as_deref(), Some("alice"));
+    let answer = json!({"jsonrpc":"2.0","id":1,"result":{"content":[]}});
+    let mut fx = Effects::default();
+    gate.on_server(answer, now, &mut fx);
+    assert_eq!(fx.audit[0].event, EventKind::Outcome);
+    assert_eq!(fx.audit[0].identity.as_deref(), Some("alice"));
+    let mut fx = Effects::default();
+    let verdict = gate.on_host(identified_call(json!(2), "read_file", "bob"), now, &mut fx);
+    assert_eq!(verdict, Verdict::Drop);
+    assert_eq!(
+        kinds(&fx)[0],
+        (EventKind::Decision, Some("deny".into()), None)
+    );
+    assert!(
+        fx.audit
+            .iter()
+            .all(|e| e.identity.as_deref() == Some("bob"))
+    );
+    assert!(
+        gate.callers.is_empty(),
+        "forgotten once the outcome is recorded"
+    );
+}
+
+#[test]
+fn an_untrusted_identity_is_removed_and_ignored() {
+    let mut gate = gate_with(
+        "version = 1\n[tools]\ndefault = \"allow\"\n[identities.bob]\ndeny = [\"mcp:fs__read_file\"]\n[identities.admin]\nallow = [\"mcp:fs\"]\n",
+        None,
+        false,
+    );
+    let mut fx = Effects::default();
+    let Verdict::Forward(sent) = gate.on_host(
+        identified_call(json!(1), "read_file", "bob"),
+        Instant::now(),
+        &mut fx,
+    ) else {
+        panic!("a stdio host cannot make itself bob");
+    };
+    assert!(sent["params"].get("_meta").is_none());
+    assert_eq!(fx.audit[0].identity, None);
+}
+
+#[test]
+fn the_confirmation_request_names_its_call() {
+    let mut gate = gate();
+    let now = Instant::now();
+    initialize(&mut gate, json!({"elicitation": {}}), now);
+    let mut fx = Effects::default();
+    gate.on_host(call(json!("c1"), "write_file"), now, &mut fx);
+    assert_eq!(fx.to_host[0]["params"]["_meta"][META_REQUEST], "c1");
+}

@@ -32,10 +32,7 @@ use crate::mcp::message::{
 use crate::mcp::version::HANDSHAKE_VERSIONS;
 use crate::session::core::{LATEST_HANDSHAKE, META_SERVER};
 
-/// `_meta` key: the identity a request is made by (set by the listener only).
-pub const META_IDENTITY: &str = "airlock/identity";
-/// `_meta` key: the client request a request from airlock is about (airlock's `ask`).
-pub const META_REQUEST: &str = "airlock/request";
+pub use crate::gate::{META_IDENTITY, META_REQUEST};
 
 /// What the mux asks its shell to do.
 #[derive(Debug, Clone, PartialEq)]

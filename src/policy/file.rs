@@ -23,6 +23,22 @@ pub struct PolicyFile {
     pub audit: Option<Spanned<AuditSection>>,
     #[serde(default)]
     pub pins: Option<Spanned<PinsSection>>,
+    /// `[identities.NAME]` (NAME may hold `*` and `?`): tool rules that apply only to calls made
+    /// by that authenticated identity (`airlock serve --listen`).
+    #[serde(default)]
+    pub identities: std::collections::BTreeMap<Spanned<String>, Spanned<IdentitySection>>,
+}
+
+/// `[identities.NAME]`: like `[tools]`'s lists, for one identity's calls.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentitySection {
+    #[serde(default)]
+    pub allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub ask: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -32,6 +32,7 @@ fn decide(policy: &Policy, server: &str, tool: &str) -> Decision {
         server,
         tool,
         arguments: None,
+        identity: None,
     })
 }
 
@@ -363,6 +364,7 @@ fn argument_rules_from_a_file_normalise_paths() {
         server: "fs",
         tool: "write_file",
         arguments: Some(&escape),
+        identity: None,
     });
     assert_eq!(decision.action, Action::Deny);
     assert!(
@@ -376,7 +378,8 @@ fn argument_rules_from_a_file_normalise_paths() {
             .decide(&Call {
                 server: "fs",
                 tool: "write_file",
-                arguments: Some(&inside)
+                arguments: Some(&inside),
+                identity: None,
             })
             .action,
         Action::Allow
@@ -580,4 +583,65 @@ fn network_allow_lists_add_up_lock_and_narrow() {
         err.fix.as_deref().unwrap_or("").contains("host name"),
         "{err:?}"
     );
+fn decide_as(policy: &Policy, server: &str, tool: &str, identity: Option<&str>) -> Decision {
+    policy.decide(&Call {
+        server,
+        tool,
+        arguments: None,
+        identity,
+    })
+}
+
+#[test]
+fn identity_sections_apply_to_that_identitys_calls_only() {
+    let policy = load(
+        &[user(
+            r#"
+version = 1
+[tools]
+default = "allow"
+
+[identities.bob]
+deny = ["mcp:fs__write_*"]
+
+[identities."ci-*"]
+deny = ["mcp:github"]
+allow = ["mcp:github__get_*"]
+"#,
+        )],
+        &[],
+    )
+    .unwrap();
+    let bob = decide_as(&policy, "fs", "write_file", Some("bob"));
+    assert_eq!(bob.action, Action::Deny);
+    assert_eq!(bob.rule, "identities.\"bob\".deny \"mcp:fs__write_*\"");
+    assert_eq!(
+        decide_as(&policy, "fs", "write_file", Some("alice")).action,
+        Action::Allow
+    );
+    assert_eq!(
+        decide_as(&policy, "fs", "write_file", None).action,
+        Action::Allow,
+        "stdio: no identity"
+    );
+    // Deny beats allow within an identity, as everywhere.
+    assert_eq!(
+        decide_as(&policy, "github", "get_issue", Some("ci-7")).action,
+        Action::Deny
+    );
+    // An identity's deny does not hide the tool from everyone's listing.
+    assert!(policy.tools.lists_tool("fs", "write_file"));
+}
+
+#[test]
+fn identity_allows_are_widening_under_a_tools_lock() {
+    let err = load_error(&[
+        org("version = 1\n[tools]\nlocked = true\ndefault = \"deny\"\n"),
+        user("version = 1\n[identities.alice]\nallow = [\"mcp:fs\"]\n"),
+    ]);
+    assert!(err.to_string().contains("identities"), "{err}");
+    let unknown = load_error(&[user(
+        "version = 1\n[identities.alice]\nallw = [\"mcp:fs\"]\n",
+    )]);
+    assert!(unknown.to_string().contains("unknown field"), "{unknown}");
 }

@@ -274,6 +274,9 @@ pub struct Call<'a> {
     pub server: &'a str,
     pub tool: &'a str,
     pub arguments: Option<&'a serde_json::Value>,
+    /// Who makes the call: an authenticated HTTP client's identity (`serve --listen`); `None`
+    /// for a stdio host. `[identities.NAME]` rules apply only to calls made by NAME.
+    pub identity: Option<&'a str>,
 }
 
 /// The answer for one call: what to do, which rule said so, and from which layer.

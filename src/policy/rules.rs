@@ -206,6 +206,18 @@ pub struct ToolEntry {
     /// How the pattern was re-read against the known server names, when it was (the
     /// one-underscore spelling `mcp:fs_write_file` read as `mcp:fs__write_file`).
     pub reading: Option<String>,
+    /// `[identities.NAME]`: the entry applies only to calls made by an identity matching this.
+    pub who: Option<Glob>,
+}
+
+impl ToolEntry {
+    /// Whether the entry is about `identity`'s calls (entries without `who` are about everyone's).
+    fn concerns(&self, identity: Option<&str>) -> bool {
+        match &self.who {
+            None => true,
+            Some(glob) => identity.is_some_and(|name| glob.matches(name)),
+        }
+    }
 }
 
 /// A tool pattern as written in a policy or config file.
@@ -387,6 +399,7 @@ impl ToolRules {
                 positions.iter().copied().find(|&position| {
                     let entry = &self.entries[position as usize];
                     entry.pattern.matches(call.server, call.tool)
+                        && entry.concerns(call.identity)
                         && entry.condition.as_ref().is_none_or(|condition| {
                             condition.holds(call.arguments, entry.action, context)
                         })
@@ -461,6 +474,7 @@ impl ToolRules {
             server,
             tool,
             arguments: None,
+            identity: None,
         };
         let unconditional_deny = self.index[DENY]
             .by_server
@@ -470,7 +484,9 @@ impl ToolRules {
             .chain(&self.index[DENY].any_server.positions)
             .any(|&position| {
                 let entry = &self.entries[position as usize];
-                entry.condition.is_none() && entry.pattern.matches(server, tool)
+                // A listing is shared by every client: an identity's deny is enforced when that
+                // identity calls; it does not hide the tool from the others.
+                entry.condition.is_none() && entry.who.is_none() && entry.pattern.matches(server, tool)
             });
         if unconditional_deny {
             return false;

@@ -26,6 +26,7 @@ fn entry(action: Action, pattern: &str, layer: Layer) -> ToolEntry {
         only_narrows: false,
         written: None,
         reading: None,
+        who: None,
     }
 }
 

@@ -276,6 +276,16 @@ impl Draft {
                 });
             errors.extend(merged.err());
         }
+        for (name, section) in &file.identities {
+            let widening = widening_for(ctx.layer, &self.locks.tools);
+            tools::merge_identity(
+                &mut self.tool_entries,
+                ctx,
+                &widening,
+                name,
+                section.get_ref(),
+            )?;
+        }
         if let Some(section) = &file.sandbox {
             let merged = read_lock(ctx, &section.get_ref().locked, &mut self.locks.sandbox)
                 .and_then(|()| {

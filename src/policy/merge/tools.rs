@@ -182,6 +182,7 @@ fn list_entry(
         only_narrows: widening.only_narrows(),
         written: Some(written(ctx, scope, text)),
         reading: None,
+        who: None,
     })
 }
 
@@ -215,6 +216,7 @@ fn rule_entry(
         only_narrows: widening.only_narrows(),
         written: Some(written(ctx, scope, &decl.tool)),
         reading: None,
+        who: None,
     })
 }
 
@@ -246,5 +248,36 @@ pub(super) fn merge_gate_schema(
         proposed < mode.value && mode.origin.layer != Layer::Builtin,
     )?;
     *mode = ctx.sourced(proposed, &value.span());
+    Ok(())
+}
+
+/// `[identities.NAME]`: the section's lists, about NAME's calls only. Allowing is widening,
+/// checked under the `[tools]` lock like `tools.allow` (an org that locked tools also fixed what
+/// each identity may do).
+pub(super) fn merge_identity(
+    entries: &mut Vec<ToolEntry>,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    name: &Spanned<String>,
+    section: &crate::policy::file::IdentitySection,
+) -> Result<(), SourceError> {
+    let who = name.get_ref().trim();
+    if who.is_empty() {
+        return Err(ctx
+            .error(&name.span(), "an identity section needs a name")
+            .with_fix("write [identities.alice], or a glob such as [identities.\"ci-*\"]"));
+    }
+    for (action, list) in [
+        (Action::Allow, &section.allow),
+        (Action::Ask, &section.ask),
+        (Action::Deny, &section.deny),
+    ] {
+        for text in list {
+            let mut entry = list_entry(ctx, widening, PatternScope::Global, action, text)?;
+            entry.rule = format!("identities.{who:?}.{action} {:?}", text.get_ref());
+            entry.who = Some(Glob::parse(who));
+            entries.push(entry);
+        }
+    }
     Ok(())
 }

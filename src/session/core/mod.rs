@@ -303,6 +303,8 @@ pub struct Core {
     /// `Single`: the host closed its input.
     host_gone: bool,
     shutting_down: bool,
+    /// See [`Core::trust_identity_meta`].
+    trust_identity: bool,
     out: Vec<Action>,
 }
 
@@ -347,12 +349,22 @@ impl Core {
             host_line: None,
             host_gone: false,
             shutting_down: false,
+            trust_identity: false,
             out: Vec::new(),
         };
         for spec in specs {
             core.add_server(spec, now);
         }
         core
+    }
+
+    /// The host is the HTTP face's mux: calls carry their caller's identity in `_meta`, for
+    /// the policy's `[identities.NAME]` rules and the audit log.
+    pub fn trust_identity_meta(&mut self) {
+        self.trust_identity = true;
+        for server in &mut self.servers {
+            server.gate.trust_identity_meta();
+        }
     }
 
     fn add_server(&mut self, spec: ServerSpec, now: Instant) -> usize {
@@ -367,6 +379,9 @@ impl Core {
         );
         if let Some(store) = &self.pins {
             gate.set_pins(self.pin_guard(&spec.name, store.clone()));
+        }
+        if self.trust_identity {
+            gate.trust_identity_meta();
         }
         let mut life = Lifecycle::new(spec.startup_timeout, spec.idle_timeout, spec.eager, now);
         if let Some(reason) = &spec.refused {
