@@ -44,7 +44,7 @@ pub struct TokenShape {
 }
 
 /// Token shapes that are secret wherever they appear.
-pub const TOKEN_SHAPES: [TokenShape; 13] = [
+pub const TOKEN_SHAPES: [TokenShape; 14] = [
     TokenShape {
         name: "OpenAI / Anthropic API key",
         prefix: "sk-",
@@ -110,6 +110,12 @@ pub const TOKEN_SHAPES: [TokenShape; 13] = [
         prefix: "npm_",
         pattern: r"npm_[A-Za-z0-9]{36}",
         example: "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+    },
+    TokenShape {
+        name: "airlock gateway token (airlock token create)",
+        prefix: "airlock_",
+        pattern: r"airlock_[A-Za-z0-9_-]{43}",
+        example: "airlock_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
     },
     TokenShape {
         name: "HTTP bearer credential",

@@ -21,6 +21,7 @@ pub mod serve;
 mod session;
 mod status;
 mod test;
+mod token;
 
 use std::process::ExitCode;
 
@@ -58,6 +59,7 @@ pub enum Command {
     Serve(serve::ServeArgs),
     Test(test::TestArgs),
     Status(status::StatusArgs),
+    Token(token::TokenArgs),
     /// Make every running `airlock serve` re-read its config and policies (like SIGHUP).
     Reload(reload::ReloadArgs),
     /// Report kernel sandbox features and what the active policy will enforce.
@@ -107,6 +109,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Test(args) => test::run(args),
         Command::Status(args) => status::run(args),
+        Command::Token(args) => token::run(args),
         Command::Reload(args) => reload::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Install(args) => install::install(args),
