@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::CliError;
 use super::session::host_stdio;
+use crate::http::ListenAddr;
 use crate::http::face::{self, MuxBackend, StdioOut};
 use crate::http::hub::Hub;
 use crate::http::server::{Bound, Service, serve};
@@ -39,17 +40,25 @@ pub fn run(
         })?;
     let max_line_bytes = session.max_line_bytes;
     let ended = runtime.block_on(async move {
+        let mut settings = settings;
         let bound = Bound::bind(&settings.listen).await.map_err(|err| {
             CliError::Refused(format!("cannot listen on {}: {err}", settings.listen))
         })?;
-        let shown = match bound.local_addr() {
-            Some(addr) if settings.public_url.is_none() => {
-                format!("http://{addr}{}", settings.path)
-            }
-            _ => settings.resource(),
+        if let Some(addr) = bound.local_addr() {
+            // `:0` asked the kernel for a port: the resource URL names the one it gave.
+            settings.listen = ListenAddr::Tcp(addr);
+        }
+        let shown = match &settings.listen {
+            ListenAddr::Tcp(addr) => format!("http://{addr}{}", settings.path),
+            ListenAddr::Unix(_) => settings.listen.to_string(),
         };
-        tracing::info!("listening on {} ({shown})", settings.listen);
         eprintln!("airlock: serving MCP over Streamable HTTP at {shown}");
+        if settings.public_url.is_some() {
+            eprintln!(
+                "airlock: clients know this gateway as {}",
+                settings.resource()
+            );
+        }
         let (backend, inputs) = MuxBackend::new();
         let hub = Arc::new(Hub::new(Arc::new(backend.clone()), settings.limits.clone()));
         let status_hub = hub.clone();

@@ -90,6 +90,14 @@ pub fn render(status: &Value) -> String {
         text(&status["started"]),
         uptime_of(status)
     );
+    if let Some(listen) = status.get("listen") {
+        let _ = writeln!(
+            out,
+            "  listening at {} ({} open sessions)",
+            text(&listen["url"]),
+            text(&listen["sessions"])
+        );
+    }
     let _ = writeln!(
         out,
         "  {:<20} {:<9} {:>5} {:>8} {:>6} {:>7}  {:<27} LAST ERROR",

@@ -43,7 +43,11 @@ fn store(args: &TokenArgs) -> Result<PathBuf, CliError> {
     }
     UserDirs::from_env(&EnvVars::from_process())
         .token_store()
-        .ok_or_else(|| CliError::Refused("neither XDG_CONFIG_HOME nor HOME is set: give the store with --file PATH".into()))
+        .ok_or_else(|| {
+            CliError::Refused(
+                "neither XDG_CONFIG_HOME nor HOME is set: give the store with --file PATH".into(),
+            )
+        })
 }
 
 fn failed(err: TokenError) -> CliError {
@@ -67,7 +71,8 @@ pub fn run(args: TokenArgs) -> Result<ExitCode, CliError> {
         TokenAction::List { json } => {
             let records = tokens::list(&path).map_err(failed)?;
             if *json {
-                let text = serde_json::to_string_pretty(&records).map_err(|err| CliError::Failure(err.into()))?;
+                let text = serde_json::to_string_pretty(&records)
+                    .map_err(|err| CliError::Failure(err.into()))?;
                 println!("{text}");
             } else if records.is_empty() {
                 println!("no tokens in {}", path.display());

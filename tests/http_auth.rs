@@ -1,0 +1,262 @@
+//! Authentication of `airlock serve --listen`: `airlock token` bearer tokens, JWTs from a test
+//! issuer whose keys the test generates (its JWKS served on loopback), and identities in policy
+//! and audit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod http_support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+use base64::Engine;
+use http_support::*;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use serde_json::{Value, json};
+
+fn challenge(reply: &Reply) -> String {
+    reply
+        .header("www-authenticate")
+        .unwrap_or_else(|| panic!("no challenge: {reply:?}"))
+}
+
+fn tokens_config() -> String {
+    format!("{}\n[http.auth]\ntokens = true\n", fixture_server())
+}
+
+#[test]
+fn missing_wrong_and_revoked_tokens_get_401_pointing_at_the_metadata() {
+    let world = World::new();
+    let alice = world.token("alice");
+    let stored = std::fs::read_to_string(world.token_store()).unwrap();
+    assert!(!stored.contains(&alice), "only the hash is stored");
+    let gateway = world.listen(&tokens_config(), &[]);
+    let metadata_url = gateway
+        .url
+        .replace("/mcp", "/.well-known/oauth-protected-resource/mcp");
+
+    let missing = post(&gateway.url, &[], &initialize("2025-06-18"));
+    assert_eq!(missing.status, 401);
+    assert_eq!(
+        challenge(&missing),
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+    let metadata = exchange(reqwest::Method::GET, &metadata_url, &[], None).json();
+    assert_eq!(metadata["resource"], gateway.url.as_str());
+    assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+
+    let wrong = post(
+        &gateway.url,
+        &[("authorization", "Bearer airlock_not-a-real-token")],
+        &initialize("2025-06-18"),
+    );
+    assert_eq!(wrong.status, 401);
+    assert!(challenge(&wrong).contains("error=\"invalid_token\""));
+    assert!(challenge(&wrong).contains(&metadata_url));
+
+    let bearer = format!("Bearer {alice}");
+    let auth = [("authorization", bearer.as_str())];
+    let id = session(&gateway.url, &auth);
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("mcp-session-id", id.as_str()),
+    ];
+    let reply = post(
+        &gateway.url,
+        &headers,
+        &call(1, "fixture__echo", json!({"text": "hi"})),
+    );
+    assert_eq!(text_of(&reply.json()), "fixture: hi");
+
+    let listed = world
+        .command(&["token", "list", "--json"])
+        .output()
+        .unwrap();
+    let records: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(records[0]["name"], "alice");
+    let revoked = world
+        .command(&["token", "revoke", "alice"])
+        .output()
+        .unwrap();
+    assert!(revoked.status.success());
+    let after = post(
+        &gateway.url,
+        &headers,
+        &call(2, "fixture__echo", json!({"text": "again"})),
+    );
+    assert_eq!(
+        after.status, 401,
+        "revoked: refused from the next request on"
+    );
+    assert!(challenge(&after).contains("invalid_token"));
+    let again = world
+        .command(&["token", "revoke", "alice"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+}
+
+#[test]
+fn a_denied_identity_is_refused_and_audited_with_its_name() {
+    let world = World::new();
+    world.policy(
+        "[tools]\ndefault = \"allow\"\n\n[identities.bob]\ndeny = [\"mcp:fixture__echo\"]\n",
+    );
+    let (alice, bob) = (world.token("alice"), world.token("bob"));
+    let mut gateway = world.listen(&tokens_config(), &[]);
+    let ask = |token: &str, id: i64| {
+        let bearer = format!("Bearer {token}");
+        let session = session(&gateway.url, &[("authorization", bearer.as_str())]);
+        let headers = [
+            ("authorization", bearer.as_str()),
+            ("mcp-session-id", session.as_str()),
+        ];
+        post(
+            &gateway.url,
+            &headers,
+            &call(id, "fixture__echo", json!({"text": "who"})),
+        )
+        .json()
+    };
+    let allowed = ask(&alice, 1);
+    assert_eq!(text_of(&allowed), "fixture: who");
+    let denied = ask(&bob, 2);
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        text_of(&denied).contains("identities.\"bob\".deny"),
+        "{denied}"
+    );
+    gateway.stop();
+    let audit = world.audit();
+    let decision = |who: &str| {
+        audit
+            .iter()
+            .find(|e| e["event"] == "decision" && e["identity"] == who)
+            .cloned()
+            .unwrap_or_else(|| panic!("no decision by {who}: {audit:#?}"))
+    };
+    assert_eq!(decision("alice")["decision"], "allow");
+    assert_eq!(decision("bob")["decision"], "deny");
+    let bob_outcome = audit
+        .iter()
+        .find(|e| e["event"] == "outcome" && e["identity"] == "bob")
+        .unwrap();
+    assert_eq!(bob_outcome["outcome"], "denied");
+    // `airlock audit --identity` filters on it.
+    let out = world
+        .command(&["audit", "--identity", "bob", "--json"])
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(lines, 2, "bob's decision and outcome");
+}
+
+/// A test issuer: a P-256 key generated here, its JWKS served on a loopback port.
+struct Issuer {
+    key: EncodingKey,
+    jwks_url: String,
+}
+
+fn issuer() -> Issuer {
+    let rng = SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let point = pair.public_key().as_ref().to_vec();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let jwks = json!({"keys": [{"kty":"EC","crv":"P-256","kid":"test-1","alg":"ES256","use":"sig",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
+    .to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{jwks}",
+                jwks.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    Issuer {
+        key: EncodingKey::from_ec_der(pkcs8.as_ref()),
+        jwks_url,
+    }
+}
+
+impl Issuer {
+    fn token(&self, claims: Value) -> String {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("test-1".into());
+        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
+    }
+}
+
+#[test]
+fn jwts_are_checked_for_audience_expiry_and_scope() {
+    let world = World::new();
+    let issuer = issuer();
+    let config = format!(
+        "{}\n[http]\npublic_url = \"http://127.0.0.1/mcp\"\nallowed_hosts = [\"127.0.0.1\"]\n\n[http.auth.jwt]\nissuer = \"https://issuer.test\"\njwks_url = \"{}\"\nscopes = [\"mcp\"]\n",
+        fixture_server(),
+        issuer.jwks_url
+    );
+    let gateway = world.listen(&config, &[]);
+    let now = jsonwebtoken::get_current_timestamp() as i64;
+    let claims = |aud: &str, exp: i64, scope: &str| json!({"iss": "https://issuer.test", "aud": aud, "sub": "carol@example.com", "exp": exp, "scope": scope});
+    let try_token = |token: String| {
+        let bearer = format!("Bearer {token}");
+        post(
+            &gateway.url,
+            &[("authorization", bearer.as_str())],
+            &initialize("2025-06-18"),
+        )
+    };
+    let good = try_token(issuer.token(claims("http://127.0.0.1/mcp", now + 300, "mcp")));
+    assert_eq!(good.status, 200, "{}", good.body);
+
+    let expired = try_token(issuer.token(claims("http://127.0.0.1/mcp", now - 3600, "mcp")));
+    assert_eq!(expired.status, 401);
+    assert!(
+        challenge(&expired).contains("expired"),
+        "{}",
+        challenge(&expired)
+    );
+    assert!(challenge(&expired).contains(
+        "resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource/mcp\""
+    ));
+
+    let elsewhere = try_token(issuer.token(claims("https://other.example/mcp", now + 300, "mcp")));
+    assert_eq!(elsewhere.status, 401);
+    assert!(
+        challenge(&elsewhere).contains("audience"),
+        "{}",
+        challenge(&elsewhere)
+    );
+
+    let unscoped = try_token(issuer.token(claims("http://127.0.0.1/mcp", now + 300, "other")));
+    assert_eq!(unscoped.status, 403);
+    assert!(
+        challenge(&unscoped).contains("insufficient_scope")
+            && challenge(&unscoped).contains("scope=\"mcp\"")
+    );
+
+    let metadata = exchange(
+        reqwest::Method::GET,
+        &gateway
+            .url
+            .replace("/mcp", "/.well-known/oauth-protected-resource"),
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(
+        metadata["authorization_servers"],
+        json!(["https://issuer.test"])
+    );
+    assert_eq!(metadata["scopes_supported"], json!(["mcp"]));
+}

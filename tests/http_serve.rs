@@ -1,0 +1,297 @@
+//! `airlock serve --listen` end to end: the real binary on a loopback port, real clients (the
+//! official Python SDK's Streamable HTTP client, the MCP Inspector CLI), rebinding protection,
+//! the start-up refusal of an exposed address, both faces at once, `airlock status`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod http_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use http_support::*;
+use serde_json::{Value, json};
+
+#[test]
+fn the_python_sdk_client_works_through_the_gateway_in_every_mode() {
+    let world = World::new();
+    let mut gateway = world.listen(&fixture_server(), &[]);
+    let calls = json!({
+        "echo": ["fixture__echo", {"text": "over http"}],
+        "slow": ["fixture__slow", {"seconds": 0.3}],
+        "unknown": ["fixture__nope", {}],
+    })
+    .to_string();
+    for mode in ["legacy", "auto", "2026-07-28"] {
+        let out = Command::new(python())
+            .arg(root().join("tests/fixtures/http/sdk_http_client.py"))
+            .args([gateway.url.as_str(), mode, "-", calls.as_str()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            gateway.stderr()
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            report["tools"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("fixture__echo")),
+            "{mode}: {report}"
+        );
+        assert_eq!(
+            report["calls"]["echo"]["text"], "fixture: over http",
+            "{mode}: {report}"
+        );
+        assert_eq!(
+            report["calls"]["slow"]["isError"], false,
+            "{mode}: {report}"
+        );
+        assert_eq!(
+            report["calls"]["unknown"]["isError"], true,
+            "{mode}: {report}"
+        );
+    }
+    gateway.stop();
+    // Every call was decided and its outcome recorded, in the one gateway's audit log.
+    let audit = world.audit();
+    let decisions = audit.iter().filter(|e| e["event"] == "decision").count();
+    let outcomes = audit.iter().filter(|e| e["event"] == "outcome").count();
+    assert_eq!((decisions, outcomes), (9, 9), "{audit:#?}");
+}
+
+#[test]
+fn the_inspector_cli_lists_and_calls_over_http() {
+    let world = World::new();
+    let gateway = world.listen(&fixture_server(), &[]);
+    let inspector = |extra: &[&str]| {
+        let out = Command::new(http_peer("mcp-inspector"))
+            .env("PATH", path_with_node22())
+            .env("HOME", world.path("home"))
+            .args(["--cli", gateway.url.as_str(), "--transport", "http"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str::<Value>(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"))
+    };
+    let listed = inspector(&["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"fixture__echo"), "{listed}");
+    let called = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "fixture__echo",
+        "--tool-arg",
+        "text=inspected",
+    ]);
+    assert_eq!(
+        called["content"][0]["text"], "fixture: inspected",
+        "{called}"
+    );
+}
+
+#[test]
+fn a_foreign_origin_or_host_is_refused() {
+    let world = World::new();
+    let gateway = world.listen(&fixture_server(), &[]);
+    let evil = post(
+        &gateway.url,
+        &[("origin", "http://evil.example")],
+        &initialize("2025-06-18"),
+    );
+    assert_eq!(evil.status, 403, "{}", evil.body);
+    assert!(
+        evil.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DNS rebinding")
+    );
+    let rebound = post(
+        &gateway.url,
+        &[("host", "evil.example")],
+        &initialize("2025-06-18"),
+    );
+    assert_eq!(rebound.status, 403);
+    let local = post(
+        &gateway.url,
+        &[("origin", "http://localhost:6274")],
+        &initialize("2025-06-18"),
+    );
+    assert_eq!(local.status, 200, "{}", local.body);
+}
+
+#[test]
+fn an_exposed_address_without_authentication_is_refused_at_start() {
+    let world = World::new();
+    let config = world.config(&fixture_server());
+    let out = world
+        .command(&[
+            "serve",
+            "--config",
+            &config.display().to_string(),
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0 without authentication"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("fix:") && stderr.contains("airlock token create"),
+        "{stderr}"
+    );
+    // A bad [http] value is a load error with its position.
+    let bad = world.config(&format!(
+        "{}\n[http]\nlisten = \"8080\"\n",
+        fixture_server()
+    ));
+    let out = world
+        .command(&["serve", "--config", &bad.display().to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("airlock.toml:7:10"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn limits_answer_with_clear_errors() {
+    let world = World::new();
+    let config = format!(
+        "{}\n[http]\nmax_body_bytes = 2000\nsessions_per_client = 2\n",
+        fixture_server()
+    );
+    let gateway = world.listen(&config, &[]);
+    let big = call(1, "fixture__echo", json!({"text": "x".repeat(5000)}));
+    let reply = post(&gateway.url, &[], &big);
+    assert_eq!(reply.status, 413);
+    assert!(reply.body.contains("max_body_bytes"), "{}", reply.body);
+    session(&gateway.url, &[]);
+    session(&gateway.url, &[]);
+    let third = post(&gateway.url, &[], &initialize("2025-06-18"));
+    assert_eq!(third.status, 429);
+    assert!(third.body.contains("sessions_per_client"), "{}", third.body);
+}
+
+#[test]
+fn stdio_and_http_serve_one_gateway_at_once() {
+    let world = World::new();
+    let config = world.config(&fixture_server());
+    let mut child = world
+        .command(&[
+            "serve",
+            "--config",
+            &config.display().to_string(),
+            "--listen",
+            "127.0.0.1:0",
+            "--stdio",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut url = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if let Some(found) = line.split("Streamable HTTP at ").nth(1) {
+            url = found.trim().to_string();
+            break;
+        }
+        line.clear();
+    }
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for message in [
+        initialize("2025-06-18"),
+        call(1, "fixture__echo", json!({"text": "stdio"})),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout closed");
+        answers.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    assert_eq!(text_of(&answers[1]), "fixture: stdio");
+    let id = session(&url, &[]);
+    let reply = post(
+        &url,
+        &[("mcp-session-id", id.as_str())],
+        &call(1, "fixture__echo", json!({"text": "http"})),
+    );
+    assert_eq!(text_of(&reply.json()), "fixture: http");
+    // Both faces reach the same server process (one process per server, not per session).
+    let pid_stdio = {
+        writeln!(stdin, "{}", call(2, "fixture__pid", json!({}))).unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        text_of(&serde_json::from_str(&line).unwrap())
+    };
+    let pid_http = text_of(
+        &post(
+            &url,
+            &[("mcp-session-id", id.as_str())],
+            &call(2, "fixture__pid", json!({})),
+        )
+        .json(),
+    );
+    assert_eq!(pid_stdio, pid_http);
+    // The stdio host leaving ends only its session: HTTP goes on.
+    drop(stdin);
+    std::thread::sleep(Duration::from_millis(300));
+    let reply = post(
+        &url,
+        &[("mcp-session-id", id.as_str())],
+        &call(3, "fixture__echo", json!({"text": "still"})),
+    );
+    assert_eq!(text_of(&reply.json()), "fixture: still");
+    // SAFETY: kill only sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn status_shows_the_listening_gateway() {
+    let world = World::new();
+    let gateway = world.listen(&fixture_server(), &[]);
+    session(&gateway.url, &[]);
+    let out = world.command(&["status", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status[0]["listen"]["url"], gateway.url.as_str(), "{status}");
+    assert_eq!(status[0]["listen"]["sessions"], 1, "{status}");
+    let text = world.command(&["status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&gateway.url));
+}

@@ -1,0 +1,307 @@
+//! The harness of the `serve --listen` tests: a throwaway world (HOME, XDG dirs, org policy dir),
+//! the real `airlock` binary listening on a loopback port the kernel picks, and an HTTP client.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn peers() -> PathBuf {
+    std::env::var_os("AIRLOCK_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".peers"))
+}
+
+/// The small stdio server of the session tests, as a config entry named `fixture`.
+pub fn fixture_server() -> String {
+    format!(
+        "[servers.fixture]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}]\nstart = \"eager\"\n",
+        root()
+            .join("tests/fixtures/serve/fixture_server.py")
+            .display()
+            .to_string()
+    )
+}
+
+/// The official server-everything from npm (installed by .ci/install-peers), named `everything`.
+pub fn everything_server() -> Option<String> {
+    let entry =
+        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    entry.exists().then(|| {
+        format!(
+            "[servers.everything]\ncommand = \"node\"\nargs = [{:?}]\nstart = \"eager\"\n",
+            entry.display().to_string()
+        )
+    })
+}
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new() -> World {
+        let world = World {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for sub in ["home", "state", "config", "org"] {
+            std::fs::create_dir_all(world.path(sub)).unwrap();
+        }
+        world
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(AIRLOCK);
+        command
+            .args(args)
+            .env("HOME", self.path("home"))
+            .env("XDG_STATE_HOME", self.path("state"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.path("org"))
+            .env_remove("AIRLOCK_LOG");
+        command
+    }
+
+    /// Writes the user policy (`version = 1` is added).
+    pub fn policy(&self, text: &str) {
+        let dir = self.path("config/airlock");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("policy.toml"), format!("version = 1\n{text}")).unwrap();
+    }
+
+    pub fn config(&self, text: &str) -> PathBuf {
+        let path = self.path("airlock.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub fn token_store(&self) -> PathBuf {
+        self.path("config/airlock/tokens.json")
+    }
+
+    /// `airlock token create NAME`: the token it printed.
+    pub fn token(&self, name: &str) -> String {
+        let out = self.command(&["token", "create", name]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        let path = self.path("state/airlock/audit.jsonl");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Starts `airlock serve --config CONFIG --listen 127.0.0.1:0 EXTRA...` and waits for its URL.
+    pub fn listen(&self, config: &str, extra: &[&str]) -> Listening {
+        let config = self.config(config);
+        let config = config.display().to_string();
+        let mut args = vec![
+            "serve",
+            "--config",
+            config.as_str(),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        let mut child = self
+            .command(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let log = Arc::new(Mutex::new(String::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.split("Streamable HTTP at ").nth(1) {
+                    let _ = tx.send(url.trim().to_string());
+                }
+                kept.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let Ok(url) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("airlock did not start listening:\n{}", log.lock().unwrap());
+        };
+        Listening { child, url, log }
+    }
+}
+
+pub struct Listening {
+    pub child: Child,
+    pub url: String,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Listening {
+    pub fn stderr(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then wait (the gateway stops its servers and writes its exit event).
+    pub fn stop(&mut self) {
+        // SAFETY: kill only sends a signal to a pid this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// One HTTP exchange's result.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    }
+}
+
+/// A blocking POST of one JSON-RPC message (the tests are plain `#[test]`s; each exchange runs on
+/// a small runtime of its own).
+pub fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> Reply {
+    let mut all = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+    ];
+    all.extend_from_slice(headers);
+    exchange(reqwest::Method::POST, url, &all, Some(body.to_string()))
+}
+
+pub fn exchange(
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+) -> Reply {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new().request(method, url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let response = tokio::time::timeout(Duration::from_secs(30), request.send())
+            .await
+            .expect("an answer within 30 s")
+            .expect("the request went through");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.text().await.unwrap_or_default();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    })
+}
+
+pub fn initialize(version: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":version,"capabilities":{},"clientInfo":{"name":"test","version":"1"}}})
+}
+
+pub fn call(id: i64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":arguments}})
+}
+
+/// Opens a session (initialize + initialized) and returns its id.
+pub fn session(url: &str, auth: &[(&str, &str)]) -> String {
+    let reply = post(url, auth, &initialize("2025-06-18"));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let id = reply.header("mcp-session-id").expect("a session id");
+    let mut headers = auth.to_vec();
+    headers.push(("mcp-session-id", id.as_str()));
+    let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    assert_eq!(post(url, &headers, &note).status, 202);
+    id
+}
+
+/// The text of a tool result (or the error message).
+pub fn text_of(answer: &Value) -> String {
+    if let Some(error) = answer.get("error") {
+        return error["message"].as_str().unwrap_or_default().to_string();
+    }
+    answer["result"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect()
+}
+
+pub fn python() -> PathBuf {
+    peers().join("sandbox-venv/bin/python")
+}
+
+pub fn node22() -> PathBuf {
+    peers().join("node22/bin/node")
+}
+
+pub fn http_peer(bin: &str) -> PathBuf {
+    peers().join("http-npm/node_modules/.bin").join(bin)
+}
+
+/// PATH with the pinned Node 22 first (the conformance suite and the Inspector need it).
+pub fn path_with_node22() -> String {
+    let node = node22();
+    let dir = node
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .display()
+        .to_string();
+    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+}
