@@ -80,17 +80,20 @@ pub async fn handle(
         if let Err(answer) = wire::check_stateless_headers(&standard, &message) {
             return body::json(400, Bytes::from(answer.to_string()), None);
         }
+        if let Class::Request { id, method } = class
+            && wire::removed_in_stateless(method)
+        {
+            let text = format!("Method not found: {method} does not exist in protocol 2026-07-28");
+            return body::error(404, id.clone(), wire::METHOD_NOT_FOUND, &text);
+        }
         return stateless(service, message, caller, accepts_json).await;
     }
     if let Some(version) = version
         && !wire::is_supported(version)
     {
-        return body::error(
-            400,
-            Value::Null,
-            code::INVALID_REQUEST,
-            &format!("unsupported MCP-Protocol-Version `{version}`"),
-        );
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let answer = wire::unsupported_version(id, version);
+        return body::json(400, Bytes::from(answer.to_string()), None);
     }
     let hub = &service.hub;
     let (session, created) = match get(wire::SESSION_HEADER) {

@@ -6,7 +6,10 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::mcp::message::{code, error_response};
-use crate::mcp::version::{HANDSHAKE_VERSIONS, STATELESS_VERSION, request_version};
+use crate::mcp::version::{
+    HANDSHAKE_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, STATELESS_VERSION,
+    request_version,
+};
 
 /// `Mcp-Session-Id`.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -68,16 +71,15 @@ fn named_by(method: &str) -> Option<&'static str> {
 pub fn check_stateless_headers(headers: &StandardHeaders, message: &Value) -> Result<(), Value> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let mismatch = |text: String| Err(error_response(id.clone(), HEADER_MISMATCH, &text, None));
-    let body_version = request_version(message.get("params"));
     let Some(version) = headers.version.map(str::trim) else {
         return mismatch("Header mismatch: the MCP-Protocol-Version header is missing".into());
     };
     if !is_supported(version) {
         return Err(unsupported_version(id, version));
     }
-    if let Some(body_version) = body_version
-        && body_version != version
-    {
+    check_meta(message, &id)?;
+    let body_version = request_version(message.get("params")).unwrap_or_default();
+    if body_version != version {
         return mismatch(format!(
             "Header mismatch: MCP-Protocol-Version header value '{version}' does not match body value '{body_version}'"
         ));
@@ -110,6 +112,47 @@ pub fn check_stateless_headers(headers: &StandardHeaders, message: &Value) -> Re
         )),
         Some(Some(_)) => Ok(()),
     }
+}
+
+/// A 2026-07-28 request carries its version and client capabilities in `_meta`; without them it
+/// is malformed (`-32602`, HTTP 400).
+fn check_meta(message: &Value, id: &Value) -> Result<(), Value> {
+    let invalid = |what: &str| {
+        Err(error_response(
+            id.clone(),
+            code::INVALID_PARAMS,
+            &format!("Invalid params: a 2026-07-28 request needs {what} in params._meta"),
+            None,
+        ))
+    };
+    let Some(meta) = message.pointer("/params/_meta").and_then(Value::as_object) else {
+        return invalid("`_meta`");
+    };
+    if !meta
+        .get(META_PROTOCOL_VERSION)
+        .is_some_and(Value::is_string)
+    {
+        return invalid(&format!("`{META_PROTOCOL_VERSION}`"));
+    }
+    if !meta
+        .get(META_CLIENT_CAPABILITIES)
+        .is_some_and(Value::is_object)
+    {
+        return invalid(&format!("`{META_CLIENT_CAPABILITIES}`"));
+    }
+    Ok(())
+}
+
+/// Methods 2026-07-28 removed: a stateless request for one gets `-32601` (HTTP 404).
+pub fn removed_in_stateless(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+    )
 }
 
 /// A header value as sent: surrounding whitespace dropped, the `=?base64?...?=` form decoded.
@@ -183,7 +226,8 @@ mod tests {
 
     fn call(name: &str) -> Value {
         json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":name,"_meta":{
-            "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})
+            "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{}}}})
     }
 
     fn headers<'a>(method: &'a str, name: Option<&'a str>) -> StandardHeaders<'a> {
@@ -219,7 +263,8 @@ mod tests {
             ),
             Ok(())
         );
-        let list = json!({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}});
+        let mut list = call("x");
+        list["method"] = json!("tools/list");
         assert_eq!(
             check_stateless_headers(&headers("tools/list", None), &list),
             Ok(())
@@ -256,6 +301,26 @@ mod tests {
             code_of(check_stateless_headers(&other_version, &call("echo")).unwrap_err()),
             HEADER_MISMATCH
         );
+    }
+
+    #[test]
+    fn a_request_without_its_meta_is_invalid_params() {
+        let bare = json!({"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}});
+        let answer = check_stateless_headers(&headers("tools/list", None), &bare).unwrap_err();
+        assert_eq!(
+            (code_of(answer.clone()), answer["id"].clone()),
+            (-32602, json!(7))
+        );
+        assert_eq!(status_for(true, &answer), 400);
+        let mut no_caps = call("echo");
+        no_caps["params"]["_meta"]
+            .as_object_mut()
+            .unwrap()
+            .remove("io.modelcontextprotocol/clientCapabilities");
+        let answer =
+            check_stateless_headers(&headers("tools/call", Some("echo")), &no_caps).unwrap_err();
+        assert_eq!(code_of(answer), -32602);
+        assert!(removed_in_stateless("initialize") && !removed_in_stateless("tools/call"));
     }
 
     #[test]
