@@ -470,6 +470,18 @@ impl Mux {
     }
 
     fn core_notification(&mut self, mut message: Value, method: &str) -> Vec<Out> {
+        // 2026-07-28: a notification of a `subscriptions/listen` stream names its request.
+        let pointer = "/params/_meta/io.modelcontextprotocol~1subscriptionId";
+        if let Some(listen) = message.pointer(pointer).map(id_key) {
+            let Some(request) = self.requests.get(&listen) else {
+                return Vec::new();
+            };
+            let (key, original) = (request.key, request.id.clone());
+            if let Some(tag) = message.pointer_mut(pointer) {
+                *tag = original.clone();
+            }
+            return vec![to(key, message, Some(original))];
+        }
         match method {
             "notifications/progress" => {
                 let Some(token) = message.pointer("/params/progressToken") else {

@@ -206,3 +206,19 @@ fn list_changed_goes_to_every_session_and_logs_only_to_the_caller() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, 2);
 }
+
+#[test]
+fn a_listen_streams_notifications_go_to_its_session_under_its_own_id() {
+    let mut mux = Mux::new("__");
+    mux.open(4, None, true);
+    let listen = json!({"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}});
+    let sent = core_msgs(&mux.from_client(4, listen))[0].clone();
+    let tagged = json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId": sent["id"]}}});
+    let got = session_msgs(&mux.from_core(tagged));
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].0, got[0].2.clone()), (4, Some(json!("L1"))));
+    assert_eq!(
+        got[0].1["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "L1"
+    );
+}

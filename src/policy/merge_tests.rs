@@ -639,7 +639,7 @@ fn identity_allows_are_widening_under_a_tools_lock() {
         org("version = 1\n[tools]\nlocked = true\ndefault = \"deny\"\n"),
         user("version = 1\n[identities.alice]\nallow = [\"mcp:fs\"]\n"),
     ]);
-    assert!(err.to_string().contains("identities"), "{err}");
+    assert!(err.to_string().contains("locked"), "{err}");
     let unknown = load_error(&[user(
         "version = 1\n[identities.alice]\nallw = [\"mcp:fs\"]\n",
     )]);

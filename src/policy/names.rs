@@ -299,6 +299,7 @@ mod tests {
                 server,
                 tool,
                 arguments: None,
+                identity: None,
             })
             .action
         };

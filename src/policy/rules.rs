@@ -486,7 +486,9 @@ impl ToolRules {
                 let entry = &self.entries[position as usize];
                 // A listing is shared by every client: an identity's deny is enforced when that
                 // identity calls; it does not hide the tool from the others.
-                entry.condition.is_none() && entry.who.is_none() && entry.pattern.matches(server, tool)
+                entry.condition.is_none()
+                    && entry.who.is_none()
+                    && entry.pattern.matches(server, tool)
             });
         if unconditional_deny {
             return false;

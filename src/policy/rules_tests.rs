@@ -42,6 +42,7 @@ fn call<'a>(server: &'a str, tool: &'a str, arguments: Option<&'a Value>) -> Cal
         server,
         tool,
         arguments,
+        identity: None,
     }
 }
 
