@@ -215,6 +215,8 @@ fn stdio_and_http_serve_one_gateway_at_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed however the test ends.
+    let guard = KillOnDrop(child.id());
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut url = String::new();
     let mut line = String::new();
@@ -276,6 +278,16 @@ fn stdio_and_http_serve_one_gateway_at_once() {
     // SAFETY: kill only sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
+    std::mem::forget(guard); // reaped: its pid may be reused
+}
+
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill only sends a signal to the child this test started (gone: ESRCH).
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
 }
 
 #[test]
@@ -294,4 +306,35 @@ fn status_shows_the_listening_gateway() {
     assert_eq!(status[0]["listen"]["sessions"], 1, "{status}");
     let text = world.command(&["status"]).output().unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains(&gateway.url));
+}
+
+#[test]
+fn airlock_test_opens_a_session_with_a_listening_gateway() {
+    let world = World::new();
+    let gateway = world.listen(
+        &format!("{}\n[http.auth]\ntokens = true\n", fixture_server()),
+        &[],
+    );
+    let refused = world
+        .command(&["test", "--url", &gateway.url])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("AIRLOCK_TOKEN"));
+    let token = world.token("tester");
+    let out = world
+        .command(&["test", "--url", &gateway.url])
+        .env("AIRLOCK_TOKEN", &token)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("fixture__echo") && stdout.contains("opened and ended"),
+        "{stdout}"
+    );
 }

@@ -21,6 +21,7 @@ pub mod serve;
 mod session;
 mod status;
 mod test;
+mod test_url;
 mod token;
 
 use std::process::ExitCode;

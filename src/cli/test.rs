@@ -23,8 +23,16 @@ use crate::process::launch::{LaunchContext, LaunchError, prepare};
     after_help = "Example:\n  airlock test filesystem --config ~/.config/airlock/airlock.toml"
 )]
 pub struct TestArgs {
-    /// The server's name in the config.
-    pub name: String,
+    /// The server's name in the config (or --url for a listening gateway).
+    #[arg(required_unless_present = "url")]
+    pub name: Option<String>,
+    /// Test a listening gateway instead (`airlock serve --listen`): a client session over
+    /// Streamable HTTP, e.g. http://127.0.0.1:8080/mcp.
+    #[arg(long, conflicts_with_all = ["config", "policy"])]
+    pub url: Option<String>,
+    /// Bearer token for --url (default: the AIRLOCK_TOKEN environment variable).
+    #[arg(long, requires = "url")]
+    pub token: Option<String>,
     /// Server config (default: ./airlock.toml, else $XDG_CONFIG_HOME/airlock/airlock.toml).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
@@ -48,12 +56,21 @@ struct Found {
 const STDERR_TAIL: usize = 8 * 1024;
 
 pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
+    if let Some(url) = &args.url {
+        let token = args
+            .token
+            .clone()
+            .or_else(|| std::env::var("AIRLOCK_TOKEN").ok());
+        let timeout = std::time::Duration::from_secs(args.timeout.unwrap_or(30));
+        return super::test_url::run(url, token, timeout);
+    }
+    let name = args.name.clone().unwrap_or_default();
     let (config, policy) = super::serve::load(args.config.as_deref(), args.policy.clone())?;
-    let Some(server) = config.server(&args.name) else {
+    let Some(server) = config.server(&name) else {
         let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
         return Err(CliError::Refused(format!(
             "no server named {:?} in {} (servers: {})",
-            args.name,
+            name,
             config.path.display(),
             names.join(", ")
         )));
