@@ -583,6 +583,8 @@ fn network_allow_lists_add_up_lock_and_narrow() {
         err.fix.as_deref().unwrap_or("").contains("host name"),
         "{err:?}"
     );
+}
+
 fn decide_as(policy: &Policy, server: &str, tool: &str, identity: Option<&str>) -> Decision {
     policy.decide(&Call {
         server,
