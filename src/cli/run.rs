@@ -1,5 +1,7 @@
-//! `airlock run [OPTIONS] -- CMD ARGS...`: one stdio server, confined, gated and audited, as a
-//! drop-in replacement for the server's own command in a host's config.
+//! `airlock run [OPTIONS] CMD ARGS...`: one stdio server, confined, gated and audited, as a
+//! drop-in replacement for the server's own command in a host's config. The first word that is
+//! not one of airlock's options starts the server's command; `--` before it is accepted too (tools
+//! that launch servers, such as the MCP Inspector CLI, drop a literal `--`).
 //!
 //! stdout carries only MCP; everything airlock says goes to stderr. Exit status: the server's
 //! (its code, or 128 + signal) whenever it ends on its own; 0 when airlock had to stop it with a
@@ -19,7 +21,7 @@ use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::Launch;
 use crate::pins::PinStore;
 use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
-use crate::session::exit::run_status;
+use crate::session::exit::{run_status, sandbox_failure};
 use crate::session::shell::{self, signals::host_output_closed};
 use crate::session::{Core, ServerSpec, Session, Topology};
 use anyhow::Context;
@@ -33,7 +35,7 @@ const SPAWN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Run one stdio MCP server confined, gating and auditing every tool call.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"run\", \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me/notes\"]"
+    after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"run\", \"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me/notes\"]\n\nThe first word that is not an airlock option starts the server's command; everything after it\nis the server's own. `airlock run -- CMD ...` works too."
 )]
 pub struct RunArgs {
     #[command(flatten)]
@@ -60,8 +62,9 @@ pub struct RunArgs {
     /// 0 disables the limit.
     #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
     pub tool_timeout: u64,
-    /// The server's command and arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The server's command and its arguments: the first word that is not one of airlock's
+    /// options starts it, and every word after it is the server's (`--` before it is accepted).
+    #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -223,10 +226,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
     let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
-    let (program, program_args) = args
-        .command
-        .split_first()
-        .ok_or_else(|| CliError::Refused("no server command after `--`".into()))?;
+    let (program, program_args) = args.command.split_first().ok_or_else(|| {
+        CliError::Refused("no server command: write `airlock run CMD ARGS...`".into())
+    })?;
     let mut server = ServerConfig::stdio(&name, program, program_args, args.trust);
     server.env = allowed_env(&args.allow_env, &|n| std::env::var(n).ok())?;
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
@@ -292,8 +294,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(1));
     };
     let code = run_status(&summary);
-    if code != 0 {
-        eprintln!("airlock: server `{name}` exited with status {code}");
+    match (summary.helper_step, summary.code) {
+        (Some(_), Some(helper_code)) => eprintln!(
+            "airlock: server `{name}` could not start: {} (exit status {code})",
+            sandbox_failure(helper_code, summary.helper_message.as_deref())
+        ),
+        _ if code != 0 => eprintln!("airlock: server `{name}` exited with status {code}"),
+        _ => {}
     }
     Ok(ExitCode::from(code))
 }
@@ -343,6 +350,39 @@ mod tests {
         );
         assert_eq!(name("./my__odd server"), "my_odd");
         assert_eq!(name("npx"), "npx");
+    }
+
+    fn parse(line: &str) -> RunArgs {
+        use clap::Parser;
+        let argv = std::iter::once("airlock").chain(line.split_whitespace());
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Run(args) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_first_word_that_is_not_an_option_starts_the_server_command() {
+        // What the MCP Inspector CLI passes on: it drops a literal `--`.
+        let args = parse("run --name fs node server.js --method tools/list -- --x");
+        assert_eq!(args.name.as_deref(), Some("fs"));
+        assert_eq!(
+            args.command,
+            ["node", "server.js", "--method", "tools/list", "--", "--x"]
+        );
+        // `--` before the command stays accepted, and options after it are the server's.
+        let args = parse("run --trust -- npx -y pkg --name x --log-format json");
+        assert!(args.trust && args.name.is_none());
+        assert_eq!(
+            args.command,
+            ["npx", "-y", "pkg", "--name", "x", "--log-format", "json"]
+        );
+        let args = parse("run --allow-env A,B uvx mcp-server-time --trust");
+        assert_eq!(args.allow_env, ["A", "B"]);
+        assert!(!args.trust);
+        assert_eq!(args.command, ["uvx", "mcp-server-time", "--trust"]);
+        use clap::Parser;
+        assert!(crate::cli::Cli::try_parse_from(["airlock", "run", "--name", "x"]).is_err());
     }
 
     #[test]

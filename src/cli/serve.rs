@@ -52,18 +52,26 @@ pub fn config_path(explicit: Option<&Path>) -> PathBuf {
     if let Some(path) = explicit {
         return path.to_path_buf();
     }
-    let local = PathBuf::from("airlock.toml");
-    if local.is_file() {
-        return local;
-    }
-    UserDirs::from_env(&EnvVars::from_process())
-        .default_server_config()
-        .unwrap_or(local)
+    let searched = default_config_places();
+    searched
+        .iter()
+        .find(|place| place.is_file())
+        .or(searched.last())
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("airlock.toml"))
+}
+
+/// Where `serve` looks for its config when `--config` is not given, in order.
+fn default_config_places() -> Vec<PathBuf> {
+    let mut places = vec![PathBuf::from("airlock.toml")];
+    places.extend(UserDirs::from_env(&EnvVars::from_process()).default_server_config());
+    places
 }
 
 /// Loads the config and the policy merged with its per-server blocks.
 pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Policy), CliError> {
-    let config = crate::config::load_file(&config_path(config))?;
+    let searched = config.is_none().then(default_config_places);
+    let config = crate::config::load_found(&config_path(config), searched.as_deref())?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }

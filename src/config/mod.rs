@@ -168,11 +168,27 @@ impl Config {
     }
 }
 
-/// Reads and validates a config file, detecting its format by content.
+/// Reads and validates the config file given with `--config`, detecting its format by content.
 pub fn load_file(path: &Path) -> Result<Config, SourceError> {
+    load_found(path, None)
+}
+
+/// Reads and validates a config file. `searched`: `--config` was not given, and these are the
+/// places airlock looked (the first that exists is `path`), so the fix says so.
+pub fn load_found(path: &Path, searched: Option<&[PathBuf]>) -> Result<Config, SourceError> {
     let text = std::fs::read_to_string(path).map_err(|err| {
-        SourceError::new(path, None, format!("cannot read config: {err}"))
-            .with_fix("check the path given to --config")
+        let fix = match searched {
+            None => "check the path given to --config".to_string(),
+            Some(places) => {
+                let places: Vec<String> =
+                    places.iter().map(|p| p.display().to_string()).collect();
+                format!(
+                    "--config was not given and no config exists at {}: pass --config FILE (an airlock.toml, or your host's mcpServers JSON file), or create one there",
+                    places.join(" or ")
+                )
+            }
+        };
+        SourceError::new(path, None, format!("cannot read config: {err}")).with_fix(fix)
     })?;
     parse(path, text, &|name| std::env::var(name).ok())
 }

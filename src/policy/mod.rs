@@ -351,14 +351,15 @@ pub enum LaunchVerdict {
 }
 
 impl LaunchPolicy {
-    /// Decides whether `server` may launch `resolved`. `trust_hint` says where the user would put
-    /// `trust = true` (e.g. "[servers.fs] in airlock.toml").
+    /// Decides whether `server` may launch `resolved`. `trust_fix` is how the user opts this
+    /// server out of the allowlist where it was declared (e.g. "add `trust = true` to
+    /// [servers.fs] in airlock.toml", or "pass `--trust`" on the command line).
     pub fn verdict(
         &self,
         server: &str,
         resolved: &std::path::Path,
         trust: bool,
-        trust_hint: &str,
+        trust_fix: &str,
     ) -> LaunchVerdict {
         let basename = resolved
             .file_name()
@@ -381,7 +382,7 @@ impl LaunchPolicy {
         );
         let fix = if self.allow_trust.value {
             format!(
-                "if you trust this program, add `trust = true` to {trust_hint}, or add {basename:?} to launch.allow_commands in your user policy"
+                "if you trust this program, {trust_fix}, or add {basename:?} to launch.allow_commands in your user policy"
             )
         } else {
             format!(

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::config::{ServerConfig, Transport};
 use crate::policy::{LaunchVerdict, Policy};
+use crate::process::refusal::{self, DeclaredIn, PathKind};
 use crate::process::{ConfinedChild, SpawnError, spawn_confined_with};
 use crate::sandbox::{AirlockDirs, HostFacts, PlanRequest, ResolvedPaths, SandboxPlan, plan};
 
@@ -41,10 +42,8 @@ pub struct LaunchContext {
     pub dirs: AirlockDirs,
     /// Relative commands and a server without `cwd` resolve here (the config file's directory).
     pub base_dir: PathBuf,
-    /// Where the user sets `trust = true`, for the refusal's fix (e.g. "airlock.toml").
-    pub config_name: String,
-    /// The server was declared on the `airlock run` command line, not in a config file.
-    pub command_line: bool,
+    /// Where the servers were declared: the refusals' fixes say where to change them.
+    pub declared_in: DeclaredIn,
 }
 
 impl LaunchContext {
@@ -71,11 +70,12 @@ impl LaunchContext {
             parent_env,
             dirs,
             base_dir,
-            config_name: config_path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "the config".into()),
-            command_line: false,
+            declared_in: DeclaredIn::Config(
+                config_path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "the config".into()),
+            ),
         }
     }
 
@@ -85,18 +85,8 @@ impl LaunchContext {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let mut context = LaunchContext::detect(policy, audit_path, &cwd.join("airlock-run"));
         context.base_dir = cwd;
-        context.config_name = "the command line".into();
-        context.command_line = true;
+        context.declared_in = DeclaredIn::CommandLine;
         context
-    }
-
-    /// Where `trust = true` goes for this server, for the fix in a refusal.
-    fn trust_hint(&self, server: &str) -> String {
-        if self.command_line {
-            "the command line (`airlock run --trust -- ...`)".into()
-        } else {
-            format!("[servers.{server}] in {}", self.config_name)
-        }
     }
 }
 
@@ -164,15 +154,13 @@ pub fn prepare(
         .iter()
         .find(|(key, _)| key == "PATH")
         .map(|(_, value)| std::ffi::OsString::from(value));
-    let resolved =
-        crate::paths::resolve_command(command, path_var.as_deref(), &cwd).map_err(|err| {
-            LaunchError::Refused(format!(
-                "server `{name}`: {err}. Fix: install it, or give its absolute path in {}",
-                context.config_name
-            ))
-        })?;
-    let hint = context.trust_hint(name);
-    let allowed_because = match policy.launch.verdict(name, &resolved, server.trust, &hint) {
+    let resolved = crate::paths::resolve_command(command, path_var.as_deref(), &cwd)
+        .map_err(|err| LaunchError::Refused(unresolved(name, &err, context, path_var)))?;
+    let trust_fix = context.declared_in.trust_fix(name);
+    let allowed_because = match policy
+        .launch
+        .verdict(name, &resolved, server.trust, &trust_fix)
+    {
         LaunchVerdict::Allowed(why) => why,
         LaunchVerdict::Refused { message, fix } => {
             return Err(LaunchError::Refused(format!("{message}. Fix: {fix}")));
@@ -204,4 +192,35 @@ pub fn prepare(
         allowed_because,
         net_audit: None,
     })
+}
+
+/// The refusal for a command that does not resolve, with the facts its fix depends on.
+fn unresolved(
+    server: &str,
+    err: &crate::paths::ResolveError,
+    context: &LaunchContext,
+    path_var: Option<std::ffi::OsString>,
+) -> String {
+    use crate::paths::ResolveError;
+    let path_var = path_var.map(|p| p.to_string_lossy().into_owned());
+    let elsewhere: Vec<PathBuf> = match err {
+        ResolveError::NotFound(name) => refusal::usual_bin_dirs(context.dirs.home.as_deref())
+            .into_iter()
+            .map(|dir| dir.join(name))
+            .filter(|candidate| candidate.is_file())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let kind = match err {
+        ResolveError::NotExecutable(path) => PathKind::of(path),
+        _ => PathKind::Missing,
+    };
+    refusal::unresolved_command(
+        server,
+        err,
+        &context.declared_in,
+        path_var.as_deref().unwrap_or("unset"),
+        &elsewhere,
+        kind,
+    )
 }

@@ -12,6 +12,7 @@
 //! runtime), never from `spawn_blocking`, whose threads retire when idle.
 
 pub mod launch;
+pub mod refusal;
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -79,6 +80,9 @@ pub struct ExitSummary {
     pub ended_by: EndedBy,
     /// When the code is a confine helper failure: which step failed.
     pub helper_step: Option<&'static str>,
+    /// The helper's own words for that failure (its last `airlock-confine: ` stderr line), when
+    /// the stderr relay caught it.
+    pub helper_message: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +105,7 @@ impl ExitSummary {
             signal: status.signal(),
             ended_by,
             helper_step: code.and_then(Step::from_code).map(Step::name),
+            helper_message: None,
         }
     }
 }
@@ -335,6 +340,7 @@ impl ConfinedChild {
                 signal: None,
                 ended_by: EndedBy::Unknown,
                 helper_step: None,
+                helper_message: None,
             },
         }
     }

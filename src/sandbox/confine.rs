@@ -108,6 +108,49 @@ impl Step {
         }
     }
 
+    /// What to change when this step fails and the helper's message names no fix of its own.
+    /// Written for every failure site of the step (each names the path or call that failed).
+    pub fn fix(self) -> &'static str {
+        match self {
+            Step::Plan => {
+                "the helper is a different airlock binary than the one that started it; reinstall airlock and start the server again"
+            }
+            Step::Prepare => {
+                "make the path named above readable by airlock's user (airlock's state directory must be writable), then start the server again"
+            }
+            Step::Setsid | Step::ParentDeath | Step::Supervise | Step::CloseFds => {
+                "nothing in the policy causes this: airlock stopped while the server was starting, or the system is out of processes; start the server again"
+            }
+            Step::Rlimits => {
+                "lower sandbox.limits (processes, open_files, file_size_mb) in the policy to what this system allows (`ulimit -Ha`)"
+            }
+            Step::Namespaces => {
+                "this system refused the sandbox's user namespace: `airlock doctor` shows whether user namespaces are allowed (sysctl kernel.unprivileged_userns_clone, AppArmor's userns restriction)"
+            }
+            Step::Capabilities | Step::Identity | Step::NoNewPrivs | Step::Seccomp => {
+                "the kernel refused a step it normally allows; `airlock doctor` shows what it enforces, and the error above is the kernel's"
+            }
+            Step::Landlock => {
+                "the kernel did not enforce the landlock rules it reports (`airlock doctor`); a grant named above may be on a filesystem landlock cannot handle: grant another directory"
+            }
+            Step::Exec => {
+                "the program (and the interpreter its first line names) must be inside the granted paths and readable by the uid the server runs as; `airlock check` lists the grants"
+            }
+            Step::Overlay => {
+                "check that the package cache named above is a readable directory; to run without it, point the runtime at another cache (npm_config_cache, UV_CACHE_DIR)"
+            }
+            Step::Root => {
+                "remove or narrow the grant named above (policy read/write, or the path on the server's command line)"
+            }
+            Step::Memory => {
+                "airlock could not give the server its memory cgroup; `airlock doctor` shows where it may create one (or lower sandbox.limits.memory_mb)"
+            }
+            Step::Network => {
+                "the server's network allow list could not be set up in its namespace; `airlock doctor` shows what this kernel allows (or set sandbox.network = \"none\")"
+            }
+        }
+    }
+
     pub fn from_code(code: i32) -> Option<Step> {
         use Step::*;
         [

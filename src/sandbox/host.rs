@@ -77,6 +77,24 @@ impl HostFacts {
     }
 }
 
+/// The running kernel's release (`6.18.4-arch1`), from procfs; `None` when it cannot be read.
+pub fn kernel_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|text| text.trim().to_string())
+}
+
+/// Whether a kernel release is older than `major.minor`; `None` when it does not parse (then no
+/// version advice is given: it could be wrong).
+pub fn release_older_than(release: &str, major: u32, minor: u32) -> Option<bool> {
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(str::parse::<u32>);
+    let have_major = numbers.next()?.ok()?;
+    let have_minor = numbers.next()?.ok()?;
+    Some((have_major, have_minor) < (major, minor))
+}
+
 impl fmt::Display for HostFacts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -205,5 +223,19 @@ fn cgroup_version() -> &'static str {
         "v1"
     } else {
         "none"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert_eq!(release_older_than("6.18.44-fc-v769", 6, 6), Some(false));
+        assert_eq!(release_older_than("6.6.0", 6, 6), Some(false));
+        assert_eq!(release_older_than("6.5.13-arch1", 6, 6), Some(true));
+        assert_eq!(release_older_than("5.15.0-91-generic", 6, 6), Some(true));
+        assert_eq!(release_older_than("weird", 6, 6), None);
     }
 }

@@ -12,11 +12,14 @@ pub fn exit_detail(summary: &ExitSummary) -> (Value, String) {
     if let Some(step) = summary.helper_step {
         detail["confine_failed_at"] = json!(step);
     }
+    if let Some(message) = &summary.helper_message {
+        detail["confine_message"] = json!(message);
+    }
     let text = match (summary.code, summary.signal) {
         (Some(code), _) => {
             detail["code"] = json!(code);
             match summary.helper_step {
-                Some(step) => format!("the sandbox could not be set up: step {step} failed"),
+                Some(_) => sandbox_failure(code, summary.helper_message.as_deref()),
                 None => format!("exit code {code}"),
             }
         }
@@ -27,6 +30,33 @@ pub fn exit_detail(summary: &ExitSummary) -> (Value, String) {
         _ => "unknown status".into(),
     };
     (detail, text)
+}
+
+/// One sentence for a sandbox that could not be set up: the step, the helper's own words, and
+/// what to change (the helper's fix when it gave one, else the step's).
+pub fn sandbox_failure(code: i32, helper_message: Option<&str>) -> String {
+    let Some(step) = crate::sandbox::confine::Step::from_code(code) else {
+        return format!("exit code {code}");
+    };
+    let why = helper_message
+        .and_then(|line| line.strip_prefix(step.name()))
+        .map(|rest| rest.trim_start_matches(':').trim())
+        .or(helper_message)
+        .filter(|why| !why.is_empty());
+    let mut text = format!(
+        "the sandbox could not be set up: its `{}` step failed",
+        step.name()
+    );
+    if let Some(why) = why {
+        text.push_str(": ");
+        text.push_str(why.trim_end_matches('.'));
+    }
+    let gave_fix = why.is_some_and(|why| why.to_ascii_lowercase().contains("fix:"));
+    if !gave_fix {
+        text.push_str(". Fix: ");
+        text.push_str(step.fix());
+    }
+    text
 }
 
 /// `airlock run`'s exit status: the server's own (its code, or 128 + signal) whenever it ended
@@ -56,6 +86,7 @@ mod tests {
             signal,
             ended_by,
             helper_step: None,
+            helper_message: None,
         }
     }
 
@@ -74,5 +105,30 @@ mod tests {
         let (detail, text) = exit_detail(&failed);
         assert_eq!(detail["confine_failed_at"], "landlock");
         assert!(text.contains("sandbox"));
+    }
+
+    #[test]
+    fn a_sandbox_failure_is_one_sentence_with_the_step_the_reason_and_a_fix() {
+        let mut failed = summary(Some(102), None, EndedBy::StdinClosed);
+        failed.helper_step = Some("execve");
+        failed.helper_message = Some("execve: /opt/x: Permission denied (EACCES)".into());
+        let (detail, text) = exit_detail(&failed);
+        assert_eq!(
+            detail["confine_message"],
+            "execve: /opt/x: Permission denied (EACCES)"
+        );
+        assert!(
+            text.starts_with("the sandbox could not be set up: its `execve` step failed: /opt/x: Permission denied (EACCES). Fix: "),
+            "{text}"
+        );
+        // The helper's own fix is not doubled.
+        let own = sandbox_failure(104, Some("cache overlay: mount: EINVAL; fix: upgrade"));
+        assert_eq!(own.matches("ix:").count(), 1, "{own}");
+        // Without the helper's words the step and its fix still stand.
+        let bare = sandbox_failure(100, None);
+        assert!(
+            bare.contains("`landlock`") && bare.contains("Fix: "),
+            "{bare}"
+        );
     }
 }

@@ -177,12 +177,8 @@ pub(super) fn mount_all(
                 empty
             }
         };
-        let mounted = new_overlay(&lowerdir, &layers).unwrap_or_else(|err| {
-            fail_at(
-                "mounting the overlayfs (needs Linux >= 6.6 for its upper layer on tmpfs)",
-                err,
-            )
-        });
+        let mounted =
+            new_overlay(&lowerdir, &layers).unwrap_or_else(|err| fail_at(&mount_failure(), err));
         if overlay.idmapped.is_some() {
             // The overlay holds its own private clone of the layer; detaching the attach point
             // keeps the idmapped cache out of the sandbox's mount table.
@@ -200,6 +196,19 @@ pub(super) fn mount_all(
         }
     }
     granted
+}
+
+/// What failed when the overlay would not mount, with the kernel-version advice only when this
+/// kernel is older than the one overlayfs needs for an upper layer on tmpfs (6.6).
+fn mount_failure() -> String {
+    use crate::sandbox::host::{kernel_release, release_older_than};
+    let release = kernel_release().unwrap_or_default();
+    match release_older_than(&release, 6, 6) {
+        Some(true) => format!(
+            "mounting the overlayfs (Linux {release} cannot put an overlay's upper layer on tmpfs; fix: upgrade to Linux 6.6 or newer)"
+        ),
+        _ => "mounting the overlayfs".to_string(),
+    }
 }
 
 fn new_overlay(lowerdir: &Path, layers: &Path) -> std::io::Result<OwnedFd> {

@@ -12,6 +12,9 @@ use super::io::{FrameReader, Outlet};
 use crate::gateway::remote::{Emit, RemoteEvent, RemoteSession};
 use crate::process::{ConfinedChild, ExitSummary};
 
+/// How long the exit of a failed sandbox waits for the helper's last stderr line.
+const HELPER_WORDS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Junk lines from a server recorded (audit and stderr) one by one; after that only counted.
 pub const JUNK_RECORDED: u64 = 10;
 
@@ -113,12 +116,12 @@ pub fn attach(
         .stdout
         .take()
         .map(|stdout| FrameReader::new(stdout, max_line_bytes));
-    if let Some(stderr) = child.stderr.take() {
+    let relay = child.stderr.take().map(|stderr| {
         tokio::spawn(async move {
             let mut sink = std::io::stderr();
-            super::stderr::relay_stderr(stderr, &name, &mut sink).await;
-        });
-    }
+            super::stderr::relay_stderr(stderr, &name, &mut sink).await
+        })
+    });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let kill_timeout = child.kill_timeout();
     tokio::spawn(async move {
@@ -126,7 +129,14 @@ pub fn attach(
             _ = child.wait() => false,
             _ = stop_rx => true,
         };
-        let summary = child.shutdown(kill_timeout).await;
+        let mut summary = child.shutdown(kill_timeout).await;
+        // A sandbox that could not be set up: its helper's own words (its stderr ends with it).
+        if summary.helper_step.is_some()
+            && let Some(relay) = relay
+            && let Ok(Ok(line)) = tokio::time::timeout(HELPER_WORDS_WAIT, relay).await
+        {
+            summary.helper_message = line;
+        }
         let _ = inputs.send(Input::Exited {
             server,
             generation,
