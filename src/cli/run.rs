@@ -68,25 +68,6 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// Launchers whose first positional argument names the package that is the server.
-const PACKAGE_RUNNERS: [&str; 6] = ["npx", "bunx", "uvx", "pipx", "pnpx", "dlx"];
-/// Interpreters whose first positional argument is the server's script (or `-m module`).
-const INTERPRETERS: [&str; 9] = [
-    "node", "python", "python3", "deno", "bun", "ruby", "perl", "php", "uv",
-];
-/// Subcommands of launchers that come before the package or script.
-const SUBCOMMANDS: [&str; 5] = ["run", "exec", "x", "dlx", "tool"];
-/// Options of launchers that take a value (so the value is not the package).
-const VALUE_OPTIONS: [&str; 8] = [
-    "--from",
-    "--with",
-    "--python",
-    "-p",
-    "--package",
-    "--spec",
-    "-c",
-    "--cwd",
-];
 /// File names too generic to name a server; the enclosing package directory is used instead.
 const GENERIC_STEMS: [&str; 6] = ["index", "main", "cli", "__main__", "server", "app"];
 const BUILD_DIRS: [&str; 6] = ["dist", "build", "lib", "src", "bin", "out"];
@@ -102,46 +83,23 @@ const BUILD_DIRS: [&str; 6] = ["dist", "build", "lib", "src", "bin", "out"];
 ///
 /// The result is sanitised to `[A-Za-z0-9_.-]` with no `__`, at most 64 characters.
 pub fn derive_server_name(command: &[String]) -> String {
-    let Some(program) = command.first() else {
+    use crate::paths::{Launcher, anatomy};
+    let Some((program, args)) = command.split_first() else {
         return "server".into();
     };
     let base = Path::new(program)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(program);
-    let base_stem = base.split('.').next().unwrap_or(base);
-    let launcher = PACKAGE_RUNNERS.contains(&base)
-        || INTERPRETERS
-            .iter()
-            .any(|i| base_stem == *i || base.starts_with(i));
-    if !launcher {
-        return sanitize(base);
-    }
-    let mut args = command[1..].iter();
-    let mut positional = None;
-    while let Some(arg) = args.next() {
-        if arg == "-m"
-            && let Some(module) = args.next()
-        {
-            return sanitize(module.rsplit('.').next().unwrap_or(module).trim());
-        }
-        if VALUE_OPTIONS.contains(&arg.as_str()) {
-            args.next();
-            continue;
-        }
-        if arg.starts_with('-') || SUBCOMMANDS.contains(&arg.as_str()) {
-            continue;
-        }
-        positional = Some(arg.as_str());
-        break;
-    }
-    let Some(target) = positional else {
+    let reading = anatomy(program, args);
+    let Some(word) = reading.server_word.map(|index| args[index].as_str()) else {
         return sanitize(base);
     };
-    if PACKAGE_RUNNERS.contains(&base) {
-        return sanitize(&package_name(target));
+    match (reading.launcher, reading.module) {
+        (_, true) => sanitize(word.rsplit('.').next().unwrap_or(word).trim()),
+        (Launcher::PackageRunner, false) => sanitize(&package_name(word)),
+        _ => sanitize(&script_name(word)),
     }
-    sanitize(&script_name(target))
 }
 
 /// `@scope/name@1.2` → `name`; `pkg==1.0` / `pkg[extra]` → `pkg`.

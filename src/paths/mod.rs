@@ -8,11 +8,15 @@
 mod command;
 mod dirs;
 mod environment;
+mod launcher;
 mod normal;
+mod shims;
 mod template;
 
 pub use command::{ResolveError, resolve_command};
 pub use dirs::UserDirs;
 pub use environment::{EnvVars, VarSource};
+pub use launcher::{Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy};
 pub use normal::{is_under, normalize, normalize_path};
+pub use shims::{Disk, RealDisk, Shim, resolve_shim};
 pub use template::{Expanded, TemplateError, Var, expand, expand_path};

@@ -155,7 +155,7 @@ pub fn prepare(
         .find(|(key, _)| key == "PATH")
         .map(|(_, value)| std::ffi::OsString::from(value));
     let resolved = crate::paths::resolve_command(command, path_var.as_deref(), &cwd)
-        .map_err(|err| LaunchError::Refused(unresolved(name, &err, context, path_var)))?;
+        .map_err(|err| LaunchError::Refused(unresolved(name, &err, context, path_var.clone())))?;
     let trust_fix = context.declared_in.trust_fix(name);
     let allowed_because = match policy
         .launch
@@ -166,6 +166,7 @@ pub fn prepare(
             return Err(LaunchError::Refused(format!("{message}. Fix: {fix}")));
         }
     };
+    let resolved = unshim(name, resolved, context, &cwd, path_var.as_deref())?;
     let home = context.dirs.home.clone();
     let request = PlanRequest {
         server: name.clone(),
@@ -223,4 +224,43 @@ fn unresolved(
         &elsewhere,
         kind,
     )
+}
+
+/// A version manager's shim (pyenv, rbenv, nodenv) is replaced by the program it would run here:
+/// in the sandbox the manager's own scripts are not there, and the server is granted exactly that
+/// version's install (see `crate::paths::resolve_shim`).
+fn unshim(
+    name: &str,
+    program: PathBuf,
+    context: &LaunchContext,
+    cwd: &Path,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, LaunchError> {
+    use crate::paths::{RealDisk, Shim, resolve_shim};
+    let path_var = path_var.map(|p| p.to_string_lossy().into_owned());
+    match resolve_shim(
+        &program,
+        &context.parent_env,
+        cwd,
+        path_var.as_deref(),
+        &RealDisk,
+    ) {
+        Shim::NotAShim => Ok(program),
+        Shim::Resolved {
+            tool,
+            program: real,
+            chosen_by,
+        } => {
+            tracing::info!(
+                server = %name,
+                "{} is a {tool} shim: starting {} ({chosen_by})",
+                program.display(),
+                real.display()
+            );
+            Ok(real)
+        }
+        Shim::Unresolved { reason, fix } => Err(LaunchError::Refused(format!(
+            "server `{name}`: {reason}. Fix: {fix}"
+        ))),
+    }
 }
