@@ -126,6 +126,13 @@ pub fn render_policy(policy: &Policy) -> String {
         sandbox.run_as.value.to_string(),
         origin_note(&sandbox.run_as)
     );
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<40} {}",
+        "grant_args",
+        sandbox.grant_args.value.to_string(),
+        origin_note(&sandbox.grant_args)
+    );
     let requirements: Vec<Sourced<String>> = sandbox
         .require
         .iter()

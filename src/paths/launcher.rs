@@ -149,7 +149,10 @@ mod tests {
         );
         assert_eq!(
             start("/usr/bin/python3 -m mcp_server_time --tz UTC"),
-            (Some("mcp_server_time".into()), vec!["--tz".into(), "UTC".into()])
+            (
+                Some("mcp_server_time".into()),
+                vec!["--tz".into(), "UTC".into()]
+            )
         );
         assert_eq!(
             start("node --import ./hook.mjs build/index.js /srv"),

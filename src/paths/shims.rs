@@ -156,7 +156,10 @@ fn selected_versions(
     cwd: &Path,
     disk: &dyn Disk,
 ) -> (Vec<String>, String) {
-    if let Some(value) = env.var(manager.version_var).filter(|v| !v.trim().is_empty()) {
+    if let Some(value) = env
+        .var(manager.version_var)
+        .filter(|v| !v.trim().is_empty())
+    {
         let versions = value.split(':').map(|v| v.trim().to_string()).collect();
         return (versions, manager.version_var.to_string());
     }
@@ -209,7 +212,9 @@ fn installed_version(root: &Path, version: &str, disk: &dyn Disk) -> Option<Stri
 }
 
 fn version_key(name: &str) -> Vec<u64> {
-    name.split('.').filter_map(|part| part.parse().ok()).collect()
+    name.split('.')
+        .filter_map(|part| part.parse().ok())
+        .collect()
 }
 
 /// `command` on `PATH`, skipping the shims directory (a `system` version).

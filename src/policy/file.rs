@@ -98,6 +98,9 @@ pub struct SandboxSection {
     pub require: Option<Vec<Spanned<String>>>,
     pub kill_timeout: Option<Spanned<i64>>,
     pub limits: Option<Spanned<LimitsSection>>,
+    /// `"write"` (directories read-write, files read), `"read"` or `"none"`: what existing paths
+    /// on a server's own command line are granted.
+    pub grant_args: Option<Spanned<super::GrantArgs>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

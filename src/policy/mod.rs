@@ -143,6 +143,29 @@ impl fmt::Display for RunAs {
     }
 }
 
+/// What existing paths on a server's own command line are granted (`sandbox.grant_args`).
+/// Ordered by reach: `None < Read < Write`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantArgs {
+    /// Nothing: only the policy's grants and `--allow-read`/`--allow-write`.
+    None,
+    /// Files and directories read-only.
+    Read,
+    /// Directories read-write, files read-only.
+    Write,
+}
+
+impl fmt::Display for GrantArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GrantArgs::None => "none",
+            GrantArgs::Read => "read",
+            GrantArgs::Write => "write",
+        })
+    }
+}
+
 /// A kernel feature a policy insists on (`require = ["landlock>=6"]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -187,6 +210,8 @@ pub struct SandboxPolicy {
     /// Seconds between SIGTERM and SIGKILL in the kill sequence.
     pub kill_timeout: Sourced<u64>,
     pub limits: Limits,
+    /// What existing paths on the server's own command line are granted.
+    pub grant_args: Sourced<GrantArgs>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -395,6 +420,8 @@ impl LaunchPolicy {
     }
 }
 
+#[cfg(test)]
+mod grant_args_tests;
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]

@@ -108,6 +108,7 @@ impl Prepared {
             "argv": self.plan.argv,
             "sandbox": self.plan.audit_summary(),
             "weaker_than_asked": self.plan.weaker_than_asked,
+            "grants": self.plan.arguments,
             "allowed": self.allowed_because,
         })
     }
@@ -187,6 +188,14 @@ pub fn prepare(
         .map_err(|err| LaunchError::Refused(format!("server `{name}`: {err}")))?;
     for weaker in &plan.weaker_than_asked {
         tracing::warn!(server = %name, "sandbox weaker than the policy asks: {weaker}");
+    }
+    for argument in plan.arguments.iter().filter(|a| a.access.is_none()) {
+        tracing::warn!(
+            server = %name,
+            "{} on the server's command line is not granted: {}",
+            argument.argument,
+            argument.source
+        );
     }
     Ok(Prepared {
         plan,

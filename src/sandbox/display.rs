@@ -25,6 +25,15 @@ impl fmt::Display for SandboxPlan {
             None => writeln!(f, "  runs as: airlock's own uid, all capabilities dropped")?,
         }
         self.fmt_filesystem(f)?;
+        for argument in self.arguments.iter().filter(|a| a.access.is_none()) {
+            writeln!(
+                f,
+                "  NOT GRANTED from the server's command line: {} ({}): {}",
+                argument.argument,
+                argument.path.display(),
+                argument.source
+            )?;
+        }
         writeln!(f, "  disk: {}", self.disk_text())?;
         writeln!(f, "  memory: {}", self.memory.describe())?;
         self.fmt_network_ipc(f)?;

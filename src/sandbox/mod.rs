@@ -81,6 +81,7 @@ pub enum PlanError {
     TooManyPorts { server: String, count: usize },
 }
 
+pub mod arguments;
 mod display;
 mod env;
 mod grants;

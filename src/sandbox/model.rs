@@ -310,6 +310,9 @@ pub struct SandboxPlan {
     pub kill_timeout_secs: u64,
     /// Where this plan is less confined than the policy asked, and why.
     pub weaker_than_asked: Vec<String>,
+    /// The paths on the server's own command line, and what each was granted (or why not).
+    #[serde(default)]
+    pub arguments: Vec<super::arguments::ArgumentGrant>,
     /// airlock's pid: the helper's parent check. Set by `process::spawn_confined`.
     pub launcher_pid: Option<u32>,
 }

@@ -71,6 +71,13 @@ pub struct ResolvedPaths {
     /// given that path, so it must resolve in the server's root too.
     #[serde(default)]
     pub script_root_as_written: Option<PathBuf>,
+    /// Index of the first of the server's own arguments (after the package, script or module;
+    /// see `crate::paths::anatomy`).
+    #[serde(default)]
+    pub own_arguments_from: usize,
+    /// The existing paths among the server's own arguments.
+    #[serde(default)]
+    pub arguments: Vec<super::arguments::ArgumentPath>,
 }
 
 impl ResolvedPaths {
@@ -115,12 +122,16 @@ impl ResolvedPaths {
             .filter(|script| Some(script) != canonical.as_ref())
             .and_then(|script| script_root(&script, home, has_package_json))
             .filter(|root| Some(root) != resolved_root.as_ref());
+        let own_arguments_from =
+            crate::paths::anatomy(&program.to_string_lossy(), args).own_arguments_start(args.len());
         ResolvedPaths {
             program_canonical,
             venv_root: venv_root.map(Path::to_path_buf),
             venv_base,
             script_root: resolved_root,
             script_root_as_written: written_root,
+            own_arguments_from,
+            arguments: super::arguments::inspect(args, own_arguments_from, cwd, home),
         }
     }
 }

@@ -47,6 +47,14 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         fs.push(path.clone(), FsAccess::ReadWrite, reason, private);
     }
     policy_rules(policy, &vars, &protected, user_paths, &mut fs, &mut notes)?;
+    let arguments = super::arguments::argument_rules(
+        &request.resolved.arguments,
+        &policy.grant_args,
+        request.dirs.home.as_deref(),
+        &protected,
+        user_paths,
+        &mut fs,
+    );
 
     let network = NetMode::from(&policy.network.value);
     let namespaces = Namespaces {
@@ -72,7 +80,11 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         server: request.server.clone(),
         program: request.program.clone(),
         argv: std::iter::once(request.program.to_string_lossy().into_owned())
-            .chain(request.args.iter().cloned())
+            .chain(super::arguments::expanded_argv(
+                &request.args,
+                request.resolved.own_arguments_from,
+                request.dirs.home.as_deref(),
+            ))
             .collect(),
         env: build_env(request, &vars, profile, &network, &cache_overlays),
         cwd: request
@@ -103,6 +115,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         memory,
         kill_timeout_secs: policy.kill_timeout.value,
         weaker_than_asked: notes,
+        arguments,
         launcher_pid: None,
     })
 }

@@ -36,6 +36,7 @@ fn policy() -> SandboxPolicy {
             disk_mb: sourced(512),
             cpu_seconds: None,
         },
+        grant_args: sourced(crate::policy::GrantArgs::Write),
     }
 }
 

@@ -22,8 +22,8 @@ use super::file::{PolicyFile, SandboxSection, ToolsSection};
 use super::presets;
 use super::rules::{ToolEntry, ToolRules};
 use super::{
-    Action, AuditPolicy, LaunchPolicy, Layer, Limits, Network, NewServers, Origin, PinningMode,
-    PinsPolicy, Policy, RunAs, SandboxPolicy, SchemaMode, Sourced,
+    Action, AuditPolicy, GrantArgs, LaunchPolicy, Layer, Limits, Network, NewServers, Origin,
+    PinningMode, PinsPolicy, Policy, RunAs, SandboxPolicy, SchemaMode, Sourced,
 };
 use crate::diagnostic::{LineCol, SourceError};
 
@@ -228,6 +228,20 @@ fn merge_grants(
     Ok(())
 }
 
+/// An org that locks `[sandbox]` pins its grants: paths on a server's command line then grant
+/// only what the org itself says in `grant_args` (none when it says nothing), or a user could
+/// widen the locked `write` list by naming a directory as an argument.
+fn lock_grant_args(draft: &mut Draft) {
+    if let Some(lock) = &draft.locks.sandbox
+        && draft.sandbox.grant_args.origin.layer != Layer::Org
+    {
+        draft.sandbox.grant_args = Sourced {
+            value: GrantArgs::None,
+            origin: lock.clone(),
+        };
+    }
+}
+
 /// Everything merged so far, before compilation.
 struct Draft {
     launch: LaunchPolicy,
@@ -382,6 +396,10 @@ fn builtin_draft() -> Result<Draft, SourceError> {
                 origin: origin.clone(),
             },
             limits: placeholder_limits,
+            grant_args: Sourced {
+                value: GrantArgs::None,
+                origin: origin.clone(),
+            },
         },
         audit: AuditPolicy {
             path: None,
@@ -508,6 +526,8 @@ pub fn load(
             draft.apply(&ctx, &file)?;
         }
     }
+
+    lock_grant_args(&mut draft);
 
     // A server with its own sandbox block gets the global sandbox plus that block; the project
     // layer then narrows the global policy and every such server's alike.

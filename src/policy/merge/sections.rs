@@ -177,6 +177,16 @@ pub(super) fn merge_sandbox(
     if let Some(limits) = &section.limits {
         merge_limits(&mut sandbox.limits, ctx, widening, limits.get_ref())?;
     }
+    if let Some(value) = &section.grant_args {
+        let grant = *value.get_ref();
+        widening.check(
+            ctx,
+            &value.span(),
+            &format!("`sandbox.grant_args = \"{grant}\"`"),
+            grant > sandbox.grant_args.value,
+        )?;
+        sandbox.grant_args = ctx.sourced(grant, &value.span());
+    }
     Ok(())
 }
 

@@ -1,0 +1,98 @@
+//! `sandbox.grant_args`: what paths on a server's command line are granted, layer by layer.
+
+use std::path::PathBuf;
+
+use super::*;
+
+fn source(layer: Layer, name: &str, text: &str) -> LayerSource {
+    LayerSource {
+        layer,
+        path: PathBuf::from(name),
+        text: text.to_string(),
+    }
+}
+
+fn org(text: &str) -> LayerSource {
+    source(Layer::Org, "/etc/airlock/policy.toml", text)
+}
+
+fn user(text: &str) -> LayerSource {
+    source(Layer::User, "/home/me/.config/airlock/policy.toml", text)
+}
+
+fn project(text: &str) -> LayerSource {
+    source(Layer::Project, "/repo/.airlock/policy.toml", text)
+}
+
+#[test]
+fn directories_on_the_command_line_are_granted_by_default_and_any_layer_may_narrow() {
+    let policy = load(&[], &[]).unwrap();
+    assert_eq!(policy.sandbox.grant_args.value, GrantArgs::Write);
+    assert_eq!(policy.sandbox.grant_args.origin.layer, Layer::Builtin);
+    let policy = load(
+        &[project("version = 1\n[sandbox]\ngrant_args = \"read\"\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(policy.sandbox.grant_args.value, GrantArgs::Read);
+    let policy = load(
+        &[user("version = 1\n[sandbox]\ngrant_args = \"none\"\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(policy.sandbox.grant_args.value, GrantArgs::None);
+}
+
+#[test]
+fn a_project_may_not_raise_it_and_a_bad_value_points_at_itself() {
+    let err = load(
+        &[
+            user("version = 1\n[sandbox]\ngrant_args = \"read\"\n"),
+            project("version = 1\n[sandbox]\ngrant_args = \"write\"\n"),
+        ],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("/repo/.airlock/policy.toml:3") && err.contains("only narrow"),
+        "{err}"
+    );
+    let err = load(
+        &[user("version = 1\n[sandbox]\ngrant_args = \"all\"\n")],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("policy.toml:3") && err.contains("write"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_org_lock_on_the_sandbox_grants_only_what_the_org_says() {
+    // The org locks [sandbox] without a word on grant_args: naming a directory must not widen
+    // the locked write list, so nothing is granted from the command line.
+    let locked = "version = 1\n[sandbox]\nlocked = true\nwrite = []\n";
+    let policy = load(&[org(locked), user("version = 1\n")], &[]).unwrap();
+    assert_eq!(policy.sandbox.grant_args.value, GrantArgs::None);
+    assert_eq!(policy.sandbox.grant_args.origin.layer, Layer::Org);
+    // The org says read: that stands, and a user cannot raise it.
+    let org_read = "version = 1\n[sandbox]\nlocked = true\ngrant_args = \"read\"\n";
+    let policy = load(&[org(org_read)], &[]).unwrap();
+    assert_eq!(policy.sandbox.grant_args.value, GrantArgs::Read);
+    let err = load(
+        &[
+            org(org_read),
+            user("version = 1\n[sandbox]\ngrant_args = \"write\"\n"),
+        ],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("locks") && err.contains("/etc/airlock/policy.toml"),
+        "{err}"
+    );
+}
