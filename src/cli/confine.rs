@@ -126,8 +126,13 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
     let cwd = std::env::current_dir().context("the current directory")?;
     let program = crate::paths::resolve_command(name, path_var.map(std::ffi::OsStr::new), &cwd)
         .with_context(|| format!("command `{name}`"))?;
-    let resolved =
-        ResolvedPaths::inspect(&program, rest, args.cwd.as_deref(), dirs.home.as_deref());
+    let resolved = ResolvedPaths::inspect(
+        &program,
+        rest,
+        args.cwd.as_deref(),
+        &parent_env,
+        dirs.home.as_deref(),
+    );
     let request = PlanRequest {
         server: args.server.clone(),
         program,

@@ -171,7 +171,13 @@ pub fn prepare(
     let home = context.dirs.home.clone();
     let request = PlanRequest {
         server: name.clone(),
-        resolved: ResolvedPaths::inspect(&resolved, &server.args, Some(&cwd), home.as_deref()),
+        resolved: ResolvedPaths::inspect(
+            &resolved,
+            &server.args,
+            Some(&cwd),
+            &context.parent_env,
+            home.as_deref(),
+        ),
         program: resolved,
         args: server.args.clone(),
         env: server

@@ -27,6 +27,7 @@ pub(super) fn build_env(
             set(&mut env, name, value.clone());
         }
     }
+    prefix_path(&mut env, &super::layouts::path_prefix(request));
     set(
         &mut env,
         "HOME",
@@ -63,6 +64,24 @@ pub(super) fn build_env(
         set(&mut env, name, value.clone());
     }
     env
+}
+
+/// Puts `dirs` in front of a passed-through `PATH` (each once). A policy that does not pass
+/// `PATH` keeps it unset.
+fn prefix_path(env: &mut [(String, String)], dirs: &[std::path::PathBuf]) {
+    let Some((_, path)) = env.iter_mut().find(|(key, _)| key == "PATH") else {
+        return;
+    };
+    let mut parts: Vec<String> = dirs
+        .iter()
+        .map(|dir| dir.to_string_lossy().into_owned())
+        .collect();
+    for part in path.split(':') {
+        if !parts.iter().any(|have| have == part) {
+            parts.push(part.to_string());
+        }
+    }
+    *path = parts.join(":");
 }
 
 /// `LC_*` matches `LC_ALL`; anything else is an exact name.

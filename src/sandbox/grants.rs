@@ -157,18 +157,11 @@ pub fn install_prefix(program: &Path) -> Option<PathBuf> {
     }
 }
 
+/// The program's venv and the script's package (the program itself and its runtime:
+/// [`super::layouts::program_grants`]).
 pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let resolved = &request.resolved;
-    let mut programs = vec![request.program.clone()];
-    programs.extend(resolved.program_canonical.clone());
-    // A program under a system dir is covered by the system grants already.
-    let in_system = |path: &Path| SYSTEM_READ.iter().any(|(dir, _)| path.starts_with(dir));
-    for program in programs.into_iter().filter(|p| !in_system(p)) {
-        if let Some(prefix) = install_prefix(&program) {
-            out.push((prefix, format!("install prefix of {}", program.display())));
-        }
-    }
     if let Some(venv) = &resolved.venv_root {
         out.push((
             venv.clone(),
@@ -210,7 +203,8 @@ pub(super) fn command_rules(
     fs: &mut FsRules,
     notes: &mut Vec<String>,
 ) {
-    for (path, reason) in derived_read_grants(request) {
+    let program = super::layouts::program_grants(request, profile, protected);
+    for (path, reason) in program.into_iter().chain(derived_read_grants(request)) {
         match narrow_derived(&path, protected, request.dirs.home.as_deref()) {
             Some(narrowed) => fs.push(narrowed, FsAccess::ReadExec, &reason, shown),
             None => notes.push(format!(

@@ -85,6 +85,7 @@ pub mod arguments;
 mod display;
 mod env;
 mod grants;
+pub mod layouts;
 mod limits;
 mod model;
 mod overlays;

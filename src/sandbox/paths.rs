@@ -78,22 +78,35 @@ pub struct ResolvedPaths {
     /// The existing paths among the server's own arguments.
     #[serde(default)]
     pub arguments: Vec<super::arguments::ArgumentPath>,
+    /// The program's interpreter and Homebrew prefix, if any.
+    #[serde(default)]
+    pub runtime: super::layouts::RuntimeFacts,
 }
 
 impl ResolvedPaths {
-    /// Looks at the disk: canonical program, venv, and the first non-flag argument if it is a
-    /// script file.
+    /// Looks at the disk: canonical program, venv, the first non-flag argument if it is a
+    /// script file, the paths among the server's own arguments, the program's interpreter.
+    /// `env` is airlock's environment (its `PATH` finds a `#!/usr/bin/env NAME` interpreter).
     pub fn inspect(
         program: &Path,
         args: &[String],
         cwd: Option<&Path>,
+        env: &[(String, String)],
         home: Option<&Path>,
     ) -> Self {
         let program_canonical = std::fs::canonicalize(program).ok().filter(|c| c != program);
-        let venv_root = program
-            .parent()
-            .and_then(Path::parent)
-            .filter(|dir| dir.join("pyvenv.cfg").is_file());
+        let venv_of = |path: &Path| {
+            path.parent()
+                .and_then(Path::parent)
+                .filter(|dir| dir.join("pyvenv.cfg").is_file())
+                .map(Path::to_path_buf)
+        };
+        let runtime = super::layouts::inspect(program, program_canonical.as_deref(), env, cwd);
+        // The program's own venv, else the venv its interpreter lives in (a `uv tool` or `pipx`
+        // script whose first line names the venv's python).
+        let venv_root = venv_of(program)
+            .or_else(|| runtime.interpreter.as_deref().and_then(venv_of));
+        let venv_root = venv_root.as_deref();
         let venv_base = venv_root.and_then(|root| {
             let cfg = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;
             let home_line = cfg.lines().find_map(|line| {
@@ -132,6 +145,7 @@ impl ResolvedPaths {
             script_root_as_written: written_root,
             own_arguments_from,
             arguments: super::arguments::inspect(args, own_arguments_from, cwd, home),
+            runtime,
         }
     }
 }

@@ -29,6 +29,10 @@ pub struct RuntimeProfile {
     /// Package caches the server sees through a private copy-on-write overlay.
     #[serde(default)]
     pub cache_overlays: Vec<CacheOverlay>,
+    /// Programs the command runs from its own directory (`uvx` runs the `uv` beside it): granted
+    /// with it when only the program itself is granted (a shared directory like `~/.local/bin`).
+    #[serde(default)]
+    pub companions: Vec<String>,
 }
 
 /// A runtime cache shown to the server as an overlayfs: the user's real cache is the read-only
