@@ -17,7 +17,7 @@ use crate::process::launch::{self, LaunchContext};
 /// Validate config and policies; print the merged policy and what each server would launch.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  airlock check\n  airlock check --config ~/.config/Claude/claude_desktop_config.json\n  airlock check --config airlock.toml --policy strict\n\nExit status: 0 when everything is valid and every enabled server may launch; 2 otherwise."
+    after_help = "Examples:\n  airlock check\n  airlock check --config ~/.config/Claude/claude_desktop_config.json\n  airlock check --config airlock.toml --policy strict\n  airlock check --allow-read ~/docs npx -y @modelcontextprotocol/server-filesystem ~/notes\n\nExit status: 0 when everything is valid and every enabled server may launch; 2 otherwise."
 )]
 pub struct CheckArgs {
     /// Server config: airlock.toml, or an mcpServers/servers JSON file.
@@ -26,6 +26,12 @@ pub struct CheckArgs {
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
     #[arg(long)]
     pub policy: Option<String>,
+    #[command(flatten)]
+    pub server: super::server_line::ServerFlags,
+    /// A server command line, as `airlock run` would start it: check what it would be granted
+    /// (the paths on its own command line and the --allow-* flags, each with its source).
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 fn origin_note<T>(value: &Sourced<T>) -> String {
@@ -288,7 +294,42 @@ fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext
     ServerReport { text, ok }
 }
 
+/// `airlock check [--allow-*] CMD ARGS...`: the policy and the plan `airlock run` would use.
+fn run_command_line(args: CheckArgs) -> Result<ExitCode, CliError> {
+    let name = args.server.server_name(&args.command)?;
+    let cwd = std::env::current_dir().map_err(|err| CliError::Failure(err.into()))?;
+    let grants = args.server.grants(&cwd)?;
+    let policy = super::server_line::policy_for(args.policy, &name, &grants)?;
+    let mut out = render_policy(&policy);
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| CliError::Refused("no server command".into()))?;
+    let server = ServerConfig::stdio(&name, program, rest, args.server.trust);
+    let audit_path = policy.audit.path.as_ref().map(|p| PathBuf::from(&p.value));
+    let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
+    let _ = writeln!(out, "\nServer (the command line)");
+    let report = report_server(&server, &policy, &context);
+    out.push_str(&report.text);
+    print!("{out}");
+    if report.ok {
+        println!("\nOK");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("\nThis server may not launch (see REFUSED above).");
+        Ok(ExitCode::from(super::EXIT_BAD_INPUT))
+    }
+}
+
 pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
+    if !args.command.is_empty() {
+        if args.config.is_some() {
+            return Err(CliError::Refused(
+                "give either --config FILE or a server command line, not both".into(),
+            ));
+        }
+        return run_command_line(args);
+    }
     let config: Option<Config> = args
         .config
         .as_deref()

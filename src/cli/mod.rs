@@ -18,6 +18,7 @@ mod pins;
 mod reload;
 pub mod run;
 pub mod serve;
+mod server_line;
 mod session;
 mod status;
 mod test;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::CliError;
+use super::server_line::{ServerFlags, policy_for};
 use super::session::{SessionOptions, host_stdio, open_audit, policy_event};
 use crate::audit::Redactor;
 use crate::config::ServerConfig;
@@ -40,24 +41,8 @@ const SPAWN_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct RunArgs {
     #[command(flatten)]
     pub session: SessionOptions,
-    /// Server name used in tool patterns (`mcp:<name>__<tool>`); default: derived from the command.
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Launch the command although it is not on `launch.allow_commands` (the command-line form
-    /// of a server's `trust = true`; refused when the policy sets `allow_trust = false`). The
-    /// server is exactly as confined as any other.
-    #[arg(long)]
-    pub trust: bool,
-    /// Pass these variables of airlock's own environment on to the server (comma-separated or
-    /// repeated), as a server config's `env` does. `airlock install` adds it for the keys of a
-    /// host entry's `env`, which the host sets on airlock.
-    #[arg(long = "allow-env", value_name = "NAME", value_delimiter = ',')]
-    pub allow_env: Vec<String>,
-    /// Let the server reach HOST (ports 443 and 80), HOST:PORT, `*.DOMAIN`, `*:PORT` (any name on
-    /// that port) or an address (`10.1.2.3:5432`); repeatable and comma-separated. Adds to the
-    /// config layer: an org lock still wins, and names never lead to private addresses.
-    #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
-    pub allow_net: Vec<String>,
+    #[command(flatten)]
+    pub server: ServerFlags,
     /// Seconds a tool call may take before the host gets an error and the server a cancellation;
     /// 0 disables the limit.
     #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
@@ -135,60 +120,18 @@ fn sanitize(raw: &str) -> String {
     crate::config::sanitize_server_name(raw)
 }
 
-/// The `--allow-env` variables that are set, as the server's own environment entries. Their
-/// values are treated as secret in every human-facing output.
-fn allowed_env(
-    names: &[String],
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<std::collections::BTreeMap<String, crate::config::ConfigValue>, CliError> {
-    let mut env = std::collections::BTreeMap::new();
-    for name in names {
-        let valid = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit());
-        if !valid {
-            return Err(CliError::Refused(format!(
-                "--allow-env {name:?} is not a variable name; write e.g. --allow-env=GITHUB_TOKEN"
-            )));
-        }
-        if let Some(value) = lookup(name) {
-            let value = crate::config::ConfigValue {
-                value,
-                secret: true,
-            };
-            env.insert(name.clone(), value);
-        }
-    }
-    Ok(env)
-}
-
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
-    let name = match &args.name {
-        Some(name) => {
-            crate::config::check_server_name(name, "__")
-                .map_err(|err| CliError::Refused(err.to_string()))?;
-            name.clone()
-        }
-        None => derive_server_name(&args.command),
-    };
-    let grants = crate::policy::command_line::CommandLineGrants::new(&args.allow_net)?;
-    let extra: Vec<_> = (!grants.is_empty())
-        .then(|| grants.as_override(&name))
-        .into_iter()
-        .collect();
-    let policy = Arc::new(super::active_policy::load_active_for_server(
-        args.session.policy.clone(),
-        &name,
-        &extra,
-    )?);
+    let name = args.server.server_name(&args.command)?;
+    let cwd = std::env::current_dir().context("the current directory")?;
+    let grants = args.server.grants(&cwd)?;
+    let policy = Arc::new(policy_for(args.session.policy.clone(), &name, &grants)?);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
     let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
     let (program, program_args) = args.command.split_first().ok_or_else(|| {
         CliError::Refused("no server command: write `airlock run CMD ARGS...`".into())
     })?;
-    let mut server = ServerConfig::stdio(&name, program, program_args, args.trust);
-    server.env = allowed_env(&args.allow_env, &|n| std::env::var(n).ok())?;
+    let server = ServerConfig::stdio(&name, program, program_args, args.server.trust);
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let launch = process_launch::prepare(&server, &policy, &context).map_err(|err| match err {
         LaunchError::Refused(reason) => CliError::Refused(reason),
@@ -323,35 +266,28 @@ mod tests {
     fn the_first_word_that_is_not_an_option_starts_the_server_command() {
         // What the MCP Inspector CLI passes on: it drops a literal `--`.
         let args = parse("run --name fs node server.js --method tools/list -- --x");
-        assert_eq!(args.name.as_deref(), Some("fs"));
+        assert_eq!(args.server.name.as_deref(), Some("fs"));
         assert_eq!(
             args.command,
             ["node", "server.js", "--method", "tools/list", "--", "--x"]
         );
         // `--` before the command stays accepted, and options after it are the server's.
         let args = parse("run --trust -- npx -y pkg --name x --log-format json");
-        assert!(args.trust && args.name.is_none());
+        assert!(args.server.trust && args.server.name.is_none());
         assert_eq!(
             args.command,
             ["npx", "-y", "pkg", "--name", "x", "--log-format", "json"]
         );
-        let args = parse("run --allow-env A,B uvx mcp-server-time --trust");
-        assert_eq!(args.allow_env, ["A", "B"]);
-        assert!(!args.trust);
+        let args = parse(
+            "run --allow-env A,B --allow-read=/a,~/b --allow-write /c uvx mcp-server-time --trust",
+        );
+        assert_eq!(args.server.allow_env, ["A", "B"]);
+        assert_eq!(args.server.allow_read, ["/a", "~/b"]);
+        assert_eq!(args.server.allow_write, ["/c"]);
+        assert!(!args.server.trust);
         assert_eq!(args.command, ["uvx", "mcp-server-time", "--trust"]);
         use clap::Parser;
         assert!(crate::cli::Cli::try_parse_from(["airlock", "run", "--name", "x"]).is_err());
-    }
-
-    #[test]
-    fn allow_env_passes_set_variables_and_refuses_bad_names() {
-        let lookup = |name: &str| (name == "TOKEN").then(|| "t0k".to_string());
-        let env = allowed_env(&["TOKEN".into(), "UNSET".into()], &lookup).unwrap();
-        assert_eq!(env.len(), 1);
-        assert_eq!(env["TOKEN"].value, "t0k");
-        assert!(env["TOKEN"].secret);
-        assert!(allowed_env(&["A=B".into()], &lookup).is_err());
-        assert!(allowed_env(&["1X".into()], &lookup).is_err());
     }
 
     #[test]

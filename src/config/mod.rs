@@ -163,6 +163,7 @@ impl Config {
                 text: &self.text,
                 tools: server.tools.as_ref(),
                 sandbox: server.sandbox.as_ref(),
+                adds_only: false,
             })
             .collect()
     }

@@ -1,7 +1,8 @@
-//! Grants given on the command line (`airlock run --allow-net=HOST[:PORT]`): they join the
-//! config layer, exactly as a `[servers.NAME.sandbox]` block would, so the org's locks and every
-//! widening rule apply to them unchanged. They are written out as a small TOML document whose
-//! "file" is the flag, so a refusal reads `--allow-net:2:11: ...` with the fix.
+//! Grants given on the command line, in Deno's spelling (`airlock run --allow-read=PATH
+//! --allow-write=PATH --allow-env=NAME --allow-net=HOST[:PORT]`): they join the config layer,
+//! exactly as a `[servers.NAME.sandbox]` block would, so the org's locks and every widening rule
+//! apply to them unchanged. Each flag is written out as a small TOML document whose "file" is the
+//! flag, so a refusal reads `--allow-write:2:10: ...` with the fix.
 
 use std::path::PathBuf;
 
@@ -25,11 +26,50 @@ struct Document {
     sandbox: Option<Spanned<SandboxSection>>,
 }
 
+/// A per-run grant flag and the sandbox key it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    /// `--allow-read=PATH`: `sandbox.read`.
+    Read,
+    /// `--allow-write=PATH`: `sandbox.write`.
+    Write,
+    /// `--allow-env=NAME`: `sandbox.env`.
+    Env,
+    /// `--allow-net=HOST[:PORT]`: `sandbox.network = { allow = [...] }`.
+    Net,
+}
+
+impl Flag {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flag::Read => "--allow-read",
+            Flag::Write => "--allow-write",
+            Flag::Env => "--allow-env",
+            Flag::Net => "--allow-net",
+        }
+    }
+
+    /// The `[sandbox]` line holding `entries` (already TOML strings).
+    fn line(self, entries: &str) -> String {
+        match self {
+            Flag::Read => format!("read = [{entries}]"),
+            Flag::Write => format!("write = [{entries}]"),
+            Flag::Env => format!("env = [{entries}]"),
+            Flag::Net => format!("network = {{ allow = [{entries}] }}"),
+        }
+    }
+}
+
 impl CommandLineGrants {
     /// `allow_net`: the `--allow-net` values, each one entry or several separated by commas.
     pub fn new(allow_net: &[String]) -> Result<CommandLineGrants, SourceError> {
-        let path = PathBuf::from("--allow-net");
-        let entries: Vec<String> = allow_net
+        CommandLineGrants::flag(Flag::Net, allow_net)
+    }
+
+    /// One flag's values, each one entry or several separated by commas.
+    pub fn flag(flag: Flag, values: &[String]) -> Result<CommandLineGrants, SourceError> {
+        let path = PathBuf::from(flag.name());
+        let entries: Vec<String> = values
             .iter()
             .flat_map(|value| value.split(','))
             .map(str::trim)
@@ -39,10 +79,7 @@ impl CommandLineGrants {
         let text = if entries.is_empty() {
             String::new()
         } else {
-            format!(
-                "[sandbox]\nnetwork = {{ allow = [{}] }}\n",
-                entries.join(", ")
-            )
+            format!("[sandbox]\n{}\n", flag.line(&entries.join(", ")))
         };
         let document: Document =
             toml::from_str(&text).map_err(|err| from_toml_error(&path, &text, &err))?;
@@ -65,6 +102,7 @@ impl CommandLineGrants {
             text: &self.text,
             tools: None,
             sandbox: self.sandbox.as_ref(),
+            adds_only: true,
         }
     }
 }

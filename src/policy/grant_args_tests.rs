@@ -96,3 +96,72 @@ fn an_org_lock_on_the_sandbox_grants_only_what_the_org_says() {
         "{err}"
     );
 }
+
+fn flag(kind: command_line::Flag, values: &[&str]) -> command_line::CommandLineGrants {
+    let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+    command_line::CommandLineGrants::flag(kind, &values).unwrap()
+}
+
+#[test]
+fn allow_flags_add_to_the_config_layer_and_keep_the_builtin_lists() {
+    use command_line::Flag;
+    let read = flag(Flag::Read, &["/srv/data,~/docs"]);
+    let write = flag(Flag::Write, &["/tmp/out"]);
+    let env = flag(Flag::Env, &["GITHUB_TOKEN", "LOG_*"]);
+    let overrides = [
+        read.as_override("fs"),
+        write.as_override("fs"),
+        env.as_override("fs"),
+    ];
+    let policy = load(&[], &overrides).unwrap();
+    let sandbox = policy.sandbox_for("fs");
+    let values = |list: &[Sourced<String>]| -> Vec<String> {
+        list.iter().map(|entry| entry.value.clone()).collect()
+    };
+    assert_eq!(values(&sandbox.read), ["/srv/data", "~/docs"]);
+    assert_eq!(values(&sandbox.write), ["/tmp/out"]);
+    // --allow-env adds: the default names stay.
+    assert_eq!(
+        values(&sandbox.env),
+        [
+            "PATH",
+            "LANG",
+            "LC_*",
+            "TZ",
+            "TERM",
+            "GITHUB_TOKEN",
+            "LOG_*"
+        ]
+    );
+    assert_eq!(sandbox.write[0].origin.file, PathBuf::from("--allow-write"));
+    assert_eq!(sandbox.write[0].origin.layer, Layer::Config);
+    // Other servers get none of it.
+    assert!(policy.sandbox_for("other").write.is_empty());
+}
+
+#[test]
+fn an_org_lock_wins_over_every_allow_flag() {
+    use command_line::Flag;
+    let locked = org("version = 1\n[sandbox]\nlocked = true\n");
+    for (kind, value) in [
+        (Flag::Read, "/srv"),
+        (Flag::Write, "/srv"),
+        (Flag::Env, "TOKEN"),
+        (Flag::Net, "example.org"),
+    ] {
+        let grants = flag(kind, &[value]);
+        let err = load(std::slice::from_ref(&locked), &[grants.as_override("fs")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(&format!("{}:2:", kind.name())), "{err}");
+        assert!(
+            err.contains("locks") && err.contains("/etc/airlock/policy.toml"),
+            "{err}"
+        );
+    }
+    // A bad name points at the flag too.
+    let err = load(&[], &[flag(Flag::Env, &["A=B"]).as_override("fs")])
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("--allow-env:2:"), "{err}");
+}

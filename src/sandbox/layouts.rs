@@ -113,7 +113,9 @@ fn is_shared(prefix: &Path, home: Option<&Path>, homebrew: Option<&Path>) -> Opt
         }
         for shared in [".local", ".cargo", "go", ".linuxbrew"] {
             if prefix == home.join(shared) {
-                return Some(format!("~/{shared}, shared by many programs and their data"));
+                return Some(format!(
+                    "~/{shared}, shared by many programs and their data"
+                ));
             }
         }
     }
@@ -230,7 +232,10 @@ mod tests {
         );
         assert_eq!(
             parse_shebang("/home/me/.local/share/uv/tools/x/bin/python3 -I"),
-            Some((PathBuf::from("/home/me/.local/share/uv/tools/x/bin/python3"), None))
+            Some((
+                PathBuf::from("/home/me/.local/share/uv/tools/x/bin/python3"),
+                None
+            ))
         );
         assert_eq!(parse_shebang("python"), None);
     }
@@ -246,7 +251,10 @@ mod tests {
             "/home/me/.cargo",
             "/home/linuxbrew/.linuxbrew",
         ] {
-            assert!(is_shared(Path::new(shared), home, brew).is_some(), "{shared}");
+            assert!(
+                is_shared(Path::new(shared), home, brew).is_some(),
+                "{shared}"
+            );
         }
         for own in [
             "/home/me/.pyenv/versions/3.11.7",

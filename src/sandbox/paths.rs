@@ -104,8 +104,8 @@ impl ResolvedPaths {
         let runtime = super::layouts::inspect(program, program_canonical.as_deref(), env, cwd);
         // The program's own venv, else the venv its interpreter lives in (a `uv tool` or `pipx`
         // script whose first line names the venv's python).
-        let venv_root = venv_of(program)
-            .or_else(|| runtime.interpreter.as_deref().and_then(venv_of));
+        let venv_root =
+            venv_of(program).or_else(|| runtime.interpreter.as_deref().and_then(venv_of));
         let venv_root = venv_root.as_deref();
         let venv_base = venv_root.and_then(|root| {
             let cfg = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;

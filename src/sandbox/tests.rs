@@ -643,20 +643,37 @@ fn a_program_in_a_shared_bin_dir_is_granted_alone_with_the_programs_it_runs() {
     )
     .unwrap();
     let readable = grants(&plan, FsAccess::ReadExec);
-    assert!(readable.contains(&Path::new("/home/me/.local/bin/uvx")), "{readable:?}");
-    assert!(readable.contains(&Path::new("/home/me/.local/bin/uv")), "{readable:?}");
-    assert!(!readable.contains(&Path::new("/home/me/.local")), "{readable:?}");
-    assert!(!readable.contains(&Path::new("/home/me/.local/bin")), "{readable:?}");
+    assert!(
+        readable.contains(&Path::new("/home/me/.local/bin/uvx")),
+        "{readable:?}"
+    );
+    assert!(
+        readable.contains(&Path::new("/home/me/.local/bin/uv")),
+        "{readable:?}"
+    );
+    assert!(
+        !readable.contains(&Path::new("/home/me/.local")),
+        "{readable:?}"
+    );
+    assert!(
+        !readable.contains(&Path::new("/home/me/.local/bin")),
+        "{readable:?}"
+    );
     let path = &plan.env.iter().find(|(k, _)| k == "PATH").unwrap().1;
     assert!(path.starts_with("/home/me/.local/bin:"), "{path}");
-    assert!(plan.weaker_than_asked.is_empty(), "{:?}", plan.weaker_than_asked);
+    assert!(
+        plan.weaker_than_asked.is_empty(),
+        "{:?}",
+        plan.weaker_than_asked
+    );
 }
 
 #[test]
 fn homebrew_grants_the_keg_and_its_libraries_never_the_prefix_or_var() {
     let mut req = request("/home/linuxbrew/.linuxbrew/bin/node", &["server.js"]);
-    req.resolved.program_canonical =
-        Some(PathBuf::from("/home/linuxbrew/.linuxbrew/Cellar/node/22.1.0/bin/node"));
+    req.resolved.program_canonical = Some(PathBuf::from(
+        "/home/linuxbrew/.linuxbrew/Cellar/node/22.1.0/bin/node",
+    ));
     req.resolved.runtime.homebrew_prefix = Some(PathBuf::from("/home/linuxbrew/.linuxbrew"));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
     let readable = grants(&plan, FsAccess::ReadExec);
@@ -666,7 +683,10 @@ fn homebrew_grants_the_keg_and_its_libraries_never_the_prefix_or_var() {
         "/home/linuxbrew/.linuxbrew/Cellar",
         "/home/linuxbrew/.linuxbrew/lib",
     ] {
-        assert!(readable.contains(&Path::new(granted)), "{granted}: {readable:?}");
+        assert!(
+            readable.contains(&Path::new(granted)),
+            "{granted}: {readable:?}"
+        );
     }
     for rule in &plan.fs {
         assert!(
@@ -679,15 +699,25 @@ fn homebrew_grants_the_keg_and_its_libraries_never_the_prefix_or_var() {
 #[test]
 fn a_scripts_interpreter_is_granted_and_first_on_path() {
     // nvm's npx: a script whose first line is `#!/usr/bin/env node`, found on PATH in nvm's bin.
-    let mut req = request("/home/me/.nvm/versions/node/v20.1.0/bin/npx", &["-y", "pkg"]);
+    let mut req = request(
+        "/home/me/.nvm/versions/node/v20.1.0/bin/npx",
+        &["-y", "pkg"],
+    );
     req.resolved.program_canonical = Some(PathBuf::from(
         "/home/me/.nvm/versions/node/v20.1.0/lib/node_modules/npm/bin/npx-cli.js",
     ));
-    req.resolved.runtime.interpreter =
-        Some(PathBuf::from("/home/me/.nvm/versions/node/v20.1.0/bin/node"));
+    req.resolved.runtime.interpreter = Some(PathBuf::from(
+        "/home/me/.nvm/versions/node/v20.1.0/bin/node",
+    ));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
     let readable = grants(&plan, FsAccess::ReadExec);
-    assert!(readable.contains(&Path::new("/home/me/.nvm/versions/node/v20.1.0")), "{readable:?}");
+    assert!(
+        readable.contains(&Path::new("/home/me/.nvm/versions/node/v20.1.0")),
+        "{readable:?}"
+    );
     let path = &plan.env.iter().find(|(k, _)| k == "PATH").unwrap().1;
-    assert_eq!(path, "/home/me/.nvm/versions/node/v20.1.0/bin:/usr/bin:/bin");
+    assert_eq!(
+        path,
+        "/home/me/.nvm/versions/node/v20.1.0/bin:/usr/bin:/bin"
+    );
 }

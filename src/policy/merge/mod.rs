@@ -52,6 +52,10 @@ pub struct ServerOverride<'a> {
     pub text: &'a str,
     pub tools: Option<&'a Spanned<ToolsSection>>,
     pub sandbox: Option<&'a Spanned<SandboxSection>>,
+    /// The block only adds (the command line's `--allow-*` grants): its `read`, `write` and
+    /// `env` entries join the built-in default's lists instead of replacing them, so
+    /// `--allow-env=TOKEN` passes TOKEN besides PATH and LANG, not instead of them.
+    pub adds_only: bool,
 }
 
 /// The file a layer's value is read from, for origins and error positions.
@@ -239,6 +243,24 @@ fn lock_grant_args(draft: &mut Draft) {
             value: GrantArgs::None,
             origin: lock.clone(),
         };
+    }
+}
+
+/// Puts back the built-in entries of the granting lists a block replaced (see
+/// [`ServerOverride::adds_only`]).
+fn keep_builtin_lists(before: &SandboxPolicy, after: &mut SandboxPolicy) {
+    for (had, has) in [
+        (&before.read, &mut after.read),
+        (&before.write, &mut after.write),
+        (&before.env, &mut after.env),
+    ] {
+        let replaced: Vec<Sourced<String>> = had
+            .iter()
+            .filter(|entry| entry.origin.layer == Layer::Builtin)
+            .filter(|entry| !has.iter().any(|now| now.value == entry.value))
+            .cloned()
+            .collect();
+        has.splice(0..0, replaced);
     }
 }
 
@@ -566,7 +588,11 @@ pub fn load(
             let mut own = server_sandbox
                 .remove(server.server)
                 .unwrap_or_else(|| draft.sandbox.clone());
+            let before = own.clone();
             merge_sandbox(&mut own, &ctx, &widening, sandbox.get_ref())?;
+            if server.adds_only {
+                keep_builtin_lists(&before, &mut own);
+            }
             server_sandbox.insert(server.server.to_string(), own);
         }
     }
