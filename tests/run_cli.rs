@@ -35,6 +35,26 @@ fn python() -> String {
         .to_string()
 }
 
+/// Sets a test's own HOME, state, config and org policy dirs (under `dir`) on `command`, so the
+/// test neither reads nor writes the machine's (another airlock may be running there).
+fn own_state(command: &mut Command, dir: &Path) -> &mut Command {
+    for sub in ["home", "state", "config", "org"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("own dirs");
+    }
+    command
+        .env("HOME", dir.join("home"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.join("org"))
+}
+
+/// `airlock` with the test's own dirs.
+fn airlock(dir: &Path) -> Command {
+    let mut command = Command::new(AIRLOCK);
+    own_state(&mut command, dir);
+    command
+}
+
 fn write_policy(dir: &Path, extra: &str) -> PathBuf {
     let path = dir.join("policy.toml");
     std::fs::write(&path, format!("version = 1\n{extra}")).expect("policy");
@@ -65,7 +85,7 @@ fn gates_a_confined_server_and_exits_with_its_status() {
         ),
     );
     let audit = dir.path().join("audit.jsonl");
-    let mut child = Command::new(AIRLOCK)
+    let mut child = airlock(dir.path())
         .args(["run", "--name", "fixture", "--policy"])
         .arg(&policy)
         .arg("--audit")
@@ -145,7 +165,7 @@ fn gates_a_confined_server_and_exits_with_its_status() {
 fn refuses_a_command_outside_the_allowlist_and_an_unpinnable_audit_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let policy = write_policy(dir.path(), "");
-    let out = Command::new(AIRLOCK)
+    let out = airlock(dir.path())
         .args(["run", "--audit"])
         .arg(dir.path().join("a.jsonl"))
         .arg("--policy")
@@ -168,7 +188,7 @@ fn refuses_a_command_outside_the_allowlist_and_an_unpinnable_audit_path() {
         "version = 1\n[audit]\npath = \"/tmp/org-pinned.jsonl\"\n",
     )
     .expect("org policy");
-    let out = Command::new(AIRLOCK)
+    let out = airlock(dir.path())
         .env("AIRLOCK_ORG_POLICY_DIR", &org)
         .args(["run", "--audit"])
         .arg(dir.path().join("mine.jsonl"))
@@ -187,7 +207,7 @@ fn refuses_a_command_outside_the_allowlist_and_an_unpinnable_audit_path() {
 fn trust_on_the_command_line_launches_confined_unless_the_policy_forbids_trust() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = |policy: &Path, trust: bool| {
-        let mut command = Command::new(AIRLOCK);
+        let mut command = airlock(dir.path());
         command
             .args(["run", "--audit"])
             .arg(dir.path().join("a.jsonl"));
@@ -267,8 +287,8 @@ fn node() -> PathBuf {
     std::fs::canonicalize(&path).unwrap_or(path)
 }
 
-fn interop(args: &[&std::ffi::OsStr], python: &Path) -> Value {
-    let out = Command::new(python)
+fn interop(args: &[&std::ffi::OsStr], python: &Path, dir: &Path) -> Value {
+    let out = own_state(&mut Command::new(python), dir)
         .arg(root().join("tests/fixtures/mcp/interop_client.py"))
         .args(args)
         .output()
@@ -309,7 +329,7 @@ fn interop_server_everything_with_the_python_sdk() {
         server.as_os_str(),
         "stdio".as_ref(),
     ];
-    let report = interop(&args, &python);
+    let report = interop(&args, &python, dir.path());
     let tools: Vec<&str> = report["tools"]
         .as_array()
         .expect("tools")
@@ -373,7 +393,7 @@ fn interop_server_filesystem_writes_inside_its_grant_only() {
         server.as_os_str(),
         inside.as_os_str(),
     ];
-    let report = interop(&args, &python);
+    let report = interop(&args, &python, dir.path());
     assert_eq!(report["inside"]["isError"], false, "{report}");
     assert_eq!(
         std::fs::read_to_string(inside.join("note.txt")).expect("written"),

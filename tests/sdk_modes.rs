@@ -106,6 +106,7 @@ fn every_sdk_mode_gets_every_feature(mode: Mode) {
             .arg(root().join("tests/fixtures/mcp/sdk_probe.py"))
             .args([sdk_mode, prefix])
             .args(&command)
+            .env("HOME", dir.path())
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))

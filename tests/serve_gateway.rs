@@ -116,6 +116,7 @@ startup_timeout = 5
             audit.as_os_str(),
             inside.as_os_str(),
         ])
+        .env("HOME", dir.path())
         .env("XDG_STATE_HOME", &state)
         .env("XDG_CONFIG_HOME", dir.path().join("config"))
         .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))

@@ -199,6 +199,7 @@ args = ["{fixture}", "--name", "fixture"]
             audit.as_os_str(),
             calls.to_string().as_ref(),
         ])
+        .env("HOME", dir.path())
         .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("XDG_CONFIG_HOME", dir.path().join("config"))
         .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))

@@ -59,6 +59,7 @@ impl World {
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(AIRLOCK);
         cmd.args(args)
+            .env("HOME", self.path("home"))
             .env("XDG_STATE_HOME", self.path("state"))
             .env("XDG_CONFIG_HOME", self.path("config"))
             .env("AIRLOCK_ORG_POLICY_DIR", self.path("org"));
