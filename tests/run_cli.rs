@@ -37,7 +37,7 @@ fn python() -> String {
 
 /// Sets a test's own HOME, state, config and org policy dirs (under `dir`) on `command`, so the
 /// test neither reads nor writes the machine's (another airlock may be running there).
-fn own_state(command: &mut Command, dir: &Path) -> &mut Command {
+fn own_state<'a>(command: &'a mut Command, dir: &Path) -> &'a mut Command {
     for sub in ["home", "state", "config", "org"] {
         std::fs::create_dir_all(dir.join(sub)).expect("own dirs");
     }
