@@ -297,7 +297,8 @@ fn explain_shows_how_each_path_argument_was_read() {
             "-> /etc/passwd (file: URL, percent-decoded): meets the rule",
         ),
         (
-            r#"{"path":"~/../../../../../../etc/passwd"}"#,
+            // Deeper than any temp HOME: `..` at `/` stays at `/`.
+            r#"{"path":"~/../../../../../../../../../../../../../../etc/passwd"}"#,
             "~ = the server's HOME): meets the rule",
         ),
         (

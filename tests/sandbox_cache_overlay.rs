@@ -311,6 +311,9 @@ fn hostile(home: &Home) -> (Output, BTreeMap<String, String>) {
             "__sandbox-exec",
             "--server",
             "hostile-npm",
+            // As `airlock run` grants paths on the command line: never the real cache.
+            "--grant-args",
+            "write",
             "--",
             "node",
             script.to_str().unwrap(),

@@ -40,6 +40,10 @@ pub struct SandboxExecArgs {
     /// Extra write grant (repeatable).
     #[arg(long = "grant-write")]
     pub grant_write: Vec<String>,
+    /// What paths on the server's own command line are granted: `none` (the default here: this
+    /// harness grants what its flags say), `read` or `write` (as `grant_args` in a policy).
+    #[arg(long = "grant-args", default_value = "none", value_parser = ["none", "read", "write"])]
+    pub grant_args: String,
     /// Override the network: `none`, `host`, or comma-separated allow-list entries (`443` is any
     /// name on port 443; `api.github.com`, `127.0.0.1:8080`, ...).
     #[arg(long)]
@@ -87,6 +91,14 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
             value: g.clone(),
             origin: cli_origin("--grant-write"),
         }));
+    sandbox.grant_args = Sourced {
+        value: match args.grant_args.as_str() {
+            "write" => crate::policy::GrantArgs::Write,
+            "read" => crate::policy::GrantArgs::Read,
+            _ => crate::policy::GrantArgs::None,
+        },
+        origin: cli_origin("--grant-args"),
+    };
     if let Some(network) = &args.network {
         let value = match network.as_str() {
             "none" => Network::None,

@@ -47,11 +47,24 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         fs.push(path.clone(), FsAccess::ReadWrite, reason, private);
     }
     policy_rules(policy, &vars, &protected, user_paths, &mut fs, &mut notes)?;
+    // The real caches behind the overlays are reached only through the private copy: a path on
+    // the command line never grants them (it would bypass the copy-on-write view).
+    let argument_protected: Vec<(String, PathBuf)> = protected
+        .iter()
+        .cloned()
+        .chain(cache_overlays.iter().map(|overlay| {
+            let what = format!(
+                "the real {} cache (the server sees its private copy)",
+                overlay.name
+            );
+            (what, overlay.lower.clone())
+        }))
+        .collect();
     let arguments = super::arguments::argument_rules(
         &request.resolved.arguments,
         &policy.grant_args,
         request.dirs.home.as_deref(),
-        &protected,
+        &argument_protected,
         user_paths,
         &mut fs,
     );

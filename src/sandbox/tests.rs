@@ -185,6 +185,31 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
     );
 }
 
+/// A path on the command line never grants the real cache the overlay stands for (a server
+/// given `~/.npm` would otherwise write the real cache past its copy-on-write view).
+#[test]
+fn the_real_cache_on_the_command_line_is_not_granted() {
+    let mut req = request("/usr/bin/npx", &["-y", "pkg", "/home/me/.npm/_cacache"]);
+    req.resolved.arguments = vec![crate::sandbox::arguments::ArgumentPath {
+        index: 2,
+        written: "/home/me/.npm/_cacache".into(),
+        path: "/home/me/.npm/_cacache".into(),
+        canonical: "/home/me/.npm/_cacache".into(),
+        is_dir: true,
+    }];
+    let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    for rule in &plan.fs {
+        assert!(!rule.path.starts_with("/home/me/.npm"), "{rule:?}");
+    }
+    assert_eq!(plan.arguments.len(), 1);
+    assert_eq!(plan.arguments[0].access, None);
+    assert!(
+        plan.arguments[0].source.contains("the real npm cache"),
+        "{:?}",
+        plan.arguments[0]
+    );
+}
+
 /// uv's tool environments name the cache by its absolute path: the overlay is mounted over the
 /// real cache path, with no landlock rule on it in the plan (the helper grants it on the mounted
 /// overlay only). As root too (changed with the constructed root: the directories leading to it
