@@ -19,6 +19,7 @@ pub mod explain;
 pub mod relay;
 pub mod resolver;
 pub mod service;
+pub mod splice;
 pub mod standin;
 pub mod sys;
 

@@ -135,7 +135,7 @@ pub trait Resolve: Send + Sync + 'static {
 
 /// Opens the connection to the remote end.
 pub trait Connect: Send + Sync + 'static {
-    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    type Stream: ClientStream + 'static;
     fn connect(&self, to: SocketAddr) -> impl Future<Output = io::Result<Self::Stream>> + Send;
 }
 
@@ -340,7 +340,15 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
             true,
         )
         .await;
-        let (up, down, error) = relay_counted(client, upstream).await;
+        // Two sockets: spliced, no byte through user space. Anything else (or no pipe): copied.
+        let spliced = match (client.tcp(), upstream.tcp()) {
+            (Some(from), Some(to)) => super::splice::relay_spliced(from, to).await,
+            _ => None,
+        };
+        let (up, down, error) = match spliced {
+            Some((up, down, error)) => (up, down, error.and_then(|err| failure(err, "relaying"))),
+            None => relay_counted(client, upstream).await,
+        };
         self.record(close(up, down, error), false).await;
     }
 
@@ -376,15 +384,6 @@ where
         copy_counted(client_read, upstream_write),
         copy_counted(upstream_read, client_write),
     );
-    // A side that resets (a client that closes with unread data does) ended the connection; it
-    // is not a failure of the relay.
-    let failure = |err: io::Error, side: &str| {
-        (!matches!(
-            err.kind(),
-            io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-        ))
-        .then(|| format!("{side}: {err}"))
-    };
     let error = up_error
         .and_then(|err| failure(err, "from the server"))
         .or(down_error.and_then(|err| failure(err, "to the server")));
@@ -417,6 +416,16 @@ where
     (total, result)
 }
 
+/// A side that resets (a client that closes with unread data does) ended the connection; that is
+/// not a failure of the relay.
+fn failure(err: io::Error, side: &str) -> Option<String> {
+    (!matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    ))
+    .then(|| format!("{side}: {err}"))
+}
+
 fn is_transient(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
@@ -424,16 +433,25 @@ fn is_transient(err: &io::Error) -> bool {
     )
 }
 
-/// The server's side of a relayed connection.
+/// One side of a relayed connection.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send {
     /// Closes with a reset, so the server sees a refused connection at once.
     fn reset(self);
+
+    /// The socket, when it is one (both sides sockets: the relay splices).
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
 }
 
 impl ClientStream for TcpStream {
     fn reset(self) {
         let _ = self.set_zero_linger();
         drop(self);
+    }
+
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self)
     }
 }
 

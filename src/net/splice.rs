@@ -34,7 +34,13 @@ fn pipe() -> io::Result<Pipe> {
     };
     // Best effort: a smaller pipe only means more splices.
     // SAFETY: F_SETPIPE_SZ takes an integer argument.
-    unsafe { libc::fcntl(pipe.write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES as libc::c_int) };
+    unsafe {
+        libc::fcntl(
+            pipe.write.as_raw_fd(),
+            libc::F_SETPIPE_SZ,
+            PIPE_BYTES as libc::c_int,
+        )
+    };
     Ok(pipe)
 }
 
@@ -150,7 +156,11 @@ mod tests {
         };
         let mut got = Vec::new();
         remote.read_to_end(&mut got).await.unwrap();
-        assert_eq!(got.len(), big.len(), "the half-close reached the remote end");
+        assert_eq!(
+            got.len(),
+            big.len(),
+            "the half-close reached the remote end"
+        );
         remote.write_all(b"done").await.unwrap();
         remote.shutdown().await.unwrap();
         assert_eq!(writer.await.unwrap(), b"done");
