@@ -99,6 +99,11 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
         .build()
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async {
+        let mut prepared = prepared;
+        if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) {
+            // The test writes no audit log: its connections go to stderr, as audit lines.
+            prepared.net_audit = Some(crate::net::relay::audit_to_stderr());
+        }
         let started = Instant::now();
         let mut child = prepared
             .spawn()

@@ -176,6 +176,22 @@ pub struct NetAudit {
     pub written: Option<oneshot::Sender<()>>,
 }
 
+/// A sender whose events are written to stderr as audit lines (and acknowledged): for commands
+/// that keep no audit log (`airlock test`). Must be called inside a tokio runtime.
+pub fn audit_to_stderr() -> mpsc::Sender<NetAudit> {
+    let (tx, mut rx) = mpsc::channel::<NetAudit>(64);
+    tokio::spawn(async move {
+        let mut log = crate::audit::AuditLog::stderr();
+        while let Some(NetAudit { event, written }) = rx.recv().await {
+            let _ = log.record(event);
+            if let Some(written) = written {
+                let _ = written.send(());
+            }
+        }
+    });
+    tx
+}
+
 /// The resolver's and the relay's shared state for one running server.
 pub struct Egress<R: Resolve = HostResolver, C: Connect = TcpConnector> {
     pub server: String,
