@@ -338,6 +338,7 @@ proptest! {
         let context = PathContext {
             home: Some(PathBuf::from("/state/servers/fs/home")),
             cwd: Some(PathBuf::from("/data/notes")),
+            bases: vec![PathBuf::from("/srv/given")],
         };
         let decision = policy.decide_in(
             &Call { server: "fs", tool: "read_file", arguments: Some(&arguments), identity: None },

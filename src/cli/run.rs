@@ -146,6 +146,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         idle_timeout: None,
         eager: true,
         refused: None,
+        paths: launch.path_context(),
     };
     let mut core = Core::new(
         Topology::Single,

@@ -132,6 +132,10 @@ fn assemble(
                 (Some(err.to_string()), None)
             }
         };
+        let paths = match &launch {
+            Some(Launch::Local(prepared)) => prepared.path_context(),
+            _ => Default::default(),
+        };
         specs.push(ServerSpec {
             name: server.name.clone(),
             startup_timeout: server.startup_timeout,
@@ -139,6 +143,7 @@ fn assemble(
             idle_timeout: server.idle_timeout,
             eager: server.start == StartMode::Eager,
             refused,
+            paths,
         });
         launches.push(launch);
     }

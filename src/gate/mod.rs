@@ -36,14 +36,17 @@ use serde_json::{Value, json};
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome, Redactor};
 use crate::mcp::message::{
-    code, error_response, id_key, notification, request, result_response, tool_error_result,
+    code, error_response, id_key, notification, result_response, tool_error_result,
 };
 use crate::mcp::{Class, classify, version};
-use crate::policy::{Action, Call, Decision, Policy};
+use crate::policy::reading::PathContext;
+use crate::policy::{Decision, Policy};
 
 use track::{Held, Pending, RecentIds, Tracked};
 
+mod call;
 mod caller;
+mod listed;
 pub use caller::{META_IDENTITY, META_REQUEST};
 
 /// Prefix of every id airlock itself puts in the host-facing id space.
@@ -54,6 +57,8 @@ pub struct GateConfig {
     pub server: String,
     pub show_denied: bool,
     pub tool_timeout: Option<Duration>,
+    /// The server's HOME and working directory, to read path arguments as it will.
+    pub paths: PathContext,
 }
 
 /// What the core does with the message it handed in.
@@ -75,6 +80,11 @@ pub struct Effects {
     /// A definition of this kind was approved since the server's last listing: the listing the
     /// host holds is stale and must be read again.
     pub relist: Option<crate::pins::Kind>,
+    /// A call waits for a listing of the server's tools: the core lists them (the gate reads
+    /// the result through [`Gate::filter_listing`] as with any listing).
+    pub list_tools: bool,
+    /// Calls that waited for a listing, to hand to [`Gate::on_host`] again (host ids).
+    pub retry: Vec<Value>,
 }
 
 impl Effects {
@@ -83,6 +93,8 @@ impl Effects {
             && self.to_host.is_empty()
             && self.to_server.is_empty()
             && self.relist.is_none()
+            && !self.list_tools
+            && self.retry.is_empty()
     }
 }
 
@@ -128,6 +140,10 @@ pub struct Gate {
     trust_identity: bool,
     /// Host call id key → the identity making it, until the call's outcome is recorded.
     callers: HashMap<String, String>,
+    /// The names (and schemas) of the tools the server listed.
+    listed: listed::ListedTools,
+    /// Calls of a name not listed yet, waiting for a listing (in arrival order).
+    awaiting: Vec<Held>,
 }
 
 /// A human-readable description of a decision, for deny texts and logs.
@@ -169,6 +185,8 @@ impl Gate {
             initialize_key: None,
             trust_identity: false,
             callers: HashMap::new(),
+            listed: listed::ListedTools::default(),
+            awaiting: Vec::new(),
         }
     }
 
@@ -196,12 +214,14 @@ impl Gate {
 
     /// Requests forwarded to the server (or held) and not yet answered.
     pub fn in_flight(&self) -> usize {
-        self.pending.len() + self.held.len()
+        self.pending.len() + self.held.len() + self.awaiting.len()
     }
 
     /// Whether `key` (an id key of the host's id space) is a request this gate tracks.
     pub fn tracks(&self, key: &str) -> bool {
-        self.pending.contains_key(key) || self.held_by_call.contains_key(key)
+        self.pending.contains_key(key)
+            || self.held_by_call.contains_key(key)
+            || self.awaiting.iter().any(|call| id_key(&call.id) == key)
     }
 
     /// Whether `key` is one of this gate's own requests to the host.
@@ -248,89 +268,6 @@ impl Gate {
             return 0;
         }
         filter_tools_result(result, &self.config.server, &self.policy)
-    }
-
-    /// Decides one `tools/call` of `tool` with `arguments` (pure: no state changes). Returns
-    /// the verdict and the decision event (request id `id`, the host's).
-    pub fn decide_call(
-        &self,
-        tool: &str,
-        arguments: Option<&Value>,
-        params: Option<&Value>,
-        id: &Value,
-    ) -> (CallVerdict, Event) {
-        let server = &self.config.server;
-        let identity = self.caller(id);
-        let decision = self.policy.decide(&Call {
-            server,
-            tool,
-            arguments,
-            identity,
-        });
-        let mut event = self.event(EventKind::Decision);
-        event.identity = identity.map(String::from);
-        event.request_id = Some(id.clone());
-        event.args = arguments.map(|args| self.redactor.redact(args));
-        event.tool = Some(tool.to_string());
-        event.rule = Some(decision.rule.clone());
-        event.layer = Some(decision.layer.to_string());
-        event.source = Some(decision.source.clone());
-        let verdict = match decision.action {
-            Action::Allow => CallVerdict::Allow,
-            Action::Deny => CallVerdict::Deny(format!(
-                "airlock denied the call to tool \"{tool}\" of server \"{server}\": {}.",
-                describe(&decision)
-            )),
-            Action::Ask => match self.elicitation_available(params) {
-                Err(why) => {
-                    event.reason = Some(format!("ask: {why}"));
-                    CallVerdict::Deny(format!(
-                        "airlock denied the call to tool \"{tool}\" of server \"{server}\": {} asks for confirmation, but {why}.",
-                        describe(&decision)
-                    ))
-                }
-                Ok(()) => {
-                    let shown = arguments
-                        .map(|a| self.redactor.redact(a))
-                        .unwrap_or_default();
-                    CallVerdict::Ask(format!(
-                        "Allow server \"{server}\" to run tool \"{tool}\" with arguments {shown}? ({})",
-                        describe(&decision)
-                    ))
-                }
-            },
-        };
-        event.decision = Some(
-            match verdict {
-                CallVerdict::Allow => Action::Allow,
-                CallVerdict::Deny(_) => Action::Deny,
-                CallVerdict::Ask(_) => Action::Ask,
-            }
-            .to_string(),
-        );
-        (verdict, event)
-    }
-
-    fn elicitation_available(&self, params: Option<&Value>) -> Result<(), &'static str> {
-        let stateless = self
-            .host
-            .version
-            .as_deref()
-            .is_some_and(|v| version::era_of(v) == version::Era::Stateless);
-        if stateless || version::request_version(params).is_some() {
-            // 2026-07-28 has no server→client requests; confirmation would need the in-band
-            // (multi-round-trip) flow, which airlock does not speak yet.
-            return Err(
-                "the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet",
-            );
-        }
-        if self.host.elicitation {
-            Ok(())
-        } else {
-            Err(
-                "the host did not declare the elicitation capability, so airlock cannot ask for confirmation",
-            )
-        }
     }
 
     // ---------------------------------------------------------------- host → server
@@ -442,152 +379,16 @@ impl Gate {
         Verdict::Forward(message)
     }
 
-    fn host_call(&mut self, message: Value, id: Value, now: Instant, fx: &mut Effects) -> Verdict {
-        let params = message.get("params");
-        let Some(tool) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
-            let mut event = self.event(EventKind::Decision);
-            event.request_id = Some(id.clone());
-            event.decision = Some(Action::Deny.to_string());
-            event.rule = Some("airlock: tools/call without a tool name".into());
-            fx.audit.push(event);
-            fx.audit
-                .push(self.outcome_event("", &id, Outcome::Denied, Duration::ZERO, None));
-            fx.to_host.push(error_response(
-                id.clone(),
-                code::INVALID_PARAMS,
-                "tools/call needs params.name",
-                None,
-            ));
-            self.answered_here.insert(id_key(&id));
-            return Verdict::Drop;
-        };
-        let tool = tool.to_string();
-        let arguments = params.and_then(|p| p.get("arguments"));
-        let warning = match self.check_pin(crate::pins::Kind::Tool, &tool, fx) {
-            pinned::PinCheck::Pass => None,
-            pinned::PinCheck::Warned(text) => Some(text),
-            pinned::PinCheck::Refused(refusal) => {
-                self.refuse_pinned_call(&tool, id, arguments, refusal, now, fx);
-                return Verdict::Drop;
-            }
-        };
-        let (verdict, mut event) = self.decide_call(&tool, arguments, params, &id);
-        if let Some(warning) = warning {
-            event.reason = Some(match event.reason.take() {
-                Some(reason) => format!("{reason}; {warning}"),
-                None => warning,
-            });
-        }
-        fx.audit.push(event);
-        let deadline = self.config.tool_timeout.map(|timeout| now + timeout);
-        match verdict {
-            CallVerdict::Allow => {
-                let what = Tracked::ToolsCall { tool };
-                self.pending
-                    .insert(id_key(&id), Pending::new(id, what, now, deadline));
-                Verdict::Forward(message)
-            }
-            CallVerdict::Deny(text) => {
-                self.refuse(&tool, id, text, now, now, fx);
-                Verdict::Drop
-            }
-            CallVerdict::Ask(question) => {
-                let own_id = self.own_id("ask");
-                fx.to_host.push(request(
-                    own_id.clone(),
-                    "elicitation/create",
-                    json!({
-                        "_meta": {META_REQUEST: id},
-                        "message": question,
-                        "requestedSchema": {
-                            "type": "object",
-                            "properties": {"approve": {"type": "boolean", "title": "Allow this tool call", "default": true}},
-                            "required": ["approve"]
-                        }
-                    }),
-                ));
-                let own_key = id_key(&own_id);
-                self.held_by_call.insert(id_key(&id), own_key.clone());
-                let held = Held {
-                    call: message,
-                    id,
-                    tool,
-                    started: now,
-                    deadline,
-                };
-                self.held.insert(own_key, held);
-                Verdict::Drop
-            }
-        }
-    }
-
-    /// Answers a call here with an `isError` tool result and records the outcome.
-    fn refuse(
-        &mut self,
-        tool: &str,
-        id: Value,
-        text: String,
-        started: Instant,
-        now: Instant,
-        fx: &mut Effects,
-    ) {
-        fx.audit.push(self.outcome_event(
-            tool,
-            &id,
-            Outcome::Denied,
-            now.saturating_duration_since(started),
-            Some(text.clone()),
-        ));
-        self.answered_here.insert(id_key(&id));
-        fx.to_host
-            .push(result_response(id, tool_error_result(&text)));
-    }
-
-    fn resolve_held(&mut self, held: Held, answer: &Value, now: Instant, fx: &mut Effects) {
-        let result = answer.get("result");
-        let action = result
-            .and_then(|r| r.get("action"))
-            .and_then(Value::as_str)
-            .unwrap_or("error");
-        let approved = action == "accept"
-            && result
-                .and_then(|r| r.get("content"))
-                .and_then(|c| c.get("approve"))
-                .and_then(Value::as_bool)
-                != Some(false);
-        let mut event = self.event(EventKind::Elicitation);
-        event.tool = Some(held.tool.clone());
-        event.request_id = Some(held.id.clone());
-        event.decision = Some(
-            if approved {
-                Action::Allow
-            } else {
-                Action::Deny
-            }
-            .to_string(),
-        );
-        event.reason = Some(format!("host answered: {action}"));
-        fx.audit.push(event);
-        if approved {
-            let what = Tracked::ToolsCall { tool: held.tool };
-            let pending = Pending::new(held.id.clone(), what, held.started, held.deadline);
-            self.pending.insert(id_key(&held.id), pending);
-            fx.to_server.push(held.call);
-        } else {
-            let text = format!(
-                "airlock denied the call to tool \"{}\" of server \"{}\": the user did not approve it ({action}).",
-                held.tool, self.config.server
-            );
-            self.refuse(&held.tool, held.id, text, held.started, now, fx);
-        }
-    }
-
     fn host_cancelled(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
         let Some(request_id) = message.pointer("/params/requestId") else {
             return Verdict::Forward(message);
         };
         let key = id_key(request_id);
         if self.answered_here.remove(&key) {
+            return Verdict::Drop;
+        }
+        if let Some(waiting) = self.take_awaiting(&key) {
+            self.give_up_waiting(waiting, listed::GiveUp::Cancelled, now, fx);
             return Verdict::Drop;
         }
         if let Some(own_key) = self.held_by_call.remove(&key) {
@@ -736,7 +537,7 @@ impl Gate {
     pub fn next_deadline(&self) -> Option<Instant> {
         let pending = self.pending.values().filter_map(|p| p.deadline);
         let held = self.held.values().filter_map(|h| h.deadline);
-        pending.chain(held).min()
+        pending.chain(held).chain(self.awaiting_deadline()).min()
     }
 
     /// Answers every call whose `tool_timeout` has passed and cancels it at the server.
@@ -746,6 +547,9 @@ impl Gate {
     }
 
     fn expire(&mut self, now: Instant, fx: &mut Effects) {
+        for waiting in self.expired_awaiting(now) {
+            self.give_up_waiting(waiting, listed::GiveUp::TimedOut, now, fx);
+        }
         let seconds = self
             .config
             .tool_timeout
@@ -872,6 +676,10 @@ impl Gate {
             let what = Tracked::ToolsCall { tool: call.tool };
             let pending = Pending::new(call.id, what, call.started, None);
             self.unanswered(pending, &message, now, fx);
+        }
+        for waiting in std::mem::take(&mut self.awaiting) {
+            let why = listed::GiveUp::Failed(message.clone());
+            self.give_up_waiting(waiting, why, now, fx);
         }
         self.forget_finished(fx);
     }

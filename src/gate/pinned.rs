@@ -53,6 +53,10 @@ impl Gate {
     /// definition the server offers), then, for tools, the policy (unless `--show-denied`).
     /// Pin events go to the audit log. Returns how many items were removed.
     pub fn filter_listing(&mut self, kind: Kind, result: &mut Value, fx: &mut Effects) -> usize {
+        if kind == Kind::Tool {
+            // The names as the server spelled them, before pins or the policy hide any.
+            self.learn_tools(result, fx);
+        }
         let mut removed = 0;
         if let Some(guard) = &mut self.pins {
             let now = crate::audit::event::rfc3339(std::time::SystemTime::now());

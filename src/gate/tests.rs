@@ -27,9 +27,21 @@ fn gate_with(text: &str, timeout: Option<Duration>, show_denied: bool) -> Gate {
         server: "fs".into(),
         show_denied,
         tool_timeout: timeout,
+        paths: PathContext {
+            home: Some(PathBuf::from("/home/srv")),
+            cwd: Some(PathBuf::from("/work/project")),
+            bases: Vec::new(),
+        },
     };
-    Gate::new(config, policy(text), Arc::new(Redactor::new([]).unwrap()))
+    let mut gate = Gate::new(config, policy(text), Arc::new(Redactor::new([]).unwrap()));
+    // The server listed its tools (a call of any other name is refused as unknown).
+    let mut listing = json!({"tools": LISTED.map(|name| json!({"name": name}))});
+    let mut fx = Effects::default();
+    gate.filter_listing(crate::pins::Kind::Tool, &mut listing, &mut fx);
+    gate
 }
+
+const LISTED: [&str; 3] = ["read_file", "write_file", "delete_file"];
 
 fn gate() -> Gate {
     gate_with(POLICY, None, false)
@@ -426,4 +438,231 @@ fn the_confirmation_request_names_its_call() {
     let mut fx = Effects::default();
     gate.on_host(call(json!("c1"), "write_file"), now, &mut fx);
     assert_eq!(fx.to_host[0]["params"]["_meta"][META_REQUEST], "c1");
+}
+
+// ---------------------------------------------------------------- calls only to what was listed
+
+fn answer_error_code(fx: &Effects) -> Option<i64> {
+    fx.to_host
+        .last()
+        .and_then(|m| m.pointer("/error/code"))
+        .and_then(Value::as_i64)
+}
+
+#[test]
+fn a_name_the_server_did_not_list_byte_for_byte_is_refused_as_an_unknown_tool() {
+    let mut gate = gate();
+    let now = Instant::now();
+    for (n, spelling) in [
+        "READ_FILE",
+        "read_file ",
+        "Read_File",
+        "read\u{200b}_file",
+        "nope",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut fx = Effects::default();
+        let verdict = gate.on_host(call(json!(n), spelling), now, &mut fx);
+        assert_eq!(verdict, Verdict::Drop, "{spelling:?}");
+        assert_eq!(answer_error_code(&fx), Some(code::INVALID_PARAMS));
+        assert_eq!(
+            kinds(&fx),
+            vec![
+                (EventKind::Decision, Some("deny".into()), None),
+                (EventKind::Outcome, None, Some(Outcome::Denied)),
+            ]
+        );
+        assert_eq!(fx.audit[0].tool.as_deref(), Some(*spelling));
+        assert_eq!(fx.audit[0].rule.as_deref(), Some(listed::UNLISTED_RULE));
+    }
+}
+
+fn unlisted_gate(timeout: Option<Duration>) -> Gate {
+    let config = GateConfig {
+        server: "fs".into(),
+        show_denied: false,
+        tool_timeout: timeout,
+        paths: PathContext::default(),
+    };
+    Gate::new(config, policy(POLICY), Arc::new(Redactor::new([]).unwrap()))
+}
+
+fn list(gate: &mut Gate, listing: Value) -> Effects {
+    let mut fx = Effects::default();
+    let mut listing = listing;
+    gate.filter_listing(crate::pins::Kind::Tool, &mut listing, &mut fx);
+    fx
+}
+
+#[test]
+fn a_call_before_any_listing_waits_for_one_and_is_then_decided_against_it() {
+    let mut gate = unlisted_gate(None);
+    let now = Instant::now();
+    let mut fx = Effects::default();
+    assert_eq!(
+        gate.on_host(call(json!(1), "read_file"), now, &mut fx),
+        Verdict::Drop
+    );
+    assert_eq!(
+        gate.on_host(call(json!(2), "READ_FILE"), now, &mut fx),
+        Verdict::Drop
+    );
+    assert!(fx.list_tools && fx.audit.is_empty() && fx.to_host.is_empty());
+    assert!(gate.tracks(&id_key(&json!(1))));
+    assert_eq!(gate.in_flight(), 2);
+    // A first page leaves them waiting; the last one hands them back, in order.
+    let fx = list(
+        &mut gate,
+        json!({"tools": [{"name": "write_file"}], "nextCursor": "p2"}),
+    );
+    assert!(fx.retry.is_empty());
+    let fx = list(&mut gate, json!({"tools": [{"name": "read_file"}]}));
+    assert_eq!(fx.retry.len(), 2);
+    assert_eq!(fx.retry[0]["id"], 1);
+    let mut again = Effects::default();
+    let first = gate.on_host(fx.retry[0].clone(), now, &mut again);
+    assert!(matches!(first, Verdict::Forward(_)));
+    let second = gate.on_host(fx.retry[1].clone(), now, &mut again);
+    assert_eq!(second, Verdict::Drop);
+    assert_eq!(answer_error_code(&again), Some(code::INVALID_PARAMS));
+}
+
+#[test]
+fn after_list_changed_a_new_name_waits_for_a_listing_and_a_listed_one_passes() {
+    let mut gate = gate();
+    let now = Instant::now();
+    gate.tools_changed();
+    let mut fx = Effects::default();
+    assert!(matches!(
+        gate.on_host(call(json!(1), "read_file"), now, &mut fx),
+        Verdict::Forward(_)
+    ));
+    assert_eq!(
+        gate.on_host(call(json!(2), "late"), now, &mut fx),
+        Verdict::Drop
+    );
+    assert!(fx.list_tools);
+    let fx = list(&mut gate, json!({"tools": [{"name": "late"}]}));
+    let mut again = Effects::default();
+    let late = gate.on_host(fx.retry[0].clone(), now, &mut again);
+    assert!(matches!(late, Verdict::Forward(_)), "{again:?}");
+}
+
+#[test]
+fn a_waiting_call_ends_with_one_decision_and_one_outcome_however_it_ends() {
+    let now = Instant::now();
+    // Cancelled by the host: no answer, not forwarded.
+    let mut gate = unlisted_gate(Some(Duration::from_secs(5)));
+    let mut fx = Effects::default();
+    gate.on_host(call(json!(1), "read_file"), now, &mut fx);
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}});
+    let mut fx = Effects::default();
+    assert_eq!(gate.on_host(cancel, now, &mut fx), Verdict::Drop);
+    assert!(fx.to_host.is_empty());
+    assert_eq!(
+        kinds(&fx),
+        vec![
+            (EventKind::Decision, Some("deny".into()), None),
+            (EventKind::Outcome, None, Some(Outcome::Cancelled)),
+        ]
+    );
+    // Timed out: the tool timeout answers it.
+    gate.on_host(call(json!(2), "read_file"), now, &mut Effects::default());
+    let late = now + Duration::from_secs(6);
+    assert_eq!(gate.next_deadline(), Some(now + Duration::from_secs(5)));
+    let mut fx = Effects::default();
+    gate.on_tick(late, &mut fx);
+    assert_eq!(answer_error_code(&fx), Some(code::REQUEST_TIMEOUT));
+    assert_eq!(fx.audit[1].outcome, Some(Outcome::Timeout));
+    // The listing failed, or the server is gone: answered with the reason.
+    gate.on_host(call(json!(3), "read_file"), now, &mut Effects::default());
+    let mut fx = Effects::default();
+    gate.tools_listing_failed("tools/list failed: boom", now, &mut fx);
+    assert_eq!(fx.to_host[0]["result"]["isError"], true, "{:?}", fx.to_host);
+    assert_eq!(fx.audit[1].outcome, Some(Outcome::Error));
+    gate.on_host(call(json!(4), "read_file"), now, &mut Effects::default());
+    let mut fx = Effects::default();
+    gate.on_server_gone("server exited", now, &mut fx, &|_| false);
+    assert_eq!(fx.to_host.len(), 1);
+    assert_eq!(gate.in_flight(), 0);
+}
+
+// ---------------------------------------------------------------- paths and schemas
+
+#[test]
+fn path_arguments_are_read_against_the_servers_home_and_working_directory() {
+    let text = r#"
+version = 1
+[tools]
+default = "allow"
+[[tools.rule]]
+tool = "mcp:fs__read_file"
+action = "deny"
+argument = "path"
+prefix = "/etc/"
+"#;
+    let mut gate = gate_with(text, None, false);
+    let now = Instant::now();
+    let spellings = [
+        "../../etc/passwd",
+        "~/../../etc/passwd",
+        "file://localhost/etc/passwd",
+        "file:///etc%2Fpasswd",
+        "%2Fetc%2Fpasswd",
+    ];
+    for (n, path) in spellings.iter().enumerate() {
+        let message = json!({"jsonrpc":"2.0","id":n,"method":"tools/call","params":{"name":"read_file","arguments":{"path":path}}});
+        let mut fx = Effects::default();
+        assert_eq!(gate.on_host(message, now, &mut fx), Verdict::Drop, "{path}");
+        assert_eq!(fx.audit[0].decision.as_deref(), Some("deny"), "{path}");
+        let text = fx.to_host[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap();
+        assert!(
+            text.contains("/etc/passwd"),
+            "the refusal names the reading: {text}"
+        );
+    }
+    let inside = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file","arguments":{"Path":"notes/a"}}});
+    assert!(matches!(
+        gate.on_host(inside, now, &mut Effects::default()),
+        Verdict::Forward(_)
+    ));
+}
+
+const SCHEMA_LISTING: &str = r#"{"tools": [{"name": "read_file", "inputSchema": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
+    "additionalProperties": false}}]}"#;
+
+#[test]
+fn arguments_are_checked_against_the_listed_schema_in_warn_and_enforce() {
+    let now = Instant::now();
+    let bad = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":7}}});
+    for (mode, forwarded) in [("off", true), ("warn", true), ("enforce", false)] {
+        let text = format!("version = 1\n[tools]\ndefault = \"allow\"\ngate_schema = \"{mode}\"\n");
+        let mut gate = unlisted_gate(None);
+        gate.set_policy(policy(&text), Arc::new(Redactor::new([]).unwrap()));
+        list(&mut gate, serde_json::from_str(SCHEMA_LISTING).unwrap());
+        let mut fx = Effects::default();
+        let verdict = gate.on_host(bad.clone(), now, &mut fx);
+        assert_eq!(matches!(verdict, Verdict::Forward(_)), forwarded, "{mode}");
+        let reason = fx.audit[0].reason.clone().unwrap_or_default();
+        match mode {
+            "off" => assert!(reason.is_empty(), "{reason}"),
+            "warn" => assert!(reason.contains("/path"), "{reason}"),
+            _ => {
+                assert_eq!(fx.audit[0].decision.as_deref(), Some("deny"));
+                let text = fx.to_host[0]["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap();
+                assert!(
+                    text.contains("inputSchema") && text.contains("/path"),
+                    "{text}"
+                );
+            }
+        }
+    }
 }

@@ -23,6 +23,10 @@ pub struct PathContext {
     pub home: Option<PathBuf>,
     /// The server's working directory.
     pub cwd: Option<PathBuf>,
+    /// Directories named on the server's own command line. Some servers resolve a relative path
+    /// against the directories they were given rather than their working directory (the
+    /// official filesystem server does), so a relative path is read against each of them too.
+    pub bases: Vec<PathBuf>,
 }
 
 /// One reading of a path argument.
@@ -58,11 +62,38 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
     };
     for (candidate, how) in spellings(path, source) {
         match candidate {
-            Some(candidate) => push(resolve(&candidate, context, &how)),
+            Some(candidate) => {
+                push(resolve(&candidate, context, &how));
+                if is_relative(&candidate) {
+                    for base in &context.bases {
+                        push(against_base(&candidate, base, &how));
+                    }
+                }
+            }
             None => push(unresolved("bytes that do not decode to a path")),
         }
     }
     readings
+}
+
+fn is_relative(path: &str) -> bool {
+    !path.starts_with('~') && !Path::new(path).is_absolute()
+}
+
+/// A relative path read against a directory on the server's command line.
+fn against_base(path: &str, base: &Path, how: &str) -> Reading {
+    Reading {
+        resolved: Some(
+            normalize_path(&base.join(path))
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        how: format!(
+            "{how}, relative to {} (a directory on the server's command line)",
+            base.display()
+        ),
+        holds: None,
+    }
 }
 
 fn unresolved(why: &str) -> Reading {
@@ -178,6 +209,7 @@ mod tests {
         PathContext {
             home: Some(PathBuf::from("/state/servers/fs/home")),
             cwd: Some(PathBuf::from("/work/notes")),
+            bases: Vec::new(),
         }
     }
 
@@ -190,6 +222,25 @@ mod tests {
 
     fn some(path: &str) -> Option<String> {
         Some(path.to_string())
+    }
+
+    #[test]
+    fn a_relative_path_is_also_read_against_each_directory_on_the_command_line() {
+        let context = PathContext {
+            bases: vec![PathBuf::from("/srv/given")],
+            ..context()
+        };
+        let readings: Vec<Option<String>> = read_path("secret/k", &context)
+            .into_iter()
+            .map(|r| r.resolved)
+            .collect();
+        assert_eq!(
+            readings,
+            vec![some("/work/notes/secret/k"), some("/srv/given/secret/k")]
+        );
+        // Absolute and `~` paths have one base already.
+        assert_eq!(read_path("/etc/x", &context).len(), 1);
+        assert_eq!(read_path("~/x", &context).len(), 1);
     }
 
     #[test]

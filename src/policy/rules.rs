@@ -521,7 +521,8 @@ impl ToolRules {
     }
 }
 
-fn location(origin: &Origin) -> String {
+/// `file:line` of a rule or setting, as decisions name it.
+pub fn location(origin: &Origin) -> String {
     match origin.line {
         Some(line) => format!("{}:{line}", origin.file.display()),
         None => origin.file.display().to_string(),

@@ -226,6 +226,7 @@ fn server_context() -> PathContext {
     PathContext {
         home: Some(PathBuf::from("/state/servers/fs/home")),
         cwd: Some(PathBuf::from("/data/notes")),
+        bases: Vec::new(),
     }
 }
 

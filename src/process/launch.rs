@@ -102,6 +102,29 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The HOME and working directory the server sees: the gate reads its path arguments
+    /// (`~`, relative paths) against them, as the server will.
+    pub fn path_context(&self) -> crate::policy::reading::PathContext {
+        let home = self
+            .plan
+            .env
+            .iter()
+            .find(|(name, _)| name == "HOME")
+            .map_or_else(|| self.plan.private_home.clone(), |(_, home)| home.into());
+        let bases = self
+            .plan
+            .arguments
+            .iter()
+            .map(|grant| grant.path.clone())
+            .filter(|path| path.is_absolute() && path.is_dir())
+            .collect();
+        crate::policy::reading::PathContext {
+            home: Some(home),
+            cwd: Some(self.plan.cwd.clone()),
+            bases,
+        }
+    }
+
     /// The spawn audit event's detail: the resolved argv and the sandbox summary.
     pub fn spawn_detail(&self) -> Value {
         json!({

@@ -66,6 +66,8 @@ pub struct Setup {
     pub name: String,
     /// The org policy (`$AIRLOCK_ORG_POLICY_DIR/policy.toml`), if any.
     pub org_policy: Option<String>,
+    /// The server's working directory (run: airlock's own; serve: the server's `cwd`).
+    pub cwd: Option<PathBuf>,
 }
 
 impl Setup {
@@ -82,6 +84,7 @@ impl Setup {
             tool_timeout: 180,
             name: "fixture".into(),
             org_policy: None,
+            cwd: None,
         }
     }
 
@@ -101,6 +104,11 @@ impl Setup {
     pub fn policy(mut self, extra: &str) -> Setup {
         self.policy.push_str(extra);
         self.policy.push('\n');
+        self
+    }
+
+    pub fn cwd(mut self, dir: &std::path::Path) -> Setup {
+        self.cwd = Some(dir.to_path_buf());
         self
     }
 
@@ -205,7 +213,11 @@ fn spawn(world: &World, setup: &Setup) -> Child {
             let mut args = vec!["run", "--name", &setup.name, "--policy", &policy];
             args.extend(["--audit", &audit, "--tool-timeout", &timeout, "--"]);
             args.extend(setup.command.iter().map(String::as_str));
-            world.command(&args)
+            let mut cmd = world.command(&args);
+            if let Some(cwd) = &setup.cwd {
+                cmd.current_dir(cwd);
+            }
+            cmd
         }
         Mode::Serve => {
             let config = world.path("airlock.toml");
@@ -214,9 +226,14 @@ fn spawn(world: &World, setup: &Setup) -> Child {
             std::fs::write(
                 &config,
                 format!(
-                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n",
+                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n{}",
                     setup.name,
-                    argv.join(", ")
+                    argv.join(", "),
+                    setup
+                        .cwd
+                        .as_ref()
+                        .map(|cwd| format!("cwd = {:?}\n", cwd.display().to_string()))
+                        .unwrap_or_default()
                 ),
             )
             .expect("config");
@@ -392,6 +409,34 @@ impl Drop for Client {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `node` from PATH, its real path (the sandbox grants the runtime's prefix).
+pub fn node() -> PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .expect("sh");
+    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+/// The entry point of an official reference server from the pinned npm peers
+/// (`server-filesystem`, `server-everything`), or `None` (skip) locally; under CI a missing
+/// peer is a failure.
+pub fn npm_server(name: &str) -> Option<PathBuf> {
+    let entry = peers().join(format!(
+        "npm/node_modules/@modelcontextprotocol/{name}/dist/index.js"
+    ));
+    if entry.exists() {
+        return Some(entry);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "peer {name} missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: peer {name} missing (run .ci/install-peers)");
+    None
 }
 
 pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {

@@ -262,7 +262,7 @@ impl Core {
     fn lifecycle_tick(&mut self, index: usize, now: Instant) {
         let server = &mut self.servers[index];
         let busy = server.busy();
-        let wanted = !server.queue.is_empty();
+        let wanted = !server.queue.is_empty() || server.gate.awaits_listing();
         match server.life.tick(now, busy, wanted) {
             Due::Nothing => {}
             Due::StartupTimedOut => {

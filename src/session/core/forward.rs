@@ -56,6 +56,13 @@ impl Core {
         if let Some(kind) = fx.relist {
             self.relist_after_approval(index, kind, now);
         }
+        if fx.list_tools {
+            self.list_for_gate(index, now);
+        }
+        for call in fx.retry {
+            let id = call.get("id").cloned().unwrap_or_default();
+            self.forward_request(index, call, id, now);
+        }
     }
 
     fn gate_message_down(&mut self, index: usize, message: Value, now: Instant) {
@@ -262,9 +269,21 @@ impl Core {
         origin: Origin,
         now: Instant,
     ) {
+        let single = self.single();
         let server = &mut self.servers[index];
-        server.next_id += 1;
-        let id = Value::from(server.next_id);
+        let id = loop {
+            server.next_id += 1;
+            // `Single` passes the host's own ids: airlock's are strings no host id can be in
+            // flight as (a host id that later equals one gets a fresh id in send_downstream).
+            let id = if single {
+                Value::String(format!("{}{}", crate::gate::OWN_ID_PREFIX, server.next_id))
+            } else {
+                Value::from(server.next_id)
+            };
+            if !server.outbound.contains_key(&id_key(&id)) {
+                break id;
+            }
+        };
         server.outbound.insert(id_key(&id), origin);
         self.send_raw(index, request(id, method, params), now);
     }

@@ -211,6 +211,12 @@ impl Core {
                 .unwrap_or("error");
             tracing::warn!(server = %self.servers[index].name, "tools/list failed: {text}");
             self.servers[index].life.last_error = Some(format!("tools/list failed: {text}"));
+            let mut fx = crate::gate::Effects::default();
+            let why = format!("tools/list failed: {text}");
+            self.servers[index]
+                .gate
+                .tools_listing_failed(&why, now, &mut fx);
+            self.apply_gate(index, fx, now);
             self.servers[index].listing = None;
             let previous = self.servers[index].tools.clone().unwrap_or_default();
             self.tools_listed(index, previous, now);
@@ -263,6 +269,63 @@ impl Core {
         if self.servers[index].life.is_starting() {
             self.become_ready(index, now);
         }
+    }
+
+    /// A call waits for a listing of its server's tools (none read yet, or the server said its
+    /// list changed). A gateway reads them as it does at start (starting the server if it is
+    /// not running); in `Single` airlock lists for the gate alone, the host sees nothing of it.
+    pub(super) fn list_for_gate(&mut self, index: usize, now: Instant) {
+        if self.single() {
+            if self.servers[index].listing.is_none() {
+                self.servers[index].listing = Some(Vec::new());
+                let origin = Origin::GateList;
+                self.internal_request(index, "tools/list", json!({}), origin, now);
+            }
+            return;
+        }
+        match self.servers[index].life.demand(now, true) {
+            Demand::Ready => self.relist_tools(index, now),
+            // Its start lists the tools.
+            Demand::Wait => {}
+            Demand::Start => self.start(index, now),
+            Demand::Unavailable(why) => {
+                let mut fx = crate::gate::Effects::default();
+                self.servers[index]
+                    .gate
+                    .tools_listing_failed(&why, now, &mut fx);
+                self.apply_gate(index, fx, now);
+            }
+        }
+    }
+
+    /// A page of airlock's listing for the gate (`Single`): read by the gate, then dropped.
+    pub(super) fn gate_list_page(
+        &mut self,
+        index: usize,
+        error: Option<Value>,
+        mut result: Value,
+        now: Instant,
+    ) {
+        let mut fx = crate::gate::Effects::default();
+        let gate = &mut self.servers[index].gate;
+        if let Some(error) = error {
+            let text = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            gate.tools_listing_failed(&format!("tools/list failed: {text}"), now, &mut fx);
+            self.servers[index].listing = None;
+        } else {
+            gate.filter_listing(crate::pins::Kind::Tool, &mut result, &mut fx);
+            match next_cursor(&result) {
+                Some(cursor) => {
+                    let params = json!({"cursor": cursor});
+                    self.internal_request(index, "tools/list", params, Origin::GateList, now);
+                }
+                None => self.servers[index].listing = None,
+            }
+        }
+        self.apply_gate(index, fx, now);
     }
 
     /// Reads a server's tools again (a `list_changed` from it, or its pins changed), unless a

@@ -78,6 +78,9 @@ pub struct ServerSpec {
     pub eager: bool,
     /// Known at load time never to start (a refused launch, an unsupported transport).
     pub refused: Option<String>,
+    /// The server's HOME and working directory, as it sees them (path arguments are read
+    /// against them); unknown for a remote server.
+    pub paths: crate::policy::reading::PathContext,
 }
 
 /// The shape of a session.
@@ -148,6 +151,8 @@ enum Origin {
     Initialize,
     /// airlock's own `tools/list` (at start, or after `list_changed`).
     ToolsList,
+    /// A page of a listing only the gate reads (`Single`: a call came before the host listed).
+    GateList,
     /// A page of a host list being aggregated.
     List {
         aggregation: u64,
@@ -373,6 +378,7 @@ impl Core {
                 server: spec.name.clone(),
                 show_denied: self.show_denied,
                 tool_timeout: spec.tool_timeout,
+                paths: spec.paths.clone(),
             },
             self.policy.clone(),
             self.redactor.clone(),

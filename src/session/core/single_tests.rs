@@ -43,6 +43,7 @@ impl Single {
             idle_timeout: None,
             eager: true,
             refused: None,
+            paths: Default::default(),
         };
         let now = Instant::now();
         let redactor = Arc::new(Redactor::new([]).unwrap());
@@ -60,6 +61,15 @@ impl Single {
         };
         single.core.start_eager(now);
         single.drive();
+        // The host has listed the tools (a call of a name the server did not list is refused).
+        single.host(json!({"jsonrpc":"2.0","id":"l","method":"tools/list"}));
+        let tools = json!([{"name": "echo"}, {"name": "delete_all"}]);
+        single.server(json!({"jsonrpc":"2.0","id":"l","result":{"tools": tools}}));
+        single.to_server.clear();
+        single.raw_to_server.clear();
+        single.to_host.clear();
+        single.raw_to_host.clear();
+        single.audit.clear();
         single
     }
 
@@ -177,6 +187,7 @@ fn host_eof_closes_the_server_input_only_after_what_the_host_sent_first() {
         idle_timeout: None,
         eager: true,
         refused: None,
+        paths: Default::default(),
     };
     let now = Instant::now();
     let redactor = Arc::new(Redactor::new([]).unwrap());

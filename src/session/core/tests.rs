@@ -35,6 +35,7 @@ fn spec(name: &str) -> ServerSpec {
         idle_timeout: None,
         eager: false,
         refused: None,
+        paths: Default::default(),
     }
 }
 

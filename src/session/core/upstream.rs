@@ -84,6 +84,7 @@ impl Core {
                 match internal {
                     Origin::Initialize => self.server_initialized(index, error, result, now),
                     Origin::ToolsList => self.tools_page(index, error, result, now),
+                    Origin::GateList => self.gate_list_page(index, error, result, now),
                     Origin::List { aggregation } => {
                         self.list_page(index, aggregation, error, result, now)
                     }
@@ -196,6 +197,9 @@ impl Core {
     }
 
     fn server_notification(&mut self, index: usize, method: &str, message: Value, now: Instant) {
+        if method == "notifications/tools/list_changed" {
+            self.servers[index].gate.tools_changed();
+        }
         if self.single() {
             self.passthrough_notification(index, method, message);
             return;

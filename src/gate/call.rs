@@ -1,0 +1,357 @@
+//! The `tools/call` path of the gate: the name checked against the server's own listing, the
+//! pins, the policy's decision, the arguments against the listed schema; a refusal answered here,
+//! a confirmation asked of the host and its answer.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::listed::Listed;
+use super::schema::SchemaCheck;
+use super::track::{Held, Pending, Tracked};
+use super::{CallVerdict, Effects, Gate, META_REQUEST, Verdict, describe, pinned};
+use crate::audit::{Event, EventKind, Outcome};
+use crate::mcp::message::{
+    code, error_response, id_key, request, result_response, tool_error_result,
+};
+use crate::mcp::version;
+use crate::policy::{Action, Call, SchemaMode};
+
+impl Gate {
+    /// Decides one `tools/call` of `tool` with `arguments` (pure: no state changes). Returns
+    /// the verdict and the decision event (request id `id`, the host's).
+    pub fn decide_call(
+        &self,
+        tool: &str,
+        arguments: Option<&Value>,
+        params: Option<&Value>,
+        id: &Value,
+    ) -> (CallVerdict, Event) {
+        let server = &self.config.server;
+        let identity = self.caller(id);
+        let call = Call {
+            server,
+            tool,
+            arguments,
+            identity,
+        };
+        let decision = self.policy.decide_in(&call, &self.config.paths);
+        let mut event = self.event(EventKind::Decision);
+        event.identity = identity.map(String::from);
+        event.request_id = Some(id.clone());
+        event.args = arguments.map(|args| self.redactor.redact(args));
+        event.tool = Some(tool.to_string());
+        event.rule = Some(decision.rule.clone());
+        event.layer = Some(decision.layer.to_string());
+        event.source = Some(decision.source.clone());
+        let verdict = match decision.action {
+            Action::Allow => CallVerdict::Allow,
+            Action::Deny => CallVerdict::Deny(format!(
+                "airlock denied the call to tool \"{tool}\" of server \"{server}\": {}{}.",
+                describe(&decision),
+                reading_note(&decision)
+            )),
+            Action::Ask => match self.elicitation_available(params) {
+                Err(why) => {
+                    event.reason = Some(format!("ask: {why}"));
+                    CallVerdict::Deny(format!(
+                        "airlock denied the call to tool \"{tool}\" of server \"{server}\": {} asks for confirmation, but {why}.",
+                        describe(&decision)
+                    ))
+                }
+                Ok(()) => {
+                    let shown = arguments
+                        .map(|a| self.redactor.redact(a))
+                        .unwrap_or_default();
+                    CallVerdict::Ask(format!(
+                        "Allow server \"{server}\" to run tool \"{tool}\" with arguments {shown}? ({})",
+                        describe(&decision)
+                    ))
+                }
+            },
+        };
+        event.decision = Some(
+            match verdict {
+                CallVerdict::Allow => Action::Allow,
+                CallVerdict::Deny(_) => Action::Deny,
+                CallVerdict::Ask(_) => Action::Ask,
+            }
+            .to_string(),
+        );
+        (verdict, event)
+    }
+
+    pub(super) fn elicitation_available(&self, params: Option<&Value>) -> Result<(), &'static str> {
+        let stateless = self
+            .host
+            .version
+            .as_deref()
+            .is_some_and(|v| version::era_of(v) == version::Era::Stateless);
+        if stateless || version::request_version(params).is_some() {
+            // 2026-07-28 has no server→client requests; confirmation would need the in-band
+            // (multi-round-trip) flow, which airlock does not speak yet.
+            return Err(
+                "the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet",
+            );
+        }
+        if self.host.elicitation {
+            Ok(())
+        } else {
+            Err(
+                "the host did not declare the elicitation capability, so airlock cannot ask for confirmation",
+            )
+        }
+    }
+
+    pub(super) fn host_call(
+        &mut self,
+        message: Value,
+        id: Value,
+        now: Instant,
+        fx: &mut Effects,
+    ) -> Verdict {
+        let params = message.get("params");
+        let Some(tool) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            let mut event = self.event(EventKind::Decision);
+            event.request_id = Some(id.clone());
+            event.decision = Some(Action::Deny.to_string());
+            event.rule = Some("airlock: tools/call without a tool name".into());
+            fx.audit.push(event);
+            fx.audit
+                .push(self.outcome_event("", &id, Outcome::Denied, Duration::ZERO, None));
+            fx.to_host.push(error_response(
+                id.clone(),
+                code::INVALID_PARAMS,
+                "tools/call needs params.name",
+                None,
+            ));
+            self.answered_here.insert(id_key(&id));
+            return Verdict::Drop;
+        };
+        let tool = tool.to_string();
+        let arguments = params.and_then(|p| p.get("arguments"));
+        let deadline = self.config.tool_timeout.map(|timeout| now + timeout);
+        match self.listed.check(&tool) {
+            Listed::Yes => {}
+            Listed::No => {
+                self.refuse_unlisted(&tool, id, arguments, fx);
+                return Verdict::Drop;
+            }
+            Listed::NotYet => {
+                // A name the policy refuses whatever the listing holds is refused at once: no
+                // server is started or listed for it.
+                let (verdict, event) = self.decide_call(&tool, arguments, params, &id);
+                if let CallVerdict::Deny(text) = verdict {
+                    fx.audit.push(event);
+                    self.refuse(&tool, id, text, now, now, fx);
+                    return Verdict::Drop;
+                }
+                let held = Held {
+                    call: message,
+                    id,
+                    tool,
+                    started: now,
+                    deadline,
+                };
+                self.await_listing(held, fx);
+                return Verdict::Drop;
+            }
+        }
+        let warning = match self.check_pin(crate::pins::Kind::Tool, &tool, fx) {
+            pinned::PinCheck::Pass => None,
+            pinned::PinCheck::Warned(text) => Some(text),
+            pinned::PinCheck::Refused(refusal) => {
+                self.refuse_pinned_call(&tool, id, arguments, refusal, now, fx);
+                return Verdict::Drop;
+            }
+        };
+        let (verdict, mut event) = self.decide_call(&tool, arguments, params, &id);
+        if let Some(warning) = warning {
+            add_reason(&mut event, warning);
+        }
+        let verdict = self.check_schema(&tool, arguments, verdict, &mut event);
+        fx.audit.push(event);
+        match verdict {
+            CallVerdict::Allow => {
+                let what = Tracked::ToolsCall { tool };
+                self.pending
+                    .insert(id_key(&id), Pending::new(id, what, now, deadline));
+                Verdict::Forward(message)
+            }
+            CallVerdict::Deny(text) => {
+                self.refuse(&tool, id, text, now, now, fx);
+                Verdict::Drop
+            }
+            CallVerdict::Ask(question) => {
+                let own_id = self.own_id("ask");
+                fx.to_host.push(request(
+                    own_id.clone(),
+                    "elicitation/create",
+                    json!({
+                        "_meta": {META_REQUEST: id},
+                        "message": question,
+                        "requestedSchema": {
+                            "type": "object",
+                            "properties": {"approve": {"type": "boolean", "title": "Allow this tool call", "default": true}},
+                            "required": ["approve"]
+                        }
+                    }),
+                ));
+                let own_key = id_key(&own_id);
+                self.held_by_call.insert(id_key(&id), own_key.clone());
+                let held = Held {
+                    call: message,
+                    id,
+                    tool,
+                    started: now,
+                    deadline,
+                };
+                self.held.insert(own_key, held);
+                Verdict::Drop
+            }
+        }
+    }
+
+    /// Answers a call here with an `isError` tool result and records the outcome.
+    pub(super) fn refuse(
+        &mut self,
+        tool: &str,
+        id: Value,
+        text: String,
+        started: Instant,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
+        fx.audit.push(self.outcome_event(
+            tool,
+            &id,
+            Outcome::Denied,
+            now.saturating_duration_since(started),
+            Some(text.clone()),
+        ));
+        self.answered_here.insert(id_key(&id));
+        fx.to_host
+            .push(result_response(id, tool_error_result(&text)));
+    }
+
+    pub(super) fn resolve_held(
+        &mut self,
+        held: Held,
+        answer: &Value,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
+        let result = answer.get("result");
+        let action = result
+            .and_then(|r| r.get("action"))
+            .and_then(Value::as_str)
+            .unwrap_or("error");
+        let approved = action == "accept"
+            && result
+                .and_then(|r| r.get("content"))
+                .and_then(|c| c.get("approve"))
+                .and_then(Value::as_bool)
+                != Some(false);
+        let mut event = self.event(EventKind::Elicitation);
+        event.tool = Some(held.tool.clone());
+        event.request_id = Some(held.id.clone());
+        event.decision = Some(
+            if approved {
+                Action::Allow
+            } else {
+                Action::Deny
+            }
+            .to_string(),
+        );
+        event.reason = Some(format!("host answered: {action}"));
+        fx.audit.push(event);
+        if approved {
+            let what = Tracked::ToolsCall { tool: held.tool };
+            let pending = Pending::new(held.id.clone(), what, held.started, held.deadline);
+            self.pending.insert(id_key(&held.id), pending);
+            fx.to_server.push(held.call);
+        } else {
+            let text = format!(
+                "airlock denied the call to tool \"{}\" of server \"{}\": the user did not approve it ({action}).",
+                held.tool, self.config.server
+            );
+            self.refuse(&held.tool, held.id, text, held.started, now, fx);
+        }
+    }
+
+    /// `tools.gate_schema`: the arguments of a call the policy lets through (or asks about)
+    /// against the tool's listed `inputSchema`. `warn` notes a mismatch on the decision and in
+    /// the log; `enforce` turns the call into a refusal naming the validation errors (and
+    /// refuses calls to a tool whose listed schema cannot be used).
+    fn check_schema(
+        &self,
+        tool: &str,
+        arguments: Option<&Value>,
+        verdict: CallVerdict,
+        event: &mut Event,
+    ) -> CallVerdict {
+        let mode = self.policy.gate_schema.value;
+        if mode == SchemaMode::Off || matches!(verdict, CallVerdict::Deny(_)) {
+            return verdict;
+        }
+        let problem = match self.listed.check_arguments(tool, arguments) {
+            SchemaCheck::Valid | SchemaCheck::Unlisted => return verdict,
+            SchemaCheck::Invalid(errors) => format!(
+                "the arguments do not match the tool's listed inputSchema: {}",
+                errors.join("; ")
+            ),
+            SchemaCheck::Unusable(why) => {
+                format!("the tool's listed inputSchema cannot be used: {why}")
+            }
+        };
+        let server = &self.config.server;
+        if mode == SchemaMode::Warn {
+            tracing::warn!(server = %server, tool = %tool, "tools.gate_schema = \"warn\": {problem}");
+            add_reason(event, format!("tools.gate_schema = \"warn\": {problem}"));
+            return verdict;
+        }
+        event.decision = Some(Action::Deny.to_string());
+        event.rule = Some("tools.gate_schema = \"enforce\"".into());
+        event.layer = Some(self.policy.gate_schema.origin.layer.to_string());
+        event.source = Some(crate::policy::rules::location(
+            &self.policy.gate_schema.origin,
+        ));
+        add_reason(event, problem.clone());
+        CallVerdict::Deny(format!(
+            "airlock refused the call to tool \"{tool}\" of server \"{server}\": {problem} (tools.gate_schema = \"enforce\")."
+        ))
+    }
+}
+
+/// How the argument that decided was read, for a refusal: `; path "../../etc/passwd" was read
+/// as /etc/passwd`.
+fn reading_note(decision: &crate::policy::Decision) -> String {
+    let Some(trace) = &decision.argument else {
+        return String::new();
+    };
+    if let Some(note) = &trace.note {
+        return format!("; {note}");
+    }
+    let deciding = trace.values.iter().find_map(|value| {
+        let reading = value.readings.iter().find(|r| r.holds == Some(true))?;
+        Some((value, reading))
+    });
+    match deciding {
+        Some((value, reading)) => match &reading.resolved {
+            Some(path) => format!("; {} {:?} was read as {path}", trace.argument, value.raw),
+            None => format!(
+                "; {} {:?} cannot be read as one absolute path ({}), which never passes a rule",
+                trace.argument, value.raw, reading.how
+            ),
+        },
+        None => String::new(),
+    }
+}
+
+/// Adds `more` to an event's reason.
+fn add_reason(event: &mut Event, more: String) {
+    event.reason = Some(match event.reason.take() {
+        Some(reason) => format!("{reason}; {more}"),
+        None => more,
+    });
+}

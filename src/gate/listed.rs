@@ -1,0 +1,298 @@
+//! Calls only to what the server listed.
+//!
+//! The policy decides on the spelling of a tool name the host sends, but a lenient server acts on
+//! its own reading of it (lowercased, trimmed, Unicode-folded): `WRITE_FILE` would pass a rule on
+//! `write_file` and still run it. So the gate forwards a `tools/call` only for a name the server
+//! itself listed, byte for byte; any other name is answered here as an unknown tool. A host that
+//! calls before any listing has passed (or after the server said its list changed) has its call
+//! held while airlock lists the tools itself, then decided against the fresh listing.
+//!
+//! The names are the union of every listing read since the server started: a name listed once
+//! is one the server itself spelled, so forwarding it never reaches a tool by another spelling
+//! (a tool the server dropped since answers for itself).
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::schema::{SchemaCheck, ToolSchemas};
+use super::track::{Held, Pending, Tracked};
+use super::{Effects, Gate};
+use crate::audit::{EventKind, Outcome};
+use crate::mcp::message::{code, error_response, id_key};
+use crate::policy::Action;
+
+/// The rule named on the decision of a call to a name the server did not list.
+pub const UNLISTED_RULE: &str = "airlock: not a listed tool";
+/// The rule named on the decision of a call that waited for a listing that never came.
+const WAITED_RULE: &str = "airlock: waiting for the server's tool listing";
+
+/// How a called name stands against the server's listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    /// The server listed exactly this name.
+    Yes,
+    /// A current listing exists and does not hold this name.
+    No,
+    /// No complete listing since the start or the last `list_changed`: list first.
+    NotYet,
+}
+
+/// What the gate knows of one server's tool listings.
+#[derive(Default)]
+pub struct ListedTools {
+    names: HashSet<String>,
+    schemas: ToolSchemas,
+    /// Every page of a listing has been read since the start or the last `list_changed`.
+    current: bool,
+}
+
+impl ListedTools {
+    /// Learns one page of a `tools/list` result (as the server sent it, before any filter).
+    /// Returns true when it was the last page: the listing is current.
+    pub fn learn_page(&mut self, result: &Value) -> bool {
+        let tools = result
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for name in tools
+            .iter()
+            .filter_map(|tool| tool.get("name").and_then(Value::as_str))
+        {
+            if !self.names.contains(name) {
+                self.names.insert(name.to_string());
+            }
+        }
+        self.schemas.learn(tools);
+        let last = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        if last {
+            self.current = true;
+        }
+        last
+    }
+
+    /// The server said its tool list changed: the next unknown name is listed for first.
+    pub fn changed(&mut self) {
+        self.current = false;
+    }
+
+    pub fn check(&self, name: &str) -> Listed {
+        if self.names.contains(name) {
+            Listed::Yes
+        } else if self.current {
+            Listed::No
+        } else {
+            Listed::NotYet
+        }
+    }
+
+    /// The call's arguments against the tool's listed `inputSchema`.
+    pub fn check_arguments(&self, name: &str, arguments: Option<&Value>) -> SchemaCheck {
+        self.schemas.check(name, arguments)
+    }
+}
+
+/// Why a call waiting for a listing ends without reaching the server.
+pub(super) enum GiveUp {
+    Cancelled,
+    TimedOut,
+    /// The listing failed or the server is gone: the reason, told to the host.
+    Failed(String),
+}
+
+impl Gate {
+    /// Learns one page of the server's tool listing (as it sent it). On the last page, the
+    /// calls that waited for it go back to the core, to be decided against it.
+    pub(super) fn learn_tools(&mut self, result: &Value, fx: &mut Effects) {
+        if self.listed.learn_page(result) {
+            fx.retry
+                .extend(self.awaiting.drain(..).map(|held| held.call));
+        }
+    }
+
+    /// Calls wait for a listing: a server in back-off is worth starting again for them.
+    pub fn awaits_listing(&self) -> bool {
+        !self.awaiting.is_empty()
+    }
+
+    /// The server said its tool list changed (`notifications/tools/list_changed`): a name it
+    /// did not list before may be listed now, so the next such call waits for a listing.
+    pub fn tools_changed(&mut self) {
+        self.listed.changed();
+    }
+
+    /// airlock's own listing of the server's tools failed: the calls waiting for it are
+    /// answered with the reason.
+    pub fn tools_listing_failed(&mut self, why: &str, now: Instant, fx: &mut Effects) {
+        let why = format!(
+            "airlock could not list the tools of server \"{}\": {why}",
+            self.config.server
+        );
+        for held in std::mem::take(&mut self.awaiting) {
+            self.give_up_waiting(held, GiveUp::Failed(why.clone()), now, fx);
+        }
+    }
+
+    /// Holds a call of a name no current listing holds, and asks the core for a listing.
+    pub(super) fn await_listing(&mut self, held: Held, fx: &mut Effects) {
+        tracing::debug!(server = %self.config.server, tool = %held.tool, "call waits for a tool listing");
+        self.awaiting.push(held);
+        fx.list_tools = true;
+    }
+
+    /// A call of a name the server did not list: answered here as an unknown tool (the
+    /// JSON-RPC error MCP defines for it), audited with the name as sent.
+    pub(super) fn refuse_unlisted(
+        &mut self,
+        tool: &str,
+        id: Value,
+        arguments: Option<&Value>,
+        fx: &mut Effects,
+    ) {
+        let mut event = self.event(EventKind::Decision);
+        event.identity = self.caller(&id).map(String::from);
+        event.request_id = Some(id.clone());
+        event.tool = Some(tool.to_string());
+        event.args = arguments.map(|args| self.redactor.redact(args));
+        event.decision = Some(Action::Deny.to_string());
+        event.rule = Some(UNLISTED_RULE.into());
+        event.reason = Some("the server listed no tool of this exact name".into());
+        fx.audit.push(event);
+        let text = format!("Unknown tool: {tool}");
+        fx.audit.push(self.outcome_event(
+            tool,
+            &id,
+            Outcome::Denied,
+            std::time::Duration::ZERO,
+            Some(text.clone()),
+        ));
+        self.answered_here.insert(id_key(&id));
+        fx.to_host
+            .push(error_response(id, code::INVALID_PARAMS, &text, None));
+    }
+
+    /// Takes a waiting call out by its host id key.
+    pub(super) fn take_awaiting(&mut self, key: &str) -> Option<Held> {
+        let position = self.awaiting.iter().position(|h| id_key(&h.id) == key)?;
+        Some(self.awaiting.remove(position))
+    }
+
+    /// Waiting calls whose `tool_timeout` has passed.
+    pub(super) fn expired_awaiting(&mut self, now: Instant) -> Vec<Held> {
+        let (expired, waiting) = std::mem::take(&mut self.awaiting)
+            .into_iter()
+            .partition(|h| h.deadline.is_some_and(|d| d <= now));
+        self.awaiting = waiting;
+        expired
+    }
+
+    pub(super) fn awaiting_deadline(&self) -> Option<Instant> {
+        self.awaiting.iter().filter_map(|h| h.deadline).min()
+    }
+
+    /// A waiting call ends without reaching the server: one decision and one outcome, as every
+    /// call has, and the host's answer (none for a cancelled call).
+    pub(super) fn give_up_waiting(
+        &mut self,
+        held: Held,
+        why: GiveUp,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
+        let mut event = self.event(EventKind::Decision);
+        event.identity = self.caller(&held.id).map(String::from);
+        event.request_id = Some(held.id.clone());
+        event.tool = Some(held.tool.clone());
+        event.decision = Some(Action::Deny.to_string());
+        event.rule = Some(WAITED_RULE.into());
+        fx.audit.push(event);
+        let elapsed = now.saturating_duration_since(held.started);
+        match why {
+            GiveUp::Cancelled => {
+                let outcome =
+                    self.outcome_event(&held.tool, &held.id, Outcome::Cancelled, elapsed, None);
+                fx.audit.push(outcome);
+            }
+            GiveUp::TimedOut => {
+                let reason = "airlock: the server's tools were not listed in time".to_string();
+                let outcome = self.outcome_event(
+                    &held.tool,
+                    &held.id,
+                    Outcome::Timeout,
+                    elapsed,
+                    Some(reason.clone()),
+                );
+                fx.audit.push(outcome);
+                self.answered_here.insert(id_key(&held.id));
+                let answer = error_response(held.id, code::REQUEST_TIMEOUT, &reason, None);
+                fx.to_host.push(answer);
+            }
+            GiveUp::Failed(reason) => {
+                self.answered_here.insert(id_key(&held.id));
+                let what = Tracked::ToolsCall { tool: held.tool };
+                let pending = Pending::new(held.id, what, held.started, None);
+                self.unanswered(pending, &reason, now, fx);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_name_listed_byte_for_byte_is_known() {
+        let mut listed = ListedTools::default();
+        assert_eq!(listed.check("write_file"), Listed::NotYet);
+        assert!(listed.learn_page(&json!({"tools": [{"name": "write_file"}, {"name": "read"}]})));
+        assert_eq!(listed.check("write_file"), Listed::Yes);
+        for spelling in [
+            "WRITE_FILE",
+            "write_file ",
+            " write_file",
+            "Write_File",
+            "write\u{200b}_file",
+            "ԝrite_file",
+            "",
+        ] {
+            assert_eq!(listed.check(spelling), Listed::No, "{spelling:?}");
+        }
+    }
+
+    #[test]
+    fn a_listing_is_current_only_after_its_last_page_and_until_list_changed() {
+        let mut listed = ListedTools::default();
+        assert!(!listed.learn_page(&json!({"tools": [{"name": "a"}], "nextCursor": "2"})));
+        assert_eq!(listed.check("a"), Listed::Yes);
+        assert_eq!(listed.check("b"), Listed::NotYet);
+        assert!(listed.learn_page(&json!({"tools": [{"name": "b"}], "nextCursor": ""})));
+        assert_eq!(listed.check("c"), Listed::No);
+        listed.changed();
+        assert_eq!(listed.check("c"), Listed::NotYet);
+        assert_eq!(listed.check("a"), Listed::Yes);
+        listed.learn_page(&json!({"tools": [{"name": "c"}]}));
+        assert_eq!(listed.check("c"), Listed::Yes);
+    }
+
+    #[test]
+    fn schemas_are_learned_with_the_names() {
+        let mut listed = ListedTools::default();
+        listed.learn_page(&json!({"tools": [{"name": "t", "inputSchema": {
+            "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}]}));
+        assert_eq!(
+            listed.check_arguments("t", Some(&json!({"n": 1}))),
+            SchemaCheck::Valid
+        );
+        assert!(matches!(
+            listed.check_arguments("t", Some(&json!({"n": "x"}))),
+            SchemaCheck::Invalid(_)
+        ));
+    }
+}

@@ -1,0 +1,189 @@
+//! The gate holds whatever spelling a call uses, end to end in both modes: a lenient server
+//! (`tests/fixtures/mcp/lenient_server.py` lowercases, trims and Unicode-folds the names it is
+//! called with, and runs tools it never listed) under the real binary, with a policy denying
+//! `write_file`. No other spelling of it, and no unlisted name, reaches the server; the listed
+//! name of an allowed tool still works, also when the host calls before listing and after the
+//! server's list changed. And the official filesystem server, given a directory with a rule
+//! denying a subdirectory of it: relative, `~`, URL and odd-key spellings of paths inside the
+//! subdirectory are refused by airlock, while the rest of the directory works.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Client, Mode, Setup, World, start};
+
+both_modes!(
+    no_other_spelling_of_a_denied_or_unlisted_tool_reaches_the_server,
+    a_call_before_any_listing_is_decided_against_the_servers_own_listing,
+    a_tool_added_after_list_changed_is_callable_by_its_listed_name_only,
+    the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory,
+);
+
+/// The fixture under a policy denying its `write_file`; the log of calls that reached it.
+fn lenient(mode: Mode) -> (World, Client, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let log = dir.join("calls.log");
+    std::fs::write(&log, "").unwrap();
+    let script = support::root().join("tests/fixtures/mcp/lenient_server.py");
+    let (script, log_arg) = (script.display().to_string(), log.display().to_string());
+    let setup = Setup::command(&["/usr/bin/python3", &script, &log_arg])
+        .policy(&format!("write = [{:?}]", dir.display().to_string()))
+        .policy("[tools]\ndeny = [\"mcp:fixture__write_file\"]")
+        // A tool new since the first listing would be hidden until approved (pins); this test
+        // is about names, so pins stay out of the way.
+        .policy("[pins]\npinning = \"off\"");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    (world, client, log)
+}
+
+fn reached(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// An unknown tool: the JSON-RPC error MCP defines (-32602), answered by airlock.
+fn assert_unknown(answer: &Value, sent: &str) {
+    assert_eq!(answer["error"]["code"], -32602, "{sent:?}: {answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Unknown tool"), "{message}");
+}
+
+fn no_other_spelling_of_a_denied_or_unlisted_tool_reaches_the_server(mode: Mode) {
+    let (world, mut client, log) = lenient(mode);
+    let listing = client.request(1, "tools/list", json!({}));
+    let names: Vec<&str> = listing["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("write_file")), "{names:?}");
+
+    let denied = client.call(2, &world.tool("write_file"), json!({"text": "x"}));
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    let spellings = [
+        "WRITE_FILE",
+        "write_file ",
+        " write_file",
+        "Write_File",
+        "write\u{200b}_file",
+        "\u{ff57}\u{ff52}\u{ff49}\u{ff54}\u{ff45}_file",
+        "hidden",
+        "HIDDEN ",
+    ];
+    for (n, spelling) in spellings.iter().enumerate() {
+        let answer = client.call(10 + n as i64, &world.tool(spelling), json!({"text": "x"}));
+        assert_unknown(&answer, spelling);
+    }
+    assert!(
+        reached(&log).is_empty(),
+        "reached the server: {:?}",
+        reached(&log)
+    );
+
+    let echo = client.call(30, &world.tool("echo"), json!({"text": "hi"}));
+    assert_eq!(Client::text(&echo), "echo ran: hi", "{echo}");
+    assert_eq!(reached(&log), vec!["\"echo\"\techo".to_string()]);
+
+    // Each refusal is audited with the name as sent.
+    let decisions = world.events("decision");
+    for spelling in spellings {
+        let decision = decisions
+            .iter()
+            .find(|e| e["tool"] == spelling)
+            .unwrap_or_else(|| panic!("no decision for {spelling:?}: {decisions:?}"));
+        assert_eq!(decision["decision"], "deny", "{decision}");
+        assert_eq!(decision["rule"], "airlock: not a listed tool", "{decision}");
+    }
+}
+
+fn a_call_before_any_listing_is_decided_against_the_servers_own_listing(mode: Mode) {
+    let (world, mut client, log) = lenient(mode);
+    // No tools/list from the host: airlock lists for itself.
+    let upper = client.call(1, &world.tool("ECHO"), json!({"text": "a"}));
+    assert_unknown(&upper, "ECHO");
+    let echo = client.call(2, &world.tool("echo"), json!({"text": "b"}));
+    assert_eq!(Client::text(&echo), "echo ran: b", "{echo}");
+    assert_eq!(reached(&log), vec!["\"echo\"\techo".to_string()]);
+}
+
+fn a_tool_added_after_list_changed_is_callable_by_its_listed_name_only(mode: Mode) {
+    let (world, mut client, log) = lenient(mode);
+    client.request(1, "tools/list", json!({}));
+    assert_unknown(&client.call(2, &world.tool("late"), json!({})), "late");
+    // `grow` lists `late` and says so; the host calls it at once, without listing again.
+    let grow = client.call(3, &world.tool("grow"), json!({}));
+    assert_eq!(Client::text(&grow), "grow ran: ", "{grow}");
+    let late = client.call(4, &world.tool("late"), json!({"text": "c"}));
+    assert_eq!(Client::text(&late), "late ran: c", "{late}");
+    assert_unknown(&client.call(5, &world.tool("LATE"), json!({})), "LATE");
+    let calls = reached(&log);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[1], "\"late\"\tlate");
+}
+
+fn the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory(mode: Mode) {
+    let Some(server) = support::npm_server("server-filesystem") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let granted = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(granted.join("public")).unwrap();
+    std::fs::create_dir_all(granted.join("secret")).unwrap();
+    std::fs::write(granted.join("public/a.txt"), "public words").unwrap();
+    std::fs::write(granted.join("secret/key.txt"), "secret words").unwrap();
+    let d = granted.display().to_string();
+    let (node, server) = (support::node(), server.display().to_string());
+    let npm = support::peers().join("npm").display().to_string();
+    let setup = Setup::command(&[&node.display().to_string(), &server, &d])
+        .cwd(&granted)
+        .policy(&format!("read = [{npm:?}]\nwrite = [{d:?}]"))
+        .policy(&format!(
+            "[[tools.rule]]\ntool = \"mcp:fixture__*\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{d}/secret/\""
+        ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let read = world.tool("read_text_file");
+
+    let works = client.call(1, &read, json!({"path": "public/a.txt"}));
+    assert_eq!(Client::text(&works), "public words", "{works}");
+    let works = client.call(2, &read, json!({"path": format!("{d}/public/a.txt")}));
+    assert_eq!(Client::text(&works), "public words", "{works}");
+
+    let up = "../".repeat(24);
+    let spellings = [
+        json!({"path": "secret/key.txt"}),
+        json!({"path": "public/../secret/key.txt"}),
+        json!({"path": "./secret//key.txt"}),
+        json!({"path": format!("~/{up}{}/secret/key.txt", &d[1..])}),
+        json!({"path": format!("file://localhost{d}/secret/key.txt")}),
+        json!({"path": format!("file://{d}%2Fsecret%2Fkey.txt")}),
+        json!({"path": format!("{}%2Fsecret%2Fkey.txt", d.replace('/', "%2F"))}),
+        json!({"Path": format!("{d}/secret/key.txt")}),
+        json!({"path": format!("{d}/public/a.txt"), " path": format!("{d}/secret/key.txt")}),
+    ];
+    for (n, arguments) in spellings.iter().enumerate() {
+        let answer = client.call(10 + n as i64, &read, arguments.clone());
+        let text = Client::text(&answer);
+        assert_eq!(answer["result"]["isError"], true, "{arguments}: {answer}");
+        assert!(text.starts_with("airlock denied"), "{arguments}: {text}");
+        assert!(!text.contains("secret words"), "{text}");
+    }
+    // Each refusal is audited (the log is written as the session goes: wait for the last).
+    let denied = || {
+        world
+            .events("decision")
+            .into_iter()
+            .filter(|e| e["decision"] == "deny")
+            .count()
+    };
+    support::wait_until(Duration::from_secs(5), || denied() == spellings.len());
+    assert_eq!(denied(), spellings.len(), "{:?}", world.events("decision"));
+}
