@@ -175,13 +175,15 @@ type LineEdit = dyn FnOnce(&mut Vec<String>);
 fn verify_accepts_an_untouched_log_and_names_each_kind_of_tampering() {
     let world = two_sessions();
     let records = world.records();
-    assert_eq!(records.len(), 12, "{records:?}"); // policy, spawn, 2×(decision, outcome), exit; then 5
+    // policy, spawn, 2×(decision, outcome), 4 pins (the host called before listing: airlock
+    // listed the tools, and pinned them), exit; then 5
+    assert_eq!(records.len(), 16, "{records:?}");
     let untouched = world.verify(&world.log());
     assert_eq!(untouched.status.code(), Some(0), "{}", text(&untouched));
     let stdout = String::from_utf8_lossy(&untouched.stdout);
     assert!(
         stdout
-            .contains("12 record(s) in 2 session(s); chain intact; the end matches the checkpoint"),
+            .contains("16 record(s) in 2 session(s); chain intact; the end matches the checkpoint"),
         "{stdout}"
     );
 
@@ -341,8 +343,13 @@ fn two_airlock_processes_appending_to_one_log_leave_a_log_that_verifies() {
             seqs, expected,
             "session {session} numbers its records 1, 2, ..."
         );
-        // policy, spawn, 320 × (decision, outcome), exit
-        assert_eq!(seqs.len(), 3 + 2 * (20 + BURST as usize));
+        // policy, spawn, 320 × (decision, outcome), exit; and, from the session that pinned the
+        // fixture's 4 tools first (the host calls before listing, so airlock lists), 4 pins
+        let pins = records
+            .iter()
+            .filter(|r| r["session"] == session && r["event"] == "pin")
+            .count();
+        assert_eq!(seqs.len() - pins, 3 + 2 * (20 + BURST as usize));
     }
     let out = world.verify(&world.log());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -408,7 +415,8 @@ fn show_filters_summarises_and_follows_the_default_log() {
     let by_session = world.airlock(&["audit", "--session", &session[..6], "--json"]);
     assert_eq!(
         String::from_utf8_lossy(&by_session.stdout).lines().count(),
-        9
+        13,
+        "policy, spawn, 2 × (decision, outcome), exit and the 4 tools pinned by airlock's listing"
     );
     let nobody = world.airlock(&["audit", "--identity", "alice"]);
     assert_eq!(nobody.status.code(), Some(0));

@@ -199,10 +199,12 @@ impl Core {
     }
 
     /// `Single`, once the host is gone and the server Ready: its input closes (after what is
-    /// queued), and the kill sequence follows if it does not leave by itself.
+    /// queued, and after the calls waiting for a tool listing went on), and the kill sequence
+    /// follows if it does not leave by itself.
     pub(super) fn close_server_input(&mut self) {
         let server = &mut self.servers[0];
-        if self.host_gone && server.alive && server.life.is_ready() {
+        let waiting = server.gate.awaits_listing();
+        if self.host_gone && server.alive && server.life.is_ready() && !waiting {
             server.life.stopping(false);
             self.out.push(Action::Stop {
                 server: 0,

@@ -59,9 +59,14 @@ impl Core {
         if fx.list_tools {
             self.list_for_gate(index, now);
         }
+        let retried = !fx.retry.is_empty();
         for call in fx.retry {
             let id = call.get("id").cloned().unwrap_or_default();
             self.forward_request(index, call, id, now);
+        }
+        if retried && self.single() {
+            // The host may have closed its input while these waited.
+            self.close_server_input();
         }
     }
 
