@@ -675,3 +675,27 @@ fn arguments_are_checked_against_the_listed_schema_in_warn_and_enforce() {
         }
     }
 }
+
+proptest::proptest! {
+    /// Any case or whitespace variant of a denied tool's name is refused, never forwarded: the
+    /// exact name by the policy, every other spelling as a name the server did not list.
+    #[test]
+    fn no_case_or_whitespace_variant_of_a_denied_name_is_forwarded(
+        flips in proptest::collection::vec(proptest::bool::ANY, 11),
+        before in "[ \t\u{a0}\u{200b}]{0,2}",
+        after in "[ \t\u{a0}\u{200b}]{0,2}",
+    ) {
+        let mut gate = gate();
+        let name: String = "delete_file"
+            .chars()
+            .zip(&flips)
+            .map(|(c, flip)| if *flip { c.to_ascii_uppercase() } else { c })
+            .collect();
+        let spelling = format!("{before}{name}{after}");
+        let mut fx = Effects::default();
+        let verdict = gate.on_host(call(json!(1), &spelling), Instant::now(), &mut fx);
+        proptest::prop_assert_eq!(verdict, Verdict::Drop);
+        proptest::prop_assert_eq!(fx.audit[0].decision.as_deref(), Some("deny"));
+        proptest::prop_assert!(fx.to_server.is_empty());
+    }
+}
