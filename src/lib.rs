@@ -1,9 +1,15 @@
 //! airlock: run MCP servers you did not write, confined, gated and audited.
 //!
-//! The crate is organised by concern (see `../shared/DESIGN.md`):
-//! - [`config`]: server declarations (`airlock.toml`, `mcpServers` JSON), interpolation, masking.
-//! - [`policy`]: policy files, layering, locks, and the pure `decide`.
-//! - [`diagnostic`]: errors that point at a file, line and column, with the fix.
+//! One module per concern; `docs/architecture.md` has the map (what each may not do, the
+//! processes, the path of a call, where the kernel is touched):
+//! - [`config`] server declarations; [`policy`] policy files and the pure decision; [`paths`]
+//!   environment, XDG dirs, `~`/`${…}` expansion, normalisation, command resolution;
+//! - [`sandbox`] the pure plan and the confine helper; [`process`] launching and the kill
+//!   sequence; [`net`] egress by name;
+//! - [`mcp`] framing and messages; [`gate`] per-server decisions; [`session`] the one core of
+//!   `run` and `serve`; [`gateway`] lifecycles, names, remote links; [`http`] `serve --listen`;
+//! - [`audit`] the chained log; [`pins`] pinned definitions; [`secret`] the secret detector;
+//!   [`install`] host config files; [`cli`] the commands; [`diagnostic`] file:line:col errors.
 //!
 //! Everything that decides is pure and unit-tested; everything that touches the OS is thin and
 //! proven by the end-to-end tests under `tests/`.

@@ -183,22 +183,6 @@ impl Gate {
                 Verdict::Drop
             }
             CallVerdict::Ask(question) => {
-                let own_id = self.own_id("ask");
-                fx.to_host.push(request(
-                    own_id.clone(),
-                    "elicitation/create",
-                    json!({
-                        "_meta": {META_REQUEST: id},
-                        "message": question,
-                        "requestedSchema": {
-                            "type": "object",
-                            "properties": {"approve": {"type": "boolean", "title": "Allow this tool call", "default": true}},
-                            "required": ["approve"]
-                        }
-                    }),
-                ));
-                let own_key = id_key(&own_id);
-                self.held_by_call.insert(id_key(&id), own_key.clone());
                 let held = Held {
                     call: message,
                     id,
@@ -206,10 +190,31 @@ impl Gate {
                     started: now,
                     deadline,
                 };
-                self.held.insert(own_key, held);
+                self.ask_host(question, held, fx);
                 Verdict::Drop
             }
         }
+    }
+
+    /// Holds a call and asks the host to confirm it (`elicitation/create`, a boolean `approve`).
+    fn ask_host(&mut self, question: String, held: Held, fx: &mut Effects) {
+        let own_id = self.own_id("ask");
+        fx.to_host.push(request(
+            own_id.clone(),
+            "elicitation/create",
+            json!({
+                "_meta": {META_REQUEST: held.id},
+                "message": question,
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"approve": {"type": "boolean", "title": "Allow this tool call", "default": true}},
+                    "required": ["approve"]
+                }
+            }),
+        ));
+        let own_key = id_key(&own_id);
+        self.held_by_call.insert(id_key(&held.id), own_key.clone());
+        self.held.insert(own_key, held);
     }
 
     /// Answers a call here with an `isError` tool result and records the outcome.

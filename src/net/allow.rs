@@ -268,7 +268,7 @@ fn parse_target(entry: &str, host: &str) -> Result<Target, RuleError> {
         Some(rest) => (true, rest),
         None => (false, host),
     };
-    let name = normalize_name(name).map_err(|why| bad_name(&why))?;
+    let name = normalize_name(name).map_err(|why| bad_name(&why.to_string()))?;
     if wildcard {
         Ok(Target::Subdomains(name))
     } else {
@@ -276,34 +276,52 @@ fn parse_target(entry: &str, host: &str) -> Result<Target, RuleError> {
     }
 }
 
+/// Why a DNS name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DnsNameError {
+    #[error("the name is empty")]
+    Empty,
+    #[error("write an internationalised name in its xn-- (punycode) form")]
+    NotAscii,
+    #[error("a name is at most 253 characters")]
+    TooLong,
+    #[error("each dot-separated label has 1 to 63 characters")]
+    LabelLength,
+    #[error("`*` is allowed only as a whole first label (\"*.example.org\") or alone (\"*:443\")")]
+    MisplacedWildcard,
+    #[error("label {0:?} has a character other than letters, digits, - and _")]
+    Character(String),
+    #[error("the last label is all digits: write an address in full (a.b.c.d)")]
+    NumericLastLabel,
+}
+
 /// Lowercases a DNS name and checks it: ASCII labels of 1–63 letters, digits, `-` or `_`, at most
 /// 253 characters, one optional trailing dot (dropped), and a last label that is not all digits
 /// (that would be an address shorthand such as `10.1.2`).
-pub fn normalize_name(raw: &str) -> Result<String, String> {
+pub fn normalize_name(raw: &str) -> Result<String, DnsNameError> {
     let trimmed = raw.strip_suffix('.').unwrap_or(raw);
     if trimmed.is_empty() {
-        return Err("the name is empty".into());
+        return Err(DnsNameError::Empty);
     }
     if !trimmed.is_ascii() {
-        return Err("write an internationalised name in its xn-- (punycode) form".into());
+        return Err(DnsNameError::NotAscii);
     }
     if trimmed.len() > 253 {
-        return Err("a name is at most 253 characters".into());
+        return Err(DnsNameError::TooLong);
     }
     let name = trimmed.to_ascii_lowercase();
     for label in name.split('.') {
         if label.is_empty() || label.len() > 63 {
-            return Err("each dot-separated label has 1 to 63 characters".into());
+            return Err(DnsNameError::LabelLength);
         }
         if !label
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         {
             return Err(if label.contains('*') {
-                "`*` is allowed only as a whole first label (\"*.example.org\") or alone (\"*:443\")"
-                    .into()
+                DnsNameError::MisplacedWildcard
             } else {
-                format!("label {label:?} has a character other than letters, digits, - and _")
+                DnsNameError::Character(label.to_string())
             });
         }
     }
@@ -312,7 +330,7 @@ pub fn normalize_name(raw: &str) -> Result<String, String> {
         .next()
         .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()))
     {
-        return Err("the last label is all digits: write an address in full (a.b.c.d)".into());
+        return Err(DnsNameError::NumericLastLabel);
     }
     Ok(name)
 }

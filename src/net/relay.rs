@@ -346,7 +346,7 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
             Err(err) => {
                 self.record(connect_event(&host, verdict(None)), false)
                     .await;
-                self.record(close(0, 0, Some(err)), false).await;
+                self.record(close(0, 0, Some(err.to_string())), false).await;
                 client.reset();
                 return;
             }
@@ -372,7 +372,7 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
         &self,
         targets: &[IpAddr],
         port: u16,
-    ) -> Result<(C::Stream, SocketAddr), String> {
+    ) -> Result<(C::Stream, SocketAddr), ConnectFailed> {
         let mut errors = Vec::new();
         for &ip in targets {
             let to = SocketAddr::new(ip, port);
@@ -382,9 +382,14 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
                 Err(_) => errors.push(format!("{to}: no answer within {CONNECT_TIMEOUT:?}")),
             }
         }
-        Err(format!("connecting failed: {}", errors.join("; ")))
+        Err(ConnectFailed(errors))
     }
 }
+
+/// No address of a name accepted the connection: each address with why.
+#[derive(Debug, thiserror::Error)]
+#[error("connecting failed: {}", .0.join("; "))]
+pub struct ConnectFailed(Vec<String>);
 
 /// Copies both ways until both directions ended, passing each end-of-stream on as a half-close.
 /// Returns the bytes each way (counted as they pass, so a reset still reports what went through)
