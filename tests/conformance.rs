@@ -26,7 +26,7 @@ struct Peers {
 fn peer_paths() -> Option<Peers> {
     let conformance = peers().join("conformance/node_modules");
     let found = Peers {
-        node: node(),
+        node: support::node(),
         everything: peers()
             .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
         proxy: conformance.join("mcp-proxy/dist/bin/mcp-proxy.mjs"),
@@ -41,15 +41,6 @@ fn peer_paths() -> Option<Peers> {
     );
     eprintln!("SKIP: conformance peers missing (run .ci/install-peers)");
     None
-}
-
-fn node() -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", "command -v node"])
-        .output()
-        .expect("sh");
-    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
-    std::fs::canonicalize(&path).unwrap_or(path)
 }
 
 fn free_port() -> u16 {

@@ -32,15 +32,6 @@ fn peer_paths() -> Option<(PathBuf, PathBuf)> {
     None
 }
 
-fn node() -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", "command -v node"])
-        .output()
-        .expect("sh");
-    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
-    std::fs::canonicalize(&path).unwrap_or(path)
-}
-
 fn every_sdk_mode_gets_every_feature(mode: Mode) {
     let Some((python, server)) = peer_paths() else {
         return;
@@ -56,7 +47,7 @@ fn every_sdk_mode_gets_every_feature(mode: Mode) {
     )
     .unwrap();
     let audit = dir.path().join("audit.jsonl");
-    let node = node();
+    let node = support::node();
     let (prefix, command): (&str, Vec<String>) = match mode {
         Mode::Run => (
             "",

@@ -146,14 +146,7 @@ impl Gate {
                     self.refuse(&tool, id, text, now, now, fx);
                     return Verdict::Drop;
                 }
-                let held = Held {
-                    call: message,
-                    id,
-                    tool,
-                    started: now,
-                    deadline,
-                };
-                self.await_listing(held, fx);
+                self.await_listing(Held::new(message, id, tool, now, deadline), fx);
                 return Verdict::Drop;
             }
         }
@@ -183,14 +176,7 @@ impl Gate {
                 Verdict::Drop
             }
             CallVerdict::Ask(question) => {
-                let held = Held {
-                    call: message,
-                    id,
-                    tool,
-                    started: now,
-                    deadline,
-                };
-                self.ask_host(question, held, fx);
+                self.ask_host(question, Held::new(message, id, tool, now, deadline), fx);
                 Verdict::Drop
             }
         }

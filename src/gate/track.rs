@@ -47,6 +47,24 @@ pub(super) struct Held {
     pub deadline: Option<Instant>,
 }
 
+impl Held {
+    pub fn new(
+        call: Value,
+        id: Value,
+        tool: String,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Held {
+            call,
+            id,
+            tool,
+            started,
+            deadline,
+        }
+    }
+}
+
 /// A bounded set that forgets its oldest entries.
 #[derive(Debug, Default)]
 pub(super) struct RecentIds {
