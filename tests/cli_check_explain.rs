@@ -428,3 +428,36 @@ fn explain_net_and_check_say_what_each_server_can_reach() {
         "{text}"
     );
 }
+
+#[test]
+fn explain_reads_a_relative_path_against_the_directories_on_the_servers_command_line() {
+    let scratch = Scratch::new();
+    let given = scratch.path("given");
+    std::fs::create_dir_all(given.join("secret")).unwrap();
+    let given = given.display().to_string();
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        &format!("version = 1\n[[tools.rule]]\ntool = \"mcp:fs__read_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{given}/secret/\"\n"),
+    );
+    scratch.write(
+        "airlock.toml",
+        &format!("[servers.fs]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-filesystem\", {given:?}]\n"),
+    );
+    let config = scratch.path("airlock.toml").display().to_string();
+    let output = scratch.airlock(&[
+        "explain",
+        "mcp:fs__read_file",
+        r#"{"path":"secret/key.txt"}"#,
+        "--config",
+        &config,
+        "--cwd",
+        "/data/notes",
+    ]);
+    let out = stdout(&output);
+    assert!(out.contains("decision: deny"), "{out}\n{}", stderr(&output));
+    assert!(out.contains(&format!("-> {given}/secret/key.txt")), "{out}");
+    assert!(
+        out.contains("a directory on the server's command line"),
+        "{out}"
+    );
+}

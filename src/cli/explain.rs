@@ -79,11 +79,14 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         Some(config) => load_active(args.policy, Some(config))?,
         None => super::active_policy::load_active_for_server(args.policy, server, &[])?,
     };
-    let declared_cwd = config
+    let declared = config
         .as_ref()
-        .and_then(|config| config.servers.iter().find(|s| s.name == server))
-        .and_then(|declared| declared.cwd.clone());
-    let context = server_path_context(server, args.cwd.or(declared_cwd));
+        .and_then(|config| config.servers.iter().find(|s| s.name == server));
+    let declared_cwd = declared.and_then(|declared| declared.cwd.clone());
+    let mut context = server_path_context(server, args.cwd.or(declared_cwd));
+    if let Some(declared) = declared {
+        context.bases = directories_in(&declared.args, context.cwd.as_deref());
+    }
     let call = Call {
         server,
         tool,
@@ -174,6 +177,22 @@ fn server_path_context(server: &str, cwd: Option<PathBuf>) -> PathContext {
         cwd: cwd.or_else(|| std::env::current_dir().ok()),
         bases: Vec::new(),
     }
+}
+
+/// The directories named on a server's command line: the gate reads a relative path against
+/// them too (as `airlock run` and `serve` do with the launched server's arguments).
+fn directories_in(args: &[String], cwd: Option<&std::path::Path>) -> Vec<PathBuf> {
+    args.iter()
+        .filter_map(|word| crate::sandbox::arguments::path_in_word(word))
+        // `~` here is the user's home, which explain does not resolve: the gate reads the
+        // launched server's arguments, already expanded.
+        .filter(|(_, path)| !path.starts_with('~'))
+        .map(|(_, path)| match cwd {
+            Some(cwd) => cwd.join(path),
+            None => PathBuf::from(path),
+        })
+        .filter(|path| path.is_absolute() && path.is_dir())
+        .collect()
 }
 
 fn shown(path: Option<&std::path::Path>) -> String {
