@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use sandbox_support::{AIRLOCK, chmod, is_root, peers};
+use sandbox_support::{chmod, is_root, peers};
 
 /// The host part of a URL (`https://user@host:port/path` → `host`).
 fn url_host(url: &str) -> String {
@@ -145,15 +145,10 @@ impl Case {
     }
 
     fn command(&self, servers: &[(&str, Vec<String>)]) -> Command {
-        let mut cmd = match self.user {
-            As::Root => Command::new(AIRLOCK),
-            As::Ordinary if !is_root() => Command::new(AIRLOCK),
-            As::Ordinary => {
-                let mut cmd = Command::new("setpriv");
-                cmd.args(["--reuid=65533", "--regid=65533", "--clear-groups", AIRLOCK]);
-                cmd
-            }
-        };
+        let mut cmd = sandbox_support::airlock_as(match self.user {
+            As::Ordinary if is_root() => Some(sandbox_support::USER_UID),
+            As::Root | As::Ordinary => None,
+        });
         let audit = self.audit_path();
         match self.mode {
             Mode::Run => {

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sandbox_support::{AIRLOCK, chmod, is_root, peers, snapshot, text};
+use sandbox_support::{chmod, is_root, peers, snapshot, text};
 
 const PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// The ordinary user the tests become when they run as root (no name needed: setpriv).
@@ -105,17 +105,7 @@ impl Home {
     }
 
     fn airlock(&self, args: &[&str]) -> Command {
-        let mut cmd = match self.run_as {
-            Some(uid) => {
-                let mut cmd = Command::new("setpriv");
-                cmd.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={uid}"))
-                    .arg("--clear-groups")
-                    .arg(AIRLOCK);
-                cmd
-            }
-            None => Command::new(AIRLOCK),
-        };
+        let mut cmd = sandbox_support::airlock_as(self.run_as);
         cmd.args(args)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")

@@ -140,17 +140,8 @@ fn ordinary_user_is_confined_too() {
     }
     let w = world();
     let run = |args: &[&str]| {
-        let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            AIRLOCK,
-            "__sandbox-exec",
-            "--server",
-            "nobody",
-            "--",
-        ]);
+        let mut cmd = sandbox_support::airlock_as(Some(65534));
+        cmd.args(["__sandbox-exec", "--server", "nobody", "--"]);
         cmd.arg(&w.hostile).args(args);
         w.env(&mut cmd);
         cmd.stdin(Stdio::null()).output().unwrap()

@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use sandbox_support::{AIRLOCK, chmod, is_root, peers, snapshot, text};
+use sandbox_support::{chmod, is_root, peers, snapshot, text};
 
 const PACKAGE: &str = "mcp-server-time@2026.10.19";
 /// The ordinary user the tests become when they run as root (no name needed: setpriv).
@@ -143,17 +143,7 @@ impl Home {
     }
 
     fn airlock(&self, args: &[&str]) -> Command {
-        let mut cmd = match self.run_as {
-            Some(uid) => {
-                let mut cmd = Command::new("setpriv");
-                cmd.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={uid}"))
-                    .arg("--clear-groups")
-                    .arg(AIRLOCK);
-                cmd
-            }
-            None => Command::new(AIRLOCK),
-        };
+        let mut cmd = sandbox_support::airlock_as(self.run_as);
         let path = format!("{}:/usr/bin:/bin", self.root.join("tools/bin").display());
         cmd.args(args)
             .env_clear()

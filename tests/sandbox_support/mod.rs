@@ -215,6 +215,22 @@ pub fn output_holding_stdin(mut cmd: Command) -> Output {
 /// The ordinary user the tests become when they run as root.
 pub const USER_UID: u32 = 65533;
 
+/// The `airlock` binary, run as `uid` through `setpriv` (real and effective ids, no
+/// supplementary groups), or as the test process itself.
+pub fn airlock_as(uid: Option<u32>) -> Command {
+    match uid {
+        None => Command::new(AIRLOCK),
+        Some(uid) => {
+            let mut cmd = Command::new("setpriv");
+            cmd.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg(AIRLOCK);
+            cmd
+        }
+    }
+}
+
 /// Who runs airlock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
@@ -265,17 +281,10 @@ impl Who {
 
     /// `airlock ARGS` as this user, in the test world, with its own state dir.
     pub fn airlock(self, args: &[&str]) -> Command {
-        let mut cmd = match self {
-            Who::Me => Command::new(AIRLOCK),
-            Who::User(uid) => {
-                let mut cmd = Command::new("setpriv");
-                cmd.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={uid}"))
-                    .arg("--clear-groups")
-                    .arg(AIRLOCK);
-                cmd
-            }
-        };
+        let mut cmd = airlock_as(match self {
+            Who::Me => None,
+            Who::User(uid) => Some(uid),
+        });
         let state = world().root.join(format!("state-{}", self.tag()));
         std::fs::create_dir_all(&state).unwrap();
         chmod(&state, 0o777);
