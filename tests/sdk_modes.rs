@@ -18,18 +18,10 @@ use support::{AIRLOCK, Mode, peers, root};
 both_modes!(every_sdk_mode_gets_every_feature);
 
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    let python = peers().join("sandbox-venv/bin/python");
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if python.exists() && server.exists() {
-        return Some((python, server));
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "SDK peers missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: SDK peers missing (run .ci/install-peers)");
-    None
+    Some((
+        support::sdk_python()?,
+        support::npm_server("server-everything")?,
+    ))
 }
 
 fn every_sdk_mode_gets_every_feature(mode: Mode) {

@@ -4,38 +4,21 @@
 //! the test is skipped locally and fails under `CI=true`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+mod support;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::{AIRLOCK, audit_lines as events, peers, root};
 
-fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"))
-}
-
+/// (the SDK's python, the directory of the npm reference servers)
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    let python = peers().join("sandbox-venv/bin/python");
-    let npm = peers().join("npm/node_modules/@modelcontextprotocol");
-    if python.exists()
-        && npm.join("server-filesystem/dist/index.js").exists()
-        && npm.join("server-everything/dist/index.js").exists()
-    {
-        return Some((python, npm));
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "serve peers missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: serve peers missing (run .ci/install-peers)");
-    None
+    support::npm_server("server-filesystem")?;
+    let everything = support::npm_server("server-everything")?;
+    let npm = everything.ancestors().nth(3)?.to_path_buf();
+    Some((support::sdk_python()?, npm))
 }
 
 fn which(program: &str) -> PathBuf {
@@ -45,14 +28,6 @@ fn which(program: &str) -> PathBuf {
         .expect("sh");
     let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
     std::fs::canonicalize(&path).unwrap_or(path)
-}
-
-fn events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("audit")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
 }
 
 #[test]

@@ -6,6 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod serve_support;
+mod support;
+
+use support::audit_lines as events;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -27,26 +30,12 @@ fn fixtures() -> PathBuf {
     root().join("tests/fixtures/serve")
 }
 
-fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"))
-}
-
 /// (the venv's python, server-everything's dist/index.js)
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    let python = peers().join("sandbox-venv/bin/python");
-    let everything =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if python.exists() && everything.exists() {
-        return Some((python, everything));
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "serve peers missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: serve peers missing (run .ci/install-peers)");
-    None
+    Some((
+        support::sdk_python()?,
+        support::npm_server("server-everything")?,
+    ))
 }
 
 /// A port nobody listens on right now (the kernel's pick, released at once).
@@ -120,14 +109,6 @@ fn recorded(record: &Path) -> Vec<Value> {
         .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str(l).expect("record line"))
-        .collect()
-}
-
-fn events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("audit")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
         .collect()
 }
 

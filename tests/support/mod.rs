@@ -421,6 +421,35 @@ pub fn node() -> PathBuf {
     std::fs::canonicalize(&path).unwrap_or(path)
 }
 
+/// A pinned peer (`.ci/install-peers`) at `relative` under the peers dir, or `None` (skip)
+/// locally; under CI a missing peer is a failure.
+pub fn peer(relative: &str) -> Option<PathBuf> {
+    let path = peers().join(relative);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "peer {relative} missing under CI: run .ci/install-peers"
+    );
+    eprintln!("SKIP: peer {relative} missing (run .ci/install-peers)");
+    None
+}
+
+/// The Python of the venv that holds the official `mcp` SDK (a pinned peer).
+pub fn sdk_python() -> Option<PathBuf> {
+    peer("sandbox-venv/bin/python")
+}
+
+/// Every record of an audit log (JSON lines).
+pub fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("audit")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
 /// The entry point of an official reference server from the pinned npm peers
 /// (`server-filesystem`, `server-everything`), or `None` (skip) locally; under CI a missing
 /// peer is a failure.
