@@ -54,9 +54,26 @@ fn list_line<T: std::fmt::Display>(out: &mut String, key: &str, items: &[Sourced
     }
 }
 
+/// One `key  value  [origin]` line. The value is formatted through its own `Display`, so the
+/// column padding is whatever that type gives it.
+fn value_line(out: &mut String, key: &str, value: &dyn std::fmt::Display, origin: &str) {
+    let _ = writeln!(out, "  {key:<20} {value:<40} {origin}");
+}
+
 /// The merged policy, one value a line with where it came from.
 pub fn render_policy(policy: &Policy) -> String {
     let mut out = String::new();
+    render_layers(&mut out, policy);
+    render_launch(&mut out, policy);
+    render_tools(&mut out, policy);
+    render_sandbox(&mut out, &policy.sandbox);
+    render_audit(&mut out, policy);
+    render_pins(&mut out, policy);
+    out
+}
+
+/// The layers the policy was merged from, and its digest.
+fn render_layers(out: &mut String, policy: &Policy) {
     let _ = writeln!(out, "Policy layers (highest authority first):");
     for (layer, path) in &policy.sources {
         let _ = writeln!(out, "  {:<8} {}", layer.to_string(), path.display());
@@ -68,29 +85,26 @@ pub fn render_policy(policy: &Policy) -> String {
         crate::policy::presets::DEFAULT_NAME
     );
     let _ = writeln!(out, "  digest   sha256:{}", policy.digest);
+}
 
+fn render_launch(out: &mut String, policy: &Policy) {
     let _ = writeln!(out, "\nLaunch");
-    list_line(&mut out, "allow_commands", &policy.launch.allow_commands);
+    list_line(out, "allow_commands", &policy.launch.allow_commands);
     let trust = &policy.launch.allow_trust;
-    let _ = writeln!(
-        out,
-        "  {:<20} {:<40} {}",
-        "allow_trust",
-        trust.value,
-        origin_note(trust)
-    );
+    value_line(out, "allow_trust", &trust.value, &origin_note(trust));
+}
 
+fn render_tools(out: &mut String, policy: &Policy) {
     let _ = writeln!(
         out,
         "\nTools (deny beats ask beats allow; no match: default)"
     );
     let default = policy.tools.default_action();
-    let _ = writeln!(
+    value_line(
         out,
-        "  {:<20} {:<40} {}",
         "default",
-        default.value.to_string(),
-        origin_note(default)
+        &default.value.to_string(),
+        &origin_note(default),
     );
     for entry in policy.tools.summaries() {
         let _ = writeln!(
@@ -107,37 +121,33 @@ pub fn render_policy(policy: &Policy) -> String {
             .unwrap_or_default();
         let _ = writeln!(out, "  {:<20} covers {}{why}", "", entry.reads_as);
     }
+}
 
-    let sandbox = &policy.sandbox;
+fn render_sandbox(out: &mut String, sandbox: &crate::policy::SandboxPolicy) {
     let _ = writeln!(out, "\nSandbox (all servers; per-server additions below)");
     match &sandbox.network.value {
-        crate::policy::Network::Allow(entries) => list_line(&mut out, "network allow", entries),
-        other => {
-            let _ = writeln!(
-                out,
-                "  {:<20} {:<40} {}",
-                "network",
-                other.to_string(),
-                origin_note(&sandbox.network)
-            );
-        }
+        crate::policy::Network::Allow(entries) => list_line(out, "network allow", entries),
+        other => value_line(
+            out,
+            "network",
+            &other.to_string(),
+            &origin_note(&sandbox.network),
+        ),
     }
-    list_line(&mut out, "read", &sandbox.read);
-    list_line(&mut out, "write", &sandbox.write);
-    list_line(&mut out, "env", &sandbox.env);
-    let _ = writeln!(
+    list_line(out, "read", &sandbox.read);
+    list_line(out, "write", &sandbox.write);
+    list_line(out, "env", &sandbox.env);
+    value_line(
         out,
-        "  {:<20} {:<40} {}",
         "run_as",
-        sandbox.run_as.value.to_string(),
-        origin_note(&sandbox.run_as)
+        &sandbox.run_as.value.to_string(),
+        &origin_note(&sandbox.run_as),
     );
-    let _ = writeln!(
+    value_line(
         out,
-        "  {:<20} {:<40} {}",
         "grant_args",
-        sandbox.grant_args.value.to_string(),
-        origin_note(&sandbox.grant_args)
+        &sandbox.grant_args.value.to_string(),
+        &origin_note(&sandbox.grant_args),
     );
     let requirements: Vec<Sourced<String>> = sandbox
         .require
@@ -147,15 +157,17 @@ pub fn render_policy(policy: &Policy) -> String {
             origin: r.origin.clone(),
         })
         .collect();
-    list_line(&mut out, "require", &requirements);
-    let _ = writeln!(
+    list_line(out, "require", &requirements);
+    value_line(
         out,
-        "  {:<20} {:<40} {}",
         "kill_timeout",
-        format!("{} s", sandbox.kill_timeout.value),
-        origin_note(&sandbox.kill_timeout)
+        &format!("{} s", sandbox.kill_timeout.value),
+        &origin_note(&sandbox.kill_timeout),
     );
-    let limits = &sandbox.limits;
+    render_limits(out, &sandbox.limits);
+}
+
+fn render_limits(out: &mut String, limits: &crate::policy::Limits) {
     for (key, value) in [
         ("processes", &limits.processes),
         ("memory_mb", &limits.memory_mb),
@@ -163,35 +175,22 @@ pub fn render_policy(policy: &Policy) -> String {
         ("file_size_mb", &limits.file_size_mb),
         ("disk_mb", &limits.disk_mb),
     ] {
-        let _ = writeln!(
+        value_line(
             out,
-            "  {:<20} {:<40} {}",
-            format!("limits.{key}"),
-            value.value,
-            origin_note(value)
+            &format!("limits.{key}"),
+            &value.value,
+            &origin_note(value),
         );
     }
     if let Some(cpu) = &limits.cpu_seconds {
-        let _ = writeln!(
-            out,
-            "  {:<20} {:<40} {}",
-            "limits.cpu_seconds",
-            cpu.value,
-            origin_note(cpu)
-        );
+        value_line(out, "limits.cpu_seconds", &cpu.value, &origin_note(cpu));
     }
+}
 
+fn render_audit(out: &mut String, policy: &Policy) {
     let _ = writeln!(out, "\nAudit");
     match &policy.audit.path {
-        Some(path) => {
-            let _ = writeln!(
-                out,
-                "  {:<20} {:<40} {}",
-                "path",
-                path.value,
-                origin_note(path)
-            );
-        }
+        Some(path) => value_line(out, "path", &path.value, &origin_note(path)),
         None => {
             let _ = writeln!(
                 out,
@@ -200,8 +199,10 @@ pub fn render_policy(policy: &Policy) -> String {
             );
         }
     }
-    list_line(&mut out, "redact", &policy.audit.redact);
+    list_line(out, "redact", &policy.audit.redact);
+}
 
+fn render_pins(out: &mut String, policy: &Policy) {
     let _ = writeln!(out, "\nPins");
     for (key, value, origin) in [
         (
@@ -217,7 +218,6 @@ pub fn render_policy(policy: &Policy) -> String {
     ] {
         let _ = writeln!(out, "  {key:<20} {value:<40} {origin}");
     }
-    out
 }
 
 /// What `check` says about one server; `ok` is false when it may not launch.

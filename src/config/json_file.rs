@@ -120,27 +120,8 @@ pub(super) fn parse(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Parsed, SourceError> {
-    let root: Value = serde_json::from_str(text).map_err(|err| {
-        SourceError::new(
-            path,
-            Some(LineCol {
-                line: err.line(),
-                column: err.column(),
-            }),
-            format!("invalid JSON: {err}"),
-        )
-        .with_fix(
-            "correct the JSON syntax (a trailing comma or a missing quote is the usual cause)",
-        )
-    })?;
-    let (format, key) = if root.get("mcpServers").is_some() {
-        (ConfigFormat::McpServersJson, "mcpServers")
-    } else if root.get("servers").is_some() {
-        (ConfigFormat::VsCodeJson, "servers")
-    } else {
-        return Err(SourceError::new(path, Some(LineCol { line: 1, column: 1 }), "no `mcpServers` or `servers` object in this JSON file")
-            .with_fix("point airlock at a Claude Desktop/Claude Code/Cursor config ({\"mcpServers\": {...}}), a VS Code mcp.json ({\"servers\": {...}}), or an airlock.toml"));
-    };
+    let root = parse_json(path, text)?;
+    let (format, key) = servers_key(path, &root)?;
     let section_offset = find_key(text, key, 0).unwrap_or(0);
     let Some(entries) = root.get(key).and_then(Value::as_object) else {
         return Err(SourceError::at_span(
@@ -167,71 +148,125 @@ pub(super) fn parse(
     for (name, entry) in entries {
         let offset = find_key(text, name, cursor).unwrap_or(cursor);
         cursor = offset;
-        let at = Some(LineCol::from_offset(text, offset));
-        let field_at = |field: &str| {
-            find_key(text, field, offset)
-                .map(|o| LineCol::from_offset(text, o))
-                .or(at)
-        };
-        let bad =
-            |message: String| SourceError::new(path, at, format!("server {name:?}: {message}"));
-        let Some(object) = entry.as_object() else {
-            return Err(bad("must be an object".into())
-                .with_fix("write { \"command\": ..., \"args\": [...] }"));
-        };
-        for unknown in object.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())) {
-            let hint = crate::diagnostic::closest(unknown, KNOWN_KEYS)
-                .map(|known| format!("; did you mean {known:?}?"))
-                .unwrap_or_default();
-            validator.warnings.push(SourceWarning::new(
-                path,
-                field_at(unknown),
-                format!("server {name:?}: key {unknown:?} is not used by airlock (ignored){hint}"),
-            ));
-        }
-        let flag = |key: &str| object.get(key).and_then(Value::as_bool);
-        let args = match object.get("args") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| item.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| bad("`args` must be an array of strings".into()))?,
-            Some(_) => return Err(bad("`args` must be an array of strings".into())),
-        };
-        let with_fix =
-            |err: FieldTypeError| bad(err.to_string()).with_fix("correct the value's type");
-        let raw = RawServer {
-            name: name.clone(),
-            at,
-            transport: string_field(object, "type", field_at("type"))
-                .and_then(|t| match t {
-                    Some(t) => Ok(Some(t)),
-                    None => string_field(object, "transport", field_at("transport")),
-                })
-                .map_err(with_fix)?,
-            command: string_field(object, "command", field_at("command")).map_err(with_fix)?,
-            args,
-            env: string_map(object, "env").map_err(with_fix)?,
-            env_at: field_at("env"),
-            cwd: string_field(object, "cwd", field_at("cwd")).map_err(with_fix)?,
-            url: string_field(object, "url", field_at("url")).map_err(with_fix)?,
-            headers: string_map(object, "headers").map_err(with_fix)?,
-            headers_at: field_at("headers"),
-            trust: flag("trust").unwrap_or(false),
-            startup_timeout: int_field(object, "startup_timeout", field_at("startup_timeout"))
-                .map_err(with_fix)?,
-            tool_timeout: int_field(object, "tool_timeout", field_at("tool_timeout"))
-                .map_err(with_fix)?,
-            idle_timeout: int_field(object, "idle_timeout", field_at("idle_timeout"))
-                .map_err(with_fix)?,
-            enabled: flag("enabled").unwrap_or(true) && !flag("disabled").unwrap_or(false),
-            start: string_field(object, "start", field_at("start")).map_err(with_fix)?,
-            sandbox: None,
-            tools: None,
-        };
+        let entry_text = EntryText { path, text, offset };
+        let raw = raw_server(&entry_text, name, entry, &mut validator.warnings)?;
         servers.push(validator.validate(raw)?);
     }
     let warnings = validator.warnings;
     Ok((format, servers, separator, warnings))
+}
+
+fn parse_json(path: &Path, text: &str) -> Result<Value, SourceError> {
+    serde_json::from_str(text).map_err(|err| {
+        SourceError::new(
+            path,
+            Some(LineCol {
+                line: err.line(),
+                column: err.column(),
+            }),
+            format!("invalid JSON: {err}"),
+        )
+        .with_fix(
+            "correct the JSON syntax (a trailing comma or a missing quote is the usual cause)",
+        )
+    })
+}
+
+/// Which of the two shapes this file has, and the key its servers are under.
+fn servers_key(path: &Path, root: &Value) -> Result<(ConfigFormat, &'static str), SourceError> {
+    if root.get("mcpServers").is_some() {
+        Ok((ConfigFormat::McpServersJson, "mcpServers"))
+    } else if root.get("servers").is_some() {
+        Ok((ConfigFormat::VsCodeJson, "servers"))
+    } else {
+        Err(SourceError::new(path, Some(LineCol { line: 1, column: 1 }), "no `mcpServers` or `servers` object in this JSON file")
+            .with_fix("point airlock at a Claude Desktop/Claude Code/Cursor config ({\"mcpServers\": {...}}), a VS Code mcp.json ({\"servers\": {...}}), or an airlock.toml"))
+    }
+}
+
+/// Where one server entry sits in the file, for positions in its messages.
+struct EntryText<'a> {
+    path: &'a Path,
+    text: &'a str,
+    /// Byte offset of the server's key.
+    offset: usize,
+}
+
+impl EntryText<'_> {
+    fn at(&self) -> Option<LineCol> {
+        Some(LineCol::from_offset(self.text, self.offset))
+    }
+
+    /// The position of `field` inside this entry, or the entry's own when it is not found.
+    fn field_at(&self, field: &str) -> Option<LineCol> {
+        find_key(self.text, field, self.offset)
+            .map(|o| LineCol::from_offset(self.text, o))
+            .or(self.at())
+    }
+}
+
+/// One JSON server entry read into the shape the validator takes; keys airlock does not use
+/// become warnings.
+fn raw_server(
+    entry_text: &EntryText<'_>,
+    name: &str,
+    entry: &Value,
+    warnings: &mut Vec<SourceWarning>,
+) -> Result<RawServer, SourceError> {
+    let path = entry_text.path;
+    let at = entry_text.at();
+    let field_at = |field: &str| entry_text.field_at(field);
+    let bad = |message: String| SourceError::new(path, at, format!("server {name:?}: {message}"));
+    let Some(object) = entry.as_object() else {
+        return Err(
+            bad("must be an object".into()).with_fix("write { \"command\": ..., \"args\": [...] }")
+        );
+    };
+    for unknown in object.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())) {
+        let hint = crate::diagnostic::closest(unknown, KNOWN_KEYS)
+            .map(|known| format!("; did you mean {known:?}?"))
+            .unwrap_or_default();
+        warnings.push(SourceWarning::new(
+            path,
+            field_at(unknown),
+            format!("server {name:?}: key {unknown:?} is not used by airlock (ignored){hint}"),
+        ));
+    }
+    let flag = |key: &str| object.get(key).and_then(Value::as_bool);
+    let args = match object.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("`args` must be an array of strings".into()))?,
+        Some(_) => return Err(bad("`args` must be an array of strings".into())),
+    };
+    let with_fix = |err: FieldTypeError| bad(err.to_string()).with_fix("correct the value's type");
+    let string = |key: &str| string_field(object, key, field_at(key)).map_err(with_fix);
+    let seconds = |key: &str| int_field(object, key, field_at(key)).map_err(with_fix);
+    Ok(RawServer {
+        name: name.to_string(),
+        at,
+        transport: match string("type")? {
+            Some(t) => Some(t),
+            None => string("transport")?,
+        },
+        command: string("command")?,
+        args,
+        env: string_map(object, "env").map_err(with_fix)?,
+        env_at: field_at("env"),
+        cwd: string("cwd")?,
+        url: string("url")?,
+        headers: string_map(object, "headers").map_err(with_fix)?,
+        headers_at: field_at("headers"),
+        trust: flag("trust").unwrap_or(false),
+        startup_timeout: seconds("startup_timeout")?,
+        tool_timeout: seconds("tool_timeout")?,
+        idle_timeout: seconds("idle_timeout")?,
+        enabled: flag("enabled").unwrap_or(true) && !flag("disabled").unwrap_or(false),
+        start: string("start")?,
+        sandbox: None,
+        tools: None,
+    })
 }

@@ -427,108 +427,10 @@ impl Validator<'_> {
                 .with_fix("rename the server, e.g. \"my-server\"")
         })?;
 
-        let transport = match &raw.transport {
-            None => {
-                match (&raw.command, &raw.url) {
-                    (Some(_), Some(url)) => {
-                        return Err(self
-                        .error(url.at, format!("server {name:?} mixes transports: it has both `command` and `url`"))
-                        .with_fix("keep `command` for a local stdio server, or `url` for a remote one"));
-                    }
-                    (Some(_), None) => Transport::Stdio,
-                    (None, Some(_)) => Transport::Http,
-                    (None, None) => {
-                        return Err(self
-                        .error(raw.at, format!("server {name:?} has neither `command` nor `url`"))
-                        .with_fix("add `command = \"npx\"` (with `args`) for a stdio server, or `url = \"https://...\"` for a remote one"));
-                    }
-                }
-            }
-            Some(declared) => match declared.value.as_str() {
-                "stdio" => Transport::Stdio,
-                "http" | "streamable-http" | "streamableHttp" => Transport::Http,
-                "sse" => Transport::Sse,
-                other => {
-                    return Err(self
-                        .error(
-                            declared.at,
-                            format!("server {name:?}: unknown transport {other:?}"),
-                        )
-                        .with_fix("use \"stdio\", \"http\" or \"sse\""));
-                }
-            },
-        };
-
+        let transport = self.transport(&raw)?;
         match transport {
-            Transport::Stdio => {
-                if let Some(url) = &raw.url {
-                    return Err(self
-                        .error(
-                            url.at,
-                            format!(
-                                "server {name:?} mixes transports: a stdio server cannot have `url`"
-                            ),
-                        )
-                        .with_fix(
-                            "remove `url`, or set transport = \"http\" and remove `command`",
-                        ));
-                }
-                if raw
-                    .command
-                    .as_ref()
-                    .is_none_or(|c| c.value.trim().is_empty())
-                {
-                    return Err(self
-                        .error(
-                            raw.command.as_ref().and_then(|c| c.at).or(raw.at),
-                            format!("server {name:?} is a stdio server without a `command`"),
-                        )
-                        .with_fix("add `command = \"npx\"` and its `args`"));
-                }
-                if !raw.headers.is_empty() {
-                    return Err(self
-                        .error(
-                            raw.headers_at.or(raw.at),
-                            format!("server {name:?}: `headers` apply to http/sse servers only"),
-                        )
-                        .with_fix("pass credentials to a stdio server through `env`"));
-                }
-            }
-            Transport::Http | Transport::Sse => {
-                if let Some(command) = &raw.command {
-                    return Err(self
-                        .error(command.at, format!("server {name:?} mixes transports: a {transport} server cannot have `command`"))
-                        .with_fix("remove `command`/`args`, or set transport = \"stdio\" and remove `url`"));
-                }
-                let Some(url) = &raw.url else {
-                    return Err(self
-                        .error(
-                            raw.at,
-                            format!("server {name:?} is a {transport} server without a `url`"),
-                        )
-                        .with_fix("add `url = \"https://...\"`"));
-                };
-                if !(url.value.starts_with("https://") || url.value.starts_with("http://")) {
-                    return Err(self
-                        .error(
-                            url.at,
-                            format!(
-                                "server {name:?}: `url` {:?} is not an http(s) URL",
-                                url.value
-                            ),
-                        )
-                        .with_fix("write the full endpoint, e.g. \"https://example.com/mcp\""));
-                }
-                if !raw.args.is_empty()
-                    || !raw.env.is_empty()
-                    || raw.cwd.is_some()
-                    || raw.sandbox.is_some()
-                {
-                    return Err(self
-                        .error(raw.env_at.or(raw.at), format!("server {name:?}: `args`, `env`, `cwd` and `sandbox` apply to stdio servers only"))
-                        .with_fix("remove them; remote servers take `headers`"));
-                }
-            }
+            Transport::Stdio => self.check_stdio_fields(&raw)?,
+            Transport::Http | Transport::Sse => self.check_remote_fields(&raw, transport)?,
         }
 
         let startup = self.timeout(
@@ -539,17 +441,7 @@ impl Validator<'_> {
         )?;
         let tool = self.timeout(&name, "tool_timeout", &raw.tool_timeout, TOOL_TIMEOUT)?;
         let idle = self.timeout(&name, "idle_timeout", &raw.idle_timeout, IDLE_TIMEOUT)?;
-
-        let start = match raw.start.as_ref().map(|s| s.value.as_str()) {
-            None | Some("lazy") => StartMode::Lazy,
-            Some("eager") => StartMode::Eager,
-            Some(other) => {
-                let at = raw.start.as_ref().and_then(|s| s.at);
-                return Err(self
-                    .error(at, format!("server {name:?}: `start` = {other:?}"))
-                    .with_fix("use \"lazy\" or \"eager\""));
-            }
-        };
+        let start = self.start_mode(&raw)?;
 
         let mut args = Vec::with_capacity(raw.args.len());
         for arg in &raw.args {
@@ -558,21 +450,7 @@ impl Validator<'_> {
                     .0,
             );
         }
-        let cwd = match &raw.cwd {
-            None => None,
-            Some(cwd) => {
-                let (value, _) = self.expand(&name, "cwd", &cwd.value, cwd.at)?;
-                if !value.starts_with('/') {
-                    return Err(self
-                        .error(
-                            cwd.at,
-                            format!("server {name:?}: `cwd` {value:?} is not absolute"),
-                        )
-                        .with_fix("write an absolute directory"));
-                }
-                Some(PathBuf::from(value))
-            }
-        };
+        let cwd = self.expand_cwd(&raw)?;
         let url = match &raw.url {
             None => None,
             Some(url) => Some(self.expand(&name, "url", &url.value, url.at)?.0),
@@ -599,6 +477,139 @@ impl Validator<'_> {
             tools: raw.tools,
             position: raw.at,
         })
+    }
+
+    /// The declared transport, or the one `command`/`url` imply when none is declared.
+    fn transport(&self, raw: &RawServer) -> Result<Transport, SourceError> {
+        let name = &raw.name;
+        let Some(declared) = &raw.transport else {
+            return match (&raw.command, &raw.url) {
+                (Some(_), Some(url)) => Err(self
+                    .error(url.at, format!("server {name:?} mixes transports: it has both `command` and `url`"))
+                    .with_fix("keep `command` for a local stdio server, or `url` for a remote one")),
+                (Some(_), None) => Ok(Transport::Stdio),
+                (None, Some(_)) => Ok(Transport::Http),
+                (None, None) => Err(self
+                    .error(raw.at, format!("server {name:?} has neither `command` nor `url`"))
+                    .with_fix("add `command = \"npx\"` (with `args`) for a stdio server, or `url = \"https://...\"` for a remote one")),
+            };
+        };
+        match declared.value.as_str() {
+            "stdio" => Ok(Transport::Stdio),
+            "http" | "streamable-http" | "streamableHttp" => Ok(Transport::Http),
+            "sse" => Ok(Transport::Sse),
+            other => Err(self
+                .error(
+                    declared.at,
+                    format!("server {name:?}: unknown transport {other:?}"),
+                )
+                .with_fix("use \"stdio\", \"http\" or \"sse\"")),
+        }
+    }
+
+    /// A stdio server has a command, and no `url` or `headers`.
+    fn check_stdio_fields(&self, raw: &RawServer) -> Result<(), SourceError> {
+        let name = &raw.name;
+        if let Some(url) = &raw.url {
+            return Err(self
+                .error(
+                    url.at,
+                    format!("server {name:?} mixes transports: a stdio server cannot have `url`"),
+                )
+                .with_fix("remove `url`, or set transport = \"http\" and remove `command`"));
+        }
+        if raw
+            .command
+            .as_ref()
+            .is_none_or(|c| c.value.trim().is_empty())
+        {
+            return Err(self
+                .error(
+                    raw.command.as_ref().and_then(|c| c.at).or(raw.at),
+                    format!("server {name:?} is a stdio server without a `command`"),
+                )
+                .with_fix("add `command = \"npx\"` and its `args`"));
+        }
+        if !raw.headers.is_empty() {
+            return Err(self
+                .error(
+                    raw.headers_at.or(raw.at),
+                    format!("server {name:?}: `headers` apply to http/sse servers only"),
+                )
+                .with_fix("pass credentials to a stdio server through `env`"));
+        }
+        Ok(())
+    }
+
+    /// A remote (http/sse) server has an http(s) `url`, and none of the stdio-only fields.
+    fn check_remote_fields(
+        &self,
+        raw: &RawServer,
+        transport: Transport,
+    ) -> Result<(), SourceError> {
+        let name = &raw.name;
+        if let Some(command) = &raw.command {
+            return Err(self
+                .error(command.at, format!("server {name:?} mixes transports: a {transport} server cannot have `command`"))
+                .with_fix("remove `command`/`args`, or set transport = \"stdio\" and remove `url`"));
+        }
+        let Some(url) = &raw.url else {
+            return Err(self
+                .error(
+                    raw.at,
+                    format!("server {name:?} is a {transport} server without a `url`"),
+                )
+                .with_fix("add `url = \"https://...\"`"));
+        };
+        if !(url.value.starts_with("https://") || url.value.starts_with("http://")) {
+            return Err(self
+                .error(
+                    url.at,
+                    format!(
+                        "server {name:?}: `url` {:?} is not an http(s) URL",
+                        url.value
+                    ),
+                )
+                .with_fix("write the full endpoint, e.g. \"https://example.com/mcp\""));
+        }
+        if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() || raw.sandbox.is_some()
+        {
+            return Err(self
+                .error(raw.env_at.or(raw.at), format!("server {name:?}: `args`, `env`, `cwd` and `sandbox` apply to stdio servers only"))
+                .with_fix("remove them; remote servers take `headers`"));
+        }
+        Ok(())
+    }
+
+    fn start_mode(&self, raw: &RawServer) -> Result<StartMode, SourceError> {
+        match raw.start.as_ref().map(|s| s.value.as_str()) {
+            None | Some("lazy") => Ok(StartMode::Lazy),
+            Some("eager") => Ok(StartMode::Eager),
+            Some(other) => {
+                let at = raw.start.as_ref().and_then(|s| s.at);
+                Err(self
+                    .error(at, format!("server {:?}: `start` = {other:?}", raw.name))
+                    .with_fix("use \"lazy\" or \"eager\""))
+            }
+        }
+    }
+
+    /// `cwd` expanded; it must be absolute.
+    fn expand_cwd(&mut self, raw: &RawServer) -> Result<Option<PathBuf>, SourceError> {
+        let Some(cwd) = &raw.cwd else {
+            return Ok(None);
+        };
+        let name = &raw.name;
+        let (value, _) = self.expand(name, "cwd", &cwd.value, cwd.at)?;
+        if !value.starts_with('/') {
+            return Err(self
+                .error(
+                    cwd.at,
+                    format!("server {name:?}: `cwd` {value:?} is not absolute"),
+                )
+                .with_fix("write an absolute directory"));
+        }
+        Ok(Some(PathBuf::from(value)))
     }
 }
 
