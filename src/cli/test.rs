@@ -66,15 +66,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
     }
     let name = args.name.clone().unwrap_or_default();
     let (config, policy) = super::serve::load(args.config.as_deref(), args.policy.clone())?;
-    let Some(server) = config.server(&name) else {
-        let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-        return Err(CliError::Refused(format!(
-            "no server named {:?} in {} (servers: {})",
-            name,
-            config.path.display(),
-            names.join(", ")
-        )));
-    };
+    let server = find_server(&config, &name)?;
     if server.transport != crate::config::Transport::Stdio {
         return run_remote(&args, server, &policy, &config.separator);
     }
@@ -98,64 +90,87 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let outcome = runtime.block_on(async {
-        let mut prepared = prepared;
-        if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) {
-            // The test writes no audit log: its connections go to stderr, as audit lines.
-            prepared.net_audit = Some(crate::net::relay::audit_to_stderr());
-        }
-        let started = Instant::now();
-        let mut child = prepared
-            .spawn()
-            .await
-            .map_err(|err| (err.to_string(), String::new()))?;
-        let stderr = child.stderr.take();
-        let tail = tokio::spawn(async move {
-            let mut buffer = Vec::new();
-            if let Some(mut stderr) = stderr {
-                let mut chunk = [0u8; 4096];
-                while let Ok(n) = stderr.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
-                    buffer.extend_from_slice(&chunk[..n]);
-                    if buffer.len() > STDERR_TAIL * 2 {
-                        buffer.drain(..buffer.len() - STDERR_TAIL);
-                    }
-                }
-            }
-            buffer
-        });
-        let result = tokio::time::timeout(timeout, handshake(&mut child, started)).await;
-        let kill_timeout = child.kill_timeout();
-        let summary = child.shutdown(kill_timeout).await;
-        let stderr = tokio::time::timeout(Duration::from_millis(500), tail)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        let start = stderr.len().saturating_sub(STDERR_TAIL);
-        let stderr = String::from_utf8_lossy(&stderr[start..]).into_owned();
-        match result {
-            Ok(Ok(found)) => Ok(found),
-            Ok(Err(reason)) => {
-                let exit = match (summary.helper_step, summary.code) {
-                    (Some(step), _) => format!("; the sandbox could not be set up (step {step})"),
-                    (None, Some(code)) => format!("; it exited with code {code}"),
-                    _ => String::new(),
-                };
-                Err((format!("{reason}{exit}"), stderr))
-            }
-            Err(_) => Err((
-                format!(
-                    "no complete handshake within {}s (startup_timeout)",
-                    timeout.as_secs()
-                ),
-                stderr,
-            )),
-        }
-    });
+    let outcome = runtime.block_on(start_and_handshake(prepared, timeout));
     report(outcome, server, &policy, &config.separator)
+}
+
+fn find_server<'a>(
+    config: &'a crate::config::Config,
+    name: &str,
+) -> Result<&'a crate::config::ServerConfig, CliError> {
+    config.server(name).ok_or_else(|| {
+        let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+        CliError::Refused(format!(
+            "no server named {:?} in {} (servers: {})",
+            name,
+            config.path.display(),
+            names.join(", ")
+        ))
+    })
+}
+
+/// Starts the server confined, runs the handshake within `timeout` and stops it. A failure
+/// carries its reason and the end of the server's stderr.
+async fn start_and_handshake(
+    mut prepared: crate::process::launch::Prepared,
+    timeout: Duration,
+) -> Result<Found, (String, String)> {
+    if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) {
+        // The test writes no audit log: its connections go to stderr, as audit lines.
+        prepared.net_audit = Some(crate::net::relay::audit_to_stderr());
+    }
+    let started = Instant::now();
+    let mut child = prepared
+        .spawn()
+        .await
+        .map_err(|err| (err.to_string(), String::new()))?;
+    let tail = tokio::spawn(stderr_tail(child.stderr.take()));
+    let result = tokio::time::timeout(timeout, handshake(&mut child, started)).await;
+    let kill_timeout = child.kill_timeout();
+    let summary = child.shutdown(kill_timeout).await;
+    let stderr = tokio::time::timeout(Duration::from_millis(500), tail)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let start = stderr.len().saturating_sub(STDERR_TAIL);
+    let stderr = String::from_utf8_lossy(&stderr[start..]).into_owned();
+    match result {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(reason)) => {
+            let exit = match (summary.helper_step, summary.code) {
+                (Some(step), _) => format!("; the sandbox could not be set up (step {step})"),
+                (None, Some(code)) => format!("; it exited with code {code}"),
+                _ => String::new(),
+            };
+            Err((format!("{reason}{exit}"), stderr))
+        }
+        Err(_) => Err((
+            format!(
+                "no complete handshake within {}s (startup_timeout)",
+                timeout.as_secs()
+            ),
+            stderr,
+        )),
+    }
+}
+
+/// Reads the server's stderr to its end, keeping about the last `STDERR_TAIL` bytes.
+async fn stderr_tail(stderr: Option<tokio::process::ChildStderr>) -> Vec<u8> {
+    let mut buffer = Vec::new();
+    if let Some(mut stderr) = stderr {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            buffer.extend_from_slice(&chunk[..n]);
+            if buffer.len() > STDERR_TAIL * 2 {
+                buffer.drain(..buffer.len() - STDERR_TAIL);
+            }
+        }
+    }
+    buffer
 }
 
 /// Prints the result of a handshake and picks the exit status.

@@ -33,41 +33,17 @@ pub async fn handle(
 ) -> Response<HttpBody> {
     let headers = request.headers().clone();
     let get = |name: &str| header_str(&headers, name);
-    let accept = get(header::ACCEPT.as_str());
-    let (accepts_json, accepts_sse) = (
-        wire::accepts(accept, "application/json"),
-        wire::accepts(accept, "text/event-stream"),
-    );
-    if !accepts_json && !accepts_sse {
-        return body::error(
-            406,
-            Value::Null,
-            code::INVALID_REQUEST,
-            "Not Acceptable: the client must accept application/json and text/event-stream",
-        );
-    }
+    let accepts_json = match accepted(get(header::ACCEPT.as_str())) {
+        Ok(accepts_json) => accepts_json,
+        Err(response) => return response,
+    };
     let message = match read_message(service, request.into_body()).await {
         Ok(message) => message,
         Err(response) => return response,
     };
-    let class = match classify(&message) {
-        Ok(Class::Batch(_)) => {
-            return body::error(
-                400,
-                Value::Null,
-                code::INVALID_REQUEST,
-                "JSON-RPC batches are not supported: send one message per POST",
-            );
-        }
+    let class = match classify_one(&message) {
         Ok(class) => class,
-        Err(invalid) => {
-            return body::error(
-                400,
-                Value::Null,
-                code::INVALID_REQUEST,
-                &invalid.to_string(),
-            );
-        }
+        Err(response) => return response,
     };
     let version = get(wire::VERSION_HEADER).map(str::trim);
     let is_request = matches!(class, Class::Request { .. });
@@ -77,14 +53,8 @@ pub async fn handle(
             method: get(wire::METHOD_HEADER),
             name: get(wire::NAME_HEADER),
         };
-        if let Err(answer) = wire::check_stateless_headers(&standard, &message) {
-            return body::json(400, Bytes::from(answer.to_string()), None);
-        }
-        if let Class::Request { id, method } = class
-            && wire::removed_in_stateless(method)
-        {
-            let text = format!("Method not found: {method} does not exist in protocol 2026-07-28");
-            return body::error(404, id.clone(), wire::METHOD_NOT_FOUND, &text);
+        if let Some(refused) = stateless_refusal(&standard, &message, &class) {
+            return refused;
         }
         return stateless(service, message, caller, accepts_json).await;
     }
@@ -96,10 +66,89 @@ pub async fn handle(
         return body::json(400, Bytes::from(answer.to_string()), None);
     }
     let hub = &service.hub;
-    let (session, created) = match get(wire::SESSION_HEADER) {
+    let (session, created) = match session_for(hub, get(wire::SESSION_HEADER), &class, &caller) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if !is_request {
+        hub.backend().message(session.info.key, message);
+        return body::empty(202);
+    }
+    answer(hub, &session, message, accepts_json, created).await
+}
+
+/// Whether the client takes a JSON answer (else it takes only SSE); 406 when it takes neither.
+fn accepted(accept: Option<&str>) -> Result<bool, Response<HttpBody>> {
+    let (accepts_json, accepts_sse) = (
+        wire::accepts(accept, "application/json"),
+        wire::accepts(accept, "text/event-stream"),
+    );
+    if !accepts_json && !accepts_sse {
+        return Err(body::error(
+            406,
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Not Acceptable: the client must accept application/json and text/event-stream",
+        ));
+    }
+    Ok(accepts_json)
+}
+
+/// The message's class; a batch or a malformed message is a 400.
+fn classify_one(message: &Value) -> Result<Class<'_>, Response<HttpBody>> {
+    match classify(message) {
+        Ok(Class::Batch(_)) => Err(body::error(
+            400,
+            Value::Null,
+            code::INVALID_REQUEST,
+            "JSON-RPC batches are not supported: send one message per POST",
+        )),
+        Ok(class) => Ok(class),
+        Err(invalid) => Err(body::error(
+            400,
+            Value::Null,
+            code::INVALID_REQUEST,
+            &invalid.to_string(),
+        )),
+    }
+}
+
+/// Why a stateless request is refused before it reaches a session: its standard headers do not
+/// match the body, or it calls a method the stateless protocol removed.
+fn stateless_refusal(
+    standard: &StandardHeaders<'_>,
+    message: &Value,
+    class: &Class<'_>,
+) -> Option<Response<HttpBody>> {
+    if let Err(answer) = wire::check_stateless_headers(standard, message) {
+        return Some(body::json(400, Bytes::from(answer.to_string()), None));
+    }
+    if let Class::Request { id, method } = class
+        && wire::removed_in_stateless(method)
+    {
+        let text = format!("Method not found: {method} does not exist in protocol 2026-07-28");
+        return Some(body::error(
+            404,
+            (*id).clone(),
+            wire::METHOD_NOT_FOUND,
+            &text,
+        ));
+    }
+    None
+}
+
+/// The session a stateful message belongs to: the one its `Mcp-Session-Id` names, or a new one
+/// for `initialize` (then `true`).
+fn session_for(
+    hub: &Arc<Hub>,
+    session_id: Option<&str>,
+    class: &Class<'_>,
+    caller: &Caller,
+) -> Result<(Arc<Session>, bool), Response<HttpBody>> {
+    match session_id {
         Some(id) => match hub.find(id.trim(), caller.identity.as_ref()) {
-            Some(session) => (session, false),
-            None => return session_not_found(),
+            Some(session) => Ok((session, false)),
+            None => Err(session_not_found()),
         },
         None if matches!(
             class,
@@ -110,24 +159,17 @@ pub async fn handle(
         ) =>
         {
             match hub.open(caller.identity.clone(), caller.client.clone()) {
-                Ok(session) => (session, true),
-                Err(err) => return open_refused(&err),
+                Ok(session) => Ok((session, true)),
+                Err(err) => Err(open_refused(&err)),
             }
         }
-        None => {
-            return body::error(
-                400,
-                Value::Null,
-                code::INVALID_REQUEST,
-                "Bad Request: Mcp-Session-Id header is required (send initialize first to get one)",
-            );
-        }
-    };
-    if !is_request {
-        hub.backend().message(session.info.key, message);
-        return body::empty(202);
+        None => Err(body::error(
+            400,
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required (send initialize first to get one)",
+        )),
     }
-    answer(hub, &session, message, accepts_json, created).await
 }
 
 /// Reads the body within the size limit and the time limit, and parses it.

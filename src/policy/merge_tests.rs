@@ -242,9 +242,24 @@ fn locked_only_counts_in_org_files() {
     );
 }
 
+/// Each policy text fails to load with its error at `line:column`, a message containing the
+/// needle, and a fix.
+fn assert_load_errors(cases: &[(&str, usize, usize, &str)]) {
+    for &(text, line, column, needle) in cases {
+        let err = load_error(&[user(text)]);
+        assert_eq!(
+            err.position,
+            Some(LineCol { line, column }),
+            "{text:?}: {err}"
+        );
+        assert!(err.message.contains(needle), "{text:?}: {err}");
+        assert!(err.fix.is_some(), "{text:?}: no fix in {err}");
+    }
+}
+
 #[test]
-fn load_errors_have_positions_and_fixes() {
-    let cases = [
+fn version_and_tools_load_errors_have_positions_and_fixes() {
+    assert_load_errors(&[
         ("version = 2\n", 1, 11, "unsupported policy version"),
         ("[tools]\ndeny = []\n", 1, 1, "missing `version`"),
         (
@@ -265,6 +280,12 @@ fn load_errors_have_positions_and_fixes() {
             11,
             "unknown variant",
         ),
+    ]);
+}
+
+#[test]
+fn sandbox_load_errors_have_positions_and_fixes() {
+    assert_load_errors(&[
         (
             "version = 1\n[sandbox]\nnetwork = \"wifi\"\n",
             3,
@@ -313,6 +334,12 @@ fn load_errors_have_positions_and_fixes() {
             8,
             "not a variable name",
         ),
+    ]);
+}
+
+#[test]
+fn launch_audit_and_rule_load_errors_have_positions_and_fixes() {
+    assert_load_errors(&[
         (
             "version = 1\n[launch]\nallow_commands = [\"./x\"]\n",
             3,
@@ -337,17 +364,7 @@ fn load_errors_have_positions_and_fixes() {
             9,
             "does not compile",
         ),
-    ];
-    for (text, line, column, needle) in cases {
-        let err = load_error(&[user(text)]);
-        assert_eq!(
-            err.position,
-            Some(LineCol { line, column }),
-            "{text:?}: {err}"
-        );
-        assert!(err.message.contains(needle), "{text:?}: {err}");
-        assert!(err.fix.is_some(), "{text:?}: no fix in {err}");
-    }
+    ]);
 }
 
 #[test]

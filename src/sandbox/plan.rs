@@ -38,46 +38,19 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         Some(profile) => plan_cache_overlays(request, host, &vars, profile, &protected, &mut notes),
         None => Vec::new(),
     };
-    // The private dirs: on the scratch disk in the server's root, or on the host's disk.
-    let private = [Shown::Bind, Shown::Constructed][usize::from(constructed_root)];
-    for (path, reason) in [
-        (&vars.private_home, "private home (HOME)"),
-        (&vars.private_tmp, "private tmp (TMPDIR)"),
-    ] {
-        fs.push(path.clone(), FsAccess::ReadWrite, reason, private);
-    }
+    private_dir_rules(&mut fs, &vars, constructed_root);
     policy_rules(policy, &vars, &protected, user_paths, &mut fs, &mut notes)?;
-    // The real caches behind the overlays are reached only through the private copy: a path on
-    // the command line never grants them (it would bypass the copy-on-write view).
-    let argument_protected: Vec<(String, PathBuf)> = protected
-        .iter()
-        .cloned()
-        .chain(cache_overlays.iter().map(|overlay| {
-            let what = format!(
-                "the real {} cache (the server sees its private copy)",
-                overlay.name
-            );
-            (what, overlay.lower.clone())
-        }))
-        .collect();
     let arguments = super::arguments::argument_rules(
         &request.resolved.arguments,
         &policy.grant_args,
         request.dirs.home.as_deref(),
-        &argument_protected,
+        &argument_protected(&protected, &cache_overlays),
         user_paths,
         &mut fs,
     );
 
     let network = NetMode::from(&policy.network.value);
-    let namespaces = Namespaces {
-        user: host.user_namespaces,
-        pid: host.user_namespaces,
-        net: host.user_namespaces && network != NetMode::Host,
-        // The constructed root and the cache overlays in it.
-        mount: constructed_root,
-        cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
-    };
+    let namespaces = namespaces(host, &network, constructed_root, &memory);
     host_notes(host, &namespaces, &network, &mut notes);
     check_egress(request, host, &network)?;
     let root = constructed_root.then(|| {
@@ -92,13 +65,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     Ok(SandboxPlan {
         server: request.server.clone(),
         program: request.program.clone(),
-        argv: std::iter::once(request.program.to_string_lossy().into_owned())
-            .chain(super::arguments::expanded_argv(
-                &request.args,
-                request.resolved.own_arguments_from,
-                request.dirs.home.as_deref(),
-            ))
-            .collect(),
+        argv: argv(request),
         env: build_env(request, &vars, profile, &network, &cache_overlays),
         cwd: request
             .cwd
@@ -131,6 +98,64 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         arguments,
         launcher_pid: None,
     })
+}
+
+/// The private dirs: on the scratch disk in the server's root, or on the host's disk.
+fn private_dir_rules(fs: &mut FsRules, vars: &Vars, constructed_root: bool) {
+    let private = [Shown::Bind, Shown::Constructed][usize::from(constructed_root)];
+    for (path, reason) in [
+        (&vars.private_home, "private home (HOME)"),
+        (&vars.private_tmp, "private tmp (TMPDIR)"),
+    ] {
+        fs.push(path.clone(), FsAccess::ReadWrite, reason, private);
+    }
+}
+
+/// The paths a command-line argument never grants: airlock's protected paths and the real
+/// caches behind the overlays, which are reached only through the private copy (a grant would
+/// bypass the copy-on-write view).
+fn argument_protected(
+    protected: &[(String, PathBuf)],
+    cache_overlays: &[CacheOverlayPlan],
+) -> Vec<(String, PathBuf)> {
+    protected
+        .iter()
+        .cloned()
+        .chain(cache_overlays.iter().map(|overlay| {
+            let what = format!(
+                "the real {} cache (the server sees its private copy)",
+                overlay.name
+            );
+            (what, overlay.lower.clone())
+        }))
+        .collect()
+}
+
+fn namespaces(
+    host: &HostFacts,
+    network: &NetMode,
+    constructed_root: bool,
+    memory: &MemoryLimit,
+) -> Namespaces {
+    Namespaces {
+        user: host.user_namespaces,
+        pid: host.user_namespaces,
+        net: host.user_namespaces && *network != NetMode::Host,
+        // The constructed root and the cache overlays in it.
+        mount: constructed_root,
+        cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
+    }
+}
+
+/// The program and its arguments, `~` in its own arguments expanded to the user's home.
+fn argv(request: &PlanRequest) -> Vec<String> {
+    std::iter::once(request.program.to_string_lossy().into_owned())
+        .chain(super::arguments::expanded_argv(
+            &request.args,
+            request.resolved.own_arguments_from,
+            request.dirs.home.as_deref(),
+        ))
+        .collect()
 }
 
 /// Paths of the user (not the system's) reach a server that is not airlock's uid through an

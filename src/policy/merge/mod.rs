@@ -364,13 +364,20 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         text,
     };
     let file = parse_policy_file(path, text)?;
-    let missing =
-        |key: &str| SourceError::new(path, None, format!("built-in default policy lacks `{key}`"));
     let origin = Origin {
         layer: Layer::Builtin,
         file: path.to_path_buf(),
         line: None,
     };
+    let mut draft = placeholder_draft(&origin);
+    draft.apply(&ctx, &file)?;
+    check_builtin_complete(&draft, path)?;
+    Ok(draft)
+}
+
+/// A draft the built-in file is applied onto: every value a placeholder with the built-in
+/// origin, the limits zero so that a key the file does not set is noticed.
+fn placeholder_draft(origin: &Origin) -> Draft {
     let sourced = |value| Sourced {
         value,
         origin: origin.clone(),
@@ -383,63 +390,48 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         disk_mb: sourced(0),
         cpu_seconds: None,
     };
-    let mut draft = Draft {
+    Draft {
         launch: LaunchPolicy {
             allow_commands: Vec::new(),
-            allow_trust: Sourced {
-                value: false,
-                origin: origin.clone(),
-            },
+            allow_trust: builtin_value(false, origin),
         },
         tool_entries: Vec::new(),
-        tools_default: Sourced {
-            value: Action::Deny,
-            origin: origin.clone(),
-        },
-        gate_schema: Sourced {
-            value: SchemaMode::Enforce,
-            origin: origin.clone(),
-        },
+        tools_default: builtin_value(Action::Deny, origin),
+        gate_schema: builtin_value(SchemaMode::Enforce, origin),
         sandbox: SandboxPolicy {
-            network: Sourced {
-                value: Network::None,
-                origin: origin.clone(),
-            },
+            network: builtin_value(Network::None, origin),
             read: Vec::new(),
             write: Vec::new(),
             env: Vec::new(),
-            run_as: Sourced {
-                value: RunAs::Nobody,
-                origin: origin.clone(),
-            },
+            run_as: builtin_value(RunAs::Nobody, origin),
             require: Vec::new(),
-            kill_timeout: Sourced {
-                value: 3,
-                origin: origin.clone(),
-            },
+            kill_timeout: builtin_value(3, origin),
             limits: placeholder_limits,
-            grant_args: Sourced {
-                value: GrantArgs::None,
-                origin: origin.clone(),
-            },
+            grant_args: builtin_value(GrantArgs::None, origin),
         },
         audit: AuditPolicy {
             path: None,
             redact: Vec::new(),
         },
         pins: PinsPolicy {
-            pinning: Sourced {
-                value: PinningMode::Enforce,
-                origin: origin.clone(),
-            },
-            new_servers: Sourced {
-                value: NewServers::Trust,
-                origin: origin.clone(),
-            },
+            pinning: builtin_value(PinningMode::Enforce, origin),
+            new_servers: builtin_value(NewServers::Trust, origin),
         },
         locks: Locks::default(),
-    };
-    draft.apply(&ctx, &file)?;
+    }
+}
+
+fn builtin_value<T>(value: T, origin: &Origin) -> Sourced<T> {
+    Sourced {
+        value,
+        origin: origin.clone(),
+    }
+}
+
+/// The built-in file must set every limit and at least one allowed command.
+fn check_builtin_complete(draft: &Draft, path: &Path) -> Result<(), SourceError> {
+    let missing =
+        |key: &str| SourceError::new(path, None, format!("built-in default policy lacks `{key}`"));
     let limits = &draft.sandbox.limits;
     if [
         &limits.processes,
@@ -456,7 +448,7 @@ fn builtin_draft() -> Result<Draft, SourceError> {
     if draft.launch.allow_commands.is_empty() {
         return Err(missing("launch.allow_commands"));
     }
-    Ok(draft)
+    Ok(())
 }
 
 fn compile(
