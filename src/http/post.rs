@@ -35,7 +35,7 @@ pub async fn handle(
     let get = |name: &str| header_str(&headers, name);
     let accepts_json = match accepted(get(header::ACCEPT.as_str())) {
         Ok(accepts_json) => accepts_json,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let message = match read_message(service, request.into_body()).await {
         Ok(message) => message,
@@ -43,7 +43,7 @@ pub async fn handle(
     };
     let class = match classify_one(&message) {
         Ok(class) => class,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let version = get(wire::VERSION_HEADER).map(str::trim);
     let is_request = matches!(class, Class::Request { .. });
@@ -68,7 +68,7 @@ pub async fn handle(
     let hub = &service.hub;
     let (session, created) = match session_for(hub, get(wire::SESSION_HEADER), &class, &caller) {
         Ok(found) => found,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if !is_request {
         hub.backend().message(session.info.key, message);
@@ -77,39 +77,42 @@ pub async fn handle(
     answer(hub, &session, message, accepts_json, created).await
 }
 
+/// An answer sent in place of handling the message (boxed: it is large, and the rare path).
+type Refusal = Box<Response<HttpBody>>;
+
 /// Whether the client takes a JSON answer (else it takes only SSE); 406 when it takes neither.
-fn accepted(accept: Option<&str>) -> Result<bool, Response<HttpBody>> {
+fn accepted(accept: Option<&str>) -> Result<bool, Refusal> {
     let (accepts_json, accepts_sse) = (
         wire::accepts(accept, "application/json"),
         wire::accepts(accept, "text/event-stream"),
     );
     if !accepts_json && !accepts_sse {
-        return Err(body::error(
+        return Err(Box::new(body::error(
             406,
             Value::Null,
             code::INVALID_REQUEST,
             "Not Acceptable: the client must accept application/json and text/event-stream",
-        ));
+        )));
     }
     Ok(accepts_json)
 }
 
 /// The message's class; a batch or a malformed message is a 400.
-fn classify_one(message: &Value) -> Result<Class<'_>, Response<HttpBody>> {
+fn classify_one(message: &Value) -> Result<Class<'_>, Refusal> {
     match classify(message) {
-        Ok(Class::Batch(_)) => Err(body::error(
+        Ok(Class::Batch(_)) => Err(Box::new(body::error(
             400,
             Value::Null,
             code::INVALID_REQUEST,
             "JSON-RPC batches are not supported: send one message per POST",
-        )),
+        ))),
         Ok(class) => Ok(class),
-        Err(invalid) => Err(body::error(
+        Err(invalid) => Err(Box::new(body::error(
             400,
             Value::Null,
             code::INVALID_REQUEST,
             &invalid.to_string(),
-        )),
+        ))),
     }
 }
 
@@ -144,11 +147,11 @@ fn session_for(
     session_id: Option<&str>,
     class: &Class<'_>,
     caller: &Caller,
-) -> Result<(Arc<Session>, bool), Response<HttpBody>> {
+) -> Result<(Arc<Session>, bool), Refusal> {
     match session_id {
         Some(id) => match hub.find(id.trim(), caller.identity.as_ref()) {
             Some(session) => Ok((session, false)),
-            None => Err(session_not_found()),
+            None => Err(Box::new(session_not_found())),
         },
         None if matches!(
             class,
@@ -160,15 +163,15 @@ fn session_for(
         {
             match hub.open(caller.identity.clone(), caller.client.clone()) {
                 Ok(session) => Ok((session, true)),
-                Err(err) => Err(open_refused(&err)),
+                Err(err) => Err(Box::new(open_refused(&err))),
             }
         }
-        None => Err(body::error(
+        None => Err(Box::new(body::error(
             400,
             Value::Null,
             code::INVALID_REQUEST,
             "Bad Request: Mcp-Session-Id header is required (send initialize first to get one)",
-        )),
+        ))),
     }
 }
 
