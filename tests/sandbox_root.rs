@@ -56,6 +56,27 @@ fn no_host_process_is_visible_or_reachable_by_any_pid() {
 }
 
 #[test]
+fn a_host_path_outside_the_grants_does_not_exist_for_the_server() {
+    // Readable by everyone on the host; none is granted: in the constructed root they are not
+    // denied, they are absent.
+    let secret = world().secret.display().to_string();
+    for who in everyone() {
+        for path in [secret.as_str(), "/root/.bashrc", "/var/log/dpkg.log"] {
+            if !Path::new(path).exists() {
+                continue;
+            }
+            let out = who.hostile(&[], &["read", path]);
+            assert_refused(&out);
+            assert!(
+                stdout(&out).contains(&format!("REFUSED {path}: No such file or directory")),
+                "{who:?}: {path} must not exist for the server\n{}",
+                text(&out)
+            );
+        }
+    }
+}
+
+#[test]
 fn the_server_cannot_signal_its_init_or_its_parent() {
     for who in everyone() {
         let out = who.hostile(&[], &["killppid"]);
