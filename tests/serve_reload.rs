@@ -101,3 +101,61 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
         .count();
     assert_eq!(exits, 2);
 }
+
+#[test]
+fn a_policy_change_applies_to_new_calls_and_a_bad_policy_keeps_the_running_one() {
+    let (world, mut client) = start(Mode::Serve, Setup::fixture("--name v1"));
+    client.initialize("2025-06-18");
+    client.request(9, "tools/list", json!({}));
+    assert_eq!(
+        Client::text(&client.call(1, "fixture__echo", json!({"text": "a"}))),
+        "v1: a"
+    );
+    // A call in flight across the reload finishes under the policy it was allowed by.
+    client.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture__slow","arguments":{"seconds":1.5}}}));
+    std::thread::sleep(Duration::from_millis(200));
+    let policy = world.path("policy.toml");
+    let sandbox = "version = 1\n[sandbox]\nrun_as = \"root\"\nkill_timeout = 1\n";
+    let denying = format!("{sandbox}[tools]\ndeny = [\"mcp:fixture__echo\"]\n");
+    std::fs::write(&policy, &denying).unwrap();
+    client.signal(libc::SIGHUP);
+    let denied = support::wait_until(Duration::from_secs(10), || {
+        let answer = client.call(3, "fixture__echo", json!({"text": "b"}));
+        answer["result"]["isError"] == true
+    });
+    assert!(denied, "the reloaded policy denies echo");
+    let slow = client.answer(json!(2), Duration::from_secs(10));
+    assert_eq!(Client::text(&slow), "slow done", "{slow}");
+
+    // A bad policy file (by SIGHUP): the running policy stays, and stderr says why.
+    std::fs::write(&policy, "version = 1\n[tools\ndeny = [").unwrap();
+    client.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    let still = client.call(4, "fixture__echo", json!({"text": "c"}));
+    assert_eq!(still["result"]["isError"], true, "still denied: {still}");
+    let other = client.call(5, "fixture__pid", json!({}));
+    assert!(
+        other["result"].is_object(),
+        "the server still answers: {other}"
+    );
+
+    client.close_stdin();
+    client.wait(Duration::from_secs(10)).expect("exits");
+    let stderr = client.stderr();
+    assert!(stderr.contains("reload failed"), "{stderr}");
+    assert!(
+        stderr.contains("policy.toml:2"),
+        "file and line of the bad policy: {stderr}"
+    );
+    let failed = world
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "policy")
+        .filter(|e| {
+            e["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("reload failed"))
+        })
+        .count();
+    assert_eq!(failed, 1, "the failed reload is audited");
+}
