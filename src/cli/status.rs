@@ -142,7 +142,7 @@ pub fn run(args: StatusArgs) -> Result<ExitCode, CliError> {
             .map(|r| match &r.status {
                 Ok(status) => status.clone(),
                 Err(err) => {
-                    serde_json::json!({"socket": r.socket.display().to_string(), "error": err})
+                    serde_json::json!({"socket": r.socket.display().to_string(), "error": err.to_string()})
                 }
             })
             .collect();

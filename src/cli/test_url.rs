@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::CliError;
@@ -27,7 +28,7 @@ struct Client {
 }
 
 impl Client {
-    async fn post(&self, message: &Value) -> Result<(Option<String>, Option<Value>), String> {
+    async fn post(&self, message: &Value) -> anyhow::Result<(Option<String>, Option<Value>)> {
         let mut request = self
             .http
             .post(&self.url)
@@ -43,7 +44,7 @@ impl Client {
         let response = request
             .send()
             .await
-            .map_err(|err| format!("cannot reach {}: {err}", self.url))?;
+            .map_err(|err| anyhow::anyhow!("cannot reach {}: {err}", self.url))?;
         let status = response.status();
         let session = response
             .headers()
@@ -62,13 +63,10 @@ impl Client {
             } else {
                 "set AIRLOCK_TOKEN (or --token)"
             };
-            return Err(format!(
-                "HTTP {status}: {hint} ({})",
-                challenge.unwrap_or_default()
-            ));
+            anyhow::bail!("HTTP {status}: {hint} ({})", challenge.unwrap_or_default());
         }
         if !status.is_success() {
-            return Err(format!("HTTP {status}: {}", body.trim()));
+            anyhow::bail!("HTTP {status}: {}", body.trim());
         }
         Ok((session, message_of(&body)))
     }
@@ -82,7 +80,7 @@ pub fn run(url: &str, token: Option<String>, timeout: Duration) -> Result<ExitCo
     let outcome = runtime.block_on(async {
         tokio::time::timeout(timeout, session(url, token))
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {} s", timeout.as_secs())))
     });
     match outcome {
         Ok(report) => {
@@ -90,13 +88,13 @@ pub fn run(url: &str, token: Option<String>, timeout: Duration) -> Result<ExitCo
             Ok(ExitCode::SUCCESS)
         }
         Err(why) => {
-            eprintln!("airlock test: gateway {url}: {why}");
+            eprintln!("airlock test: gateway {url}: {why:#}");
             Ok(ExitCode::from(super::EXIT_FAILURE))
         }
     }
 }
 
-async fn session(url: &str, token: Option<String>) -> Result<String, String> {
+async fn session(url: &str, token: Option<String>) -> anyhow::Result<String> {
     let started = Instant::now();
     let mut client = Client {
         http: reqwest::Client::new(),
@@ -106,9 +104,9 @@ async fn session(url: &str, token: Option<String>) -> Result<String, String> {
     };
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"airlock-test","version":env!("CARGO_PKG_VERSION")}}});
     let (session, answer) = client.post(&init).await?;
-    let answer = answer.ok_or("the answer to initialize is not JSON-RPC")?;
+    let answer = answer.context("the answer to initialize is not JSON-RPC")?;
     if let Some(error) = answer.get("error") {
-        return Err(format!("initialize failed: {error}"));
+        anyhow::bail!("initialize failed: {error}");
     }
     let ready_ms = started.elapsed().as_secs_f64() * 1000.0;
     client.session = session;
@@ -118,7 +116,7 @@ async fn session(url: &str, token: Option<String>) -> Result<String, String> {
     let (_, listed) = client
         .post(&json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}))
         .await?;
-    let listed = listed.ok_or("the answer to tools/list is not JSON-RPC")?;
+    let listed = listed.context("the answer to tools/list is not JSON-RPC")?;
     let tools: Vec<String> = listed
         .pointer("/result/tools")
         .and_then(Value::as_array)

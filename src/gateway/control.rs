@@ -81,7 +81,7 @@ pub async fn read_request(stream: tokio::net::UnixStream) -> (Request, tokio::ne
 #[derive(Debug)]
 pub struct GatewayReport {
     pub socket: PathBuf,
-    pub status: Result<Value, String>,
+    pub status: io::Result<Value>,
 }
 
 /// Asks every gateway in `state_dir`. Sockets nobody listens on (a gateway that was killed)
@@ -120,7 +120,7 @@ pub fn ask_all(
             }
             Err(err) => reports.push(GatewayReport {
                 socket,
-                status: Err(err.to_string()),
+                status: Err(err),
             }),
         }
     }
