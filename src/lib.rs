@@ -18,6 +18,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gate;

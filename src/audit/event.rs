@@ -31,6 +31,9 @@ pub enum EventKind {
     NetClose,
     /// A definition was pinned on first use, or changed or appeared and waits for approval.
     Pin,
+    /// An install step fetched a server's package (or failed to): runner, packages, version,
+    /// integrity, registry, the layer it wrote.
+    Install,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

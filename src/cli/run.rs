@@ -139,9 +139,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     })?;
     tracing::info!(server = %name, "starting {}", launch.summary());
 
+    // A package that is not cached yet is installed first (crate::fetch), inside the start.
+    let startup_timeout = if launch.needs_fetch() {
+        SPAWN_TIMEOUT + crate::fetch::step::FETCH_TIMEOUT
+    } else {
+        SPAWN_TIMEOUT
+    };
     let spec = ServerSpec {
         name: name.clone(),
-        startup_timeout: SPAWN_TIMEOUT,
+        startup_timeout,
         tool_timeout: (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout)),
         idle_timeout: None,
         eager: true,

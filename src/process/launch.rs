@@ -25,6 +25,9 @@ pub enum LaunchError {
     /// A remote server could not be reached (may be transient: it may come up later).
     #[error("{0}")]
     Remote(String),
+    /// Its install step failed (may be transient: the registry may come back).
+    #[error("{0}")]
+    Fetch(#[from] crate::fetch::FetchError),
 }
 
 impl LaunchError {
@@ -97,8 +100,11 @@ pub struct Prepared {
     /// Why the launch allowlist let it through.
     pub allowed_because: String,
     /// Where the audit events of the server's connections go (needed when its network is an
-    /// allow list; set by the session that owns the audit log).
+    /// allow list, or it has an install step; set by the session that owns the audit log).
     pub net_audit: Option<tokio::sync::mpsc::Sender<crate::net::relay::NetAudit>>,
+    /// The install step that fetches the server's package first, when it is `npx`/`uvx` and
+    /// the package may not be cached (see `crate::fetch`).
+    pub fetch: Option<Box<crate::fetch::FetchPlan>>,
 }
 
 impl Prepared {
@@ -144,8 +150,18 @@ impl Prepared {
         )
     }
 
-    /// Starts the server in its sandbox. Call from an async task (see [`crate::process`]).
+    /// Whether starting it will run the install step first (its package is not cached yet): the
+    /// start may then take up to [`crate::fetch::step::FETCH_TIMEOUT`] longer.
+    pub fn needs_fetch(&self) -> bool {
+        self.fetch.as_ref().is_some_and(|fetch| !fetch.is_cached())
+    }
+
+    /// Starts the server in its sandbox, after its install step when its package is not cached.
+    /// Call from an async task (see [`crate::process`]).
     pub async fn spawn(&self) -> Result<ConfinedChild, LaunchError> {
+        if let (Some(fetch), Some(events)) = (&self.fetch, &self.net_audit) {
+            crate::fetch::ensure(fetch, crate::fetch::Sink::Session(events)).await?;
+        }
         spawn_confined_with(&self.plan, self.net_audit.as_ref())
             .await
             .map_err(|source| LaunchError::Spawn {
@@ -226,11 +242,36 @@ pub fn prepare(
             argument.source
         );
     }
+    let fetch = fetch_plan(&request, &plan, &context.host);
     Ok(Prepared {
         plan,
         allowed_because,
         net_audit: None,
+        fetch,
     })
+}
+
+/// The install step of an `npx`/`uvx` server whose cache the sandbox shows through an overlay.
+fn fetch_plan(
+    request: &PlanRequest,
+    plan: &SandboxPlan,
+    host: &HostFacts,
+) -> Option<Box<crate::fetch::FetchPlan>> {
+    let runner = crate::fetch::detect(
+        &request.program,
+        request.resolved.program_canonical.as_deref(),
+        &request.args,
+    )?;
+    let overlay = plan
+        .cache_overlays
+        .iter()
+        .find(|overlay| overlay.name == runner.cache() && overlay.mount)?;
+    Some(Box::new(crate::fetch::FetchPlan {
+        real_cache: overlay.lower.clone(),
+        runner,
+        request: request.clone(),
+        host: host.clone(),
+    }))
 }
 
 /// The refusal for a command that does not resolve, with the facts its fix depends on.

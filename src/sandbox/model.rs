@@ -228,6 +228,16 @@ pub struct CacheOverlayPlan {
     /// `false` when no mount namespace can be made (no user namespaces): `target` is then a
     /// private, initially empty cache, and the plan says so in `weaker_than_asked`.
     pub mount: bool,
+    /// airlock's private copy of this cache for this server (`crate::fetch::layers`): the
+    /// directory whose finished install layers the helper stacks, newest first, above the real
+    /// cache. Read when the server starts, so a restart sees what an install added.
+    #[serde(default)]
+    pub layers: Option<PathBuf>,
+    /// The install step only: the upper layer on disk (its workdir beside it), which becomes a
+    /// new layer when the install succeeds. `None`: the upper layer is on the scratch disk and
+    /// gone when the server ends.
+    #[serde(default)]
+    pub upper_on_disk: Option<PathBuf>,
 }
 
 /// How the server's memory is bounded (`sandbox.limits.memory_mb`).

@@ -77,12 +77,18 @@ pub(super) fn plan_cache_overlays(
                 lower.display()
             ));
         }
+        let layers = mount.then(|| {
+            crate::fetch::layers::Store::new(&request.dirs.servers_dir(), &request.server, &overlay.name)
+                .layers_dir()
+        });
         out.push(CacheOverlayPlan {
             name: overlay.name.clone(),
             lower,
             target,
             mount,
             at_real_path,
+            layers,
+            upper_on_disk: None,
         });
     }
     out

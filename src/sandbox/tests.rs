@@ -160,6 +160,9 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
             target: server.join("home/.npm"),
             mount: true,
             at_real_path: false,
+            // airlock's private copy: what install steps fetched for this server.
+            layers: Some(server.join("packages/npm/layers")),
+            upper_on_disk: None,
         }]
     );
     assert!(plan.namespaces.mount);

@@ -37,6 +37,11 @@ pub(super) struct Prepared {
     at_real_path: bool,
     /// An idmapped clone of the real cache (airlock root, the cache not the server's).
     idmapped: Option<OwnedFd>,
+    /// airlock's private copy: finished install layers, newest first, stacked above the real
+    /// cache (host paths).
+    private_layers: Vec<PathBuf>,
+    /// The install step's upper layer on disk (its `work` beside it), instead of the scratch disk.
+    upper_on_disk: Option<PathBuf>,
 }
 
 /// overlayfs splits `lowerdir` on `:`; a backslash escapes it.
@@ -77,12 +82,19 @@ pub(super) fn prepare(plan: &SandboxPlan) -> Vec<Prepared> {
             (Some(real), Some(id)) => idmapped_lower(&overlay.name, real, id),
             _ => None,
         };
+        let private_layers = overlay
+            .layers
+            .as_deref()
+            .map(crate::fetch::layers::layers_in)
+            .unwrap_or_default();
         out.push(Prepared {
             name: overlay.name.clone(),
             lower,
             target: overlay.target.clone(),
             at_real_path: overlay.at_real_path,
             idmapped,
+            private_layers,
+            upper_on_disk: overlay.upper_on_disk.clone(),
         });
     }
     out
@@ -154,9 +166,16 @@ pub(super) fn mount_all(
             )
         };
         let layers = Path::new("/scratch/layers").join(&overlay.name);
-        for dir in ["upper", "work"] {
-            scratch_dir(&layers.join(dir), owner);
-        }
+        let (upper, work) = match &overlay.upper_on_disk {
+            // Made (and owned by the installing uid) by airlock before the helper started.
+            Some(upper) => (on_host(upper), on_host(&upper.with_file_name("work"))),
+            None => {
+                for dir in ["upper", "work"] {
+                    scratch_dir(&layers.join(dir), owner);
+                }
+                (layers.join("upper"), layers.join("work"))
+            }
+        };
         let lowerdir = match (&overlay.idmapped, &overlay.lower) {
             (Some(tree), _) => {
                 let at = layers.join("lower");
@@ -168,17 +187,17 @@ pub(super) fn mount_all(
                     .unwrap_or_else(|err| fail_at("attaching the idmapped cache", err));
                 at
             }
-            (None, Some(real)) => {
-                Path::new("/oldroot").join(real.strip_prefix("/").unwrap_or(real))
-            }
+            (None, Some(real)) => on_host(real),
             (None, None) => {
                 let empty = layers.join("empty");
                 scratch_dir(&empty, None);
                 empty
             }
         };
-        let mounted =
-            new_overlay(&lowerdir, &layers).unwrap_or_else(|err| fail_at(&mount_failure(), err));
+        let mut lowers: Vec<PathBuf> = overlay.private_layers.iter().map(|l| on_host(l)).collect();
+        lowers.push(lowerdir.clone());
+        let mounted = new_overlay(&lowers, &upper, &work)
+            .unwrap_or_else(|err| fail_at(&mount_failure(), err));
         if overlay.idmapped.is_some() {
             // The overlay holds its own private clone of the layer; detaching the attach point
             // keeps the idmapped cache out of the sandbox's mount table.
@@ -211,15 +230,26 @@ fn mount_failure() -> String {
     }
 }
 
-fn new_overlay(lowerdir: &Path, layers: &Path) -> std::io::Result<OwnedFd> {
+/// A host path as init sees it while it builds the root (the host is at `/oldroot`).
+fn on_host(path: &Path) -> PathBuf {
+    Path::new("/oldroot").join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// `lowers`: highest first (airlock's install layers, then the real cache).
+fn new_overlay(lowers: &[PathBuf], upper: &Path, work: &Path) -> std::io::Result<OwnedFd> {
     let cstring = |bytes: Vec<u8>| {
         std::ffi::CString::new(bytes)
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in a path"))
     };
+    let lowerdir = lowers
+        .iter()
+        .map(|lower| escape(lower))
+        .collect::<Vec<_>>()
+        .join(&b':');
     let context = sys::FsContext::new(c"overlay")?;
-    context.set(c"lowerdir", &cstring(escape(lowerdir))?)?;
-    context.set(c"upperdir", &sys::c_path(&layers.join("upper"))?)?;
-    context.set(c"workdir", &sys::c_path(&layers.join("work"))?)?;
+    context.set(c"lowerdir", &cstring(lowerdir)?)?;
+    context.set(c"upperdir", &sys::c_path(upper)?)?;
+    context.set(c"workdir", &sys::c_path(work)?)?;
     // trusted.* xattrs need CAP_SYS_ADMIN in the initial user namespace, which the sandbox never
     // has (even when airlock is root, init is root only in its own user namespace).
     context.flag(c"userxattr")?;

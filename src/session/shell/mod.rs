@@ -15,7 +15,7 @@ pub mod backpressure;
 mod carry;
 pub mod io;
 mod link;
-mod net;
+pub mod net;
 mod reload;
 pub mod signals;
 pub mod stderr;

@@ -29,11 +29,13 @@ pub fn forward_to(inputs: &mpsc::UnboundedSender<Input>) -> mpsc::Sender<NetAudi
     events_tx
 }
 
-/// Gives a launch with a network allow list the sender; returns whether it has one.
+/// Gives a launch with a network allow list (or an install step, whose network is its package
+/// registry) the sender; returns whether it has one.
 pub fn attach(launch: &mut Launch, events: &mpsc::Sender<NetAudit>) -> bool {
     match launch {
         Launch::Local(prepared)
-            if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) =>
+            if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_))
+                || prepared.fetch.is_some() =>
         {
             prepared.net_audit = Some(events.clone());
             true

@@ -1,0 +1,173 @@
+//! The install step: a server started as `npx -y PKG` or `uvx PKG` works on the first try, with
+//! nothing to write, while the server itself never has the network.
+//!
+//! When the package is not cached, airlock first runs an install step, confined like the server
+//! (same sandbox, same uid), whose only network is the package registry the user's own
+//! configuration names (read at run time, [`registry`]) and whose only lasting write is airlock's
+//! private copy of the cache ([`layers`]): a new overlay layer above the user's real cache, which
+//! is never written. The server then starts with the policy's network (default none) and sees
+//! the real cache with every finished install layer above it. Each install is audited (`install`
+//! event: package, version, integrity hash, registry, layer); its connections are audited like a
+//! server's (`net_connect`/`net_close`).
+//!
+//! Pure: which runner and packages a command line names ([`detect`], [`npm`], [`uv`]), the
+//! registry entries ([`registry::host_port`]). Effects: [`step::ensure`].
+
+pub mod layers;
+pub mod npm;
+pub mod registry;
+pub mod step;
+pub mod uv;
+
+use std::path::Path;
+
+use crate::sandbox::{HostFacts, PlanRequest};
+
+pub use step::{FetchError, Fetched, Sink, ensure};
+
+/// A package runner airlock fetches for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runner {
+    /// `npx [-y] [-p PKG]... PKG ...`: these package specs, installed in `_npx/<hash>`.
+    Npx { packages: Vec<String> },
+    /// `uvx [--from SPEC] [--with W]... PKG ...` (or `uv tool run ...`).
+    Uvx(uv::Uvx),
+}
+
+impl Runner {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Runner::Npx { .. } => "npx",
+            Runner::Uvx(_) => "uvx",
+        }
+    }
+
+    /// The runtime cache it fills (the profile's overlay name).
+    pub fn cache(&self) -> &'static str {
+        match self {
+            Runner::Npx { .. } => "npm",
+            Runner::Uvx(_) => "uv",
+        }
+    }
+
+    pub fn packages(&self) -> Vec<String> {
+        match self {
+            Runner::Npx { packages } => packages.clone(),
+            Runner::Uvx(uvx) => uvx.packages(),
+        }
+    }
+
+    /// The package whose version and integrity are audited.
+    pub fn package(&self) -> String {
+        match self {
+            Runner::Npx { packages } => packages
+                .first()
+                .map(|spec| npm::package_name(spec).to_string())
+                .unwrap_or_default(),
+            Runner::Uvx(uvx) => uvx.name().to_string(),
+        }
+    }
+
+    /// What a finished install of this is recorded under.
+    pub fn key(&self) -> String {
+        let mut key = self.name().to_string();
+        for package in self.packages() {
+            key.push(' ');
+            key.push_str(&package);
+        }
+        if let Runner::Uvx(uv::Uvx {
+            python: Some(python),
+            ..
+        }) = self
+        {
+            key.push_str(" --python ");
+            key.push_str(python);
+        }
+        key
+    }
+}
+
+/// The runner a server's command is, if airlock fetches for it: by the program's name (or its
+/// link target's), `npx` or `uvx`, or `uv tool run`/`uv tool x`.
+pub fn detect(program: &Path, canonical: Option<&Path>, args: &[String]) -> Option<Runner> {
+    let names: Vec<&str> = [Some(program), canonical]
+        .into_iter()
+        .flatten()
+        .filter_map(|path| path.file_name()?.to_str())
+        .collect();
+    let is = |name: &str| names.contains(&name);
+    if is("npx") || is("npx-cli.js") {
+        return npm::packages(args).map(|packages| Runner::Npx { packages });
+    }
+    if is("uvx") {
+        return uv::parse(args).map(Runner::Uvx);
+    }
+    if is("uv")
+        && args.first().map(String::as_str) == Some("tool")
+        && matches!(args.get(1).map(String::as_str), Some("run" | "x"))
+    {
+        return uv::parse(&args[2..]).map(Runner::Uvx);
+    }
+    None
+}
+
+/// What an install step needs: the runner, and the server's own plan request and host facts
+/// (the install is planned as the server is, with the install's command and network).
+#[derive(Debug, Clone)]
+pub struct FetchPlan {
+    pub runner: Runner,
+    pub request: PlanRequest,
+    pub host: HostFacts,
+    /// The user's real cache (the overlay's lowest layer): a package there needs no install.
+    pub real_cache: std::path::PathBuf,
+}
+
+impl FetchPlan {
+    /// The private copy of the cache this install writes to.
+    pub fn store(&self) -> layers::Store {
+        layers::Store::new(
+            &self.request.dirs.servers_dir(),
+            &self.request.server,
+            self.runner.cache(),
+        )
+    }
+
+    /// Whether the package is in the server's cache view already (a few `stat`s).
+    pub fn is_cached(&self) -> bool {
+        step::is_cached(self, &self.store())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn npx_and_uvx_command_lines_are_fetched_for() {
+        let npx = detect(
+            Path::new("/usr/bin/npx"),
+            Some(Path::new("/usr/lib/node_modules/npm/bin/npx-cli.js")),
+            &words("-y @modelcontextprotocol/server-filesystem /d"),
+        )
+        .unwrap();
+        assert_eq!(npx.cache(), "npm");
+        assert_eq!(npx.package(), "@modelcontextprotocol/server-filesystem");
+        assert_eq!(npx.key(), "npx @modelcontextprotocol/server-filesystem");
+        let uvx = detect(Path::new("/home/me/.local/bin/uvx"), None, &words("mcp-server-time")).unwrap();
+        assert_eq!(uvx.cache(), "uv");
+        assert_eq!(uvx.key(), "uvx mcp-server-time");
+        let uv = detect(
+            Path::new("/x/uv"),
+            None,
+            &words("tool run --python 3.12 mcp-server-time"),
+        )
+        .unwrap();
+        assert_eq!(uv.key(), "uvx mcp-server-time --python 3.12");
+        assert_eq!(detect(Path::new("/usr/bin/node"), None, &words("server.js")), None);
+        assert_eq!(detect(Path::new("/usr/bin/npx"), None, &words("--no pkg")), None);
+    }
+}

@@ -1,0 +1,500 @@
+//! Running the install step: is the package cached already; which registry; the confined install
+//! into a staging layer; committing it, or throwing it away; the audit records.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::layers::{Record, Store};
+use super::{FetchPlan, Runner, npm, registry, uv};
+use crate::audit::event::millis;
+use crate::audit::{AuditLog, Event, EventKind, Outcome};
+use crate::net::NetRule;
+use crate::net::relay::NetAudit;
+use crate::policy::{GrantArgs, Layer, Network, Origin, Sourced};
+use crate::sandbox::SandboxPlan;
+
+/// How long an install may take before it is stopped.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(600);
+/// Lines of the install's stderr kept for the error message.
+const TAIL: usize = 12;
+
+/// Where the install's audit records go.
+pub enum Sink<'a> {
+    /// Written by the caller's own audit log (before the session starts).
+    Log(&'a mut AuditLog),
+    /// Handed to the session's loop, which writes them (a start during the session).
+    Session(&'a mpsc::Sender<NetAudit>),
+}
+
+impl Sink<'_> {
+    async fn record(&mut self, event: Event) -> Result<(), FetchError> {
+        self.net(NetAudit {
+            event,
+            written: None,
+        })
+        .await
+    }
+
+    async fn net(&mut self, net: NetAudit) -> Result<(), FetchError> {
+        match self {
+            Sink::Log(log) => {
+                log.record(net.event)
+                    .map_err(|err| FetchError::Audit(err.to_string()))?;
+                if let Some(written) = net.written {
+                    let _ = written.send(());
+                }
+                Ok(())
+            }
+            Sink::Session(events) => events
+                .send(net)
+                .await
+                .map_err(|_| FetchError::Audit("the session has ended".into())),
+        }
+    }
+}
+
+/// A finished install.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub record: Record,
+    pub registries: Vec<String>,
+    pub duration: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The install could not be done: what happened, and what to change.
+    #[error("{message}. Fix: {fix}")]
+    Failed { message: String, fix: String },
+    #[error("the install step cannot write the audit log: {0}")]
+    Audit(String),
+}
+
+fn failed(message: impl Into<String>, fix: impl Into<String>) -> FetchError {
+    FetchError::Failed {
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+/// The fix for a package airlock could not fetch: the cache route always works.
+fn prime_fix(runner: &Runner) -> String {
+    let command = match runner {
+        Runner::Npx { packages } => format!("npx -y {}", packages.join(" ")),
+        Runner::Uvx(uvx) => format!("uvx --from {} python -c pass", uvx.from),
+    };
+    format!(
+        "run `{command}` once outside airlock (it fills your own package cache, which airlock uses without fetching)"
+    )
+}
+
+/// Whether the server's package is in its cache view already: npx's `_npx/<hash>` in a finished
+/// layer or the real cache; for uvx, a finished install of the same requirements.
+pub(super) fn is_cached(plan: &FetchPlan, store: &Store) -> bool {
+    match &plan.runner {
+        Runner::Npx { packages } => {
+            let mut roots = store.layers();
+            roots.push(plan.real_cache.clone());
+            let name = npm::package_name(&packages[0]);
+            npm::cached_in(&roots, &npm::npx_dir(packages), name).is_some()
+        }
+        Runner::Uvx(_) => store
+            .record(&plan.runner.key())
+            .is_some_and(|record| store.layers_dir().join(record.layer).is_dir()),
+    }
+}
+
+/// Makes sure the server's package is in its cache view: nothing to do when it is, else the
+/// install step. `Ok(None)`: it was cached.
+pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetched>, FetchError> {
+    let request = &plan.request;
+    let store = Store::new(
+        &request.dirs.servers_dir(),
+        &request.server,
+        plan.runner.cache(),
+    );
+    if is_cached(plan, &store) {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let registry_plan = plan.clone();
+    let (registries, rules, env) = tokio::task::spawn_blocking(move || registries(&registry_plan))
+        .await
+        .map_err(|err| failed(err.to_string(), "start the server again"))??;
+    let upper = store
+        .dir
+        .join("staging")
+        .join(std::process::id().to_string())
+        .join("upper");
+    let install = install_plan(plan, rules, env, upper)?;
+    let begin_store = store.clone();
+    let identity = install.identity;
+    let staging = tokio::task::spawn_blocking(move || begin_store.begin(identity))
+        .await
+        .map_err(|err| failed(err.to_string(), "start the server again"))?
+        .map_err(|err| failed(err.to_string(), "check that airlock's state directory is writable"))?;
+    if is_cached(plan, &store) {
+        // Another instance installed it while this one waited for the lock.
+        staging.discard();
+        return Ok(None);
+    }
+    let label = format!("{} install", request.server);
+    tracing::info!(server = %request.server, "installing {} from {}", plan.runner.packages().join(" "), registries.join(", "));
+    let outcome = run_install(&install, &mut sink, &label).await;
+    let mut event = Event::new(EventKind::Install, &request.server);
+    event.duration_ms = Some(millis(started.elapsed()));
+    let mut detail = json!({
+        "runner": plan.runner.name(),
+        "packages": plan.runner.packages(),
+        "package": plan.runner.package(),
+        "registry": registries,
+    });
+    let stdout = match outcome {
+        Ok(stdout) => stdout,
+        Err(why) => {
+            staging.discard();
+            event.outcome = Some(Outcome::Error);
+            event.reason = Some(why.clone());
+            event.detail = Some(detail);
+            sink.record(event).await?;
+            return Err(failed(
+                format!(
+                    "installing {} from {} failed: {why}",
+                    plan.runner.packages().join(" "),
+                    registries.join(", ")
+                ),
+                format!(
+                    "check that {} is reachable from this machine, or {}",
+                    registries.join(" and "),
+                    prime_fix(&plan.runner)
+                ),
+            ));
+        }
+    };
+    let mut record = what_was_installed(plan, &store, &staging.upper(), &stdout);
+    record.key = plan.runner.key();
+    let layer_store = staging;
+    let layer = layer_store
+        .commit(record.clone())
+        .map_err(|err| failed(err.to_string(), "check that airlock's state directory is writable"))?;
+    record.layer = layer
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    detail["version"] = json!(record.version);
+    detail["integrity"] = json!(record.integrity);
+    detail["layer"] = json!(layer);
+    if let Some(resolved) = resolved_of(plan, &store, &layer) {
+        detail["resolved"] = json!(resolved);
+    }
+    event.outcome = Some(Outcome::Ok);
+    event.detail = Some(detail);
+    sink.record(event).await?;
+    Ok(Some(Fetched {
+        record,
+        registries,
+        duration: started.elapsed(),
+    }))
+}
+
+/// Where npm says the package came from (its tarball URL), for the audit record.
+fn resolved_of(plan: &FetchPlan, store: &Store, layer: &std::path::Path) -> Option<String> {
+    let Runner::Npx { packages } = &plan.runner else {
+        return None;
+    };
+    let mut roots = vec![layer.to_path_buf()];
+    roots.extend(store.layers());
+    roots.push(plan.real_cache.clone());
+    npm::installed(&roots, &npm::npx_dir(packages), npm::package_name(&packages[0]))?.resolved
+}
+
+/// The version and integrity of what the install put in place.
+fn what_was_installed(plan: &FetchPlan, store: &Store, upper: &std::path::Path, stdout: &str) -> Record {
+    let (version, integrity) = match &plan.runner {
+        Runner::Npx { packages } => {
+            let mut roots = vec![upper.to_path_buf()];
+            roots.extend(store.layers());
+            roots.push(plan.real_cache.clone());
+            let name = npm::package_name(&packages[0]);
+            match npm::installed(&roots, &npm::npx_dir(packages), name) {
+                Some(installed) => (installed.version, installed.integrity),
+                None => ("unknown".to_string(), None),
+            }
+        }
+        Runner::Uvx(_) => match uv::read_report(stdout) {
+            Some((version, record)) => (version, Some(format!("sha256:{record} (RECORD)"))),
+            None => ("unknown".to_string(), None),
+        },
+    };
+    Record {
+        key: String::new(),
+        package: plan.runner.package(),
+        version,
+        integrity,
+        layer: String::new(),
+    }
+}
+
+type Registries = (Vec<String>, Vec<Sourced<NetRule>>, Vec<(String, String)>);
+
+/// The registry URLs, their allow-list entries and the environment that points the runner at
+/// them inside the sandbox (it cannot read the user's configuration files there).
+fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
+    let request = &plan.request;
+    let cwd = request.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let unreadable = |err: String| {
+        failed(
+            format!("cannot tell which package registry to fetch from: {err}"),
+            prime_fix(&plan.runner),
+        )
+    };
+    let (urls, mut hosts, env) = match &plan.runner {
+        Runner::Npx { packages } => {
+            let npm = request
+                .program
+                .with_file_name("npm")
+                .is_file()
+                .then(|| request.program.with_file_name("npm"))
+                .unwrap_or_else(|| PathBuf::from("npm"));
+            let config = registry::read_npm_config(&npm, &cwd, &request.parent_env)
+                .map_err(|err| unreadable(err.to_string()))?;
+            let urls = registry::npm_registries(&config, packages).map_err(unreadable)?;
+            let mut env = vec![("npm_config_yes".to_string(), "true".to_string())];
+            let default = config_value(&config, "registry").unwrap_or_default();
+            env.push(("npm_config_registry".to_string(), default));
+            for package in packages {
+                if let Some(scope) = npm::scope(package)
+                    && let Some(url) = config_value(&config, &format!("{scope}:registry"))
+                {
+                    env.push((format!("npm_config_{scope}:registry"), url));
+                }
+            }
+            (urls, Vec::new(), env)
+        }
+        Runner::Uvx(_) => uv_registries(&request.parent_env).map_err(unreadable)?,
+    };
+    for url in &urls {
+        hosts.push(registry::host_port(url).map_err(|err| unreadable(err.to_string()))?);
+    }
+    let origin = Origin {
+        layer: Layer::User,
+        file: PathBuf::from(format!("the registry your {} configuration names", plan.runner.name())),
+        line: None,
+    };
+    let mut rules = Vec::new();
+    for host in hosts {
+        let rule = NetRule::parse(&host).map_err(|err| unreadable(err.to_string()))?;
+        rules.push(Sourced {
+            value: rule,
+            origin: origin.clone(),
+        });
+    }
+    Ok((urls, rules, env))
+}
+
+fn config_value(config: &str, key: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(config).ok()?;
+    value.get(key)?.as_str().map(str::to_string)
+}
+
+/// uv's indexes; without a setting, the default index pip reports and the host serving its files.
+fn uv_registries(env: &[(String, String)]) -> Result<(Vec<String>, Vec<String>, Vec<(String, String)>), String> {
+    let files = registry::uv_config_files(env);
+    let (urls, has_default) = registry::uv_indexes(env, &files);
+    let mut hosts = Vec::new();
+    let mut out_env = Vec::new();
+    let mut all = urls.clone();
+    if has_default {
+        out_env.push(("UV_DEFAULT_INDEX".to_string(), urls[0].clone()));
+        if urls.len() > 1 {
+            out_env.push(("UV_INDEX".to_string(), urls[1..].join(" ")));
+        }
+    } else {
+        // uv's built-in default is the index pip reports; its files come from another host.
+        let (url, files_host) = registry::pip_default_index(env).map_err(|err| err.to_string())?;
+        if !urls.is_empty() {
+            out_env.push(("UV_INDEX".to_string(), urls.join(" ")));
+        }
+        all.insert(0, url);
+        hosts.push(format!("{files_host}:443"));
+    }
+    Ok((all, hosts, out_env))
+}
+
+/// Variables that tell a runtime which certificate authorities to trust. The install step talks
+/// TLS to the registry as the user's own tools do, so it gets the ones the user set (and read
+/// access to the files they name): behind a TLS-inspecting proxy nothing is fetched without them.
+const TLS_TRUST: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+    "UV_NATIVE_TLS",
+];
+
+/// The user's TLS trust settings and the paths they name.
+fn tls_trust(env: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
+    use crate::paths::VarSource;
+    let mut vars = Vec::new();
+    let mut paths = Vec::new();
+    for name in TLS_TRUST {
+        if let Some(value) = env.var(name) {
+            vars.push((name.to_string(), value.to_string()));
+            if value.starts_with('/') && !paths.iter().any(|p| p == value) {
+                paths.push(value.to_string());
+            }
+        }
+    }
+    (vars, paths)
+}
+
+/// The install's sandbox: the server's own plan, with the install command, the registry as its
+/// only network, the user's TLS trust settings, no grants from its command line, and the cache's
+/// upper layer on disk.
+fn install_plan(
+    plan: &FetchPlan,
+    rules: Vec<Sourced<NetRule>>,
+    env: Vec<(String, String)>,
+    upper: PathBuf,
+) -> Result<SandboxPlan, FetchError> {
+    let mut request = plan.request.clone();
+    request.args = match &plan.runner {
+        Runner::Npx { packages } => npm::install_args(packages),
+        Runner::Uvx(uvx) => uv::install_args(uvx),
+    };
+    request.env.extend(env);
+    let (trust, trusted_paths) = tls_trust(&request.parent_env);
+    request.env.extend(trust);
+    let trust_origin = Origin {
+        layer: Layer::User,
+        file: PathBuf::from("the TLS trust variables of your environment"),
+        line: None,
+    };
+    for path in trusted_paths {
+        request.sandbox.read.push(Sourced {
+            value: path,
+            origin: trust_origin.clone(),
+        });
+    }
+    let origin = rules
+        .first()
+        .map(|rule| rule.origin.clone())
+        .unwrap_or_else(|| request.sandbox.network.origin.clone());
+    request.sandbox.network = Sourced {
+        value: Network::Allow(rules),
+        origin,
+    };
+    request.sandbox.grant_args.value = GrantArgs::None;
+    request.resolved.arguments.clear();
+    request.resolved.own_arguments_from = request.args.len();
+    request.resolved.script_root = None;
+    request.resolved.script_root_as_written = None;
+    request.cwd = None;
+    let mut install = crate::sandbox::plan(&request, &plan.host).map_err(|err| {
+        failed(
+            format!("the install step cannot be confined: {err}"),
+            prime_fix(&plan.runner),
+        )
+    })?;
+    let cache = plan.runner.cache();
+    let overlay = install
+        .cache_overlays
+        .iter_mut()
+        .find(|overlay| overlay.name == cache && overlay.mount)
+        .ok_or_else(|| {
+            failed(
+                format!("the install step needs a private view of the {cache} cache (a mount namespace), which this system cannot give"),
+                prime_fix(&plan.runner),
+            )
+        })?;
+    overlay.upper_on_disk = Some(upper);
+    Ok(install)
+}
+
+/// Runs the install confined; its stdout, or why it failed.
+async fn run_install(plan: &SandboxPlan, sink: &mut Sink<'_>, label: &str) -> Result<String, String> {
+    let (events_tx, mut events) = mpsc::channel::<NetAudit>(256);
+    let mut child = crate::process::spawn_confined_with(plan, Some(&events_tx))
+        .await
+        .map_err(|err| err.to_string())?;
+    drop(child.stdin.take());
+    let stdout = child.stdout.take().map(|out| tokio::spawn(read_bounded(out)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(relay_tail(err, label.to_string())));
+    let deadline = tokio::time::sleep(FETCH_TIMEOUT);
+    tokio::pin!(deadline);
+    let timed_out = loop {
+        tokio::select! {
+            Some(net) = events.recv() => {
+                if let Err(err) = sink.net(net).await {
+                    return Err(err.to_string());
+                }
+            }
+            _ = child.wait() => break false,
+            _ = &mut deadline => break true,
+        }
+    };
+    let summary = child.shutdown(Duration::from_secs(plan.kill_timeout_secs)).await;
+    while let Ok(Some(net)) =
+        tokio::time::timeout(crate::session::shell::net::QUIET, events.recv()).await
+    {
+        sink.net(net).await.map_err(|err| err.to_string())?;
+    }
+    let out = match stdout {
+        Some(task) => task.await.unwrap_or_default(),
+        None => String::new(),
+    };
+    let (tail, helper) = match stderr {
+        Some(task) => task.await.unwrap_or_default(),
+        None => (Vec::new(), None),
+    };
+    if timed_out {
+        return Err(format!("it did not finish within {}s", FETCH_TIMEOUT.as_secs()));
+    }
+    match summary.code {
+        Some(0) => Ok(out),
+        Some(code) if summary.helper_step.is_some() => {
+            Err(crate::session::exit::sandbox_failure(code, helper.as_deref()))
+        }
+        code => {
+            let status = code.map_or_else(|| "was killed".to_string(), |c| format!("exited with {c}"));
+            let last = tail.last().cloned().unwrap_or_default();
+            Err(format!("{status}: {}", last.trim()))
+        }
+    }
+}
+
+async fn read_bounded(out: impl AsyncRead + Unpin) -> String {
+    let mut text = String::new();
+    let _ = out.take(1 << 20).read_to_string(&mut text).await;
+    text
+}
+
+/// Relays the install's stderr to airlock's, line by line with `[label]` in front; keeps the last
+/// lines for the error message, and the helper's own failure line.
+async fn relay_tail(err: impl AsyncRead + Unpin, label: String) -> (Vec<String>, Option<String>) {
+    let mut lines = BufReader::new(err).lines();
+    let mut tail: Vec<String> = Vec::new();
+    let mut helper = None;
+    while let Ok(Some(line)) = lines.next_line().await {
+        eprintln!("[{label}] {line}");
+        if let Some(why) = line.strip_prefix(crate::session::shell::stderr::HELPER_PREFIX) {
+            helper = Some(why.to_string());
+        }
+        if !line.trim().is_empty() {
+            tail.push(line);
+            if tail.len() > TAIL {
+                tail.remove(0);
+            }
+        }
+    }
+    (tail, helper)
+}
