@@ -242,7 +242,12 @@ mod tests {
         std::fs::write(staging.upper().join("file"), "x").unwrap();
         staging.discard();
         assert!(store.layers().is_empty());
-        assert_eq!(std::fs::read_dir(store.dir.join("staging")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(store.dir.join("staging"))
+                .unwrap()
+                .count(),
+            0
+        );
         assert!(store.record("npx a").is_none());
 
         let staging = store.begin(None).unwrap();
@@ -250,7 +255,10 @@ mod tests {
         let layer = staging.commit(record("npx a")).unwrap();
         assert_eq!(store.layers(), vec![layer.clone()]);
         assert!(layer.join("file").is_file());
-        assert_eq!(store.record("npx a").unwrap().layer, layer.file_name().unwrap().to_str().unwrap());
+        assert_eq!(
+            store.record("npx a").unwrap().layer,
+            layer.file_name().unwrap().to_str().unwrap()
+        );
         // A later install stacks above it.
         let staging = store.begin(None).unwrap();
         let newer = staging.commit(record("npx b")).unwrap();

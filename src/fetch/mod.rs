@@ -157,7 +157,12 @@ mod tests {
         assert_eq!(npx.cache(), "npm");
         assert_eq!(npx.package(), "@modelcontextprotocol/server-filesystem");
         assert_eq!(npx.key(), "npx @modelcontextprotocol/server-filesystem");
-        let uvx = detect(Path::new("/home/me/.local/bin/uvx"), None, &words("mcp-server-time")).unwrap();
+        let uvx = detect(
+            Path::new("/home/me/.local/bin/uvx"),
+            None,
+            &words("mcp-server-time"),
+        )
+        .unwrap();
         assert_eq!(uvx.cache(), "uv");
         assert_eq!(uvx.key(), "uvx mcp-server-time");
         let uv = detect(
@@ -167,7 +172,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(uv.key(), "uvx mcp-server-time --python 3.12");
-        assert_eq!(detect(Path::new("/usr/bin/node"), None, &words("server.js")), None);
-        assert_eq!(detect(Path::new("/usr/bin/npx"), None, &words("--no pkg")), None);
+        assert_eq!(
+            detect(Path::new("/usr/bin/node"), None, &words("server.js")),
+            None
+        );
+        assert_eq!(
+            detect(Path::new("/usr/bin/npx"), None, &words("--no pkg")),
+            None
+        );
     }
 }

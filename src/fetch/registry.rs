@@ -50,11 +50,18 @@ pub fn host_port(url: &str) -> Result<String, RegistryError> {
 }
 
 /// The registries npm uses for `packages`, from `npm config list --json`.
-pub fn npm_registries(config_json: &str, packages: &[String]) -> Result<Vec<String>, String> {
+pub fn npm_registries(
+    config_json: &str,
+    packages: &[String],
+) -> Result<Vec<String>, RegistryError> {
+    let output = |why: String| RegistryError::Output {
+        command: "npm config list --json".into(),
+        why,
+    };
     let config: serde_json::Value =
-        serde_json::from_str(config_json).map_err(|err| err.to_string())?;
+        serde_json::from_str(config_json).map_err(|err| output(err.to_string()))?;
     let get = |key: &str| config.get(key).and_then(|v| v.as_str()).map(str::to_string);
-    let default = get("registry").ok_or("no `registry` key")?;
+    let default = get("registry").ok_or_else(|| output("no `registry` key".into()))?;
     let mut out = Vec::new();
     for package in packages {
         let registry = super::npm::scope(package)
@@ -68,7 +75,11 @@ pub fn npm_registries(config_json: &str, packages: &[String]) -> Result<Vec<Stri
 }
 
 /// Runs `npm config list --json` as the user, where the server would start.
-pub fn read_npm_config(npm: &Path, cwd: &Path, env: &[(String, String)]) -> Result<String, RegistryError> {
+pub fn read_npm_config(
+    npm: &Path,
+    cwd: &Path,
+    env: &[(String, String)],
+) -> Result<String, RegistryError> {
     let command = format!("{} config list --json", npm.display());
     run_tool(
         Command::new(npm)
@@ -90,7 +101,10 @@ pub fn uv_indexes(env: &(impl VarSource + ?Sized), config_files: &[String]) -> (
     let mut urls = Vec::new();
     let mut has_default = false;
     let mut push = |url: &str| {
-        let url = url.split_once('=').filter(|(name, _)| !name.contains(':')).map_or(url, |(_, u)| u);
+        let url = url
+            .split_once('=')
+            .filter(|(name, _)| !name.contains(':'))
+            .map_or(url, |(_, u)| u);
         if !url.is_empty() && !urls.iter().any(|have: &String| have == url) {
             urls.push(url.to_string());
         }
@@ -196,12 +210,17 @@ fn run_tool(command: &mut Command, shown: &str) -> Result<String, RegistryError>
             None if std::time::Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(tool(format!("no answer within {}s", CONFIG_TIMEOUT.as_secs())));
+                return Err(tool(format!(
+                    "no answer within {}s",
+                    CONFIG_TIMEOUT.as_secs()
+                )));
             }
             None => std::thread::sleep(Duration::from_millis(10)),
         }
     }
-    let out = child.wait_with_output().map_err(|err| tool(err.to_string()))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|err| tool(err.to_string()))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         return Err(tool(format!(
@@ -220,7 +239,10 @@ mod tests {
 
     #[test]
     fn urls_become_allow_list_entries() {
-        assert_eq!(host_port("https://Registry.Example/").unwrap(), "registry.example:443");
+        assert_eq!(
+            host_port("https://Registry.Example/").unwrap(),
+            "registry.example:443"
+        );
         assert_eq!(host_port("http://127.0.0.1:9/").unwrap(), "127.0.0.1:9");
         assert_eq!(
             host_port("https://user:pw@mirror.example:8443/simple").unwrap(),
@@ -233,7 +255,11 @@ mod tests {
     #[test]
     fn npm_uses_a_scopes_own_registry_for_its_packages() {
         let config = r#"{"registry":"https://r.example/","@corp:registry":"https://npm.corp.example/","fund":false}"#;
-        let both = vec!["@corp/srv".to_string(), "plain".to_string(), "@other/x".to_string()];
+        let both = vec![
+            "@corp/srv".to_string(),
+            "plain".to_string(),
+            "@other/x".to_string(),
+        ];
         assert_eq!(
             npm_registries(config, &both).unwrap(),
             ["https://npm.corp.example/", "https://r.example/"]
@@ -243,9 +269,10 @@ mod tests {
 
     #[test]
     fn uv_indexes_come_from_its_variables_and_config_files() {
-        let env = EnvVars::from_pairs([
-            ("UV_INDEX", "corp=https://pypi.corp.example/simple https://extra.example/simple"),
-        ]);
+        let env = EnvVars::from_pairs([(
+            "UV_INDEX",
+            "corp=https://pypi.corp.example/simple https://extra.example/simple",
+        )]);
         let files = vec![
             "index-url = \"https://mirror.example/simple\"\n[[index]]\nurl = \"https://x.example/simple\"\n".to_string(),
         ];

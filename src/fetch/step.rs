@@ -136,7 +136,12 @@ pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetch
     let staging = tokio::task::spawn_blocking(move || begin_store.begin(identity))
         .await
         .map_err(|err| failed(err.to_string(), "start the server again"))?
-        .map_err(|err| failed(err.to_string(), "check that airlock's state directory is writable"))?;
+        .map_err(|err| {
+            failed(
+                err.to_string(),
+                "check that airlock's state directory is writable",
+            )
+        })?;
     if is_cached(plan, &store) {
         // Another instance installed it while this one waited for the lock.
         staging.discard();
@@ -178,9 +183,12 @@ pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetch
     let mut record = what_was_installed(plan, &store, &staging.upper(), &stdout);
     record.key = plan.runner.key();
     let layer_store = staging;
-    let layer = layer_store
-        .commit(record.clone())
-        .map_err(|err| failed(err.to_string(), "check that airlock's state directory is writable"))?;
+    let layer = layer_store.commit(record.clone()).map_err(|err| {
+        failed(
+            err.to_string(),
+            "check that airlock's state directory is writable",
+        )
+    })?;
     record.layer = layer
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -209,11 +217,21 @@ fn resolved_of(plan: &FetchPlan, store: &Store, layer: &std::path::Path) -> Opti
     let mut roots = vec![layer.to_path_buf()];
     roots.extend(store.layers());
     roots.push(plan.real_cache.clone());
-    npm::installed(&roots, &npm::npx_dir(packages), npm::package_name(&packages[0]))?.resolved
+    npm::installed(
+        &roots,
+        &npm::npx_dir(packages),
+        npm::package_name(&packages[0]),
+    )?
+    .resolved
 }
 
 /// The version and integrity of what the install put in place.
-fn what_was_installed(plan: &FetchPlan, store: &Store, upper: &std::path::Path, stdout: &str) -> Record {
+fn what_was_installed(
+    plan: &FetchPlan,
+    store: &Store,
+    upper: &std::path::Path,
+    stdout: &str,
+) -> Record {
     let (version, integrity) = match &plan.runner {
         Runner::Npx { packages } => {
             let mut roots = vec![upper.to_path_buf()];
@@ -241,6 +259,10 @@ fn what_was_installed(plan: &FetchPlan, store: &Store, upper: &std::path::Path, 
 
 type Registries = (Vec<String>, Vec<Sourced<NetRule>>, Vec<(String, String)>);
 
+/// A runner's way to its registries: their URLs, extra hosts to reach (`host:port`, where the
+/// files come from elsewhere), and the environment that names them to the runner.
+type Route = (Vec<String>, Vec<String>, Vec<(String, String)>);
+
 /// The registry URLs, their allow-list entries and the environment that points the runner at
 /// them inside the sandbox (it cannot read the user's configuration files there).
 fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
@@ -254,18 +276,26 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
     };
     let (urls, mut hosts, env) = match &plan.runner {
         Runner::Npx { packages } => {
-            let npm = request
-                .program
-                .with_file_name("npm")
-                .is_file()
-                .then(|| request.program.with_file_name("npm"))
-                .unwrap_or_else(|| PathBuf::from("npm"));
+            // The npm beside this npx reads the configuration as this npx will.
+            let beside = request.program.with_file_name("npm");
+            let npm = if beside.is_file() {
+                beside
+            } else {
+                PathBuf::from("npm")
+            };
             let config = registry::read_npm_config(&npm, &cwd, &request.parent_env)
                 .map_err(|err| unreadable(err.to_string()))?;
-            let urls = registry::npm_registries(&config, packages).map_err(unreadable)?;
+            let urls = registry::npm_registries(&config, packages)
+                .map_err(|err| unreadable(err.to_string()))?;
             let mut env = vec![("npm_config_yes".to_string(), "true".to_string())];
             let default = config_value(&config, "registry").unwrap_or_default();
             env.push(("npm_config_registry".to_string(), default));
+            // How the user's npm retries and waits (the sandbox cannot read their .npmrc).
+            for key in NPM_FETCH_SETTINGS {
+                if let Some(value) = config_value(&config, key) {
+                    env.push((format!("npm_config_{}", key.replace('-', "_")), value));
+                }
+            }
             for package in packages {
                 if let Some(scope) = npm::scope(package)
                     && let Some(url) = config_value(&config, &format!("{scope}:registry"))
@@ -275,14 +305,19 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
             }
             (urls, Vec::new(), env)
         }
-        Runner::Uvx(_) => uv_registries(&request.parent_env).map_err(unreadable)?,
+        Runner::Uvx(_) => {
+            uv_registries(&request.parent_env).map_err(|err| unreadable(err.to_string()))?
+        }
     };
     for url in &urls {
         hosts.push(registry::host_port(url).map_err(|err| unreadable(err.to_string()))?);
     }
     let origin = Origin {
         layer: Layer::User,
-        file: PathBuf::from(format!("the registry your {} configuration names", plan.runner.name())),
+        file: PathBuf::from(format!(
+            "the registry your {} configuration names",
+            plan.runner.name()
+        )),
         line: None,
     };
     let mut rules = Vec::new();
@@ -296,13 +331,28 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
     Ok((urls, rules, env))
 }
 
+/// The user's npm settings the install step gets: how it retries and waits, never credentials.
+const NPM_FETCH_SETTINGS: &[&str] = &[
+    "fetch-retries",
+    "fetch-retry-factor",
+    "fetch-retry-mintimeout",
+    "fetch-retry-maxtimeout",
+    "fetch-timeout",
+];
+
+/// A key of `npm config list --json` as npm would read it from the environment.
 fn config_value(config: &str, key: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(config).ok()?;
-    value.get(key)?.as_str().map(str::to_string)
+    match value.get(key)? {
+        serde_json::Value::String(text) => Some(text.clone()),
+        serde_json::Value::Number(number) => Some(number.to_string()),
+        serde_json::Value::Bool(flag) => Some(flag.to_string()),
+        _ => None,
+    }
 }
 
 /// uv's indexes; without a setting, the default index pip reports and the host serving its files.
-fn uv_registries(env: &[(String, String)]) -> Result<(Vec<String>, Vec<String>, Vec<(String, String)>), String> {
+fn uv_registries(env: &[(String, String)]) -> Result<Route, registry::RegistryError> {
     let files = registry::uv_config_files(env);
     let (urls, has_default) = registry::uv_indexes(env, &files);
     let mut hosts = Vec::new();
@@ -315,7 +365,7 @@ fn uv_registries(env: &[(String, String)]) -> Result<(Vec<String>, Vec<String>, 
         }
     } else {
         // uv's built-in default is the index pip reports; its files come from another host.
-        let (url, files_host) = registry::pip_default_index(env).map_err(|err| err.to_string())?;
+        let (url, files_host) = registry::pip_default_index(env)?;
         if !urls.is_empty() {
             out_env.push(("UV_INDEX".to_string(), urls.join(" ")));
         }
@@ -418,13 +468,20 @@ fn install_plan(
 }
 
 /// Runs the install confined; its stdout, or why it failed.
-async fn run_install(plan: &SandboxPlan, sink: &mut Sink<'_>, label: &str) -> Result<String, String> {
+async fn run_install(
+    plan: &SandboxPlan,
+    sink: &mut Sink<'_>,
+    label: &str,
+) -> Result<String, String> {
     let (events_tx, mut events) = mpsc::channel::<NetAudit>(256);
     let mut child = crate::process::spawn_confined_with(plan, Some(&events_tx))
         .await
         .map_err(|err| err.to_string())?;
     drop(child.stdin.take());
-    let stdout = child.stdout.take().map(|out| tokio::spawn(read_bounded(out)));
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| tokio::spawn(read_bounded(out)));
     let stderr = child
         .stderr
         .take()
@@ -442,7 +499,9 @@ async fn run_install(plan: &SandboxPlan, sink: &mut Sink<'_>, label: &str) -> Re
             _ = &mut deadline => break true,
         }
     };
-    let summary = child.shutdown(Duration::from_secs(plan.kill_timeout_secs)).await;
+    let summary = child
+        .shutdown(Duration::from_secs(plan.kill_timeout_secs))
+        .await;
     while let Ok(Some(net)) =
         tokio::time::timeout(crate::session::shell::net::QUIET, events.recv()).await
     {
@@ -457,19 +516,55 @@ async fn run_install(plan: &SandboxPlan, sink: &mut Sink<'_>, label: &str) -> Re
         None => (Vec::new(), None),
     };
     if timed_out {
-        return Err(format!("it did not finish within {}s", FETCH_TIMEOUT.as_secs()));
+        return Err(format!(
+            "it did not finish within {}s",
+            FETCH_TIMEOUT.as_secs()
+        ));
     }
     match summary.code {
         Some(0) => Ok(out),
-        Some(code) if summary.helper_step.is_some() => {
-            Err(crate::session::exit::sandbox_failure(code, helper.as_deref()))
-        }
+        Some(code) if summary.helper_step.is_some() => Err(crate::session::exit::sandbox_failure(
+            code,
+            helper.as_deref(),
+        )),
         code => {
-            let status = code.map_or_else(|| "was killed".to_string(), |c| format!("exited with {c}"));
-            let last = tail.last().cloned().unwrap_or_default();
-            Err(format!("{status}: {}", last.trim()))
+            let status =
+                code.map_or_else(|| "was killed".to_string(), |c| format!("exited with {c}"));
+            Err(format!("{status}: {}", telling_line(&tail)))
         }
     }
+}
+
+/// The line of a failed install's stderr that says what went wrong: npm's `request to ... failed`
+/// or `npm error code`, uv's `×` and `╰─▶` lines; else the last line that is not a pointer to a
+/// log file.
+fn telling_line(tail: &[String]) -> String {
+    let clean = |line: &String| {
+        line.trim()
+            .trim_start_matches(['×', '╰', '─', '▶', '├', '│'])
+            .trim()
+            .to_string()
+    };
+    let uv_cause: Vec<String> = tail
+        .iter()
+        .filter(|line| line.trim_start().starts_with(['×', '├', '╰']))
+        .map(clean)
+        .collect();
+    if !uv_cause.is_empty() {
+        return uv_cause.join(": ");
+    }
+    let npm_reason = tail
+        .iter()
+        .find(|line| line.contains(" failed, reason:") || line.contains("npm error 404"))
+        .or_else(|| tail.iter().find(|line| line.contains("npm error code")));
+    npm_reason
+        .or_else(|| {
+            tail.iter()
+                .rev()
+                .find(|line| !line.contains("complete log"))
+        })
+        .map(clean)
+        .unwrap_or_default()
 }
 
 async fn read_bounded(out: impl AsyncRead + Unpin) -> String {
@@ -497,4 +592,35 @@ async fn relay_tail(err: impl AsyncRead + Unpin, label: String) -> (Vec<String>,
         }
     }
     (tail, helper)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(String::from).collect()
+    }
+
+    #[test]
+    fn a_failed_install_is_told_by_its_telling_line() {
+        let npm = lines(
+            "npm error code ECONNRESET\nnpm error network request to http://127.0.0.1:1/p failed, reason: read ECONNRESET\nnpm error network This is a problem related to network connectivity.\nnpm error A complete log of this run can be found in: /x.log",
+        );
+        assert_eq!(
+            telling_line(&npm),
+            "npm error network request to http://127.0.0.1:1/p failed, reason: read ECONNRESET"
+        );
+        let uv = lines(
+            "Downloading x\n  × Failed to download `h11==0.16.0`\n  ├─▶ Failed to read from the distribution cache\n  ╰─▶ failed to rename file\n  help: `h11` was included because",
+        );
+        assert_eq!(
+            telling_line(&uv),
+            "Failed to download `h11==0.16.0`: Failed to read from the distribution cache: failed to rename file"
+        );
+        assert_eq!(
+            telling_line(&lines("a\nb\nnpm error A complete log of this run")),
+            "b"
+        );
+    }
 }

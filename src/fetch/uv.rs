@@ -38,11 +38,12 @@ pub fn parse(args: &[String]) -> Option<Uvx> {
     let mut with = Vec::new();
     let mut python = None;
     let mut words = args.iter();
-    let value = |word: &str, name: &str, words: &mut std::slice::Iter<'_, String>| {
-        match word.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')) {
-            Some(inline) => Some(inline.to_string()),
-            None => words.next().cloned(),
-        }
+    let value = |word: &str, name: &str, words: &mut std::slice::Iter<'_, String>| match word
+        .strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix('='))
+    {
+        Some(inline) => Some(inline.to_string()),
+        None => words.next().cloned(),
     };
     let command = loop {
         let word = words.next()?.as_str();
@@ -51,7 +52,11 @@ pub fn parse(args: &[String]) -> Option<Uvx> {
         } else if word == "--with" || word.starts_with("--with=") {
             with.push(value(word, "--with", &mut words)?);
         } else if word == "--python" || word == "-p" || word.starts_with("--python=") {
-            python = Some(value(word, if word == "-p" { "-p" } else { "--python" }, &mut words)?);
+            python = Some(value(
+                word,
+                if word == "-p" { "-p" } else { "--python" },
+                &mut words,
+            )?);
         } else if matches!(word, "-q" | "--quiet" | "--isolated") {
         } else if word.starts_with('-') {
             return None;
@@ -88,7 +93,11 @@ pub fn install_args(uvx: &Uvx) -> Vec<String> {
     for with in &uvx.with {
         args.extend(["--with".to_string(), with.clone()]);
     }
-    args.extend(["python".to_string(), "-c".to_string(), report_code(uvx.name())]);
+    args.extend([
+        "python".to_string(),
+        "-c".to_string(),
+        report_code(uvx.name()),
+    ]);
     args
 }
 
@@ -115,7 +124,10 @@ mod tests {
         let uvx = parse(&words("mcp-server-time --local-timezone UTC")).unwrap();
         assert_eq!(uvx.from, "mcp-server-time");
         assert_eq!(uvx.name(), "mcp-server-time");
-        let uvx = parse(&words("--from mcp-server-git==1.0 --with x --python 3.12 mcp-server-git")).unwrap();
+        let uvx = parse(&words(
+            "--from mcp-server-git==1.0 --with x --python 3.12 mcp-server-git",
+        ))
+        .unwrap();
         assert_eq!(uvx.packages(), ["mcp-server-git==1.0", "x"]);
         assert_eq!(uvx.name(), "mcp-server-git");
         assert_eq!(uvx.python.as_deref(), Some("3.12"));
@@ -133,7 +145,11 @@ mod tests {
             args[..5],
             words("--from mcp-server-time@2026.10.19 --with x python")
         );
-        assert!(args[6].contains("distribution(\"mcp-server-time\")"), "{}", args[6]);
+        assert!(
+            args[6].contains("distribution(\"mcp-server-time\")"),
+            "{}",
+            args[6]
+        );
         assert_eq!(
             read_report("noise\n{\"version\": \"1.0\", \"record_sha256\": \"ab\"}\n"),
             Some(("1.0".into(), "ab".into()))

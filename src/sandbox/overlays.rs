@@ -78,8 +78,12 @@ pub(super) fn plan_cache_overlays(
             ));
         }
         let layers = mount.then(|| {
-            crate::fetch::layers::Store::new(&request.dirs.servers_dir(), &request.server, &overlay.name)
-                .layers_dir()
+            crate::fetch::layers::Store::new(
+                &request.dirs.servers_dir(),
+                &request.server,
+                &overlay.name,
+            )
+            .layers_dir()
         });
         out.push(CacheOverlayPlan {
             name: overlay.name.clone(),
