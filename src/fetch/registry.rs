@@ -81,18 +81,23 @@ pub fn read_npm_config(
     env: &[(String, String)],
 ) -> Result<String, RegistryError> {
     let command = format!("{} config list --json", npm.display());
-    run_tool(
+    // npm makes its cache directory whenever it starts: this query gets a throwaway one, so
+    // reading the configuration never writes the user's cache.
+    let scratch = std::env::temp_dir().join(format!("airlock-npm-config-{}", std::process::id()));
+    let out = run_tool(
         Command::new(npm)
             .args(["config", "list", "--json"])
             .current_dir(cwd)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
-            // Reading the configuration writes nothing: no debug log in the user's cache, no
-            // update check.
+            // No debug log, no update check.
             .env("npm_config_logs_max", "0")
-            .env("npm_config_update_notifier", "false"),
+            .env("npm_config_update_notifier", "false")
+            .env("npm_config_cache", &scratch),
         &command,
-    )
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    out
 }
 
 /// The index URLs uv's own settings name, in uv's order of precedence, and whether one of them is

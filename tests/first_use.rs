@@ -1,0 +1,441 @@
+//! End to end, the first use of a community server as a new user tries it: the README's own
+//! example with EMPTY npm caches and a fresh airlock state, driven by the official Python `mcp`
+//! SDK, as root from a 0700 working directory and as an ordinary user (setpriv).
+//!
+//! - the package is fetched by airlock's install step (network: the registry the user's npm
+//!   configuration names, read at run time), then the server runs without network and works on
+//!   the directory on its own command line: reads a file, writes one that then exists on the host;
+//!   `/etc/shadow` and the home directory are refused by the sandbox (the server itself allows
+//!   them: `/etc` and the home are on its command line too, and airlock does not grant them);
+//!   the install is audited (package, version, integrity). One case through `run` and `serve`.
+//! - a failed install leaves nothing that hides the cache the user fills by hand afterwards;
+//! - the MCP Inspector CLI, which drops `--`, starts `airlock run node SERVER`.
+//!
+//! These talk to the npm registry (as the user's configuration names it) and to loopback only.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod sandbox_support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use sandbox_support::*;
+
+const PACKAGE: &str = "@modelcontextprotocol/server-filesystem";
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Run,
+    Serve,
+}
+
+/// A new user's machine: an empty home (no npm cache), a fresh state dir, a 0700 working dir.
+struct Home {
+    root: PathBuf,
+    home: PathBuf,
+    notes: PathBuf,
+    cwd: PathBuf,
+    who: Who,
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn setup(tag: &str, who: Who) -> Home {
+    let root = std::env::temp_dir().join(format!(
+        "airlock-first-{tag}-{}-{}",
+        who.tag(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    chmod(&root, 0o755);
+    let home = root.join("home");
+    let notes = home.join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("a.txt"), "in the notes\n").unwrap();
+    std::fs::write(home.join("secret.txt"), "TOP SECRET\n").unwrap();
+    let cwd = root.join("cwd");
+    for dir in ["cwd", "state", "config", "org"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{0}:{0}", who.uid()))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    chmod(&home, 0o700);
+    chmod(&cwd, 0o700);
+    chmod(&root.join("state"), 0o700);
+    Home {
+        root,
+        home,
+        notes,
+        cwd,
+        who,
+    }
+}
+
+impl Home {
+    fn audit(&self) -> PathBuf {
+        self.root.join("state/audit.jsonl")
+    }
+
+    /// The environment a host gives airlock: the user's own, and nothing of the machine's state.
+    fn env(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.root.join("org"))
+            .current_dir(&self.cwd);
+    }
+
+    /// `airlock ARGS` as the host starts it (through setpriv for the ordinary user).
+    fn airlock_argv(&self, args: &[String]) -> Vec<String> {
+        let mut argv = Vec::new();
+        if let Who::User(uid) = self.who {
+            argv.extend([
+                "setpriv".to_string(),
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_string(),
+            ]);
+        }
+        argv.push(AIRLOCK.to_string());
+        argv.extend(args.iter().cloned());
+        argv
+    }
+
+    /// The server command line: the directory it works on, and `/etc` and the home, which the
+    /// server then allows itself but airlock never grants.
+    fn server_args(&self) -> Vec<String> {
+        vec![
+            "-y".into(),
+            PACKAGE.into(),
+            self.notes.display().to_string(),
+            "/etc".into(),
+            self.home.display().to_string(),
+        ]
+    }
+
+    /// The host's command line for `mode` (no `--` before the server command).
+    fn host_command(&self, mode: Mode) -> (Vec<String>, &'static str) {
+        let audit = self.audit().display().to_string();
+        match mode {
+            Mode::Run => {
+                let mut args = vec!["run".to_string(), "--audit".into(), audit, "npx".into()];
+                args.extend(self.server_args());
+                (self.airlock_argv(&args), "")
+            }
+            Mode::Serve => {
+                let config = self.root.join("config/airlock.toml");
+                let quoted: Vec<String> = self
+                    .server_args()
+                    .iter()
+                    .map(|a| format!("{a:?}"))
+                    .collect();
+                std::fs::write(
+                    &config,
+                    format!(
+                        "[servers.fs]\ncommand = \"npx\"\nargs = [{}]\n",
+                        quoted.join(", ")
+                    ),
+                )
+                .unwrap();
+                self.who.own(&config);
+                let args = [
+                    "serve".to_string(),
+                    "--config".into(),
+                    config.display().to_string(),
+                    "--audit".into(),
+                    audit,
+                ];
+                (self.airlock_argv(&args), "fs__")
+            }
+        }
+    }
+
+    /// The Python SDK client's report of the scenario (first_use_client.py).
+    fn drive(&self, mode: Mode) -> (Value, Output) {
+        let (argv, prefix) = self.host_command(mode);
+        let python = peers().join("sandbox-venv/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run `bash .ci/install-peers`",
+            python.display()
+        );
+        let mut cmd = Command::new(python);
+        cmd.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/mcp/first_use_client.py"
+        ))
+        .arg(prefix)
+        .arg(&self.notes)
+        .arg(self.home.join("secret.txt"))
+        .arg("--")
+        .args(&argv);
+        self.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+            panic!("{mode:?} as {}: no report\n{}", self.who.tag(), text(&out))
+        });
+        (report, out)
+    }
+
+    fn audit_events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.audit())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    fn npm_cache(&self) -> PathBuf {
+        self.home.join(".npm")
+    }
+}
+
+fn first_use(mode: Mode) {
+    for who in everyone() {
+        let home = setup(&format!("{mode:?}"), who);
+        assert!(!home.npm_cache().exists());
+        let (report, out) = home.drive(mode);
+        let shown = format!("{mode:?} as {}: {report:#}\n{}", who.tag(), text(&out));
+        let tools = report["tools"].as_array().unwrap();
+        assert!(tools.len() > 5, "{shown}");
+        assert_eq!(report["read"]["isError"], false, "{shown}");
+        assert!(
+            report["read"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("in the notes"),
+            "{shown}"
+        );
+        assert_eq!(report["write"]["isError"], false, "{shown}");
+        assert_eq!(
+            std::fs::read_to_string(home.notes.join("written.txt")).unwrap(),
+            "from the server",
+            "{shown}"
+        );
+        // The server allows /etc and the home (they are on its command line); the sandbox
+        // refuses them.
+        assert_eq!(report["shadow"]["isError"], true, "{shown}");
+        assert_eq!(report["secret"]["isError"], true, "{shown}");
+        for refused in ["shadow", "secret"] {
+            assert!(
+                !report[refused]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("TOP SECRET"),
+                "{shown}"
+            );
+        }
+        // The install is audited with what it fetched; the user's real cache is never written.
+        let events = home.audit_events();
+        let install = events
+            .iter()
+            .find(|e| e["event"] == "install")
+            .unwrap_or_else(|| panic!("no install event: {events:#?}\n{shown}"));
+        assert_eq!(install["outcome"], "ok", "{install}");
+        assert_eq!(install["detail"]["package"], PACKAGE, "{install}");
+        assert!(
+            install["detail"]["integrity"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha512-"),
+            "{install}"
+        );
+        assert!(
+            install["detail"]["version"].as_str().unwrap().contains('.'),
+            "{install}"
+        );
+        assert!(!home.npm_cache().exists(), "the real cache was written");
+        let spawn = events.iter().find(|e| e["event"] == "spawn").unwrap();
+        assert!(spawn.to_string().contains("notes"), "{spawn}");
+    }
+}
+
+#[test]
+fn first_use_fetches_then_runs_confined_run() {
+    first_use(Mode::Run);
+}
+
+#[test]
+fn first_use_fetches_then_runs_confined_serve() {
+    first_use(Mode::Serve);
+}
+
+/// The issue's sequence: the first run cannot fetch (its registry refuses), the user fills the
+/// npm cache by hand, and the same server name then starts at once, from that cache, without
+/// fetching: nothing the failed run left hides it.
+#[test]
+fn a_failed_install_leaves_nothing_that_hides_the_cache_filled_afterwards() {
+    for who in everyone() {
+        let home = setup("primed", who);
+        let unreachable = |cmd: &mut Command| {
+            // A registry on loopback that refuses: the install fails at once, without retries.
+            cmd.env("npm_config_registry", "http://127.0.0.1:9/")
+                .env("npm_config_fetch_retries", "0");
+        };
+        let (argv, _) = home.host_command(Mode::Run);
+        let run_once = |timeout_secs: u64| {
+            let mut cmd = Command::new("timeout");
+            cmd.arg(timeout_secs.to_string()).args(&argv);
+            home.env(&mut cmd);
+            unreachable(&mut cmd);
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            writeln!(
+                stdin,
+                r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+            )
+            .unwrap();
+            let out = child.wait_with_output().unwrap();
+            drop(stdin);
+            out
+        };
+        let failed = run_once(120);
+        let stderr = String::from_utf8_lossy(&failed.stderr).into_owned();
+        assert!(
+            stderr.contains(
+                "installing @modelcontextprotocol/server-filesystem from http://127.0.0.1:9/ failed"
+            ) && stderr.contains("Fix: ")
+                && stderr.contains(
+                    "npx -y @modelcontextprotocol/server-filesystem` once outside airlock"
+                ),
+            "{}",
+            text(&failed)
+        );
+        let answer = String::from_utf8_lossy(&failed.stdout);
+        assert!(answer.contains("installing"), "the host is told: {answer}");
+        // The user primes the cache by hand, as the fix says.
+        let mut prime = Command::new("setpriv");
+        prime
+            .args([
+                format!("--reuid={}", who.uid()),
+                format!("--regid={}", who.uid()),
+                "--clear-groups".into(),
+            ])
+            .args([
+                "npx",
+                "--yes",
+                &format!("--package={PACKAGE}"),
+                "--",
+                "true",
+            ]);
+        home.env(&mut prime);
+        let primed = prime.output().unwrap();
+        assert!(primed.status.success(), "{}", text(&primed));
+        assert!(home.npm_cache().join("_npx").is_dir());
+        // The same server, the same unreachable registry: it starts from the user's cache.
+        let (report, out) = drive_with(&home, &[("npm_config_registry", "http://127.0.0.1:9/")]);
+        assert_eq!(
+            report["read"]["isError"],
+            false,
+            "{report:#}\n{}",
+            text(&out)
+        );
+        let installs: Vec<Value> = home
+            .audit_events()
+            .into_iter()
+            .filter(|e| e["event"] == "install")
+            .collect();
+        assert_eq!(installs.len(), 1, "only the failed one: {installs:#?}");
+        assert_eq!(installs[0]["outcome"], "error");
+    }
+}
+
+/// [`Home::drive`] in `run` mode with extra variables in the user's environment.
+fn drive_with(home: &Home, extra: &[(&str, &str)]) -> (Value, Output) {
+    let (argv, prefix) = home.host_command(Mode::Run);
+    let mut cmd = Command::new(peers().join("sandbox-venv/bin/python"));
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mcp/first_use_client.py"
+    ))
+    .arg(prefix)
+    .arg(&home.notes)
+    .arg(home.home.join("secret.txt"))
+    .arg("--")
+    .args(&argv);
+    home.env(&mut cmd);
+    for (key, value) in extra {
+        cmd.env(key, value);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("no report\n{}", text(&out)));
+    (report, out)
+}
+
+/// The MCP Inspector CLI drops `--`: `mcp-inspector --cli airlock run node SERVER --method
+/// tools/list` starts the server through airlock and lists its tools.
+#[test]
+fn the_inspector_cli_starts_airlock_run_without_dashes() {
+    let inspector = peers().join("http-npm/node_modules/.bin/mcp-inspector");
+    let node22 = peers().join("node22/bin");
+    let server = peers()
+        .join("sandbox-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    for path in [&inspector, &node22, &server] {
+        assert!(
+            path.exists(),
+            "{} is missing: run `bash .ci/install-peers`",
+            path.display()
+        );
+    }
+    let home = setup("inspector", Who::Me);
+    let state = |name: &str| format!("{name}={}", home.root.join(name_dir(name)).display());
+    let mut cmd = Command::new(&inspector);
+    home.env(&mut cmd);
+    cmd.env(
+        "PATH",
+        format!("{}:/usr/local/bin:/usr/bin:/bin", node22.display()),
+    )
+    .arg("--cli");
+    // The Inspector gives the server only HOME and PATH unless told: airlock's own dirs go with -e.
+    for name in [
+        "XDG_STATE_HOME",
+        "XDG_CONFIG_HOME",
+        "AIRLOCK_ORG_POLICY_DIR",
+    ] {
+        cmd.arg("-e").arg(state(name));
+    }
+    cmd.args([AIRLOCK, "run", "node"])
+        .arg(&server)
+        .args(["--method", "tools/list"]);
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", text(&out));
+    let listed: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {}", text(&out)));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"echo"), "{listed}");
+}
+
+fn name_dir(name: &str) -> &'static str {
+    match name {
+        "XDG_STATE_HOME" => "state",
+        "XDG_CONFIG_HOME" => "config",
+        _ => "org",
+    }
+}
