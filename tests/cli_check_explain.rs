@@ -37,7 +37,7 @@ impl Scratch {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.path("home"))
             .env("XDG_CONFIG_HOME", self.path("xdg"))
-            .env("XDG_STATE_HOME", self.path("home/.local/state"))
+            .env("XDG_STATE_HOME", self.path("state"))
             .env("AIRLOCK_ORG_POLICY_DIR", self.path("org"))
             .env("SECRET_TOKEN", "sk-live-0123456789abcdef")
             .output()
