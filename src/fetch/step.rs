@@ -102,9 +102,14 @@ pub(super) fn is_cached(plan: &FetchPlan, store: &Store) -> bool {
             let name = npm::package_name(&packages[0]);
             npm::cached_in(&roots, &npm::npx_dir(packages), name).is_some()
         }
-        Runner::Uvx(_) => store
-            .record(&plan.runner.key())
-            .is_some_and(|record| store.layers_dir().join(record.layer).is_dir()),
+        Runner::Uvx(uvx) => {
+            let installed = store
+                .record(&plan.runner.key())
+                .is_some_and(|record| store.layers_dir().join(record.layer).is_dir());
+            let mut roots = store.layers();
+            roots.push(plan.real_cache.clone());
+            installed || uv::cached_in(&roots, uvx)
+        }
     }
 }
 

@@ -31,6 +31,41 @@ impl Uvx {
     }
 }
 
+/// The exact version `from` pins (`name@1.2`, `name==1.2`), if any.
+fn pinned_version(from: &str) -> Option<&str> {
+    from.split_once("==")
+        .or_else(|| from.split_once('@'))
+        .map(|(_, version)| version.trim())
+        .filter(|version| !version.is_empty())
+}
+
+/// Whether one of `roots` (uv caches) holds an unpacked wheel of the package: an
+/// `archive-v0/<hash>/<name>-<version>.dist-info` (the pinned version when `from` pins one), as a
+/// first `uvx PKG` leaves it. Then uv builds the environment offline.
+pub fn cached_in(roots: &[std::path::PathBuf], uvx: &Uvx) -> bool {
+    let name = uvx.name().to_ascii_lowercase().replace(['-', '.'], "_");
+    let wanted = |entry: &str| match pinned_version(&uvx.from) {
+        Some(version) => entry == format!("{name}-{version}.dist-info"),
+        // `<name>-<version>.dist-info`, the version without a `-` (not another package's name).
+        None => entry
+            .strip_suffix(".dist-info")
+            .and_then(|stem| stem.strip_prefix(&format!("{name}-")))
+            .is_some_and(|version| !version.contains('-')),
+    };
+    roots.iter().any(|root| {
+        let Ok(archives) = std::fs::read_dir(root.join("archive-v0")) else {
+            return false;
+        };
+        archives.flatten().any(|archive| {
+            std::fs::read_dir(archive.path()).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|entry| entry.file_name().to_str().is_some_and(wanted))
+            })
+        })
+    })
+}
+
 /// Reads `uvx ARGS`, or `None` when airlock does not fetch for it (an option it does not know,
 /// a requirements file, a local path or URL).
 pub fn parse(args: &[String]) -> Option<Uvx> {
@@ -135,6 +170,21 @@ mod tests {
         assert_eq!(parse(&words("--from=./local tool")), None);
         assert_eq!(parse(&words("--with-requirements r.txt tool")), None);
         assert_eq!(parse(&words("--from")), None);
+    }
+
+    #[test]
+    fn a_cached_wheel_is_found_by_name_and_pinned_version() {
+        let cache = tempfile::tempdir().unwrap();
+        let archive = cache.path().join("archive-v0/abc");
+        std::fs::create_dir_all(archive.join("mcp_server_time-2026.10.19.dist-info")).unwrap();
+        let roots = vec![cache.path().to_path_buf()];
+        let cached = |line: &str| cached_in(&roots, &parse(&words(line)).unwrap());
+        assert!(cached("mcp-server-time"));
+        assert!(cached("mcp-server-time@2026.10.19"));
+        assert!(cached("--from mcp-server-time==2026.10.19 mcp-server-time"));
+        assert!(!cached("mcp-server-time@2026.1.1"));
+        assert!(!cached("mcp-server"));
+        assert!(!cached_in(&[], &parse(&words("mcp-server-time")).unwrap()));
     }
 
     #[test]
