@@ -5,7 +5,7 @@
 //! - [`config`] server declarations; [`policy`] policy files and the pure decision; [`paths`]
 //!   environment, XDG dirs, `~`/`${…}` expansion, normalisation, command resolution;
 //! - [`sandbox`] the pure plan and the confine helper; [`process`] launching and the kill
-//!   sequence; [`net`] egress by name;
+//!   sequence; [`fetch`] the install step of a package not cached yet; [`net`] egress by name;
 //! - [`mcp`] framing and messages; [`gate`] per-server decisions; [`session`] the one core of
 //!   `run` and `serve`; [`gateway`] lifecycles, names, remote links; [`http`] `serve --listen`;
 //! - [`audit`] the chained log; [`pins`] pinned definitions; [`secret`] the secret detector;
