@@ -21,7 +21,7 @@ pub const NAME_HEADER: &str = "mcp-name";
 /// 2026-07-28: the HTTP headers do not match the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// 2026-07-28: a capability the request needs was not declared.
-pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+pub const MISSING_CLIENT_CAPABILITY: i64 = code::MISSING_CLIENT_CAPABILITY;
 /// 2026-07-28: the declared protocol version is not served here.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 pub const METHOD_NOT_FOUND: i64 = -32601;

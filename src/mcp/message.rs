@@ -17,6 +17,9 @@ pub mod code {
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// MCP 2026-07-28: the request's protocol version is not one the server supports.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// MCP 2026-07-28: processing the request needs a client capability the request's `_meta`
+    /// did not declare (`MissingRequiredClientCapabilityError`).
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 }
 
 /// What a parsed JSON value is, as a JSON-RPC message.

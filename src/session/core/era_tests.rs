@@ -130,6 +130,40 @@ fn a_server_request_during_a_call_becomes_an_input_request_and_the_retry_continu
 }
 
 #[test]
+fn an_input_the_request_did_not_declare_gets_missing_required_client_capability() {
+    let mut h = two();
+    let mut request = modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    );
+    request["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation":{}});
+    h.host(request);
+    let call = h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}));
+    let refused = h.take_host(json!(1));
+    assert_eq!(refused["error"]["code"], -32021);
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({"sampling":{}}),
+        "a ClientCapabilities object naming what is missing"
+    );
+    let answered = h.received[0].pop_front().unwrap();
+    assert_eq!(answered["id"], "s1");
+    assert_eq!(answered["error"]["code"], code::METHOD_NOT_FOUND);
+    let cancelled = h.received[0].pop_front().unwrap();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], call["id"]);
+    // The call's late answer has nobody to go to.
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":call["id"],"result":{"content":[]}}),
+    );
+    assert!(h.to_host.iter().all(|m| m.get("id") != Some(&json!(1))));
+}
+
+#[test]
 fn a_server_request_with_nothing_to_carry_it_is_refused_for_a_2026_host() {
     let mut h = two();
     h.host(modern(
@@ -183,6 +217,97 @@ fn subscriptions_get_acknowledged_and_tagged_list_changes() {
         closed["result"]["resultType"], "complete",
         "a graceful end at shutdown"
     );
+}
+
+#[test]
+fn the_acknowledgement_names_only_what_the_gateway_honors() {
+    let mut h = two();
+    h.host(modern(json!(1), "tools/list", json!({})));
+    h.take_host(json!(1));
+    h.host(modern(
+        json!("sub"),
+        "subscriptions/listen",
+        json!({"notifications":{"toolsListChanged":true,"promptsListChanged":true}}),
+    ));
+    let ack = h.to_host.pop().unwrap();
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "no server offers prompts, and nothing was asked of resources"
+    );
+    // A stdio host of 2026-07-28 hears list changes only on its subscription.
+    h.tools[0] = vec!["read", "new"];
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}),
+    );
+    let changes: Vec<&Value> = h
+        .to_host
+        .iter()
+        .filter(|m| m["method"] == "notifications/tools/list_changed")
+        .collect();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(
+        changes[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub"
+    );
+}
+
+#[test]
+fn behind_the_http_mux_both_eras_hear_a_list_change() {
+    let mut h = two();
+    h.router.trust_identity_meta();
+    h.initialize(json!({}));
+    h.host(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    h.take_host(json!(1));
+    h.host(modern(
+        json!("sub"),
+        "subscriptions/listen",
+        json!({"notifications":{"toolsListChanged":true}}),
+    ));
+    // The mux's handshake-era sessions (their initialize above) and the stateless
+    // subscription share the core, whose host now speaks 2026-07-28: both hear the change.
+    h.to_host.clear();
+    h.tools[0] = vec!["read", "new"];
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}),
+    );
+    let changes: Vec<&Value> = h
+        .to_host
+        .iter()
+        .filter(|m| m["method"] == "notifications/tools/list_changed")
+        .collect();
+    assert_eq!(
+        changes.len(),
+        2,
+        "tagged for the subscription, plain for the mux"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|m| m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub")
+    );
+}
+
+#[test]
+fn a_list_the_discovery_did_not_declare_is_method_not_found() {
+    let mut h = two();
+    h.host(modern(json!(1), "tools/list", json!({})));
+    h.take_host(json!(1));
+    h.host(modern(json!(2), "server/discover", json!({})));
+    let discover = h.take_host(json!(2));
+    assert!(discover["result"]["capabilities"].get("prompts").is_none());
+    h.host(modern(json!(3), "prompts/list", json!({})));
+    assert_eq!(
+        h.take_host(json!(3))["error"]["code"],
+        code::METHOD_NOT_FOUND
+    );
+    // A handshake-era host keeps its empty list.
+    let mut h = two();
+    h.initialize(json!({}));
+    h.host(json!({"jsonrpc":"2.0","id":4,"method":"prompts/list"}));
+    assert_eq!(h.take_host(json!(4))["result"]["prompts"], json!([]));
 }
 
 #[test]

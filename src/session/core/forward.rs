@@ -97,6 +97,9 @@ impl Core {
         let initialize = method == "initialize";
         let cacheable = super::era::cacheable(method);
         let input_carrier = !single && super::mrtr::carries_input(method);
+        let declared = input_carrier
+            .then(|| crate::mcp::version::request_capabilities(message.get("params")).cloned())
+            .flatten();
         let host_key = id_key(&host_id);
         let server = &mut self.servers[index];
         let identity = single && !server.outbound.contains_key(&host_key);
@@ -122,6 +125,7 @@ impl Core {
             initialize,
             cacheable,
             input_carrier,
+            declared,
         };
         server.outbound.insert(id_key(&down_id), origin);
         // Unchanged: the bytes the host sent go on (when the server can take them now).

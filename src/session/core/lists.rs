@@ -357,7 +357,10 @@ impl Core {
     /// Tells the host that a list it may have cached changed (handshake era: the plain
     /// notification, once the host has seen the list).
     pub(super) fn list_changed(&mut self, kind: ListKind) {
-        if self.notify_listens(kind) {
+        self.notify_listens(kind);
+        // A stateless host hears only what it subscribed to, except through the HTTP face's
+        // mux, which passes the plain notification to its handshake-era sessions only.
+        if era::stateless(&self.host) && !self.trust_identity {
             return;
         }
         let listed = kind != ListKind::Tools || self.host.listed_tools;

@@ -147,6 +147,9 @@ enum Origin {
         cacheable: bool,
         /// A request a 2026-07-28 host may be asked for input through (see [`mrtr`]).
         input_carrier: bool,
+        /// The client capabilities such a request declared in its `_meta`: the only inputs the
+        /// host may be asked for through it.
+        declared: Option<Value>,
     },
     Initialize,
     /// airlock's own `tools/list` (at start, or after `list_changed`).

@@ -68,6 +68,17 @@ fn retry_state(message: &Value) -> Option<String> {
     state.starts_with(STATE_PREFIX).then(|| state.to_string())
 }
 
+/// The client capability a server's request for input needs, when `declared` lacks it.
+fn undeclared(method: &str, declared: &Value) -> Option<&'static str> {
+    let needed = match method {
+        "sampling/createMessage" => "sampling",
+        "elicitation/create" => "elicitation",
+        "roots/list" => "roots",
+        _ => return None,
+    };
+    declared.get(needed).is_none().then_some(needed)
+}
+
 /// The input request a server's request becomes.
 fn input_request(message: &Value) -> Value {
     let mut request = Map::new();
@@ -95,15 +106,25 @@ impl Core {
                 Origin::Host {
                     host_id,
                     input_carrier: true,
+                    declared,
                     ..
                 } if self.host_requests.contains_key(&id_key(host_id)) => Some((
                     parse_down_id(key).as_u64().unwrap_or(0),
                     key.clone(),
                     host_id.clone(),
+                    declared.clone(),
                 )),
                 _ => None,
             })
-            .max_by_key(|(order, _, _)| *order);
+            .max_by_key(|(order, ..)| *order);
+        let method = message["method"].as_str().unwrap_or_default();
+        if let Some((_, down_key, host_id, Some(declared))) = &carrier
+            && let Some(missing) = undeclared(method, declared)
+        {
+            self.refuse_undeclared(index, id, (down_key, host_id.clone()), missing, now);
+            return;
+        }
+        let carrier = carrier.map(|(order, key, host_id, _)| (order, key, host_id));
         let translating = self.parked.values().any(|p| p.server == index);
         if carrier.is_none() && !translating {
             let text = "airlock: no request of the host is in flight to carry this request (protocol 2026-07-28 has no server-to-client requests)";
@@ -121,6 +142,39 @@ impl Core {
             self.host_requests.remove(&id_key(&host_id));
             self.park(index, host_id, Some(down_key), now);
         }
+    }
+
+    /// The host request that would carry a server's input request did not declare the
+    /// capability it needs: the server's request gets the error a client without it gives, the
+    /// server's running request is cancelled, and the host gets
+    /// `MissingRequiredClientCapabilityError` naming the capability (an `InputRequiredResult`
+    /// may hold only inputs the client declared).
+    fn refuse_undeclared(
+        &mut self,
+        index: usize,
+        asked: Value,
+        (down_key, host_id): (&str, Value),
+        missing: &'static str,
+        now: Instant,
+    ) {
+        let text = format!("airlock: the client did not declare the `{missing}` capability");
+        self.send_raw(
+            index,
+            error_response(asked, code::METHOD_NOT_FOUND, &text, None),
+            now,
+        );
+        if self.servers[index].outbound.remove(down_key).is_some() {
+            let why = "airlock: the client lacks a capability this request needs";
+            let params = json!({"requestId": parse_down_id(down_key), "reason": why});
+            self.send_raw(index, notification("notifications/cancelled", params), now);
+        }
+        self.host_requests.remove(&id_key(&host_id));
+        let text = format!(
+            "this request needs the `{missing}` client capability, which it did not declare"
+        );
+        let data = json!({"requiredCapabilities": {missing: {}}});
+        let answer = error_response(host_id, code::MISSING_CLIENT_CAPABILITY, &text, Some(data));
+        self.answer_through_gate(index, answer, now);
     }
 
     /// Answers host request `host_id` with an `InputRequiredResult` carrying every input the
@@ -343,5 +397,13 @@ mod tests {
         assert_eq!(parse_down_id("n:7"), json!(7));
         assert_eq!(parse_down_id("s:x"), json!("x"));
         assert!(carries_input("tools/call") && !carries_input("tools/list"));
+        let declared = json!({"elicitation": {}});
+        assert_eq!(
+            undeclared("sampling/createMessage", &declared),
+            Some("sampling")
+        );
+        assert_eq!(undeclared("roots/list", &declared), Some("roots"));
+        assert_eq!(undeclared("elicitation/create", &declared), None);
+        assert_eq!(undeclared("ping", &json!({})), None);
     }
 }

@@ -46,6 +46,11 @@ impl Core {
                 self.host_task(message, id, now)
             }
             other => match ListKind::from_method(other) {
+                Some(kind) if !self.offers_list(kind) => self.reply_error(
+                    id,
+                    code::METHOD_NOT_FOUND,
+                    &format!("no server of this gateway offers {}", kind.capability()),
+                ),
                 Some(kind) => self.host_list(kind, message, id, now),
                 None => self.reply_error(
                     id,
@@ -54,6 +59,13 @@ impl Core {
                 ),
             },
         }
+    }
+
+    /// Whether a stateless host may list `kind`: 2026-07-28 answers a method behind a capability
+    /// the discovery did not declare with Method not found, so a host can trust `server/discover`
+    /// (a handshake-era host gets the empty list it always had).
+    fn offers_list(&self, kind: ListKind) -> bool {
+        !era::stateless(&self.host) || self.capabilities().get(kind.capability()).is_some()
     }
 
     /// Tasks (2025-11-25): a task's requests go to the server that created it (airlock noted

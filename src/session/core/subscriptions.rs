@@ -60,12 +60,9 @@ impl Core {
                 uris.push(uri.to_string());
             }
         }
-        let honored = json!({
-            "toolsListChanged": kinds.contains(&ListKind::Tools),
-            "promptsListChanged": kinds.contains(&ListKind::Prompts),
-            "resourcesListChanged": kinds.contains(&ListKind::Resources),
-            "resourceSubscriptions": uris,
-        });
+        let offered = self.capabilities();
+        kinds.retain(|kind| offered.get(kind.capability()).is_some());
+        let honored = honored(&kinds, wanted.get("resourceSubscriptions").map(|_| &uris));
         let params = json!({"_meta": {META_SUBSCRIPTION: id.clone()}, "notifications": honored});
         self.send_host(notification(
             "notifications/subscriptions/acknowledged",
@@ -86,11 +83,10 @@ impl Core {
         before != self.listens.len()
     }
 
-    /// A list changed: a stateless host hears it on each subscription that asked for it.
-    pub(super) fn notify_listens(&mut self, kind: ListKind) -> bool {
-        if !era::stateless(&self.host) {
-            return false;
-        }
+    /// A list changed: each subscription that asked for it hears it (they exist only for
+    /// stateless requests, whatever era the host's latest request spoke: the HTTP face serves
+    /// both eras to one core).
+    pub(super) fn notify_listens(&mut self, kind: ListKind) {
         let method = format!("notifications/{}/list_changed", kind.capability());
         let ids: Vec<Value> = self
             .listens
@@ -102,7 +98,6 @@ impl Core {
             let params = json!({"_meta": {META_SUBSCRIPTION: id}});
             self.send_host(notification(&method, params));
         }
-        true
     }
 
     /// A server's `notifications/resources/updated`: to the subscriptions naming that resource
@@ -135,5 +130,42 @@ impl Core {
             let result = json!({"_meta": {META_SUBSCRIPTION: listen.id.clone()}});
             self.send_host(result_response(listen.id, result));
         }
+    }
+}
+
+/// The acknowledged filter: the subset airlock honors (the kinds asked for that the gateway
+/// offers, the resources it subscribed), with nothing it does not honor named.
+fn honored(kinds: &[ListKind], uris: Option<&Vec<String>>) -> Value {
+    let mut honored = serde_json::Map::new();
+    for (key, kind) in [
+        ("toolsListChanged", ListKind::Tools),
+        ("promptsListChanged", ListKind::Prompts),
+        ("resourcesListChanged", ListKind::Resources),
+    ] {
+        if kinds.contains(&kind) {
+            honored.insert(key.into(), Value::Bool(true));
+        }
+    }
+    if let Some(uris) = uris {
+        honored.insert("resourceSubscriptions".into(), json!(uris));
+    }
+    Value::Object(honored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_acknowledged_filter_names_only_what_is_honored() {
+        assert_eq!(
+            honored(&[ListKind::Tools], None),
+            json!({"toolsListChanged": true})
+        );
+        assert_eq!(
+            honored(&[ListKind::Prompts], Some(&vec!["file:///a".into()])),
+            json!({"promptsListChanged": true, "resourceSubscriptions": ["file:///a"]})
+        );
+        assert_eq!(honored(&[], None), json!({}));
     }
 }
