@@ -4,13 +4,15 @@
 //! Streamable HTTP bridge) in front of the same server. Every scenario that passes behind
 //! mcp-proxy must pass through airlock, at the handshake-era wire and at 2026-07-28, and so must
 //! the transport scenarios a bridge without those protections fails (DNS rebinding).
+//! The `server-stateless` scenario (2026-07-28, outside the suite's active set) fails as a whole
+//! behind both (its diagnostic tools are the suite's own), so it is compared check by check.
 //! The per-scenario results are printed (README "Conformance" holds a run's table).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod http_support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -35,6 +37,24 @@ fn results(dir: &Path) -> BTreeMap<String, bool> {
         results.insert(scenario, passed);
     }
     results
+}
+
+/// Check id → passed (no occurrence of it failed; a SHOULD's warning is not a failure), over
+/// every scenario in `dir`.
+fn checks(dir: &Path) -> BTreeMap<String, bool> {
+    let mut checks = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("checks.json")) else {
+            continue;
+        };
+        let found: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
+        for check in found {
+            let id = check["id"].as_str().unwrap_or_default().to_string();
+            let passed = check["status"] != "FAILURE";
+            *checks.entry(id).or_insert(true) &= passed;
+        }
+    }
+    checks
 }
 
 fn run_suite(url: &str, out: &Path, extra: &[&str]) -> BTreeMap<String, bool> {
@@ -117,7 +137,9 @@ fn table(proxy: &BTreeMap<String, bool>, airlock: &BTreeMap<String, bool>) -> St
     out
 }
 
-fn compare(label: &str, extra: &[&str], must_also_pass: &[&str]) {
+/// Runs the suite with `extra` through airlock (server-everything behind it) and then behind
+/// mcp-proxy: the two result directories (in the returned world).
+fn run_both(extra: &[&str]) -> (World, PathBuf, PathBuf) {
     let everything =
         peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
@@ -125,10 +147,18 @@ fn compare(label: &str, extra: &[&str], must_also_pass: &[&str]) {
         "run .ci/install-peers first"
     );
     let world = World::new();
+    let (airlock, proxy) = (world.path("airlock-results"), world.path("proxy-results"));
     let gateway = world.listen(&everything_server().unwrap(), &[]);
-    let airlock = run_suite(&gateway.url, &world.path("airlock-results"), extra);
+    run_suite(&gateway.url, &airlock, extra);
+    drop(gateway);
     let (_proxy, proxy_url) = start_proxy(&everything);
-    let proxy = run_suite(&proxy_url, &world.path("proxy-results"), extra);
+    run_suite(&proxy_url, &proxy, extra);
+    (world, airlock, proxy)
+}
+
+fn compare(label: &str, extra: &[&str], must_also_pass: &[&str]) {
+    let (_world, airlock, proxy) = run_both(extra);
+    let (airlock, proxy) = (results(&airlock), results(&proxy));
     println!("conformance, {label}:\n{}", table(&proxy, &airlock));
     assert!(
         !proxy.is_empty() && !airlock.is_empty(),
@@ -170,4 +200,46 @@ fn stateless_scenarios_pass_wherever_they_pass_behind_mcp_proxy() {
         &["--spec-version", "2026-07-28"],
         &["dns-rebinding-protection", "tools-list"],
     );
+}
+
+#[test]
+fn server_stateless_checks_pass_wherever_they_pass_behind_mcp_proxy() {
+    let scenario = [
+        "--scenario",
+        "server-stateless",
+        "--spec-version",
+        "2026-07-28",
+        "--force",
+    ];
+    let (_world, airlock, proxy) = run_both(&scenario);
+    let (airlock, proxy) = (checks(&airlock), checks(&proxy));
+    let table = table(&proxy, &airlock);
+    let passed = |c: &BTreeMap<String, bool>| c.values().filter(|p| **p).count();
+    println!(
+        "server-stateless checks: mcp-proxy {}/{}, airlock {}/{}\n{table}",
+        passed(&proxy),
+        proxy.len(),
+        passed(&airlock),
+        airlock.len()
+    );
+    assert!(!proxy.is_empty() && !airlock.is_empty(), "no checks ran");
+    for (check, passed) in &proxy {
+        if *passed {
+            assert_eq!(
+                airlock.get(check),
+                Some(&true),
+                "server-stateless: {check} passes behind mcp-proxy but not through airlock\n{table}"
+            );
+        }
+    }
+    // The session core's own: the subscription stream, and a discovery hosts can trust.
+    for check in [
+        "sep-2575-server-sends-subscription-ack",
+        "sep-2575-server-tags-subscription-id",
+        "sep-2575-server-honors-notification-filter",
+        "sep-2575-server-declares-prompts-in-discover",
+        "sep-2575-discover-capabilities-match-handlers",
+    ] {
+        assert_eq!(airlock.get(check), Some(&true), "{check}\n{table}");
+    }
 }
