@@ -22,7 +22,7 @@ if [ -n "${AIRLOCK_BENCH_HALT_POLL_NS:-}" ]; then
   restore=$(cat "$halt_poll")
   echo "$AIRLOCK_BENCH_HALT_POLL_NS" >"$halt_poll"
 fi
-cargo bench --bench decide --bench audit --bench spawn --bench run --bench serve --bench egress 2>&1 | tee "$log"
+cargo bench --bench decide --bench audit --bench spawn --bench run --bench serve --bench egress --bench first_run 2>&1 | tee "$log"
 echo
 grep -h '^MACHINE|' "$log" | sort -u | sed 's/^MACHINE|/machine: /'
 echo "| metric | airlock | direct | comparison | target | met |"
