@@ -287,6 +287,31 @@ fn a_grant_under_a_0700_tree_is_reachable_read_and_write() {
     }
 }
 
+/// Moving a file or a directory into another directory of a write grant works (landlock's
+/// `REFER`, granted there, not denied by init's outer domain), for root and an ordinary user.
+#[test]
+fn a_server_moves_files_and_directories_between_directories_of_its_write_grant() {
+    for who in everyone() {
+        let grant = who.dir("moves", 0o755);
+        for dir in ["a/d", "b"] {
+            std::fs::create_dir_all(grant.join(dir)).unwrap();
+        }
+        std::fs::write(grant.join("a/x"), "x\n").unwrap();
+        for path in ["a", "a/d", "a/x", "b"] {
+            who.own(&grant.join(path));
+        }
+        for name in ["x", "d"] {
+            let (from, to) = (grant.join("a").join(name), grant.join("b").join(name));
+            let out = who.hostile(
+                &["--grant-write", grant.to_str().unwrap()],
+                &["ok-move", from.to_str().unwrap(), to.to_str().unwrap()],
+            );
+            assert_eq!(out.status.code(), Some(0), "{who:?} {name}: {}", text(&out));
+            assert!(to.exists() && !from.exists(), "{who:?}: {name} moved");
+        }
+    }
+}
+
 /// A working directory the server cannot use (not in its root: nothing granted there; or 0700
 /// and not the server's) falls back to its private home with one notice; never a helper failure.
 /// Granted, it is the server's working directory (as root through the idmapped bind).

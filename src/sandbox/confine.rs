@@ -568,7 +568,7 @@ fn init(
         .take()
         .map(|rules| domains::add_constructed(plan, rules, overlay_roots));
     if let Some(outer) = prepared.init_ruleset.take() {
-        domains::restrict(outer);
+        domains::restrict(domains::allow_reparenting(plan, outer));
     }
     drop(release_r);
     let pid_namespace = plan.namespaces.pid;

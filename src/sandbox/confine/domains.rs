@@ -1,5 +1,6 @@
 //! The landlock layers: the server's domain (filesystem, TCP, scopes; exactly the plan's rules)
-//! and init's outer domain (scopes only), which the server's nests inside. A scoped domain may
+//! and init's outer domain (scopes, and moving files anywhere: see [`init_ruleset`]), which the
+//! server's nests inside. A scoped domain may
 //! signal (and reach abstract unix sockets of) its own and nested domains only, so the server
 //! cannot signal init, and nothing in the sandbox can signal the helper or the host.
 
@@ -7,8 +8,8 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::{Step, fail};
@@ -136,8 +137,15 @@ pub(super) fn restrict(ruleset: RulesetCreated) {
     }
 }
 
-/// init's own domain: scopes only (no filesystem or network rights handled, so the server's
-/// nested domain is not narrowed by it). Built before the clone like the server's.
+/// init's own domain: scopes, and the one filesystem right no domain may leave unhandled.
+/// Built before the clone like the server's; [`allow_reparenting`] adds its rule once the
+/// server's root exists.
+///
+/// Landlock denies `REFER` (moving or linking a file into another directory) in every domain
+/// that does not grant it by a rule, even one that does not handle it: a scopes-only outer domain
+/// would make every cross-directory `rename(2)` of the nested server fail with `EXDEV`, inside
+/// its own write grants too. So init's domain handles `REFER` and grants it on the whole root;
+/// the server's domain alone decides where it may move files.
 pub(super) fn init_ruleset(plan: &SandboxPlan) -> Option<RulesetCreated> {
     if !plan.landlock.scopes {
         return None;
@@ -145,8 +153,31 @@ pub(super) fn init_ruleset(plan: &SandboxPlan) -> Option<RulesetCreated> {
     let abi = abi(plan);
     let created = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .scope(Scope::from_all(abi))
+        .handle_access(refer(abi))
+        .and_then(|ruleset| ruleset.scope(Scope::from_all(abi)))
         .and_then(|ruleset| ruleset.create())
         .unwrap_or_else(|err| fail(Step::Prepare, format!("landlock init domain: {err}")));
     Some(created)
+}
+
+/// `REFER` where the ABI has it (2 and later), else nothing.
+fn refer(abi: ABI) -> BitFlags<AccessFs> {
+    AccessFs::from_all(abi) & BitFlags::from_flag(AccessFs::Refer)
+}
+
+/// The rule of init's domain: `REFER` beneath `/` (the server's root, once entered).
+pub(super) fn allow_reparenting(plan: &SandboxPlan, outer: RulesetCreated) -> RulesetCreated {
+    let access = refer(abi(plan));
+    if access.is_empty() {
+        return outer;
+    }
+    let root = PathFd::new("/").unwrap_or_else(|err| {
+        fail(
+            Step::Landlock,
+            format!("opening / for init's domain: {err}"),
+        )
+    });
+    outer
+        .add_rule(PathBeneath::new(root, access))
+        .unwrap_or_else(|err| fail(Step::Landlock, format!("init's rule on /: {err}")))
 }
