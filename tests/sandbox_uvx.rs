@@ -153,6 +153,13 @@ impl Home {
             .env("XDG_CONFIG_HOME", self.root.join("config"))
             .env("AIRLOCK_ORG_POLICY_DIR", self.root.join("org"))
             .current_dir(&self.root);
+        // The user's TLS trust, as their shell has it (a machine whose package index is
+        // reached through a proxy with its own CA names it here).
+        for name in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
         cmd
     }
 
@@ -372,4 +379,32 @@ fn a_hostile_server_cannot_write_the_real_uv_cache() {
         text(&out)
     );
     assert!(before == snapshot(&home.cache), "the real uv cache changed");
+}
+
+/// `uvx <pkg>` with an EMPTY uv cache: airlock's install step fetches the package (network to
+/// the index the user's configuration names only), then the server runs confined. uv moves each
+/// unpacked wheel into place with rename(2) across directories, which needs landlock's REFER
+/// inside the cache's private layer (see `init_ruleset` in the confine helper). As root and as an
+/// ordinary user.
+#[test]
+fn uvx_with_an_empty_cache_is_installed_then_runs() {
+    let mut runs = vec![("empty-user", is_root().then_some(USER_UID))];
+    if is_root() {
+        runs.push(("empty-root", None));
+    }
+    for (tag, run_as) in runs {
+        let Some(home) = setup_as(tag, run_as) else {
+            return;
+        };
+        std::fs::remove_dir_all(&home.cache).unwrap();
+        let (answer, stderr) = time_through_airlock_run(&home);
+        assert!(
+            answer.get("result").is_some() && answer["result"]["isError"] != true,
+            "{tag}: {answer}\n{stderr}"
+        );
+        assert!(
+            stderr.contains("install"),
+            "{tag}: the install step ran: {stderr}"
+        );
+    }
 }

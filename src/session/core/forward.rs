@@ -269,7 +269,8 @@ impl Core {
         }
     }
 
-    /// A request of airlock's own (gateway handshake, lists): not gated, answered to airlock.
+    /// A request of airlock's own (gateway handshake, lists): not gated, answered to airlock,
+    /// sent now (the server is running: a gateway's handshake goes out while it starts).
     pub(super) fn internal_request(
         &mut self,
         index: usize,
@@ -278,6 +279,26 @@ impl Core {
         origin: Origin,
         now: Instant,
     ) {
+        let message = self.own_request(index, method, params, origin);
+        self.send_raw(index, message, now);
+    }
+
+    /// A request of airlock's own that waits like a host's for a server still starting (or
+    /// installing): `Single`'s listing for the gate.
+    pub(super) fn internal_request_queued(
+        &mut self,
+        index: usize,
+        method: &str,
+        params: Value,
+        origin: Origin,
+        now: Instant,
+    ) {
+        let message = self.own_request(index, method, params, origin);
+        self.deliver(index, message, now);
+    }
+
+    /// The message of a request of airlock's own, its answer expected as `origin`.
+    fn own_request(&mut self, index: usize, method: &str, params: Value, origin: Origin) -> Value {
         let single = self.single();
         let server = &mut self.servers[index];
         let id = loop {
@@ -294,7 +315,7 @@ impl Core {
             }
         };
         server.outbound.insert(id_key(&id), origin);
-        self.send_raw(index, request(id, method, params), now);
+        request(id, method, params)
     }
 
     pub(super) fn start(&mut self, index: usize, now: Instant) {

@@ -279,7 +279,7 @@ impl Core {
             if self.servers[index].listing.is_none() {
                 self.servers[index].listing = Some(Vec::new());
                 let origin = Origin::GateList;
-                self.internal_request(index, "tools/list", json!({}), origin, now);
+                self.internal_request_queued(index, "tools/list", json!({}), origin, now);
             }
             return;
         }
