@@ -148,9 +148,12 @@ impl World {
         }
     }
 
+    /// The audit log's complete records (a line still being written, without its newline yet,
+    /// is not a record).
     pub fn audit(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.path("audit.jsonl"))
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(self.path("audit.jsonl")).unwrap_or_default();
+        let complete = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).expect("audit line"))
             .collect()
