@@ -183,25 +183,6 @@ fn the_conformance_suite_gives_the_same_verdicts_through_run_and_serve_as_direct
         "direct passes nothing: {direct:?}"
     );
     for (label, got) in &verdicts[1..] {
-        let differs: Vec<&String> = direct
-            .keys()
-            .filter(|scenario| got.get(*scenario) != direct.get(*scenario))
-            .filter(|scenario| !BY_ACCIDENT.contains(&scenario.as_str()))
-            .collect();
-        assert!(
-            differs.is_empty(),
-            "{label} differs from direct on {differs:?}:\n{got:?}\n{direct:?}"
-        );
-        for scenario in BY_ACCIDENT {
-            assert_eq!(got.get(scenario), Some(&false), "{label}: {scenario}");
-        }
+        assert_eq!(got, direct, "{label} differs from direct");
     }
 }
-
-/// Scenarios that call a tool of the suite's own test server (`test_simple_text`,
-/// `test_error_handling`), which server-everything does not list. server-everything answers an
-/// unknown tool with an `isError` result, and these two checks accept any result with text, so
-/// they pass directly by accident; airlock answers a name the server did not list with the
-/// protocol error the specification gives an unknown tool (`-32602`), as every other scenario
-/// needing the suite's own tools fails in all three columns.
-const BY_ACCIDENT: [&str; 2] = ["tools-call-simple-text", "tools-call-error"];

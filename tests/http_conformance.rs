@@ -57,21 +57,6 @@ fn checks(dir: &Path) -> BTreeMap<String, bool> {
     checks
 }
 
-/// The check ids the suite reported it could not exercise (`details.untestable`).
-fn untestable(dir: &Path) -> std::collections::BTreeSet<String> {
-    let mut ids = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let Ok(text) = std::fs::read_to_string(entry.path().join("checks.json")) else {
-            continue;
-        };
-        let found: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
-        for check in found.iter().filter(|c| c["details"]["untestable"] == true) {
-            ids.insert(check["id"].as_str().unwrap_or_default().to_string());
-        }
-    }
-    ids
-}
-
 fn run_suite(url: &str, out: &Path, extra: &[&str]) -> BTreeMap<String, bool> {
     let status = Command::new(http_peer("conformance"))
         .env("PATH", path_with_node22())
@@ -171,13 +156,6 @@ fn run_both(extra: &[&str]) -> (World, PathBuf, PathBuf) {
     (world, airlock, proxy)
 }
 
-/// Scenarios that call a tool of the suite's own test server (`test_simple_text`,
-/// `test_error_handling`), which server-everything does not list. server-everything answers an
-/// unknown tool with an `isError` result, which these two checks accept, so they pass behind
-/// mcp-proxy by accident; airlock answers a name the server did not list with the protocol error
-/// the specification gives an unknown tool (`-32602`).
-const BY_ACCIDENT: [&str; 2] = ["tools-call-simple-text", "tools-call-error"];
-
 fn compare(label: &str, extra: &[&str], must_also_pass: &[&str]) {
     let (_world, airlock, proxy) = run_both(extra);
     let (airlock, proxy) = (results(&airlock), results(&proxy));
@@ -187,9 +165,7 @@ fn compare(label: &str, extra: &[&str], must_also_pass: &[&str]) {
         "the suite produced no results"
     );
     for (scenario, passed) in &proxy {
-        // See BY_ACCIDENT: passes behind mcp-proxy only because server-everything answers an
-        // unknown tool with a result.
-        if *passed && !BY_ACCIDENT.contains(&scenario.as_str()) {
+        if *passed {
             assert_eq!(
                 airlock.get(scenario),
                 Some(&true),
@@ -235,13 +211,8 @@ fn server_stateless_checks_pass_wherever_they_pass_behind_mcp_proxy() {
         "2026-07-28",
         "--force",
     ];
-    let (_world, airlock_dir, proxy) = run_both(&scenario);
-    let (airlock, proxy) = (checks(&airlock_dir), checks(&proxy));
-    // Checks that call a diagnostic tool of the suite's own test server: server-everything does
-    // not list it; behind mcp-proxy it answers with an isError result, which these checks take
-    // as a call that ran; through airlock the unlisted name gets -32602 and the suite itself
-    // reports the check untestable. Not counted against airlock.
-    let untestable = untestable(&airlock_dir);
+    let (_world, airlock, proxy) = run_both(&scenario);
+    let (airlock, proxy) = (checks(&airlock), checks(&proxy));
     let table = table(&proxy, &airlock);
     let passed = |c: &BTreeMap<String, bool>| c.values().filter(|p| **p).count();
     println!(
@@ -253,7 +224,7 @@ fn server_stateless_checks_pass_wherever_they_pass_behind_mcp_proxy() {
     );
     assert!(!proxy.is_empty() && !airlock.is_empty(), "no checks ran");
     for (check, passed) in &proxy {
-        if *passed && !untestable.contains(check) {
+        if *passed {
             assert_eq!(
                 airlock.get(check),
                 Some(&true),

@@ -24,7 +24,7 @@ both_modes!(
     timeouts_answer_the_host_and_cancel_at_the_server,
     decisions_are_audited_with_the_hosts_id_and_the_policy_digest,
     batches_are_answered_together_in_2025_03_26,
-    unknown_tools_get_invalid_params,
+    unknown_tools_get_an_unknown_tool_result,
     sigterm_stops_through_the_kill_sequence_with_an_exit_event,
     a_host_that_closes_its_output_ends_the_session,
     malformed_host_input_gets_errors_and_the_session_goes_on,
@@ -270,18 +270,15 @@ fn batches_are_answered_together_in_2025_03_26(mode: Mode) {
     assert_eq!(world.events("decision").len(), 2);
 }
 
-/// An unknown tool is answered by airlock (the server never sees the name) with the protocol
-/// error the specification gives it.
-fn unknown_tools_get_invalid_params(mode: Mode) {
+/// An unknown tool is answered by airlock (the server never sees the name) as the official
+/// SDKs' servers answer it: a tool result with `isError: true` naming the tool.
+fn unknown_tools_get_an_unknown_tool_result(mode: Mode) {
     let (world, mut client) = start(mode, Setup::fixture(""));
     client.initialize("2025-06-18");
     let answer = client.call(1, &world.tool("no_such_tool"), json!({}));
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with("Unknown tool: no_such_tool"),
-        "{message}"
-    );
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = Client::text(&answer);
+    assert!(text.starts_with("Unknown tool: no_such_tool"), "{text}");
 }
 
 /// SIGTERM: every server through the kill sequence, then the exit event.

@@ -134,7 +134,7 @@ impl Gate {
         match self.listed.check(&tool) {
             Listed::Yes => {}
             Listed::No => {
-                self.refuse_unlisted(&tool, id, arguments, fx);
+                self.refuse_unlisted(&tool, id, arguments, now, fx);
                 return Verdict::Drop;
             }
             Listed::NotYet => {

@@ -145,13 +145,16 @@ impl Gate {
         fx.list_tools = true;
     }
 
-    /// A call of a name the server did not list: answered here as an unknown tool, with the
-    /// protocol error MCP defines for it (`-32602`), audited with the name as sent.
+    /// A call of a name the server did not list: answered here as an unknown tool, audited with
+    /// the name as sent. The answer is a tool result with `isError: true`, as the official SDKs'
+    /// servers answer an unknown name (and as airlock answers every refusal), so a model reads
+    /// it and a host goes on.
     pub(super) fn refuse_unlisted(
         &mut self,
         tool: &str,
         id: Value,
         arguments: Option<&Value>,
+        now: Instant,
         fx: &mut Effects,
     ) {
         let mut event = self.event(EventKind::Decision);
@@ -163,17 +166,11 @@ impl Gate {
         event.rule = Some(UNLISTED_RULE.into());
         event.reason = Some("the server listed no tool of this exact name".into());
         fx.audit.push(event);
-        let text = format!("Unknown tool: {tool}");
-        fx.audit.push(self.outcome_event(
-            tool,
-            &id,
-            Outcome::Denied,
-            std::time::Duration::ZERO,
-            Some(text.clone()),
-        ));
-        self.answered_here.insert(id_key(&id));
-        fx.to_host
-            .push(error_response(id, code::INVALID_PARAMS, &text, None));
+        let text = format!(
+            "Unknown tool: {tool} (server \"{}\" lists no tool of this exact name)",
+            self.config.server
+        );
+        self.refuse(tool, id, text, now, now, fx);
     }
 
     /// Takes a waiting call out by its host id key.

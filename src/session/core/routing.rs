@@ -1,7 +1,8 @@
 //! Naming and routing (gateway): which server a host request is for, and under which of its own
 //! names. Tools and prompts are `<server><sep><name>`; resources keep their URIs and are routed
-//! by owner; an unknown tool or prompt is answered `-32602`, as the specification has a server
-//! answer it (and as a server's gate answers a name its server did not list).
+//! by owner. An unknown prompt is answered `-32602`; an unknown tool gets a tool result with
+//! `isError: true` (`Unknown tool: NAME`), as the official SDKs' servers answer it and as a
+//! server's gate answers a name its server did not list.
 
 use std::time::Instant;
 
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 use super::lists::ListKind;
 use super::{Core, Origin, era};
 use crate::gateway::names::{NameTable, split};
-use crate::mcp::message::code;
+use crate::mcp::message::{code, tool_error_result};
 
 impl Core {
     /// A request of a gateway's host: answered by airlock, or routed to one server.
@@ -131,8 +132,9 @@ impl Core {
             return;
         };
         let Some((index, original)) = self.route_name(&self.tools, name) else {
-            let text = format!("Unknown tool: {name}");
-            self.reply_error(id, code::INVALID_PARAMS, &text);
+            let text = format!("Unknown tool: {name} (no server of this gateway lists it)");
+            let answer = tool_error_result(&text);
+            self.reply(id, answer);
             return;
         };
         let mut message = message;
