@@ -427,6 +427,23 @@ fn explain_net_and_check_say_what_each_server_can_reach() {
         text.contains("reaches address 10.1.2.3 on port 5432"),
         "{text}"
     );
+
+    let doctor = scratch.airlock(&["doctor", "--config", &config]);
+    let text = stdout(&doctor);
+    assert!(doctor.status.success(), "{text}{}", stderr(&doctor));
+    let section = text
+        .split("what each server can reach")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no reach section: {text}"));
+    assert!(section.contains("gh: only its allow list"), "{section}");
+    assert!(
+        section.contains("reaches every name below githubusercontent.com on ports 80, 443"),
+        "{section}"
+    );
+    assert!(
+        section.contains("reaches api.github.com on ports 80, 443"),
+        "{section}"
+    );
 }
 
 #[test]

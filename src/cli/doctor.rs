@@ -22,10 +22,19 @@ pub struct DoctorArgs {
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
     #[arg(long)]
     pub policy: Option<String>,
+    /// Server config (airlock.toml or an mcpServers JSON file): also say what each of its
+    /// servers can reach on the network.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode, CliError> {
-    let policy = super::active_policy::load_active(args.policy, None)?;
+    let config = args
+        .config
+        .as_deref()
+        .map(crate::config::load_file)
+        .transpose()?;
+    let policy = super::active_policy::load_active(args.policy, config.as_ref())?;
     let host = HostFacts::detect();
     let parent_env: Vec<(String, String)> = crate::paths::EnvVars::from_process().into_pairs();
     let mut dirs = AirlockDirs::from_env(&parent_env, host.is_root);
@@ -36,10 +45,59 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode, CliError> {
         .collect();
     let report = render(&host, &policy.sandbox, &dirs, &parent_env);
     print!("{}", report.text);
+    if let Some(config) = &config {
+        print!("{}", render_reach(config, &policy));
+    }
     match report.unmet {
         Some(err) => Err(CliError::Refused(err)),
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// What each server of `config` can reach on the network, as its launch would be planned.
+fn render_reach(config: &crate::config::Config, policy: &crate::policy::Policy) -> String {
+    use crate::process::launch::{self, LaunchContext};
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nwhat each server can reach ({})",
+        config.path.display()
+    );
+    let audit_path = policy.audit.path.as_ref().map(|p| PathBuf::from(&p.value));
+    let context = LaunchContext::detect(policy, audit_path.as_deref(), &config.path);
+    for server in config.servers.iter().filter(|s| s.enabled) {
+        let name = &server.name;
+        if server.transport != crate::config::Transport::Stdio {
+            let url = server.url.as_deref().unwrap_or("its URL");
+            let _ = writeln!(
+                out,
+                "  {name}: remote, no sandbox: airlock connects to {url}"
+            );
+            continue;
+        }
+        let prepared = match launch::prepare(server, policy, &context) {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                let _ = writeln!(out, "  {name}: would not start: {err}");
+                continue;
+            }
+        };
+        match &prepared.plan.network {
+            NetMode::None => {
+                let _ = writeln!(out, "  {name}: nothing (network none)");
+            }
+            NetMode::Host => {
+                let _ = writeln!(out, "  {name}: anything the host reaches (network host)");
+            }
+            NetMode::Egress(egress) => {
+                let _ = writeln!(out, "  {name}: only its allow list");
+                for entry in &egress.allow.entries {
+                    let _ = writeln!(out, "    reaches {} ({})", entry.rule.reach(), entry.origin);
+                }
+            }
+        }
+    }
+    out
 }
 
 pub struct Report {
