@@ -15,7 +15,7 @@ use crate::audit::{AuditLog, Event, EventKind, Outcome};
 use crate::net::NetRule;
 use crate::net::relay::NetAudit;
 use crate::policy::{GrantArgs, Layer, Network, Origin, Sourced};
-use crate::sandbox::SandboxPlan;
+use crate::sandbox::{PlanRequest, SandboxPlan};
 
 /// How long an install may take before it is stopped.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(600);
@@ -409,21 +409,40 @@ fn tls_trust(env: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
     (vars, paths)
 }
 
-/// The install's sandbox: the server's own plan, with the install command, the registry as its
-/// only network, the user's TLS trust settings, no grants from its command line, and the cache's
-/// upper layer on disk.
-fn install_plan(
+/// What the install step may pass on of airlock's environment: the search path and the locale,
+/// never the names the server's policy passes (its tokens and keys).
+const INSTALL_ENV: &[&str] = &["PATH", "LANG", "LC_*", "TZ", "TERM"];
+
+/// The install's plan request: the server's own (same uid, root, limits and runtime), with the
+/// install command, the registry as its only network, the user's TLS trust settings and the
+/// runner's registry settings, and nothing the server was granted: no read or write grants, no
+/// variables of the server's `env` or its policy's passthrough list, no grants from its command
+/// line. Its only lasting write is the cache's upper layer (added by [`install_plan`]).
+fn install_request(
     plan: &FetchPlan,
     rules: Vec<Sourced<NetRule>>,
     env: Vec<(String, String)>,
-    upper: PathBuf,
-) -> Result<SandboxPlan, FetchError> {
+) -> PlanRequest {
     let mut request = plan.request.clone();
     request.args = match &plan.runner {
         Runner::Npx { packages } => npm::install_args(packages),
         Runner::Uvx(uvx) => uv::install_args(uvx),
     };
-    request.env.extend(env);
+    let own_origin = Origin {
+        layer: Layer::Builtin,
+        file: PathBuf::from("the install step"),
+        line: None,
+    };
+    request.sandbox.env = INSTALL_ENV
+        .iter()
+        .map(|name| Sourced {
+            value: name.to_string(),
+            origin: own_origin.clone(),
+        })
+        .collect();
+    request.sandbox.read.clear();
+    request.sandbox.write.clear();
+    request.env = env;
     let (trust, trusted_paths) = tls_trust(&request.parent_env);
     request.env.extend(trust);
     let trust_origin = Origin {
@@ -451,6 +470,17 @@ fn install_plan(
     request.resolved.script_root = None;
     request.resolved.script_root_as_written = None;
     request.cwd = None;
+    request
+}
+
+/// The install's sandbox ([`install_request`]), with the cache's upper layer on disk.
+fn install_plan(
+    plan: &FetchPlan,
+    rules: Vec<Sourced<NetRule>>,
+    env: Vec<(String, String)>,
+    upper: PathBuf,
+) -> Result<SandboxPlan, FetchError> {
+    let request = install_request(plan, rules, env);
     let mut install = crate::sandbox::plan(&request, &plan.host).map_err(|err| {
         failed(
             format!("the install step cannot be confined: {err}"),
@@ -605,6 +635,104 @@ mod tests {
 
     fn lines(text: &str) -> Vec<String> {
         text.lines().map(String::from).collect()
+    }
+
+    /// An `npx -y left-pad` server granted a directory, a passthrough secret and an `env` entry.
+    fn granted_server(granted: &std::path::Path) -> FetchPlan {
+        let policy = crate::policy::load(&[], &[]).unwrap();
+        let mut sandbox = policy.sandbox_for("pad").clone();
+        let config = Origin {
+            layer: Layer::Config,
+            file: PathBuf::from("--allow-write"),
+            line: None,
+        };
+        let granted = granted.display().to_string();
+        for list in [&mut sandbox.read, &mut sandbox.write] {
+            list.push(Sourced {
+                value: granted.clone(),
+                origin: config.clone(),
+            });
+        }
+        sandbox.env.push(Sourced {
+            value: "SECRET_TOKEN".into(),
+            origin: config,
+        });
+        let parent_env: Vec<(String, String)> = [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/me"),
+            ("LANG", "C.UTF-8"),
+            ("SECRET_TOKEN", "s3cr3t"),
+            ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let request = PlanRequest {
+            server: "pad".into(),
+            program: PathBuf::from("/usr/bin/npx"),
+            args: vec!["-y".into(), "left-pad".into()],
+            env: vec![("API_KEY".into(), "k3y".into())],
+            cwd: None,
+            sandbox,
+            dirs: crate::sandbox::AirlockDirs::from_env(&parent_env, false),
+            parent_env,
+            resolved: Default::default(),
+        };
+        FetchPlan {
+            runner: Runner::Npx {
+                packages: vec!["left-pad".into()],
+            },
+            request,
+            host: crate::sandbox::HostFacts::full_featured_root(),
+            real_cache: PathBuf::from("/home/me/.npm"),
+        }
+    }
+
+    #[test]
+    fn the_install_gets_none_of_the_servers_grants_secrets_or_env() {
+        let granted = tempfile::tempdir().unwrap();
+        let fetch = granted_server(granted.path());
+        let host = &fetch.host;
+        let server = crate::sandbox::plan(&fetch.request, host).unwrap();
+        let has_grant = |plan: &SandboxPlan| plan.fs.iter().any(|rule| rule.path == granted.path());
+        let has_var = |plan: &SandboxPlan, name: &str| plan.env.iter().any(|(key, _)| key == name);
+        // The server itself has them all.
+        assert!(has_grant(&server));
+        assert!(has_var(&server, "SECRET_TOKEN") && has_var(&server, "API_KEY"));
+        let rule = NetRule::parse("registry.invalid:443").unwrap();
+        let origin = Origin {
+            layer: Layer::User,
+            file: PathBuf::from("npm"),
+            line: None,
+        };
+        let settings = vec![(
+            "npm_config_registry".into(),
+            "https://registry.invalid/".into(),
+        )];
+        let install = crate::sandbox::plan(
+            &install_request(
+                &fetch,
+                vec![Sourced {
+                    value: rule,
+                    origin,
+                }],
+                settings,
+            ),
+            host,
+        )
+        .unwrap();
+        assert!(!has_grant(&install), "{:#?}", install.fs);
+        for secret in ["SECRET_TOKEN", "API_KEY"] {
+            assert!(!has_var(&install, secret), "{secret}: {:?}", install.env);
+        }
+        // What it needs still reaches it: the search path, the locale, the registry, TLS trust.
+        for needed in ["PATH", "LANG", "npm_config_registry", "SSL_CERT_FILE"] {
+            assert!(has_var(&install, needed), "{needed}: {:?}", install.env);
+        }
+        assert_eq!(
+            install.argv[1..],
+            ["--yes", "--package=left-pad", "--", "true"]
+        );
     }
 
     #[test]

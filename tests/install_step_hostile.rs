@@ -1,0 +1,251 @@
+//! End to end, the install step is given nothing the server was given: a hostile runner (a fake
+//! `npx` first on PATH, as a compromised package or a trojaned runner would be) runs as the
+//! install step of `npx -y left-pad` and tries to write into the directory the server was granted,
+//! to read a file there, and to print the secrets the server was given (a variable the policy
+//! passes, and in serve an `env` entry of the server's config). All of that is refused or absent.
+//! The positive side: the same runner, started as the server, has the grant and the secrets, and
+//! answers `tools/list`. Through `run` (`--allow-write`, `--allow-env`) and `serve` (the policy's
+//! `write` and `env`, the config's `env`), as root and as an ordinary user.
+//!
+//! The install step reads the registry from the user's npm configuration (at run time) and may
+//! reach only that; this runner sends no traffic at all.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod sandbox_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use sandbox_support::*;
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Run,
+    Serve,
+}
+
+const SECRET: &str = "s3cr3t-passed-through";
+const KEY: &str = "k3y-of-the-server-config";
+
+/// The fake `npx`: as the install step (`--package=`) and as the server it reports on stderr what
+/// it sees and whether it could write and read the grant; as the server it then becomes a real
+/// MCP server (kept in the grant, so only a process with the grant can start it).
+fn hostile_npx(granted: &Path) -> String {
+    let granted = granted.display();
+    format!(
+        r#"#!/bin/sh
+case " $* " in *" --package="*) step=install ;; *) step=server ;; esac
+echo "$step sees SECRET_TOKEN=${{SECRET_TOKEN:-absent}} API_KEY=${{API_KEY:-absent}}" >&2
+if echo "$step" > "{granted}/$step-wrote" 2>/dev/null; then echo "$step wrote the grant" >&2; fi
+if cat "{granted}/readme.txt" >/dev/null 2>&1; then echo "$step read the grant" >&2; fi
+[ "$step" = install ] && exit 0
+exec /usr/bin/python3 "{granted}/server.py"
+"#
+    )
+}
+
+struct Place {
+    root: PathBuf,
+    granted: PathBuf,
+    who: Who,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn place(mode: Mode, who: Who) -> Place {
+    let root = std::env::temp_dir().join(format!(
+        "airlock-hostile-install-{mode:?}-{}-{}",
+        who.tag(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&root);
+    for dir in [
+        "home", "cwd", "state", "config", "org", "fakebin", "granted",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    let granted = root.join("granted");
+    std::fs::write(granted.join("readme.txt"), "granted to the server\n").unwrap();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/mcp/echo_server.py"
+        ),
+        granted.join("server.py"),
+    )
+    .unwrap();
+    let npx = root.join("fakebin/npx");
+    std::fs::write(&npx, hostile_npx(&granted)).unwrap();
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{0}:{0}", who.uid()))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    chmod(&root, 0o755);
+    chmod(&npx, 0o755);
+    for private in ["home", "cwd", "state", "granted"] {
+        chmod(&root.join(private), 0o700);
+    }
+    Place { root, granted, who }
+}
+
+impl Place {
+    fn audit(&self) -> PathBuf {
+        self.root.join("state/audit.jsonl")
+    }
+
+    /// `airlock run --allow-write=G --allow-env=SECRET_TOKEN npx -y left-pad`, or `serve` with
+    /// the same grants in the policy and `API_KEY` in the server's config.
+    fn airlock_args(&self, mode: Mode) -> Vec<String> {
+        let audit = self.audit().display().to_string();
+        let granted = self.granted.display().to_string();
+        match mode {
+            Mode::Run => vec![
+                "run".into(),
+                "--audit".into(),
+                audit,
+                format!("--allow-write={granted}"),
+                "--allow-env=SECRET_TOKEN".into(),
+                "npx".into(),
+                "-y".into(),
+                "left-pad".into(),
+            ],
+            Mode::Serve => {
+                let policy = self.root.join("config/policy.toml");
+                std::fs::write(
+                    &policy,
+                    format!(
+                        "version = 1\n[sandbox]\nwrite = [{granted:?}]\nenv = [\"PATH\", \"LANG\", \"SECRET_TOKEN\"]\n"
+                    ),
+                )
+                .unwrap();
+                let config = self.root.join("config/airlock.toml");
+                std::fs::write(
+                    &config,
+                    format!(
+                        "[servers.pad]\ncommand = \"npx\"\nargs = [\"-y\", \"left-pad\"]\nenv = {{ API_KEY = {KEY:?} }}\n"
+                    ),
+                )
+                .unwrap();
+                for file in [&policy, &config] {
+                    self.who.own(file);
+                }
+                vec![
+                    "serve".into(),
+                    "--config".into(),
+                    config.display().to_string(),
+                    "--policy".into(),
+                    policy.display().to_string(),
+                    "--audit".into(),
+                    audit,
+                ]
+            }
+        }
+    }
+
+    /// Starts airlock as the host would, lists the tools, closes its stdin; the `tools/list`
+    /// answer and airlock's stderr.
+    fn converse(&self, mode: Mode) -> (String, String) {
+        let mut cmd = airlock_as(match self.who {
+            Who::Me => None,
+            Who::User(uid) => Some(uid),
+        });
+        cmd.args(self.airlock_args(mode))
+            .env_clear()
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/local/bin:/usr/bin:/bin",
+                    self.root.join("fakebin").display()
+                ),
+            )
+            .env("HOME", self.root.join("home"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.root.join("org"))
+            .env("SECRET_TOKEN", SECRET)
+            .current_dir(self.root.join("cwd"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for message in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        let stdout = child.stdout.take().unwrap();
+        let (answers, listed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains(r#""id":2"#) {
+                    let _ = answers.send(line);
+                    return;
+                }
+            }
+        });
+        let listed = listed
+            .recv_timeout(Duration::from_secs(300))
+            .unwrap_or_default();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        (listed, String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn the_install_step_gets_nothing_the_server_was_given(mode: Mode) {
+    for who in everyone() {
+        let place = place(mode, who);
+        let (listed, stderr) = place.converse(mode);
+        let shown = format!("{mode:?} as {}:\n{listed}\n{stderr}", who.tag());
+        // The install step ran (its report is relayed with the `[... install]` label) and saw
+        // neither secret, and could neither write nor read the grant.
+        assert!(
+            stderr.contains("install sees SECRET_TOKEN=absent API_KEY=absent"),
+            "{shown}"
+        );
+        assert!(!stderr.contains("install wrote the grant"), "{shown}");
+        assert!(!stderr.contains("install read the grant"), "{shown}");
+        assert!(!place.granted.join("install-wrote").exists(), "{shown}");
+        // The server has what it was given, and works.
+        let expected_key = match mode {
+            Mode::Run => "absent",
+            Mode::Serve => KEY,
+        };
+        assert!(
+            stderr.contains(&format!(
+                "server sees SECRET_TOKEN={SECRET} API_KEY={expected_key}"
+            )),
+            "{shown}"
+        );
+        assert!(stderr.contains("server wrote the grant"), "{shown}");
+        assert!(stderr.contains("server read the grant"), "{shown}");
+        assert!(place.granted.join("server-wrote").is_file(), "{shown}");
+        assert!(listed.contains("echo\""), "{shown}");
+        // The secret never reaches the audit log through the install either.
+        let audit = std::fs::read_to_string(place.audit()).unwrap_or_default();
+        assert!(audit.contains("\"install\""), "{shown}\n{audit}");
+        assert!(!audit.contains(SECRET), "{audit}");
+    }
+}
+
+#[test]
+fn the_install_step_gets_nothing_the_server_was_given_run() {
+    the_install_step_gets_nothing_the_server_was_given(Mode::Run);
+}
+
+#[test]
+fn the_install_step_gets_nothing_the_server_was_given_serve() {
+    the_install_step_gets_nothing_the_server_was_given(Mode::Serve);
+}
