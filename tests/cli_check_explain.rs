@@ -478,3 +478,61 @@ fn explain_reads_a_relative_path_against_the_directories_on_the_servers_command_
         "{out}"
     );
 }
+
+/// A bare word on the server's command line that names an entry of its working directory
+/// (`server-filesystem notes`, as `./notes`) is granted like any path; under an org lock of
+/// `[sandbox]` with `grant_args = "none"` it is not, and the fix names the org, not the
+/// `--allow-*` flags the lock refuses.
+#[test]
+fn a_bare_directory_argument_is_granted_and_an_org_lock_fix_names_the_org() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path("project/notes")).unwrap();
+    let notes = scratch.path("project/notes").display().to_string();
+    let server = [
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "notes",
+    ];
+    let mut args = vec!["check"];
+    args.extend(server);
+    let output = scratch.airlock(&args);
+    let out = stdout(&output);
+    assert!(
+        out.contains(&format!("write {notes}  (argument 3 of the server (notes)")),
+        "{out}\n{}",
+        stderr(&output)
+    );
+    let org = scratch.write(
+        "org/policy.toml",
+        "version = 1\n[sandbox]\nlocked = true\ngrant_args = \"none\"\n",
+    );
+    let output = scratch.airlock(&args);
+    let (out, err) = (stdout(&output), stderr(&output));
+    let told = format!("{out}\n{err}");
+    assert!(!out.contains(&format!("write {notes}")), "{told}");
+    assert!(
+        out.contains(&format!(
+            "NOT GRANTED from the server's command line: notes ({notes})"
+        )),
+        "{told}"
+    );
+    assert!(
+        told.contains(&format!(
+            "the org policy locks [sandbox] (org {}:3)",
+            org.display()
+        )),
+        "{told}"
+    );
+    assert!(!told.contains("grant it with --allow"), "{told}");
+    // The lock really refuses the flags the old fix named.
+    let mut flagged = vec!["check", "--allow-write", &notes];
+    flagged.extend(server);
+    let output = scratch.airlock(&flagged);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("widens a section the org policy locks"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -212,6 +212,10 @@ pub struct SandboxPolicy {
     pub limits: Limits,
     /// What existing paths on the server's own command line are granted.
     pub grant_args: Sourced<GrantArgs>,
+    /// Where the org locks `[sandbox]`, if it does: no lower layer and no `--allow-*` flag may
+    /// widen it (fix lines then point at the org, not at the flags).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked: Option<Origin>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

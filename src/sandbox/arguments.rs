@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::grants::{FsRules, covers_protected};
 use super::{FsAccess, Shown};
 use crate::paths::normalize_path;
-use crate::policy::{GrantArgs, Sourced};
+use crate::policy::{GrantArgs, Origin, SandboxPolicy};
 
 /// An argument of the server that names an existing path (the facts; nothing decided yet).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +71,14 @@ pub fn path_in_word(word: &str) -> Option<(usize, &str)> {
     looks_like_path(word).then_some((0, word))
 }
 
+/// A bare word (`notes`, `todo.txt`) that names an existing file or directory in the server's
+/// working directory: `server-filesystem notes` means the directory as surely as `./notes` does.
+/// Options, `~user` forms and URLs are not; a word without an entry of that name stays a word.
+fn bare_entry<'w>(word: &'w str, cwd: Option<&Path>) -> Option<&'w str> {
+    let bare = !word.is_empty() && !word.starts_with(['-', '~']) && !word.contains("://");
+    (bare && std::fs::symlink_metadata(cwd?.join(word)).is_ok()).then_some(word)
+}
+
 /// `~` and `~/x` with the user's home; anything else unchanged. (The server's own `HOME` is its
 /// private home, so a `~` left in its arguments would name the wrong place.)
 pub fn expand_tilde(text: &str, home: Option<&Path>) -> Option<PathBuf> {
@@ -108,7 +116,10 @@ pub fn inspect(
 ) -> Vec<ArgumentPath> {
     let mut out = Vec::new();
     for (index, word) in args.iter().enumerate().skip(from) {
-        let Some((_, text)) = path_in_word(word) else {
+        let Some(text) = path_in_word(word)
+            .map(|(_, text)| text)
+            .or_else(|| bare_entry(word, cwd))
+        else {
             continue;
         };
         let path = match expand_tilde(text, home) {
@@ -148,8 +159,24 @@ const SYSTEM_PATHS: &[&str] = &[
     "/run", "/var/run", "/var/lib", "/var/log", "/snap",
 ];
 
+/// How the user can grant a path themselves: the `--allow-*` flags, unless the org locks
+/// `[sandbox]`, which refuses them (then only the org can add it).
+fn grant_it_with(flags: &str, lock: Option<&Origin>) -> String {
+    match lock {
+        None => format!("grant it with {flags}"),
+        Some(lock) => format!(
+            "the org policy locks [sandbox] ({lock}), so --allow-read and --allow-write are refused: ask whoever manages that file to add the path to its `read` or `write` list"
+        ),
+    }
+}
+
 /// Why a path may not be granted from the command line, if it may not.
-fn refusal(path: &Path, home: Option<&Path>, protected: &[(String, PathBuf)]) -> Option<String> {
+fn refusal(
+    path: &Path,
+    home: Option<&Path>,
+    protected: &[(String, PathBuf)],
+    lock: Option<&Origin>,
+) -> Option<String> {
     if path.parent().is_none() {
         return Some("it is the root directory".into());
     }
@@ -175,7 +202,8 @@ fn refusal(path: &Path, home: Option<&Path>, protected: &[(String, PathBuf)]) ->
     }
     if let Some(system) = SYSTEM_PATHS.iter().find(|dir| path.starts_with(dir)) {
         return Some(format!(
-            "it is a system path (under {system}); grant it with --allow-read if the server must read it"
+            "it is a system path (under {system}); {} if the server must read it",
+            grant_it_with("--allow-read", lock)
         ));
     }
     None
@@ -185,12 +213,14 @@ fn refusal(path: &Path, home: Option<&Path>, protected: &[(String, PathBuf)]) ->
 /// not, and why) is returned for `check`, the spawn audit event and the warnings of `run`.
 pub(super) fn argument_rules(
     found: &[ArgumentPath],
-    grant_args: &Sourced<GrantArgs>,
+    sandbox: &SandboxPolicy,
     home: Option<&Path>,
     protected: &[(String, PathBuf)],
     shown: Shown,
     fs: &mut FsRules,
 ) -> Vec<ArgumentGrant> {
+    let grant_args = &sandbox.grant_args;
+    let lock = sandbox.locked.as_ref();
     let mut out = Vec::new();
     for argument in found {
         let position = argument.index + 1;
@@ -204,14 +234,15 @@ pub(super) fn argument_rules(
             out.push(decided(
                 None,
                 format!(
-                    "grant_args = none [{}]; grant it with --allow-read or --allow-write",
-                    grant_args.origin
+                    "grant_args = none [{}]; {}",
+                    grant_args.origin,
+                    grant_it_with("--allow-read or --allow-write", lock)
                 ),
             ));
             continue;
         }
-        let why_not = refusal(&argument.path, home, protected).or_else(|| {
-            refusal(&argument.canonical, home, protected).map(|why| {
+        let why_not = refusal(&argument.path, home, protected, lock).or_else(|| {
+            refusal(&argument.canonical, home, protected, lock).map(|why| {
                 format!(
                     "it leads to {} through a symlink, and {why}",
                     argument.canonical.display()
@@ -241,7 +272,7 @@ pub(super) fn argument_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Layer, Origin};
+    use crate::policy::{Layer, Sourced};
 
     #[test]
     fn path_words_are_paths_and_other_words_are_not() {
@@ -314,6 +345,17 @@ mod tests {
         found_paths: &[ArgumentPath],
         value: GrantArgs,
     ) -> (Vec<ArgumentGrant>, Vec<super::super::FsRule>) {
+        decide_under(found_paths, value, None)
+    }
+
+    fn decide_under(
+        found_paths: &[ArgumentPath],
+        value: GrantArgs,
+        lock: Option<Origin>,
+    ) -> (Vec<ArgumentGrant>, Vec<super::super::FsRule>) {
+        let mut sandbox = crate::policy::load(&[], &[]).unwrap().sandbox;
+        sandbox.grant_args = grant(value);
+        sandbox.locked = lock;
         let protected = vec![
             ("the home directory".to_string(), PathBuf::from("/home/me")),
             (
@@ -328,7 +370,7 @@ mod tests {
         let mut fs = FsRules::default();
         let out = argument_rules(
             found_paths,
-            &grant(value),
+            &sandbox,
             Some(Path::new("/home/me")),
             &protected,
             Shown::Bind,
@@ -397,5 +439,77 @@ mod tests {
         assert_eq!(out[0].access, Some(FsAccess::ReadWrite));
         let paths: Vec<&Path> = rules.iter().map(|r| r.path.as_path()).collect();
         assert_eq!(paths, [Path::new("/home/me/notes")]);
+    }
+
+    #[test]
+    fn under_an_org_lock_the_fix_is_the_org_not_the_refused_flags() {
+        let lock = Origin {
+            layer: Layer::Org,
+            file: "/etc/airlock/policy.toml".into(),
+            line: Some(2),
+        };
+        let notes = found("/home/me/notes", "/home/me/notes", true);
+        let etc = found("/etc/ssl", "/etc/ssl", true);
+        let (out, _) = decide(&[notes.clone(), etc.clone()], GrantArgs::None);
+        assert!(
+            out[0]
+                .source
+                .ends_with("grant it with --allow-read or --allow-write")
+        );
+        let (out, _) = decide(&[etc.clone()], GrantArgs::Write);
+        assert!(
+            out[0].source.contains("grant it with --allow-read if"),
+            "{}",
+            out[0].source
+        );
+        for value in [GrantArgs::None, GrantArgs::Write] {
+            let (out, rules) =
+                decide_under(&[notes.clone(), etc.clone()], value, Some(lock.clone()));
+            let told: Vec<&str> = out.iter().map(|grant| grant.source.as_str()).collect();
+            assert_eq!(rules.is_empty(), value == GrantArgs::None, "{told:?}");
+            for refused in out.iter().filter(|grant| grant.access.is_none()) {
+                assert!(
+                    !refused.source.contains("grant it with")
+                        && refused
+                            .source
+                            .contains("locks [sandbox] (org /etc/airlock/policy.toml:2)"),
+                    "{told:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_bare_word_naming_an_entry_of_the_working_directory_is_a_path() {
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir(cwd.path().join("notes")).unwrap();
+        std::fs::create_dir(cwd.path().join("pkg")).unwrap();
+        std::fs::write(cwd.path().join("todo.txt"), "x").unwrap();
+        let args: Vec<String> = [
+            "-y", "pkg", "notes", "stdio", "todo.txt", "--notes", "~notes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let found = inspect(&args, 2, Some(cwd.path()), None);
+        let named: Vec<(&str, &Path, bool)> = found
+            .iter()
+            .map(|f| (f.written.as_str(), f.path.as_path(), f.is_dir))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("notes", cwd.path().join("notes").as_path(), true),
+                ("todo.txt", cwd.path().join("todo.txt").as_path(), false),
+            ]
+        );
+        // Without a working directory a bare word names nothing.
+        assert!(inspect(&args, 2, None, None).is_empty());
+        // The never-granted list still holds for a bare word: `etc` from `/` is `/etc`.
+        let found = inspect(&["etc".to_string()], 0, Some(Path::new("/")), None);
+        assert_eq!(found[0].path, Path::new("/etc"));
+        let (out, rules) = decide(&found, GrantArgs::Write);
+        assert!(out[0].access.is_none() && rules.is_empty(), "{out:?}");
+        assert!(out[0].source.contains("system path"), "{out:?}");
     }
 }

@@ -42,7 +42,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     policy_rules(policy, &vars, &protected, user_paths, &mut fs, &mut notes)?;
     let arguments = super::arguments::argument_rules(
         &request.resolved.arguments,
-        &policy.grant_args,
+        policy,
         request.dirs.home.as_deref(),
         &argument_protected(&protected, &cache_overlays),
         user_paths,

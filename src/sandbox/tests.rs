@@ -37,6 +37,7 @@ fn policy() -> SandboxPolicy {
             cpu_seconds: None,
         },
         grant_args: sourced(crate::policy::GrantArgs::Write),
+        locked: None,
     }
 }
 

@@ -236,6 +236,7 @@ fn merge_grants(
 /// only what the org itself says in `grant_args` (none when it says nothing), or a user could
 /// widen the locked `write` list by naming a directory as an argument.
 fn lock_grant_args(draft: &mut Draft) {
+    draft.sandbox.locked = draft.locks.sandbox.clone();
     if let Some(lock) = &draft.locks.sandbox
         && draft.sandbox.grant_args.origin.layer != Layer::Org
     {
@@ -408,6 +409,7 @@ fn placeholder_draft(origin: &Origin) -> Draft {
             kill_timeout: builtin_value(3, origin),
             limits: placeholder_limits,
             grant_args: builtin_value(GrantArgs::None, origin),
+            locked: None,
         },
         audit: AuditPolicy {
             path: None,
