@@ -28,6 +28,7 @@ both_modes!(
     sigterm_stops_through_the_kill_sequence_with_an_exit_event,
     a_host_that_closes_its_output_ends_the_session,
     malformed_host_input_gets_errors_and_the_session_goes_on,
+    a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -343,4 +344,47 @@ fn malformed_host_input_gets_errors_and_the_session_goes_on(mode: Mode) {
     );
     let answer = client.call(10, &world.tool("echo"), json!({"text": "after"}));
     assert!(Client::text(&answer).contains("after"));
+}
+
+/// A grant that leads to the home through a symlink passes the plan (the name is not the home)
+/// and is refused by the confine helper when it builds the server's root. The host's answer
+/// carries the helper's sentence (the step, the grant, what to change), not only "it exited":
+/// in run the answer to `initialize` (the server's own), in serve the answer to the call.
+fn a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix(mode: Mode) {
+    // The same world first with a server that works.
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let echoed = client.call(1, &world.tool("echo"), json!({"text":"hi"}));
+    assert!(Client::text(&echoed).contains("hi"), "{echoed}");
+    client.close_stdin();
+    assert!(client.wait(SECS(10)).is_some());
+    let link = world.path("homelink");
+    std::os::unix::fs::symlink(world.path("home"), &link).unwrap();
+    let setup = Setup::fixture("").policy(&format!("write = [{:?}]", link.display().to_string()));
+    let mut client = support::start_again(&world, setup);
+    let params = json!({"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}});
+    let init = client.request(0, "initialize", params);
+    let told = match mode {
+        Mode::Run => init["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        Mode::Serve => {
+            client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+            let answer = client.call(1, &world.tool("echo"), json!({"text":"hi"}));
+            assert_eq!(answer["result"]["isError"], true, "{answer}");
+            Client::text(&answer)
+        }
+    };
+    for part in [
+        "the sandbox could not be set up: its `server root` step failed",
+        &link.display().to_string(),
+        "Fix: remove or narrow the grant",
+    ] {
+        assert!(
+            told.contains(part),
+            "{part:?} not in the host's answer: {told}\n{init}"
+        );
+    }
+    assert!(!told.contains("its output closed"), "{told}");
 }

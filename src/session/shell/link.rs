@@ -15,6 +15,13 @@ use crate::process::{ConfinedChild, ExitSummary};
 /// How long the exit of a failed sandbox waits for the helper's last stderr line.
 const HELPER_WORDS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long the loop waits, after a server's output closed, for its exit report before it tells
+/// the core the output closed. A server that exits (the usual reason its output closes, and
+/// always so when its sandbox could not be set up) is reported within milliseconds, and the
+/// report says why (the exit code, or the confine helper's step and fix), which is what the
+/// host's error then carries instead of only "its output closed".
+pub const EXIT_REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Junk lines from a server recorded (audit and stderr) one by one; after that only counted.
 pub const JUNK_RECORDED: u64 = 10;
 
@@ -49,6 +56,12 @@ pub enum Input {
         summary: ExitSummary,
         /// airlock asked for the kill sequence (it did not end on its own first).
         stopped: bool,
+    },
+    /// A server's output closed and no exit report followed within [`EXIT_REPORT_WAIT`]: the
+    /// core is told it closed (and the kill sequence makes sure it is gone).
+    OutputClosed {
+        server: usize,
+        generation: u64,
     },
     Status(oneshot::Sender<Value>),
     Reload(oneshot::Sender<Value>),

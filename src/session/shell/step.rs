@@ -169,7 +169,7 @@ where
                     taken += 1;
                 }
             }
-            Wake::ServerEof { server } => self.server_eof(server, now)?,
+            Wake::ServerEof { server } => self.server_eof(server)?,
             Wake::Tick => self.core.on_tick(now),
             Wake::Input(input) => end = self.input(input, now)?,
         }
@@ -234,7 +234,7 @@ where
         Ok(())
     }
 
-    fn server_eof(&mut self, server: usize, now: Instant) -> Result<(), ShellError> {
+    fn server_eof(&mut self, server: usize) -> Result<(), ShellError> {
         let Some((generation, unrecorded)) = self.links[server]
             .as_ref()
             .map(|l| (l.generation, l.junk.unrecorded()))
@@ -249,7 +249,13 @@ where
             event.detail = Some(json!({"lines": unrecorded}));
             self.audit.stage(event)?;
         }
-        self.core.on_server_closed(server, generation, now);
+        // The exit report usually follows at once and says why; only without one is the core
+        // told that the output closed (`Input::OutputClosed`).
+        let inputs = self.inputs.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(super::link::EXIT_REPORT_WAIT).await;
+            let _ = inputs.send(Input::OutputClosed { server, generation });
+        });
         Ok(())
     }
 
@@ -295,6 +301,9 @@ where
                 reason,
                 stopped,
             } => self.remote_ended(server, generation, reason, stopped, now)?,
+            Input::OutputClosed { server, generation } => {
+                self.core.on_server_closed(server, generation, now);
+            }
             Input::Status(reply) => {
                 let _ = reply.send(self.status());
             }
