@@ -381,30 +381,154 @@ fn a_hostile_server_cannot_write_the_real_uv_cache() {
     assert!(before == snapshot(&home.cache), "the real uv cache changed");
 }
 
-/// `uvx <pkg>` with an EMPTY uv cache: airlock's install step fetches the package (network to
-/// the index the user's configuration names only), then the server runs confined. uv moves each
-/// unpacked wheel into place with rename(2) across directories, which needs landlock's REFER
-/// inside the cache's private layer (see `init_ruleset` in the confine helper). As root and as an
-/// ordinary user.
+/// pip's index host: `pip config list` (index-url), else PIP_INDEX_URL, else pip's own default
+/// (uv's default index is the same; the install step reaches it, read at run time).
+fn pip_index_host() -> String {
+    let output = |args: &[&str]| {
+        Command::new("python3")
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let configured = output(&["-m", "pip", "config", "list"])
+        .lines()
+        .find(|line| line.contains("index-url"))
+        .and_then(|line| line.split_once('='))
+        .map(|(_, value)| value.trim().trim_matches('\'').to_string());
+    let url = configured
+        .or_else(|| std::env::var("PIP_INDEX_URL").ok())
+        .unwrap_or_else(|| {
+            output(&[
+                "-c",
+                "from pip._internal.models.index import PyPI; print(PyPI.simple_url)",
+            ])
+        });
+    let host = url
+        .trim()
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split(['/', ':']).next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(!host.is_empty(), "no pip index host");
+    host
+}
+
+/// `airlock run uvx PKG` (no `--`) started by the official MCP Python SDK client from a 0700
+/// working directory: its report (tools, the `get_current_time` call) and its stderr.
+fn time_through_the_sdk(home: &Home) -> (serde_json::Value, String) {
+    let cwd = home.root.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    if let Some(uid) = home.run_as {
+        std::os::unix::fs::chown(&cwd, Some(uid), Some(uid)).unwrap();
+    }
+    chmod(&cwd, 0o700);
+    let python = peers().join("sandbox-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `bash .ci/install-peers`",
+        python.display()
+    );
+    let airlock = home.airlock(&["run", "uvx", PACKAGE]);
+    let mut cmd = Command::new(python);
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mcp/call_client.py"
+    ))
+    .args(["get_current_time", r#"{"timezone": "UTC"}"#, "--"])
+    .arg(airlock.get_program())
+    .args(airlock.get_args())
+    .env_clear()
+    .envs(
+        airlock
+            .get_envs()
+            .filter_map(|(key, value)| Some((key, value?))),
+    )
+    .current_dir(&cwd);
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|_| panic!("no report from the SDK client\n{}", text(&out)));
+    (report, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `uvx <pkg>` with an EMPTY uv cache, as a host starts it (the Python SDK, `airlock run uvx PKG`
+/// without `--`, a 0700 working directory): airlock's install step fetches the package (network
+/// to the index the user's configuration names only: its connections are audited as
+/// `net_connect` to that host before the `install` event), then the server runs confined. uv
+/// moves each unpacked wheel into place with rename(2) across directories, which needs
+/// landlock's REFER inside the cache's private layer (see `init_ruleset` in the confine helper).
+/// As root and as an ordinary user.
+///
+/// The package is pinned: unpinned, uv resolves the newest release at test time, whose Python
+/// requirement and dependency set may change under the test (a release needing a newer Python
+/// than the machine's fails for reasons that are not airlock's); the pinned one is the release
+/// the cached cases above use.
 #[test]
 fn uvx_with_an_empty_cache_is_installed_then_runs() {
     let mut runs = vec![("empty-user", is_root().then_some(USER_UID))];
     if is_root() {
         runs.push(("empty-root", None));
     }
+    let index = pip_index_host();
     for (tag, run_as) in runs {
         let Some(home) = setup_as(tag, run_as) else {
             return;
         };
         std::fs::remove_dir_all(&home.cache).unwrap();
-        let (answer, stderr) = time_through_airlock_run(&home);
+        let (report, stderr) = time_through_the_sdk(&home);
+        let shown = format!("{tag}: {report:#}\n{stderr}");
         assert!(
-            answer.get("result").is_some() && answer["result"]["isError"] != true,
-            "{tag}: {answer}\n{stderr}"
+            report["tools"]
+                .as_array()
+                .is_some_and(|tools| tools.iter().any(|t| t == "get_current_time")),
+            "{shown}"
         );
+        assert_eq!(report["call"]["isError"], false, "{shown}");
         assert!(
-            stderr.contains("install"),
-            "{tag}: the install step ran: {stderr}"
+            report["call"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("\"timezone\": \"UTC\""),
+            "{shown}"
+        );
+        let audit = home.state().join("airlock/audit.jsonl");
+        let events: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        let install_at = events
+            .iter()
+            .position(|e| e["event"] == "install")
+            .unwrap_or_else(|| panic!("no install event: {events:#?}\n{shown}"));
+        let install = &events[install_at];
+        assert_eq!(install["outcome"], "ok", "{install}");
+        assert_eq!(install["detail"]["runner"], "uvx", "{install}");
+        assert_eq!(install["detail"]["package"], "mcp-server-time", "{install}");
+        assert_eq!(install["detail"]["version"], "2026.10.19", "{install}");
+        // The install step's connections: to the index, allowed, before the install finished.
+        let to_index: Vec<&serde_json::Value> = events[..install_at]
+            .iter()
+            .filter(|e| {
+                e["event"] == "net_connect"
+                    && e["server"] == "mcp-server-time"
+                    && e["decision"] == "allow"
+                    && e["detail"]["host"] == index.as_str()
+                    && e["detail"]["port"] == 443
+            })
+            .collect();
+        assert!(
+            !to_index.is_empty(),
+            "no net_connect to {index} before the install event: {events:#?}"
+        );
+        // The server itself has no network: no connection is allowed once the install is done.
+        assert!(
+            !events[install_at..]
+                .iter()
+                .any(|e| e["event"] == "net_connect" && e["decision"] == "allow"),
+            "{events:#?}"
         );
     }
 }
