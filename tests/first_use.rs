@@ -205,6 +205,30 @@ impl Home {
     }
 }
 
+/// npm's registry host, from `npm config get registry` in the user's environment (never written
+/// in the tests).
+fn npm_registry_host(home: &Home) -> String {
+    let mut npm = Command::new("npm");
+    npm.args(["config", "get", "registry"]);
+    home.env(&mut npm);
+    // A throwaway cache for npm's own logs: the user's `~/.npm` must stay absent.
+    let scratch = tempfile::tempdir().unwrap();
+    npm.env("npm_config_cache", scratch.path());
+    let out = npm.output().unwrap();
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let host = url
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split(['/', ':']).next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !host.is_empty(),
+        "npm config get registry gave no host: {url:?}"
+    );
+    host
+}
+
 fn first_use(mode: Mode) {
     for who in everyone() {
         let home = setup(&format!("{mode:?}"), who);
@@ -258,6 +282,26 @@ fn first_use(mode: Mode) {
         assert!(
             install["detail"]["version"].as_str().unwrap().contains('.'),
             "{install}"
+        );
+        // The install step's connections: to the registry npm's configuration names (read here
+        // at test time, as airlock reads it), allowed, before the install finished; none is
+        // allowed after it (the server has no network).
+        let registry = npm_registry_host(&home);
+        let install_at = events.iter().position(|e| e["event"] == "install").unwrap();
+        assert!(
+            events[..install_at]
+                .iter()
+                .any(|e| e["event"] == "net_connect"
+                    && e["decision"] == "allow"
+                    && e["detail"]["host"] == registry.as_str()
+                    && e["detail"]["port"] == 443),
+            "no net_connect to {registry} before the install event: {events:#?}\n{shown}"
+        );
+        assert!(
+            !events[install_at..]
+                .iter()
+                .any(|e| e["event"] == "net_connect" && e["decision"] == "allow"),
+            "{events:#?}"
         );
         assert!(!home.npm_cache().exists(), "the real cache was written");
         let spawn = events.iter().find(|e| e["event"] == "spawn").unwrap();
@@ -384,7 +428,8 @@ fn drive_with(home: &Home, extra: &[(&str, &str)]) -> (Value, Output) {
 }
 
 /// The MCP Inspector CLI drops `--`: `mcp-inspector --cli airlock run node SERVER --method
-/// tools/list` starts the server through airlock and lists its tools.
+/// tools/list` starts the server through airlock and lists its tools. The Inspector (the host)
+/// and airlock run as root and as an ordinary user.
 #[test]
 fn the_inspector_cli_starts_airlock_run_without_dashes() {
     let inspector = peers().join("http-npm/node_modules/.bin/mcp-inspector");
@@ -398,38 +443,56 @@ fn the_inspector_cli_starts_airlock_run_without_dashes() {
             path.display()
         );
     }
-    let home = setup("inspector", Who::Me);
-    let state = |name: &str| format!("{name}={}", home.root.join(name_dir(name)).display());
-    let mut cmd = Command::new(&inspector);
-    home.env(&mut cmd);
-    cmd.env(
-        "PATH",
-        format!("{}:/usr/local/bin:/usr/bin:/bin", node22.display()),
-    )
-    .arg("--cli");
-    // The Inspector gives the server only HOME and PATH unless told: airlock's own dirs go with -e.
-    for name in [
-        "XDG_STATE_HOME",
-        "XDG_CONFIG_HOME",
-        "AIRLOCK_ORG_POLICY_DIR",
-    ] {
-        cmd.arg("-e").arg(state(name));
+    for who in everyone() {
+        let home = setup("inspector", who);
+        let state = |name: &str| format!("{name}={}", home.root.join(name_dir(name)).display());
+        let mut cmd = match who {
+            Who::Me => Command::new(&inspector),
+            Who::User(uid) => {
+                let mut cmd = Command::new("setpriv");
+                cmd.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(&inspector);
+                cmd
+            }
+        };
+        home.env(&mut cmd);
+        cmd.env(
+            "PATH",
+            format!("{}:/usr/local/bin:/usr/bin:/bin", node22.display()),
+        )
+        .arg("--cli");
+        // The Inspector gives the server only HOME and PATH unless told: airlock's own dirs go
+        // with -e.
+        for name in [
+            "XDG_STATE_HOME",
+            "XDG_CONFIG_HOME",
+            "AIRLOCK_ORG_POLICY_DIR",
+        ] {
+            cmd.arg("-e").arg(state(name));
+        }
+        cmd.args([AIRLOCK, "run", "node"])
+            .arg(&server)
+            .args(["--method", "tools/list"]);
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let shown = format!("as {}: {}", who.tag(), text(&out));
+        assert!(out.status.success(), "{shown}");
+        let listed: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {shown}"));
+        let names: Vec<&str> = listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(names.contains(&"echo"), "{listed}\n{shown}");
+        // airlock ran as that user: its audit log is in that user's state dir, owned by them.
+        let audit = home.root.join("state/airlock/audit.jsonl");
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&audit).unwrap());
+        assert_eq!(owner, who.uid(), "{shown}");
     }
-    cmd.args([AIRLOCK, "run", "node"])
-        .arg(&server)
-        .args(["--method", "tools/list"]);
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{}", text(&out));
-    let listed: Value =
-        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {}", text(&out)));
-    let names: Vec<&str> = listed["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert!(names.contains(&"echo"), "{listed}");
 }
 
 fn name_dir(name: &str) -> &'static str {

@@ -115,11 +115,11 @@ impl Case {
             std::fs::create_dir_all(root.join(dir)).unwrap();
             chmod(&root.join(dir), 0o777);
         }
-        // Pass the machine's CA bundle variables (its registry access may need them), and room
-        // for V8's WebAssembly reservations (undici's parser) under RLIMIT_AS.
+        // Pass the machine's CA bundle variables (its registry access may need them); the limits
+        // are the defaults.
         std::fs::write(
             root.join("config/airlock/policy.toml"),
-            "version = 1\n[sandbox]\nenv = [\"PATH\", \"LANG\", \"NODE_EXTRA_CA_CERTS\", \"SSL_CERT_FILE\"]\n[sandbox.limits]\nmemory_mb = 1048576\n",
+            "version = 1\n[sandbox]\nenv = [\"PATH\", \"LANG\", \"NODE_EXTRA_CA_CERTS\", \"SSL_CERT_FILE\"]\n",
         )
         .unwrap();
         Case {
