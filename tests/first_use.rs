@@ -283,6 +283,13 @@ fn first_use(mode: Mode) {
             install["detail"]["version"].as_str().unwrap().contains('.'),
             "{install}"
         );
+        assert!(
+            install["detail"]["integrity_of"]
+                .as_str()
+                .unwrap()
+                .contains("package tarball"),
+            "{install}"
+        );
         // The install step's connections: to the registry npm's configuration names (read here
         // at test time, as airlock reads it), allowed, before the install finished; none is
         // allowed after it (the server has no network).

@@ -15,6 +15,8 @@ mod sandbox_support;
 
 use std::collections::BTreeMap;
 
+use sha2::Digest;
+
 use std::io::Write;
 
 use std::path::{Path, PathBuf};
@@ -415,6 +417,23 @@ fn pip_index_host() -> String {
     host
 }
 
+/// The first file under `dir` whose path ends with `suffix`.
+fn find_file(dir: &Path, suffix: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().ok()?;
+        if kind.is_file() && path.ends_with(suffix) {
+            return Some(path);
+        }
+        if kind.is_dir()
+            && let Some(found) = find_file(&path, suffix)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
 /// `airlock run uvx PKG` (no `--`) started by the official MCP Python SDK client from a 0700
 /// working directory: its report (tools, the `get_current_time` call) and its stderr.
 fn time_through_the_sdk(home: &Home) -> (serde_json::Value, String) {
@@ -508,6 +527,29 @@ fn uvx_with_an_empty_cache_is_installed_then_runs() {
         assert_eq!(install["detail"]["runner"], "uvx", "{install}");
         assert_eq!(install["detail"]["package"], "mcp-server-time", "{install}");
         assert_eq!(install["detail"]["version"], "2026.10.19", "{install}");
+        // `integrity` is what `integrity_of` says: the SHA-256 of the installed distribution's
+        // RECORD, as it lies in the install's layer.
+        assert!(
+            install["detail"]["integrity_of"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(".dist-info/RECORD"),
+            "{install}"
+        );
+        let record = find_file(
+            &home
+                .server_dir("mcp-server-time")
+                .join("packages/uv/layers"),
+            "mcp_server_time-2026.10.19.dist-info/RECORD",
+        )
+        .unwrap_or_else(|| panic!("no RECORD in the install's layer: {install}"));
+        let digest = sha2::Sha256::digest(std::fs::read(&record).unwrap());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            install["detail"]["integrity"],
+            format!("sha256:{hex}"),
+            "{install}"
+        );
         // The install step's connections: to the index, allowed, before the install finished.
         let to_index: Vec<&serde_json::Value> = events[..install_at]
             .iter()

@@ -200,6 +200,7 @@ pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetch
         .unwrap_or_default();
     detail["version"] = json!(record.version);
     detail["integrity"] = json!(record.integrity);
+    detail["integrity_of"] = json!(integrity_of(&plan.runner));
     detail["layer"] = json!(layer);
     if let Some(resolved) = resolved_of(plan, &store, &layer) {
         detail["resolved"] = json!(resolved);
@@ -212,6 +213,22 @@ pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetch
         registries,
         duration: started.elapsed(),
     }))
+}
+
+/// What the `integrity` of an install event is the hash of. npm records the tarball's own hash
+/// in its lock file. uv does not expose the hash of the wheel it fetched for `uvx` (its cache
+/// keeps it only in an internal binary index), so airlock hashes what the install left: the
+/// distribution's `RECORD`, which lists every installed file with that file's SHA-256, so its
+/// hash fixes the content of every installed file of the package (not its dependencies').
+fn integrity_of(runner: &Runner) -> &'static str {
+    match runner {
+        Runner::Npx { .. } => {
+            "the package tarball the registry served (npm's lock file `integrity`, SRI form)"
+        }
+        Runner::Uvx(_) => {
+            "the installed distribution's .dist-info/RECORD file (SHA-256 of its text: the list of every installed file with its own SHA-256), not the wheel file; uv does not expose the wheel's hash for uvx"
+        }
+    }
 }
 
 /// Where npm says the package came from (its tarball URL), for the audit record.
@@ -249,7 +266,7 @@ fn what_was_installed(
             }
         }
         Runner::Uvx(_) => match uv::read_report(stdout) {
-            Some((version, record)) => (version, Some(format!("sha256:{record} (RECORD)"))),
+            Some((version, record)) => (version, Some(format!("sha256:{record}"))),
             None => ("unknown".to_string(), None),
         },
     };
