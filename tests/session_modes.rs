@@ -29,6 +29,7 @@ both_modes!(
     a_host_that_closes_its_output_ends_the_session,
     malformed_host_input_gets_errors_and_the_session_goes_on,
     a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix,
+    a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -362,6 +363,28 @@ fn a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix(mode: Mod
     std::os::unix::fs::symlink(world.path("home"), &link).unwrap();
     let setup = Setup::fixture("").policy(&format!("write = [{:?}]", link.display().to_string()));
     let mut client = support::start_again(&world, setup);
+    let (told, init) = what_the_host_is_told(mode, &world, &mut client);
+    for part in [
+        "the sandbox could not be set up: its `server root` step failed",
+        &link.display().to_string(),
+        "Fix: remove or narrow the grant",
+    ] {
+        assert!(
+            told.contains(part),
+            "{part:?} not in the host's answer: {told}\n{init}"
+        );
+    }
+    assert!(!told.contains("its output closed"), "{told}");
+}
+
+/// What the host is told about a server that fails at once: in run the error answering its
+/// `initialize` (the server's own), in serve the result of a call to the server; and the
+/// `initialize` answer.
+fn what_the_host_is_told(
+    mode: Mode,
+    world: &support::World,
+    client: &mut Client,
+) -> (String, Value) {
     let params = json!({"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}});
     let init = client.request(0, "initialize", params);
     let told = match mode {
@@ -376,15 +399,43 @@ fn a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix(mode: Mod
             Client::text(&answer)
         }
     };
-    for part in [
-        "the sandbox could not be set up: its `server root` step failed",
-        &link.display().to_string(),
-        "Fix: remove or narrow the grant",
+    (told, init)
+}
+
+/// `bun x PKG` and `deno run npm:PKG` have runtime profiles but no install step: a server whose
+/// package is not in the runner's cache fails (here a stand-in runner that fails as bun and deno
+/// do offline, since neither is installed on the test machines), and the host is told how to fill
+/// the cache, not only the exit code.
+fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
+    let bin = tempfile::tempdir().unwrap();
+    for runner in ["bun", "deno"] {
+        let path = bin.path().join(runner);
+        std::fs::write(
+            &path,
+            "#!/bin/sh\necho \"error: the package is not in the cache and the network is offline\" >&2\nexit 1\n",
+        )
+        .unwrap();
+        let mut permissions = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&path, permissions).unwrap();
+    }
+    let bun = bin.path().join("bun").display().to_string();
+    let deno = bin.path().join("deno").display().to_string();
+    for (command, expected) in [
+        (
+            vec![bun.as_str(), "x", "@scope/server"],
+            "if @scope/server is not in bun's cache yet, run `bunx @scope/server` once outside airlock",
+        ),
+        (
+            vec![deno.as_str(), "run", "-A", "npm:@scope/server@1"],
+            "if npm:@scope/server@1 is not in deno's cache yet, run `deno run -A npm:@scope/server@1` once outside airlock",
+        ),
     ] {
+        let (world, mut client) = start(mode, Setup::command(&command));
+        let (told, init) = what_the_host_is_told(mode, &world, &mut client);
         assert!(
-            told.contains(part),
-            "{part:?} not in the host's answer: {told}\n{init}"
+            told.contains("exit code 1") && told.contains(expected),
+            "{command:?}: {told}\n{init}"
         );
     }
-    assert!(!told.contains("its output closed"), "{told}");
 }

@@ -111,6 +111,36 @@ pub fn detect(program: &Path, canonical: Option<&Path>, args: &[String]) -> Opti
     None
 }
 
+/// What to do when a server run by a package runner airlock does not fetch for (`bunx PKG`,
+/// `bun x PKG`, `deno run ... npm:PKG`) fails: its package must already be in the runner's cache,
+/// which the server reads but cannot fill (it has no network, and the cache is read-only to it).
+/// `None` for any other command. Pure.
+pub fn unfetched_hint(program: &Path, args: &[String]) -> Option<String> {
+    let name = program.file_name()?.to_str()?;
+    let first_word = |words: &[String]| words.iter().find(|word| !word.starts_with('-')).cloned();
+    let (package, cache, again) = match name {
+        "bunx" => {
+            let package = first_word(args)?;
+            let again = format!("bunx {package}");
+            (package, "bun's cache", again)
+        }
+        "bun" if args.first().map(String::as_str) == Some("x") => {
+            let package = first_word(&args[1..])?;
+            let again = format!("bunx {package}");
+            (package, "bun's cache", again)
+        }
+        "deno" => {
+            let package = args.iter().find(|word| word.starts_with("npm:"))?.clone();
+            let again = format!("deno {}", args.join(" "));
+            (package, "deno's cache", again)
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "airlock installs missing packages only for npx and uvx; if {package} is not in {cache} yet, run `{again}` once outside airlock (it fills the cache, which the server reads), then start the server again"
+    ))
+}
+
 /// What an install step needs: the runner, and the server's own plan request and host facts
 /// (the install is planned as the server is, with the install's command and network).
 #[derive(Debug, Clone)]
@@ -180,5 +210,27 @@ mod tests {
             detect(Path::new("/usr/bin/npx"), None, &words("--no pkg")),
             None
         );
+    }
+
+    #[test]
+    fn runners_airlock_does_not_fetch_for_say_how_to_fill_their_cache() {
+        let hint = |program: &str, line: &str| unfetched_hint(Path::new(program), &words(line));
+        let bunx = hint("/home/me/.bun/bin/bunx", "--bun @scope/server /d").unwrap();
+        assert!(
+            bunx.contains("if @scope/server is not in bun's cache")
+                && bunx.contains("run `bunx @scope/server` once outside airlock"),
+            "{bunx}"
+        );
+        let bun_x = hint("/usr/bin/bun", "x pkg").unwrap();
+        assert!(bun_x.contains("run `bunx pkg`"), "{bun_x}");
+        let deno = hint("/usr/bin/deno", "run -A npm:@scope/server@1 /d").unwrap();
+        assert!(
+            deno.contains("if npm:@scope/server@1 is not in deno's cache")
+                && deno.contains("run `deno run -A npm:@scope/server@1 /d`"),
+            "{deno}"
+        );
+        assert_eq!(hint("/usr/bin/deno", "run server.ts"), None);
+        assert_eq!(hint("/usr/bin/bun", "server.ts"), None);
+        assert_eq!(hint("/usr/bin/npx", "-y pkg"), None);
     }
 }

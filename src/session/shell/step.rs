@@ -272,7 +272,13 @@ where
                 summary,
                 stopped,
             } => {
-                let (detail, text) = exit_detail(&summary);
+                let (detail, mut text) = exit_detail(&summary);
+                if !stopped
+                    && summary.code.is_some_and(|code| code != 0)
+                    && let Some(hint) = self.unfetched_hint(server)
+                {
+                    text = format!("{text}; {hint}");
+                }
                 let signalled = matches!(summary.ended_by, EndedBy::Sigterm | EndedBy::Sigkill);
                 let reason = if stopped && signalled {
                     "stopped by airlock"
@@ -320,6 +326,18 @@ where
             }
         }
         Ok(None)
+    }
+
+    /// How to fill the cache of a `bunx`/`deno npm:` server (airlock fetches only for npx and
+    /// uvx), told with its failure.
+    fn unfetched_hint(&self, server: usize) -> Option<String> {
+        match self.launches.get(server)? {
+            Some(Launch::Local(prepared)) => crate::fetch::unfetched_hint(
+                &prepared.plan.program,
+                prepared.plan.argv.get(1..).unwrap_or_default(),
+            ),
+            _ => None,
+        }
     }
 
     fn spawned(
