@@ -456,7 +456,7 @@ mod tests {
                 .source
                 .ends_with("grant it with --allow-read or --allow-write")
         );
-        let (out, _) = decide(&[etc.clone()], GrantArgs::Write);
+        let (out, _) = decide(std::slice::from_ref(&etc), GrantArgs::Write);
         assert!(
             out[0].source.contains("grant it with --allow-read if"),
             "{}",
