@@ -699,3 +699,5 @@ proptest::proptest! {
         proptest::prop_assert!(fx.to_server.is_empty());
     }
 }
+
+mod leaks;
