@@ -164,12 +164,15 @@ fn the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory(mode: 
     let works = client.call(2, &read, json!({"path": format!("{d}/public/a.txt")}));
     assert_eq!(Client::text(&works), "public words", "{works}");
 
-    let up = "../".repeat(24);
+    // `~` spelled from the exact HOME the server sees: up to the common ancestor, down into the
+    // granted directory. Read against any other HOME it lands elsewhere.
+    let home = world.path("state").join("airlock/servers/fixture/home");
+    let from_home = relative(&home, &granted.join("secret/key.txt"));
     let spellings = [
         json!({"path": "secret/key.txt"}),
         json!({"path": "public/../secret/key.txt"}),
         json!({"path": "./secret//key.txt"}),
-        json!({"path": format!("~/{up}{}/secret/key.txt", &d[1..])}),
+        json!({ "path": format!("~/{from_home}") }),
         json!({"path": format!("file://localhost{d}/secret/key.txt")}),
         json!({"path": format!("file://{d}%2Fsecret%2Fkey.txt")}),
         json!({"path": format!("{}%2Fsecret%2Fkey.txt", d.replace('/', "%2F"))}),
@@ -242,4 +245,15 @@ fn a_tilde_path_is_read_against_the_exact_home_the_server_sees(mode: Mode) {
         "{sibling}"
     );
     assert_eq!(reached(&log).len(), 2, "{:?}", reached(&log));
+}
+
+/// `to` relative to `from` (both absolute): `..` up to their common ancestor, then down.
+fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
+    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let up = std::iter::repeat_n("..".to_string(), from.len() - common);
+    let down = to[common..]
+        .iter()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    up.chain(down).collect::<Vec<_>>().join("/")
 }
