@@ -123,7 +123,19 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
          byte for byte; any other spelling (case, spaces, look-alike characters) is answered as an \
          unknown tool, whatever the rules say"
     );
-    let traces = policy.tools.argument_traces(&call, &context);
+    print_readings(&policy, &call, &context, &decision);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How the rules on the tool's arguments read them: the deciding rule's reading first, then how
+/// each other rule read them (each judged for its own action).
+fn print_readings(
+    policy: &crate::policy::Policy,
+    call: &Call<'_>,
+    context: &PathContext,
+    decision: &crate::policy::Decision,
+) {
+    let traces = policy.tools.argument_traces(call, context);
     if !traces.is_empty() {
         println!(
             "reading:  paths as the server reads them (HOME {}, working directory {})",
@@ -131,7 +143,6 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
             shown(context.cwd.as_deref())
         );
     }
-    // The deciding rule's own reading first, then how each other rule read the arguments.
     if let Some(trace) = &decision.argument {
         println!("  decided by {}:", decision.rule);
         print_trace(trace);
@@ -148,7 +159,6 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         println!("  also {}:", other.rule);
         print_trace(&other.trace);
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The call as a pattern: `mcp:fs_write_file` is read against the declared names, as policy
