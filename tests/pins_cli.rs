@@ -142,7 +142,12 @@ fn a_change_is_listed_diffed_side_by_side_approved_and_reset() {
     let bad_hash = pins(home.path(), &["approve", "fx", "exec", "--hash", "abc"]);
     assert_eq!(bad_hash.status.code(), Some(2), "{bad_hash:?}");
 
-    let reset = pins(home.path(), &["reset", "fx", "add"]);
+    resets_forget_and_list_prints_json(home.path(), &store);
+}
+
+/// `reset NAME` forgets one pin, `reset` the server; `list --json`; bad names are refused.
+fn resets_forget_and_list_prints_json(home: &Path, store: &PinStore) {
+    let reset = pins(home, &["reset", "fx", "add"]);
     assert!(
         stdout(&reset).contains("tool \"add\" forgotten"),
         "{reset:?}"
@@ -156,13 +161,13 @@ fn a_change_is_listed_diffed_side_by_side_approved_and_reset() {
             .is_none()
     );
     let json: serde_json::Value =
-        serde_json::from_slice(&pins(home.path(), &["list", "--json"]).stdout).unwrap();
+        serde_json::from_slice(&pins(home, &["list", "--json"]).stdout).unwrap();
     assert_eq!(json["servers"][0]["server"], "fx");
-    pins(home.path(), &["reset", "fx"]);
+    pins(home, &["reset", "fx"]);
     assert!(store.load("fx").unwrap().is_none());
-    let missing = pins(home.path(), &["diff", "fx"]);
+    let missing = pins(home, &["diff", "fx"]);
     assert_eq!(missing.status.code(), Some(2), "{missing:?}");
-    let bad_name = pins(home.path(), &["list", "../etc"]);
+    let bad_name = pins(home, &["list", "../etc"]);
     assert_eq!(bad_name.status.code(), Some(2), "{bad_name:?}");
 }
 
