@@ -183,11 +183,11 @@ fn verify_accepts_an_untouched_log_and_names_each_kind_of_tampering() {
     let stdout = String::from_utf8_lossy(&untouched.stdout);
     assert!(
         stdout
-            .contains("16 record(s) in 2 session(s); chain intact; the end matches the checkpoint"),
+            .contains("16 record(s) in 2 session(s); chain intact; the end matches the checkpoint, which covers every record"),
         "{stdout}"
     );
 
-    let cases: [(&str, Box<LineEdit>, &str); 4] = [
+    let cases: [(&str, Box<LineEdit>, &str); 5] = [
         (
             "edited.jsonl",
             Box::new(|lines: &mut Vec<String>| {
@@ -213,6 +213,18 @@ fn verify_accepts_an_untouched_log_and_names_each_kind_of_tampering() {
                 lines.pop();
             }),
             "the log was cut",
+        ),
+        (
+            // A record forged after the end, chained to the last line as airlock would.
+            "forged.jsonl",
+            Box::new(|lines: &mut Vec<String>| {
+                let last = lines.last().unwrap().clone();
+                let prev = airlock::hash::sha256_hex(last.as_bytes());
+                lines.push(format!(
+                    r#"{{"ts":"2026-11-25T13:40:00Z","session":"deadbeefdeadbeef","seq":1,"event":"decision","server":"fx","tool":"echo","decision":"allow","prev":"{prev}"}}"#
+                ));
+            }),
+            "lines 17..17 (1 record(s)) come after the checkpoint's last record",
         ),
     ];
     for (name, edit, expected) in cases {

@@ -1,13 +1,14 @@
 //! Property: any single edit of an audit log written by airlock's own sink (two sessions
 //! appending to one file through the real file sink, with its checkpoint) is detected by
 //! `verify`: a byte changed, inserted or removed anywhere, a line deleted, duplicated or moved,
-//! two lines swapped, the tail cut at any point.
+//! two lines swapped, the tail cut at any point, and records forged after the end, chained as
+//! airlock would chain them (only the checkpoint can tell those).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::sync::OnceLock;
 
-use airlock::audit::chain::{Checkpoint, checkpoint_path};
-use airlock::audit::verify::verify;
+use airlock::audit::chain::{Checkpoint, append_linked, checkpoint_path, line_hash};
+use airlock::audit::verify::{Tamper, verify};
 use airlock::audit::{AuditLog, Event, EventKind, Outcome};
 use proptest::prelude::*;
 
@@ -43,14 +44,38 @@ fn log() -> &'static (Vec<u8>, Checkpoint) {
 
 #[derive(Debug, Clone)]
 enum Edit {
-    ChangeByte { at: usize, to: u8 },
-    InsertByte { at: usize, byte: u8 },
-    RemoveByte { at: usize },
-    DeleteLine { line: usize },
-    DuplicateLine { line: usize },
-    MoveLine { from: usize, to: usize },
-    SwapLines { a: usize, b: usize },
-    Truncate { keep: usize },
+    ChangeByte {
+        at: usize,
+        to: u8,
+    },
+    InsertByte {
+        at: usize,
+        byte: u8,
+    },
+    RemoveByte {
+        at: usize,
+    },
+    DeleteLine {
+        line: usize,
+    },
+    DuplicateLine {
+        line: usize,
+    },
+    MoveLine {
+        from: usize,
+        to: usize,
+    },
+    SwapLines {
+        a: usize,
+        b: usize,
+    },
+    Truncate {
+        keep: usize,
+    },
+    /// Well-formed records, linked to the log's last line, appended without the checkpoint.
+    AppendForged {
+        records: usize,
+    },
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -63,6 +88,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         (any::<usize>(), any::<usize>()).prop_map(|(from, to)| Edit::MoveLine { from, to }),
         (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Edit::SwapLines { a, b }),
         any::<usize>().prop_map(|keep| Edit::Truncate { keep }),
+        (1..4usize).prop_map(|records| Edit::AppendForged { records }),
     ]
 }
 
@@ -88,6 +114,16 @@ fn apply(log: &[u8], edit: &Edit) -> Option<Vec<u8>> {
             bytes.remove(at % bytes.len());
         }
         Edit::Truncate { keep } => bytes.truncate(keep % bytes.len()),
+        Edit::AppendForged { records } => {
+            let last = lines[n - 1].strip_suffix(b"\n").unwrap_or(&lines[n - 1]);
+            let mut prev = line_hash(last);
+            for seq in 1..=records {
+                let body = format!(
+                    r#"{{"ts":"2026-11-25T13:40:00Z","session":"deadbeefdeadbeef","seq":{seq},"event":"decision","server":"fs","tool":"read","decision":"allow"}}"#
+                );
+                prev = append_linked(&mut bytes, body.as_bytes(), &prev);
+            }
+        }
         Edit::DeleteLine { line } => {
             lines.remove(line % n);
             return Some(lines.concat());
@@ -135,6 +171,14 @@ proptest! {
             prop_assume!(&tampered != bytes);
             let report = verify(&tampered, Some(checkpoint));
             prop_assert!(report.problem.is_some(), "{edit:?} went unseen");
+            if let Edit::AppendForged { records } = edit {
+                // The chain alone accepts them; the checkpoint names them.
+                prop_assert_eq!(verify(&tampered, None).problem, None);
+                let problem = report.problem.unwrap();
+                prop_assert_eq!(problem.kind, Tamper::Appended);
+                prop_assert_eq!(problem.line, 25);
+                prop_assert_eq!(report.uncovered, records);
+            }
         }
     }
 }

@@ -331,6 +331,52 @@ fn explain_shows_how_each_path_argument_was_read() {
     assert!(out.contains("\"todo.md\" -> /data/notes/todo.md"), "{out}");
 }
 
+/// Several rules condition one argument: explain shows the reading of the rule that decided,
+/// and beside it how each other rule read the value, each under its own rule. And it says that a
+/// call is forwarded only for a name the server listed byte for byte.
+#[test]
+fn explain_shows_the_deciding_rules_reading_and_that_names_must_be_listed() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[tools]\ndefault = \"deny\"\n[[tools.rule]]\ntool = \"mcp:fs__read_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/etc/\"\n[[tools.rule]]\ntool = \"mcp:fs__read_file\"\naction = \"allow\"\nargument = \"path\"\nprefix = \"/tmp/\"\n",
+    );
+    let allow = "tools.rule allow \"mcp:fs__read_file\" when path prefix \"/tmp/\"";
+    let deny = "tools.rule deny \"mcp:fs__read_file\" when path prefix \"/etc/\"";
+    for (arguments, decision, first, second) in [
+        (r#"{"path":"/tmp/x"}"#, "allow", allow, deny),
+        (r#"{"path":"/tmp/../etc/x"}"#, "deny", deny, allow),
+    ] {
+        let output = scratch.airlock(&["explain", "mcp:fs__read_file", arguments]);
+        let out = stdout(&output);
+        assert_eq!(output.status.code(), Some(0), "{out}\n{}", stderr(&output));
+        assert!(
+            out.contains(&format!("decision: {decision}\nrule:     {first}\n")),
+            "{out}"
+        );
+        let decided = out
+            .find(&format!("  decided by {first}:\n"))
+            .unwrap_or_else(|| panic!("no deciding reading: {out}"));
+        let also = out
+            .find(&format!("  also {second}:\n"))
+            .unwrap_or_else(|| panic!("no other reading: {out}"));
+        assert!(decided < also, "{out}");
+        // The deciding rule's reading meets it; the other rule's does not.
+        let deciding_part = &out[decided..also];
+        assert!(deciding_part.contains(": meets the rule"), "{out}");
+        assert!(!deciding_part.contains("does not meet"), "{out}");
+        assert!(out[also..].contains(": does not meet the rule"), "{out}");
+    }
+    let output = scratch.airlock(&["explain", "mcp:lax__WRITE_FILE"]);
+    let out = stdout(&output);
+    assert!(
+        out.contains(
+            "listing:  at run time a call is forwarded only when the server listed the name \"WRITE_FILE\" byte for byte"
+        ),
+        "{out}"
+    );
+}
+
 #[test]
 fn explain_rejects_bad_input_with_exit_2() {
     let scratch = Scratch::new();

@@ -13,17 +13,26 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Client, Mode, Setup, World, start};
+use support::{Client, Mode, Setup, World, start, start_again};
 
 both_modes!(
     no_other_spelling_of_a_denied_or_unlisted_tool_reaches_the_server,
     a_call_before_any_listing_is_decided_against_the_servers_own_listing,
     a_tool_added_after_list_changed_is_callable_by_its_listed_name_only,
     the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory,
+    a_tilde_path_is_read_against_the_exact_home_the_server_sees,
 );
 
 /// The fixture under a policy denying its `write_file`; the log of calls that reached it.
 fn lenient(mode: Mode) -> (World, Client, std::path::PathBuf) {
+    let (setup, log) = lenient_setup();
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    (world, client, log)
+}
+
+/// The fixture's setup (policy: `write_file` denied, no pins) and the log of calls reaching it.
+fn lenient_setup() -> (Setup, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap().keep();
     let log = dir.join("calls.log");
     std::fs::write(&log, "").unwrap();
@@ -35,9 +44,7 @@ fn lenient(mode: Mode) -> (World, Client, std::path::PathBuf) {
         // A tool new since the first listing would be hidden until approved (pins); this test
         // is about names, so pins stay out of the way.
         .policy("[pins]\npinning = \"off\"");
-    let (world, mut client) = start(mode, setup);
-    client.initialize("2025-06-18");
-    (world, client, log)
+    (setup, log)
 }
 
 fn reached(log: &std::path::Path) -> Vec<String> {
@@ -157,12 +164,15 @@ fn the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory(mode: 
     let works = client.call(2, &read, json!({"path": format!("{d}/public/a.txt")}));
     assert_eq!(Client::text(&works), "public words", "{works}");
 
-    let up = "../".repeat(24);
+    // `~` spelled from the exact HOME the server sees: up to the common ancestor, down into the
+    // granted directory. Read against any other HOME it lands elsewhere.
+    let home = world.path("state").join("airlock/servers/fixture/home");
+    let from_home = relative(&home, &granted.join("secret/key.txt"));
     let spellings = [
         json!({"path": "secret/key.txt"}),
         json!({"path": "public/../secret/key.txt"}),
         json!({"path": "./secret//key.txt"}),
-        json!({"path": format!("~/{up}{}/secret/key.txt", &d[1..])}),
+        json!({ "path": format!("~/{from_home}") }),
         json!({"path": format!("file://localhost{d}/secret/key.txt")}),
         json!({"path": format!("file://{d}%2Fsecret%2Fkey.txt")}),
         json!({"path": format!("{}%2Fsecret%2Fkey.txt", d.replace('/', "%2F"))}),
@@ -186,4 +196,64 @@ fn the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory(mode: 
     };
     support::wait_until(Duration::from_secs(5), || denied() == spellings.len());
     assert_eq!(denied(), spellings.len(), "{:?}", world.events("decision"));
+}
+
+/// `~` is read against the HOME the server itself sees (its private home under airlock's state
+/// dir), exactly: the server reports its own reading of `~/public/a`, a rule on
+/// `<that HOME>/private/` refuses `~/private/a` and one `..` out and back in (which only lands
+/// there with the right last component), and lets `..` into a sibling of HOME through.
+fn a_tilde_path_is_read_against_the_exact_home_the_server_sees(mode: Mode) {
+    // A first session makes the world (its state dir is where the server's HOME lives).
+    let (world, first, _) = lenient(mode);
+    drop(first);
+    let home = world.path("state").join("airlock/servers/fixture/home");
+    let home = home.display().to_string();
+    let (setup, log) = lenient_setup();
+    let setup = setup.policy(&format!(
+        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{home}/private/\""
+    ));
+    let mut client = start_again(&world, setup);
+    client.initialize("2025-06-18");
+    let echo = world.tool("echo");
+
+    let own = client.call(1, &echo, json!({"path": "~/public/a"}));
+    assert_eq!(
+        Client::text(&own),
+        format!("echo ran: {home}/public/a"),
+        "{own}"
+    );
+    for (n, path) in [
+        "~/private/a",
+        "~/../home/private/a",
+        "~/public/../private/a",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let answer = client.call(10 + n as i64, &echo, json!({ "path": path }));
+        let text = Client::text(&answer);
+        assert!(text.starts_with("airlock denied"), "{path}: {text}");
+        assert!(
+            text.contains(&format!("was read as {home}/private/a")),
+            "{text}"
+        );
+    }
+    let sibling = client.call(20, &echo, json!({"path": "~/../homework/private/a"}));
+    assert_eq!(
+        Client::text(&sibling),
+        format!("echo ran: {}work/private/a", home),
+        "{sibling}"
+    );
+    assert_eq!(reached(&log).len(), 2, "{:?}", reached(&log));
+}
+
+/// `to` relative to `from` (both absolute): `..` up to their common ancestor, then down.
+fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
+    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let up = std::iter::repeat_n("..".to_string(), from.len() - common);
+    let down = to[common..]
+        .iter()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    up.chain(down).collect::<Vec<_>>().join("/")
 }

@@ -18,6 +18,7 @@ both_modes!(
     a_changed_tool_is_hidden_and_refused_until_approved,
     prompts_and_resource_templates_are_pinned_too,
     a_quarantined_server_exposes_nothing_until_approved,
+    a_definition_changed_between_two_runs_is_refused_without_any_list_changed,
 );
 
 const ECHO: &str = "Echo the text back.";
@@ -114,6 +115,24 @@ fn pins(world: &World, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `airlock pins approve SERVER [NAME]` as a person does it: review with `airlock pins diff`,
+/// then approve exactly the hashes it printed.
+fn approve_reviewed(world: &World, target: &[&str]) -> String {
+    let diff = pins(world, &[&["diff"], target].concat());
+    let hashes: Vec<&str> = diff
+        .split("sha256:")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .collect();
+    assert!(!hashes.is_empty(), "nothing to review: {diff}");
+    let mut args = vec!["approve"];
+    args.extend(target);
+    for hash in &hashes {
+        args.extend(["--hash", hash]);
+    }
+    pins(world, &args)
+}
+
 fn pin_events(world: &World, change: &str) -> Vec<Value> {
     world
         .events("pin")
@@ -200,7 +219,7 @@ fn a_changed_tool_is_hidden_and_refused_until_approved(mode: Mode) {
         "{diff}"
     );
     assert!(pins(&world, &["list", "fixture"]).contains("CHANGED, waiting for approval"));
-    pins(&world, &["approve", "fixture", "echo"]);
+    approve_reviewed(&world, &["fixture", "echo"]);
 
     let approved = client.call(8, &echo, json!({"text": "again"}));
     assert_eq!(Client::text(&approved), "echo called: again", "{approved}");
@@ -277,7 +296,7 @@ fn prompts_and_resource_templates_are_pinned_too(mode: Mode) {
         world.audit()
     );
 
-    pins(&world, &["approve", "fixture"]);
+    approve_reviewed(&world, &["fixture"]);
     let got = client.request(
         9,
         "prompts/get",
@@ -337,7 +356,7 @@ fn a_quarantined_server_exposes_nothing_until_approved(mode: Mode) {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 
-    assert!(pins(&world, &["approve", "fixture"]).contains("fixture: approved on this machine"));
+    assert!(approve_reviewed(&world, &["fixture"]).contains("fixture: approved on this machine"));
     assert_eq!(
         Client::text(&client.call(3, &echo, json!({"text": "hi"}))),
         "echo called: hi"
@@ -350,4 +369,64 @@ fn a_quarantined_server_exposes_nothing_until_approved(mode: Mode) {
 fn write(path: &Path, text: &str) -> PathBuf {
     std::fs::write(path, text).unwrap();
     path.to_path_buf()
+}
+
+/// The change happens while no airlock runs: nothing announces it (no `list_changed`), the next
+/// session's host calls from its cache before listing. airlock lists for itself, sees the
+/// change against the pins and refuses; the unchanged tool works; after review and approval the
+/// changed one works in that same session.
+fn a_definition_changed_between_two_runs_is_refused_without_any_list_changed(mode: Mode) {
+    let definitions = Definitions::new(ECHO);
+    let (world, mut client) = start(mode, definitions.setup());
+    client.initialize("2025-06-18");
+    let (echo, add) = (world.tool("echo"), world.tool("add"));
+    assert_eq!(
+        Client::text(&client.call(1, &echo, json!({"text": "hi"}))),
+        "echo called: hi"
+    );
+    assert_eq!(pin_events(&world, "pinned").len(), 2, "{:?}", world.audit());
+    client.close_stdin();
+    assert!(client.wait(SECS(15)).is_some(), "the first run ends");
+    drop(client);
+
+    definitions.write(RUG_PULL, "Summarise {topic}.", "notes://{id}");
+    let mut again = start_again(&world, definitions.setup());
+    again.initialize("2025-06-18");
+    // From the host's cache, before any listing of this session.
+    let refused = again.call(2, &echo, json!({"text": "x"}));
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = Client::text(&refused);
+    assert!(
+        text.contains("its definition changed since it was pinned"),
+        "{text}"
+    );
+    assert_eq!(
+        Client::text(&again.call(3, &add, json!({"a": 1}))),
+        "add called: "
+    );
+    assert_eq!(
+        names(&again.request(4, "tools/list", json!({})), "tools"),
+        std::slice::from_ref(&add)
+    );
+    let announced = again
+        .backlog
+        .iter()
+        .any(|m| m["method"] == "notifications/tools/list_changed");
+    assert!(
+        !announced,
+        "nothing announced the change: {:?}",
+        again.backlog
+    );
+    assert_eq!(
+        pin_events(&world, "changed").len(),
+        1,
+        "{:?}",
+        world.audit()
+    );
+
+    assert!(approve_reviewed(&world, &["fixture", "echo"]).contains("approved and pinned"));
+    assert_eq!(
+        Client::text(&again.call(5, &echo, json!({"text": "now"}))),
+        "echo called: now"
+    );
 }

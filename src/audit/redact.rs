@@ -6,6 +6,7 @@
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use super::Event;
 use crate::hash::sha256_hex;
 use crate::secret;
 
@@ -18,6 +19,11 @@ pub const CAPPED_HEAD_BYTES: usize = 256;
 /// When the arguments as a whole, after capping each string, still encode to more than this (a
 /// long array of small values), they are logged as one capped string.
 pub const MAX_LOGGED_ARGS_BYTES: usize = 64 * 1024;
+/// A name taken from a call (a tool name, a request id) longer than this is logged capped: a
+/// name is read by people scanning the log, and a host can send one of any size.
+pub const MAX_LOGGED_NAME_BYTES: usize = 256;
+/// How much of a capped name is kept, in bytes.
+const CAPPED_NAME_HEAD_BYTES: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 #[error("audit.redact pattern {pattern:?} is not a valid regex: {source}")]
@@ -39,10 +45,16 @@ pub fn capped_marker(head: &str, total_bytes: usize, sha256: &str) -> String {
 }
 
 fn cap_string(text: String) -> String {
-    if text.len() <= MAX_LOGGED_STRING_BYTES {
+    cap_to(text, MAX_LOGGED_STRING_BYTES, CAPPED_HEAD_BYTES)
+}
+
+/// `text` whole when it has at most `limit` bytes, else its first `head` bytes (cut back to a
+/// character boundary) with its size and hash.
+fn cap_to(text: String, limit: usize, head: usize) -> String {
+    if text.len() <= limit {
         return text;
     }
-    let mut end = CAPPED_HEAD_BYTES;
+    let mut end = head;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -117,6 +129,50 @@ impl Redactor {
                 *size += 24;
                 other.clone()
             }
+        }
+    }
+
+    /// A text that quotes a call (a refusal, a reason, a value the gate read) as it may be
+    /// logged: redacted and capped as one string argument is.
+    pub fn loggable_text(&self, text: &str) -> String {
+        cap_string(self.redact_text(text))
+    }
+
+    /// One argument value quoted in a text, as it may be logged: `[REDACTED]` under a
+    /// secret-looking key (as in `args`), else redacted and capped as a string argument.
+    pub fn loggable_value(&self, key: &str, value: &str) -> String {
+        if secret::key_looks_secret(key) {
+            REDACTED.to_string()
+        } else {
+            self.loggable_text(value)
+        }
+    }
+
+    /// A name from a call (a tool name) as it may be logged: redacted, and capped to
+    /// [`MAX_LOGGED_NAME_BYTES`].
+    pub fn loggable_name(&self, name: &str) -> String {
+        cap_to(
+            self.redact_text(name),
+            MAX_LOGGED_NAME_BYTES,
+            CAPPED_NAME_HEAD_BYTES,
+        )
+    }
+
+    /// Applies the argument rules to the fields of an event that can carry what a host sent
+    /// besides `args`: the tool name, the request id and the reason (a refusal quotes the name
+    /// and may quote a value). Every event of a session passes here on its way to the log, so
+    /// no code path that builds one can leak past redaction or the cap.
+    pub fn seal(&self, event: &mut Event) {
+        if let Some(tool) = &mut event.tool {
+            *tool = self.loggable_name(tool);
+        }
+        if let Some(Value::String(id)) = &mut event.request_id
+            && id.len() > MAX_LOGGED_NAME_BYTES
+        {
+            *id = self.loggable_name(id);
+        }
+        if let Some(reason) = &mut event.reason {
+            *reason = self.loggable_text(reason);
         }
     }
 
@@ -205,5 +261,39 @@ mod tests {
         assert!(text.contains("[capped: "));
         let small = json!({"ids": [1, 2, 3]});
         assert_eq!(redactor.redact(&small), small);
+    }
+
+    #[test]
+    fn a_sealed_event_carries_names_ids_and_reasons_redacted_and_capped() {
+        let redactor = Redactor::new(["acct-[0-9]+"]).unwrap();
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let name = "n".repeat(200 * 1024);
+        let mut event = Event::new(super::super::EventKind::Outcome, "fs");
+        event.tool = Some(name.clone());
+        event.request_id = Some(json!("i".repeat(1000)));
+        event.reason = Some(format!("Unknown tool: {name} with {token} for acct-7"));
+        redactor.seal(&mut event);
+        let tool = event.tool.unwrap();
+        assert!(tool.len() < MAX_LOGGED_NAME_BYTES, "{}", tool.len());
+        assert!(tool.contains("[capped: 204800 bytes, sha256 "), "{tool}");
+        let id = event.request_id.unwrap();
+        assert!(id.as_str().unwrap().contains("[capped: 1000 bytes"), "{id}");
+        let reason = event.reason.unwrap();
+        assert!(reason.len() < 400, "{}", reason.len());
+        // Redacted before it is capped: the hash is of the redacted text.
+        let whole = format!("Unknown tool: {name} with [REDACTED] for [REDACTED]");
+        assert!(reason.contains(&sha256_hex(whole.as_bytes())), "{reason}");
+
+        let mut small = Event::new(super::super::EventKind::Decision, "fs");
+        small.tool = Some("read_file".into());
+        small.request_id = Some(json!(7));
+        small.reason = Some(format!("token {token} and acct-42"));
+        redactor.seal(&mut small);
+        assert_eq!(small.tool.as_deref(), Some("read_file"));
+        assert_eq!(small.request_id, Some(json!(7)));
+        assert_eq!(
+            small.reason.as_deref(),
+            Some("token [REDACTED] and [REDACTED]")
+        );
     }
 }

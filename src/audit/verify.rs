@@ -25,6 +25,10 @@ pub enum Tamper {
     Reordered,
     /// The log ends before the checkpoint says it should.
     Truncated,
+    /// Chained records after the checkpoint's last record: airlock rewrites the checkpoint with
+    /// every write, so nothing it wrote is past it (a forged append, or a writer that died
+    /// between its write and the checkpoint's).
+    Appended,
     /// The chain breaks and the evidence fits more than one of the above.
     EditedOrDeleted,
 }
@@ -46,6 +50,8 @@ pub struct Report {
     pub sessions: usize,
     /// Whether the end of the log was compared with a checkpoint.
     pub checkpoint_checked: bool,
+    /// Chained records after the checkpoint's last one: not covered by it, so not proven.
+    pub uncovered: usize,
     pub problem: Option<Problem>,
 }
 
@@ -267,6 +273,7 @@ pub fn verify(log: &[u8], checkpoint: Option<&Checkpoint>) -> Report {
         unchained: 0,
         sessions: 0,
         checkpoint_checked: checkpoint.is_some(),
+        uncovered: 0,
         problem: None,
     };
     let mut last_seq: HashMap<String, (usize, u64)> = HashMap::new();
@@ -336,6 +343,14 @@ pub fn verify(log: &[u8], checkpoint: Option<&Checkpoint>) -> Report {
         && let Some(checkpoint) = checkpoint
     {
         report.problem = check_tail(&lines, log.len() as u64, checkpoint);
+        if let Some(Problem {
+            kind: Tamper::Appended,
+            line,
+            ..
+        }) = &report.problem
+        {
+            report.uncovered = lines.len() + 1 - line;
+        }
     }
     report
 }
@@ -354,7 +369,19 @@ fn check_tail(lines: &[Line<'_>], length: u64, checkpoint: &Checkpoint) -> Optio
         );
     }
     match lines.iter().position(|line| line.end == checkpoint.bytes) {
-        Some(index) if lines[index].hash == checkpoint.last => None,
+        Some(index) if lines[index].hash == checkpoint.last && index + 1 == lines.len() => None,
+        Some(index) if lines[index].hash == checkpoint.last => {
+            let (first, last) = (index + 2, lines.len());
+            problem(
+                first,
+                Tamper::Appended,
+                format!(
+                    "lines {first}..{last} ({} record(s)) come after the checkpoint's last record ({who}, line {}): airlock rewrites the checkpoint with every write, so they were appended by something else (or by an airlock that died between writing them and updating the checkpoint); nothing proves them",
+                    last + 1 - first,
+                    index + 1
+                ),
+            )
+        }
         Some(index) => problem(
             index + 1,
             Tamper::Edited,

@@ -118,7 +118,24 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     }
     println!("layer:    {} ({})", decision.layer, decision.source);
     print_server_note(config.as_ref(), server, &known);
-    let traces = policy.tools.argument_traces(&call, &context);
+    println!(
+        "listing:  at run time a call is forwarded only when the server listed the name {tool:?} \
+         byte for byte; any other spelling (case, spaces, look-alike characters) is answered as an \
+         unknown tool, whatever the rules say"
+    );
+    print_readings(&policy, &call, &context, &decision);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How the rules on the tool's arguments read them: the deciding rule's reading first, then how
+/// each other rule read them (each judged for its own action).
+fn print_readings(
+    policy: &crate::policy::Policy,
+    call: &Call<'_>,
+    context: &PathContext,
+    decision: &crate::policy::Decision,
+) {
+    let traces = policy.tools.argument_traces(call, context);
     if !traces.is_empty() {
         println!(
             "reading:  paths as the server reads them (HOME {}, working directory {})",
@@ -126,10 +143,22 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
             shown(context.cwd.as_deref())
         );
     }
-    for trace in &traces {
+    if let Some(trace) = &decision.argument {
+        println!("  decided by {}:", decision.rule);
         print_trace(trace);
     }
-    Ok(ExitCode::SUCCESS)
+    let mut deciding_skipped = decision.argument.is_none();
+    for other in &traces {
+        if !deciding_skipped
+            && other.rule == decision.rule
+            && Some(&other.trace) == decision.argument.as_ref()
+        {
+            deciding_skipped = true;
+            continue;
+        }
+        println!("  also {}:", other.rule);
+        print_trace(&other.trace);
+    }
 }
 
 /// The call as a pattern: `mcp:fs_write_file` is read against the declared names, as policy
@@ -208,13 +237,16 @@ fn print_trace(trace: &ArgumentTrace) {
             .collect::<Vec<_>>()
             .join(", "),
     };
-    println!("  argument {:?} (keys in the call: {keys})", trace.argument);
+    println!(
+        "    argument {:?} (keys in the call: {keys})",
+        trace.argument
+    );
     if let Some(note) = &trace.note {
-        println!("    {note}");
+        println!("      {note}");
     }
     for value in &trace.values {
         if value.readings.is_empty() {
-            println!("    {:?} compared as written", value.raw);
+            println!("      {:?} compared as written", value.raw);
         }
         for reading in &value.readings {
             let verdict = match reading.holds {
@@ -223,9 +255,11 @@ fn print_trace(trace: &ArgumentTrace) {
                 None => "",
             };
             match &reading.resolved {
-                Some(path) => println!("    {:?} -> {path} ({}){verdict}", value.raw, reading.how),
+                Some(path) => {
+                    println!("      {:?} -> {path} ({}){verdict}", value.raw, reading.how)
+                }
                 None => println!(
-                    "    {:?} -> unreadable: {} (fails closed: triggers deny/ask, never allows)",
+                    "      {:?} -> unreadable: {} (fails closed: triggers deny/ask, never allows)",
                     value.raw, reading.how
                 ),
             }

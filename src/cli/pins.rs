@@ -15,14 +15,14 @@ use super::CliError;
 use crate::audit::event::rfc3339;
 use crate::paths::EnvVars;
 use crate::pins::diff::side_by_side;
-use crate::pins::record::{Change, ServerPins};
+use crate::pins::record::{Approved, Change, MIN_REVIEWED_HASH, Review, ServerPins, Unreviewed};
 use crate::pins::{Kind, PinStore};
 use crate::sandbox::paths::AirlockDirs;
 
 /// Review and approve changed tool, prompt and resource-template definitions.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "A definition that changed since it was pinned, or that is new, is hidden from the host and refused until approved.\n\nExamples:\n  airlock pins list\n  airlock pins diff fs write_file\n  airlock pins approve fs write_file\n  airlock pins approve fs          approve everything fs waits for (and the server, if quarantined)\n  airlock pins reset fs            forget fs: it is new again"
+    after_help = "A definition that changed since it was pinned, or that is new, is hidden from the host and refused until approved. `diff` prints a hash of each waiting definition; `approve --hash` takes it and refuses anything else, so what is approved is what was reviewed. Without --hash, approve shows what waits and asks (on a terminal), or refuses (elsewhere; --yes approves unreviewed).\n\nExamples:\n  airlock pins list\n  airlock pins diff fs write_file\n  airlock pins approve fs write_file --hash 3f9a1c2e5b7d\n  airlock pins approve fs          approve everything fs waits for (and the server, if quarantined)\n  airlock pins reset fs            forget fs: it is new again"
 )]
 pub struct PinsArgs {
     #[command(subcommand)]
@@ -43,10 +43,18 @@ enum PinsCommand {
         server: String,
         name: Option<String>,
     },
-    /// Trust what waits (all of it, or NAME) and the server itself.
+    /// Trust what waits (all of it and the server itself, or NAME only), as reviewed.
     Approve {
         server: String,
         name: Option<String>,
+        /// The hash `airlock pins diff` printed for a definition you reviewed (repeat for
+        /// several): anything waiting that is not one of them is refused, so a server that
+        /// changed again after your review is not approved.
+        #[arg(long = "hash", value_name = "SHA256")]
+        hashes: Vec<String>,
+        /// Approve whatever waits now, unreviewed (for scripts).
+        #[arg(long, conflicts_with = "hashes")]
+        yes: bool,
     },
     /// Forget the server's pins (it is new again), or NAME's (pinned again on next sight).
     Reset {
@@ -77,7 +85,12 @@ pub fn run(args: PinsArgs) -> Result<ExitCode, CliError> {
     match args.command {
         PinsCommand::List { server, json } => list(&store, server.as_deref(), json),
         PinsCommand::Diff { server, name } => diff(&store, &server, name.as_deref()),
-        PinsCommand::Approve { server, name } => approve(&store, &server, name.as_deref()),
+        PinsCommand::Approve {
+            server,
+            name,
+            hashes,
+            yes,
+        } => approve(&store, &server, name.as_deref(), &hashes, yes),
         PinsCommand::Reset { server, name } => reset(&store, &server, name.as_deref()),
     }
 }
@@ -177,84 +190,212 @@ fn load_existing(store: &PinStore, server: &str) -> Result<ServerPins, CliError>
 
 fn diff(store: &PinStore, server: &str, name: Option<&str>) -> Result<ExitCode, CliError> {
     let record = load_existing(store, server)?;
-    let width = 60;
-    let mut out = String::new();
-    let mut shown = 0;
-    for (kind, waiting) in &record.pending {
-        for (pending_name, pending) in waiting {
-            if name.is_some_and(|wanted| wanted != pending_name) {
-                continue;
-            }
-            shown += 1;
-            let pin = record.pin(*kind, pending_name);
-            let _ = writeln!(
-                out,
-                "{server}: {} \"{pending_name}\" {} (seen {})",
-                kind.noun(),
-                match pin {
-                    Some(pin) => format!("changed since it was pinned {}", pin.pinned_at),
-                    None => "is new".to_string(),
-                },
-                pending.seen_at
-            );
-            let lines = side_by_side(
-                kind.pinned_fields(),
-                pin.map(|p| &p.definition),
-                &pending.definition,
-                width,
-            );
-            for line in lines {
-                let _ = writeln!(out, "{line}");
-            }
-            let _ = writeln!(
-                out,
-                "approve with: airlock pins approve {server} {pending_name}\n"
+    match render_diff(&record, name) {
+        Some(out) => print!("{out}"),
+        None => {
+            let what = name.map_or("nothing".to_string(), |n| format!("nothing named {n:?}"));
+            println!(
+                "{server}: {what} is waiting for approval ({})",
+                state(&record)
             );
         }
-    }
-    if shown == 0 {
-        let what = name.map_or("nothing".to_string(), |n| format!("nothing named {n:?}"));
-        println!(
-            "{server}: {what} is waiting for approval ({})",
-            state(&record)
-        );
-    } else {
-        print!("{out}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn approve(store: &PinStore, server: &str, name: Option<&str>) -> Result<ExitCode, CliError> {
+/// The first digits of a hash, as `diff` prints it and `approve --hash` takes it.
+fn short(sha256: &str) -> &str {
+    sha256.get(..MIN_REVIEWED_HASH).unwrap_or(sha256)
+}
+
+/// What waits (called `name`, or all of it), the pinned definition beside each, with the hash
+/// and the command that approves exactly that; `None` when nothing waits.
+fn render_diff(record: &ServerPins, name: Option<&str>) -> Option<String> {
+    let server = &record.server;
+    let width = 60;
+    let mut out = String::new();
+    let mut hashes = Vec::new();
+    for (kind, pending_name, pending) in record.waiting(name) {
+        let pin = record.pin(kind, pending_name);
+        let hash = short(&pending.sha256);
+        hashes.push(hash);
+        let _ = writeln!(
+            out,
+            "{server}: {} \"{pending_name}\" {} (seen {}, sha256:{hash})",
+            kind.noun(),
+            match pin {
+                Some(pin) => format!("changed since it was pinned {}", pin.pinned_at),
+                None => "is new".to_string(),
+            },
+            pending.seen_at
+        );
+        let lines = side_by_side(
+            kind.pinned_fields(),
+            pin.map(|p| &p.definition),
+            &pending.definition,
+            width,
+        );
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(
+            out,
+            "approve with: airlock pins approve {server} {pending_name} --hash {hash}\n"
+        );
+    }
+    if name.is_none() && hashes.len() > 1 {
+        let all: Vec<String> = hashes.iter().map(|h| format!("--hash {h}")).collect();
+        let _ = writeln!(
+            out,
+            "approve all of it with: airlock pins approve {server} {}",
+            all.join(" ")
+        );
+    }
+    (!hashes.is_empty()).then_some(out)
+}
+
+fn approve(
+    store: &PinStore,
+    server: &str,
+    name: Option<&str>,
+    hashes: &[String],
+    yes: bool,
+) -> Result<ExitCode, CliError> {
     check_server(server)?;
+    if let Some(bad) = hashes.iter().find(|h| !is_hash_prefix(h)) {
+        return Err(CliError::Refused(format!(
+            "--hash {bad:?} is not a hash as `airlock pins diff` prints it ({MIN_REVIEWED_HASH} to 64 hex digits). Fix: copy it from `airlock pins diff {server}`"
+        )));
+    }
+    let shown;
+    let review = if yes {
+        Review::Anything
+    } else if !hashes.is_empty() {
+        Review::Hashes(hashes)
+    } else {
+        // Nothing reviewed yet: show what waits now and ask, then approve exactly that.
+        match reviewed_here(store, server, name)? {
+            Some(reviewed) => {
+                shown = reviewed;
+                Review::Hashes(&shown)
+            }
+            None => return Ok(ExitCode::from(crate::cli::EXIT_FAILURE)),
+        }
+    };
     let now = now();
-    let (was_quarantined, approved) = store
+    let approved = store
         .update(server, |record| {
             let mut record = record.unwrap_or_else(|| ServerPins::new(server, None));
-            let was_quarantined = record.approved.is_none();
-            let approved = record.approve(name, &now);
-            (Some(record), (was_quarantined, approved))
+            match record.approve(name, &review, &now) {
+                Ok(approved) => (Some(record), Ok(approved)),
+                Err(unreviewed) => (Some(record), Err(unreviewed)),
+            }
         })
         .map_err(failure)?;
-    if was_quarantined {
+    let approved = approved.map_err(|unreviewed| not_reviewed(server, &unreviewed))?;
+    report_approval(store, server, name, &approved)
+}
+
+/// The refusal when what waits is not what was reviewed.
+fn not_reviewed(server: &str, unreviewed: &[Unreviewed]) -> CliError {
+    let list: Vec<String> = unreviewed
+        .iter()
+        .map(|u| {
+            format!(
+                "{} \"{}\" (sha256:{})",
+                u.kind.noun(),
+                u.name,
+                short(&u.sha256)
+            )
+        })
+        .collect();
+    CliError::Refused(format!(
+        "nothing approved: what waits is not what you reviewed: {}. The server may have changed again since. Fix: review it with `airlock pins diff {server}` and approve with the hashes it prints",
+        list.join(", ")
+    ))
+}
+
+fn report_approval(
+    store: &PinStore,
+    server: &str,
+    name: Option<&str>,
+    approved: &Approved,
+) -> Result<ExitCode, CliError> {
+    if approved.server {
         println!("{server}: approved on this machine");
     }
-    for (kind, approved_name) in &approved {
+    for (kind, approved_name) in &approved.definitions {
         println!(
             "{server}: {} \"{approved_name}\" approved and pinned",
             kind.noun()
         );
     }
-    if let Some(name) = name
-        && approved.is_empty()
-    {
-        return Err(CliError::Refused(format!(
-            "server {server:?} has nothing named {name:?} waiting for approval. Fix: see `airlock pins diff {server}`"
-        )));
-    }
-    if approved.is_empty() && !was_quarantined {
+    if let Some(name) = name {
+        if approved.definitions.is_empty() {
+            return Err(CliError::Refused(format!(
+                "server {server:?} has nothing named {name:?} waiting for approval. Fix: see `airlock pins diff {server}`"
+            )));
+        }
+        let quarantined = store
+            .load(server)
+            .map_err(failure)?
+            .is_some_and(|record| record.approved.is_none());
+        if quarantined {
+            println!(
+                "{server}: still quarantined: only what was approved by name is exposed (`airlock pins approve {server}` approves the server)"
+            );
+        }
+    } else if approved.definitions.is_empty() && !approved.server {
         println!("{server}: nothing was waiting for approval");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn is_hash_prefix(text: &str) -> bool {
+    (MIN_REVIEWED_HASH..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `approve` without `--hash` or `--yes`: on a terminal, the diff of what waits now and a
+/// question; the hashes shown when the person says yes (`None`: they did not). Elsewhere a
+/// refusal: nobody reviewed anything.
+fn reviewed_here(
+    store: &PinStore,
+    server: &str,
+    name: Option<&str>,
+) -> Result<Option<Vec<String>>, CliError> {
+    use std::io::{BufRead, IsTerminal, Write};
+    // One snapshot: what is shown is what the hashes approve.
+    let Some(record) = store.load(server).map_err(failure)? else {
+        // Nothing to review: a server approved before it ever runs.
+        return Ok(Some(Vec::new()));
+    };
+    let waiting: Vec<String> = record
+        .waiting(name)
+        .map(|(_, _, pending)| pending.sha256.clone())
+        .collect();
+    let Some(shown) = render_diff(&record, name) else {
+        // Nothing waits: approving the server itself, or a name that waits for nothing.
+        return Ok(Some(Vec::new()));
+    };
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Refused(format!(
+            "approve what you reviewed: pass --hash with each hash `airlock pins diff {server}` prints (or --yes to approve whatever waits now, unreviewed)"
+        )));
+    }
+    print!("{shown}");
+    eprint!("Approve exactly this? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|err| CliError::Failure(anyhow::Error::new(err)))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(Some(waiting))
+    } else {
+        eprintln!("airlock: nothing approved");
+        Ok(None)
+    }
 }
 
 fn reset(store: &PinStore, server: &str, name: Option<&str>) -> Result<ExitCode, CliError> {

@@ -49,7 +49,7 @@ impl Gate {
             Action::Deny => CallVerdict::Deny(format!(
                 "airlock denied the call to tool \"{tool}\" of server \"{server}\": {}{}.",
                 describe(&decision),
-                reading_note(&decision)
+                reading_note(&decision, &self.redactor)
             )),
             Action::Ask => match self.elicitation_available(params) {
                 Err(why) => {
@@ -285,19 +285,24 @@ impl Gate {
         if mode == SchemaMode::Off || matches!(verdict, CallVerdict::Deny(_)) {
             return verdict;
         }
-        let problem = match self.listed.check_arguments(tool, arguments) {
-            SchemaCheck::Valid | SchemaCheck::Unlisted => return verdict,
-            SchemaCheck::Invalid(errors) => format!(
-                "the arguments do not match the tool's listed inputSchema: {}",
-                errors.join("; ")
-            ),
-            SchemaCheck::Unusable(why) => {
-                format!("the tool's listed inputSchema cannot be used: {why}")
-            }
-        };
+        // The errors name where a value failed, never the value; a key the schema does not allow
+        // is named, so the text is still redacted and capped as an argument would be.
+        let problem =
+            self.redactor
+                .loggable_text(&match self.listed.check_arguments(tool, arguments) {
+                    SchemaCheck::Valid | SchemaCheck::Unlisted => return verdict,
+                    SchemaCheck::Invalid(errors) => format!(
+                        "the arguments do not match the tool's listed inputSchema: {}",
+                        errors.join("; ")
+                    ),
+                    SchemaCheck::Unusable(why) => {
+                        format!("the tool's listed inputSchema cannot be used: {why}")
+                    }
+                });
         let server = &self.config.server;
         if mode == SchemaMode::Warn {
-            tracing::warn!(server = %server, tool = %tool, "tools.gate_schema = \"warn\": {problem}");
+            let shown = self.redactor.loggable_name(tool);
+            tracing::warn!(server = %server, tool = %shown, "tools.gate_schema = \"warn\": {problem}");
             add_reason(event, format!("tools.gate_schema = \"warn\": {problem}"));
             return verdict;
         }
@@ -315,8 +320,10 @@ impl Gate {
 }
 
 /// How the argument that decided was read, for a refusal: `; path "../../etc/passwd" was read
-/// as /etc/passwd`.
-fn reading_note(decision: &crate::policy::Decision) -> String {
+/// as /etc/passwd`. The refusal is also the outcome's audited reason, so the value and its
+/// reading are quoted as `args` logs them: redacted (all of it under a secret-looking key) and
+/// capped.
+fn reading_note(decision: &crate::policy::Decision, redactor: &crate::audit::Redactor) -> String {
     let Some(trace) = &decision.argument else {
         return String::new();
     };
@@ -327,15 +334,20 @@ fn reading_note(decision: &crate::policy::Decision) -> String {
         let reading = value.readings.iter().find(|r| r.holds == Some(true))?;
         Some((value, reading))
     });
-    match deciding {
-        Some((value, reading)) => match &reading.resolved {
-            Some(path) => format!("; {} {:?} was read as {path}", trace.argument, value.raw),
-            None => format!(
-                "; {} {:?} cannot be read as one absolute path ({}), which never passes a rule",
-                trace.argument, value.raw, reading.how
-            ),
-        },
-        None => String::new(),
+    let Some((value, reading)) = deciding else {
+        return String::new();
+    };
+    let key = &trace.argument;
+    let raw = redactor.loggable_value(key, &value.raw);
+    match &reading.resolved {
+        Some(path) => {
+            let path = redactor.loggable_value(key, path);
+            format!("; {key} {raw:?} was read as {path}")
+        }
+        None => format!(
+            "; {key} {raw:?} cannot be read as one absolute path ({}), which never passes a rule",
+            reading.how
+        ),
     }
 }
 

@@ -140,7 +140,8 @@ impl Gate {
 
     /// Holds a call of a name no current listing holds, and asks the core for a listing.
     pub(super) fn await_listing(&mut self, held: Held, fx: &mut Effects) {
-        tracing::debug!(server = %self.config.server, tool = %held.tool, "call waits for a tool listing");
+        let tool = self.redactor.loggable_name(&held.tool);
+        tracing::debug!(server = %self.config.server, tool = %tool, "call waits for a tool listing");
         self.awaiting.push(held);
         fx.list_tools = true;
     }

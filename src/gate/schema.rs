@@ -32,7 +32,8 @@ pub enum SchemaCheck {
     Valid,
     /// The tool has not been listed (or listed no schema): nothing to check against.
     Unlisted,
-    /// Each entry: `<instance path>: <what is wrong>`.
+    /// Each entry: `<instance path>: <what is wrong>`, never quoting the value (see
+    /// [`what_failed`]).
     Invalid(Vec<String>),
     /// The listed schema itself cannot be used; the reason.
     Unusable(String),
@@ -78,12 +79,75 @@ impl ToolSchemas {
             .iter_errors(instance)
             .take(MAX_ERRORS)
             .map(|err| {
-                let at = err.instance_path().to_string();
+                let at = shorten_pointer(err.instance_path().to_string());
                 let at = if at.is_empty() { "/".to_string() } else { at };
-                format!("{at}: {err}")
+                format!("{at}: {}", what_failed(err.kind()))
             })
             .collect();
         SchemaCheck::Invalid(errors)
+    }
+}
+
+/// A JSON pointer longer than this (a host can send a key of any size) is cut, with `…`.
+const MAX_POINTER_BYTES: usize = 128;
+
+fn shorten_pointer(mut pointer: String) -> String {
+    if pointer.len() <= MAX_POINTER_BYTES {
+        return pointer;
+    }
+    let mut end = MAX_POINTER_BYTES;
+    while !pointer.is_char_boundary(end) {
+        end -= 1;
+    }
+    pointer.truncate(end);
+    pointer.push('…');
+    pointer
+}
+
+/// What a value failed, said by the schema's side only. The validator's own messages quote the
+/// value (`"ghp_…" is not of type "integer"`), and this text reaches the host's refusal, the
+/// audit log and stderr: an argument's value must never travel there past redaction and the
+/// cap, so the pointer says where it is and this says what the schema wanted. Keys the schema
+/// does not allow are named by their pointers, shortened like any other.
+fn what_failed(kind: &jsonschema::error::ValidationErrorKind) -> String {
+    use jsonschema::error::{TypeKind, ValidationErrorKind as Kind};
+    match kind {
+        Kind::Type { kind } => {
+            let types: Vec<String> = match kind {
+                TypeKind::Single(one) => vec![one.to_string()],
+                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect(),
+            };
+            format!("is not of type {}", types.join(" or "))
+        }
+        Kind::Required { property } => format!("lacks the required property {property}"),
+        Kind::AdditionalProperties { unexpected } | Kind::UnevaluatedProperties { unexpected } => {
+            let pointers: Vec<String> = unexpected
+                .iter()
+                .map(|key| {
+                    shorten_pointer(format!("/{}", key.replace('~', "~0").replace('/', "~1")))
+                })
+                .collect();
+            format!(
+                "has properties the schema does not allow ({}: {})",
+                kind.keyword(),
+                pointers.join(", ")
+            )
+        }
+        Kind::MaxLength { limit } => format!("is longer than {limit} characters"),
+        Kind::MinLength { limit } => format!("is shorter than {limit} characters"),
+        Kind::Maximum { limit } => format!("is greater than the maximum of {limit}"),
+        Kind::Minimum { limit } => format!("is less than the minimum of {limit}"),
+        Kind::ExclusiveMaximum { limit } => format!("is not less than {limit}"),
+        Kind::ExclusiveMinimum { limit } => format!("is not greater than {limit}"),
+        Kind::MaxItems { limit } => format!("has more than {limit} items"),
+        Kind::MinItems { limit } => format!("has fewer than {limit} items"),
+        Kind::MaxProperties { limit } => format!("has more than {limit} properties"),
+        Kind::MinProperties { limit } => format!("has fewer than {limit} properties"),
+        Kind::Enum { .. } => "is not one of the values the schema's enum lists".to_string(),
+        Kind::Constant { .. } => "is not the schema's const value".to_string(),
+        Kind::Format { format } => format!("is not a valid {format:?}"),
+        Kind::Pattern { pattern } => format!("does not match the pattern {pattern:?}"),
+        other => format!("fails the schema's {:?} keyword", other.keyword()),
     }
 }
 

@@ -676,20 +676,47 @@ fn arguments_are_checked_against_the_listed_schema_in_warn_and_enforce() {
     }
 }
 
+/// `c` as a look-alike: 0 itself, 1 upper case, 2 its fullwidth form, 3 a Cyrillic or Greek
+/// homoglyph where one exists (else upper case).
+fn look_alike(c: char, how: u8) -> char {
+    let homoglyph = match c {
+        'a' => 'а',
+        'e' => 'е',
+        'o' => 'ο',
+        'i' => 'і',
+        'l' => 'ӏ',
+        'd' => 'ԁ',
+        'c' => 'с',
+        'p' => 'р',
+        _ => c.to_ascii_uppercase(),
+    };
+    match how % 4 {
+        0 => c,
+        1 => c.to_ascii_uppercase(),
+        2 => char::from_u32(c as u32 + 0xFEE0).unwrap_or(c),
+        _ => homoglyph,
+    }
+}
+
 proptest::proptest! {
-    /// Any case or whitespace variant of a denied tool's name is refused, never forwarded: the
-    /// exact name by the policy, every other spelling as a name the server did not list.
+    /// Any case, whitespace, look-alike or invisible-character variant of a denied tool's name
+    /// is refused, never forwarded: the exact name by the policy, every other spelling as a name
+    /// the server did not list.
     #[test]
-    fn no_case_or_whitespace_variant_of_a_denied_name_is_forwarded(
-        flips in proptest::collection::vec(proptest::bool::ANY, 11),
+    fn no_look_alike_of_a_denied_name_is_forwarded(
+        how in proptest::collection::vec(0u8..4, 11),
+        hidden in proptest::collection::vec(proptest::option::of("[\u{200b}\u{2066}\u{00ad}\u{feff}\u{034f}]"), 11),
         before in "[ \t\u{a0}\u{200b}]{0,2}",
         after in "[ \t\u{a0}\u{200b}]{0,2}",
     ) {
         let mut gate = gate();
         let name: String = "delete_file"
             .chars()
-            .zip(&flips)
-            .map(|(c, flip)| if *flip { c.to_ascii_uppercase() } else { c })
+            .zip(&how)
+            .zip(&hidden)
+            .flat_map(|((c, how), invisible)| {
+                std::iter::once(look_alike(c, *how)).chain(invisible.iter().flat_map(|i| i.chars()))
+            })
             .collect();
         let spelling = format!("{before}{name}{after}");
         let mut fx = Effects::default();
@@ -697,5 +724,9 @@ proptest::proptest! {
         proptest::prop_assert_eq!(verdict, Verdict::Drop);
         proptest::prop_assert_eq!(fx.audit[0].decision.as_deref(), Some("deny"));
         proptest::prop_assert!(fx.to_server.is_empty());
+        // Audited with the name as sent.
+        proptest::prop_assert_eq!(fx.audit[0].tool.as_deref(), Some(spelling.as_str()));
     }
 }
+
+mod leaks;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::definition::{Definition, Kind};
-use super::record::{Approval, Change, ServerPins};
+use super::record::{APPROVED_BY, Approval, Change, ServerPins};
 use crate::policy::{NewServers, PinningMode};
 
 /// The policy's `[pins]` keys.
@@ -147,7 +147,8 @@ pub fn observe_listing(
     let mut events = Vec::new();
     for definition in listed {
         let verdict = if settings.pinning == PinningMode::Off {
-            if quarantine {
+            let (kind, name, sha256) = (definition.kind, &definition.name, &definition.sha256);
+            if quarantine && !record.approved_by_person(kind, name, sha256) {
                 Verdict::Hide(Reason::Quarantined)
             } else {
                 Verdict::Show
@@ -198,7 +199,8 @@ fn judge(
         Some(pin) if pin.sha256 == definition.sha256 => {
             // Back to what was pinned (a change that was reverted): nothing waits any more.
             record.clear_pending(kind, name);
-            if quarantine {
+            // A quarantined server exposes only what a person approved by name.
+            if quarantine && pin.by != APPROVED_BY {
                 Verdict::Hide(Reason::Quarantined)
             } else {
                 Verdict::Show
@@ -261,7 +263,10 @@ pub fn decide_use(
         return Verdict::Show;
     }
     if quarantined(record, settings) {
-        return Verdict::Hide(Reason::Quarantined);
+        return match record {
+            Some(record) if person_approved_use(record, kind, name, seen) => Verdict::Show,
+            _ => Verdict::Hide(Reason::Quarantined),
+        };
     }
     if settings.pinning == PinningMode::Off {
         return Verdict::Show;
@@ -295,6 +300,17 @@ pub fn decide_use(
                 untrusted(settings, Reason::Unlisted)
             }
         }
+    }
+}
+
+/// Whether a quarantined server may use `name`: a person approved it by name (`airlock pins
+/// approve SERVER NAME`), and it is unchanged: as this session listed it, or, unlisted here, with
+/// no change waiting.
+fn person_approved_use(record: &ServerPins, kind: Kind, name: &str, seen: Option<&str>) -> bool {
+    match (seen, record.pin(kind, name)) {
+        (Some(seen), _) => record.approved_by_person(kind, name, seen),
+        (None, Some(pin)) => pin.by == APPROVED_BY && record.pending_for(kind, name).is_none(),
+        (None, None) => false,
     }
 }
 

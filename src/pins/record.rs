@@ -10,6 +10,48 @@ use super::definition::{Definition, Kind};
 
 pub const RECORD_VERSION: u32 = 1;
 
+/// Who pinned a definition or approved a server by hand (the other value is `first use`).
+pub const APPROVED_BY: &str = "airlock pins approve";
+
+/// What a person reviewed before approving: the hashes `airlock pins diff` showed (each a prefix
+/// of a definition's SHA-256, at least [`MIN_REVIEWED_HASH`] hex digits), or whatever waits now
+/// (`--yes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Review<'a> {
+    Hashes(&'a [String]),
+    Anything,
+}
+
+/// The shortest hash prefix `--hash` takes (what `airlock pins diff` prints).
+pub const MIN_REVIEWED_HASH: usize = 12;
+
+impl Review<'_> {
+    fn covers(&self, sha256: &str) -> bool {
+        match self {
+            Review::Anything => true,
+            Review::Hashes(hashes) => hashes.iter().any(|hash| {
+                hash.len() >= MIN_REVIEWED_HASH && sha256.starts_with(&hash.to_ascii_lowercase())
+            }),
+        }
+    }
+}
+
+/// What an approval trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Approved {
+    /// The server itself was approved (it was quarantined).
+    pub server: bool,
+    pub definitions: Vec<(Kind, String)>,
+}
+
+/// A waiting definition that is not what the person reviewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreviewed {
+    pub kind: Kind,
+    pub name: String,
+    pub sha256: String,
+}
+
 /// Who approved the server, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
@@ -145,16 +187,37 @@ impl ServerPins {
         true
     }
 
-    /// `airlock pins approve SERVER [NAME]`: the server is approved, and what waits (all of it,
-    /// or the definitions called `name` of any kind) becomes pinned. Returns what was approved.
-    pub fn approve(&mut self, name: Option<&str>, now: &str) -> Vec<(Kind, String)> {
-        if self.approved.is_none() {
+    /// `airlock pins approve SERVER [NAME]`: what waits (all of it, or the definitions called
+    /// `name` of any kind) becomes pinned, as long as each is what the person reviewed
+    /// (`review`); otherwise nothing changes and the definitions that differ are returned.
+    /// Without NAME the server itself is approved too (its quarantine lifted); with NAME only
+    /// those definitions are trusted, and a quarantined server stays quarantined for the rest.
+    pub fn approve(
+        &mut self,
+        name: Option<&str>,
+        review: &Review<'_>,
+        now: &str,
+    ) -> Result<Approved, Vec<Unreviewed>> {
+        let unreviewed: Vec<Unreviewed> = self
+            .waiting(name)
+            .filter(|(_, _, waiting)| !review.covers(&waiting.sha256))
+            .map(|(kind, pending_name, waiting)| Unreviewed {
+                kind,
+                name: pending_name.to_string(),
+                sha256: waiting.sha256.clone(),
+            })
+            .collect();
+        if !unreviewed.is_empty() {
+            return Err(unreviewed);
+        }
+        let server = name.is_none() && self.approved.is_none();
+        if server {
             self.approved = Some(Approval {
                 at: now.to_string(),
-                by: "airlock pins approve".to_string(),
+                by: APPROVED_BY.to_string(),
             });
         }
-        let mut approved = Vec::new();
+        let mut definitions = Vec::new();
         for (kind, pending) in std::mem::take(&mut self.pending) {
             for (pending_name, waiting) in pending {
                 if name.is_some_and(|wanted| wanted != pending_name) {
@@ -170,13 +233,36 @@ impl ServerPins {
                         sha256: waiting.sha256,
                         definition: waiting.definition,
                         pinned_at: now.to_string(),
-                        by: "airlock pins approve".to_string(),
+                        by: APPROVED_BY.to_string(),
                     },
                 );
-                approved.push((kind, pending_name));
+                definitions.push((kind, pending_name));
             }
         }
-        approved
+        Ok(Approved {
+            server,
+            definitions,
+        })
+    }
+
+    /// The definitions waiting for approval (those called `name`, or all).
+    pub fn waiting<'a>(
+        &'a self,
+        name: Option<&'a str>,
+    ) -> impl Iterator<Item = (Kind, &'a str, &'a Pending)> + 'a {
+        self.pending.iter().flat_map(move |(kind, pending)| {
+            pending
+                .iter()
+                .filter(move |(pending_name, _)| name.is_none_or(|wanted| wanted == *pending_name))
+                .map(move |(pending_name, waiting)| (*kind, pending_name.as_str(), waiting))
+        })
+    }
+
+    /// Whether `definition` is pinned, unchanged, by a person's approval: what a quarantined
+    /// server may still expose.
+    pub fn approved_by_person(&self, kind: Kind, name: &str, sha256: &str) -> bool {
+        self.pin(kind, name)
+            .is_some_and(|pin| pin.by == APPROVED_BY && pin.sha256 == sha256)
     }
 
     /// `airlock pins reset SERVER NAME`: forgets the definitions called `name` (pinned and
@@ -219,19 +305,52 @@ mod tests {
         assert!(record.set_pending(&definition("a", "new a"), Change::Changed, "t1"));
         assert!(!record.set_pending(&definition("a", "new a"), Change::Changed, "t2"));
         record.set_pending(&definition("b", "b"), Change::New, "t1");
-        assert_eq!(
-            record.approve(Some("a"), "t3"),
-            vec![(Kind::Tool, "a".to_string())]
-        );
-        assert_eq!(record.approved.as_ref().unwrap().by, "airlock pins approve");
+        let approved = record.approve(Some("a"), &Review::Anything, "t3").unwrap();
+        assert_eq!(approved.definitions, vec![(Kind::Tool, "a".to_string())]);
+        // NAME trusts that definition only, never the (quarantined) server.
+        assert!(!approved.server && record.approved.is_none());
         assert_eq!(
             record.pin(Kind::Tool, "a").unwrap().sha256,
             definition("a", "new a").sha256
         );
+        assert!(record.approved_by_person(Kind::Tool, "a", &definition("a", "new a").sha256));
         assert!(record.pending_for(Kind::Tool, "b").is_some());
-        assert_eq!(record.approve(None, "t4").len(), 1);
+        let all = record.approve(None, &Review::Anything, "t4").unwrap();
+        assert!(all.server && all.definitions.len() == 1);
+        assert_eq!(record.approved.as_ref().unwrap().by, "airlock pins approve");
         assert_eq!(record.pending_count(), 0);
         assert!(record.pending.is_empty());
+    }
+
+    #[test]
+    fn approval_takes_only_what_was_reviewed() {
+        let mut record = ServerPins::new("fx", None);
+        let reviewed = definition("a", "v2");
+        record.set_pending(&reviewed, Change::New, "t1");
+        // Between the diff and the approval the server moved on to v3.
+        let moved = definition("a", "v3");
+        record.set_pending(&moved, Change::New, "t2");
+        let shown = vec![reviewed.sha256[..MIN_REVIEWED_HASH].to_string()];
+        let before = record.clone();
+        let refused = record.approve(Some("a"), &Review::Hashes(&shown), "t3");
+        assert_eq!(
+            refused,
+            Err(vec![Unreviewed {
+                kind: Kind::Tool,
+                name: "a".into(),
+                sha256: moved.sha256.clone()
+            }])
+        );
+        assert_eq!(record, before, "a refused approval changes nothing");
+        // Too short a prefix reviews nothing; the full hash or its first 12 digits do.
+        let short = vec![moved.sha256[..8].to_string()];
+        assert!(record.approve(None, &Review::Hashes(&short), "t4").is_err());
+        let current = vec![moved.sha256[..MIN_REVIEWED_HASH].to_ascii_uppercase()];
+        let approved = record
+            .approve(None, &Review::Hashes(&current), "t5")
+            .unwrap();
+        assert!(approved.server);
+        assert_eq!(record.pin(Kind::Tool, "a").unwrap().sha256, moved.sha256);
     }
 
     #[test]

@@ -8,9 +8,10 @@
 use serde_json::{Map, Value};
 use unicode_normalization::UnicodeNormalization;
 
-/// The reading of a key that ignores case, whitespace, invisible format characters (zero-width
-/// spaces, the byte-order mark: JavaScript's `trim()` removes it) and Unicode compatibility forms
-/// (NFKC). Erring towards "the same key" is the safe side: more keys fall under a rule.
+/// The reading of a key that ignores case, whitespace, invisible characters (zero-width spaces,
+/// the byte-order mark: JavaScript's `trim()` removes it; bidirectional isolates) and Unicode
+/// compatibility forms (NFKC). Erring towards "the same key" is the safe side: more keys fall
+/// under a rule.
 pub fn fold_key(key: &str) -> String {
     key.nfkc()
         .filter(|c| !c.is_whitespace() && !is_invisible(*c))
@@ -18,8 +19,26 @@ pub fn fold_key(key: &str) -> String {
         .collect()
 }
 
+/// Characters that render as nothing: every format character (general category Cf: zero-width
+/// spaces and joiners, bidirectional marks, embeddings and isolates, the byte-order mark, tags),
+/// and the other default-ignorable code points that are not (the combining grapheme joiner,
+/// Hangul fillers, Khmer inherent vowels, Mongolian and other variation selectors). A lenient
+/// server that drops them (as Python's `unicodedata`-based cleanups of Cf do) reads `pa\u{2066}th` as
+/// `path`; so must the gate. A fixed list would miss the next one.
 fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+    use unicode_general_category::{GeneralCategory, get_general_category};
+    get_general_category(c) == GeneralCategory::Format
+        || matches!(
+            c,
+            '\u{034F}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FFA0}'
+                | '\u{E0100}'..='\u{E01EF}'
+        )
 }
 
 /// The entries of `arguments` whose key reads as `name`, in the call's order.
@@ -51,8 +70,29 @@ mod tests {
             "ｐａｔｈ",
             "\u{FEFF}path",
             "pa\u{200B}th",
+            // Bidirectional isolates and other format characters once missed.
+            "\u{2066}path\u{2069}",
+            "pa\u{2067}th\u{2068}",
+            "pa\u{061C}th",
+            "path\u{E0001}",
+            "\u{180E}path",
+            // Default-ignorable, though not format characters.
+            "pa\u{034F}th",
+            "path\u{FE0F}",
+            "pa\u{3164}th",
         ] {
             assert_eq!(fold_key(key), fold_key("path"), "{key:?}");
+        }
+        // Every format character the tables know, one at a time.
+        for code in 0..=0x10FFFF {
+            let Some(c) = char::from_u32(code) else {
+                continue;
+            };
+            if unicode_general_category::get_general_category(c)
+                == unicode_general_category::GeneralCategory::Format
+            {
+                assert_eq!(fold_key(&format!("pa{c}th")), "path", "U+{code:04X}");
+            }
         }
         assert_ne!(fold_key("paths"), fold_key("path"));
     }

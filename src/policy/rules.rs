@@ -53,6 +53,14 @@ pub struct ArgumentTrace {
     pub note: Option<String>,
 }
 
+/// One rule's reading of the call's arguments (see [`ToolRules::argument_traces`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleTrace {
+    /// The rule as written, as decisions name it.
+    pub rule: String,
+    pub trace: ArgumentTrace,
+}
+
 /// One value of an argument and the readings it was judged by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ValueTrace {
@@ -450,21 +458,23 @@ impl ToolRules {
         }
     }
 
-    /// How every argument that a rule for this tool names was read, for `airlock explain`.
-    pub fn argument_traces(&self, call: &Call<'_>, context: &PathContext) -> Vec<ArgumentTrace> {
-        let mut traces: Vec<ArgumentTrace> = Vec::new();
-        for entry in &self.entries {
-            let Some(condition) = &entry.condition else {
-                continue;
-            };
-            if !entry.pattern.matches(call.server, call.tool)
-                || traces.iter().any(|t| t.argument == condition.argument)
-            {
-                continue;
-            }
-            traces.push(condition.evaluate(call.arguments, entry.action, context).1);
-        }
-        traces
+    /// How each rule with an argument condition on this tool read the call's arguments, for
+    /// `airlock explain`, in order of authority. Every such rule is listed, also several on one
+    /// argument: each reads the value for its own action (`deny` fires on any reading, `allow`
+    /// needs every one), so one rule's reading never stands in for another's.
+    pub fn argument_traces(&self, call: &Call<'_>, context: &PathContext) -> Vec<RuleTrace> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.pattern.matches(call.server, call.tool))
+            .filter(|entry| entry.concerns(call.identity))
+            .filter_map(|entry| {
+                let condition = entry.condition.as_ref()?;
+                Some(RuleTrace {
+                    rule: entry.rule.clone(),
+                    trace: condition.evaluate(call.arguments, entry.action, context).1,
+                })
+            })
+            .collect()
     }
 
     /// Whether a tool should appear in `tools/list`: everything not denied outright. Argument

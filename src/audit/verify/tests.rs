@@ -175,3 +175,31 @@ fn an_edited_link_is_blamed_on_its_own_line() {
         );
     }
 }
+
+#[test]
+fn records_forged_after_the_checkpoint_are_named_and_counted() {
+    let (log, checkpoint) = two_session_log();
+    let mut forged = log.clone();
+    let last = lines(&log).pop().unwrap();
+    let mut prev = crate::audit::chain::line_hash(&last);
+    for seq in 1..=2 {
+        let body = format!(
+            r#"{{"ts":"2026-11-25T13:40:00Z","session":"deadbeefdeadbeef","seq":{seq},"event":"decision","server":"a","decision":"allow"}}"#
+        );
+        prev = crate::audit::chain::append_linked(&mut forged, body.as_bytes(), &prev);
+    }
+    // The chain alone cannot tell them from real records.
+    assert_eq!(verify(&forged, None).problem, None);
+    let report = verify(&forged, Some(&checkpoint));
+    assert_eq!(report.uncovered, 2);
+    let problem = report.problem.unwrap();
+    assert_eq!((problem.line, problem.kind), (9, Tamper::Appended));
+    assert!(
+        problem
+            .message
+            .starts_with("lines 9..10 (2 record(s)) come after the checkpoint's last record"),
+        "{}",
+        problem.message
+    );
+    assert_eq!(verify(&log, Some(&checkpoint)).uncovered, 0);
+}

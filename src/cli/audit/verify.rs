@@ -1,6 +1,7 @@
 //! `airlock audit verify [FILE]`: proves the log's hash chain and its end against the checkpoint.
-//! Exit 0 when the log verifies, 1 at the first problem (printed with its line), 2 when the log
-//! cannot be read.
+//! Exit 0 when the log verifies, 1 at the first problem (printed with its line; records appended
+//! after the checkpoint's last one are a problem: nothing proves them), 2 when the log cannot be
+//! read.
 
 use std::fs::File;
 use std::io::Read;
@@ -117,7 +118,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
                 "{}; chain intact{}",
                 describe(&log, &report),
                 if report.checkpoint_checked {
-                    "; the end matches the checkpoint"
+                    "; the end matches the checkpoint, which covers every record"
                 } else {
                     " (no checkpoint compared: a cut tail would go unseen)"
                 }

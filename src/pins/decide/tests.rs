@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::pins::record::Review;
 
 const ENFORCE: Settings = Settings {
     pinning: PinningMode::Enforce,
@@ -218,7 +219,7 @@ fn a_quarantined_server_shows_nothing_until_approved() {
         decide_use(None, Kind::Tool, "a", None, QUARANTINE),
         Verdict::Hide(Reason::Quarantined)
     );
-    record.approve(None, "t1");
+    record.approve(None, &Review::Anything, "t1").unwrap();
     let after = observe_listing(
         Some(&record),
         "fx",
@@ -338,4 +339,56 @@ fn uri_templates_match_what_they_can_expand_to() {
     ));
     assert!(!template_matches("note://{id}", "file:///x"));
     assert!(template_matches("weird{", "weird{"));
+}
+
+#[test]
+fn approving_one_name_of_a_quarantined_server_exposes_that_name_only() {
+    for pinning in [PinningMode::Enforce, PinningMode::Warn] {
+        let settings = Settings {
+            pinning,
+            new_servers: NewServers::Quarantine,
+        };
+        let listed = [tool("a", "A"), tool("b", "B")];
+        let seen = observe_listing(None, "fx", Kind::Tool, &listed, true, settings, "t0");
+        let mut record = seen.record.unwrap();
+        let approved = record.approve(Some("a"), &Review::Anything, "t1").unwrap();
+        assert!(!approved.server && record.approved.is_none(), "{pinning:?}");
+        let again = observe_listing(
+            Some(&record),
+            "fx",
+            Kind::Tool,
+            &listed,
+            true,
+            settings,
+            "t2",
+        );
+        assert_eq!(again.verdicts["a"], Verdict::Show, "{pinning:?}");
+        assert_eq!(
+            again.verdicts["b"],
+            Verdict::Hide(Reason::Quarantined),
+            "{pinning:?}"
+        );
+        let record = again.record.unwrap();
+        let sha = |name: &str, text: &str| tool(name, text).sha256;
+        let use_of = |name: &str, seen: Option<&str>| {
+            decide_use(Some(&record), Kind::Tool, name, seen, settings)
+        };
+        assert_eq!(use_of("a", Some(&sha("a", "A"))), Verdict::Show);
+        assert_eq!(use_of("a", None), Verdict::Show);
+        assert!(use_of("a", Some(&sha("a", "A changed"))).is_hidden());
+        assert!(use_of("b", Some(&sha("b", "B"))).is_hidden());
+        assert!(use_of("c", None).is_hidden());
+        // Something the server lists later is quarantined too, not pinned on first sight.
+        let prompt = Definition::from_listed(Kind::Prompt, &json!({"name": "p"})).unwrap();
+        let later = observe_listing(
+            Some(&record),
+            "fx",
+            Kind::Prompt,
+            &[prompt],
+            true,
+            settings,
+            "t3",
+        );
+        assert!(later.verdicts["p"].is_hidden(), "{pinning:?}");
+    }
 }

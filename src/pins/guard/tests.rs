@@ -64,7 +64,8 @@ fn a_changed_tool_is_hidden_refused_and_usable_once_approved_in_the_same_session
     store
         .update("fx", |record| {
             let mut record = record.unwrap();
-            record.approve(Some("echo"), "t2");
+            let review = crate::pins::record::Review::Anything;
+            record.approve(Some("echo"), &review, "t2").unwrap();
             (Some(record), ())
         })
         .unwrap();

@@ -104,7 +104,9 @@ impl Core {
         if !self.in_flight(&id_key(id)) {
             return false;
         }
-        tracing::warn!("dropped a host request whose id {id} is already in flight");
+        // The id is the host's to choose, of any size: capped as a name is in the log.
+        let shown = self.redactor.loggable_name(&id.to_string());
+        tracing::warn!("dropped a host request whose id {shown} is already in flight");
         let mut event = Event::new(EventKind::Dropped, "host");
         event.request_id = Some(id.clone());
         event.reason = Some("a request with this id is already in flight".into());

@@ -568,7 +568,10 @@ impl Core {
         }
     }
 
-    fn audit(&mut self, event: Event) {
+    /// Every event of the session leaves the core here, sealed: a tool name, request id or
+    /// reason a host sent (or a refusal quoting one) is redacted and capped as arguments are.
+    fn audit(&mut self, mut event: Event) {
+        self.redactor.seal(&mut event);
         self.out.push(Action::Audit(Box::new(event)));
     }
 }
