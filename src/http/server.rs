@@ -242,20 +242,34 @@ pub enum Bound {
 }
 
 impl Bound {
-    /// Binds `addr`. A unix socket file left by a gateway that is gone is replaced; one that
-    /// answers is in use. The socket is owner-only (0600).
+    /// Binds `addr`. At a unix path, only a socket no gateway answers on (left by one that is
+    /// gone) is replaced: a socket that answers is in use, and anything else (a file, a directory,
+    /// a symbolic link) is never removed. The socket is owner-only (0600).
     pub async fn bind(addr: &ListenAddr) -> io::Result<Bound> {
         match addr {
             ListenAddr::Tcp(addr) => Ok(Bound::Tcp(TcpListener::bind(addr).await?)),
             ListenAddr::Unix(path) => {
-                if path.exists() {
-                    if tokio::net::UnixStream::connect(path).await.is_ok() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::AddrInUse,
-                            format!("{} is in use by a running gateway", path.display()),
-                        ));
+                match std::fs::symlink_metadata(path) {
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(err),
+                    Ok(meta) => {
+                        if let Some(what) = not_a_socket(meta.file_type()) {
+                            return Err(io::Error::new(
+                                io::ErrorKind::AlreadyExists,
+                                format!(
+                                    "{} is {what}, not a socket; airlock replaces only a socket no gateway answers on. Fix: listen on another path, or move that file away",
+                                    path.display()
+                                ),
+                            ));
+                        }
+                        if tokio::net::UnixStream::connect(path).await.is_ok() {
+                            return Err(io::Error::new(
+                                io::ErrorKind::AddrInUse,
+                                format!("{} is in use by a running gateway", path.display()),
+                            ));
+                        }
+                        std::fs::remove_file(path)?;
                     }
-                    std::fs::remove_file(path)?;
                 }
                 let listener = UnixListener::bind(path)?;
                 use std::os::unix::fs::PermissionsExt;
@@ -271,6 +285,22 @@ impl Bound {
             Bound::Tcp(listener) => listener.local_addr().ok(),
             Bound::Unix(..) => None,
         }
+    }
+}
+
+/// What a file that is not a socket is, in words; `None` for a socket.
+fn not_a_socket(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_socket() {
+        None
+    } else if file_type.is_file() {
+        Some("a regular file")
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_symlink() {
+        Some("a symbolic link")
+    } else {
+        Some("a device or a FIFO")
     }
 }
 

@@ -115,15 +115,14 @@ impl World {
 
     /// Starts `airlock serve --config CONFIG --listen 127.0.0.1:0 EXTRA...` and waits for its URL.
     pub fn listen(&self, config: &str, extra: &[&str]) -> Listening {
+        self.listen_at(config, "127.0.0.1:0", extra)
+    }
+
+    /// Starts `airlock serve --config CONFIG --listen ADDR EXTRA...` and waits for its URL.
+    pub fn listen_at(&self, config: &str, addr: &str, extra: &[&str]) -> Listening {
         let config = self.config(config);
         let config = config.display().to_string();
-        let mut args = vec![
-            "serve",
-            "--config",
-            config.as_str(),
-            "--listen",
-            "127.0.0.1:0",
-        ];
+        let mut args = vec!["serve", "--config", config.as_str(), "--listen", addr];
         args.extend_from_slice(extra);
         let mut child = self
             .command(&args)
@@ -223,12 +222,42 @@ pub fn exchange(
     headers: &[(&str, &str)],
     body: Option<String>,
 ) -> Reply {
+    exchange_with(reqwest::Client::new(), method, url, headers, body)
+}
+
+/// A POST to the gateway listening on the unix socket `socket` (its endpoint `/mcp`).
+pub fn post_unix(socket: &Path, headers: &[(&str, &str)], body: &Value) -> Reply {
+    let client = reqwest::Client::builder()
+        .unix_socket(socket)
+        .build()
+        .unwrap();
+    let mut all = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+    ];
+    all.extend_from_slice(headers);
+    exchange_with(
+        client,
+        reqwest::Method::POST,
+        "http://localhost/mcp",
+        &all,
+        Some(body.to_string()),
+    )
+}
+
+pub fn exchange_with(
+    client: reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+) -> Reply {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut request = reqwest::Client::new().request(method, url);
+        let mut request = client.request(method, url);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
