@@ -334,3 +334,81 @@ pub fn path_with_node22() -> String {
         .to_string();
     format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
 }
+
+/// One keep-alive HTTP/1.1 connection spoken by hand, so a connection closed without an answer
+/// is seen as such (an HTTP client library would retry on a fresh connection and hide it).
+pub struct RawConnection {
+    reader: BufReader<std::net::TcpStream>,
+}
+
+/// An answer read off a [`RawConnection`].
+#[derive(Debug)]
+pub struct RawReply {
+    pub status: u16,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+impl RawConnection {
+    /// Connects to the host and port of `url` (`http://127.0.0.1:PORT/mcp`).
+    pub fn open(url: &str) -> RawConnection {
+        let authority = url.trim_start_matches("http://").split('/').next().unwrap();
+        let stream = std::net::TcpStream::connect(authority).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        RawConnection {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    /// POSTs `body` to `/mcp` and reads the answer; `None` when the connection was closed (or
+    /// failed) before a whole answer came.
+    pub fn post(&mut self, body: &str) -> Option<RawReply> {
+        use std::io::{Read, Write};
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.reader.get_mut().write_all(request.as_bytes()).ok()?;
+        let mut status_line = String::new();
+        if self.reader.read_line(&mut status_line).ok()? == 0 {
+            return None;
+        }
+        let status = status_line.split(' ').nth(1)?.parse().ok()?;
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':')?;
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(name, _)| name == "content-length")
+            .and_then(|(_, value)| value.parse().ok())?;
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).ok()?;
+        Some(RawReply {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+}
