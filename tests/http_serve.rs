@@ -279,8 +279,12 @@ fn stdio_and_http_serve_one_gateway_at_once() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
     std::mem::forget(guard); // reaped: its pid may be reused
-    // The stdio host's calls are audited under the ids it used (1 and 2, as on stdio alone);
-    // the HTTP session's under the gateway's ids for them.
+    stdio_ids_are_audited_as_sent(&world);
+}
+
+/// The stdio host's calls are audited under the ids it used (1 and 2, as on stdio alone); the
+/// HTTP session's under the gateway's ids for them.
+fn stdio_ids_are_audited_as_sent(world: &World) {
     let audit = world.audit();
     let ids = |tool: &str| -> Vec<Value> {
         audit
