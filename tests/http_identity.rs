@@ -1,6 +1,7 @@
 //! End to end: every audit record of an identified caller's request names the caller, also the
 //! ones that are not the call's decision or outcome: the record of a policy `ask` answered by the
-//! caller (elicitation), and pin refusals (a quarantined server's tool call and prompt). The
+//! caller (elicitation), and pin refusals (a quarantined server's tool call, prompt and resource
+//! read). The
 //! real binary on loopback, a bearer token per caller.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
@@ -194,6 +195,22 @@ fn pin_refusals_name_the_caller() {
         text_of(&refused_prompt).contains("never been approved"),
         "{refused_prompt}"
     );
+    // A read is judged by the templates the server listed, so they are listed first.
+    let templates = json!({"jsonrpc":"2.0","id":3,"method":"resources/templates/list"});
+    let listed = post(&gateway.url, &headers, &templates);
+    assert_eq!(
+        listed.json()["result"]["resourceTemplates"],
+        json!([]),
+        "{}",
+        listed.body
+    );
+    let read =
+        json!({"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"notes://1"}});
+    let refused_read = post(&gateway.url, &headers, &read).json();
+    assert!(
+        text_of(&refused_read).contains("never been approved"),
+        "{refused_read}"
+    );
 
     let call_id = request_id_of(&world, "decision", "echo");
     let decision = records(&world, "decision", &call_id);
@@ -201,14 +218,20 @@ fn pin_refusals_name_the_caller() {
     assert_eq!(decision[0]["identity"], "erin", "{decision:#?}");
     let outcome = records(&world, "outcome", &call_id);
     assert_eq!(outcome[0]["identity"], "erin", "{outcome:#?}");
-    {
-        let name = "summary";
-        let id = request_id_of(&world, "pin", name);
-        let pin = records(&world, "pin", &id);
-        let refusal = pin
-            .iter()
-            .find(|e| e["detail"]["change"] == "refused")
-            .unwrap_or_else(|| panic!("no refusal of {name}: {pin:#?}"));
+    // The listing's own pin records (quarantined definitions) are nobody's request; the
+    // refusals are erin's.
+    for name in ["summary", "notes"] {
+        let refusal = (0..50)
+            .find_map(|_| {
+                let found = world.audit().into_iter().find(|e| {
+                    e["event"] == "pin" && e["tool"] == name && e["detail"]["change"] == "refused"
+                });
+                if found.is_none() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                found
+            })
+            .unwrap_or_else(|| panic!("no refusal of {name}: {:#?}", world.audit()));
         assert_eq!(refusal["identity"], "erin", "{refusal:#?}");
     }
 }
