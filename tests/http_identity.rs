@@ -1,8 +1,7 @@
 //! End to end: every audit record of an identified caller's request names the caller, also the
 //! ones that are not the call's decision or outcome: the record of a policy `ask` answered by the
 //! caller (elicitation), and pin refusals (a quarantined server's tool call, prompt and resource
-//! read). The
-//! real binary on loopback, a bearer token per caller.
+//! read). The real binary on loopback, a bearer token per caller.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod http_support;
