@@ -156,6 +156,8 @@ fn a_denied_identity_is_refused_and_audited_with_its_name() {
 struct Issuer {
     key: EncodingKey,
     jwks_url: String,
+    /// Requests its JWKS endpoint has had.
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn issuer() -> Issuer {
@@ -170,11 +172,14 @@ fn issuer() -> Issuer {
     .to_string();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = fetches.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let mut buffer = [0u8; 4096];
             let _ = stream.read(&mut buffer);
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let reply = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{jwks}",
                 jwks.len()
@@ -185,26 +190,92 @@ fn issuer() -> Issuer {
     Issuer {
         key: EncodingKey::from_ec_der(pkcs8.as_ref()),
         jwks_url,
+        fetches,
     }
 }
 
 impl Issuer {
     fn token(&self, claims: Value) -> String {
+        self.token_with_kid("test-1", claims)
+    }
+
+    fn token_with_kid(&self, kid: &str, claims: Value) -> String {
         let mut header = Header::new(Algorithm::ES256);
-        header.kid = Some("test-1".into());
+        header.kid = Some(kid.into());
         jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
     }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+fn jwt_config(issuer: &Issuer) -> String {
+    format!(
+        "{}\n[http]\npublic_url = \"http://127.0.0.1/mcp\"\nallowed_hosts = [\"127.0.0.1\"]\n\n[http.auth.jwt]\nissuer = \"https://issuer.test\"\njwks_url = \"{}\"\nscopes = [\"mcp\"]\n",
+        fixture_server(),
+        issuer.jwks_url
+    )
+}
+
+#[test]
+fn wrong_issuer_and_unknown_key_jwts_are_refused_without_hammering_the_issuer() {
+    let world = World::new();
+    let issuer = issuer();
+    let gateway = world.listen(&jwt_config(&issuer), &[]);
+    let now = jsonwebtoken::get_current_timestamp() as i64;
+    let claims = |iss: &str| json!({"iss": iss, "aud": "http://127.0.0.1/mcp", "sub": "frank", "exp": now + 300, "scope": "mcp"});
+    let try_token = |token: String| {
+        let bearer = format!("Bearer {token}");
+        post(
+            &gateway.url,
+            &[("authorization", bearer.as_str())],
+            &initialize("2025-06-18"),
+        )
+    };
+    let good = try_token(issuer.token(claims("https://issuer.test")));
+    assert_eq!(good.status, 200, "{}", good.body);
+    assert_eq!(issuer.fetches(), 1);
+
+    // Signed with the issuer's own key, but naming another issuer.
+    let foreign = try_token(issuer.token(claims("https://evil.example")));
+    assert_eq!(foreign.status, 401, "{}", foreign.body);
+    assert!(
+        challenge(&foreign).contains("invalid_token")
+            && challenge(&foreign).contains("another issuer"),
+        "{}",
+        challenge(&foreign)
+    );
+
+    // Made-up key ids: each refused at once from the cached set, and the issuer is not asked
+    // again for each (at most one fetch every 30 s; the first one was just now).
+    let started = std::time::Instant::now();
+    for n in 0..20 {
+        let unknown = try_token(
+            issuer.token_with_kid(&format!("made-up-{n}"), claims("https://issuer.test")),
+        );
+        assert_eq!(unknown.status, 401, "{}", unknown.body);
+        assert!(
+            challenge(&unknown).contains("a key the issuer does not publish"),
+            "{}",
+            challenge(&unknown)
+        );
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "20 unknown key ids took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(issuer.fetches(), 1, "no fetch per unknown key id");
+    let still = try_token(issuer.token(claims("https://issuer.test")));
+    assert_eq!(still.status, 200, "{}", still.body);
 }
 
 #[test]
 fn jwts_are_checked_for_audience_expiry_and_scope() {
     let world = World::new();
     let issuer = issuer();
-    let config = format!(
-        "{}\n[http]\npublic_url = \"http://127.0.0.1/mcp\"\nallowed_hosts = [\"127.0.0.1\"]\n\n[http.auth.jwt]\nissuer = \"https://issuer.test\"\njwks_url = \"{}\"\nscopes = [\"mcp\"]\n",
-        fixture_server(),
-        issuer.jwks_url
-    );
+    let config = jwt_config(&issuer);
     let gateway = world.listen(&config, &[]);
     let now = jsonwebtoken::get_current_timestamp() as i64;
     let claims = |aud: &str, exp: i64, scope: &str| json!({"iss": "https://issuer.test", "aud": aud, "sub": "carol@example.com", "exp": exp, "scope": scope});

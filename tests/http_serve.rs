@@ -279,6 +279,30 @@ fn stdio_and_http_serve_one_gateway_at_once() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
     std::mem::forget(guard); // reaped: its pid may be reused
+    stdio_ids_are_audited_as_sent(&world);
+}
+
+/// The stdio host's calls are audited under the ids it used (1 and 2, as on stdio alone); the
+/// HTTP session's under the gateway's ids for them.
+fn stdio_ids_are_audited_as_sent(world: &World) {
+    let audit = world.audit();
+    let ids = |tool: &str| -> Vec<Value> {
+        audit
+            .iter()
+            .filter(|e| e["event"] == "decision" && e["tool"] == tool)
+            .map(|e| e["request_id"].clone())
+            .collect()
+    };
+    let echo = ids("echo");
+    assert_eq!(echo.len(), 3, "{audit:#?}");
+    assert_eq!(echo[0], json!(1), "the stdio host's own id: {echo:?}");
+    assert!(
+        echo[1..]
+            .iter()
+            .all(|id| id.as_str().is_some_and(|id| id.starts_with("airlock-h"))),
+        "{echo:?}"
+    );
+    assert!(ids("pid").contains(&json!(2)), "{audit:#?}");
 }
 
 struct KillOnDrop(u32);

@@ -16,7 +16,7 @@ use crate::sandbox::{
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Exit status: 0 when the host meets the policy's `require` list; 2 when it does not."
+    after_help = "Exit status: 0 when the host meets the policy's `require` list; 2 when it does not, or when the kernel refuses what every server's sandbox needs (its own /proc)."
 )]
 pub struct DoctorArgs {
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
@@ -43,7 +43,8 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode, CliError> {
         .iter()
         .map(|(_, path)| path.clone())
         .collect();
-    let report = render(&host, &policy.sandbox, &dirs, &parent_env);
+    let own_proc = OwnProc::try_here();
+    let report = render(&host, &policy.sandbox, &dirs, &parent_env, &own_proc);
     print!("{}", report.text);
     if let Some(config) = &config {
         print!("{}", render_reach(config, &policy));
@@ -105,12 +106,45 @@ pub struct Report {
     pub unmet: Option<String>,
 }
 
+/// What the kernel said when airlock tried the server's own procfs here, for the report.
+pub enum OwnProc {
+    Mounted,
+    /// Refused: the kernel's error and the cause and fix in words.
+    Refused {
+        error: String,
+        cause: String,
+    },
+    /// User namespaces could not be made, so nothing was tried (the plan says what runs instead).
+    Untried,
+}
+
+impl OwnProc {
+    /// Tries the mount for real (`sandbox::confine::try_own_proc`) and, when it is refused,
+    /// reads which mounts cover parts of this `/proc`.
+    pub fn try_here() -> Self {
+        use crate::sandbox::confine::{ProcProbe, try_own_proc};
+        match try_own_proc() {
+            ProcProbe::Mounted => OwnProc::Mounted,
+            ProcProbe::Untried => OwnProc::Untried,
+            ProcProbe::Refused(err) => {
+                let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+                let covering = crate::sandbox::procfs::covering_mounts(&mountinfo, "/proc");
+                OwnProc::Refused {
+                    error: err.to_string(),
+                    cause: crate::sandbox::procfs::refusal_cause(&covering),
+                }
+            }
+        }
+    }
+}
+
 /// Renders the report; pure given its inputs.
 pub fn render(
     host: &HostFacts,
     sandbox: &SandboxPolicy,
     dirs: &AirlockDirs,
     parent_env: &[(String, String)],
+    own_proc: &OwnProc,
 ) -> Report {
     let mut out = String::new();
     let _ = writeln!(out, "host");
@@ -130,18 +164,20 @@ pub fn render(
         resolved: ResolvedPaths::default(),
     };
     let _ = writeln!(out, "\nthe active policy, as this host enforces it");
-    let mut unmet = None;
-    match crate::sandbox::plan(&request, host) {
-        Ok(plan) => render_plan(&mut out, &plan, host, dirs),
+    let unmet = match crate::sandbox::plan(&request, host) {
+        Ok(plan) => {
+            render_plan(&mut out, &plan, host, dirs);
+            render_verdict(&mut out, &plan, own_proc)
+        }
         Err(err @ PlanError::Unmet { .. }) => {
             let _ = writeln!(out, "  REFUSED: {err}");
-            unmet = Some(err.to_string());
+            Some(err.to_string())
         }
         Err(err) => {
             let _ = writeln!(out, "  the policy cannot be planned: {err}");
-            unmet = Some(err.to_string());
+            Some(err.to_string())
         }
-    }
+    };
     Report { text: out, unmet }
 }
 
@@ -214,6 +250,26 @@ fn render_plan(out: &mut String, plan: &SandboxPlan, host: &HostFacts, dirs: &Ai
             " on disk"
         }
     );
+}
+
+/// The server's own `/proc` as tried here, then the verdict: a root whose procfs the kernel
+/// refuses starts no server at all (the helper exits 105), which is a refusal, not a weakening.
+fn render_verdict(out: &mut String, plan: &SandboxPlan, own_proc: &OwnProc) -> Option<String> {
+    if plan.root.is_some() {
+        let line = match own_proc {
+            OwnProc::Mounted => "mounted (tried here: a procfs for a new pid namespace)".into(),
+            OwnProc::Untried => "NOT tried (no user namespace could be made)".into(),
+            OwnProc::Refused { error, .. } => format!("REFUSED by the kernel: {error}"),
+        };
+        let _ = writeln!(out, "  its own /proc ............... {line}");
+        if let OwnProc::Refused { error, cause } = own_proc {
+            let refusal = format!(
+                "no server can start here: the kernel refuses the server's own /proc ({error}): {cause}"
+            );
+            let _ = writeln!(out, "\n{refusal}");
+            return Some(refusal);
+        }
+    }
     if plan.weaker_than_asked.is_empty() {
         let _ = writeln!(out, "\nnothing runs less confined than the policy asks");
     } else {
@@ -222,6 +278,7 @@ fn render_plan(out: &mut String, plan: &SandboxPlan, host: &HostFacts, dirs: &Ai
             let _ = writeln!(out, "  - {note}");
         }
     }
+    None
 }
 
 fn render_network(out: &mut String, plan: &SandboxPlan) {

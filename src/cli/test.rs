@@ -27,7 +27,8 @@ pub struct TestArgs {
     #[arg(required_unless_present = "url")]
     pub name: Option<String>,
     /// Test a listening gateway instead (`airlock serve --listen`): a client session over
-    /// Streamable HTTP, e.g. http://127.0.0.1:8080/mcp.
+    /// Streamable HTTP, e.g. http://127.0.0.1:8080/mcp, or unix:/run/airlock/mcp.sock (its
+    /// `/mcp`), as `airlock status` shows it.
     #[arg(long, conflicts_with_all = ["config", "policy"])]
     pub url: Option<String>,
     /// Bearer token for --url (default: the AIRLOCK_TOKEN environment variable).

@@ -1,5 +1,5 @@
-//! `airlock test --url URL`: a real client session with a listening gateway (`serve --listen`):
-//! initialize, tools/list, DELETE. Prints what it found, or why it could not (exit 1).
+//! `airlock test --url URL`: a real client session with a listening gateway (`serve --listen`,
+//! `http://...` or `unix:PATH`): initialize, tools/list, DELETE. Prints what it found, or why it could not (exit 1).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ impl Client {
         let response = request
             .send()
             .await
-            .map_err(|err| anyhow::anyhow!("cannot reach {}: {err}", self.url))?;
+            .map_err(|err| anyhow::anyhow!("cannot reach it: {err}"))?;
         let status = response.status();
         let session = response
             .headers()
@@ -94,11 +94,32 @@ pub fn run(url: &str, token: Option<String>, timeout: Duration) -> Result<ExitCo
     }
 }
 
+/// The endpoint `unix:PATH` serves `[http] path` on (its default; a gateway that changed it is
+/// reached by that path over TCP only).
+const UNIX_ENDPOINT: &str = "http://localhost/mcp";
+
+/// The client and endpoint URL for `url`: an `http(s)://` URL as it is, or `unix:/PATH`, the
+/// socket of `serve --listen unix:PATH` (as `airlock status` shows it), spoken to at `/mcp`.
+fn connect_to(url: &str) -> anyhow::Result<(reqwest::Client, String)> {
+    let Some(path) = url.strip_prefix("unix:") else {
+        return Ok((reqwest::Client::new(), url.to_string()));
+    };
+    if !path.starts_with('/') {
+        anyhow::bail!("`unix:` needs an absolute path, e.g. unix:/run/airlock/mcp.sock");
+    }
+    let client = reqwest::Client::builder()
+        .unix_socket(path)
+        .build()
+        .context("building an HTTP client for a unix socket")?;
+    Ok((client, UNIX_ENDPOINT.to_string()))
+}
+
 async fn session(url: &str, token: Option<String>) -> anyhow::Result<String> {
     let started = Instant::now();
+    let (http, endpoint) = connect_to(url)?;
     let mut client = Client {
-        http: reqwest::Client::new(),
-        url: url.to_string(),
+        http,
+        url: endpoint.clone(),
         token,
         session: None,
     };
@@ -125,7 +146,7 @@ async fn session(url: &str, token: Option<String>) -> anyhow::Result<String> {
         .filter_map(|t| t.get("name").and_then(Value::as_str).map(String::from))
         .collect();
     if let Some(id) = &client.session {
-        let mut request = client.http.delete(url).header("mcp-session-id", id);
+        let mut request = client.http.delete(&endpoint).header("mcp-session-id", id);
         if let Some(token) = &client.token {
             request = request.bearer_auth(token);
         }

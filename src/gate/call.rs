@@ -244,6 +244,8 @@ impl Gate {
                 .and_then(Value::as_bool)
                 != Some(false);
         let mut event = self.event(EventKind::Elicitation);
+        // The host's answer is not the call: the caller is the one who made the call held.
+        event.identity = self.caller(&held.id).map(String::from);
         event.tool = Some(held.tool.clone());
         event.request_id = Some(held.id.clone());
         event.decision = Some(

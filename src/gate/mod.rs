@@ -275,7 +275,15 @@ impl Gate {
     /// One request, notification or answer from the host (never a batch: the core splits them).
     pub fn on_host(&mut self, mut message: Value, now: Instant, fx: &mut Effects) -> Verdict {
         let identity = self.take_identity(&mut message);
-        let verdict = self.host_message(message, identity, now, fx);
+        let request_id = match classify(&message) {
+            Ok(Class::Request { id, .. }) => Some(id.clone()),
+            _ => None,
+        };
+        let first_event = fx.audit.len();
+        let verdict = self.host_message(message, identity.clone(), now, fx);
+        if let (Some(identity), Some(id)) = (identity, request_id) {
+            stamp_identity(&mut fx.audit[first_event..], &id, &identity);
+        }
         self.forget_finished(fx);
         verdict
     }
@@ -682,6 +690,17 @@ impl Gate {
             self.give_up_waiting(waiting, why, now, fx);
         }
         self.forget_finished(fx);
+    }
+}
+
+/// Every event recorded for the identified host request `id` names its caller: the gate's own
+/// records of a call carry it already; this covers the rest (a pin refusal of `prompts/get` or
+/// `resources/read`, a refusal before any decision).
+fn stamp_identity(events: &mut [Event], id: &Value, identity: &str) {
+    for event in events {
+        if event.identity.is_none() && event.request_id.as_ref() == Some(id) {
+            event.identity = Some(identity.to_string());
+        }
     }
 }
 

@@ -124,6 +124,7 @@ impl Gate {
         let Refusal { text, quarantine } = refusal;
         let (rule, layer, source) = self.pin_rule(quarantine);
         let mut event = Event::new(EventKind::Decision, &self.config.server);
+        event.identity = self.caller(&id).map(String::from);
         event.request_id = Some(id.clone());
         event.tool = Some(tool.to_string());
         event.args = arguments.map(|args| self.redactor.redact(args));

@@ -152,6 +152,9 @@ fn apply(
         Input::Open(info, deliver) => {
             let identity = info.identity.as_ref().map(|i| i.name.clone());
             mux.open(info.key, identity, info.stateless);
+            if info.client == STDIO_CLIENT {
+                mux.keep_ids(info.key);
+            }
             sessions.insert(info.key, deliver);
             Vec::new()
         }
@@ -188,6 +191,10 @@ fn route(
     }
 }
 
+/// The `client` of the stdio host's session (HTTP sessions are counted by identity or address,
+/// which never take this form).
+const STDIO_CLIENT: &str = "stdio host";
+
 /// A stdio host's answers: queued for the task that writes stdout.
 #[derive(Debug)]
 pub struct StdioOut(pub mpsc::UnboundedSender<Vec<u8>>);
@@ -207,7 +214,7 @@ impl MuxBackend {
         let info = SessionInfo {
             key,
             identity: None,
-            client: "stdio".into(),
+            client: STDIO_CLIENT.into(),
             stateless: false,
         };
         let _ = self.inputs.send(Input::Open(info, Box::new(out)));

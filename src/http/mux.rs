@@ -4,6 +4,7 @@
 //!
 //! - **Ids.** Each session's request ids are replaced by `airlock-h<session>-<n>` on the way in
 //!   and restored on the way out, so two clients using id 1 never meet; progress tokens likewise.
+//!   The stdio host beside the listener keeps its own ids ([`Mux::keep_ids`]), as on stdio alone.
 //! - **Handshake.** The first session's `initialize` goes to the core, declaring every client
 //!   capability (sampling, elicitation, roots), so servers may use them; every later session is
 //!   answered from that result, at its own protocol version. Whether a session declared a
@@ -55,6 +56,8 @@ struct Client {
     version: Option<String>,
     stateless: bool,
     initialized: bool,
+    /// The local stdio host: its request ids reach the core (and the audit log) as it sent them.
+    keeps_ids: bool,
 }
 
 /// A client request the core is working on.
@@ -116,8 +119,32 @@ impl Mux {
                 version: None,
                 stateless,
                 initialized: false,
+                keeps_ids: false,
             },
         );
+    }
+
+    /// Session `key` (the stdio host beside the listener) keeps its own request ids: the audit
+    /// log then has the ids that host used, as `airlock serve` on stdio alone does. Only an id
+    /// that could be taken for one of the mux's own (`airlock-h...`) or that is in flight already
+    /// is replaced.
+    pub fn keep_ids(&mut self, key: SessionKey) {
+        if let Some(client) = self.clients.get_mut(&key) {
+            client.keeps_ids = true;
+        }
+    }
+
+    /// The id session `key`'s request `id` has at the core.
+    fn core_id(&mut self, key: SessionKey, id: &Value) -> Value {
+        let keeps = self.clients.get(&key).is_some_and(|c| c.keeps_ids);
+        let reserved = id
+            .as_str()
+            .is_some_and(|text| text.starts_with("airlock-h"));
+        if keeps && !reserved && !self.requests.contains_key(&id_key(id)) {
+            id.clone()
+        } else {
+            self.fresh_id(key)
+        }
     }
 
     fn fresh_id(&mut self, key: SessionKey) -> Value {
@@ -180,7 +207,7 @@ impl Mux {
             }
             _ => {}
         }
-        let fresh = self.fresh_id(key);
+        let fresh = self.core_id(key, &id);
         let progress = params.pointer("/_meta/progressToken").cloned();
         if progress.is_some() {
             // Tokens are the request's own id, so they are as unique as the ids.
@@ -316,19 +343,19 @@ impl Mux {
                 let Some(fresh) = self.find_request(key, &original) else {
                     return Vec::new();
                 };
-                message["params"]["requestId"] = Value::String(fresh);
+                message["params"]["requestId"] = fresh;
                 vec![Out::ToCore(message)]
             }
             _ => vec![Out::ToCore(message)],
         }
     }
 
-    fn find_request(&self, key: SessionKey, original: &Value) -> Option<String> {
+    fn find_request(&self, key: SessionKey, original: &Value) -> Option<Value> {
         let wanted = id_key(original);
         self.requests
             .iter()
             .find(|(_, r)| r.key == key && id_key(&r.id) == wanted)
-            .and_then(|(fresh, _)| fresh.strip_prefix("s:").map(String::from))
+            .and_then(|(fresh, _)| original_id(fresh))
     }
 
     /// A message from the core for "the host".

@@ -222,3 +222,46 @@ fn a_listen_streams_notifications_go_to_its_session_under_its_own_id() {
         "L1"
     );
 }
+
+#[test]
+fn the_stdio_host_keeps_its_ids_unless_they_could_be_the_muxs_own() {
+    let mut mux = Mux::new("__");
+    mux.open(0, None, false);
+    mux.keep_ids(0);
+    mux.open(1, None, false);
+    let to_core = |outs: Vec<Out>| match outs.as_slice() {
+        [Out::ToCore(message)] => message.clone(),
+        other => panic!("{other:?}"),
+    };
+    let ping = |id: Value| json!({"jsonrpc":"2.0","id":id,"method":"ping"});
+    assert_eq!(to_core(mux.from_client(0, ping(json!(7))))["id"], 7);
+    assert_eq!(to_core(mux.from_client(0, ping(json!("abc"))))["id"], "abc");
+    // An id shaped like the mux's own, or one in flight already, is replaced.
+    let shaped = to_core(mux.from_client(0, ping(json!("airlock-h1-1"))));
+    assert_ne!(shaped["id"], "airlock-h1-1");
+    let again = to_core(mux.from_client(0, ping(json!(7))));
+    assert_ne!(again["id"], 7);
+    // An HTTP session's ids are always the mux's.
+    let http = to_core(mux.from_client(1, ping(json!(7))));
+    assert!(
+        http["id"].as_str().unwrap().starts_with("airlock-h1-"),
+        "{http}"
+    );
+    // Answers go back to their own session with the id it used.
+    let outs = mux.from_core(json!({"jsonrpc":"2.0","id":7,"result":{}}));
+    assert!(
+        matches!(&outs[..], [Out::ToSession { key: 0, message, .. }] if message["id"] == 7),
+        "{outs:?}"
+    );
+    // A cancellation of a kept numeric id reaches the core under that id.
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"abc"}});
+    assert_eq!(
+        to_core(mux.from_client(0, cancel))["params"]["requestId"],
+        "abc"
+    );
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}});
+    let forwarded = to_core(mux.from_client(0, cancel));
+    assert_eq!(forwarded["params"]["requestId"], again["id"], "{forwarded}");
+}

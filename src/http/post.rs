@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::body::{self, HttpBody, SseBody};
 use super::hub::{Hub, OpenError, Session};
-use super::server::{Caller, Service, header_str};
+use super::server::{Caller, Service, close_after, header_str};
 use super::session::{Frame, RegisterError, SINK_QUEUE};
 use super::wire::{self, StandardHeaders};
 use crate::mcp::message::{Class, classify, code, notification};
@@ -35,7 +35,7 @@ pub async fn handle(
     let get = |name: &str| header_str(&headers, name);
     let accepts_json = match accepted(get(header::ACCEPT.as_str())) {
         Ok(accepts_json) => accepts_json,
-        Err(response) => return *response,
+        Err(response) => return super::server::answer_unread(request, *response).await,
     };
     let message = match read_message(service, request.into_body()).await {
         Ok(message) => message,
@@ -178,15 +178,16 @@ fn session_for(
 /// Reads the body within the size limit and the time limit, and parses it.
 async fn read_message(service: &Service, incoming: Incoming) -> Result<Value, Response<HttpBody>> {
     let limit = service.settings.limits.max_body_bytes;
+    // Each refusal here leaves the body unread: the connection closes after it.
     let too_large = || {
-        body::error(
+        close_after(body::error(
             413,
             Value::Null,
             code::INVALID_REQUEST,
             &format!(
                 "Payload Too Large: the request body is over {limit} bytes ([http] max_body_bytes)"
             ),
-        )
+        ))
     };
     if hyper::body::Body::size_hint(&incoming).lower() > limit as u64 {
         return Err(too_large());
@@ -197,20 +198,20 @@ async fn read_message(service: &Service, incoming: Incoming) -> Result<Value, Re
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
         Ok(Err(_)) => {
-            return Err(body::error(
+            return Err(close_after(body::error(
                 400,
                 Value::Null,
                 code::INVALID_REQUEST,
                 "the request body could not be read",
-            ));
+            )));
         }
         Err(_) => {
-            return Err(body::error(
+            return Err(close_after(body::error(
                 408,
                 Value::Null,
                 code::INVALID_REQUEST,
                 "the request body did not arrive in time",
-            ));
+            )));
         }
     };
     serde_json::from_slice(&bytes).map_err(|err| {

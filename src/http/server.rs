@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, header};
+use http_body_util::Limited;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -105,23 +106,25 @@ impl Service {
                 header::ACCESS_CONTROL_ALLOW_ORIGIN,
                 HeaderValue::from_static("*"),
             );
-            return response;
+            return answer_unread(request, response).await;
         }
         if path != self.settings.path {
-            return body::error(
+            let response = body::error(
                 404,
                 serde_json::Value::Null,
                 -32000,
                 "not found: the MCP endpoint is elsewhere",
             );
+            return answer_unread(request, response).await;
         }
         let host = header_str(request.headers(), header::HOST.as_str());
         if let Err(refusal) = self.guard.check(host, origin.as_deref()) {
             tracing::warn!("refused a request: {refusal}");
-            return body::error(403, serde_json::Value::Null, -32000, &refusal.to_string());
+            let response = body::error(403, serde_json::Value::Null, -32000, &refusal.to_string());
+            return answer_unread(request, response).await;
         }
         let mut response = if request.method() == Method::OPTIONS {
-            preflight()
+            answer_unread(request, preflight()).await
         } else {
             self.authorized(request, peer).await
         };
@@ -137,17 +140,18 @@ impl Service {
             Ok(identity) => identity,
             Err(failure) => {
                 // Failed attempts count against the address, so guessing is rate-limited too.
-                if let Err(wait) = self.admit(&peer.client_key()) {
-                    return too_many(wait);
-                }
-                return self.unauthorized(&failure);
+                let response = match self.admit(&peer.client_key()) {
+                    Err(wait) => too_many(wait),
+                    Ok(()) => self.unauthorized(&failure),
+                };
+                return answer_unread(request, response).await;
             }
         };
         let client = identity
             .as_ref()
             .map_or_else(|| peer.client_key(), |id| format!("id:{}", id.name));
         if let Err(wait) = self.admit(&client) {
-            return too_many(wait);
+            return answer_unread(request, too_many(wait)).await;
         }
         let caller = Caller { identity, client };
         match *request.method() {
@@ -160,7 +164,7 @@ impl Service {
                 response
                     .headers_mut()
                     .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
-                response
+                answer_unread(request, response).await
             }
         }
     }
@@ -185,6 +189,52 @@ impl Service {
         }
         response
     }
+}
+
+/// A request body this small that has arrived is read and dropped before an answer that does not
+/// need it; anything larger closes the connection instead of costing more than the answer.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
+/// `response`, to a request whose body the answer does not need (a refusal: 429, 401, 403...).
+/// A body left unread on a keep-alive connection makes hyper close the connection after the
+/// answer, without a word to the client, which then sends its next request into a closed socket
+/// and gets no answer at all. So a small body is read (and dropped) and the connection stays
+/// usable; a large or slow one gets `Connection: close` on the answer, so the client knows.
+pub(super) async fn answer_unread(
+    request: Request<Incoming>,
+    response: Response<HttpBody>,
+) -> Response<HttpBody> {
+    use http_body_util::BodyExt;
+    use hyper::body::Body;
+    let body = request.into_body();
+    if body.is_end_stream() {
+        return response;
+    }
+    let small = body.size_hint().upper().is_some_and(|n| n <= DRAIN_LIMIT);
+    let drained = small
+        && matches!(
+            tokio::time::timeout(
+                DRAIN_WAIT,
+                Limited::new(body, DRAIN_LIMIT as usize).collect()
+            )
+            .await,
+            Ok(Ok(_))
+        );
+    if drained {
+        response
+    } else {
+        close_after(response)
+    }
+}
+
+/// `response` with `Connection: close`: the request's body was not read to its end, so the
+/// connection cannot carry another request (hyper closes it; the header says so to the client).
+pub(super) fn close_after(mut response: Response<HttpBody>) -> Response<HttpBody> {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 fn too_many(wait: Duration) -> Response<HttpBody> {
@@ -242,20 +292,34 @@ pub enum Bound {
 }
 
 impl Bound {
-    /// Binds `addr`. A unix socket file left by a gateway that is gone is replaced; one that
-    /// answers is in use. The socket is owner-only (0600).
+    /// Binds `addr`. At a unix path, only a socket no gateway answers on (left by one that is
+    /// gone) is replaced: a socket that answers is in use, and anything else (a file, a directory,
+    /// a symbolic link) is never removed. The socket is owner-only (0600).
     pub async fn bind(addr: &ListenAddr) -> io::Result<Bound> {
         match addr {
             ListenAddr::Tcp(addr) => Ok(Bound::Tcp(TcpListener::bind(addr).await?)),
             ListenAddr::Unix(path) => {
-                if path.exists() {
-                    if tokio::net::UnixStream::connect(path).await.is_ok() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::AddrInUse,
-                            format!("{} is in use by a running gateway", path.display()),
-                        ));
+                match std::fs::symlink_metadata(path) {
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(err),
+                    Ok(meta) => {
+                        if let Some(what) = not_a_socket(meta.file_type()) {
+                            return Err(io::Error::new(
+                                io::ErrorKind::AlreadyExists,
+                                format!(
+                                    "{} is {what}, not a socket; airlock replaces only a socket no gateway answers on. Fix: listen on another path, or move that file away",
+                                    path.display()
+                                ),
+                            ));
+                        }
+                        if tokio::net::UnixStream::connect(path).await.is_ok() {
+                            return Err(io::Error::new(
+                                io::ErrorKind::AddrInUse,
+                                format!("{} is in use by a running gateway", path.display()),
+                            ));
+                        }
+                        std::fs::remove_file(path)?;
                     }
-                    std::fs::remove_file(path)?;
                 }
                 let listener = UnixListener::bind(path)?;
                 use std::os::unix::fs::PermissionsExt;
@@ -271,6 +335,22 @@ impl Bound {
             Bound::Tcp(listener) => listener.local_addr().ok(),
             Bound::Unix(..) => None,
         }
+    }
+}
+
+/// What a file that is not a socket is, in words; `None` for a socket.
+fn not_a_socket(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_socket() {
+        None
+    } else if file_type.is_file() {
+        Some("a regular file")
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_symlink() {
+        Some("a symbolic link")
+    } else {
+        Some("a device or a FIFO")
     }
 }
 

@@ -42,10 +42,13 @@ mod domains;
 mod egress;
 mod idmap;
 mod overlay;
+mod probe;
 mod root;
 mod signals;
 mod sys;
 mod tree;
+
+pub use probe::{ProcProbe, try_own_proc};
 
 /// The steps of the helper; each failure exits with its own code (documented in
 /// `docs/sandbox.md`). Codes sit in 90..=106, away from shell (126/127) and signal (128+n) codes.

@@ -11,6 +11,7 @@ pub mod cgroup;
 pub mod confine;
 pub mod host;
 pub mod paths;
+pub mod procfs;
 pub mod profile;
 pub mod root;
 pub mod seccomp;

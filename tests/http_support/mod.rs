@@ -115,15 +115,14 @@ impl World {
 
     /// Starts `airlock serve --config CONFIG --listen 127.0.0.1:0 EXTRA...` and waits for its URL.
     pub fn listen(&self, config: &str, extra: &[&str]) -> Listening {
+        self.listen_at(config, "127.0.0.1:0", extra)
+    }
+
+    /// Starts `airlock serve --config CONFIG --listen ADDR EXTRA...` and waits for its URL.
+    pub fn listen_at(&self, config: &str, addr: &str, extra: &[&str]) -> Listening {
         let config = self.config(config);
         let config = config.display().to_string();
-        let mut args = vec![
-            "serve",
-            "--config",
-            config.as_str(),
-            "--listen",
-            "127.0.0.1:0",
-        ];
+        let mut args = vec!["serve", "--config", config.as_str(), "--listen", addr];
         args.extend_from_slice(extra);
         let mut child = self
             .command(&args)
@@ -223,12 +222,42 @@ pub fn exchange(
     headers: &[(&str, &str)],
     body: Option<String>,
 ) -> Reply {
+    exchange_with(reqwest::Client::new(), method, url, headers, body)
+}
+
+/// A POST to the gateway listening on the unix socket `socket` (its endpoint `/mcp`).
+pub fn post_unix(socket: &Path, headers: &[(&str, &str)], body: &Value) -> Reply {
+    let client = reqwest::Client::builder()
+        .unix_socket(socket)
+        .build()
+        .unwrap();
+    let mut all = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+    ];
+    all.extend_from_slice(headers);
+    exchange_with(
+        client,
+        reqwest::Method::POST,
+        "http://localhost/mcp",
+        &all,
+        Some(body.to_string()),
+    )
+}
+
+pub fn exchange_with(
+    client: reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+) -> Reply {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut request = reqwest::Client::new().request(method, url);
+        let mut request = client.request(method, url);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -304,4 +333,82 @@ pub fn path_with_node22() -> String {
         .display()
         .to_string();
     format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// One keep-alive HTTP/1.1 connection spoken by hand, so a connection closed without an answer
+/// is seen as such (an HTTP client library would retry on a fresh connection and hide it).
+pub struct RawConnection {
+    reader: BufReader<std::net::TcpStream>,
+}
+
+/// An answer read off a [`RawConnection`].
+#[derive(Debug)]
+pub struct RawReply {
+    pub status: u16,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+impl RawConnection {
+    /// Connects to the host and port of `url` (`http://127.0.0.1:PORT/mcp`).
+    pub fn open(url: &str) -> RawConnection {
+        let authority = url.trim_start_matches("http://").split('/').next().unwrap();
+        let stream = std::net::TcpStream::connect(authority).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        RawConnection {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    /// POSTs `body` to `/mcp` and reads the answer; `None` when the connection was closed (or
+    /// failed) before a whole answer came.
+    pub fn post(&mut self, body: &str) -> Option<RawReply> {
+        use std::io::{Read, Write};
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.reader.get_mut().write_all(request.as_bytes()).ok()?;
+        let mut status_line = String::new();
+        if self.reader.read_line(&mut status_line).ok()? == 0 {
+            return None;
+        }
+        let status = status_line.split(' ').nth(1)?.parse().ok()?;
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':')?;
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(name, _)| name == "content-length")
+            .and_then(|(_, value)| value.parse().ok())?;
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).ok()?;
+        Some(RawReply {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
 }

@@ -2,17 +2,13 @@
 //! against the issuer's published keys (JWKS): signature, `iss`, `aud` (this gateway's resource
 //! URL unless configured), `exp` (and `nbf`), and the scopes the gateway requires.
 //!
-//! [`verify`] is pure over a key set; [`JwtValidator`] fetches and caches the key set (re-fetched
-//! every 10 minutes, and at most every 30 s when a token names a key it does not hold, so a
-//! rotated key is picked up without letting junk tokens hammer the issuer).
+//! [`verify`] is pure over a key set; [`JwtValidator`] (`keys.rs`) fetches and caches the key set.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use serde_json::{Map, Value};
-use tokio::sync::Mutex;
 
 /// `[http.auth.jwt]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,90 +159,8 @@ fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
     }
 }
 
-const REFRESH_EVERY: Duration = Duration::from_secs(600);
-const REFETCH_UNKNOWN_KEY_AFTER: Duration = Duration::from_secs(30);
-/// A JWKS document larger than this is refused.
-const MAX_JWKS_BYTES: usize = 1024 * 1024;
-
-/// The issuer's key set, fetched on demand and cached.
-pub struct JwtValidator {
-    settings: JwtSettings,
-    client: reqwest::Client,
-    cache: Mutex<Option<(JwkSet, Instant)>>,
-}
-
-impl JwtValidator {
-    pub fn new(settings: JwtSettings) -> JwtValidator {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
-        JwtValidator {
-            settings,
-            client,
-            cache: Mutex::new(None),
-        }
-    }
-
-    pub fn settings(&self) -> &JwtSettings {
-        &self.settings
-    }
-
-    /// Verifies a token, loading the keys first if needed.
-    pub async fn authenticate(&self, token: &str) -> Result<Verified, JwtFailure> {
-        let mut cache = self.cache.lock().await;
-        let stale = cache
-            .as_ref()
-            .is_none_or(|(_, at)| at.elapsed() >= REFRESH_EVERY);
-        if stale {
-            match self.load().await {
-                Ok(keys) => *cache = Some((keys, Instant::now())),
-                // Keep serving with the keys we have if the issuer is briefly unreachable.
-                Err(err) if cache.is_none() => return Err(err),
-                Err(err) => tracing::warn!("keeping the cached JWKS: {err}"),
-            }
-        }
-        let Some((keys, fetched)) = cache.as_ref() else {
-            return Err(JwtFailure::Keys("no key set".into()));
-        };
-        match verify(&self.settings, keys, token) {
-            Err(JwtFailure::UnknownKey) if fetched.elapsed() >= REFETCH_UNKNOWN_KEY_AFTER => {
-                let keys = self.load().await?;
-                let verdict = verify(&self.settings, &keys, token);
-                *cache = Some((keys, Instant::now()));
-                verdict
-            }
-            verdict => verdict,
-        }
-    }
-
-    async fn load(&self) -> Result<JwkSet, JwtFailure> {
-        let bytes = match &self.settings.keys {
-            KeySource::File(path) => std::fs::read(path)
-                .map_err(|err| JwtFailure::Keys(format!("{}: {err}", path.display())))?,
-            KeySource::Url(url) => self.fetch(url).await?,
-        };
-        if bytes.len() > MAX_JWKS_BYTES {
-            return Err(JwtFailure::Keys("the JWKS document is over 1 MiB".into()));
-        }
-        serde_json::from_slice(&bytes)
-            .map_err(|err| JwtFailure::Keys(format!("not a JWKS document: {err}")))
-    }
-
-    async fn fetch(&self, url: &str) -> Result<Vec<u8>, JwtFailure> {
-        let failed = |err: reqwest::Error| JwtFailure::Keys(format!("{url}: {err}"));
-        let response = self.client.get(url).send().await.map_err(failed)?;
-        if !response.status().is_success() {
-            return Err(JwtFailure::Keys(format!(
-                "{url}: HTTP {}",
-                response.status()
-            )));
-        }
-        Ok(response.bytes().await.map_err(failed)?.to_vec())
-    }
-}
+pub use super::keys::JwtValidator;
 
 #[cfg(test)]
 #[path = "jwt_tests.rs"]
-mod tests;
+pub(in crate::http::auth) mod tests;

@@ -7,12 +7,12 @@ use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::json;
 
-struct Issuer {
-    encoding: EncodingKey,
-    jwk: Value,
+pub(in crate::http::auth) struct Issuer {
+    pub(in crate::http::auth) encoding: EncodingKey,
+    pub(in crate::http::auth) jwk: Value,
 }
 
-fn issuer(kid: &str) -> Issuer {
+pub(in crate::http::auth) fn issuer(kid: &str) -> Issuer {
     let rng = SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
     let pair =
@@ -26,7 +26,7 @@ fn issuer(kid: &str) -> Issuer {
     }
 }
 
-fn settings() -> JwtSettings {
+pub(in crate::http::auth) fn settings() -> JwtSettings {
     JwtSettings {
         issuer: "https://issuer.test".into(),
         audience: vec!["http://127.0.0.1:8080/mcp".into()],
@@ -36,22 +36,22 @@ fn settings() -> JwtSettings {
     }
 }
 
-fn now() -> i64 {
+pub(in crate::http::auth) fn now() -> i64 {
     jsonwebtoken::get_current_timestamp() as i64
 }
 
-fn claims() -> Value {
+pub(in crate::http::auth) fn claims() -> Value {
     json!({"iss":"https://issuer.test","aud":"http://127.0.0.1:8080/mcp","sub":"alice",
         "exp": now() + 300, "scope": "mcp other"})
 }
 
-fn sign(issuer: &Issuer, kid: Option<&str>, claims: &Value) -> String {
+pub(in crate::http::auth) fn sign(issuer: &Issuer, kid: Option<&str>, claims: &Value) -> String {
     let mut header = Header::new(Algorithm::ES256);
     header.kid = kid.map(String::from);
     encode(&header, claims, &issuer.encoding).unwrap()
 }
 
-fn keys(issuers: &[&Issuer]) -> JwkSet {
+pub(in crate::http::auth) fn keys(issuers: &[&Issuer]) -> JwkSet {
     serde_json::from_value(
         json!({"keys": issuers.iter().map(|i| i.jwk.clone()).collect::<Vec<_>>()}),
     )

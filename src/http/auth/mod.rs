@@ -7,6 +7,7 @@
 //! challenge pointing at the resource metadata, or 403 `insufficient_scope`.
 
 pub mod jwt;
+mod keys;
 pub mod metadata;
 pub mod tokens;
 

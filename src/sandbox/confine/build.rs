@@ -139,7 +139,7 @@ fn private_dirs(root: &OwnedFd, prepared: &Prepared) {
 /// A procfs for init's pid namespace: only the server's own processes exist in it. `subset=pid`
 /// (Linux >= 5.8) leaves out everything that is not a process (`/proc/sys`, `/proc/kcore`, the
 /// host's `/proc/meminfo`...); `hidepid=invisible` hides processes of other uids.
-fn own_proc() -> std::io::Result<OwnedFd> {
+pub(super) fn own_proc() -> std::io::Result<OwnedFd> {
     let restricted = || -> std::io::Result<OwnedFd> {
         let context = sys::FsContext::new(c"proc")?;
         context.set(c"subset", c"pid")?;
@@ -154,7 +154,21 @@ fn own_proc() -> std::io::Result<OwnedFd> {
 
 /// Step 2d: /proc, the cgroup view and the generated files.
 fn system_views(root: &OwnedFd, prepared: &Prepared) {
-    let proc = own_proc().unwrap_or_else(|err| fail_root("mounting the server's own /proc", err));
+    let proc = own_proc().unwrap_or_else(|err| {
+        let cause = if err.raw_os_error() == Some(libc::EPERM) {
+            // The host is at /oldroot in the staging root; its mountinfo shows what covers /proc.
+            let mountinfo =
+                std::fs::read_to_string("/oldroot/proc/self/mountinfo").unwrap_or_default();
+            let covering = crate::sandbox::procfs::covering_mounts(&mountinfo, "/oldroot/proc");
+            format!("; {}", crate::sandbox::procfs::refusal_cause(&covering))
+        } else {
+            String::new()
+        };
+        fail(
+            Step::Root,
+            format!("mounting the server's own /proc: {err}{cause}"),
+        )
+    });
     sys::attach(&proc, &place(root, Path::new("/proc"), Kind::Dir))
         .unwrap_or_else(|err| fail_root("attaching /proc", err));
     if prepared.cgroup_view {
