@@ -453,6 +453,76 @@ fn gateway_routes_remote_servers_through_airlock_serve_and_uninstall_brings_them
 }
 
 #[test]
+fn a_second_gateway_install_keeps_the_servers_the_first_one_moved() {
+    let user = User::new();
+    let path = user.home.join(".cursor/mcp.json");
+    user.place("cursor/mcp.json", &path);
+    user.ok(&["install", "cursor", "--gateway"]);
+    // The user adds another remote server to the installed file, and installs again.
+    let installed = std::fs::read_to_string(&path).unwrap();
+    let added = installed.replacen(
+        "\"mcpServers\": {",
+        "\"mcpServers\": {\n        \"docs2\": {\"url\": \"https://docs2.example.com/mcp\"},",
+        1,
+    );
+    assert_ne!(added, installed);
+    std::fs::write(&path, &added).unwrap();
+    let out = user.ok(&["install", "cursor", "--gateway"]);
+    assert!(
+        out.contains("docs2: moved behind the airlock gateway"),
+        "{out}"
+    );
+    assert!(
+        out.contains("airlock: kept, serves the moved servers"),
+        "{out}"
+    );
+
+    let config = read_config(&path);
+    assert!(config["mcpServers"].get("docs2").is_none(), "{config}");
+    let gateway_config = config["mcpServers"]["airlock"]["args"][2].as_str().unwrap();
+    let checked = user.ok(&["check", "--config", gateway_config]);
+    assert!(checked.contains("docs [http]"), "{checked}");
+    assert!(checked.contains("docs2 [http]"), "{checked}");
+
+    // Uninstall brings back both, each as it was written.
+    user.ok(&["uninstall", "cursor"]);
+    let config = read_config(&path);
+    assert_eq!(
+        config["mcpServers"]["docs"]["url"],
+        "https://docs.example.com/mcp"
+    );
+    assert_eq!(
+        config["mcpServers"]["docs2"]["url"],
+        "https://docs2.example.com/mcp"
+    );
+    assert!(config["mcpServers"].get("airlock").is_none(), "{config}");
+    assert!(!Path::new(gateway_config).exists());
+}
+
+#[test]
+fn a_server_named_airlock_keeps_its_name_and_the_gateway_takes_a_free_one() {
+    let user = User::new();
+    let path = user.home.join(".cursor/mcp.json");
+    let original = r#"{"mcpServers": {"airlock": {"command": "node", "args": ["mine.js"]}, "s": {"url": "https://x.example.com/sse", "transport": "sse"}}}"#;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, original).unwrap();
+    let out = user.ok(&["install", "cursor", "--gateway"]);
+    assert!(out.contains("s: moved behind the airlock gateway"), "{out}");
+    assert!(out.contains("airlock-gateway: added"), "{out}");
+
+    let config = read_config(&path);
+    assert_eq!(config["mcpServers"]["airlock"]["args"][2], "airlock");
+    let gateway = &config["mcpServers"]["airlock-gateway"];
+    assert_eq!(gateway["args"][0], "serve", "{config}");
+    let gateway_config = gateway["args"][2].as_str().unwrap();
+    let checked = user.ok(&["check", "--config", gateway_config]);
+    assert!(checked.contains("s [sse]"), "{checked}");
+
+    user.ok(&["uninstall", "cursor"]);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+}
+
+#[test]
 fn unknown_hosts_and_broken_files_are_bad_input() {
     let user = User::new();
     let out = user.airlock(&["install", "emacs"]);
