@@ -345,8 +345,7 @@ fn add_gateway_servers(doc: &mut toml_edit::DocumentMut, removed: &[Removed]) {
 /// Where a host's files are: the environment facts paths are built from.
 #[derive(Debug, Clone, Default)]
 pub struct HostEnv {
-    pub home: Option<PathBuf>,
-    pub xdg_config_home: Option<PathBuf>,
+    pub dirs: crate::paths::UserDirs,
     pub codex_home: Option<PathBuf>,
     pub project: PathBuf,
 }
@@ -354,10 +353,8 @@ pub struct HostEnv {
 impl HostEnv {
     /// From environment variables (only absolute values count) and the project directory.
     pub fn from_env(env: &(impl crate::paths::VarSource + ?Sized), project: &Path) -> HostEnv {
-        let dirs = crate::paths::UserDirs::from_env(env);
         HostEnv {
-            home: dirs.home,
-            xdg_config_home: dirs.xdg_config_home,
+            dirs: crate::paths::UserDirs::from_env(env),
             codex_home: env.absolute_path("CODEX_HOME"),
             project: project.to_path_buf(),
         }
@@ -366,15 +363,12 @@ impl HostEnv {
     /// The path of `file`, or `None` when the environment does not say (no `HOME`).
     pub fn path_of(&self, file: &HostFile) -> Option<PathBuf> {
         let base = match file.base {
-            Base::Home => self.home.clone()?,
-            Base::XdgConfig => self
-                .xdg_config_home
-                .clone()
-                .or_else(|| self.home.as_ref().map(|h| h.join(".config")))?,
+            Base::Home => self.dirs.home.clone()?,
+            Base::XdgConfig => self.dirs.config_base()?,
             Base::CodexHome => self
                 .codex_home
                 .clone()
-                .or_else(|| self.home.as_ref().map(|h| h.join(".codex")))?,
+                .or_else(|| self.dirs.home.as_ref().map(|h| h.join(".codex")))?,
             Base::Project => self.project.clone(),
         };
         Some(base.join(file.relative))

@@ -172,9 +172,9 @@ fn decode(text: &str) -> Option<String> {
 
 /// One candidate path, made absolute the way the server would, then normalised.
 fn resolve(path: &str, context: &PathContext, how: &str) -> Reading {
-    let absolute = if path == "~" || path.starts_with("~/") {
-        match &context.home {
-            Some(home) => home.join(path.trim_start_matches('~').trim_start_matches('/')),
+    let absolute = if crate::paths::after_tilde(path).is_some() {
+        match crate::paths::expand_tilde(path, context.home.as_deref()) {
+            Some(path) => path,
             None => return unresolved("`~` with no known server HOME"),
         }
     } else if path.starts_with('~') {
