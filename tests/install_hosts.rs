@@ -13,39 +13,12 @@ use std::process::{Command, Output};
 use airlock::install::jsonc;
 use serde_json::{Value, json};
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+mod support;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::{AIRLOCK, real_python, root, sdk_python};
 
 fn fixtures() -> PathBuf {
     root().join("tests/fixtures/hosts")
-}
-
-fn sdk_python() -> Option<PathBuf> {
-    let peers = std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"));
-    let python = peers.join("sandbox-venv/bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the Python SDK peer is missing: run .ci/install-peers"
-    );
-    eprintln!("skipped: no Python SDK peer (run .ci/install-peers)");
-    None
-}
-
-/// The real interpreter (a pyenv shim would need the user's home inside the sandbox).
-fn real_python() -> String {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// One throwaway user: HOME, its XDG dirs, a project directory, and a user policy that lets the

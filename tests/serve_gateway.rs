@@ -15,19 +15,7 @@ use support::{AIRLOCK, audit_lines as events, peers, root};
 
 /// (the SDK's python, the directory of the npm reference servers)
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    support::npm_server("server-filesystem")?;
-    let everything = support::npm_server("server-everything")?;
-    let npm = everything.ancestors().nth(3)?.to_path_buf();
-    Some((support::sdk_python()?, npm))
-}
-
-fn which(program: &str) -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .expect("sh");
-    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
-    std::fs::canonicalize(&path).unwrap_or(path)
+    support::sdk_and_reference_servers()
 }
 
 #[test]
@@ -38,7 +26,7 @@ fn three_real_servers_behind_one_gateway_with_the_python_sdk() {
     let dir = tempfile::tempdir().expect("tempdir");
     let inside = dir.path().join("granted");
     std::fs::create_dir_all(&inside).expect("inside");
-    let node = which("node");
+    let node = support::which("node");
     let fixture = root().join("tests/fixtures/serve/fixture_server.py");
     let config = dir.path().join("airlock.toml");
     std::fs::write(

@@ -32,10 +32,7 @@ fn fixtures() -> PathBuf {
 
 /// (the venv's python, server-everything's dist/index.js)
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    Some((
-        support::sdk_python()?,
-        support::npm_server("server-everything")?,
-    ))
+    support::sdk_and_everything()
 }
 
 /// A port nobody listens on right now (the kernel's pick, released at once).
