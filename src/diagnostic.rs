@@ -192,9 +192,18 @@ pub fn likely_meant<'a>(word: &str, candidates: &[&'a str]) -> Vec<&'a str> {
 
 /// "did you mean `a`?" (or "`a`, `b` or `c`") for a misspelt `word`, when anything is close.
 pub fn did_you_mean(word: &str, candidates: &[&str]) -> Option<String> {
+    did_you_mean_quoted(word, candidates, &|name| format!("`{name}`"))
+}
+
+/// [`did_you_mean`] with each name quoted by `quote` (a JSON file's keys read as `"command"`).
+pub fn did_you_mean_quoted(
+    word: &str,
+    candidates: &[&str],
+    quote: &dyn Fn(&str) -> String,
+) -> Option<String> {
     let quoted: Vec<String> = likely_meant(word, candidates)
         .iter()
-        .map(|name| format!("`{name}`"))
+        .map(|name| quote(name))
         .collect();
     match quoted.as_slice() {
         [] => None,

@@ -225,7 +225,7 @@ fn every_error_of_a_config_file_is_reported_toml_and_json_alike() {
         ],
     );
     assert!(
-        stderr.contains("the entry's key \"comand\": did you mean `command`?"),
+        stderr.contains("the entry's key \"comand\": did you mean \"command\"?"),
         "{stderr}"
     );
 }

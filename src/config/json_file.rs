@@ -162,6 +162,11 @@ pub(super) fn parse(
     Ok((format, servers, separator, warnings))
 }
 
+/// "did you mean "command"?" for a key that looks like a misspelt key airlock reads.
+fn typo_hint(key: &str) -> Option<String> {
+    crate::diagnostic::did_you_mean_quoted(key, &KNOWN_KEYS, &|name| format!("{name:?}"))
+}
+
 /// `err` (about one server entry) with a did-you-mean for each of the entry's unknown keys that
 /// looks like a misspelt key airlock reads: `"comand"` is why the entry has no `command`.
 fn with_typo_hints(mut err: SourceError, entry: &Value) -> SourceError {
@@ -170,10 +175,7 @@ fn with_typo_hints(mut err: SourceError, entry: &Value) -> SourceError {
         .into_iter()
         .flat_map(|object| object.keys())
         .filter(|key| !KNOWN_KEYS.contains(&key.as_str()))
-        .filter_map(|key| {
-            crate::diagnostic::did_you_mean(key, &KNOWN_KEYS)
-                .map(|hint| format!("the entry's key {key:?}: {hint}"))
-        })
+        .filter_map(|key| typo_hint(key).map(|hint| format!("the entry's key {key:?}: {hint}")))
         .collect();
     if !hints.is_empty() {
         let hints = hints.join("; ");
@@ -252,7 +254,7 @@ fn raw_server(
         );
     };
     for unknown in object.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())) {
-        let hint = crate::diagnostic::did_you_mean(unknown, &KNOWN_KEYS)
+        let hint = typo_hint(unknown)
             .map(|hint| format!("; {hint}"))
             .unwrap_or_default();
         warnings.push(SourceWarning::new(
