@@ -16,8 +16,11 @@
 #[path = "common/binaries.rs"]
 #[allow(dead_code)] // this bench runs airlock only, not the echo fixture
 mod binaries;
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "common/summary.rs"]
 mod summary;
+use stats::{median, percentile};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -295,15 +298,6 @@ fn parse_latencies(out: &str) -> Vec<f64> {
     assert!(!all.is_empty(), "no latencies in {out:?}");
     all.sort_by(f64::total_cmp);
     all
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// The client, inside or outside the sandbox.

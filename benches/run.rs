@@ -6,9 +6,8 @@
 //! Run: `cargo bench --bench run` (builds `airlock` and `examples/mcp_echo` with `--release`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const ROUND_TRIPS: usize = 3000;
@@ -18,39 +17,8 @@ const IN_FLIGHT: usize = 64;
 /// so both peers are measured this many times, alternately, and the medians are compared.
 const ROUNDS: usize = 5;
 
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
 fn call(id: usize) -> Vec<u8> {
     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}\n").into_bytes()
-}
-
-fn start(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Peer {
-    let mut child = Command::new(program)
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|err| panic!("cannot start {}: {err}", program.display()));
-    let stdin = child.stdin.take().expect("stdin");
-    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut peer = Peer {
-        child,
-        stdin,
-        stdout,
-    };
-    peer.stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"init\",\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"bench\",\"version\":\"1\"}}}\n")
-        .expect("write");
-    let mut line = String::new();
-    peer.stdout.read_line(&mut line).expect("initialize answer");
-    assert!(line.contains("\"result\""), "initialize failed: {line}");
-    peer
 }
 
 fn round_trips(peer: &mut Peer) -> Vec<Duration> {
@@ -94,19 +62,6 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p) as usize]
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
 #[path = "common/binaries.rs"]
 mod binaries;
 
@@ -116,6 +71,14 @@ mod floor;
 #[path = "common/summary.rs"]
 mod summary_line;
 use summary_line::{machine_state, summary};
+
+#[path = "common/stats.rs"]
+mod stats;
+use stats::{median, percentile, us};
+
+#[path = "common/stdio_peer.rs"]
+mod stdio_peer;
+use stdio_peer::{Peer, start};
 
 fn main() {
     if floor::run_as_proxy_if_asked() {
@@ -129,7 +92,15 @@ fn main() {
         mcp_echo: server,
     } = binaries::build_release();
     let work = tempfile::tempdir().expect("tempdir");
-    let policy = work.path().join("policy.toml");
+    let (policy, audit) = write_policy(work.path(), &server);
+    let measured = measure(&airlock, &server, &policy, &audit);
+    print_table(&measured);
+    print_summaries(&measured);
+}
+
+/// A policy that lets `server` launch and read its own directory; and where the audit goes.
+fn write_policy(work: &Path, server: &Path) -> (PathBuf, PathBuf) {
+    let policy = work.join("policy.toml");
     std::fs::write(
         &policy,
         format!(
@@ -139,8 +110,32 @@ fn main() {
         ),
     )
     .expect("policy");
-    let audit = work.path().join("audit.jsonl");
+    (policy, work.join("audit.jsonl"))
+}
 
+/// What one side (direct, floor proxy, airlock run) measured.
+struct Side {
+    /// Sorted round-trip times.
+    round_trips: Vec<Duration>,
+    /// Pipelined throughput of each round (calls/s).
+    rounds: Vec<f64>,
+    /// The median of `rounds`.
+    throughput: f64,
+}
+
+struct Measured {
+    direct: Side,
+    floor: Side,
+    gated: Side,
+    /// airlock's peak RSS (KiB).
+    rss: Option<u64>,
+    /// Decision events in the audit log.
+    decisions: usize,
+}
+
+/// Starts the three peers, measures them in a rotating order, stops them.
+fn measure(airlock: &Path, server: &Path, policy: &Path, audit: &Path) -> Measured {
+    let server_arg = server.to_str().expect("utf8");
     let args = [
         "run",
         "--policy",
@@ -148,55 +143,51 @@ fn main() {
         "--audit",
         audit.to_str().expect("utf8"),
         "--",
+        server_arg,
     ];
-    let mut args: Vec<&str> = args.to_vec();
-    args.push(server.to_str().expect("utf8"));
     // All peers stay up for the whole run and are measured in turn, in a rotating order, so a
     // slow phase of the machine does not land on one side only. The floor is a proxy that only
     // copies bytes (blocking threads): what any stdio proxy costs on this machine.
     let me = std::env::current_exe().expect("current exe");
-    let server_arg = server.to_str().expect("utf8");
-    let mut direct = start(&server, &[], &[]);
-    let mut floor_proxy = start(&me, &[server_arg], &[(floor::PROXY_ENV, "threads")]);
-    let mut gated = start(&airlock, &args, &[]);
-    let direct_rt = round_trips(&mut direct);
-    let floor_rt = round_trips(&mut floor_proxy);
-    let gated_rt = round_trips(&mut gated);
-    let mut direct_tps = Vec::with_capacity(ROUNDS);
-    let mut floor_tps = Vec::with_capacity(ROUNDS);
-    let mut gated_tps = Vec::with_capacity(ROUNDS);
+    let mut peers = [
+        start(server, &[], &[]),
+        start(&me, &[server_arg], &[(floor::PROXY_ENV, "threads")]),
+        start(airlock, &args, &[]),
+    ];
+    let round_trip_times: Vec<Vec<Duration>> = peers.iter_mut().map(round_trips).collect();
+    let mut tps: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS));
     for round in 0..ROUNDS {
         for turn in 0..3 {
-            match (round + turn) % 3 {
-                0 => direct_tps.push(pipelined(&mut direct)),
-                1 => floor_tps.push(pipelined(&mut floor_proxy)),
-                _ => gated_tps.push(pipelined(&mut gated)),
-            }
+            let side = (round + turn) % 3;
+            tps[side].push(pipelined(&mut peers[side]));
         }
     }
-    let (direct_tp, floor_tp, gated_tp) = (
-        median(&mut direct_tps),
-        median(&mut floor_tps),
-        median(&mut gated_tps),
-    );
-    let rss = vm_hwm_kib(gated.child.id());
-    drop(direct.stdin);
-    let _ = direct.child.wait();
-    drop(floor_proxy.stdin);
-    let _ = floor_proxy.child.wait();
-    drop(gated.stdin);
-    let _ = gated.child.wait();
-    let decisions = std::fs::read_to_string(&audit)
+    let rss = vm_hwm_kib(peers[2].child.id());
+    for peer in peers {
+        peer.finish();
+    }
+    let decisions = std::fs::read_to_string(audit)
         .map(|t| t.matches("\"event\":\"decision\"").count())
         .unwrap_or(0);
+    let mut sides = round_trip_times
+        .into_iter()
+        .zip(tps)
+        .map(|(round_trips, mut rounds)| Side {
+            round_trips,
+            throughput: median(&mut rounds),
+            rounds,
+        });
+    let mut next = || sides.next().expect("three sides");
+    Measured {
+        direct: next(),
+        floor: next(),
+        gated: next(),
+        rss,
+        decisions,
+    }
+}
 
-    let (f50, f99) = (percentile(&floor_rt, 0.5), percentile(&floor_rt, 0.99));
-    let (d50, d99, g50, g99) = (
-        percentile(&direct_rt, 0.5),
-        percentile(&direct_rt, 0.99),
-        percentile(&gated_rt, 0.5),
-        percentile(&gated_rt, 0.99),
-    );
+fn print_table(m: &Measured) {
     println!(
         "airlock run vs direct ({ROUND_TRIPS} sequential echo calls, {PIPELINED} pipelined with {IN_FLIGHT} in flight)"
     );
@@ -206,10 +197,12 @@ fn main() {
     println!(
         "|------------------------|-------------|-------------|-------------|-------------------|"
     );
-    for (name, d, f, g) in [
-        ("round trip p50", d50, f50, g50),
-        ("round trip p99", d99, f99, g99),
-    ] {
+    for (name, p) in [("round trip p50", 0.5), ("round trip p99", 0.99)] {
+        let (d, f, g) = (
+            percentile(&m.direct.round_trips, p),
+            percentile(&m.floor.round_trips, p),
+            percentile(&m.gated.round_trips, p),
+        );
         println!(
             "| {name:<22} | {:8.1} µs | {:8.1} µs | {:8.1} µs | {:.2}× / +{:.1} µs |",
             us(d),
@@ -219,12 +212,14 @@ fn main() {
             us(g) - us(d)
         );
     }
+    let (direct_tp, floor_tp, gated_tp) =
+        (m.direct.throughput, m.floor.throughput, m.gated.throughput);
     println!(
         "| throughput, 64 in flight | {direct_tp:8.0} /s | {floor_tp:8.0} /s | {gated_tp:8.0} /s | {:.2}× (floor {:.2}×) |",
         gated_tp / direct_tp,
         floor_tp / direct_tp
     );
-    match rss {
+    match m.rss {
         Some(kib) => println!(
             "| airlock peak RSS (VmHWM) |           – |           – | {:8.1} MiB |                   |",
             kib as f64 / 1024.0
@@ -234,33 +229,41 @@ fn main() {
     let spread = |v: &[f64]| format!("{:.0}–{:.0}", v[0], v[v.len() - 1]);
     println!(
         "throughput range over {ROUNDS} rounds: direct {} /s, floor {} /s, airlock run {} /s",
-        spread(&direct_tps),
-        spread(&floor_tps),
-        spread(&gated_tps)
+        spread(&m.direct.rounds),
+        spread(&m.floor.rounds),
+        spread(&m.gated.rounds)
     );
     println!(
-        "audit: {decisions} decision events for {} calls",
+        "audit: {} decision events for {} calls",
+        m.decisions,
         ROUND_TRIPS + 200 + PIPELINED * ROUNDS
     );
+}
 
-    let (p50_ratio, p50_added) = (us(g50) / us(d50), us(g50) - us(d50));
+fn print_summaries(m: &Measured) {
+    let p = |side: &Side, rank| us(percentile(&side.round_trips, rank));
+    let (d50, f50, g50) = (p(&m.direct, 0.5), p(&m.floor, 0.5), p(&m.gated, 0.5));
+    let (d99, g99) = (p(&m.direct, 0.99), p(&m.gated, 0.99));
+    let (direct_tp, floor_tp, gated_tp) =
+        (m.direct.throughput, m.floor.throughput, m.gated.throughput);
+    let (p50_ratio, p50_added) = (g50 / d50, g50 - d50);
     machine_state();
     summary(
         "run: echo round trip p50",
-        &format!("{:.1} µs", us(g50)),
-        &format!("{:.1} µs", us(d50)),
+        &format!("{g50:.1} µs"),
+        &format!("{d50:.1} µs"),
         &format!(
             "{p50_ratio:.2}× (+{p50_added:.1} µs; byte-copy proxy +{:.1} µs)",
-            us(f50) - us(d50)
+            f50 - d50
         ),
         "≤ 1.05× or ≤ +15 µs",
         Some(p50_ratio <= 1.05 || p50_added <= 15.0),
     );
     summary(
         "run: echo round trip p99",
-        &format!("{:.1} µs", us(g99)),
-        &format!("{:.1} µs", us(d99)),
-        &format!("{:.2}×", us(g99) / us(d99)),
+        &format!("{g99:.1} µs"),
+        &format!("{d99:.1} µs"),
+        &format!("{:.2}×", g99 / d99),
         "-",
         None,
     );
@@ -276,7 +279,7 @@ fn main() {
         "≥ 0.9×",
         Some(gated_tp / direct_tp >= 0.9),
     );
-    if let Some(kib) = rss {
+    if let Some(kib) = m.rss {
         let mib = kib as f64 / 1024.0;
         summary(
             "run: airlock peak RSS",

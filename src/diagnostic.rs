@@ -172,6 +172,46 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, candidate)| candidate)
 }
 
+/// The likely meant names for a misspelt `word`: the closest candidate (see [`closest`]), else
+/// every candidate whose last `_` part is close to it (`timout` → `startup_timeout`,
+/// `tool_timeout`, `idle_timeout`).
+pub fn likely_meant<'a>(word: &str, candidates: &[&'a str]) -> Vec<&'a str> {
+    if let Some(best) = closest(word, candidates.iter().copied()) {
+        return vec![best];
+    }
+    candidates
+        .iter()
+        .copied()
+        .filter(|candidate| {
+            candidate
+                .rsplit_once('_')
+                .is_some_and(|(_, last)| closest(word, [last]).is_some())
+        })
+        .collect()
+}
+
+/// "did you mean `a`?" (or "`a`, `b` or `c`") for a misspelt `word`, when anything is close.
+pub fn did_you_mean(word: &str, candidates: &[&str]) -> Option<String> {
+    did_you_mean_quoted(word, candidates, &|name| format!("`{name}`"))
+}
+
+/// [`did_you_mean`] with each name quoted by `quote` (a JSON file's keys read as `"command"`).
+pub fn did_you_mean_quoted(
+    word: &str,
+    candidates: &[&str],
+    quote: &dyn Fn(&str) -> String,
+) -> Option<String> {
+    let quoted: Vec<String> = likely_meant(word, candidates)
+        .iter()
+        .map(|name| quote(name))
+        .collect();
+    match quoted.as_slice() {
+        [] => None,
+        [one] => Some(format!("did you mean {one}?")),
+        [first @ .., last] => Some(format!("did you mean {} or {last}?", first.join(", "))),
+    }
+}
+
 /// The names serde lists after "expected" in an unknown-field/variant message.
 fn expected_names(message: &str) -> Vec<&str> {
     let Some((_, expected)) = message.split_once("expected") else {
@@ -184,8 +224,8 @@ fn expected_names(message: &str) -> Vec<&str> {
 fn unknown_name_fix(message: &str) -> String {
     let given = message.split('`').nth(1).unwrap_or_default();
     let expected = expected_names(message);
-    match closest(given, expected.iter().copied()) {
-        Some(best) => format!("did you mean `{best}`?"),
+    match did_you_mean(given, &expected) {
+        Some(hint) => hint,
         None if expected.is_empty() => "remove it or correct its spelling".to_string(),
         None => format!("use one of: {}", expected.join(", ")),
     }
@@ -223,6 +263,20 @@ pub fn parse_toml_all<T: serde::de::DeserializeOwned>(
     file: &Path,
     text: &str,
 ) -> Result<T, SourceError> {
+    match parse_toml_partial(file, text) {
+        (Some(value), errors) if errors.is_empty() => Ok(value),
+        (_, errors) => Err(SourceError::all(errors)
+            .unwrap_or_else(|| SourceError::new(file, None, "invalid TOML"))),
+    }
+}
+
+/// [`parse_toml_all`]'s errors, and the value deserialized from what is left once the bad keys
+/// and values are set aside (`None` after a syntax error, or when nothing deserializes): a
+/// caller checks the rest too, so an unknown key does not hide a bad value elsewhere.
+pub fn parse_toml_partial<T: serde::de::DeserializeOwned>(
+    file: &Path,
+    text: &str,
+) -> (Option<T>, Vec<SourceError>) {
     use toml::de::{DeTable, Deserializer};
     let (mut table, syntax) = DeTable::parse_recoverable(text);
     if !syntax.is_empty() {
@@ -230,15 +284,17 @@ pub fn parse_toml_all<T: serde::de::DeserializeOwned>(
             .iter()
             .map(|e| from_toml_error(file, text, e))
             .collect();
-        return Err(SourceError::all(errors)
-            .unwrap_or_else(|| SourceError::new(file, None, "invalid TOML")));
+        return (None, errors);
     }
     let mut errors = Vec::new();
     let mut removed: Vec<String> = Vec::new();
+    let mut rest = None;
     for _ in 0..64 {
         match T::deserialize(Deserializer::from(table.clone())) {
-            Ok(value) if errors.is_empty() => return Ok(value),
-            Ok(_) => break,
+            Ok(value) => {
+                rest = Some(value);
+                break;
+            }
             Err(err) => {
                 let message = err.message().trim();
                 // A value set aside for an earlier error is not missing as well.
@@ -260,7 +316,7 @@ pub fn parse_toml_all<T: serde::de::DeserializeOwned>(
         }
     }
     errors.sort_by_key(|e| e.position.map(|p| (p.line, p.column)));
-    Err(SourceError::all(errors).unwrap_or_else(|| SourceError::new(file, None, "invalid TOML")))
+    (rest, errors)
 }
 
 /// Removes the entry whose key or value is at `span`, wherever it is; returns its key.
@@ -376,6 +432,30 @@ mod tests {
             closest("filesytem", ["filesystem", "fs"]),
             Some("filesystem")
         );
+    }
+
+    #[test]
+    fn a_misspelt_last_word_suggests_every_key_ending_in_it() {
+        let keys = [
+            "command",
+            "startup_timeout",
+            "tool_timeout",
+            "idle_timeout",
+            "url",
+        ];
+        assert_eq!(
+            did_you_mean("timout", &keys).as_deref(),
+            Some("did you mean `startup_timeout`, `tool_timeout` or `idle_timeout`?")
+        );
+        assert_eq!(
+            did_you_mean("tool_timout", &keys).as_deref(),
+            Some("did you mean `tool_timeout`?")
+        );
+        assert_eq!(
+            did_you_mean("comand", &keys).as_deref(),
+            Some("did you mean `command`?")
+        );
+        assert_eq!(did_you_mean("autoApprove", &keys), None);
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - [`mcp`] framing and messages; [`gate`] per-server decisions; [`session`] the one core of
 //!   `run` and `serve`; [`gateway`] lifecycles, names, remote links; [`http`] `serve --listen`;
 //! - [`audit`] the chained log; [`pins`] pinned definitions; [`secret`] the secret detector;
-//!   [`install`] host config files; [`cli`] the commands; [`diagnostic`] file:line:col errors.
+//!   [`install`] host config files; [`cli`] the commands; [`diagnostic`] file:line:col errors;
+//! - small shared pieces: [`hash`] SHA-256 as hex; [`lock`] `flock(2)` file locks (audit log, pin
+//!   store); [`random`] `getrandom(2)` bytes for session ids and tokens.
 //!
 //! Everything that decides is pure and unit-tested; everything that touches the OS is thin and
 //! proven by the end-to-end tests under `tests/`.

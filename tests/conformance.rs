@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use support::{AIRLOCK, peers, root, wait_until};
+use support::{AIRLOCK, root, wait_until};
 
 struct Peers {
     node: PathBuf,
@@ -24,23 +24,15 @@ struct Peers {
 }
 
 fn peer_paths() -> Option<Peers> {
-    let conformance = peers().join("conformance/node_modules");
-    let found = Peers {
+    let conformance = "conformance/node_modules";
+    Some(Peers {
         node: support::node(),
-        everything: peers()
-            .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
-        proxy: conformance.join("mcp-proxy/dist/bin/mcp-proxy.mjs"),
-        suite: conformance.join("@modelcontextprotocol/conformance/dist/index.js"),
-    };
-    if found.everything.exists() && found.proxy.exists() && found.suite.exists() {
-        return Some(found);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "conformance peers missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: conformance peers missing (run .ci/install-peers)");
-    None
+        everything: support::npm_server("server-everything")?,
+        proxy: support::peer(&format!("{conformance}/mcp-proxy/dist/bin/mcp-proxy.mjs"))?,
+        suite: support::peer(&format!(
+            "{conformance}/@modelcontextprotocol/conformance/dist/index.js"
+        ))?,
+    })
 }
 
 fn free_port() -> u16 {

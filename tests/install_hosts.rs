@@ -13,39 +13,12 @@ use std::process::{Command, Output};
 use airlock::install::jsonc;
 use serde_json::{Value, json};
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+mod support;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::{AIRLOCK, real_python, root, sdk_python};
 
 fn fixtures() -> PathBuf {
     root().join("tests/fixtures/hosts")
-}
-
-fn sdk_python() -> Option<PathBuf> {
-    let peers = std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"));
-    let python = peers.join("sandbox-venv/bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the Python SDK peer is missing: run .ci/install-peers"
-    );
-    eprintln!("skipped: no Python SDK peer (run .ci/install-peers)");
-    None
-}
-
-/// The real interpreter (a pyenv shim would need the user's home inside the sandbox).
-fn real_python() -> String {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// One throwaway user: HOME, its XDG dirs, a project directory, and a user policy that lets the
@@ -450,6 +423,76 @@ fn gateway_routes_remote_servers_through_airlock_serve_and_uninstall_brings_them
     user.ok(&["uninstall", "cursor"]);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     assert!(!Path::new(gateway_config).exists());
+}
+
+#[test]
+fn a_second_gateway_install_keeps_the_servers_the_first_one_moved() {
+    let user = User::new();
+    let path = user.home.join(".cursor/mcp.json");
+    user.place("cursor/mcp.json", &path);
+    user.ok(&["install", "cursor", "--gateway"]);
+    // The user adds another remote server to the installed file, and installs again.
+    let installed = std::fs::read_to_string(&path).unwrap();
+    let added = installed.replacen(
+        "\"mcpServers\": {",
+        "\"mcpServers\": {\n        \"docs2\": {\"url\": \"https://docs2.example.com/mcp\"},",
+        1,
+    );
+    assert_ne!(added, installed);
+    std::fs::write(&path, &added).unwrap();
+    let out = user.ok(&["install", "cursor", "--gateway"]);
+    assert!(
+        out.contains("docs2: moved behind the airlock gateway"),
+        "{out}"
+    );
+    assert!(
+        out.contains("airlock: kept, serves the moved servers"),
+        "{out}"
+    );
+
+    let config = read_config(&path);
+    assert!(config["mcpServers"].get("docs2").is_none(), "{config}");
+    let gateway_config = config["mcpServers"]["airlock"]["args"][2].as_str().unwrap();
+    let checked = user.ok(&["check", "--config", gateway_config]);
+    assert!(checked.contains("docs [http]"), "{checked}");
+    assert!(checked.contains("docs2 [http]"), "{checked}");
+
+    // Uninstall brings back both, each as it was written.
+    user.ok(&["uninstall", "cursor"]);
+    let config = read_config(&path);
+    assert_eq!(
+        config["mcpServers"]["docs"]["url"],
+        "https://docs.example.com/mcp"
+    );
+    assert_eq!(
+        config["mcpServers"]["docs2"]["url"],
+        "https://docs2.example.com/mcp"
+    );
+    assert!(config["mcpServers"].get("airlock").is_none(), "{config}");
+    assert!(!Path::new(gateway_config).exists());
+}
+
+#[test]
+fn a_server_named_airlock_keeps_its_name_and_the_gateway_takes_a_free_one() {
+    let user = User::new();
+    let path = user.home.join(".cursor/mcp.json");
+    let original = r#"{"mcpServers": {"airlock": {"command": "node", "args": ["mine.js"]}, "s": {"url": "https://x.example.com/sse", "transport": "sse"}}}"#;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, original).unwrap();
+    let out = user.ok(&["install", "cursor", "--gateway"]);
+    assert!(out.contains("s: moved behind the airlock gateway"), "{out}");
+    assert!(out.contains("airlock-gateway: added"), "{out}");
+
+    let config = read_config(&path);
+    assert_eq!(config["mcpServers"]["airlock"]["args"][2], "airlock");
+    let gateway = &config["mcpServers"]["airlock-gateway"];
+    assert_eq!(gateway["args"][0], "serve", "{config}");
+    let gateway_config = gateway["args"][2].as_str().unwrap();
+    let checked = user.ok(&["check", "--config", gateway_config]);
+    assert!(checked.contains("s [sse]"), "{checked}");
+
+    user.ok(&["uninstall", "cursor"]);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
 }
 
 #[test]

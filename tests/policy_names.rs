@@ -174,6 +174,102 @@ fn every_error_of_a_file_is_reported_with_a_did_you_mean_for_typos() {
     }
 }
 
+/// Asserts `stderr` reports each of `(position, text)` as `file:position: ...text...`.
+fn assert_reported(stderr: &str, file: &str, expected: &[(&str, &str)]) {
+    for (at, text) in expected {
+        let line = stderr.lines().find(|line| {
+            line.starts_with(&format!("{file}:{at}:")) || line.contains(&format!(" {file}:{at}:"))
+        });
+        assert!(
+            line.is_some_and(|line| line.contains(text)),
+            "{file}:{at}: {text} missing: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn every_error_of_a_config_file_is_reported_toml_and_json_alike() {
+    let toml = "[servers.a]\nargs = [\"x\"]\n[servers.b]\nurl = \"notaurl\"\ncommand = \"npx\"\n\
+                [servers.c]\ncommand = \"npx\"\ntransport = \"grpc\"\n[servers.d]\ncommand = \"npx\"\ntimout = 3\n";
+    let case = Case::new(toml, "version = 1\n");
+    let config = case.file("servers.json");
+    let (code, stdout, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_reported(
+        &stderr,
+        &config,
+        &[
+            ("1:10", "server \"a\" has neither `command` nor `url`"),
+            ("4:7", "server \"b\" mixes transports"),
+            ("8:13", "server \"c\": unknown transport \"grpc\""),
+            ("11:1", "unknown field `timout`"),
+        ],
+    );
+    assert!(
+        stderr.contains("fix: did you mean `startup_timeout`, `tool_timeout` or `idle_timeout`?"),
+        "{stderr}"
+    );
+
+    let json = r#"{"mcpServers": {"a": {"comand": "npx"}, "b": {"command": 5}, "c": {"command": "npx", "args": "x"}}}"#;
+    std::fs::write(case.dir.path().join("servers.json"), json).unwrap();
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_reported(
+        &stderr,
+        &config,
+        &[
+            ("1:17", "server \"a\" has neither `command` nor `url`"),
+            ("1:41", "server \"b\": `command` must be a string"),
+            ("1:62", "server \"c\": `args` must be an array of strings"),
+        ],
+    );
+    assert!(
+        stderr.contains("the entry's key \"comand\": did you mean \"command\"?"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_key_or_value_of_a_policy_hides_none_of_the_others() {
+    let case = Case::new(
+        SERVERS,
+        "version = 1\n[sandbox]\nnetwork = \"sometimes\"\nread = [\"relative/path\"]\n\
+         write = [\"rel2\"]\nkill_timeout = -1\n[tools]\ndeny = [\"nope\"]\n",
+    );
+    let policy = case.file("policy.toml");
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_reported(
+        &stderr,
+        &policy,
+        &[
+            ("3:11", "`network` must be"),
+            ("4:9", "`sandbox.read` path \"relative/path\" is relative"),
+            ("5:10", "`sandbox.write` path \"rel2\" is relative"),
+            ("6:16", "`sandbox.kill_timeout` = -1 is out of range"),
+            ("8:9", "tool pattern \"nope\""),
+        ],
+    );
+
+    // An unknown key does not hide a bad value.
+    std::fs::write(
+        case.dir.path().join("policy.toml"),
+        "version = 1\n[tools]\nalow = [\"mcp:fs\"]\ndeny = [\"nope\"]\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_reported(
+        &stderr,
+        &policy,
+        &[
+            ("3:1", "unknown field `alow`"),
+            ("4:9", "tool pattern \"nope\""),
+        ],
+    );
+}
+
 #[test]
 fn explain_reads_the_call_like_the_policy_and_names_undeclared_servers() {
     let case = Case::new(

@@ -11,29 +11,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+mod support;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"))
-}
-
-/// The real interpreter (not a pyenv shim, which would need the user's home inside the sandbox).
-fn python() -> String {
-    let out = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3");
-    String::from_utf8(out.stdout)
-        .expect("utf8")
-        .trim()
-        .to_string()
-}
+use support::{AIRLOCK, node, peers, root};
 
 /// Sets a test's own HOME, state, config and org policy dirs (under `dir`) on `command`, so the
 /// test neither reads nor writes the machine's (another airlock may be running there).
@@ -91,7 +71,7 @@ fn gates_a_confined_server_and_exits_with_its_status() {
         .arg("--audit")
         .arg(&audit)
         .arg("--")
-        .arg(python())
+        .arg(support::real_python())
         .arg(fixtures.join("echo_server.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -262,29 +242,7 @@ fn trust_on_the_command_line_launches_confined_unless_the_policy_forbids_trust()
 
 /// The peers, or `None` (skip) locally; under CI a missing peer is a failure.
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    let python = peers().join("sandbox-venv/bin/python");
-    let npm = peers().join("npm/node_modules/@modelcontextprotocol");
-    if python.exists()
-        && npm.join("server-filesystem/dist/index.js").exists()
-        && npm.join("server-everything/dist/index.js").exists()
-    {
-        return Some((python, npm));
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "interop peers missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: interop peers missing (run .ci/install-peers)");
-    None
-}
-
-fn node() -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", "command -v node"])
-        .output()
-        .expect("sh");
-    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
-    std::fs::canonicalize(&path).unwrap_or(path)
+    support::sdk_and_reference_servers()
 }
 
 fn interop(args: &[&std::ffi::OsStr], python: &Path, dir: &Path) -> Value {

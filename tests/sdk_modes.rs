@@ -18,10 +18,7 @@ use support::{AIRLOCK, Mode, peers, root};
 both_modes!(every_sdk_mode_gets_every_feature);
 
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    Some((
-        support::sdk_python()?,
-        support::npm_server("server-everything")?,
-    ))
+    support::sdk_and_everything()
 }
 
 fn every_sdk_mode_gets_every_feature(mode: Mode) {

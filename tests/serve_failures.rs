@@ -25,6 +25,44 @@ fn every_failure_stays_with_its_server() {
     let mut client = world.serve(&config);
     client.initialize();
 
+    assert_lists_only_servers_that_started(&mut client);
+    assert_start_failures_and_crashes_stay_with_their_server(&mut client);
+    assert_hangs_and_junk_stay_with_their_server(&mut client);
+
+    // A denied tool is refused without reaching the server.
+    let denied = client.call(12, "good__pid", json!({}));
+    assert_eq!(denied["result"]["isError"], true);
+    assert!(Client::text(&denied).contains("mcp:good__pid"), "{denied}");
+
+    assert_status_names_each_failure(&world);
+
+    drop(client.stdin.take());
+    assert!(wait_until(Duration::from_secs(5), || client
+        .child
+        .try_wait()
+        .unwrap()
+        .is_some()));
+    let events = world.audit();
+    let dropped = events
+        .iter()
+        .filter(|e| e["event"] == "dropped" && e["server"] == "flood")
+        .count();
+    assert!(
+        (1..=12).contains(&dropped),
+        "junk is recorded, boundedly: {dropped}"
+    );
+    let outcomes: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "outcome" && e["server"] == "hangy")
+        .collect();
+    assert!(
+        outcomes.iter().any(|e| e["outcome"] == "timeout"),
+        "{outcomes:?}"
+    );
+}
+
+/// Lists the tools of the servers that started, within the startup timeout.
+fn assert_lists_only_servers_that_started(client: &mut Client) {
     let started = Instant::now();
     let tools = client.tools(1);
     for server in ["good", "crashy", "hangy", "flood"] {
@@ -48,7 +86,9 @@ fn every_failure_stays_with_its_server() {
         "bounded by startup_timeout: {:?}",
         started.elapsed()
     );
+}
 
+fn assert_start_failures_and_crashes_stay_with_their_server(client: &mut Client) {
     // Fails to start / never completes the handshake: an error naming the server, at once.
     let answer = client.call(2, "nostart__echo", json!({"text": "x"}));
     assert_eq!(answer["result"]["isError"], true, "{answer}");
@@ -68,7 +108,9 @@ fn every_failure_stays_with_its_server() {
         Client::text(&client.call(6, "crashy__echo", json!({"text": "b"}))),
         "crashy: b"
     );
+}
 
+fn assert_hangs_and_junk_stay_with_their_server(client: &mut Client) {
     // Hang: the host gets an error at tool_timeout; meanwhile another server answers.
     client.send(json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hangy__hang","arguments":{}}}));
     let answer = client.call(8, "good__echo", json!({"text": "while hanging"}));
@@ -93,12 +135,9 @@ fn every_failure_stays_with_its_server() {
         Client::text(&client.call(11, "flood__junk", json!({}))),
         "after junk"
     );
+}
 
-    // A denied tool is refused without reaching the server.
-    let denied = client.call(12, "good__pid", json!({}));
-    assert_eq!(denied["result"]["isError"], true);
-    assert!(Client::text(&denied).contains("mcp:good__pid"), "{denied}");
-
+fn assert_status_names_each_failure(world: &World) {
     let status = world.status();
     let servers = status[0]["servers"].as_array().expect("servers").clone();
     let of = |name: &str| {
@@ -123,29 +162,5 @@ fn every_failure_stays_with_its_server() {
             .unwrap_or_default()
             .contains("startup_timeout"),
         "{status}"
-    );
-
-    drop(client.stdin.take());
-    assert!(wait_until(Duration::from_secs(5), || client
-        .child
-        .try_wait()
-        .unwrap()
-        .is_some()));
-    let events = world.audit();
-    let dropped = events
-        .iter()
-        .filter(|e| e["event"] == "dropped" && e["server"] == "flood")
-        .count();
-    assert!(
-        (1..=12).contains(&dropped),
-        "junk is recorded, boundedly: {dropped}"
-    );
-    let outcomes: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["event"] == "outcome" && e["server"] == "hangy")
-        .collect();
-    assert!(
-        outcomes.iter().any(|e| e["outcome"] == "timeout"),
-        "{outcomes:?}"
     );
 }

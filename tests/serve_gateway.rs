@@ -4,7 +4,7 @@
 //! the test is skipped locally and fails under `CI=true`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -15,19 +15,7 @@ use support::{AIRLOCK, audit_lines as events, peers, root};
 
 /// (the SDK's python, the directory of the npm reference servers)
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    support::npm_server("server-filesystem")?;
-    let everything = support::npm_server("server-everything")?;
-    let npm = everything.ancestors().nth(3)?.to_path_buf();
-    Some((support::sdk_python()?, npm))
-}
-
-fn which(program: &str) -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .expect("sh");
-    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
-    std::fs::canonicalize(&path).unwrap_or(path)
+    support::sdk_and_reference_servers()
 }
 
 #[test]
@@ -38,9 +26,43 @@ fn three_real_servers_behind_one_gateway_with_the_python_sdk() {
     let dir = tempfile::tempdir().expect("tempdir");
     let inside = dir.path().join("granted");
     std::fs::create_dir_all(&inside).expect("inside");
-    let node = which("node");
+    let config = write_config(dir.path(), &npm, &inside);
+    let policy = write_policy(dir.path(), &inside);
+    let audit = dir.path().join("audit.jsonl");
+    let state = dir.path().join("state");
+    let out = Command::new(&python)
+        .arg(root().join("tests/fixtures/serve/sdk_client.py"))
+        .args([
+            AIRLOCK.as_ref(),
+            config.as_os_str(),
+            policy.as_os_str(),
+            audit.as_os_str(),
+            inside.as_os_str(),
+        ])
+        .env("HOME", dir.path())
+        .env("XDG_STATE_HOME", &state)
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+        .output()
+        .expect("client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().expect("report")).expect("json");
+    assert_lists_every_allowed_tool_namespaced(&report);
+    assert_each_call_reached_its_server(&report, &inside);
+    assert_status_saw_each_server(&report);
+    assert_audited_and_cleaned_up(&audit, &state);
+}
+
+/// The gateway config: two reference servers, the fixture, and a server that fails to start.
+fn write_config(dir: &Path, npm: &Path, inside: &Path) -> PathBuf {
+    let node = support::which("node");
     let fixture = root().join("tests/fixtures/serve/fixture_server.py");
-    let config = dir.path().join("airlock.toml");
+    let config = dir.join("airlock.toml");
     std::fs::write(
         &config,
         format!(
@@ -70,7 +92,12 @@ startup_timeout = 5
         ),
     )
     .expect("config");
-    let policy = dir.path().join("policy.toml");
+    config
+}
+
+/// A policy that denies one tool and grants the servers their files.
+fn write_policy(dir: &Path, inside: &Path) -> PathBuf {
+    let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
         format!(
@@ -80,30 +107,10 @@ startup_timeout = 5
         ),
     )
     .expect("policy");
-    let audit = dir.path().join("audit.jsonl");
-    let state = dir.path().join("state");
-    let out = Command::new(&python)
-        .arg(root().join("tests/fixtures/serve/sdk_client.py"))
-        .args([
-            AIRLOCK.as_ref(),
-            config.as_os_str(),
-            policy.as_os_str(),
-            audit.as_os_str(),
-            inside.as_os_str(),
-        ])
-        .env("HOME", dir.path())
-        .env("XDG_STATE_HOME", &state)
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
-        .output()
-        .expect("client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.lines().last().expect("report")).expect("json");
+    policy
+}
+
+fn assert_lists_every_allowed_tool_namespaced(report: &Value) {
     let tools: Vec<&str> = report["tools"]
         .as_array()
         .expect("tools")
@@ -133,7 +140,9 @@ startup_timeout = 5
         !tools.iter().any(|t| t.starts_with("broken__")),
         "{tools:?}"
     );
+}
 
+fn assert_each_call_reached_its_server(report: &Value, inside: &Path) {
     assert_eq!(report["echo"]["isError"], false, "{report}");
     assert!(
         report["echo"]["text"]
@@ -168,7 +177,9 @@ startup_timeout = 5
     );
     assert_eq!(report["unknown"]["isError"], true);
     assert_eq!(report["fixture_again"]["text"], "fixture: still here");
+}
 
+fn assert_status_saw_each_server(report: &Value) {
     // airlock status, read while the gateway ran.
     assert_eq!(report["status_exit"], 0, "{report}");
     let gateway = &report["status"][0];
@@ -192,8 +203,10 @@ startup_timeout = 5
             .contains("exited"),
         "{gateway}"
     );
+}
 
-    let events = events(&audit);
+fn assert_audited_and_cleaned_up(audit: &Path, state: &Path) {
+    let events = events(audit);
     let decisions = events.iter().filter(|e| e["event"] == "decision").count();
     assert_eq!(
         decisions, 6,

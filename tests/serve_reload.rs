@@ -8,7 +8,12 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Client, Mode, Setup, fixture, start};
+use support::{Client, Mode, Setup, fixture, processes_with, start, wait_until};
+
+/// A label for the first server that no other process on the machine has in its command line.
+fn unique_label(what: &str) -> String {
+    format!("{what}-{}", std::process::id())
+}
 
 fn server(name: &str, label: &str) -> String {
     format!(
@@ -19,12 +24,13 @@ fn server(name: &str, label: &str) -> String {
 
 #[test]
 fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
-    let (world, mut client) = start(Mode::Serve, Setup::fixture("--name v1"));
+    let v1 = unique_label("v1");
+    let (world, mut client) = start(Mode::Serve, Setup::fixture(&format!("--name {v1}")));
     client.initialize("2025-06-18");
     client.request(9, "tools/list", json!({}));
     assert_eq!(
         Client::text(&client.call(1, "fixture__echo", json!({"text": "a"}))),
-        "v1: a"
+        format!("{v1}: a")
     );
     // A call in flight across the reload.
     client.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture__slow","arguments":{"seconds":1.5}}}));
@@ -51,6 +57,12 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
         Client::text(&slow),
         "slow done",
         "the call in flight finished: {slow}"
+    );
+    // With its call answered, the replaced server is stopped: its process is gone.
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&v1).is_empty()),
+        "the replaced server still runs after its last call was answered: {:?}",
+        processes_with(&v1)
     );
 
     // A bad file: the running state stays, and the reason is given.
@@ -158,4 +170,56 @@ fn a_policy_change_applies_to_new_calls_and_a_bad_policy_keeps_the_running_one()
         })
         .count();
     assert_eq!(failed, 1, "the failed reload is audited");
+}
+
+#[test]
+fn a_bad_config_by_sighup_while_a_call_is_in_flight_keeps_the_running_server() {
+    let v1 = unique_label("kept");
+    let (world, mut client) = start(Mode::Serve, Setup::fixture(&format!("--name {v1}")));
+    client.initialize("2025-06-18");
+    client.request(9, "tools/list", json!({}));
+    client.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture__slow","arguments":{"seconds":1.5}}}));
+    std::thread::sleep(Duration::from_millis(200));
+    let running = processes_with(&v1);
+    assert!(!running.is_empty(), "the server runs");
+
+    std::fs::write(world.path("airlock.toml"), "[servers.fixture\nbroken").unwrap();
+    client.signal(libc::SIGHUP);
+    let slow = client.answer(json!(2), Duration::from_secs(10));
+    assert_eq!(
+        Client::text(&slow),
+        "slow done",
+        "the call in flight finished: {slow}"
+    );
+    // The same server, the same process, answers the next call.
+    assert_eq!(
+        Client::text(&client.call(3, "fixture__echo", json!({"text": "b"}))),
+        format!("{v1}: b")
+    );
+    assert_eq!(processes_with(&v1), running);
+
+    client.close_stdin();
+    client.wait(Duration::from_secs(10)).expect("exits");
+    let stderr = client.stderr();
+    assert!(stderr.contains("reload failed"), "{stderr}");
+    assert!(
+        stderr.contains("airlock.toml:1"),
+        "where the file is bad: {stderr}"
+    );
+    let audit = world.audit();
+    let failed = audit
+        .iter()
+        .filter(|e| e["event"] == "policy")
+        .filter(|e| {
+            e["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("reload failed"))
+        })
+        .count();
+    assert_eq!(failed, 1, "the failed reload is audited");
+    let spawns = audit
+        .iter()
+        .filter(|e| e["event"] == "spawn" && e["server"] == "fixture")
+        .count();
+    assert_eq!(spawns, 1, "nothing restarted");
 }

@@ -32,10 +32,7 @@ fn fixtures() -> PathBuf {
 
 /// (the venv's python, server-everything's dist/index.js)
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
-    Some((
-        support::sdk_python()?,
-        support::npm_server("server-everything")?,
-    ))
+    support::sdk_and_everything()
 }
 
 /// A port nobody listens on right now (the kernel's pick, released at once).
@@ -125,35 +122,7 @@ fn remote_servers_next_to_a_stdio_one_with_the_python_sdk() {
     let _hdr = http_fixture(hdr, &record);
     assert!(!listening(down), "port {down} should be free");
 
-    let config = dir.path().join("airlock.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[servers.web]
-transport = "http"
-url = "http://127.0.0.1:{web}/mcp"
-
-[servers.old]
-transport = "sse"
-url = "http://127.0.0.1:{old}/sse"
-
-[servers.hdr]
-url = "http://127.0.0.1:{hdr}/mcp"
-headers = {{ X-Fixture-Token = "${{env:FIXTURE_TOKEN}}" }}
-
-[servers.down]
-url = "http://127.0.0.1:{down}/mcp"
-startup_timeout = 2
-
-[servers.fixture]
-command = "/usr/bin/python3"
-args = ["{fixture}", "--name", "fixture"]
-"#,
-            fixture = fixtures().join("fixture_server.py").display(),
-        ),
-    )
-    .expect("config");
+    let config = write_config(dir.path(), [web, old, hdr, down]);
     let policy = dir.path().join("policy.toml");
     std::fs::write(
         &policy,
@@ -193,6 +162,48 @@ args = ["{fixture}", "--name", "fixture"]
     assert!(out.status.success(), "client failed: {stdout}\n{stderr}");
     let report: Value = serde_json::from_str(stdout.lines().last().expect("report")).expect("json");
 
+    assert_lists_the_tools_of_every_live_server(&report);
+    assert_each_call_answered_by_its_server(&report);
+    assert_the_header_reached_every_request(&record);
+    assert_audited_without_the_token(&audit, &stderr);
+}
+
+/// The gateway config: three remote servers on `ports` (web, old, hdr; down listens nowhere) and
+/// a stdio fixture.
+fn write_config(dir: &Path, [web, old, hdr, down]: [u16; 4]) -> PathBuf {
+    let config = dir.join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[servers.web]
+transport = "http"
+url = "http://127.0.0.1:{web}/mcp"
+
+[servers.old]
+transport = "sse"
+url = "http://127.0.0.1:{old}/sse"
+
+[servers.hdr]
+url = "http://127.0.0.1:{hdr}/mcp"
+headers = {{ X-Fixture-Token = "${{env:FIXTURE_TOKEN}}" }}
+
+[servers.down]
+url = "http://127.0.0.1:{down}/mcp"
+startup_timeout = 2
+
+[servers.fixture]
+command = "/usr/bin/python3"
+args = ["{fixture}", "--name", "fixture"]
+"#,
+            fixture = fixtures().join("fixture_server.py").display(),
+        ),
+    )
+    .expect("config");
+    config
+}
+
+fn assert_lists_the_tools_of_every_live_server(report: &Value) {
     // Namespaced tools of every live server, side by side; the denied one hidden, none of down.
     let tools: Vec<&str> = report["tools"]
         .as_array()
@@ -212,7 +223,9 @@ args = ["{fixture}", "--name", "fixture"]
     assert!(!tools.contains(&"web__get-env"), "{tools:?}");
     assert!(tools.contains(&"old__get-env"), "only web's is denied");
     assert!(!tools.iter().any(|t| t.starts_with("down__")), "{tools:?}");
+}
 
+fn assert_each_call_answered_by_its_server(report: &Value) {
     let call = |key: &str| &report["calls"][key];
     let text = |key: &str| call(key)["text"].as_str().unwrap_or_default().to_string();
     assert_eq!(call("web")["isError"], false, "{report}");
@@ -235,17 +248,19 @@ args = ["{fixture}", "--name", "fixture"]
         "{report}"
     );
     assert!(text("web_again").contains("still here"), "{report}");
+}
 
+fn assert_the_header_reached_every_request(record: &Path) {
     // The configured header reached the server on every request (POST, GET, DELETE), and the
     // session id and protocol version were sent once negotiated.
     assert!(
-        wait_until(Duration::from_secs(5), || recorded(&record)
+        wait_until(Duration::from_secs(5), || recorded(record)
             .iter()
             .any(|r| r["method"] == "DELETE")),
         "the session is deleted at shutdown: {:?}",
-        recorded(&record)
+        recorded(record)
     );
-    let requests = recorded(&record);
+    let requests = recorded(record);
     assert!(requests.len() >= 5, "{requests:?}");
     for request in &requests {
         assert_eq!(request["headers"]["x-fixture-token"], TOKEN, "{request}");
@@ -271,12 +286,14 @@ args = ["{fixture}", "--name", "fixture"]
         requests.iter().any(|r| r["method"] == "GET"),
         "GET stream tried"
     );
+}
 
+fn assert_audited_without_the_token(audit: &Path, stderr: &str) {
     // Decisions audited for remote servers like for stdio ones; the token nowhere.
-    let audit_text = std::fs::read_to_string(&audit).expect("audit");
+    let audit_text = std::fs::read_to_string(audit).expect("audit");
     assert!(!audit_text.contains(TOKEN), "token in the audit log");
     assert!(!stderr.contains(TOKEN), "token on airlock's stderr");
-    let log = events(&audit);
+    let log = events(audit);
     let has = |event: &str, server: &str, extra: &dyn Fn(&Value) -> bool| {
         log.iter()
             .any(|e| e["event"] == event && e["server"] == server && extra(e))

@@ -70,26 +70,40 @@ struct Link {
     seq: u64,
 }
 
-fn link_of(bytes: &[u8]) -> Result<Option<Link>, &'static str> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|_| "is not a JSON record")?;
-    let object = value.as_object().ok_or("is not a JSON object")?;
+/// Why a line carries no readable chain link (the text follows "line N ").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum BadLink {
+    #[error("is not a JSON record")]
+    NotJson,
+    #[error("is not a JSON object")]
+    NotObject,
+    #[error("has a malformed `prev`")]
+    MalformedPrev,
+    #[error("has no `session`")]
+    NoSession,
+    #[error("has no `seq`")]
+    NoSeq,
+}
+
+fn link_of(bytes: &[u8]) -> Result<Option<Link>, BadLink> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| BadLink::NotJson)?;
+    let object = value.as_object().ok_or(BadLink::NotObject)?;
     let Some(prev) = object.get("prev") else {
         return Ok(None);
     };
     let prev = prev
         .as_str()
         .and_then(parse_hash)
-        .ok_or("has a malformed `prev`")?;
+        .ok_or(BadLink::MalformedPrev)?;
     let session = object
         .get("session")
         .and_then(|s| s.as_str())
-        .ok_or("has no `session`")?
+        .ok_or(BadLink::NoSession)?
         .to_string();
     let seq = object
         .get("seq")
         .and_then(serde_json::Value::as_u64)
-        .ok_or("has no `seq`")?;
+        .ok_or(BadLink::NoSeq)?;
     Ok(Some(Link { prev, session, seq }))
 }
 

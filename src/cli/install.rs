@@ -161,6 +161,18 @@ fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>,
     Ok(found)
 }
 
+/// The text of `path`, or `None` when there is no such file.
+fn read_if_present(path: &Path) -> Result<Option<String>, CliError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(CliError::Failure(anyhow::anyhow!(
+            "cannot read {}: {err}",
+            path.display()
+        ))),
+    }
+}
+
 fn read_text(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path)
         .map_err(|err| CliError::Failure(anyhow::anyhow!("cannot read {}: {err}", path.display())))
@@ -225,21 +237,40 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
         } else {
             None
         };
+        let gateway_existing = match &gateway_config {
+            Some(path) => read_if_present(path)?,
+            None => None,
+        };
         let options = InstallOptions {
             airlock: airlock.clone(),
             gateway_config,
+            gateway_existing,
         };
         let planned = plan::plan_install(&text, target.format, host, &target.maps, &options)
             .map_err(|err| edit_error(&target.path, &text, &err))?;
         print_report(&mut out, &target, &planned.rewrite);
+        if let Some(gateway) = &planned.gateway {
+            let how = if gateway.added { "added" } else { "kept" };
+            let _ = writeln!(
+                out,
+                "  {}: {how}, serves the moved servers from {}",
+                gateway.name,
+                gateway.path.display()
+            );
+        }
         if !planned.rewrite.changed(&text) {
             let _ = writeln!(out, "  nothing to change");
             continue;
         }
         if args.target.dry_run {
             out.push_str(&plan::diff(&target.path, &text, &planned.rewrite.text));
-            if let Some((path, config)) = &planned.gateway {
-                let _ = writeln!(out, "and would write {}:\n{config}", path.display());
+            if let Some(gateway) = &planned.gateway {
+                let _ = writeln!(
+                    out,
+                    "and would write {}:\n{}",
+                    gateway.path.display(),
+                    gateway.text
+                );
             }
             continue;
         }
@@ -281,9 +312,9 @@ fn commit_install(
         });
     let backup = record::save_backup(&record_file, saved.steps.len(), before.as_bytes())
         .map_err(|err| failure("cannot save the backup", err))?;
-    if let Some((path, config)) = &planned.gateway {
-        record::write_config(path, config.as_bytes())
-            .map_err(|err| failure(&format!("cannot write {}", path.display()), err))?;
+    if let Some(gateway) = &planned.gateway {
+        record::write_config(&gateway.path, gateway.text.as_bytes())
+            .map_err(|err| failure(&format!("cannot write {}", gateway.path.display()), err))?;
     }
     let after = &planned.rewrite.text;
     record::replace_file(&target.path, before.as_bytes(), after.as_bytes())
@@ -306,7 +337,7 @@ fn commit_install(
         gateway: planned
             .gateway
             .as_ref()
-            .map(|(path, _)| (plan::GATEWAY_ENTRY.to_string(), path.clone())),
+            .map(|gateway| (gateway.name.clone(), gateway.path.clone())),
     });
     record::store(&record_file, &saved)
         .map_err(|err| failure(&format!("cannot write {}", record_file.display()), err))?;
@@ -448,6 +479,7 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
             let options = InstallOptions {
                 airlock: airlock.clone(),
                 gateway_config: None,
+                gateway_existing: None,
             };
             match plan::plan_install(&text, file.format, host, file.server_maps, &options) {
                 Ok(planned) => {

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{ConfigFormat, Located, RawServer, ServerConfig, Validator};
+use super::{ConfigFormat, Located, RawServer, ServerConfig, Validator, collect};
 use crate::diagnostic::{LineCol, SourceError, SourceWarning};
 
 /// Keys airlock reads from a JSON server entry.
@@ -144,16 +144,47 @@ pub(super) fn parse(
         warnings: Vec::new(),
     };
     let mut servers = Vec::with_capacity(entries.len());
+    let mut errors = Vec::new();
     let mut cursor = section_offset;
     for (name, entry) in entries {
         let offset = find_key(text, name, cursor).unwrap_or(cursor);
         cursor = offset;
         let entry_text = EntryText { path, text, offset };
-        let raw = raw_server(&entry_text, name, entry, &mut validator.warnings)?;
-        servers.push(validator.validate(raw)?);
+        let raw = raw_server(&entry_text, name, entry, &mut validator.warnings);
+        let validated = raw.and_then(|raw| validator.validate(raw));
+        let validated = validated.map_err(|err| with_typo_hints(err, entry));
+        servers.extend(collect(&mut errors, validated));
+    }
+    if let Some(err) = SourceError::all(errors) {
+        return Err(err);
     }
     let warnings = validator.warnings;
     Ok((format, servers, separator, warnings))
+}
+
+/// "did you mean "command"?" for a key that looks like a misspelt key airlock reads.
+fn typo_hint(key: &str) -> Option<String> {
+    crate::diagnostic::did_you_mean_quoted(key, &KNOWN_KEYS, &|name| format!("{name:?}"))
+}
+
+/// `err` (about one server entry) with a did-you-mean for each of the entry's unknown keys that
+/// looks like a misspelt key airlock reads: `"comand"` is why the entry has no `command`.
+fn with_typo_hints(mut err: SourceError, entry: &Value) -> SourceError {
+    let hints: Vec<String> = entry
+        .as_object()
+        .into_iter()
+        .flat_map(|object| object.keys())
+        .filter(|key| !KNOWN_KEYS.contains(&key.as_str()))
+        .filter_map(|key| typo_hint(key).map(|hint| format!("the entry's key {key:?}: {hint}")))
+        .collect();
+    if !hints.is_empty() {
+        let hints = hints.join("; ");
+        err.fix = Some(match err.fix.take() {
+            Some(fix) => format!("{fix}; {hints}"),
+            None => hints,
+        });
+    }
+    err
 }
 
 fn parse_json(path: &Path, text: &str) -> Result<Value, SourceError> {
@@ -223,8 +254,8 @@ fn raw_server(
         );
     };
     for unknown in object.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())) {
-        let hint = crate::diagnostic::closest(unknown, KNOWN_KEYS)
-            .map(|known| format!("; did you mean {known:?}?"))
+        let hint = typo_hint(unknown)
+            .map(|hint| format!("; {hint}"))
             .unwrap_or_default();
         warnings.push(SourceWarning::new(
             path,
@@ -233,39 +264,62 @@ fn raw_server(
         ));
     }
     let flag = |key: &str| object.get(key).and_then(Value::as_bool);
+    // Every wrongly typed field is reported; a field in error reads as absent until then.
+    let mut errors = Vec::new();
     let args = match object.get("args") {
-        None | Some(Value::Null) => Vec::new(),
+        None | Some(Value::Null) => Some(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
             .map(|item| item.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| bad("`args` must be an array of strings".into()))?,
-        Some(_) => return Err(bad("`args` must be an array of strings".into())),
+            .collect::<Option<Vec<_>>>(),
+        Some(_) => None,
     };
+    if args.is_none() {
+        errors.push(
+            bad("`args` must be an array of strings".into())
+                .with_fix("write \"args\": [\"--flag\", \"value\"]"),
+        );
+    }
     let with_fix = |err: FieldTypeError| bad(err.to_string()).with_fix("correct the value's type");
-    let string = |key: &str| string_field(object, key, field_at(key)).map_err(with_fix);
-    let seconds = |key: &str| int_field(object, key, field_at(key)).map_err(with_fix);
+    let mut string = |key: &str| {
+        let field = string_field(object, key, field_at(key)).map_err(with_fix);
+        collect(&mut errors, field).flatten()
+    };
+    let transport = string("type").or_else(|| string("transport"));
+    let command = string("command");
+    let cwd = string("cwd");
+    let url = string("url");
+    let start = string("start");
+    let mut seconds = |key: &str| {
+        let field = int_field(object, key, field_at(key)).map_err(with_fix);
+        collect(&mut errors, field).flatten()
+    };
+    let startup_timeout = seconds("startup_timeout");
+    let tool_timeout = seconds("tool_timeout");
+    let idle_timeout = seconds("idle_timeout");
+    let env = collect(&mut errors, string_map(object, "env").map_err(with_fix));
+    let headers = collect(&mut errors, string_map(object, "headers").map_err(with_fix));
+    if let Some(err) = SourceError::all(errors) {
+        return Err(err);
+    }
     Ok(RawServer {
         name: name.to_string(),
         at,
-        transport: match string("type")? {
-            Some(t) => Some(t),
-            None => string("transport")?,
-        },
-        command: string("command")?,
-        args,
-        env: string_map(object, "env").map_err(with_fix)?,
+        transport,
+        command,
+        args: args.unwrap_or_default(),
+        env: env.unwrap_or_default(),
         env_at: field_at("env"),
-        cwd: string("cwd")?,
-        url: string("url")?,
-        headers: string_map(object, "headers").map_err(with_fix)?,
+        cwd,
+        url,
+        headers: headers.unwrap_or_default(),
         headers_at: field_at("headers"),
         trust: flag("trust").unwrap_or(false),
-        startup_timeout: seconds("startup_timeout")?,
-        tool_timeout: seconds("tool_timeout")?,
-        idle_timeout: seconds("idle_timeout")?,
+        startup_timeout,
+        tool_timeout,
+        idle_timeout,
         enabled: flag("enabled").unwrap_or(true) && !flag("disabled").unwrap_or(false),
-        start: string("start")?,
+        start,
         sandbox: None,
         tools: None,
     })

@@ -327,6 +327,14 @@ pub(crate) struct RawServer {
 }
 
 /// Validation shared by both formats.
+/// Keeps the error of `result` in `errors`; the value when there was none.
+pub(crate) fn collect<T>(
+    errors: &mut Vec<SourceError>,
+    result: Result<T, SourceError>,
+) -> Option<T> {
+    result.map_err(|err| errors.push(err)).ok()
+}
+
 pub(crate) struct Validator<'a> {
     pub path: &'a Path,
     pub separator: &'a str,
@@ -420,44 +428,67 @@ impl Validator<'_> {
         Ok(out)
     }
 
+    /// Validates one server. Every problem of the declaration is reported, not only the first:
+    /// the checks that do not depend on each other all run.
     pub fn validate(&mut self, raw: RawServer) -> Result<ServerConfig, SourceError> {
+        let mut errors = Vec::new();
         let name = raw.name.clone();
-        check_server_name(&name, self.separator).map_err(|err| {
+        let named = check_server_name(&name, self.separator).map_err(|err| {
             self.error(raw.at, err.to_string())
                 .with_fix("rename the server, e.g. \"my-server\"")
-        })?;
-
-        let transport = self.transport(&raw)?;
-        match transport {
-            Transport::Stdio => self.check_stdio_fields(&raw)?,
-            Transport::Http | Transport::Sse => self.check_remote_fields(&raw, transport)?,
-        }
-
-        let startup = self.timeout(
-            &name,
-            "startup_timeout",
-            &raw.startup_timeout,
-            STARTUP_TIMEOUT,
-        )?;
-        let tool = self.timeout(&name, "tool_timeout", &raw.tool_timeout, TOOL_TIMEOUT)?;
-        let idle = self.timeout(&name, "idle_timeout", &raw.idle_timeout, IDLE_TIMEOUT)?;
-        let start = self.start_mode(&raw)?;
-
-        let mut args = Vec::with_capacity(raw.args.len());
-        for arg in &raw.args {
-            args.push(
-                self.expand(&name, "args", arg, raw.command.as_ref().and_then(|c| c.at))?
-                    .0,
-            );
-        }
-        let cwd = self.expand_cwd(&raw)?;
-        let url = match &raw.url {
-            None => None,
-            Some(url) => Some(self.expand(&name, "url", &url.value, url.at)?.0),
+        });
+        collect(&mut errors, named);
+        let transport = collect(&mut errors, self.transport(&raw));
+        let fields = match transport {
+            Some(Transport::Stdio) => self.check_stdio_fields(&raw),
+            Some(transport) => self.check_remote_fields(&raw, transport),
+            None => Ok(()),
         };
-        let env = self.expand_map(&name, "env", &raw.env, raw.env_at.or(raw.at))?;
-        let headers = self.expand_map(&name, "headers", &raw.headers, raw.headers_at.or(raw.at))?;
+        collect(&mut errors, fields);
+        let mut timeout = |key, value, range| {
+            let checked = self.timeout(&name, key, value, range);
+            collect(&mut errors, checked)
+        };
+        let startup = timeout("startup_timeout", &raw.startup_timeout, STARTUP_TIMEOUT);
+        let tool = timeout("tool_timeout", &raw.tool_timeout, TOOL_TIMEOUT);
+        let idle = timeout("idle_timeout", &raw.idle_timeout, IDLE_TIMEOUT);
+        let start = collect(&mut errors, self.start_mode(&raw));
+        let args = collect(&mut errors, self.expand_args(&raw));
+        let cwd = collect(&mut errors, self.expand_cwd(&raw));
+        let url = match &raw.url {
+            None => Some(None),
+            Some(url) => {
+                let expanded = self.expand(&name, "url", &url.value, url.at);
+                collect(&mut errors, expanded).map(|(value, _)| Some(value))
+            }
+        };
+        let env = self.expand_map(&name, "env", &raw.env, raw.env_at.or(raw.at));
+        let env = collect(&mut errors, env);
+        let headers = self.expand_map(&name, "headers", &raw.headers, raw.headers_at.or(raw.at));
+        let headers = collect(&mut errors, headers);
 
+        let checked = (
+            transport, startup, tool, idle, start, args, cwd, url, env, headers,
+        );
+        let (
+            Some(transport),
+            Some(startup),
+            Some(tool),
+            Some(idle),
+            Some(start),
+            Some(args),
+            Some(cwd),
+            Some(url),
+            Some(env),
+            Some(headers),
+        ) = checked
+        else {
+            return Err(SourceError::all(errors)
+                .unwrap_or_else(|| self.error(raw.at, format!("server {name:?} is not valid"))));
+        };
+        if let Some(err) = SourceError::all(errors) {
+            return Err(err);
+        }
         Ok(ServerConfig {
             name,
             transport,
@@ -477,6 +508,14 @@ impl Validator<'_> {
             tools: raw.tools,
             position: raw.at,
         })
+    }
+
+    fn expand_args(&mut self, raw: &RawServer) -> Result<Vec<String>, SourceError> {
+        let at = raw.command.as_ref().and_then(|c| c.at);
+        raw.args
+            .iter()
+            .map(|arg| Ok(self.expand(&raw.name, "args", arg, at)?.0))
+            .collect()
     }
 
     /// The declared transport, or the one `command`/`url` imply when none is declared.

@@ -160,9 +160,8 @@ pub fn uv_indexes(env: &(impl VarSource + ?Sized), config_files: &[String]) -> (
 /// uv's user and system configuration files (`$XDG_CONFIG_HOME/uv/uv.toml` or
 /// `~/.config/uv/uv.toml`, then `/etc/uv/uv.toml`), the ones that exist, read.
 pub fn uv_config_files(env: &(impl VarSource + ?Sized)) -> Vec<String> {
-    let user = env
-        .absolute_path("XDG_CONFIG_HOME")
-        .or_else(|| env.absolute_path("HOME").map(|home| home.join(".config")))
+    let user = crate::paths::UserDirs::from_env(env)
+        .config_base()
         .map(|dir| dir.join("uv/uv.toml"));
     [user, Some(PathBuf::from("/etc/uv/uv.toml"))]
         .into_iter()

@@ -168,7 +168,7 @@ pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetch
         Err(why) => {
             staging.discard();
             event.outcome = Some(Outcome::Error);
-            event.reason = Some(why.clone());
+            event.reason = Some(why.to_string());
             event.detail = Some(detail);
             sink.record(event).await?;
             return Err(failed(
@@ -519,16 +519,32 @@ fn install_plan(
     Ok(install)
 }
 
+/// Why the confined install did not succeed (the install event's reason, and the error's).
+#[derive(Debug, thiserror::Error)]
+enum InstallFailed {
+    #[error("{0}")]
+    Spawn(#[from] crate::process::SpawnError),
+    /// Its network events could not be audited.
+    #[error("{0}")]
+    Audit(Box<FetchError>),
+    #[error("it did not finish within {seconds}s")]
+    TimedOut { seconds: u64 },
+    /// The sandbox could not be set up: the helper's step and message.
+    #[error("{0}")]
+    Sandbox(String),
+    /// The installer failed: how it ended, and the line of its stderr that says why.
+    #[error("{status}: {line}")]
+    Exited { status: String, line: String },
+}
+
 /// Runs the install confined; its stdout, or why it failed.
 async fn run_install(
     plan: &SandboxPlan,
     sink: &mut Sink<'_>,
     label: &str,
-) -> Result<String, String> {
+) -> Result<String, InstallFailed> {
     let (events_tx, mut events) = mpsc::channel::<NetAudit>(256);
-    let mut child = crate::process::spawn_confined_with(plan, Some(&events_tx))
-        .await
-        .map_err(|err| err.to_string())?;
+    let mut child = crate::process::spawn_confined_with(plan, Some(&events_tx)).await?;
     drop(child.stdin.take());
     let stdout = child
         .stdout
@@ -544,7 +560,7 @@ async fn run_install(
         tokio::select! {
             Some(net) = events.recv() => {
                 if let Err(err) = sink.net(net).await {
-                    return Err(err.to_string());
+                    return Err(InstallFailed::Audit(Box::new(err)));
                 }
             }
             _ = child.wait() => break false,
@@ -557,7 +573,9 @@ async fn run_install(
     while let Ok(Some(net)) =
         tokio::time::timeout(crate::session::shell::net::QUIET, events.recv()).await
     {
-        sink.net(net).await.map_err(|err| err.to_string())?;
+        sink.net(net)
+            .await
+            .map_err(|err| InstallFailed::Audit(Box::new(err)))?;
     }
     let out = match stdout {
         Some(task) => task.await.unwrap_or_default(),
@@ -568,22 +586,19 @@ async fn run_install(
         None => (Vec::new(), None),
     };
     if timed_out {
-        return Err(format!(
-            "it did not finish within {}s",
-            FETCH_TIMEOUT.as_secs()
-        ));
+        return Err(InstallFailed::TimedOut {
+            seconds: FETCH_TIMEOUT.as_secs(),
+        });
     }
     match summary.code {
         Some(0) => Ok(out),
-        Some(code) if summary.helper_step.is_some() => Err(crate::session::exit::sandbox_failure(
-            code,
-            helper.as_deref(),
+        Some(code) if summary.helper_step.is_some() => Err(InstallFailed::Sandbox(
+            crate::session::exit::sandbox_failure(code, helper.as_deref()),
         )),
-        code => {
-            let status =
-                code.map_or_else(|| "was killed".to_string(), |c| format!("exited with {c}"));
-            Err(format!("{status}: {}", telling_line(&tail)))
-        }
+        code => Err(InstallFailed::Exited {
+            status: code.map_or_else(|| "was killed".to_string(), |c| format!("exited with {c}")),
+            line: telling_line(&tail),
+        }),
     }
 }
 

@@ -17,6 +17,17 @@ use crate::mcp::message::{
 use crate::mcp::version;
 use crate::policy::{Action, Call, SchemaMode};
 
+/// Why airlock cannot ask the host to confirm a call (an `ask` is then a denial saying so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum CannotAsk {
+    #[error("the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet")]
+    Stateless,
+    #[error(
+        "the host did not declare the elicitation capability, so airlock cannot ask for confirmation"
+    )]
+    NoElicitation,
+}
+
 impl Gate {
     /// Decides one `tools/call` of `tool` with `arguments` (pure: no state changes). Returns
     /// the verdict and the decision event (request id `id`, the host's).
@@ -81,7 +92,7 @@ impl Gate {
         (verdict, event)
     }
 
-    pub(super) fn elicitation_available(&self, params: Option<&Value>) -> Result<(), &'static str> {
+    pub(super) fn elicitation_available(&self, params: Option<&Value>) -> Result<(), CannotAsk> {
         let stateless = self
             .host
             .version
@@ -90,16 +101,12 @@ impl Gate {
         if stateless || version::request_version(params).is_some() {
             // 2026-07-28 has no server→client requests; confirmation would need the in-band
             // (multi-round-trip) flow, which airlock does not speak yet.
-            return Err(
-                "the host speaks protocol 2026-07-28, where airlock cannot ask for confirmation yet",
-            );
+            return Err(CannotAsk::Stateless);
         }
         if self.host.elicitation {
             Ok(())
         } else {
-            Err(
-                "the host did not declare the elicitation capability, so airlock cannot ask for confirmation",
-            )
+            Err(CannotAsk::NoElicitation)
         }
     }
 

@@ -33,6 +33,26 @@ use crate::mcp::message::{
 use crate::mcp::version::HANDSHAKE_VERSIONS;
 use crate::session::core::{LATEST_HANDSHAKE, META_SERVER};
 
+/// Why a request of the gateway (sampling, elicitation, roots) cannot go to one client: the
+/// text is the reason of the refusal the server gets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unroutable {
+    #[error("the call it is about is no longer in flight")]
+    CallEnded,
+    #[error("it names no server")]
+    NoServer,
+    #[error("no client has a request in flight on server `{server}`")]
+    NoCaller { server: String },
+    #[error(
+        "{count} clients have requests in flight on server `{server}`, so airlock cannot tell which one it is for"
+    )]
+    ManyCallers { count: usize, server: String },
+    #[error("its session has ended")]
+    SessionEnded,
+    #[error("that client did not declare the `{0}` capability")]
+    Undeclared(&'static str),
+}
+
 pub use crate::gate::{META_IDENTITY, META_REQUEST};
 
 /// What the mux asks its shell to do.
@@ -432,19 +452,19 @@ impl Mux {
 
     /// The one request `message` is about: airlock's own `ask` names it; a server's request is
     /// about the single session calling that server.
-    fn owner(&self, message: &Value) -> Result<(SessionKey, Option<Value>), String> {
+    fn owner(&self, message: &Value) -> Result<(SessionKey, Option<Value>), Unroutable> {
         let meta = message.pointer("/params/_meta");
         if let Some(call) = meta.and_then(|m| m.get(META_REQUEST)) {
             return match self.requests.get(&id_key(call)) {
                 Some(request) => Ok((request.key, Some(request.id.clone()))),
-                None => Err("the call it is about is no longer in flight".into()),
+                None => Err(Unroutable::CallEnded),
             };
         }
         let Some(server) = meta
             .and_then(|m| m.get(META_SERVER))
             .and_then(Value::as_str)
         else {
-            return Err("it names no server".into());
+            return Err(Unroutable::NoServer);
         };
         let callers = self.callers_on(server);
         match callers.len() {
@@ -457,12 +477,13 @@ impl Mux {
                     .map(|r| r.id.clone());
                 Ok((key, related))
             }
-            0 => Err(format!(
-                "no client has a request in flight on server `{server}`"
-            )),
-            n => Err(format!(
-                "{n} clients have requests in flight on server `{server}`, so airlock cannot tell which one it is for"
-            )),
+            0 => Err(Unroutable::NoCaller {
+                server: server.to_string(),
+            }),
+            count => Err(Unroutable::ManyCallers {
+                count,
+                server: server.to_string(),
+            }),
         }
     }
 
@@ -474,13 +495,11 @@ impl Mux {
             _ => None,
         };
         let routed = self.owner(&message).and_then(|(key, related)| {
-            let client = self.clients.get(&key).ok_or("its session has ended")?;
+            let client = self.clients.get(&key).ok_or(Unroutable::SessionEnded)?;
             if let Some(capability) = needed
                 && client.capabilities.get(capability).is_none()
             {
-                return Err(format!(
-                    "that client did not declare the `{capability}` capability"
-                ));
+                return Err(Unroutable::Undeclared(capability));
             }
             Ok((key, related))
         });
@@ -491,7 +510,7 @@ impl Mux {
             }
             Err(why) => {
                 tracing::info!("refusing {method} from the gateway: {why}");
-                vec![Out::ToCore(refusal(id, method, &why))]
+                vec![Out::ToCore(refusal(id, method, &why.to_string()))]
             }
         }
     }

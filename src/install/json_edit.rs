@@ -70,7 +70,11 @@ fn command_holder(entry: &Node) -> Option<(&Node, &Member)> {
 }
 
 fn remote_facts(entry: &Node, host: &Host) -> Option<RemoteFacts> {
-    let declared = entry.get("type").and_then(Node::as_str).unwrap_or("");
+    // Most hosts say `type`; some configs (Cursor's among them) write `transport` instead.
+    let declared = ["type", "transport"]
+        .iter()
+        .find_map(|key| entry.get(key).and_then(Node::as_str))
+        .unwrap_or("");
     let key = host
         .remote_keys
         .iter()

@@ -117,17 +117,31 @@ pub struct InstallOptions {
     /// Where the gateway config goes when remote servers are routed through `airlock serve`;
     /// `None`: remote servers stay as they are.
     pub gateway_config: Option<PathBuf>,
+    /// The text of the file at `gateway_config`, when there is one: an earlier `--gateway`
+    /// install moved servers there, and a later one adds to them instead of replacing them.
+    pub gateway_existing: Option<String>,
 }
 
-/// The name of the gateway entry `--gateway` adds.
+/// The name `--gateway` gives the entry it adds, when the file has no entry of that name yet.
 pub const GATEWAY_ENTRY: &str = "airlock";
+
+/// The `airlock serve` entry the remote servers are moved behind, and its config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayPlan {
+    /// The entry's name in the host file (`airlock`, or a free variant of it).
+    pub name: String,
+    /// Whether the entry is new (else an earlier install added it and it stays as it is).
+    pub added: bool,
+    pub path: PathBuf,
+    /// The config to write: what an earlier install moved there, plus this install's servers.
+    pub text: String,
+}
 
 /// The install of one file: the rewritten text and, with `--gateway`, the gateway config to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstallPlan {
     pub rewrite: Rewrite,
-    /// `(path, text)` of the `airlock serve` config holding the remote servers moved out.
-    pub gateway: Option<(PathBuf, String)>,
+    pub gateway: Option<GatewayPlan>,
 }
 
 /// Plans the install of one host file. Pure.
@@ -151,8 +165,30 @@ pub fn plan_install(
             gateway: None,
         });
     };
+    if let Some(name) = gateway_entry_serving(&first.entries, config_path) {
+        // An earlier install's gateway serves this config: the new servers join the old ones.
+        let config = merge_gateway_config(options.gateway_existing.as_deref(), &first.removed)
+            .map_err(|err| EditError {
+                offset: None,
+                message: format!(
+                    "the gateway config {} {}; fix it or move it away",
+                    config_path.display(),
+                    err.message
+                ),
+            })?;
+        return Ok(InstallPlan {
+            rewrite: first,
+            gateway: Some(GatewayPlan {
+                name,
+                added: false,
+                path: config_path.clone(),
+                text: config,
+            }),
+        });
+    }
+    let name = free_gateway_name(&first.entries);
     let insert = Insert {
-        name: GATEWAY_ENTRY.to_string(),
+        name: name.clone(),
         value: InsertValue::Stdio {
             command: options.airlock.clone(),
             args: vec![
@@ -163,11 +199,46 @@ pub fn plan_install(
         },
     };
     let second = rewrite(text, format, host, maps, &mut decide, &[insert])?;
-    let config = gateway_config_text(&first.removed);
     Ok(InstallPlan {
         rewrite: second,
-        gateway: Some((config_path.clone(), config)),
+        gateway: Some(GatewayPlan {
+            name,
+            added: true,
+            path: config_path.clone(),
+            text: gateway_config_text(&first.removed),
+        }),
     })
+}
+
+/// The name of the main map's `airlock serve --config <config>` entry, if there is one.
+fn gateway_entry_serving(entries: &[(EntryFacts, Action)], config: &Path) -> Option<String> {
+    let config = config.display().to_string();
+    entries.iter().find_map(|(facts, _)| {
+        let entry::Shape::Stdio { command, args, .. } = &facts.shape else {
+            return None;
+        };
+        let serves = facts.map == 0
+            && entry::airlock_use(command, args) == Some(entry::AirlockUse::Serve)
+            && args
+                .windows(2)
+                .any(|pair| pair[0] == "--config" && pair[1] == config);
+        serves.then(|| facts.name.clone())
+    })
+}
+
+/// [`GATEWAY_ENTRY`], or the first of `airlock-gateway`, `airlock-gateway-2`, ... that no entry
+/// of the main map uses: the user's own server may be called `airlock`.
+fn free_gateway_name(entries: &[(EntryFacts, Action)]) -> String {
+    let taken = |name: &str| {
+        entries
+            .iter()
+            .any(|(facts, _)| facts.map == 0 && facts.name == name)
+    };
+    std::iter::once(GATEWAY_ENTRY.to_string())
+        .chain(std::iter::once(format!("{GATEWAY_ENTRY}-gateway")))
+        .chain((2..).map(|n| format!("{GATEWAY_ENTRY}-gateway-{n}")))
+        .find(|name| !taken(name))
+        .unwrap_or_else(|| GATEWAY_ENTRY.to_string())
 }
 
 /// Plans the uninstall of one host file: unwraps airlock's entries, drops its gateway entry and
@@ -180,13 +251,18 @@ pub fn plan_uninstall(
     scope: UninstallScope<'_>,
     restore: &[Removed],
 ) -> Result<Rewrite, EditError> {
-    let inserts: Vec<Insert> = restore
-        .iter()
-        .map(|removed| Insert {
-            name: removed.name.clone(),
-            value: InsertValue::Raw(removed.text.clone()),
-        })
-        .collect();
+    // A name moved by two installs (the user declared it again in between) comes back once,
+    // as the later install found it.
+    let mut inserts: Vec<Insert> = Vec::new();
+    for removed in restore.iter().rev() {
+        if inserts.iter().all(|insert| insert.name != removed.name) {
+            inserts.push(Insert {
+                name: removed.name.clone(),
+                value: InsertValue::Raw(removed.text.clone()),
+            });
+        }
+    }
+    inserts.reverse();
     let mut decide = |facts: &EntryFacts| entry::decide_uninstall(facts, scope);
     rewrite(text, format, host, maps, &mut decide, &inserts)
 }
@@ -194,8 +270,55 @@ pub fn plan_uninstall(
 /// An `airlock.toml` declaring the remote servers `--gateway` moved out of a host file.
 pub fn gateway_config_text(removed: &[Removed]) -> String {
     let mut doc = toml_edit::DocumentMut::new();
-    let mut servers = toml_edit::Table::new();
-    servers.set_implicit(true);
+    add_gateway_servers(&mut doc, removed);
+    format!(
+        "# Written by `airlock install --gateway`: the remote servers of a host's config, served\n\
+         # through `airlock serve` (gated and audited). `airlock uninstall` puts them back.\n{doc}"
+    )
+}
+
+/// The gateway config `existing` (written by an earlier install) with the servers of `removed`
+/// added; a server of the same name is replaced, since the host file now declares it anew.
+/// `None`: the file is gone, and the config is written afresh.
+pub fn merge_gateway_config(
+    existing: Option<&str>,
+    removed: &[Removed],
+) -> Result<String, EditError> {
+    let Some(existing) = existing else {
+        return Ok(gateway_config_text(removed));
+    };
+    let mut doc: toml_edit::DocumentMut =
+        existing
+            .parse()
+            .map_err(|err: toml_edit::TomlError| EditError {
+                offset: err.span().map(|span| span.start),
+                message: format!("is not valid TOML: {}", err.message()),
+            })?;
+    if doc
+        .get("servers")
+        .is_some_and(|servers| !servers.is_table())
+    {
+        return Err(EditError {
+            offset: None,
+            message: "has a `servers` that is not a table".into(),
+        });
+    }
+    add_gateway_servers(&mut doc, removed);
+    Ok(doc.to_string())
+}
+
+fn add_gateway_servers(doc: &mut toml_edit::DocumentMut, removed: &[Removed]) {
+    let servers = doc
+        .entry("servers")
+        .or_insert_with(|| {
+            let mut table = toml_edit::Table::new();
+            table.set_implicit(true);
+            toml_edit::Item::Table(table)
+        })
+        .as_table_mut();
+    let Some(servers) = servers else {
+        return;
+    };
     for entry in removed {
         let Some(remote) = &entry.remote else {
             continue;
@@ -217,18 +340,12 @@ pub fn gateway_config_text(removed: &[Removed]) -> String {
             toml_edit::Item::Table(table),
         );
     }
-    doc.insert("servers", toml_edit::Item::Table(servers));
-    format!(
-        "# Written by `airlock install --gateway`: the remote servers of a host's config, served\n\
-         # through `airlock serve` (gated and audited). `airlock uninstall` puts them back.\n{doc}"
-    )
 }
 
 /// Where a host's files are: the environment facts paths are built from.
 #[derive(Debug, Clone, Default)]
 pub struct HostEnv {
-    pub home: Option<PathBuf>,
-    pub xdg_config_home: Option<PathBuf>,
+    pub dirs: crate::paths::UserDirs,
     pub codex_home: Option<PathBuf>,
     pub project: PathBuf,
 }
@@ -236,10 +353,8 @@ pub struct HostEnv {
 impl HostEnv {
     /// From environment variables (only absolute values count) and the project directory.
     pub fn from_env(env: &(impl crate::paths::VarSource + ?Sized), project: &Path) -> HostEnv {
-        let dirs = crate::paths::UserDirs::from_env(env);
         HostEnv {
-            home: dirs.home,
-            xdg_config_home: dirs.xdg_config_home,
+            dirs: crate::paths::UserDirs::from_env(env),
             codex_home: env.absolute_path("CODEX_HOME"),
             project: project.to_path_buf(),
         }
@@ -248,15 +363,12 @@ impl HostEnv {
     /// The path of `file`, or `None` when the environment does not say (no `HOME`).
     pub fn path_of(&self, file: &HostFile) -> Option<PathBuf> {
         let base = match file.base {
-            Base::Home => self.home.clone()?,
-            Base::XdgConfig => self
-                .xdg_config_home
-                .clone()
-                .or_else(|| self.home.as_ref().map(|h| h.join(".config")))?,
+            Base::Home => self.dirs.home.clone()?,
+            Base::XdgConfig => self.dirs.config_base()?,
             Base::CodexHome => self
                 .codex_home
                 .clone()
-                .or_else(|| self.home.as_ref().map(|h| h.join(".codex")))?,
+                .or_else(|| self.dirs.home.as_ref().map(|h| h.join(".codex")))?,
             Base::Project => self.project.clone(),
         };
         Some(base.join(file.relative))

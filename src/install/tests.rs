@@ -13,6 +13,7 @@ fn install(id: &str, text: &str) -> Rewrite {
     let options = InstallOptions {
         airlock: AIRLOCK.into(),
         gateway_config: None,
+        gateway_existing: None,
     };
     plan_install(text, file.format, host, file.server_maps, &options)
         .unwrap()
@@ -269,13 +270,19 @@ fn gateway_moves_remote_servers_behind_airlock_serve_and_uninstall_puts_them_bac
     let options = InstallOptions {
         airlock: AIRLOCK.into(),
         gateway_config: Some(PathBuf::from("/home/me/.config/airlock/hosts/cursor.toml")),
+        gateway_existing: None,
     };
     let plan = plan_install(text, file.format, cursor, file.server_maps, &options).unwrap();
     let after = &plan.rewrite.text;
     assert!(!after.contains("docs.example.com"), "{after}");
     assert!(after.contains("\"airlock\": {\"command\": \"/usr/local/bin/airlock\", \"args\": [\"serve\", \"--config\", \"/home/me/.config/airlock/hosts/cursor.toml\"]}"), "{after}");
-    let (path, config) = plan.gateway.unwrap();
-    assert!(path.ends_with("cursor.toml"));
+    let gateway = plan.gateway.unwrap();
+    assert!(gateway.path.ends_with("cursor.toml"));
+    assert_eq!(
+        (gateway.name.as_str(), gateway.added),
+        (GATEWAY_ENTRY, true)
+    );
+    let config = gateway.text;
     let parsed: toml::Table = toml::from_str(&config).unwrap();
     assert_eq!(
         parsed["servers"]["docs"]["url"].as_str(),
@@ -352,8 +359,128 @@ fn a_broken_file_is_an_error_with_its_position() {
         &InstallOptions {
             airlock: AIRLOCK.into(),
             gateway_config: None,
+            gateway_existing: None,
         },
     )
     .unwrap_err();
     assert_eq!(err.offset, Some(19));
+}
+
+fn gateway_options(existing: Option<&str>) -> InstallOptions {
+    InstallOptions {
+        airlock: AIRLOCK.into(),
+        gateway_config: Some(PathBuf::from("/home/me/.config/airlock/hosts/cursor.toml")),
+        gateway_existing: existing.map(str::to_string),
+    }
+}
+
+fn plan_cursor(text: &str, options: &InstallOptions) -> InstallPlan {
+    let cursor = host("cursor");
+    let file = &cursor.files[0];
+    plan_install(text, file.format, cursor, file.server_maps, options).unwrap()
+}
+
+#[test]
+fn a_second_gateway_install_adds_to_the_servers_the_first_one_moved() {
+    let first = plan_cursor(
+        r#"{"mcpServers": {"local": {"command": "node"}, "docs": {"url": "https://docs.example.com/mcp"}}}"#,
+        &gateway_options(None),
+    );
+    let first_gateway = first.gateway.unwrap();
+    // The user adds a second remote server to the installed file.
+    let edited = first.rewrite.text.replacen(
+        "{\"local\"",
+        r#"{"docs2": {"url": "https://docs2.example.com/mcp"}, "local""#,
+        1,
+    );
+    let second = plan_cursor(&edited, &gateway_options(Some(&first_gateway.text)));
+    let gateway = second.gateway.unwrap();
+    assert_eq!(
+        (gateway.name.as_str(), gateway.added),
+        (GATEWAY_ENTRY, false)
+    );
+    let parsed: toml::Table = toml::from_str(&gateway.text).unwrap();
+    let servers = parsed["servers"].as_table().unwrap();
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["docs", "docs2"],
+        "{}",
+        gateway.text
+    );
+    assert_eq!(second.rewrite.text.matches("\"serve\"").count(), 1);
+    assert!(!second.rewrite.text.contains("docs2"));
+}
+
+#[test]
+fn a_stale_gateway_config_no_entry_serves_is_not_merged() {
+    let stale = "[servers.old]\nurl = \"https://old.example.com/mcp\"\n";
+    let plan = plan_cursor(
+        r#"{"mcpServers": {"docs": {"url": "https://docs.example.com/mcp"}}}"#,
+        &gateway_options(Some(stale)),
+    );
+    let gateway = plan.gateway.unwrap();
+    assert!(gateway.added);
+    assert!(
+        !gateway.text.contains("old.example.com"),
+        "{}",
+        gateway.text
+    );
+}
+
+#[test]
+fn a_broken_gateway_config_is_an_error_that_names_it() {
+    let first = plan_cursor(
+        r#"{"mcpServers": {"docs": {"url": "https://docs.example.com/mcp"}}}"#,
+        &gateway_options(None),
+    );
+    let edited = first.rewrite.text.replacen(
+        "{ \"airlock\"",
+        r#"{ "more": {"url": "https://more.example.com/mcp"}, "airlock""#,
+        1,
+    );
+    let cursor = host("cursor");
+    let file = &cursor.files[0];
+    let err = plan_install(
+        &edited,
+        file.format,
+        cursor,
+        file.server_maps,
+        &gateway_options(Some("[servers\n")),
+    )
+    .unwrap_err();
+    assert!(
+        err.message.contains("hosts/cursor.toml is not valid TOML"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_server_of_the_users_called_airlock_leaves_the_gateway_another_name() {
+    let plan = plan_cursor(
+        r#"{"mcpServers": {"airlock": {"command": "node", "args": ["mine.js"]}, "airlock-gateway": {"command": "x"}, "docs": {"url": "https://docs.example.com/mcp"}}}"#,
+        &gateway_options(None),
+    );
+    let gateway = plan.gateway.unwrap();
+    assert_eq!(gateway.name, "airlock-gateway-2");
+    assert!(
+        plan.rewrite.text.contains(
+            "\"airlock-gateway-2\": {\"command\": \"/usr/local/bin/airlock\", \"args\": [\"serve\""
+        ),
+        "{}",
+        plan.rewrite.text
+    );
+    assert_eq!(
+        argv("cursor", &plan.rewrite.text, "airlock").1[..3],
+        strings(&["run", "--name", "airlock"])
+    );
+}
+
+#[test]
+fn a_remote_declared_with_transport_sse_keeps_it_behind_the_gateway() {
+    let plan = plan_cursor(
+        r#"{"mcpServers": {"s": {"url": "https://x.example.com/sse", "transport": "sse"}}}"#,
+        &gateway_options(None),
+    );
+    let parsed: toml::Table = toml::from_str(&plan.gateway.unwrap().text).unwrap();
+    assert_eq!(parsed["servers"]["s"]["transport"].as_str(), Some("sse"));
 }

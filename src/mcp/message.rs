@@ -236,4 +236,56 @@ mod tests {
         assert_eq!(salvage_id(&json!({"id": "k", "method": 3})), json!("k"));
         assert_eq!(salvage_id(&json!({"id": [1]})), Value::Null);
     }
+
+    #[test]
+    fn an_error_reply_carries_its_id_code_message_and_only_given_data() {
+        let plain = error_response(json!("r1"), code::METHOD_NOT_FOUND, "no such method", None);
+        assert_eq!(
+            plain,
+            json!({"jsonrpc":"2.0","id":"r1","error":{"code":-32601,"message":"no such method"}})
+        );
+        assert!(plain["error"].get("data").is_none(), "no data key at all");
+        let with_data =
+            error_response(json!(4), code::INVALID_PARAMS, "bad", Some(json!({"k": 1})));
+        assert_eq!(with_data["error"]["data"], json!({"k": 1}));
+        assert_eq!(with_data["id"], json!(4));
+        // The answer is itself a message the host can classify.
+        assert_eq!(classify(&with_data), Ok(Class::Error { id: &json!(4) }));
+    }
+
+    #[test]
+    fn a_tool_error_is_a_result_with_is_error_and_one_text() {
+        let result = tool_error_result("airlock denied it");
+        assert_eq!(
+            result,
+            json!({"content":[{"type":"text","text":"airlock denied it"}],"isError":true})
+        );
+        let answer = result_response(json!(9), result);
+        assert_eq!(classify(&answer), Ok(Class::Response { id: &json!(9) }));
+    }
+
+    #[test]
+    fn an_unreadable_line_gets_invalid_request_or_parse_error_with_a_null_id() {
+        let oversized = unreadable_line_reply(&Unreadable::Oversized {
+            bytes: 2048,
+            limit: 1024,
+        });
+        assert_eq!(oversized["id"], Value::Null);
+        assert_eq!(oversized["error"]["code"], code::INVALID_REQUEST);
+        assert_eq!(
+            oversized["error"]["message"],
+            "message of 2048 bytes exceeds airlock's limit of 1024 bytes"
+        );
+        let Err(err) = serde_json::from_str::<Value>("{not json") else {
+            panic!("parsed");
+        };
+        let not_json = unreadable_line_reply(&Unreadable::NotJson(err));
+        assert_eq!(not_json["id"], Value::Null);
+        assert_eq!(not_json["error"]["code"], code::PARSE_ERROR);
+        let message = not_json["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("parse error: key must be a string"),
+            "{message}"
+        );
+    }
 }

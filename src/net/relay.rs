@@ -94,6 +94,20 @@ pub fn decide(
     }
 }
 
+/// Why a name leads to no address the relay may connect to. The text is the refusal's reason in
+/// the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoUsableAddress {
+    #[error("{name} has no address")]
+    None { name: String },
+    /// Every address is non-public and unlisted: each with why (`10.0.0.1 (private)`).
+    #[error(
+        "{name} resolves only to addresses a name may not lead to: {}; list the address itself to allow it",
+        refused.join(", ")
+    )]
+    OnlyNonPublic { name: String, refused: Vec<String> },
+}
+
 /// The addresses of `name` the relay may connect to: public ones, and non-public ones only when
 /// an entry lists that address on `port`. Refuses (with the reason) when none is left.
 pub fn usable_addresses(
@@ -101,7 +115,7 @@ pub fn usable_addresses(
     port: u16,
     resolved: &[IpAddr],
     allow: &AllowList,
-) -> Result<Vec<IpAddr>, String> {
+) -> Result<Vec<IpAddr>, NoUsableAddress> {
     let mut usable = Vec::new();
     let mut refused = Vec::new();
     for &ip in resolved {
@@ -112,16 +126,12 @@ pub fn usable_addresses(
             None => usable.push(ip),
         }
     }
-    if usable.is_empty() {
-        if refused.is_empty() {
-            return Err(format!("{name} has no address"));
-        }
-        return Err(format!(
-            "{name} resolves only to addresses a name may not lead to: {}; list the address itself to allow it",
-            refused.join(", ")
-        ));
+    let name = name.to_string();
+    match (usable.is_empty(), refused.is_empty()) {
+        (false, _) => Ok(usable),
+        (true, true) => Err(NoUsableAddress::None { name }),
+        (true, false) => Err(NoUsableAddress::OnlyNonPublic { name, refused }),
     }
-    Ok(usable)
 }
 
 /// Resolves names outside the sandbox (the real one asks the host's resolver).
@@ -307,7 +317,8 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
             Decision::Name { name, entry } => {
                 let resolved = self.resolver.resolve(&name, port).await;
                 let resolved = match resolved {
-                    Ok(resolved) => usable_addresses(&name, port, &resolved, &self.allow),
+                    Ok(resolved) => usable_addresses(&name, port, &resolved, &self.allow)
+                        .map_err(|err| err.to_string()),
                     Err(err) => Err(format!(
                         "{name} does not resolve outside the sandbox: {err}"
                     )),

@@ -30,22 +30,29 @@ impl UserDirs {
         }
     }
 
+    /// The base of every program's state: `$XDG_STATE_HOME`, else `~/.local/state`.
+    pub fn state_base(&self) -> Option<PathBuf> {
+        self.xdg_state_home
+            .clone()
+            .or_else(|| self.home.as_ref().map(|home| home.join(".local/state")))
+    }
+
+    /// The base of every program's configuration: `$XDG_CONFIG_HOME`, else `~/.config` (where
+    /// hosts such as Claude Desktop, VS Code and Zed, and uv, keep theirs on Linux too).
+    pub fn config_base(&self) -> Option<PathBuf> {
+        self.xdg_config_home
+            .clone()
+            .or_else(|| self.home.as_ref().map(|home| home.join(".config")))
+    }
+
     /// `$XDG_STATE_HOME/airlock`, else `~/.local/state/airlock`; `None` with neither set.
     pub fn state_dir(&self) -> Option<PathBuf> {
-        let base = self
-            .xdg_state_home
-            .clone()
-            .or_else(|| self.home.as_ref().map(|home| home.join(".local/state")))?;
-        Some(base.join("airlock"))
+        self.state_base().map(|base| base.join("airlock"))
     }
 
     /// `$XDG_CONFIG_HOME/airlock`, else `~/.config/airlock`; `None` with neither set.
     pub fn config_dir(&self) -> Option<PathBuf> {
-        let base = self
-            .xdg_config_home
-            .clone()
-            .or_else(|| self.home.as_ref().map(|home| home.join(".config")))?;
-        Some(base.join("airlock"))
+        self.config_base().map(|base| base.join("airlock"))
     }
 
     /// The user policy layer's file: `<config dir>/policy.toml`.
@@ -107,5 +114,12 @@ mod tests {
             Some(PathBuf::from("/home/me/.config/airlock/airlock.toml"))
         );
         assert_eq!(UserDirs::default().state_dir(), None);
+        assert_eq!(dirs.config_base(), Some(PathBuf::from("/home/me/.config")));
+        assert_eq!(
+            dirs.state_base(),
+            Some(PathBuf::from("/home/me/.local/state"))
+        );
+        let only_xdg = UserDirs::from_env(&EnvVars::from_pairs([("XDG_CONFIG_HOME", "/xc")]));
+        assert_eq!(only_xdg.config_base(), Some(PathBuf::from("/xc")));
     }
 }

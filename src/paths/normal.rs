@@ -2,7 +2,23 @@
 //! before it and never climbs above the root. Nothing touches the disk (symlinks are the
 //! sandbox's business), so the result is a pure function of the text.
 
+use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
+
+/// The names a walk that resolves symlinks one component at a time visits, in order: every
+/// normal name and every `..` (the walk decides what `..` means after a symlink, so it is kept);
+/// the root, `.` and empty components vanish. The sandbox's root builder and the confine
+/// helper's walk both take their work list from here.
+pub fn walk_components(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
 
 /// Normalises `path` lexically. Absolute paths stay absolute and cannot climb above `/`; relative
 /// paths keep leading `..` components (they cannot be resolved without a working directory, and a
@@ -79,5 +95,12 @@ mod tests {
         assert!(is_under("/tmp", "/tmp/"));
         assert!(!is_under("/tmpx/y", "/tmp"));
         assert!(is_under("/anything", "/"));
+    }
+
+    #[test]
+    fn a_walk_visits_names_and_parent_steps_in_order() {
+        let names: Vec<OsString> = walk_components(Path::new("/a/./b//../c/")).into();
+        assert_eq!(names, ["a", "b", "..", "c"].map(OsString::from));
+        assert!(walk_components(Path::new("/")).is_empty());
     }
 }

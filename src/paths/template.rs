@@ -7,7 +7,7 @@
 //! name means is the caller's too: the expansion reports it in [`Expanded::unset`] and puts `""`
 //! in its place (or the fallback after `|`), and the caller decides whether that is an error.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One reference in a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,21 @@ pub enum TemplateError {
     Unterminated(usize),
     #[error("`${{{0}}}` is not a valid variable reference")]
     BadName(String),
+}
+
+/// What follows a leading `~` that means the home directory: `""` for `~`, `"/x"` for `~/x`;
+/// `None` for anything else (`~user`, another user's home, included).
+pub fn after_tilde(text: &str) -> Option<&str> {
+    (text == "~" || text.starts_with("~/")).then(|| &text[1..])
+}
+
+/// `~` and `~/x` with `home`, as a shell expands them: `home`, then the rest verbatim (`~//x` is
+/// `home//x`, never `/x`). `None` for anything else (`~user` included) and without a home.
+pub fn expand_tilde(text: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let rest = after_tilde(text)?;
+    let mut path = home?.as_os_str().to_owned();
+    path.push(rest);
+    Some(PathBuf::from(path))
 }
 
 /// Expands the `${…}` references of `template`; a `~` stays as it is.
@@ -97,7 +112,7 @@ impl Expander<'_> {
         let mut rest = template;
         let mut consumed = base;
         if let Some(home) = self.home
-            && (rest == "~" || rest.starts_with("~/"))
+            && after_tilde(rest).is_some()
         {
             match home {
                 Some(home) => out.value.push_str(&home.to_string_lossy()),
@@ -265,5 +280,20 @@ mod tests {
         );
         let homeless = expand_path("~/x", None, &env).unwrap();
         assert_eq!(homeless.unset, vec!["HOME".to_string()]);
+    }
+
+    #[test]
+    fn a_leading_tilde_is_the_home_as_a_shell_reads_it() {
+        let home = Some(Path::new("/home/me"));
+        let expanded = |text| expand_tilde(text, home);
+        assert_eq!(expanded("~"), Some(PathBuf::from("/home/me")));
+        assert_eq!(expanded("~/notes"), Some(PathBuf::from("/home/me/notes")));
+        assert_eq!(expanded("~//etc"), Some(PathBuf::from("/home/me//etc")));
+        assert_eq!(expanded("~root/x"), None);
+        assert_eq!(expanded("/abs/~"), None);
+        assert_eq!(expand_tilde("~/x", None), None);
+        assert_eq!(after_tilde("~"), Some(""));
+        assert_eq!(after_tilde("~/a"), Some("/a"));
+        assert_eq!(after_tilde("~a"), None);
     }
 }

@@ -53,7 +53,7 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
         match file_url_path(raw) {
             Ok(path) => (path, "file: URL"),
             Err(why) => {
-                push(unresolved(why));
+                push(unresolved(&why.to_string()));
                 return readings;
             }
         }
@@ -110,26 +110,37 @@ fn has_scheme(raw: &str, scheme: &str) -> bool {
         && raw[..scheme.len()].eq_ignore_ascii_case(scheme)
 }
 
+/// Why a `file:` URL names no path on this machine (what the reading shows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum NotLocalFile {
+    #[error("a file: URL without an absolute path")]
+    RelativePath,
+    #[error("a file: URL without a path")]
+    NoPath,
+    #[error("a file: URL naming another host")]
+    OtherHost,
+}
+
 /// The path part of a `file:` URL on this machine: `file:///p`, `file://localhost/p`, `file:/p`.
 /// Anything else names another host or no absolute path, and cannot be read here.
-fn file_url_path(raw: &str) -> Result<&str, &'static str> {
+fn file_url_path(raw: &str) -> Result<&str, NotLocalFile> {
     let rest = &raw["file:".len()..];
     let Some(authority_and_path) = rest.strip_prefix("//") else {
         return if rest.starts_with('/') {
             Ok(rest)
         } else {
-            Err("a file: URL without an absolute path")
+            Err(NotLocalFile::RelativePath)
         };
     };
     let (host, path) = match authority_and_path.find('/') {
         Some(slash) => authority_and_path.split_at(slash),
-        None => return Err("a file: URL without a path"),
+        None => return Err(NotLocalFile::NoPath),
     };
     let host = decode(host).unwrap_or_default();
     if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
         Ok(path)
     } else {
-        Err("a file: URL naming another host")
+        Err(NotLocalFile::OtherHost)
     }
 }
 
@@ -172,9 +183,9 @@ fn decode(text: &str) -> Option<String> {
 
 /// One candidate path, made absolute the way the server would, then normalised.
 fn resolve(path: &str, context: &PathContext, how: &str) -> Reading {
-    let absolute = if path == "~" || path.starts_with("~/") {
-        match &context.home {
-            Some(home) => home.join(path.trim_start_matches('~').trim_start_matches('/')),
+    let absolute = if crate::paths::after_tilde(path).is_some() {
+        match crate::paths::expand_tilde(path, context.home.as_deref()) {
+            Some(path) => path,
             None => return unresolved("`~` with no known server HOME"),
         }
     } else if path.starts_with('~') {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::grants::{FsRules, covers_protected};
 use super::{FsAccess, Shown};
-use crate::paths::normalize_path;
+use crate::paths::{expand_tilde, normalize_path};
 use crate::policy::{GrantArgs, Origin, SandboxPolicy};
 
 /// An argument of the server that names an existing path (the facts; nothing decided yet).
@@ -79,18 +79,9 @@ fn bare_entry<'w>(word: &'w str, cwd: Option<&Path>) -> Option<&'w str> {
     (bare && std::fs::symlink_metadata(cwd?.join(word)).is_ok()).then_some(word)
 }
 
-/// `~` and `~/x` with the user's home; anything else unchanged. (The server's own `HOME` is its
-/// private home, so a `~` left in its arguments would name the wrong place.)
-pub fn expand_tilde(text: &str, home: Option<&Path>) -> Option<PathBuf> {
-    let home = home?;
-    match text {
-        "~" => Some(home.to_path_buf()),
-        _ => text.strip_prefix("~/").map(|rest| home.join(rest)),
-    }
-}
-
 /// The server's arguments as it receives them: every `~`/`~/x` path word (and `--opt=~/x`)
-/// expanded with the user's home.
+/// expanded with the user's home (the server's own `HOME` is its private home, so a `~` left in
+/// its arguments would name the wrong place).
 pub fn expanded_argv(args: &[String], from: usize, home: Option<&Path>) -> Vec<String> {
     args.iter()
         .enumerate()

@@ -16,9 +16,11 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::paths::walk_components;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootPlan {
@@ -144,7 +146,7 @@ pub fn resolve(
     mut probe: impl FnMut(&Path) -> Result<Node, ResolveError>,
 ) -> Result<Resolved, ResolveError> {
     const MAX_LINKS: usize = 40;
-    let mut pending: VecDeque<OsString> = components(path);
+    let mut pending: VecDeque<OsString> = walk_components(path);
     let mut canonical = PathBuf::from("/");
     let mut node = Node::Dir;
     let mut links = Vec::new();
@@ -166,7 +168,7 @@ pub fn resolve(
                 if text.is_absolute() {
                     canonical = PathBuf::from("/");
                 }
-                let mut rest = components(&text);
+                let mut rest = walk_components(&text);
                 rest.extend(pending);
                 pending = rest;
                 links.push((candidate, text));
@@ -184,16 +186,6 @@ pub fn resolve(
         node,
         links,
     })
-}
-
-fn components(path: &Path) -> VecDeque<OsString> {
-    path.components()
-        .filter_map(|component| match component {
-            Component::Normal(name) => Some(name.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
-        })
-        .collect()
 }
 
 /// One bind as the helper will make it, after resolving.

@@ -12,15 +12,10 @@ use serde_json::{Value, json};
 
 pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-pub fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"))
-}
+#[path = "../support/basics.rs"]
+mod basics;
+#[allow(unused_imports)] // each test binary uses its own part
+pub use basics::{peers, root};
 
 /// The small stdio server of the session tests, as a config entry named `fixture`.
 pub fn fixture_server() -> String {

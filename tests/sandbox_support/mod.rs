@@ -10,6 +10,11 @@ use std::sync::OnceLock;
 
 pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 
+#[path = "../support/basics.rs"]
+mod basics;
+#[allow(unused_imports)] // each test binary uses its own part
+pub use basics::{peers, wait_until};
+
 pub struct World {
     pub root: PathBuf,
     pub hostile: PathBuf,
@@ -18,13 +23,6 @@ pub struct World {
 
 pub fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// Where `.ci/install-peers` put the pinned third-party peers.
-pub fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.peers")))
 }
 
 pub fn is_root() -> bool {
@@ -167,17 +165,6 @@ pub fn pid_alive(pid: i32) -> bool {
             .starts_with('Z'),
         Err(_) => false,
     }
-}
-
-pub fn wait_until(timeout: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < timeout {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    done()
 }
 
 /// The memory bound held: the allocation was refused (RLIMIT_DATA: mmap fails) or the server was

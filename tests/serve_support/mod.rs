@@ -11,6 +11,13 @@ use serde_json::{Value, json};
 
 pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 
+// A binary that also loads `support` has this file twice: the same small helpers, no state.
+#[allow(clippy::duplicate_mod)]
+#[path = "../support/basics.rs"]
+mod basics;
+#[allow(unused_imports)] // each test binary uses its own part
+pub use basics::{processes_with, wait_until};
+
 pub fn fixture() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -216,32 +223,4 @@ impl Drop for Client {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Pids whose command line contains `marker`.
-pub fn processes_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(marker) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    check()
 }

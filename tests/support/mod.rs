@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 
 pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 
+mod basics;
+pub use basics::*;
+
 /// Makes `NAME_run` and `NAME_serve` tests out of `fn NAME(mode: Mode)`.
 #[macro_export]
 macro_rules! both_modes {
@@ -40,16 +43,6 @@ pub enum Mode {
     Run,
     /// `airlock serve` with SERVER as its one server, named `fixture`.
     Serve,
-}
-
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-pub fn peers() -> PathBuf {
-    std::env::var_os("AIRLOCK_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".peers"))
 }
 
 /// The fixture server of the session tests (no SDK: starts fast; misbehaves on request).
@@ -414,36 +407,6 @@ impl Drop for Client {
     }
 }
 
-/// `node` from PATH, its real path (the sandbox grants the runtime's prefix).
-pub fn node() -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", "command -v node"])
-        .output()
-        .expect("sh");
-    let path = PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim());
-    std::fs::canonicalize(&path).unwrap_or(path)
-}
-
-/// A pinned peer (`.ci/install-peers`) at `relative` under the peers dir, or `None` (skip)
-/// locally; under CI a missing peer is a failure.
-pub fn peer(relative: &str) -> Option<PathBuf> {
-    let path = peers().join(relative);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "peer {relative} missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: peer {relative} missing (run .ci/install-peers)");
-    None
-}
-
-/// The Python of the venv that holds the official `mcp` SDK (a pinned peer).
-pub fn sdk_python() -> Option<PathBuf> {
-    peer("sandbox-venv/bin/python")
-}
-
 /// Every record of an audit log (JSON lines).
 pub fn audit_lines(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -451,33 +414,4 @@ pub fn audit_lines(path: &std::path::Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
         .collect()
-}
-
-/// The entry point of an official reference server from the pinned npm peers
-/// (`server-filesystem`, `server-everything`), or `None` (skip) locally; under CI a missing
-/// peer is a failure.
-pub fn npm_server(name: &str) -> Option<PathBuf> {
-    let entry = peers().join(format!(
-        "npm/node_modules/@modelcontextprotocol/{name}/dist/index.js"
-    ));
-    if entry.exists() {
-        return Some(entry);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "peer {name} missing under CI: run .ci/install-peers"
-    );
-    eprintln!("SKIP: peer {name} missing (run .ci/install-peers)");
-    None
-}
-
-pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    check()
 }

@@ -315,13 +315,14 @@ impl Draft {
         }
         for (name, section) in &file.identities {
             let widening = widening_for(ctx.layer, &self.locks.tools);
-            tools::merge_identity(
+            let merged = tools::merge_identity(
                 &mut self.tool_entries,
                 ctx,
                 &widening,
                 name,
                 section.get_ref(),
-            )?;
+            );
+            errors.extend(merged.err());
         }
         if let Some(section) = &file.sandbox {
             let merged = read_lock(ctx, &section.get_ref().locked, &mut self.locks.sandbox)
@@ -351,8 +352,36 @@ impl Draft {
     }
 }
 
-fn parse_policy_file(path: &Path, text: &str) -> Result<PolicyFile, SourceError> {
-    crate::diagnostic::parse_toml_all::<PolicyFile>(path, text)
+/// Parses and merges one policy file (a project file is parsed only: it is merged last). Every
+/// problem of the file is reported, in file order: a bad key or value does not hide the others,
+/// since what parses is still checked.
+fn read_policy_file(
+    draft: &mut Draft,
+    source: &LayerSource,
+) -> Result<Option<PolicyFile>, SourceError> {
+    let (file, mut errors) =
+        crate::diagnostic::parse_toml_partial::<PolicyFile>(&source.path, &source.text);
+    let ctx = Ctx {
+        layer: source.layer,
+        path: &source.path,
+        text: &source.text,
+    };
+    if let Some(file) = &file {
+        match parse_version(&ctx, file) {
+            Err(err) => errors.push(err),
+            Ok(()) if source.layer != Layer::Project => {
+                errors.extend(draft.apply(&ctx, file).err())
+            }
+            Ok(()) => {}
+        }
+    }
+    let mut errors: Vec<SourceError> = errors.into_iter().flat_map(SourceError::flatten).collect();
+    errors.sort_by_key(|e| e.position.map(|p| (p.line, p.column)));
+    match SourceError::all(errors) {
+        Some(err) => Err(err),
+        None if source.layer == Layer::Project => Ok(file),
+        None => Ok(None),
+    }
 }
 
 /// The built-in default, parsed into a draft every key of which has `Layer::Builtin`.
@@ -364,7 +393,7 @@ fn builtin_draft() -> Result<Draft, SourceError> {
         path,
         text,
     };
-    let file = parse_policy_file(path, text)?;
+    let file = crate::diagnostic::parse_toml_all::<PolicyFile>(path, text)?;
     let origin = Origin {
         layer: Layer::Builtin,
         file: path.to_path_buf(),
@@ -528,19 +557,16 @@ pub fn load(
     ordered.sort_by_key(|source| source.layer);
     let mut draft = builtin_draft()?;
     let mut project_files = Vec::new();
+    let mut errors = Vec::new();
     for source in &ordered {
-        let file = parse_policy_file(&source.path, &source.text)?;
-        let ctx = Ctx {
-            layer: source.layer,
-            path: &source.path,
-            text: &source.text,
-        };
-        parse_version(&ctx, &file)?;
-        if source.layer == Layer::Project {
-            project_files.push((*source, file));
-        } else {
-            draft.apply(&ctx, &file)?;
+        match read_policy_file(&mut draft, source) {
+            Ok(Some(file)) => project_files.push((*source, file)),
+            Ok(None) => {}
+            Err(err) => errors.push(err),
         }
+    }
+    if let Some(err) = SourceError::all(errors) {
+        return Err(err);
     }
 
     lock_grant_args(&mut draft);

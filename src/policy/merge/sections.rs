@@ -59,134 +59,182 @@ pub(super) fn merge_limits(
     section: &LimitsSection,
 ) -> Result<(), SourceError> {
     const MAX: u64 = 1 << 40;
-    merge_limit(
-        &mut limits.processes,
-        ctx,
-        widening,
-        "sandbox.limits.processes",
-        &section.processes,
-        1..1_000_001,
-    )?;
-    merge_limit(
-        &mut limits.memory_mb,
-        ctx,
-        widening,
-        "sandbox.limits.memory_mb",
-        &section.memory_mb,
-        16..MAX,
-    )?;
-    merge_limit(
-        &mut limits.open_files,
-        ctx,
-        widening,
-        "sandbox.limits.open_files",
-        &section.open_files,
-        16..1_048_577,
-    )?;
-    merge_limit(
-        &mut limits.file_size_mb,
-        ctx,
-        widening,
-        "sandbox.limits.file_size_mb",
-        &section.file_size_mb,
-        1..MAX,
-    )?;
-    merge_limit(
-        &mut limits.disk_mb,
-        ctx,
-        widening,
-        "sandbox.limits.disk_mb",
-        &section.disk_mb,
-        1..MAX,
-    )?;
-    if let Some(value) = &section.cpu_seconds {
-        let parsed = bounded(ctx, "sandbox.limits.cpu_seconds", value, 1..MAX)?;
-        let widens = limits
-            .cpu_seconds
-            .as_ref()
-            .is_some_and(|have| parsed > have.value);
-        widening.check(
-            ctx,
-            &value.span(),
-            &format!("`sandbox.limits.cpu_seconds = {parsed}`"),
-            widens,
-        )?;
-        limits.cpu_seconds = Some(ctx.sourced(parsed, &value.span()));
+    let mut errors = Vec::new();
+    for (slot, key, value, range) in [
+        (
+            &mut limits.processes,
+            "sandbox.limits.processes",
+            &section.processes,
+            1..1_000_001,
+        ),
+        (
+            &mut limits.memory_mb,
+            "sandbox.limits.memory_mb",
+            &section.memory_mb,
+            16..MAX,
+        ),
+        (
+            &mut limits.open_files,
+            "sandbox.limits.open_files",
+            &section.open_files,
+            16..1_048_577,
+        ),
+        (
+            &mut limits.file_size_mb,
+            "sandbox.limits.file_size_mb",
+            &section.file_size_mb,
+            1..MAX,
+        ),
+        (
+            &mut limits.disk_mb,
+            "sandbox.limits.disk_mb",
+            &section.disk_mb,
+            1..MAX,
+        ),
+    ] {
+        errors.extend(merge_limit(slot, ctx, widening, key, value, range).err());
     }
+    if let Some(value) = &section.cpu_seconds {
+        errors.extend(merge_cpu_seconds(limits, ctx, widening, value).err());
+    }
+    SourceError::all(errors).map_or(Ok(()), Err)
+}
+
+fn merge_cpu_seconds(
+    limits: &mut Limits,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    value: &Spanned<i64>,
+) -> Result<(), SourceError> {
+    let parsed = bounded(ctx, "sandbox.limits.cpu_seconds", value, 1..(1 << 40))?;
+    let widens = limits
+        .cpu_seconds
+        .as_ref()
+        .is_some_and(|have| parsed > have.value);
+    widening.check(
+        ctx,
+        &value.span(),
+        &format!("`sandbox.limits.cpu_seconds = {parsed}`"),
+        widens,
+    )?;
+    limits.cpu_seconds = Some(ctx.sourced(parsed, &value.span()));
     Ok(())
 }
 
+/// Merges one `[sandbox]` section key by key: a bad key does not hide the errors of the others
+/// (each is reported with its position), and the keys that are good are still merged.
 pub(super) fn merge_sandbox(
     sandbox: &mut SandboxPolicy,
     ctx: &Ctx<'_>,
     widening: &Widening,
     section: &SandboxSection,
 ) -> Result<(), SourceError> {
+    let mut errors = Vec::new();
     if let Some(value) = &section.network {
-        let network = parse_network(ctx, value)?;
-        let current = &sandbox.network.value;
-        let widens = network.is_wider_than(current);
-        let what = match network.widening_entries(current).as_slice() {
-            [] => format!("`sandbox.network = {network}`"),
-            entries => format!("`sandbox.network` entry {}", entries.join(", ")),
-        };
-        widening.check(ctx, &value.span(), &what, widens)?;
-        let merged = Network::merged(current, network, ctx.layer);
-        sandbox.network = ctx.sourced(merged, &value.span());
+        errors.extend(merge_network(sandbox, ctx, widening, value).err());
     }
     for (key, new, current) in [
         ("sandbox.read", &section.read, &mut sandbox.read),
         ("sandbox.write", &section.write, &mut sandbox.write),
     ] {
         if let Some(paths) = new {
-            for path in paths {
-                check_path_template(ctx, key, path)?;
+            let bad: Vec<SourceError> = paths
+                .iter()
+                .filter_map(|path| check_path_template(ctx, key, path).err())
+                .collect();
+            match SourceError::all(bad) {
+                Some(err) => errors.push(err),
+                None => errors.extend(merge_grants(current, paths, ctx, widening, key).err()),
             }
-            merge_grants(current, paths, ctx, widening, key)?;
         }
     }
     if let Some(names) = &section.env {
-        for name in names {
-            check_env_name(ctx, name)?;
+        let bad: Vec<SourceError> = names
+            .iter()
+            .filter_map(|name| check_env_name(ctx, name).err())
+            .collect();
+        match SourceError::all(bad) {
+            Some(err) => errors.push(err),
+            None => {
+                let merged = merge_grants(&mut sandbox.env, names, ctx, widening, "sandbox.env");
+                errors.extend(merged.err());
+            }
         }
-        merge_grants(&mut sandbox.env, names, ctx, widening, "sandbox.env")?;
     }
     if let Some(value) = &section.run_as {
-        let run_as = parse_run_as(ctx, value)?;
-        let widens = run_as != sandbox.run_as.value && run_as != RunAs::Nobody;
-        widening.check(
-            ctx,
-            &value.span(),
-            &format!("`sandbox.run_as = {run_as}`"),
-            widens,
-        )?;
-        sandbox.run_as = ctx.sourced(run_as, &value.span());
+        errors.extend(merge_run_as(sandbox, ctx, widening, value).err());
     }
     if let Some(requirements) = &section.require {
         for text in requirements {
-            let requirement = parse_requirement(ctx, text)?;
-            if !sandbox.require.iter().any(|have| have.value == requirement) {
-                sandbox.require.push(ctx.sourced(requirement, &text.span()));
+            match parse_requirement(ctx, text) {
+                Ok(requirement) => {
+                    if !sandbox.require.iter().any(|have| have.value == requirement) {
+                        sandbox.require.push(ctx.sourced(requirement, &text.span()));
+                    }
+                }
+                Err(err) => errors.push(err),
             }
         }
     }
     if let Some(value) = &section.kill_timeout {
-        let seconds = bounded(ctx, "sandbox.kill_timeout", value, 1..61)?;
-        sandbox.kill_timeout = ctx.sourced(seconds, &value.span());
+        match bounded(ctx, "sandbox.kill_timeout", value, 1..61) {
+            Ok(seconds) => sandbox.kill_timeout = ctx.sourced(seconds, &value.span()),
+            Err(err) => errors.push(err),
+        }
     }
     if let Some(limits) = &section.limits {
-        merge_limits(&mut sandbox.limits, ctx, widening, limits.get_ref())?;
+        errors.extend(merge_limits(&mut sandbox.limits, ctx, widening, limits.get_ref()).err());
     }
     if let Some(value) = &section.grant_args {
         let grant = *value.get_ref();
-        widening.check(
+        let checked = widening.check(
             ctx,
             &value.span(),
             &format!("`sandbox.grant_args = \"{grant}\"`"),
             grant > sandbox.grant_args.value,
-        )?;
-        sandbox.grant_args = ctx.sourced(grant, &value.span());
+        );
+        match checked {
+            Ok(()) => sandbox.grant_args = ctx.sourced(grant, &value.span()),
+            Err(err) => errors.push(err),
+        }
     }
+    SourceError::all(errors).map_or(Ok(()), Err)
+}
+
+fn merge_network(
+    sandbox: &mut SandboxPolicy,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    value: &Spanned<toml::Value>,
+) -> Result<(), SourceError> {
+    let network = parse_network(ctx, value)?;
+    let current = &sandbox.network.value;
+    let widens = network.is_wider_than(current);
+    let what = match network.widening_entries(current).as_slice() {
+        [] => format!("`sandbox.network = {network}`"),
+        entries => format!("`sandbox.network` entry {}", entries.join(", ")),
+    };
+    widening.check(ctx, &value.span(), &what, widens)?;
+    let merged = Network::merged(current, network, ctx.layer);
+    sandbox.network = ctx.sourced(merged, &value.span());
+    Ok(())
+}
+
+fn merge_run_as(
+    sandbox: &mut SandboxPolicy,
+    ctx: &Ctx<'_>,
+    widening: &Widening,
+    value: &Spanned<toml::Value>,
+) -> Result<(), SourceError> {
+    let run_as = parse_run_as(ctx, value)?;
+    let widens = run_as != sandbox.run_as.value && run_as != RunAs::Nobody;
+    widening.check(
+        ctx,
+        &value.span(),
+        &format!("`sandbox.run_as = {run_as}`"),
+        widens,
+    )?;
+    sandbox.run_as = ctx.sourced(run_as, &value.span());
     Ok(())
 }
 

@@ -3,14 +3,14 @@
 //! (an absolute link starts again at the server's root, never at the helper's), and missing
 //! directories are created (0755, the sandbox root's own).
 
-use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Component, Path};
+use std::path::Path;
 
 use super::sys;
+use crate::paths::walk_components;
 
 /// What the last component must be when it has to be created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,16 +23,6 @@ pub(super) enum Kind {
 fn name(component: &OsStr) -> io::Result<CString> {
     CString::new(component.as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
-}
-
-fn components(path: &Path) -> VecDeque<OsString> {
-    path.components()
-        .filter_map(|component| match component {
-            Component::Normal(name) => Some(name.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            _ => None,
-        })
-        .collect()
 }
 
 fn is_symlink(fd: &OwnedFd) -> io::Result<bool> {
@@ -70,7 +60,7 @@ fn create(dir: &OwnedFd, name: &CString, kind: Kind) -> io::Result<()> {
 pub(super) fn place(root: &OwnedFd, path: &Path, kind: Kind) -> io::Result<OwnedFd> {
     const MAX_LINKS: usize = 40;
     let mut dirs: Vec<OwnedFd> = vec![root.try_clone()?];
-    let mut pending = components(path);
+    let mut pending = walk_components(path);
     let mut links = 0;
     if pending.is_empty() {
         return root.try_clone();
@@ -104,7 +94,7 @@ pub(super) fn place(root: &OwnedFd, path: &Path, kind: Kind) -> io::Result<Owned
             if text.is_absolute() {
                 dirs.truncate(1);
             }
-            let mut rest = components(&text);
+            let mut rest = walk_components(&text);
             rest.extend(pending);
             pending = rest;
             if pending.is_empty() {

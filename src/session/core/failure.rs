@@ -257,7 +257,6 @@ impl Core {
             self.lifecycle_tick(index, now);
         }
         self.expire_parked(now, None);
-        self.retire_finished();
         self.settle_aggregations(now);
     }
 

@@ -457,12 +457,14 @@ impl Core {
     }
 
     pub fn take_actions(&mut self) -> Vec<Action> {
+        self.retire_finished();
         std::mem::take(&mut self.out)
     }
 
     /// Moves the pending actions into `into` (emptied first). The two buffers swap, so neither
     /// is reallocated on every message.
     pub fn drain_actions(&mut self, into: &mut Vec<Action>) {
+        self.retire_finished();
         into.clear();
         std::mem::swap(&mut self.out, into);
     }

@@ -80,7 +80,6 @@ impl Core {
             }
         }
         self.snapshots.clear();
-        self.retire_finished();
         self.list_changed(ListKind::Tools);
         summary
     }
@@ -95,8 +94,13 @@ impl Core {
         self.templates.retain(|(_, _, owner)| *owner != index);
     }
 
-    /// Stops every retiring server whose requests are all answered.
+    /// Stops every retiring server whose requests are all answered. Runs whenever the shell
+    /// takes the core's actions: the step that answers a retiring server's last request (an
+    /// answer, a timeout, a crash) is what makes it finished, and no timer may be left to notice.
     pub(super) fn retire_finished(&mut self) {
+        if !self.servers.iter().any(|server| server.retiring) {
+            return;
+        }
         for (index, server) in self.servers.iter_mut().enumerate() {
             let running = server.alive || server.life.is_starting();
             if server.retiring && running && !server.busy() && !server.life.is_stopping() {

@@ -545,5 +545,46 @@ fn shutdown_stops_everything_running_and_nothing_restarts() {
     assert_eq!(h.starts, vec![1, 1]);
 }
 
+#[test]
+fn a_server_replaced_while_a_call_is_in_flight_stops_once_the_call_is_answered() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.tool_names();
+    h.host(call(json!(1), "alpha__read"));
+    let in_flight = h.received[0].pop_front().unwrap();
+    let reloaded = ["alpha", "beta"]
+        .map(|name| Reloaded {
+            spec: spec(name),
+            launch_changed: name == "alpha",
+        })
+        .to_vec();
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    let summary = h.router.reload(reloaded, policy(), redactor, h.now);
+    assert_eq!(summary.retired, vec![0]);
+    // The replacement is slot 2.
+    h.tools.push(vec!["read", "write"]);
+    h.received.push(VecDeque::new());
+    h.broken.push(false);
+    h.starts.push(0);
+    h.stops.push(0);
+    h.generation.push(0);
+    h.drive();
+    assert_eq!(h.starts[2], 1, "the replacement starts at once");
+    assert_eq!(
+        h.stops[0], 0,
+        "the call in flight keeps the old one running"
+    );
+
+    h.answer(0, json!({"jsonrpc":"2.0","id":in_flight["id"],"result":{"content":[{"type":"text","text":"old"}]}}));
+    assert_eq!(h.take_host(json!(1))["result"]["content"][0]["text"], "old");
+    // No timer is due (no idle or tool timeout is pending): the answer itself ends it.
+    assert_eq!(h.router.next_deadline(), None);
+    assert_eq!(
+        h.stops[0], 1,
+        "the old server is stopped once its call is answered"
+    );
+    assert_eq!(h.stops[2], 0);
+}
+
 #[path = "era_tests.rs"]
 mod era;
