@@ -353,3 +353,53 @@ fn a_start_from_a_0700_working_directory_falls_back_to_the_private_home() {
         assert_eq!(mode, 0o700);
     }
 }
+
+/// A write grant is the host's directory: as root its bind is idmapped, so what the server
+/// creates there is root's on disk, and a setuid copy of a program would be a setuid-root program
+/// on the host. Every way to set S_ISUID/S_ISGID (chmod family, creating with the bit: open,
+/// openat, creat, mknod; openat2 is ENOSYS) is refused, for root and an ordinary user, and plain
+/// modes still change. The host's view of the grant afterwards holds no such file.
+#[test]
+fn a_server_cannot_leave_a_setuid_or_setgid_file_in_its_write_grant() {
+    let attempts: &[&str] = if cfg!(target_arch = "x86_64") {
+        &[
+            "fchmodat 6755", "fchmodat 2755", "fchmod 4755", "fchmodat2 4755", "openat 2755",
+            "mknodat 4755", "chmod 4755", "open 4755", "creat 6755", "mknod 2755", "openat2 4755",
+        ]
+    } else {
+        &[
+            "fchmodat 6755", "fchmodat 2755", "fchmod 4755", "fchmodat2 4755", "openat 2755",
+            "mknodat 4755", "openat2 4755",
+        ]
+    };
+    for who in everyone() {
+        let grant = who.dir("setid", 0o755);
+        let out = who.hostile(
+            &["--grant-write", grant.to_str().unwrap()],
+            &["setid", grant.to_str().unwrap()],
+        );
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out));
+        let said = stdout(&out);
+        for attempt in attempts {
+            assert!(
+                said.contains(&format!("REFUSED {attempt}: ")),
+                "{who:?}: {attempt} was not refused\n{}",
+                text(&out)
+            );
+        }
+        assert!(said.contains("PLAIN MODES OK"), "{who:?}: {}", text(&out));
+        let copy = std::fs::metadata(grant.join("copy")).unwrap();
+        assert_eq!(copy.mode() & 0o7777, 0o755, "{who:?}");
+        assert_eq!(copy.uid(), who.uid(), "{who:?}: the copy is the grant owner's");
+        for entry in std::fs::read_dir(&grant).unwrap() {
+            let entry = entry.unwrap();
+            let mode = entry.metadata().unwrap().mode();
+            assert_eq!(
+                mode & 0o6000,
+                0,
+                "{who:?}: {} has mode {mode:o} on the host",
+                entry.path().display()
+            );
+        }
+    }
+}
