@@ -203,6 +203,11 @@ pub struct SeccompPlan {
     pub deny_unix_sockets: bool,
     /// socket(AF_INET*, SOCK_DGRAM) refused: landlock has no UDP rules.
     pub deny_udp: bool,
+    /// Shared memory `RLIMIT_DATA` cannot count refused (`MAP_SHARED|MAP_ANONYMOUS`,
+    /// `memfd_create`, `shmget`): only when `RLIMIT_DATA` is the memory mechanism (a memory
+    /// cgroup counts it, and runtimes may use it there).
+    #[serde(default)]
+    pub deny_uncounted_memory: bool,
 }
 
 /// A runtime cache shown to the server as a private copy-on-write overlayfs (see
@@ -249,14 +254,21 @@ pub enum MemoryLimit {
     /// ends a process of the server.
     Cgroup { cgroup: MemoryCgroup, bytes: u64 },
     /// `RLIMIT_DATA`: the private writable mappings and heap of each process (not address space
-    /// reserved without access, so V8 runs). Allocations over it fail with ENOMEM.
-    RlimitData { bytes: u64 },
+    /// reserved without access, so V8 runs). Allocations over it fail with ENOMEM. It cannot
+    /// count shared memory; `shared_refused`: seccomp refuses the shared memory a process could
+    /// grow without a file (`MAP_SHARED|MAP_ANONYMOUS`, `memfd_create`, SysV `shmget`); `false`
+    /// only without seccomp, and the plan then says so.
+    RlimitData {
+        bytes: u64,
+        #[serde(default)]
+        shared_refused: bool,
+    },
 }
 
 impl MemoryLimit {
     pub fn bytes(&self) -> u64 {
         match self {
-            MemoryLimit::Cgroup { bytes, .. } | MemoryLimit::RlimitData { bytes } => *bytes,
+            MemoryLimit::Cgroup { bytes, .. } | MemoryLimit::RlimitData { bytes, .. } => *bytes,
         }
     }
 
@@ -281,9 +293,14 @@ impl MemoryLimit {
                     ", swap NOT bounded"
                 }
             ),
-            MemoryLimit::RlimitData { .. } => {
-                format!("{mib} MiB per process, RLIMIT_DATA (no memory cgroup airlock may create)")
-            }
+            MemoryLimit::RlimitData { shared_refused, .. } => format!(
+                "{mib} MiB of private memory per process, RLIMIT_DATA (no memory cgroup airlock may create); shared anonymous memory, memfd and SysV shm {}; tmpfs pages not counted",
+                if *shared_refused {
+                    "refused"
+                } else {
+                    "NOT bounded (no seccomp)"
+                }
+            ),
         }
     }
 }

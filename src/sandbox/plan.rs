@@ -90,6 +90,13 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
             deny_unix_sockets: network != NetMode::Host,
             // With egress, UDP reaches only airlock's resolver: nothing leaves the namespace.
             deny_udp: network == NetMode::None,
+            deny_uncounted_memory: matches!(
+                memory,
+                MemoryLimit::RlimitData {
+                    shared_refused: true,
+                    ..
+                }
+            ),
         },
         rlimits: rlimits(&policy.limits, &memory),
         memory,

@@ -302,6 +302,33 @@ fn set_id_table() -> Vec<Entry> {
     table
 }
 
+/// Under `RLIMIT_DATA` (no memory cgroup), the memory a process could grow that the limit does
+/// not count and no file bounds: shared anonymous mappings (`mmap(-1)` in Python), memfd and SysV
+/// shared memory. Node and Python servers use none of them; file-backed shared mappings (SQLite's
+/// `-shm`, locale archives) stay allowed, bounded by the scratch disk or the grant's filesystem.
+fn uncounted_memory_table() -> Vec<Entry> {
+    const SHARED_ANONYMOUS: u64 = (libc::MAP_SHARED | libc::MAP_ANONYMOUS) as u64;
+    vec![
+        // MAP_SHARED_VALIDATE (0x3) includes MAP_SHARED's bit, so it matches too.
+        entry!(
+            SYS_mmap,
+            Deny::Perm,
+            When::Args(&[(3, SHARED_ANONYMOUS, SHARED_ANONYMOUS)]),
+            "shared anonymous memory is not counted by RLIMIT_DATA"
+        ),
+        entry!(
+            SYS_memfd_create,
+            Deny::Perm,
+            "memfd pages are not counted by RLIMIT_DATA"
+        ),
+        entry!(
+            SYS_shmget,
+            Deny::Perm,
+            "SysV shared memory is not counted by RLIMIT_DATA"
+        ),
+    ]
+}
+
 fn clone_flag_cond(flag: u64) -> &'static [(u8, u64, u64)] {
     // A small fixed set: leaking the slices once keeps `Entry` `Copy` and the table `'static`.
     macro_rules! cond {
@@ -332,6 +359,9 @@ pub fn table(plan: &SeccompPlan) -> Vec<Entry> {
             When::Args(&[(0, LOW32, libc::AF_UNIX as u64)]),
             "unix sockets reach host daemons"
         ));
+    }
+    if plan.deny_uncounted_memory {
+        table.extend(uncounted_memory_table());
     }
     if plan.deny_udp {
         // Landlock has TCP rules only; UDP would reach any host and port.
@@ -530,6 +560,7 @@ mod tests {
             enabled: true,
             deny_unix_sockets: true,
             deny_udp: true,
+            deny_uncounted_memory: true,
         }
     }
 
@@ -579,6 +610,7 @@ mod tests {
             enabled: true,
             deny_unix_sockets: false,
             deny_udp: false,
+            deny_uncounted_memory: false,
         };
         assert!(table(&full()).len() > table(&open).len());
     }

@@ -546,7 +546,25 @@ fn memory_is_a_cgroup_where_airlock_may_make_one_else_rlimit_data_never_rlimit_a
         ..HostFacts::full_featured_root()
     };
     let plan = plan(&with_read("/srv/x"), &user).unwrap();
-    assert_eq!(plan.memory, MemoryLimit::RlimitData { bytes: 4096 << 20 });
+    assert_eq!(
+        plan.memory,
+        MemoryLimit::RlimitData {
+            bytes: 4096 << 20,
+            shared_refused: true
+        }
+    );
+    assert!(plan.seccomp.deny_uncounted_memory);
+    assert!(!as_root.seccomp.deny_uncounted_memory, "a cgroup counts it");
+    assert!(
+        plan.weaker_than_asked
+            .iter()
+            .any(|note| note.starts_with("memory: ") && note.contains("each process")),
+        "{:?}",
+        plan.weaker_than_asked
+    );
+    let no_seccomp = plan_for_user_without_seccomp();
+    assert!(!no_seccomp.seccomp.deny_uncounted_memory);
+    assert!(no_seccomp.memory.describe().contains("NOT bounded"));
     assert!(
         plan.rlimits
             .iter()
@@ -563,6 +581,18 @@ fn memory_is_a_cgroup_where_airlock_may_make_one_else_rlimit_data_never_rlimit_a
     // airlock's own uid: plain binds.
     assert_eq!(rule(&plan, "/srv/x").shown, Shown::Bind);
     assert!(plan.audit_summary().memory.contains("RLIMIT_DATA"));
+}
+
+fn plan_for_user_without_seccomp() -> SandboxPlan {
+    let host = HostFacts {
+        is_root: false,
+        uid: 1000,
+        gid: 1000,
+        memory_cgroup: None,
+        seccomp: false,
+        ..HostFacts::full_featured_root()
+    };
+    plan(&with_read("/srv/x"), &host).unwrap()
 }
 
 #[test]
