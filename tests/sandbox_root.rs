@@ -385,13 +385,27 @@ fn a_start_from_a_0700_working_directory_falls_back_to_the_private_home() {
 fn a_server_cannot_leave_a_setuid_or_setgid_file_in_its_write_grant() {
     let attempts: &[&str] = if cfg!(target_arch = "x86_64") {
         &[
-            "fchmodat 6755", "fchmodat 2755", "fchmod 4755", "fchmodat2 4755", "openat 2755",
-            "mknodat 4755", "chmod 4755", "open 4755", "creat 6755", "mknod 2755", "openat2 4755",
+            "fchmodat 6755",
+            "fchmodat 2755",
+            "fchmod 4755",
+            "fchmodat2 4755",
+            "openat 2755",
+            "mknodat 4755",
+            "chmod 4755",
+            "open 4755",
+            "creat 6755",
+            "mknod 2755",
+            "openat2 4755",
         ]
     } else {
         &[
-            "fchmodat 6755", "fchmodat 2755", "fchmod 4755", "fchmodat2 4755", "openat 2755",
-            "mknodat 4755", "openat2 4755",
+            "fchmodat 6755",
+            "fchmodat 2755",
+            "fchmod 4755",
+            "fchmodat2 4755",
+            "openat 2755",
+            "mknodat 4755",
+            "openat2 4755",
         ]
     };
     for who in everyone() {
@@ -412,7 +426,11 @@ fn a_server_cannot_leave_a_setuid_or_setgid_file_in_its_write_grant() {
         assert!(said.contains("PLAIN MODES OK"), "{who:?}: {}", text(&out));
         let copy = std::fs::metadata(grant.join("copy")).unwrap();
         assert_eq!(copy.mode() & 0o7777, 0o755, "{who:?}");
-        assert_eq!(copy.uid(), who.uid(), "{who:?}: the copy is the grant owner's");
+        assert_eq!(
+            copy.uid(),
+            who.uid(),
+            "{who:?}: the copy is the grant owner's"
+        );
         for entry in std::fs::read_dir(&grant).unwrap() {
             let entry = entry.unwrap();
             let mode = entry.metadata().unwrap().mode();
@@ -423,5 +441,68 @@ fn a_server_cannot_leave_a_setuid_or_setgid_file_in_its_write_grant() {
                 entry.path().display()
             );
         }
+    }
+}
+
+/// As root, a grant owned by another user (`/home/u/proj`, 0700, the user's): its bind maps that
+/// owner to the server, so the server reads and writes there, and what it creates is the user's
+/// on disk. Inside a root-owned write grant it keeps its own mapping (and the root-owned one
+/// stays root's). The plan says whose files the server reaches.
+#[test]
+fn as_root_a_grant_owned_by_another_user_is_reached_as_its_owner() {
+    if !is_root() {
+        return; // an ordinary user's server reaches what the user can: nothing to map
+    }
+    const OWNER: u32 = 65532;
+    let home = Who::Me.dir("home-of-u", 0o755);
+    let proj = home.join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    std::os::unix::fs::chown(&proj, Some(OWNER), Some(OWNER)).unwrap();
+    chmod(&proj, 0o700);
+    for dir in [&home, &proj] {
+        let existing = dir.join("in.txt");
+        std::fs::write(&existing, "theirs\n").unwrap();
+        let owner = if dir == &proj { OWNER } else { 0 };
+        std::os::unix::fs::chown(&existing, Some(owner), Some(owner)).unwrap();
+        chmod(&existing, 0o600);
+    }
+    let grants = [
+        "--grant-write",
+        home.to_str().unwrap(),
+        "--grant-write",
+        proj.to_str().unwrap(),
+    ];
+    for (dir, owner) in [(&proj, OWNER), (&home, 0)] {
+        let written = dir.join("out.txt");
+        let out = Who::Me.hostile(
+            &grants,
+            &[
+                "rw",
+                dir.join("in.txt").to_str().unwrap(),
+                written.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            dir.display(),
+            text(&out)
+        );
+        assert!(stdout(&out).contains("READ theirs"), "{}", text(&out));
+        let meta = std::fs::metadata(&written).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (owner, owner),
+            "{}: what the server writes is the grant owner's on disk",
+            dir.display()
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "idmapped: files of its owner on disk (uid {OWNER} gid {OWNER}) appear as uid 65534's"
+            )),
+            "{stderr}"
+        );
     }
 }

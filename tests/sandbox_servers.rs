@@ -118,7 +118,10 @@ fn real_node_mcp_server_answers_under_the_default_policy() {
         let text = response["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_default();
-        assert!(text.contains("hello from the sandbox"), "{uid:?}: {response}");
+        assert!(
+            text.contains("hello from the sandbox"),
+            "{uid:?}: {response}"
+        );
     }
 }
 
@@ -143,7 +146,11 @@ fn real_python_mcp_server_in_a_venv_answers_under_the_default_policy() {
         let euid = unsafe { libc::geteuid() };
         // As root the server runs as nobody; an ordinary user's server keeps the user's uid.
         let expected_uid = uid.unwrap_or(if euid == 0 { 65534 } else { euid });
-        assert_eq!(text, format!("hi (uid {expected_uid})"), "{uid:?}: {response}");
+        assert_eq!(
+            text,
+            format!("hi (uid {expected_uid})"),
+            "{uid:?}: {response}"
+        );
     }
 }
 

@@ -29,6 +29,19 @@ pub struct FsRule {
     pub reason: String,
     #[serde(default)]
     pub shown: Shown,
+    /// For an [`Shown::IdmappedBind`]: who owns the path on disk, as `airlock check` observed it
+    /// (`sandbox::observe_owners`), to say whose files the server reaches. The helper looks
+    /// again when it builds the bind; `None`: not looked at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+}
+
+/// Who owns a path on disk. An idmapped bind shows these ids as the server's: the server reaches
+/// the owner's files as their owner, and what it creates there is the owner's on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// How a granted path appears in the server's root (with a constructed root; without one every
@@ -40,8 +53,9 @@ pub enum Shown {
     /// [`FsAccess::ReadWrite`]; nosuid, nodev.
     #[default]
     Bind,
-    /// The same, through an idmapped bind: files of airlock's own uid (root) appear as the
-    /// server's (airlock is root, the server is not), so a grant works for it read and write.
+    /// The same, through an idmapped bind: files of the path's owner on disk (root, or the user
+    /// who owns a grant such as `/home/u/proj`) appear as the server's (airlock is root, the
+    /// server is not), so a grant works for it read and write.
     IdmappedBind,
     /// A device node (`/dev/null`), bound with its device semantics.
     Device,
@@ -330,6 +344,9 @@ pub struct SandboxPlan {
     pub id_maps: Option<IdMaps>,
     /// Who to become; `None` keeps airlock's own uid (airlock is not root, or `run_as = "root"`).
     pub identity: Option<Identity>,
+    /// airlock's own uid (what the server runs as when `identity` is `None`), for the plan's text.
+    #[serde(default)]
+    pub airlock_uid: u32,
     pub landlock: LandlockPlan,
     pub seccomp: SeccompPlan,
     pub rlimits: Vec<Rlimit>,
@@ -375,7 +392,7 @@ impl SandboxPlan {
             namespaces: self.namespaces_text(),
             run_as: match self.identity {
                 Some(id) => format!("uid {} gid {}", id.uid, id.gid),
-                None => "airlock's uid".to_string(),
+                None => format!("airlock's uid {}", self.airlock_uid),
             },
             root: if self.root.is_some() {
                 "constructed root"

@@ -80,6 +80,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         id_maps: namespaces.user.then(|| id_maps(host, identity)),
         namespaces,
         identity,
+        airlock_uid: host.uid,
         landlock: LandlockPlan {
             abi: host.landlock_abi,
             net_rules: host.landlock_abi >= 4 && network != NetMode::Host,

@@ -513,7 +513,21 @@ fn the_server_gets_its_own_root_holding_only_its_grants() {
     assert_eq!(rule(&plan, "/srv/x").shown, Shown::IdmappedBind);
     let shown = plan.to_string();
     assert!(
-        shown.contains("idmapped: files of airlock's uid 0 appear as uid 65534's"),
+        shown.contains("idmapped: files of its owner on disk appear as uid 65534's"),
+        "{shown}"
+    );
+    let mut observed = plan.clone();
+    observed.fs.iter_mut().for_each(|rule| {
+        if rule.path == Path::new("/srv/x") {
+            rule.owner = Some(Owner {
+                uid: 1000,
+                gid: 100,
+            });
+        }
+    });
+    let shown = observed.to_string();
+    assert!(
+        shown.contains("idmapped: files of its owner on disk (uid 1000 gid 100) appear as uid 65534's, so it reaches them as their owner; what it creates is uid 1000's on disk"),
         "{shown}"
     );
     assert!(shown.contains("disk: 512 MiB tmpfs"), "{shown}");
@@ -578,8 +592,14 @@ fn memory_is_a_cgroup_where_airlock_may_make_one_else_rlimit_data_never_rlimit_a
             .iter()
             .any(|r| r.path == Path::new("/sys/fs/cgroup"))
     );
-    // airlock's own uid: plain binds.
+    // airlock's own uid: plain binds, and the plan names the uid.
     assert_eq!(rule(&plan, "/srv/x").shown, Shown::Bind);
+    assert!(
+        plan.to_string()
+            .contains("runs as: airlock's own uid 1000, all capabilities dropped"),
+        "{plan}"
+    );
+    assert_eq!(plan.audit_summary().run_as, "airlock's uid 1000");
     assert!(plan.audit_summary().memory.contains("RLIMIT_DATA"));
 }
 
