@@ -187,7 +187,8 @@ fn a_3_gib_write_into_tmpdir_or_home_is_stopped_at_disk_mb() {
 
 /// chmod/chown/utime/setxattr/rename/link on the user's own files outside its write grants:
 /// refused for an ordinary user too (landlock has no right for metadata; the constructed root has
-/// no such file, and a read grant is a read-only bind).
+/// no such file, and a read grant is a read-only bind). Links and moves aim into a write grant,
+/// where a link of the server's own file works (the control).
 #[test]
 fn metadata_of_the_users_files_outside_write_grants_cannot_change() {
     for who in everyone() {
@@ -208,18 +209,56 @@ fn metadata_of_the_users_files_outside_write_grants_cannot_change() {
                 (m.mode(), m.mtime(), m.mtime_nsec())
             })
             .collect();
-        let grant = ["--grant-read", granted.to_str().unwrap()];
+        // A write grant as the destination of links and moves: were they refused only there, the
+        // test would prove nothing about the source.
+        let writable = who.dir("meta-write-grant", 0o755);
+        let grant = [
+            "--grant-read",
+            granted.to_str().unwrap(),
+            "--grant-write",
+            writable.to_str().unwrap(),
+        ];
+        let own = writable.join("own.txt");
+        std::fs::write(
+            &own, "mine
+",
+        )
+        .unwrap();
+        who.own(&own);
+        let own_link = writable.join("own-link");
+        let out = who.hostile(
+            &grant,
+            &["ok-link", own.to_str().unwrap(), own_link.to_str().unwrap()],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{who:?}: the control: {}",
+            text(&out)
+        );
         for file in &files {
             let file = file.to_str().unwrap();
             for mode in ["chmod", "chown", "utime", "setxattr"] {
                 let out = who.hostile(&grant, &[mode, file]);
                 assert_refused(&out);
             }
-            let moved = format!("{file}.moved");
-            assert_refused(&who.hostile(&grant, &["rename", file, &moved]));
-            let link = format!("{}/link", "/tmp");
-            assert_refused(&who.hostile(&grant, &["hardlink", file, &link]));
+            let moved = writable.join("moved");
+            assert_refused(&who.hostile(&grant, &["rename", file, moved.to_str().unwrap()]));
+            let link = writable.join("link");
+            let out = who.hostile(&grant, &["hardlink", file, link.to_str().unwrap()]);
+            assert_refused(&out);
+            assert!(
+                stdout(&out).contains("REFUSED link: "),
+                "{who:?}: the link itself is refused\n{}",
+                text(&out)
+            );
         }
+        let mut in_write_grant: Vec<String> = std::fs::read_dir(&writable)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        in_write_grant.sort();
+        assert_eq!(in_write_grant, ["own-link", "own.txt"], "{who:?}");
         let after: Vec<(u32, i64, i64)> = files
             .iter()
             .map(|f| {
@@ -504,5 +543,59 @@ fn as_root_a_grant_owned_by_another_user_is_reached_as_its_owner() {
             )),
             "{stderr}"
         );
+    }
+}
+
+/// `/sys` holds only what runtimes read: the CPU topology (`/sys/devices/system/cpu`, for the
+/// number of CPUs) and, with a cgroup v2 memory cgroup, the server's own cgroup at
+/// `/sys/fs/cgroup`. Everything else of the host's sysfs does not exist for the server (not
+/// denied: absent), and `/sys` itself, a directory of the root's own, cannot be listed.
+#[test]
+fn sys_holds_only_the_cpu_topology_and_the_servers_own_cgroup() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["tree", "/sys/devices/system/cpu"]);
+        assert!(
+            stdout(&out).contains("TREE /sys/devices/system/cpu/online\n"),
+            "{who:?}: runtimes read the CPU count there\n{}",
+            text(&out)
+        );
+        let cgroup_v2 = String::from_utf8_lossy(&out.stderr).contains("cgroup v2 memory.max");
+        let mut absent = vec![
+            "/sys/class/net",
+            "/sys/kernel",
+            "/sys/firmware",
+            "/sys/block",
+            "/sys/module",
+            "/sys/devices/virtual",
+            "/sys/devices/system/node",
+        ];
+        if !cgroup_v2 {
+            absent.push("/sys/fs/cgroup");
+        }
+        for path in absent {
+            if !Path::new(path).exists() {
+                continue;
+            }
+            let out = who.hostile(&[], &["tree", path]);
+            assert!(
+                stdout(&out).contains(&format!("REFUSED {path}: No such file or directory")),
+                "{who:?}: {path} must not exist for the server\n{}",
+                text(&out)
+            );
+        }
+        let out = who.hostile(&[], &["tree", "/sys"]);
+        assert!(
+            stdout(&out).starts_with("REFUSED /sys: "),
+            "{who:?}: {}",
+            text(&out)
+        );
+        if cgroup_v2 {
+            let out = who.hostile(&[], &["tree", "/sys/fs/cgroup"]);
+            assert!(
+                stdout(&out).contains("TREE /sys/fs/cgroup/memory.max\n"),
+                "{who:?}: its own cgroup\n{}",
+                text(&out)
+            );
+        }
     }
 }

@@ -153,10 +153,23 @@ fn call_echo(mode: Mode, who: Who, cwd: &Path) -> Outcome {
     }
 }
 
-/// `airlock doctor`'s memory line, as this user.
+/// `airlock doctor`'s memory line, as this user. Where the mechanism bounds less than asked
+/// (`RLIMIT_DATA`: per process), doctor lists it as less confined, and never claims otherwise.
 fn doctor_memory(who: Who) -> String {
     let out = who.airlock(&["doctor"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.lines().any(|line| line
+            == "  network ..................... none: private network namespace + landlock TCP + seccomp UDP"),
+        "{text}"
+    );
+    if text.contains("RLIMIT_DATA") {
+        assert!(
+            !text.contains("nothing runs less confined")
+                && text.contains("less confined than asked:\n  - memory: no memory cgroup"),
+            "{text}"
+        );
+    }
     text.lines()
         .find_map(|line| {
             line.trim_start()
@@ -199,6 +212,24 @@ fn check(mode: Mode, who: Who) {
         .unwrap_or_else(|| panic!("no spawn event: {:?}\n{context}", outcome.audit));
     let sandbox = &spawn["detail"]["sandbox"];
     assert_eq!(sandbox["memory"], doctor_memory(who), "{context}");
+    if sandbox["memory"]
+        .as_str()
+        .unwrap_or("")
+        .contains("RLIMIT_DATA")
+    {
+        assert!(
+            sandbox["memory"]
+                .as_str()
+                .unwrap_or("")
+                .contains("shared anonymous memory, memfd and SysV shm refused"),
+            "{context}"
+        );
+        let weaker = spawn["detail"]["weaker_than_asked"].to_string();
+        assert!(
+            weaker.contains("memory: no memory cgroup"),
+            "{weaker}\n{context}"
+        );
+    }
     assert_eq!(sandbox["root"], "constructed root", "{context}");
     assert!(
         sandbox["disk"].as_str().unwrap_or("").contains("MiB tmpfs"),

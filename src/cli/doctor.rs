@@ -236,8 +236,8 @@ fn render_network(out: &mut String, plan: &SandboxPlan) {
     };
     let _ = writeln!(
         out,
-        "  network {:<20} {net_by}",
-        format!("{} ", plan.network).replace(' ', " ").to_string() + &".".repeat(0)
+        "  network ..................... {}: {net_by}",
+        plan.network
     );
     let ipc = if plan.landlock.scopes {
         "landlock scopes (abstract unix sockets, signals)"
