@@ -599,3 +599,26 @@ fn sys_holds_only_the_cpu_topology_and_the_servers_own_cgroup() {
         }
     }
 }
+
+/// The server runs under seccomp (mode 2, filter) with one copy of the filters: init installs
+/// them before it forks the server, which inherits them instead of stacking the same programs
+/// again (each runs on every syscall). One program per errno (EPERM, ENOSYS, EACCES) plus the
+/// x32 guard on x86_64: at most 4.
+#[test]
+fn the_server_runs_under_one_copy_of_the_seccomp_filters() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["seccomp"]);
+        let said = stdout(&out);
+        assert!(said.contains("Seccomp:\t2\n"), "{who:?}: {}", text(&out));
+        let filters: u32 = said
+            .lines()
+            .find_map(|line| line.strip_prefix("Seccomp_filters:\t"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{who:?}: no Seccomp_filters line\n{}", text(&out)));
+        assert!(
+            (1..=4).contains(&filters),
+            "{who:?}: {filters} filters\n{}",
+            text(&out)
+        );
+    }
+}

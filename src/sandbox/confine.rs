@@ -14,9 +14,9 @@
 //! moves it into the memory cgroup, writes its id maps and supervises it: it forwards
 //! SIGTERM/SIGINT/SIGHUP and exits with its status. `init` builds the server's root and enters it
 //! (`build.rs`), drops everything (rlimits, caps, uid), enters the working directory, restricts
-//! itself into an outer landlock domain (scopes only), then forks the server, which restricts
-//! itself into its own nested domain (the plan's rules), installs seccomp and `execve`s; init
-//! reaps. When the server exits, `init` exits, and the kernel kills every process left in the
+//! itself into an outer landlock domain (scopes only), installs seccomp (the server inherits it),
+//! then forks the server, which restricts itself into its own nested domain (the plan's rules)
+//! and `execve`s; init reaps. When the server exits, `init` exits, and the kernel kills every process left in the
 //! namespace. If airlock dies, the helper gets SIGKILL (parent-death signal); if the helper dies,
 //! `init` does, and with it the namespace. Nothing survives.
 //!
@@ -577,6 +577,15 @@ fn init(
         // the namespace (kill(-1) from init never reaches outside it).
         signals::install_forwarding(-1);
     }
+    // seccomp before the fork: the server inherits init's filters, so it does not stack a second
+    // copy of the same programs (each filter runs on every syscall, for the server's whole life,
+    // and each costs a BPF JIT compile at spawn). Nothing init or the server does from here on
+    // (fork, landlock, close_range, execve, waiting, kill) is in the table.
+    if !prepared.bpf.is_empty()
+        && let Err(err) = seccomp::install(&prepared.bpf)
+    {
+        fail(Step::Seccomp, err);
+    }
     // SAFETY: fork in a single-threaded process.
     let server = unsafe { libc::fork() };
     check(Step::Supervise, "fork", server.into());
@@ -585,11 +594,6 @@ fn init(
     }
     drop(server_rules);
     close_inherited_fds();
-    if !prepared.bpf.is_empty()
-        && let Err(err) = seccomp::install(&prepared.bpf)
-    {
-        fail(Step::Seccomp, err);
-    }
     if !pid_namespace {
         // SAFETY: see run_server; racing with the child's own setpgid is harmless.
         unsafe { libc::setpgid(server, server) };
@@ -601,8 +605,8 @@ fn init(
     std::process::exit(status)
 }
 
-/// The server, forked by init: its own landlock domain (nested in init's), no fds but 0-2,
-/// seccomp last, then `execve`.
+/// The server, forked by init (whose seccomp filters it inherits): its own landlock domain
+/// (nested in init's), no fds but 0-2, then `execve`.
 fn run_server(prepared: &Prepared, rules: Option<RulesetCreated>, pid_namespace: bool) -> ! {
     if !pid_namespace {
         // SAFETY: own process group, so the helper can signal the server's whole group.
@@ -613,11 +617,6 @@ fn run_server(prepared: &Prepared, rules: Option<RulesetCreated>, pid_namespace:
         domains::restrict(rules);
     }
     close_inherited_fds();
-    if !prepared.bpf.is_empty()
-        && let Err(err) = seccomp::install(&prepared.bpf)
-    {
-        fail(Step::Seccomp, err);
-    }
     exec(prepared)
 }
 
