@@ -622,3 +622,42 @@ fn the_server_runs_under_one_copy_of_the_seccomp_filters() {
         );
     }
 }
+
+/// SysV IPC is the server's own (an IPC namespace): a message queue the test makes on the host
+/// (mode 0666, reachable by anyone sharing the host's namespace) is not found by the server, and
+/// the queue the server creates and leaves does not outlive it on the host.
+#[test]
+fn sysv_ipc_is_the_servers_own_and_dies_with_it() {
+    let key = |n: i32| 0x4a00_0000 | ((std::process::id() as i32 & 0xfff) << 4) | n;
+    for (n, who) in everyone().into_iter().enumerate() {
+        let host_key = key(2 * n as i32);
+        let left_key = key(2 * n as i32 + 1);
+        // SAFETY: (test) msgget takes integers only.
+        let host_queue = unsafe { libc::msgget(host_key, libc::IPC_CREAT | 0o666) };
+        assert!(host_queue >= 0, "{}", std::io::Error::last_os_error());
+        let out = who.hostile(&[], &["sysv", &host_key.to_string(), &left_key.to_string()]);
+        // SAFETY: (test) removes the queue made above; no pointer is read for IPC_RMID.
+        unsafe { libc::msgctl(host_queue, libc::IPC_RMID, std::ptr::null_mut()) };
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out));
+        assert!(
+            stdout(&out).contains("REFUSED host message queue: No such file or directory"),
+            "{who:?}: {}",
+            text(&out)
+        );
+        assert!(
+            stdout(&out).contains("LEFT message queue"),
+            "{}",
+            text(&out)
+        );
+        // SAFETY: (test) msgget takes integers only.
+        let left = unsafe { libc::msgget(left_key, 0) };
+        if left >= 0 {
+            // SAFETY: (test) cleans up what would be the failure's leftover.
+            unsafe { libc::msgctl(left, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+        assert!(
+            left < 0,
+            "{who:?}: the server's queue outlived it on the host"
+        );
+    }
+}

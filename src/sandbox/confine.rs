@@ -10,7 +10,7 @@
 //!
 //! The helper reads the plan, prepares everything that can fail (BPF programs, landlock rules
 //! with their path fds, the binds of the server's root resolved on the host, idmapped clones,
-//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount(+net) namespaces,
+//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount+ipc(+net) namespaces,
 //! moves it into the memory cgroup, writes its id maps and supervises it: it forwards
 //! SIGTERM/SIGINT/SIGHUP and exits with its status. `init` builds the server's root and enters it
 //! (`build.rs`), drops everything (rlimits, caps, uid), enters the working directory, restricts
@@ -362,6 +362,7 @@ fn clone_flags(plan: &SandboxPlan) -> libc::c_ulong {
         // Created together with the user namespace, so init holds CAP_SYS_ADMIN over it and may
         // build the server's root; the mounts exist only inside the sandbox.
         (ns.mount, libc::CLONE_NEWNS),
+        (ns.ipc, libc::CLONE_NEWIPC),
     ] {
         if wanted {
             flags |= flag as libc::c_ulong;

@@ -149,6 +149,12 @@ pub struct Namespaces {
     /// `/`, and the server's own cgroup2 view shows only its subtree).
     #[serde(default)]
     pub cgroup: bool,
+    /// Its own SysV IPC and POSIX message queue namespace: the server can neither reach the
+    /// host's shared memory segments, semaphores and message queues (another user's X server's
+    /// MIT-SHM segments, another sandbox's queues) nor leave any behind it: the kernel removes
+    /// them with the namespace.
+    #[serde(default)]
+    pub ipc: bool,
 }
 
 /// The uid/gid maps the helper writes for the new user namespace (identity maps: the kernel
@@ -431,6 +437,9 @@ impl SandboxPlan {
         }
         if self.namespaces.cgroup {
             names.push("cgroup");
+        }
+        if self.namespaces.ipc {
+            names.push("ipc");
         }
         if names.is_empty() {
             "none".to_string()

@@ -152,6 +152,7 @@ fn namespaces(
         // The constructed root and the cache overlays in it.
         mount: constructed_root,
         cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
+        ipc: host.user_namespaces,
     }
 }
 

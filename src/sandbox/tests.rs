@@ -91,6 +91,8 @@ fn default_plan_confines_hard() {
             mount: true,
             // the memory cgroup
             cgroup: true,
+            // SysV IPC and POSIX message queues of its own
+            ipc: true,
         }
     );
     assert_eq!(
