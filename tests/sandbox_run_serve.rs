@@ -270,36 +270,54 @@ fn a_server_started_from_a_0700_directory_answers_and_the_audit_names_the_memory
 
 /// The setuid rule through both commands, as root and as an ordinary user: a real server copies
 /// a program into its write grant and tries `chmod 6755`; the sandbox refuses it (EPERM), a plain
-/// `chmod 0755` works, and on the host the copy is the grant owner's without either bit.
+/// `chmod 0755` works, and on the host the copy is the grant owner's without either bit. As root
+/// also with a 0700 grant owned by another user (`/home/u/proj`): its bind maps that owner to
+/// the server, so the server writes there and the copy is that user's on disk.
 #[test]
 fn a_server_cannot_leave_a_setuid_program_in_its_write_grant_through_run_or_serve() {
+    const OTHER_USER: u32 = 65532;
     for who in everyone() {
-        for mode in [Mode::Run, Mode::Serve] {
-            let cwd = who.dir(&format!("setid-cwd-{mode:?}"), 0o755);
-            let grant = who.dir(&format!("setid-grant-{mode:?}"), 0o755);
-            let copy = grant.join("myid");
-            let call = Call {
-                tool: "copy_and_chmod",
-                arguments: json!({"source": "/usr/bin/id", "target": copy.display().to_string()}),
-                write: Some(&grant),
-            };
-            let outcome = call_tool(mode, who, &cwd, &call);
-            let context = format!(
-                "{mode:?} as {who:?}:\n{}\n{}",
-                outcome.answer, outcome.stderr
-            );
-            let said = outcome.answer["result"]["content"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            assert!(
-                said.contains("6755 refused: [Errno 1] Operation not permitted")
-                    && said.contains("; 755 ok"),
-                "{context}"
-            );
-            let meta = std::fs::metadata(&copy).unwrap();
-            assert_eq!(meta.mode() & 0o7777, 0o755, "{context}");
-            assert_eq!(meta.uid(), who.uid(), "{context}");
+        let owners = if who.is_root() {
+            vec![who.uid(), OTHER_USER]
+        } else {
+            vec![who.uid()]
+        };
+        for owner in owners {
+            for mode in [Mode::Run, Mode::Serve] {
+                setid_through(mode, who, owner);
+            }
         }
     }
+}
+
+fn setid_through(mode: Mode, who: Who, owner: u32) {
+    let cwd = who.dir(&format!("setid-cwd-{mode:?}"), 0o755);
+    let grant = who.dir(&format!("setid-grant-{mode:?}-{owner}"), 0o755);
+    if owner != who.uid() {
+        std::os::unix::fs::chown(&grant, Some(owner), Some(owner)).unwrap();
+        chmod(&grant, 0o700);
+    }
+    let copy = grant.join("myid");
+    let call = Call {
+        tool: "copy_and_chmod",
+        arguments: json!({"source": "/usr/bin/id", "target": copy.display().to_string()}),
+        write: Some(&grant),
+    };
+    let outcome = call_tool(mode, who, &cwd, &call);
+    let context = format!(
+        "{mode:?} as {who:?}, grant owned by {owner}:\n{}\n{}",
+        outcome.answer, outcome.stderr
+    );
+    let said = outcome.answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains("6755 refused: [Errno 1] Operation not permitted")
+            && said.contains("; 755 ok"),
+        "{context}"
+    );
+    let meta = std::fs::metadata(&copy).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o755, "{context}");
+    assert_eq!((meta.uid(), meta.gid()), (owner, owner), "{context}");
 }
