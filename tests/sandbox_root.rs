@@ -511,6 +511,29 @@ fn as_root_a_grant_owned_by_another_user_is_reached_as_its_owner() {
         "--grant-write",
         proj.to_str().unwrap(),
     ];
+    // `airlock check` says, before any start, whose files each grant shows the server.
+    let check = Who::Me
+        .airlock(&[
+            "check",
+            "--allow-write",
+            proj.to_str().unwrap(),
+            "--",
+            "/usr/bin/python3",
+            "server.py",
+        ])
+        .output()
+        .unwrap();
+    let said = stdout(&check);
+    let line = said
+        .lines()
+        .find(|line| line.contains(proj.to_str().unwrap()) && line.contains("idmapped"))
+        .unwrap_or_else(|| panic!("no line for {}:\n{said}", proj.display()));
+    assert!(
+        line.contains(&format!(
+            "files of its owner on disk (uid {OWNER} gid {OWNER}) appear as uid 65534's, so it reaches them as their owner; what it creates is uid {OWNER}'s on disk"
+        )),
+        "{line}"
+    );
     for (dir, owner) in [(&proj, OWNER), (&home, 0)] {
         let written = dir.join("out.txt");
         let out = Who::Me.hostile(
