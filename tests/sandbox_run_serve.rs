@@ -65,12 +65,17 @@ struct Call<'a> {
     write: Option<&'a Path>,
 }
 
-/// initialize, initialized, tools/call; then EOF.
-fn call_tool(mode: Mode, who: Who, cwd: &Path, call: &Call) -> Outcome {
+/// The airlock command line for `mode`, and the tool's name as the host calls it.
+fn command_line(
+    mode: Mode,
+    who: Who,
+    cwd: &Path,
+    call: &Call,
+    audit: &Path,
+) -> (Vec<String>, String) {
     let script = server_script();
     let work = who.dir(&format!("mode-{mode:?}"), 0o755);
-    let audit = work.join("audit.jsonl");
-    let (args, tool): (Vec<String>, String) = match mode {
+    match mode {
         Mode::Run => {
             let mut args: Vec<String> = vec![
                 "run".into(),
@@ -116,7 +121,15 @@ fn call_tool(mode: Mode, who: Who, cwd: &Path, call: &Call) -> Outcome {
                 format!("py__{}", call.tool),
             )
         }
-    };
+    }
+}
+
+/// initialize, initialized, tools/call; then EOF.
+fn call_tool(mode: Mode, who: Who, cwd: &Path, call: &Call) -> Outcome {
+    let audit = who
+        .dir(&format!("audit-{mode:?}"), 0o755)
+        .join("audit.jsonl");
+    let (args, tool) = command_line(mode, who, cwd, call, &audit);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut cmd = who.airlock(&args);
     // `run` takes the server's working directory from its own.

@@ -100,4 +100,6 @@ pub use plan::plan;
 pub use root::{RootFile, RootFileContent, RootPlan};
 
 #[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
 mod tests;
