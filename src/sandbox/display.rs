@@ -171,7 +171,7 @@ impl SandboxPlan {
         }
         writeln!(
             f,
-            "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}",
+            "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}; SysV IPC and POSIX queues {}",
             if self.landlock.scopes {
                 "scoped to the server (landlock; its init sits in an outer domain it cannot signal)"
             } else {
@@ -181,6 +181,11 @@ impl SandboxPlan {
                 "refused (seccomp: socket(AF_UNIX))"
             } else {
                 "allowed"
+            },
+            if self.namespaces.ipc {
+                "its own (IPC namespace)"
+            } else {
+                "the host's (no user namespaces)"
             }
         )
     }

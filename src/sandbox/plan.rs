@@ -240,7 +240,7 @@ fn host_notes(
         notes.push("no pid namespace (user namespaces unavailable): the kill sequence signals the process group, and a descendant that calls setsid can escape it".to_string());
     }
     if !namespaces.mount {
-        notes.push("no mount namespace (user namespaces unavailable): no constructed root; the server sees the host's filesystem through landlock alone, the host's /proc (every process of the host), and its home and tmp are on disk, not bounded by disk_mb".to_string());
+        notes.push("no mount namespace (user namespaces unavailable): no constructed root; the server sees the host's filesystem through landlock alone, the host's /proc (every process of the host), its home and tmp are on disk, not bounded by disk_mb, and it shares the host's SysV IPC and POSIX message queues".to_string());
     }
     if *network == NetMode::None && !namespaces.net && host.landlock_abi < 4 {
         notes.push("network `none` without a network namespace or landlock TCP rules: only seccomp (UDP) applies".to_string());

@@ -566,6 +566,12 @@ fn without_user_namespaces_the_host_filesystem_is_filtered_by_landlock_and_said_
         plan.weaker_than_asked
     );
     assert!(plan.disk_text().contains("NOT bounded"));
+    assert!(!plan.namespaces.ipc);
+    assert!(
+        plan.to_string()
+            .contains("SysV IPC and POSIX queues the host's (no user namespaces)"),
+        "{plan}"
+    );
 }
 
 #[test]
