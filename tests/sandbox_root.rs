@@ -651,7 +651,8 @@ fn the_server_runs_under_one_copy_of_the_seccomp_filters() {
 /// the queue the server creates and leaves does not outlive it on the host.
 #[test]
 fn sysv_ipc_is_the_servers_own_and_dies_with_it() {
-    let key = |n: i32| 0x4a00_0000 | ((std::process::id() as i32 & 0xfff) << 4) | n;
+    // Unique per test process (pid_max is at most 2^22): keys of parallel runs never meet.
+    let key = |n: i32| 0x4000_0000 | ((std::process::id() as i32 & 0x3f_ffff) << 2) | n;
     for (n, who) in everyone().into_iter().enumerate() {
         let host_key = key(2 * n as i32);
         let left_key = key(2 * n as i32 + 1);
