@@ -92,26 +92,48 @@ fn the_server_cannot_signal_its_init_or_its_parent() {
 /// 3 GiB touched against the default 2048 MiB: root gets a memory cgroup of its own (the OOM
 /// killer ends the server), an ordinary user without a delegated cgroup RLIMIT_DATA (the
 /// allocation fails). The plan says which, and the outcome matches it.
+///
+/// The same for memory `RLIMIT_DATA` cannot count: shared anonymous mappings (`mmap(-1)`),
+/// memfd and SysV shm. Under `RLIMIT_DATA` seccomp refuses them (the first one already); a
+/// memory cgroup counts them.
 #[test]
 fn a_3_gib_touched_allocation_is_stopped() {
     for who in everyone() {
-        let out = who.hostile(&[], &["membomb"]);
-        assert_memory_bounded(&out);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let plan_memory = stderr
-            .lines()
-            .find(|line| line.trim_start().starts_with("memory: "))
-            .unwrap_or_else(|| panic!("{who:?}: no memory line in the plan\n{stderr}"));
-        if plan_memory.contains("RLIMIT_DATA") {
+        for bomb in [
+            &["membomb"][..],
+            &["sharedbomb", "shared"],
+            &["sharedbomb", "memfd"],
+            &["sharedbomb", "sysv"],
+        ] {
+            three_gib_are_stopped(who, bomb);
+        }
+    }
+}
+
+fn three_gib_are_stopped(who: Who, bomb: &[&str]) {
+    let out = who.hostile(&[], bomb);
+    assert_memory_bounded(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let plan_memory = stderr
+        .lines()
+        .find(|line| line.trim_start().starts_with("memory: "))
+        .unwrap_or_else(|| panic!("{who:?}: no memory line in the plan\n{stderr}"));
+    if plan_memory.contains("RLIMIT_DATA") {
+        assert!(
+            stdout(&out).contains("REFUSED mmap"),
+            "{who:?} {bomb:?}: {}",
+            text(&out)
+        );
+        if bomb[0] == "sharedbomb" {
             assert!(
-                stdout(&out).contains("REFUSED mmap"),
-                "{who:?}: {}",
+                stdout(&out).contains("after 0 MiB: Operation not permitted"),
+                "{who:?} {bomb:?}: seccomp refuses the first one\n{}",
                 text(&out)
             );
-        } else {
-            assert!(plan_memory.contains("resident, cgroup"), "{plan_memory}");
-            assert_eq!(out.status.code(), Some(128 + 9), "{who:?}: {}", text(&out));
         }
+    } else {
+        assert!(plan_memory.contains("resident, cgroup"), "{plan_memory}");
+        assert_eq!(out.status.code(), Some(128 + 9), "{who:?}: {}", text(&out));
     }
 }
 
@@ -165,7 +187,8 @@ fn a_3_gib_write_into_tmpdir_or_home_is_stopped_at_disk_mb() {
 
 /// chmod/chown/utime/setxattr/rename/link on the user's own files outside its write grants:
 /// refused for an ordinary user too (landlock has no right for metadata; the constructed root has
-/// no such file, and a read grant is a read-only bind).
+/// no such file, and a read grant is a read-only bind). Links and moves aim into a write grant,
+/// where a link of the server's own file works (the control).
 #[test]
 fn metadata_of_the_users_files_outside_write_grants_cannot_change() {
     for who in everyone() {
@@ -186,18 +209,56 @@ fn metadata_of_the_users_files_outside_write_grants_cannot_change() {
                 (m.mode(), m.mtime(), m.mtime_nsec())
             })
             .collect();
-        let grant = ["--grant-read", granted.to_str().unwrap()];
+        // A write grant as the destination of links and moves: were they refused only there, the
+        // test would prove nothing about the source.
+        let writable = who.dir("meta-write-grant", 0o755);
+        let grant = [
+            "--grant-read",
+            granted.to_str().unwrap(),
+            "--grant-write",
+            writable.to_str().unwrap(),
+        ];
+        let own = writable.join("own.txt");
+        std::fs::write(
+            &own, "mine
+",
+        )
+        .unwrap();
+        who.own(&own);
+        let own_link = writable.join("own-link");
+        let out = who.hostile(
+            &grant,
+            &["ok-link", own.to_str().unwrap(), own_link.to_str().unwrap()],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{who:?}: the control: {}",
+            text(&out)
+        );
         for file in &files {
             let file = file.to_str().unwrap();
             for mode in ["chmod", "chown", "utime", "setxattr"] {
                 let out = who.hostile(&grant, &[mode, file]);
                 assert_refused(&out);
             }
-            let moved = format!("{file}.moved");
-            assert_refused(&who.hostile(&grant, &["rename", file, &moved]));
-            let link = format!("{}/link", "/tmp");
-            assert_refused(&who.hostile(&grant, &["hardlink", file, &link]));
+            let moved = writable.join("moved");
+            assert_refused(&who.hostile(&grant, &["rename", file, moved.to_str().unwrap()]));
+            let link = writable.join("link");
+            let out = who.hostile(&grant, &["hardlink", file, link.to_str().unwrap()]);
+            assert_refused(&out);
+            assert!(
+                stdout(&out).contains("REFUSED link: "),
+                "{who:?}: the link itself is refused\n{}",
+                text(&out)
+            );
         }
+        let mut in_write_grant: Vec<String> = std::fs::read_dir(&writable)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        in_write_grant.sort();
+        assert_eq!(in_write_grant, ["own-link", "own.txt"], "{who:?}");
         let after: Vec<(u32, i64, i64)> = files
             .iter()
             .map(|f| {
@@ -351,5 +412,276 @@ fn a_start_from_a_0700_working_directory_falls_back_to_the_private_home() {
         );
         let mode = std::fs::metadata(&cwd).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+}
+
+/// A write grant is the host's directory: as root its bind is idmapped, so what the server
+/// creates there is root's on disk, and a setuid copy of a program would be a setuid-root program
+/// on the host. Every way to set S_ISUID/S_ISGID (chmod family, creating with the bit: open,
+/// openat, creat, mknod; openat2 is ENOSYS) is refused, for root and an ordinary user, and plain
+/// modes still change. The host's view of the grant afterwards holds no such file.
+#[test]
+fn a_server_cannot_leave_a_setuid_or_setgid_file_in_its_write_grant() {
+    let attempts: &[&str] = if cfg!(target_arch = "x86_64") {
+        &[
+            "fchmodat 6755",
+            "fchmodat 2755",
+            "fchmod 4755",
+            "fchmodat2 4755",
+            "openat 2755",
+            "mknodat 4755",
+            "chmod 4755",
+            "open 4755",
+            "creat 6755",
+            "mknod 2755",
+            "openat2 4755",
+        ]
+    } else {
+        &[
+            "fchmodat 6755",
+            "fchmodat 2755",
+            "fchmod 4755",
+            "fchmodat2 4755",
+            "openat 2755",
+            "mknodat 4755",
+            "openat2 4755",
+        ]
+    };
+    for who in everyone() {
+        let grant = who.dir("setid", 0o755);
+        let out = who.hostile(
+            &["--grant-write", grant.to_str().unwrap()],
+            &["setid", grant.to_str().unwrap()],
+        );
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out));
+        let said = stdout(&out);
+        for attempt in attempts {
+            assert!(
+                said.contains(&format!("REFUSED {attempt}: ")),
+                "{who:?}: {attempt} was not refused\n{}",
+                text(&out)
+            );
+        }
+        assert!(said.contains("PLAIN MODES OK"), "{who:?}: {}", text(&out));
+        let copy = std::fs::metadata(grant.join("copy")).unwrap();
+        assert_eq!(copy.mode() & 0o7777, 0o755, "{who:?}");
+        assert_eq!(
+            copy.uid(),
+            who.uid(),
+            "{who:?}: the copy is the grant owner's"
+        );
+        for entry in std::fs::read_dir(&grant).unwrap() {
+            let entry = entry.unwrap();
+            let mode = entry.metadata().unwrap().mode();
+            assert_eq!(
+                mode & 0o6000,
+                0,
+                "{who:?}: {} has mode {mode:o} on the host",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+/// As root, a grant owned by another user (`/home/u/proj`, 0700, the user's): its bind maps that
+/// owner to the server, so the server reads and writes there, and what it creates is the user's
+/// on disk. Inside a root-owned write grant it keeps its own mapping (and the root-owned one
+/// stays root's). The plan says whose files the server reaches.
+#[test]
+fn as_root_a_grant_owned_by_another_user_is_reached_as_its_owner() {
+    if !is_root() {
+        return; // an ordinary user's server reaches what the user can: nothing to map
+    }
+    const OWNER: u32 = 65532;
+    let home = Who::Me.dir("home-of-u", 0o755);
+    let proj = home.join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    std::os::unix::fs::chown(&proj, Some(OWNER), Some(OWNER)).unwrap();
+    chmod(&proj, 0o700);
+    for dir in [&home, &proj] {
+        let existing = dir.join("in.txt");
+        std::fs::write(&existing, "theirs\n").unwrap();
+        let owner = if dir == &proj { OWNER } else { 0 };
+        std::os::unix::fs::chown(&existing, Some(owner), Some(owner)).unwrap();
+        chmod(&existing, 0o600);
+    }
+    let grants = [
+        "--grant-write",
+        home.to_str().unwrap(),
+        "--grant-write",
+        proj.to_str().unwrap(),
+    ];
+    // `airlock check` says, before any start, whose files each grant shows the server.
+    let check = Who::Me
+        .airlock(&[
+            "check",
+            "--allow-write",
+            proj.to_str().unwrap(),
+            "--",
+            "/usr/bin/python3",
+            "server.py",
+        ])
+        .output()
+        .unwrap();
+    let said = stdout(&check);
+    let line = said
+        .lines()
+        .find(|line| line.contains(proj.to_str().unwrap()) && line.contains("idmapped"))
+        .unwrap_or_else(|| panic!("no line for {}:\n{said}", proj.display()));
+    assert!(
+        line.contains(&format!(
+            "files of its owner on disk (uid {OWNER} gid {OWNER}) appear as uid 65534's, so it reaches them as their owner; what it creates is uid {OWNER}'s on disk"
+        )),
+        "{line}"
+    );
+    for (dir, owner) in [(&proj, OWNER), (&home, 0)] {
+        let written = dir.join("out.txt");
+        let out = Who::Me.hostile(
+            &grants,
+            &[
+                "rw",
+                dir.join("in.txt").to_str().unwrap(),
+                written.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            dir.display(),
+            text(&out)
+        );
+        assert!(stdout(&out).contains("READ theirs"), "{}", text(&out));
+        let meta = std::fs::metadata(&written).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (owner, owner),
+            "{}: what the server writes is the grant owner's on disk",
+            dir.display()
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "idmapped: files of its owner on disk (uid {OWNER} gid {OWNER}) appear as uid 65534's"
+            )),
+            "{stderr}"
+        );
+    }
+}
+
+/// `/sys` holds only what runtimes read: the CPU topology (`/sys/devices/system/cpu`, for the
+/// number of CPUs) and, with a cgroup v2 memory cgroup, the server's own cgroup at
+/// `/sys/fs/cgroup`. Everything else of the host's sysfs does not exist for the server (not
+/// denied: absent), and `/sys` itself, a directory of the root's own, cannot be listed.
+#[test]
+fn sys_holds_only_the_cpu_topology_and_the_servers_own_cgroup() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["tree", "/sys/devices/system/cpu"]);
+        assert!(
+            stdout(&out).contains("TREE /sys/devices/system/cpu/online\n"),
+            "{who:?}: runtimes read the CPU count there\n{}",
+            text(&out)
+        );
+        let cgroup_v2 = String::from_utf8_lossy(&out.stderr).contains("cgroup v2 memory.max");
+        let mut absent = vec![
+            "/sys/class/net",
+            "/sys/kernel",
+            "/sys/firmware",
+            "/sys/block",
+            "/sys/module",
+            "/sys/devices/virtual",
+            "/sys/devices/system/node",
+        ];
+        if !cgroup_v2 {
+            absent.push("/sys/fs/cgroup");
+        }
+        for path in absent {
+            if !Path::new(path).exists() {
+                continue;
+            }
+            let out = who.hostile(&[], &["tree", path]);
+            assert!(
+                stdout(&out).contains(&format!("REFUSED {path}: No such file or directory")),
+                "{who:?}: {path} must not exist for the server\n{}",
+                text(&out)
+            );
+        }
+        let out = who.hostile(&[], &["tree", "/sys"]);
+        assert!(
+            stdout(&out).starts_with("REFUSED /sys: "),
+            "{who:?}: {}",
+            text(&out)
+        );
+        if cgroup_v2 {
+            let out = who.hostile(&[], &["tree", "/sys/fs/cgroup"]);
+            assert!(
+                stdout(&out).contains("TREE /sys/fs/cgroup/memory.max\n"),
+                "{who:?}: its own cgroup\n{}",
+                text(&out)
+            );
+        }
+    }
+}
+
+/// The server runs under seccomp (mode 2, filter) with one copy of the filters: init installs
+/// them before it forks the server, which inherits them instead of stacking the same programs
+/// again (each runs on every syscall). One program per errno (EPERM, ENOSYS, EACCES) plus the
+/// x32 guard on x86_64: at most 4.
+#[test]
+fn the_server_runs_under_one_copy_of_the_seccomp_filters() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["seccomp"]);
+        let said = stdout(&out);
+        assert!(said.contains("Seccomp:\t2\n"), "{who:?}: {}", text(&out));
+        let filters: u32 = said
+            .lines()
+            .find_map(|line| line.strip_prefix("Seccomp_filters:\t"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{who:?}: no Seccomp_filters line\n{}", text(&out)));
+        assert!(
+            (1..=4).contains(&filters),
+            "{who:?}: {filters} filters\n{}",
+            text(&out)
+        );
+    }
+}
+
+/// SysV IPC is the server's own (an IPC namespace): a message queue the test makes on the host
+/// (mode 0666, reachable by anyone sharing the host's namespace) is not found by the server, and
+/// the queue the server creates and leaves does not outlive it on the host.
+#[test]
+fn sysv_ipc_is_the_servers_own_and_dies_with_it() {
+    // Unique per test process (pid_max is at most 2^22): keys of parallel runs never meet.
+    let key = |n: i32| 0x4000_0000 | ((std::process::id() as i32 & 0x3f_ffff) << 2) | n;
+    for (n, who) in everyone().into_iter().enumerate() {
+        let host_key = key(2 * n as i32);
+        let left_key = key(2 * n as i32 + 1);
+        // SAFETY: (test) msgget takes integers only.
+        let host_queue = unsafe { libc::msgget(host_key, libc::IPC_CREAT | 0o666) };
+        assert!(host_queue >= 0, "{}", std::io::Error::last_os_error());
+        let out = who.hostile(&[], &["sysv", &host_key.to_string(), &left_key.to_string()]);
+        // SAFETY: (test) removes the queue made above; no pointer is read for IPC_RMID.
+        unsafe { libc::msgctl(host_queue, libc::IPC_RMID, std::ptr::null_mut()) };
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out));
+        assert!(
+            stdout(&out).contains("REFUSED host message queue: No such file or directory"),
+            "{who:?}: {}",
+            text(&out)
+        );
+        assert!(
+            stdout(&out).contains("LEFT message queue"),
+            "{}",
+            text(&out)
+        );
+        // SAFETY: (test) msgget takes integers only.
+        let left = unsafe { libc::msgget(left_key, 0) };
+        if left >= 0 {
+            // SAFETY: (test) cleans up what would be the failure's leftover.
+            unsafe { libc::msgctl(left, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+        assert!(
+            left < 0,
+            "{who:?}: the server's queue outlived it on the host"
+        );
     }
 }

@@ -2,12 +2,13 @@
 //! user: a real Python `mcp` server started from a 0700 working directory it cannot use answers
 //! `tools/call` (it starts in its private home, with one notice on stderr; never a helper
 //! failure), and the spawn audit event names the memory mechanism in force, exactly as
-//! `airlock doctor` does.
+//! `airlock doctor` does; and a server cannot leave a setuid program in its write grant.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod sandbox_support;
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -56,37 +57,58 @@ struct Outcome {
     audit: Vec<Value>,
 }
 
-/// initialize, initialized, tools/call echo; then EOF.
-fn call_echo(mode: Mode, who: Who, cwd: &Path) -> Outcome {
+/// What to call: the tool, its arguments, and a write grant for the server (`--allow-write` in
+/// `run`, the server's `sandbox.write` in `serve`).
+struct Call<'a> {
+    tool: &'a str,
+    arguments: Value,
+    write: Option<&'a Path>,
+}
+
+/// The airlock command line for `mode`, and the tool's name as the host calls it.
+fn command_line(
+    mode: Mode,
+    who: Who,
+    cwd: &Path,
+    call: &Call,
+    audit: &Path,
+) -> (Vec<String>, String) {
     let script = server_script();
     let work = who.dir(&format!("mode-{mode:?}"), 0o755);
-    let audit = work.join("audit.jsonl");
-    let (args, tool): (Vec<String>, &str) = match mode {
-        Mode::Run => (
-            vec![
+    match mode {
+        Mode::Run => {
+            let mut args: Vec<String> = vec![
                 "run".into(),
                 "--name".into(),
                 "py".into(),
                 "--audit".into(),
                 audit.display().to_string(),
+            ];
+            if let Some(write) = call.write {
+                args.extend(["--allow-write".into(), write.display().to_string()]);
+            }
+            args.extend([
                 "--".into(),
                 python().display().to_string(),
                 script.display().to_string(),
-            ],
-            "echo",
-        ),
+            ]);
+            (args, call.tool.to_string())
+        }
         Mode::Serve => {
             let config = work.join("airlock.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "[servers.py]\ncommand = {:?}\nargs = [{:?}]\ncwd = {:?}\n",
-                    python().display().to_string(),
-                    script.display().to_string(),
-                    cwd.display().to_string()
-                ),
-            )
-            .unwrap();
+            let mut text = format!(
+                "[servers.py]\ncommand = {:?}\nargs = [{:?}]\ncwd = {:?}\n",
+                python().display().to_string(),
+                script.display().to_string(),
+                cwd.display().to_string()
+            );
+            if let Some(write) = call.write {
+                text.push_str(&format!(
+                    "[servers.py.sandbox]\nwrite = [{:?}]\n",
+                    write.display().to_string()
+                ));
+            }
+            std::fs::write(&config, text).unwrap();
             who.own(&config);
             (
                 vec![
@@ -96,10 +118,18 @@ fn call_echo(mode: Mode, who: Who, cwd: &Path) -> Outcome {
                     "--audit".into(),
                     audit.display().to_string(),
                 ],
-                "py__echo",
+                format!("py__{}", call.tool),
             )
         }
-    };
+    }
+}
+
+/// initialize, initialized, tools/call; then EOF.
+fn call_tool(mode: Mode, who: Who, cwd: &Path, call: &Call) -> Outcome {
+    let audit = who
+        .dir(&format!("audit-{mode:?}"), 0o755)
+        .join("audit.jsonl");
+    let (args, tool) = command_line(mode, who, cwd, call, &audit);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut cmd = who.airlock(&args);
     // `run` takes the server's working directory from its own.
@@ -136,7 +166,7 @@ fn call_echo(mode: Mode, who: Who, cwd: &Path) -> Outcome {
     let init = read(1);
     send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     send(
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":tool,"arguments":{"text":"hi"}}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":tool,"arguments":call.arguments}}),
     );
     let answer = init.and_then(|_| read(2)).unwrap_or(Value::Null);
     drop(send);
@@ -153,10 +183,23 @@ fn call_echo(mode: Mode, who: Who, cwd: &Path) -> Outcome {
     }
 }
 
-/// `airlock doctor`'s memory line, as this user.
+/// `airlock doctor`'s memory line, as this user. Where the mechanism bounds less than asked
+/// (`RLIMIT_DATA`: per process), doctor lists it as less confined, and never claims otherwise.
 fn doctor_memory(who: Who) -> String {
     let out = who.airlock(&["doctor"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.lines().any(|line| line
+            == "  network ..................... none: private network namespace + landlock TCP + seccomp UDP"),
+        "{text}"
+    );
+    if text.contains("RLIMIT_DATA") {
+        assert!(
+            !text.contains("nothing runs less confined")
+                && text.contains("less confined than asked:\n  - memory: no memory cgroup"),
+            "{text}"
+        );
+    }
     text.lines()
         .find_map(|line| {
             line.trim_start()
@@ -169,7 +212,12 @@ fn doctor_memory(who: Who) -> String {
 
 fn check(mode: Mode, who: Who) {
     let cwd = who.dir(&format!("start-{mode:?}"), 0o700);
-    let outcome = call_echo(mode, who, &cwd);
+    let echo = Call {
+        tool: "echo",
+        arguments: json!({"text": "hi"}),
+        write: None,
+    };
+    let outcome = call_tool(mode, who, &cwd, &echo);
     let context = format!(
         "{mode:?} as {who:?}:\n{}\n{}",
         outcome.answer, outcome.stderr
@@ -199,6 +247,24 @@ fn check(mode: Mode, who: Who) {
         .unwrap_or_else(|| panic!("no spawn event: {:?}\n{context}", outcome.audit));
     let sandbox = &spawn["detail"]["sandbox"];
     assert_eq!(sandbox["memory"], doctor_memory(who), "{context}");
+    if sandbox["memory"]
+        .as_str()
+        .unwrap_or("")
+        .contains("RLIMIT_DATA")
+    {
+        assert!(
+            sandbox["memory"]
+                .as_str()
+                .unwrap_or("")
+                .contains("shared anonymous memory, memfd and SysV shm refused"),
+            "{context}"
+        );
+        let weaker = spawn["detail"]["weaker_than_asked"].to_string();
+        assert!(
+            weaker.contains("memory: no memory cgroup"),
+            "{weaker}\n{context}"
+        );
+    }
     assert_eq!(sandbox["root"], "constructed root", "{context}");
     assert!(
         sandbox["disk"].as_str().unwrap_or("").contains("MiB tmpfs"),
@@ -213,4 +279,58 @@ fn a_server_started_from_a_0700_directory_answers_and_the_audit_names_the_memory
             check(mode, who);
         }
     }
+}
+
+/// The setuid rule through both commands, as root and as an ordinary user: a real server copies
+/// a program into its write grant and tries `chmod 6755`; the sandbox refuses it (EPERM), a plain
+/// `chmod 0755` works, and on the host the copy is the grant owner's without either bit. As root
+/// also with a 0700 grant owned by another user (`/home/u/proj`): its bind maps that owner to
+/// the server, so the server writes there and the copy is that user's on disk.
+#[test]
+fn a_server_cannot_leave_a_setuid_program_in_its_write_grant_through_run_or_serve() {
+    const OTHER_USER: u32 = 65532;
+    for who in everyone() {
+        let owners = if who.is_root() {
+            vec![who.uid(), OTHER_USER]
+        } else {
+            vec![who.uid()]
+        };
+        for owner in owners {
+            for mode in [Mode::Run, Mode::Serve] {
+                setid_through(mode, who, owner);
+            }
+        }
+    }
+}
+
+fn setid_through(mode: Mode, who: Who, owner: u32) {
+    let cwd = who.dir(&format!("setid-cwd-{mode:?}"), 0o755);
+    let grant = who.dir(&format!("setid-grant-{mode:?}-{owner}"), 0o755);
+    if owner != who.uid() {
+        std::os::unix::fs::chown(&grant, Some(owner), Some(owner)).unwrap();
+        chmod(&grant, 0o700);
+    }
+    let copy = grant.join("myid");
+    let call = Call {
+        tool: "copy_and_chmod",
+        arguments: json!({"source": "/usr/bin/id", "target": copy.display().to_string()}),
+        write: Some(&grant),
+    };
+    let outcome = call_tool(mode, who, &cwd, &call);
+    let context = format!(
+        "{mode:?} as {who:?}, grant owned by {owner}:\n{}\n{}",
+        outcome.answer, outcome.stderr
+    );
+    let said = outcome.answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains("6755 refused: [Errno 1] Operation not permitted")
+            && said.contains("; 755 ok"),
+        "{context}"
+    );
+    let meta = std::fs::metadata(&copy).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o755, "{context}");
+    assert_eq!((meta.uid(), meta.gid()), (owner, owner), "{context}");
 }

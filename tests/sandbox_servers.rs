@@ -1,6 +1,7 @@
 //! End to end, the positive side: real MCP servers answer `tools/call` under the default policy
-//! (no grants), through `airlock __sandbox-exec` (plan + spawn_confined, as `run` uses them), and
-//! a run as an ordinary user (setpriv to 65534: airlock not root) is confined as well.
+//! (no grants), through `airlock __sandbox-exec` (plan + spawn_confined, as `run` uses them), with
+//! airlock as root and as an ordinary user (setpriv to 65534: airlock not root, memory bounded by
+//! `RLIMIT_DATA` with shared memory refused), and the ordinary user's server is confined as well.
 //! Peers come from `.ci/install-peers`; a missing peer fails the test with the install command.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
@@ -80,6 +81,16 @@ fn call_tool(mut cmd: Command, tool: &str, arguments: serde_json::Value) -> serd
     response
 }
 
+/// Who runs airlock: the test process, and when that is root also an ordinary user (no memory
+/// cgroup for it: `RLIMIT_DATA`, with shared anonymous memory, memfd and SysV shm refused).
+fn runners() -> Vec<Option<u32>> {
+    if is_root() {
+        vec![None, Some(65534)]
+    } else {
+        vec![None]
+    }
+}
+
 #[test]
 fn real_node_mcp_server_answers_under_the_default_policy() {
     let script =
@@ -87,48 +98,60 @@ fn real_node_mcp_server_answers_under_the_default_policy() {
             "sandbox-node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
         ));
     let w = world();
-    let mut cmd = Command::new(AIRLOCK);
-    cmd.args([
-        "__sandbox-exec",
-        "--server",
-        "node-everything",
-        "--",
-        "node",
-    ])
-    .arg(&script)
-    .arg("stdio");
-    w.env(&mut cmd);
-    let response = call_tool(
-        cmd,
-        "echo",
-        serde_json::json!({"message": "hello from the sandbox"}),
-    );
-    let text = response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(text.contains("hello from the sandbox"), "{response}");
+    for uid in runners() {
+        let mut cmd = airlock_as(uid);
+        cmd.args([
+            "__sandbox-exec",
+            "--server",
+            "node-everything",
+            "--",
+            "node",
+        ])
+        .arg(&script)
+        .arg("stdio");
+        w.env(&mut cmd);
+        let response = call_tool(
+            cmd,
+            "echo",
+            serde_json::json!({"message": "hello from the sandbox"}),
+        );
+        let text = response["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.contains("hello from the sandbox"),
+            "{uid:?}: {response}"
+        );
+    }
 }
 
 #[test]
 fn real_python_mcp_server_in_a_venv_answers_under_the_default_policy() {
     let python = require(peers().join("sandbox-venv/bin/python"));
     let w = world();
-    let mut cmd = Command::new(AIRLOCK);
-    cmd.args(["__sandbox-exec", "--server", "py-echo", "--"])
-        .arg(&python)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/sandbox/py_server.py"
-        ));
-    w.env(&mut cmd);
-    let response = call_tool(cmd, "echo", serde_json::json!({"text": "hi"}));
-    let text = response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let euid = unsafe { libc::geteuid() };
-    let expected_uid = if euid == 0 { 65534 } else { euid };
-    assert_eq!(text, format!("hi (uid {expected_uid})"), "{response}");
+    for uid in runners() {
+        let mut cmd = airlock_as(uid);
+        cmd.args(["__sandbox-exec", "--server", "py-echo", "--"])
+            .arg(&python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/sandbox/py_server.py"
+            ));
+        w.env(&mut cmd);
+        let response = call_tool(cmd, "echo", serde_json::json!({"text": "hi"}));
+        let text = response["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let euid = unsafe { libc::geteuid() };
+        // As root the server runs as nobody; an ordinary user's server keeps the user's uid.
+        let expected_uid = uid.unwrap_or(if euid == 0 { 65534 } else { euid });
+        assert_eq!(
+            text,
+            format!("hi (uid {expected_uid})"),
+            "{uid:?}: {response}"
+        );
+    }
 }
 
 /// airlock itself unprivileged: no uid switch, a user namespace instead of root's powers; the

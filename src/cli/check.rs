@@ -250,7 +250,8 @@ fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext
             }
             // The same resolution, allowlist check and sandbox plan that `run`/`serve` use.
             match launch::prepare(server, policy, context) {
-                Ok(prepared) => {
+                Ok(mut prepared) => {
+                    crate::sandbox::host::observe_owners(&mut prepared.plan);
                     let argv: Vec<String> =
                         prepared.plan.argv.iter().map(|w| shell_quote(w)).collect();
                     let _ = writeln!(text, "    argv     {}", argv.join(" "));

@@ -293,8 +293,8 @@ fn render_network(out: &mut String, plan: &SandboxPlan) {
     };
     let _ = writeln!(
         out,
-        "  network {:<20} {net_by}",
-        format!("{} ", plan.network).replace(' ', " ").to_string() + &".".repeat(0)
+        "  network ..................... {}: {net_by}",
+        plan.network
     );
     let ipc = if plan.landlock.scopes {
         "landlock scopes (abstract unix sockets, signals)"
@@ -303,11 +303,16 @@ fn render_network(out: &mut String, plan: &SandboxPlan) {
     };
     let _ = writeln!(
         out,
-        "  ipc ......................... {ipc}; pathname unix sockets: {}",
+        "  ipc ......................... {ipc}; pathname unix sockets: {}; SysV IPC and POSIX queues: {}",
         if plan.seccomp.deny_unix_sockets {
             "seccomp refuses socket(AF_UNIX)"
         } else {
             "allowed"
+        },
+        if plan.namespaces.ipc {
+            "its own (IPC namespace)"
+        } else {
+            "the host's (no user namespaces)"
         }
     );
     let _ = writeln!(

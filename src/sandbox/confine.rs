@@ -10,13 +10,13 @@
 //!
 //! The helper reads the plan, prepares everything that can fail (BPF programs, landlock rules
 //! with their path fds, the binds of the server's root resolved on the host, idmapped clones,
-//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount(+net) namespaces,
+//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount+ipc(+net) namespaces,
 //! moves it into the memory cgroup, writes its id maps and supervises it: it forwards
 //! SIGTERM/SIGINT/SIGHUP and exits with its status. `init` builds the server's root and enters it
 //! (`build.rs`), drops everything (rlimits, caps, uid), enters the working directory, restricts
-//! itself into an outer landlock domain (scopes only), then forks the server, which restricts
-//! itself into its own nested domain (the plan's rules), installs seccomp and `execve`s; init
-//! reaps. When the server exits, `init` exits, and the kernel kills every process left in the
+//! itself into an outer landlock domain (scopes only), installs seccomp (the server inherits it),
+//! then forks the server, which restricts itself into its own nested domain (the plan's rules)
+//! and `execve`s; init reaps. When the server exits, `init` exits, and the kernel kills every process left in the
 //! namespace. If airlock dies, the helper gets SIGKILL (parent-death signal); if the helper dies,
 //! `init` does, and with it the namespace. Nothing survives.
 //!
@@ -365,6 +365,7 @@ fn clone_flags(plan: &SandboxPlan) -> libc::c_ulong {
         // Created together with the user namespace, so init holds CAP_SYS_ADMIN over it and may
         // build the server's root; the mounts exist only inside the sandbox.
         (ns.mount, libc::CLONE_NEWNS),
+        (ns.ipc, libc::CLONE_NEWIPC),
     ] {
         if wanted {
             flags |= flag as libc::c_ulong;
@@ -580,6 +581,15 @@ fn init(
         // the namespace (kill(-1) from init never reaches outside it).
         signals::install_forwarding(-1);
     }
+    // seccomp before the fork: the server inherits init's filters, so it does not stack a second
+    // copy of the same programs (each filter runs on every syscall, for the server's whole life,
+    // and each costs a BPF JIT compile at spawn). Nothing init or the server does from here on
+    // (fork, landlock, close_range, execve, waiting, kill) is in the table.
+    if !prepared.bpf.is_empty()
+        && let Err(err) = seccomp::install(&prepared.bpf)
+    {
+        fail(Step::Seccomp, err);
+    }
     // SAFETY: fork in a single-threaded process.
     let server = unsafe { libc::fork() };
     check(Step::Supervise, "fork", server.into());
@@ -588,11 +598,6 @@ fn init(
     }
     drop(server_rules);
     close_inherited_fds();
-    if !prepared.bpf.is_empty()
-        && let Err(err) = seccomp::install(&prepared.bpf)
-    {
-        fail(Step::Seccomp, err);
-    }
     if !pid_namespace {
         // SAFETY: see run_server; racing with the child's own setpgid is harmless.
         unsafe { libc::setpgid(server, server) };
@@ -604,8 +609,8 @@ fn init(
     std::process::exit(status)
 }
 
-/// The server, forked by init: its own landlock domain (nested in init's), no fds but 0-2,
-/// seccomp last, then `execve`.
+/// The server, forked by init (whose seccomp filters it inherits): its own landlock domain
+/// (nested in init's), no fds but 0-2, then `execve`.
 fn run_server(prepared: &Prepared, rules: Option<RulesetCreated>, pid_namespace: bool) -> ! {
     if !pid_namespace {
         // SAFETY: own process group, so the helper can signal the server's whole group.
@@ -616,11 +621,6 @@ fn run_server(prepared: &Prepared, rules: Option<RulesetCreated>, pid_namespace:
         domains::restrict(rules);
     }
     close_inherited_fds();
-    if !prepared.bpf.is_empty()
-        && let Err(err) = seccomp::install(&prepared.bpf)
-    {
-        fail(Step::Seccomp, err);
-    }
     exec(prepared)
 }
 

@@ -22,7 +22,11 @@ impl fmt::Display for SandboxPlan {
         }
         match self.identity {
             Some(id) => writeln!(f, "  runs as: uid {} gid {}", id.uid, id.gid)?,
-            None => writeln!(f, "  runs as: airlock's own uid, all capabilities dropped")?,
+            None => writeln!(
+                f,
+                "  runs as: airlock's own uid {}, all capabilities dropped",
+                self.airlock_uid
+            )?,
         }
         self.fmt_filesystem(f)?;
         for argument in self.arguments.iter().filter(|a| a.access.is_none()) {
@@ -117,7 +121,7 @@ impl SandboxPlan {
     fn reach(&self, rule: &FsRule) -> String {
         let whom = match self.identity {
             Some(id) => format!("uid {}", id.uid),
-            None => "airlock's uid".to_string(),
+            None => format!("airlock's uid {}", self.airlock_uid),
         };
         let mode = match rule.access {
             FsAccess::ReadExec => "read-only",
@@ -126,9 +130,15 @@ impl SandboxPlan {
         match (self.root.is_some(), rule.shown) {
             (false, _) => format!("host path, as far as {whom}'s permissions go"),
             (true, Shown::Bind) => format!("bound {mode}, as far as {whom}'s permissions go"),
-            (true, Shown::IdmappedBind) => format!(
-                "bound {mode}, idmapped: files of airlock's uid 0 appear as {whom}'s, so it reaches them as their owner"
-            ),
+            (true, Shown::IdmappedBind) => match rule.owner {
+                Some(owner) => format!(
+                    "bound {mode}, idmapped: files of its owner on disk (uid {} gid {}) appear as {whom}'s, so it reaches them as their owner; what it creates is uid {}'s on disk",
+                    owner.uid, owner.gid, owner.uid
+                ),
+                None => format!(
+                    "bound {mode}, idmapped: files of its owner on disk appear as {whom}'s, so it reaches them as their owner"
+                ),
+            },
             (true, Shown::Device) => format!("device node, bound {mode}"),
             (true, Shown::Constructed) => format!("the server's own, {mode}"),
         }
@@ -161,7 +171,7 @@ impl SandboxPlan {
         }
         writeln!(
             f,
-            "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}",
+            "  ipc: abstract unix sockets and signals {}; pathname unix sockets {}; SysV IPC and POSIX queues {}",
             if self.landlock.scopes {
                 "scoped to the server (landlock; its init sits in an outer domain it cannot signal)"
             } else {
@@ -171,6 +181,11 @@ impl SandboxPlan {
                 "refused (seccomp: socket(AF_UNIX))"
             } else {
                 "allowed"
+            },
+            if self.namespaces.ipc {
+                "its own (IPC namespace)"
+            } else {
+                "the host's (no user namespaces)"
             }
         )
     }

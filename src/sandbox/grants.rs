@@ -312,6 +312,7 @@ impl FsRules {
             access,
             reason: reason.to_string(),
             shown,
+            owner: None,
         });
     }
 

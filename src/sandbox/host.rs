@@ -78,6 +78,22 @@ impl HostFacts {
 }
 
 /// The running kernel's release (`6.18.4-arch1`), from procfs; `None` when it cannot be read.
+/// For `airlock check` and `--show-plan`: who owns each idmapped path on disk, so the plan says
+/// whose files the server reaches there. The helper looks again when it builds the bind.
+pub fn observe_owners(plan: &mut super::SandboxPlan) {
+    use std::os::unix::fs::MetadataExt;
+    for rule in plan
+        .fs
+        .iter_mut()
+        .filter(|rule| rule.shown == super::Shown::IdmappedBind)
+    {
+        rule.owner = std::fs::metadata(&rule.path).ok().map(|meta| super::Owner {
+            uid: meta.uid(),
+            gid: meta.gid(),
+        });
+    }
+}
+
 pub fn kernel_release() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()

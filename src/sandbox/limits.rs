@@ -29,7 +29,22 @@ pub(super) fn memory_limit(
                 bytes,
             }
         }
-        None => MemoryLimit::RlimitData { bytes },
+        None => {
+            let shared_refused = host.seccomp;
+            notes.push(format!(
+                "memory: no memory cgroup airlock may create: RLIMIT_DATA bounds the private memory of each process (up to `processes` of them, each its own {} MiB), not the server as a whole; its scratch disk (tmpfs, up to disk_mb) is memory not counted; shared anonymous memory, memfd and SysV shm {}",
+                memory_mb,
+                if shared_refused {
+                    "are refused (seccomp)"
+                } else {
+                    "are NOT bounded (no seccomp)"
+                }
+            ));
+            MemoryLimit::RlimitData {
+                bytes,
+                shared_refused,
+            }
+        }
     }
 }
 
@@ -52,7 +67,7 @@ pub(super) fn rlimits(limits: &Limits, memory: &MemoryLimit) -> Vec<Rlimit> {
             value: 0,
         },
     ];
-    if let MemoryLimit::RlimitData { bytes } = memory {
+    if let MemoryLimit::RlimitData { bytes, .. } = memory {
         out.push(Rlimit {
             kind: RlimitKind::Data,
             value: *bytes,

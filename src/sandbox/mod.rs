@@ -101,4 +101,6 @@ pub use plan::plan;
 pub use root::{RootFile, RootFileContent, RootPlan};
 
 #[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
 mod tests;

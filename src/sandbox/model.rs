@@ -29,6 +29,19 @@ pub struct FsRule {
     pub reason: String,
     #[serde(default)]
     pub shown: Shown,
+    /// For an [`Shown::IdmappedBind`]: who owns the path on disk, as `airlock check` observed it
+    /// (`sandbox::observe_owners`), to say whose files the server reaches. The helper looks
+    /// again when it builds the bind; `None`: not looked at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+}
+
+/// Who owns a path on disk. An idmapped bind shows these ids as the server's: the server reaches
+/// the owner's files as their owner, and what it creates there is the owner's on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// How a granted path appears in the server's root (with a constructed root; without one every
@@ -40,8 +53,9 @@ pub enum Shown {
     /// [`FsAccess::ReadWrite`]; nosuid, nodev.
     #[default]
     Bind,
-    /// The same, through an idmapped bind: files of airlock's own uid (root) appear as the
-    /// server's (airlock is root, the server is not), so a grant works for it read and write.
+    /// The same, through an idmapped bind: files of the path's owner on disk (root, or the user
+    /// who owns a grant such as `/home/u/proj`) appear as the server's (airlock is root, the
+    /// server is not), so a grant works for it read and write.
     IdmappedBind,
     /// A device node (`/dev/null`), bound with its device semantics.
     Device,
@@ -135,6 +149,12 @@ pub struct Namespaces {
     /// `/`, and the server's own cgroup2 view shows only its subtree).
     #[serde(default)]
     pub cgroup: bool,
+    /// Its own SysV IPC and POSIX message queue namespace: the server can neither reach the
+    /// host's shared memory segments, semaphores and message queues (another user's X server's
+    /// MIT-SHM segments, another sandbox's queues) nor leave any behind it: the kernel removes
+    /// them with the namespace.
+    #[serde(default)]
+    pub ipc: bool,
 }
 
 /// The uid/gid maps the helper writes for the new user namespace (identity maps: the kernel
@@ -203,6 +223,11 @@ pub struct SeccompPlan {
     pub deny_unix_sockets: bool,
     /// socket(AF_INET*, SOCK_DGRAM) refused: landlock has no UDP rules.
     pub deny_udp: bool,
+    /// Shared memory `RLIMIT_DATA` cannot count refused (`MAP_SHARED|MAP_ANONYMOUS`,
+    /// `memfd_create`, `shmget`): only when `RLIMIT_DATA` is the memory mechanism (a memory
+    /// cgroup counts it, and runtimes may use it there).
+    #[serde(default)]
+    pub deny_uncounted_memory: bool,
 }
 
 /// A runtime cache shown to the server as a private copy-on-write overlayfs (see
@@ -249,14 +274,21 @@ pub enum MemoryLimit {
     /// ends a process of the server.
     Cgroup { cgroup: MemoryCgroup, bytes: u64 },
     /// `RLIMIT_DATA`: the private writable mappings and heap of each process (not address space
-    /// reserved without access, so V8 runs). Allocations over it fail with ENOMEM.
-    RlimitData { bytes: u64 },
+    /// reserved without access, so V8 runs). Allocations over it fail with ENOMEM. It cannot
+    /// count shared memory; `shared_refused`: seccomp refuses the shared memory a process could
+    /// grow without a file (`MAP_SHARED|MAP_ANONYMOUS`, `memfd_create`, SysV `shmget`); `false`
+    /// only without seccomp, and the plan then says so.
+    RlimitData {
+        bytes: u64,
+        #[serde(default)]
+        shared_refused: bool,
+    },
 }
 
 impl MemoryLimit {
     pub fn bytes(&self) -> u64 {
         match self {
-            MemoryLimit::Cgroup { bytes, .. } | MemoryLimit::RlimitData { bytes } => *bytes,
+            MemoryLimit::Cgroup { bytes, .. } | MemoryLimit::RlimitData { bytes, .. } => *bytes,
         }
     }
 
@@ -281,9 +313,14 @@ impl MemoryLimit {
                     ", swap NOT bounded"
                 }
             ),
-            MemoryLimit::RlimitData { .. } => {
-                format!("{mib} MiB per process, RLIMIT_DATA (no memory cgroup airlock may create)")
-            }
+            MemoryLimit::RlimitData { shared_refused, .. } => format!(
+                "{mib} MiB of private memory per process, RLIMIT_DATA (no memory cgroup airlock may create); shared anonymous memory, memfd and SysV shm {}; tmpfs pages not counted",
+                if *shared_refused {
+                    "refused"
+                } else {
+                    "NOT bounded (no seccomp)"
+                }
+            ),
         }
     }
 }
@@ -313,6 +350,9 @@ pub struct SandboxPlan {
     pub id_maps: Option<IdMaps>,
     /// Who to become; `None` keeps airlock's own uid (airlock is not root, or `run_as = "root"`).
     pub identity: Option<Identity>,
+    /// airlock's own uid (what the server runs as when `identity` is `None`), for the plan's text.
+    #[serde(default)]
+    pub airlock_uid: u32,
     pub landlock: LandlockPlan,
     pub seccomp: SeccompPlan,
     pub rlimits: Vec<Rlimit>,
@@ -358,7 +398,7 @@ impl SandboxPlan {
             namespaces: self.namespaces_text(),
             run_as: match self.identity {
                 Some(id) => format!("uid {} gid {}", id.uid, id.gid),
-                None => "airlock's uid".to_string(),
+                None => format!("airlock's uid {}", self.airlock_uid),
             },
             root: if self.root.is_some() {
                 "constructed root"
@@ -397,6 +437,9 @@ impl SandboxPlan {
         }
         if self.namespaces.cgroup {
             names.push("cgroup");
+        }
+        if self.namespaces.ipc {
+            names.push("ipc");
         }
         if names.is_empty() {
             "none".to_string()

@@ -80,6 +80,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         id_maps: namespaces.user.then(|| id_maps(host, identity)),
         namespaces,
         identity,
+        airlock_uid: host.uid,
         landlock: LandlockPlan {
             abi: host.landlock_abi,
             net_rules: host.landlock_abi >= 4 && network != NetMode::Host,
@@ -90,6 +91,13 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
             deny_unix_sockets: network != NetMode::Host,
             // With egress, UDP reaches only airlock's resolver: nothing leaves the namespace.
             deny_udp: network == NetMode::None,
+            deny_uncounted_memory: matches!(
+                memory,
+                MemoryLimit::RlimitData {
+                    shared_refused: true,
+                    ..
+                }
+            ),
         },
         rlimits: rlimits(&policy.limits, &memory),
         memory,
@@ -144,6 +152,7 @@ fn namespaces(
         // The constructed root and the cache overlays in it.
         mount: constructed_root,
         cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
+        ipc: host.user_namespaces,
     }
 }
 
@@ -231,7 +240,7 @@ fn host_notes(
         notes.push("no pid namespace (user namespaces unavailable): the kill sequence signals the process group, and a descendant that calls setsid can escape it".to_string());
     }
     if !namespaces.mount {
-        notes.push("no mount namespace (user namespaces unavailable): no constructed root; the server sees the host's filesystem through landlock alone, the host's /proc (every process of the host), and its home and tmp are on disk, not bounded by disk_mb".to_string());
+        notes.push("no mount namespace (user namespaces unavailable): no constructed root; the server sees the host's filesystem through landlock alone, the host's /proc (every process of the host), its home and tmp are on disk, not bounded by disk_mb, and it shares the host's SysV IPC and POSIX message queues".to_string());
     }
     if *network == NetMode::None && !namespaces.net && host.landlock_abi < 4 {
         notes.push("network `none` without a network namespace or landlock TCP rules: only seccomp (UDP) applies".to_string());

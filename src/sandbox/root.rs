@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Owner;
 use crate::paths::walk_components;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,29 +195,32 @@ pub struct Placement {
     /// The resolved host path, which is also where it lands in the root.
     pub at: PathBuf,
     pub writable: bool,
-    pub idmapped: bool,
+    /// Idmapped: the owner on disk whose files appear as the server's. `None`: a plain bind.
+    pub idmap: Option<Owner>,
     pub device: bool,
     pub dir: bool,
 }
 
 /// The binds to make, parents before children. Two rules resolving to one path become one bind
 /// with the wider access; a bind inside another that already gives it as much (read-write covers
-/// read; an idmapped bind covers a plain one) is left out, which is landlock's rule too: access on
-/// a path is the union of the rules on it and its parents.
+/// read; an idmapped bind covers a plain one, and an idmapped one with the same owner) is left
+/// out, which is landlock's rule too: access on a path is the union of the rules on it and its
+/// parents. A grant owned by someone else inside an idmapped bind keeps its own bind, so its
+/// owner's files are the server's there.
 pub fn order(mut placements: Vec<Placement>) -> Vec<Placement> {
     placements.sort_by(|a, b| a.at.cmp(&b.at));
     let mut out: Vec<Placement> = Vec::new();
     for placement in placements {
         if let Some(same) = out.iter_mut().find(|kept| kept.at == placement.at) {
             same.writable |= placement.writable;
-            same.idmapped |= placement.idmapped;
+            same.idmap = same.idmap.or(placement.idmap);
             continue;
         }
         let covered = out.iter().any(|outer| {
             outer.dir
                 && placement.at.starts_with(&outer.at)
                 && (outer.writable || !placement.writable)
-                && (outer.idmapped || !placement.idmapped)
+                && (placement.idmap.is_none() || outer.idmap == placement.idmap)
                 && !placement.device
         });
         if !covered {
@@ -313,11 +317,13 @@ mod tests {
         );
     }
 
+    const ROOT: Owner = Owner { uid: 0, gid: 0 };
+
     fn bind(at: &str, writable: bool, idmapped: bool) -> Placement {
         Placement {
             at: PathBuf::from(at),
             writable,
-            idmapped,
+            idmap: idmapped.then_some(ROOT),
             device: false,
             dir: true,
         }
@@ -347,6 +353,32 @@ mod tests {
                 ("/usr", false),
                 ("/usr/lib/x", false),
             ]
+        );
+    }
+
+    #[test]
+    fn an_idmapped_bind_owned_by_someone_else_inside_another_keeps_its_own_mapping() {
+        let user = Owner {
+            uid: 1000,
+            gid: 100,
+        };
+        let mut theirs = bind("/home/u/proj", true, true);
+        theirs.idmap = Some(user);
+        let mut also_theirs = bind("/home/u/proj/sub", true, true);
+        also_theirs.idmap = Some(user);
+        let ordered = order(vec![
+            bind("/home", true, true),
+            theirs,
+            also_theirs,                          // same owner inside: covered
+            bind("/home/root-owned", true, true), // root's inside root's: covered
+        ]);
+        let at: Vec<(&str, Option<Owner>)> = ordered
+            .iter()
+            .map(|p| (p.at.to_str().unwrap(), p.idmap))
+            .collect();
+        assert_eq!(
+            at,
+            vec![("/home", Some(ROOT)), ("/home/u/proj", Some(user))]
         );
     }
 

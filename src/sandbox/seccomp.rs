@@ -227,6 +227,7 @@ pub fn base_table() -> Vec<Entry> {
             "raw IPv6 sockets"
         ),
     ];
+    table.extend(set_id_table());
     // clone(2) with any namespace flag: the same reason as unshare.
     for flag in CLONE_NS_FLAGS {
         table.push(Entry {
@@ -238,6 +239,94 @@ pub fn base_table() -> Vec<Entry> {
         });
     }
     table
+}
+
+/// `fchmodat2(2)` (Linux 6.6) has the same number on every architecture; the libc crate does not
+/// name it for aarch64 yet.
+const SYS_FCHMODAT2: i64 = 452;
+
+/// Two entries for a syscall whose argument `$index` is a file mode: one refusing `S_ISUID` in it,
+/// one `S_ISGID` (seccomp compares masked values, so each bit is its own rule; rules of one
+/// syscall are alternatives).
+macro_rules! set_id {
+    ($name:expr, $nr:expr, $index:literal, $why:expr) => {
+        [
+            Entry {
+                name: $name,
+                nr: $nr,
+                deny: Deny::Perm,
+                when: When::Args(&[($index, libc::S_ISUID as u64, libc::S_ISUID as u64)]),
+                why: $why,
+            },
+            Entry {
+                name: $name,
+                nr: $nr,
+                deny: Deny::Perm,
+                when: When::Args(&[($index, libc::S_ISGID as u64, libc::S_ISGID as u64)]),
+                why: $why,
+            },
+        ]
+    };
+}
+
+/// Setuid and setgid files. Inside the sandbox every bind is `nosuid`, but a write grant is the
+/// host's directory: when airlock is root its binds are idmapped, so a file the server creates
+/// there is the grant owner's (root's) on disk, and a setuid copy of any program would be a
+/// setuid-root program on the host. For an ordinary user the same would leave programs that run
+/// as the user for anyone. No MCP server needs either bit, so every way to set one is refused, for
+/// every uid: changing a mode, and creating a file with one. `mkdir` ignores both bits (a
+/// directory's setgid bit is inherited, never asked for).
+fn set_id_table() -> Vec<Entry> {
+    const CHMOD: &str = "a setuid/setgid file in a write grant runs as its owner on the host";
+    const CREATE: &str = "creates a setuid/setgid file, which runs as its owner on the host";
+    let mut table = Vec::new();
+    table.extend(set_id!("SYS_fchmod", libc::SYS_fchmod, 1, CHMOD));
+    table.extend(set_id!("SYS_fchmodat", libc::SYS_fchmodat, 2, CHMOD));
+    table.extend(set_id!("SYS_fchmodat2", SYS_FCHMODAT2, 2, CHMOD));
+    table.extend(set_id!("SYS_openat", libc::SYS_openat, 3, CREATE));
+    table.extend(set_id!("SYS_mknodat", libc::SYS_mknodat, 2, CREATE));
+    // The syscalls aarch64 never had (it has only the *at forms).
+    #[cfg(target_arch = "x86_64")]
+    {
+        table.extend(set_id!("SYS_chmod", libc::SYS_chmod, 1, CHMOD));
+        table.extend(set_id!("SYS_open", libc::SYS_open, 2, CREATE));
+        table.extend(set_id!("SYS_creat", libc::SYS_creat, 1, CREATE));
+        table.extend(set_id!("SYS_mknod", libc::SYS_mknod, 1, CREATE));
+    }
+    // openat2 passes its mode in memory seccomp cannot read; callers fall back to openat.
+    table.push(entry!(
+        SYS_openat2,
+        Deny::NoSys,
+        "its mode is in memory: a setuid/setgid creation would be unfilterable"
+    ));
+    table
+}
+
+/// Under `RLIMIT_DATA` (no memory cgroup), the memory a process could grow that the limit does
+/// not count and no file bounds: shared anonymous mappings (`mmap(-1)` in Python), memfd and SysV
+/// shared memory. Node and Python servers use none of them; file-backed shared mappings (SQLite's
+/// `-shm`, locale archives) stay allowed, bounded by the scratch disk or the grant's filesystem.
+fn uncounted_memory_table() -> Vec<Entry> {
+    const SHARED_ANONYMOUS: u64 = (libc::MAP_SHARED | libc::MAP_ANONYMOUS) as u64;
+    vec![
+        // MAP_SHARED_VALIDATE (0x3) includes MAP_SHARED's bit, so it matches too.
+        entry!(
+            SYS_mmap,
+            Deny::Perm,
+            When::Args(&[(3, SHARED_ANONYMOUS, SHARED_ANONYMOUS)]),
+            "shared anonymous memory is not counted by RLIMIT_DATA"
+        ),
+        entry!(
+            SYS_memfd_create,
+            Deny::Perm,
+            "memfd pages are not counted by RLIMIT_DATA"
+        ),
+        entry!(
+            SYS_shmget,
+            Deny::Perm,
+            "SysV shared memory is not counted by RLIMIT_DATA"
+        ),
+    ]
 }
 
 fn clone_flag_cond(flag: u64) -> &'static [(u8, u64, u64)] {
@@ -270,6 +359,9 @@ pub fn table(plan: &SeccompPlan) -> Vec<Entry> {
             When::Args(&[(0, LOW32, libc::AF_UNIX as u64)]),
             "unix sockets reach host daemons"
         ));
+    }
+    if plan.deny_uncounted_memory {
+        table.extend(uncounted_memory_table());
     }
     if plan.deny_udp {
         // Landlock has TCP rules only; UDP would reach any host and port.
@@ -468,6 +560,7 @@ mod tests {
             enabled: true,
             deny_unix_sockets: true,
             deny_udp: true,
+            deny_uncounted_memory: true,
         }
     }
 
@@ -500,6 +593,12 @@ mod tests {
             "SYS_ioctl",
             "SYS_socket",
             "SYS_clone",
+            "SYS_fchmod",
+            "SYS_fchmodat",
+            "SYS_fchmodat2",
+            "SYS_openat",
+            "SYS_openat2",
+            "SYS_mknodat",
         ] {
             assert!(names.contains(&needed), "missing {needed}");
         }
@@ -511,6 +610,7 @@ mod tests {
             enabled: true,
             deny_unix_sockets: false,
             deny_udp: false,
+            deny_uncounted_memory: false,
         };
         assert!(table(&full()).len() > table(&open).len());
     }

@@ -41,7 +41,7 @@ fn policy() -> SandboxPolicy {
     }
 }
 
-fn request(program: &str, args: &[&str]) -> PlanRequest {
+pub(super) fn request(program: &str, args: &[&str]) -> PlanRequest {
     let parent_env: Vec<(String, String)> = [
         ("PATH", "/usr/bin:/bin"),
         ("HOME", "/home/me"),
@@ -92,6 +92,8 @@ fn default_plan_confines_hard() {
             mount: true,
             // the memory cgroup
             cgroup: true,
+            // SysV IPC and POSIX message queues of its own
+            ipc: true,
         }
     );
     assert_eq!(
@@ -476,13 +478,13 @@ fn plan_round_trips_through_json() {
 }
 
 /// A node server with a policy read grant.
-fn with_read(path: &str) -> PlanRequest {
+pub(super) fn with_read(path: &str) -> PlanRequest {
     let mut req = request("/usr/bin/node", &[]);
     req.sandbox.read.push(sourced(path.to_string()));
     req
 }
 
-fn rule<'a>(plan: &'a SandboxPlan, path: &str) -> &'a FsRule {
+pub(super) fn rule<'a>(plan: &'a SandboxPlan, path: &str) -> &'a FsRule {
     plan.fs
         .iter()
         .find(|r| r.path == Path::new(path))
@@ -514,7 +516,21 @@ fn the_server_gets_its_own_root_holding_only_its_grants() {
     assert_eq!(rule(&plan, "/srv/x").shown, Shown::IdmappedBind);
     let shown = plan.to_string();
     assert!(
-        shown.contains("idmapped: files of airlock's uid 0 appear as uid 65534's"),
+        shown.contains("idmapped: files of its owner on disk appear as uid 65534's"),
+        "{shown}"
+    );
+    let mut observed = plan.clone();
+    observed.fs.iter_mut().for_each(|rule| {
+        if rule.path == Path::new("/srv/x") {
+            rule.owner = Some(Owner {
+                uid: 1000,
+                gid: 100,
+            });
+        }
+    });
+    let shown = observed.to_string();
+    assert!(
+        shown.contains("idmapped: files of its owner on disk (uid 1000 gid 100) appear as uid 65534's, so it reaches them as their owner; what it creates is uid 1000's on disk"),
         "{shown}"
     );
     assert!(shown.contains("disk: 512 MiB tmpfs"), "{shown}");
@@ -524,68 +540,6 @@ fn the_server_gets_its_own_root_holding_only_its_grants() {
         summary.memory.contains("cgroup v2 memory.max"),
         "{summary:?}"
     );
-}
-
-#[test]
-fn memory_is_a_cgroup_where_airlock_may_make_one_else_rlimit_data_never_rlimit_as() {
-    let as_root = plan(
-        &request("/usr/bin/node", &[]),
-        &HostFacts::full_featured_root(),
-    )
-    .unwrap();
-    assert!(matches!(
-        as_root.memory,
-        MemoryLimit::Cgroup { bytes, .. } if bytes == 4096 << 20
-    ));
-    assert!(!as_root.rlimits.iter().any(|l| l.kind == RlimitKind::Data));
-
-    let user = HostFacts {
-        is_root: false,
-        uid: 1000,
-        gid: 1000,
-        memory_cgroup: None,
-        ..HostFacts::full_featured_root()
-    };
-    let plan = plan(&with_read("/srv/x"), &user).unwrap();
-    assert_eq!(plan.memory, MemoryLimit::RlimitData { bytes: 4096 << 20 });
-    assert!(
-        plan.rlimits
-            .iter()
-            .any(|l| l.kind == RlimitKind::Data && l.value == 4096 << 20)
-    );
-    assert!(!plan.namespaces.cgroup);
-    assert!(!plan.root.as_ref().unwrap().cgroup_view);
-    assert!(
-        !plan
-            .fs
-            .iter()
-            .any(|r| r.path == Path::new("/sys/fs/cgroup"))
-    );
-    // airlock's own uid: plain binds.
-    assert_eq!(rule(&plan, "/srv/x").shown, Shown::Bind);
-    assert!(plan.audit_summary().memory.contains("RLIMIT_DATA"));
-}
-
-#[test]
-fn a_memory_cgroup_that_cannot_bound_swap_says_so() {
-    let host = HostFacts {
-        memory_cgroup: Some(MemoryCgroup {
-            version: CgroupVersion::V1,
-            parent: "/sys/fs/cgroup/memory/x".into(),
-            bounds_swap: false,
-        }),
-        ..HostFacts::full_featured_root()
-    };
-    let plan = plan(&request("/usr/bin/node", &[]), &host).unwrap();
-    assert!(
-        plan.weaker_than_asked
-            .iter()
-            .any(|n| n.contains("cannot bound swap")),
-        "{:?}",
-        plan.weaker_than_asked
-    );
-    // v1: no cgroup2 view to mount.
-    assert!(!plan.root.unwrap().cgroup_view);
 }
 
 #[test]
@@ -613,6 +567,12 @@ fn without_user_namespaces_the_host_filesystem_is_filtered_by_landlock_and_said_
         plan.weaker_than_asked
     );
     assert!(plan.disk_text().contains("NOT bounded"));
+    assert!(!plan.namespaces.ipc);
+    assert!(
+        plan.to_string()
+            .contains("SysV IPC and POSIX queues the host's (no user namespaces)"),
+        "{plan}"
+    );
 }
 
 #[test]

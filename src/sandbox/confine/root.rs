@@ -1,9 +1,10 @@
 //! The server's root, helper side: before the clone, while the helper still sees the host as it
 //! is, every bind of the plan is resolved on the host (its physical path, the symlinks on the way,
 //! what it is), checked against the protected paths, ordered (`sandbox::root::order`), and, when
-//! airlock is root and the server is not, cloned as an idmapped tree (only the initial user
-//! namespace's root may idmap a mount). init then builds the root from this (`build.rs`).
+//! airlock is root and the server is not, cloned as an idmapped tree in which the path's owner on
+//! disk appears as the server (only the initial user namespace's root may idmap a mount). init then builds the root from this (`build.rs`).
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Step, fail, idmap, sys};
 use crate::sandbox::root::{Node, Placement, ResolveError, exposes, order, resolve};
-use crate::sandbox::{FsAccess, Identity, RootFile, RootPlan, SandboxPlan, Shown};
+use crate::sandbox::{FsAccess, Identity, Owner, RootFile, RootPlan, SandboxPlan, Shown};
 
 /// One bind, ready for init.
 pub(super) struct Bind {
@@ -116,10 +117,14 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
             );
         }
         links.extend(resolved.links);
+        let idmap = match rule.shown {
+            Shown::IdmappedBind => owner_on_disk(&resolved.canonical),
+            _ => None,
+        };
         placements.push(Placement {
             at: resolved.canonical,
             writable: rule.access == FsAccess::ReadWrite,
-            idmapped: rule.shown == Shown::IdmappedBind,
+            idmap,
             device: rule.shown == Shown::Device || resolved.node == Node::Device,
             dir: resolved.node == Node::Dir,
         });
@@ -134,6 +139,26 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
         owner: plan.identity,
         home: plan.private_home.clone(),
         tmp: plan.private_tmp.clone(),
+    }
+}
+
+/// Who owns `path` on disk: an idmapped bind shows this owner's files as the server's (root's
+/// for a system path or root's own grant, the user's for `/home/u/proj`). A path that cannot be
+/// looked at is bound plainly, with a note: less access, not less confinement.
+fn owner_on_disk(path: &Path) -> Option<Owner> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) => Some(Owner {
+            uid: meta.uid(),
+            gid: meta.gid(),
+        }),
+        Err(err) => {
+            eprintln!(
+                "airlock-confine: note: {}: {err}: not idmapped, the server reaches it only as far as its own uid's permissions go",
+                path.display()
+            );
+            None
+        }
     }
 }
 
@@ -155,15 +180,18 @@ pub(super) fn bind_attributes(writable: bool, device: bool) -> u64 {
 /// then reaches it only as far as its own permissions go) and said so: less access, not less
 /// confinement.
 fn idmapped_trees(identity: Option<Identity>, ordered: Vec<Placement>) -> Vec<Bind> {
-    let mapping = match identity {
-        Some(id) if ordered.iter().any(|p| p.idmapped) => Some(idmap::owner_as(0, 0, id)),
-        _ => None,
-    };
+    // One mapping per owner (a user namespace each), shared by that owner's binds.
+    let mut mappings: BTreeMap<Owner, OwnedFd> = BTreeMap::new();
     ordered
         .into_iter()
         .map(|placement| {
-            let tree = match (&mapping, placement.idmapped) {
-                (Some(mapping), true) => Some(idmapped_tree(&placement, mapping)),
+            let tree = match (identity, placement.idmap) {
+                (Some(id), Some(owner)) => {
+                    let mapping = mappings
+                        .entry(owner)
+                        .or_insert_with(|| idmap::owner_as(owner.uid, owner.gid, id));
+                    Some(idmapped_tree(&placement, mapping))
+                }
                 _ => None,
             };
             Bind {
