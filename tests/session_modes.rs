@@ -28,6 +28,7 @@ both_modes!(
     sigterm_stops_through_the_kill_sequence_with_an_exit_event,
     a_host_that_closes_its_output_ends_the_session,
     malformed_host_input_gets_errors_and_the_session_goes_on,
+    a_host_that_never_reads_stderr_freezes_nothing,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -343,4 +344,46 @@ fn malformed_host_input_gets_errors_and_the_session_goes_on(mode: Mode) {
     );
     let answer = client.call(10, &world.tool("echo"), json!({"text": "after"}));
     assert!(Client::text(&answer).contains("after"));
+}
+
+/// A host that reads only stdout: the server writes 4 MB to stderr (far past the pipe's 64 KiB
+/// and airlock's 1 MiB queue), and calls are still answered, the tool timeout still fires, and
+/// SIGTERM still stops the session. Once the host reads stderr, it learns how many lines it
+/// missed.
+fn a_host_that_never_reads_stderr_freezes_nothing(mode: Mode) {
+    let setup = Setup::fixture("").tool_timeout(2);
+    let (world, mut client, stderr) = support::start_with_stderr_unread(mode, setup);
+    client.initialize("2025-06-18");
+    let noise = client.call(1, &world.tool("noise"), json!({"megabytes": 4}));
+    assert_eq!(Client::text(&noise), "noise done");
+    let echo = client.call(2, &world.tool("echo"), json!({"text": "still here"}));
+    assert!(Client::text(&echo).contains("still here"), "{echo}");
+    let started = Instant::now();
+    let hung = client.call(3, &world.tool("hang"), json!({}));
+    assert_eq!(hung["error"]["code"], -32001, "the timer fires: {hung}");
+    assert!(started.elapsed() < SECS(6));
+    // Now the host starts reading stderr, and stops the session.
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut { stderr }, &mut text);
+        text
+    });
+    client.signal(libc::SIGTERM);
+    assert_eq!(client.wait(SECS(10)), Some(0), "SIGTERM stops airlock");
+    let text = reader.join().unwrap();
+    assert!(
+        text.contains("[fixture] noise ...."),
+        "relayed lines arrive"
+    );
+    let notice = text
+        .lines()
+        .find(|l| l.contains("stderr lines dropped"))
+        .unwrap_or_else(|| panic!("no notice of the drops in {} bytes", text.len()));
+    let count: u64 = notice
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count: {notice}"));
+    assert!(count > 1000, "{notice}");
+    assert_eq!(world.events("exit").len(), 1);
 }

@@ -191,6 +191,17 @@ pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
     (world, child)
 }
 
+/// Starts airlock in `mode` with the server of `setup`; its stderr is handed back unread, for
+/// the test to read when (and if) it wants, like a host that ignores airlock's stderr.
+pub fn start_with_stderr_unread(
+    mode: Mode,
+    setup: Setup,
+) -> (World, Client, std::process::ChildStderr) {
+    let (world, mut child) = start_raw(mode, setup);
+    let stderr = child.stderr.take().expect("stderr");
+    (world, Client::new(child), stderr)
+}
+
 /// Starts airlock again in an existing world (same state dir, pins and audit log): a new
 /// session, as when a host reconnects.
 pub fn start_again(world: &World, setup: Setup) -> Client {
@@ -285,13 +296,15 @@ impl Client {
                 }
             }
         });
-        let stderr = child.stderr.take().expect("stderr");
         let (etx, erx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = BufReader::new(stderr).read_to_string(&mut text);
-            let _ = etx.send(text);
-        });
+        // A stderr the test took for itself is not read here.
+        if let Some(stderr) = child.stderr.take() {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = BufReader::new(stderr).read_to_string(&mut text);
+                let _ = etx.send(text);
+            });
+        }
         let stdin = child.stdin.take();
         Client {
             child,

@@ -118,7 +118,8 @@ pub fn attach(
         .map(|stdout| FrameReader::new(stdout, max_line_bytes));
     let relay = child.stderr.take().map(|stderr| {
         tokio::spawn(async move {
-            let mut sink = std::io::stderr();
+            // Never the blocking stderr: a host that does not read it would freeze the loop.
+            let mut sink = crate::session::stderr_queue::QueueWriter::default();
             super::stderr::relay_stderr(stderr, &name, &mut sink).await
         })
     });

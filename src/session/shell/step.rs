@@ -328,10 +328,10 @@ where
                 let detail = json!({"failed": true});
                 self.record(EventKind::Spawn, server, detail, Some(err.to_string()))?;
                 if self.single {
-                    eprintln!(
+                    crate::session::stderr_queue::say(format_args!(
                         "airlock: cannot start server `{}`: {err}",
                         self.names[server]
-                    );
+                    ));
                 }
                 self.core
                     .on_spawn_failed(server, generation, err.to_string(), permanent, now);
