@@ -29,6 +29,7 @@ both_modes!(
     a_host_that_closes_its_output_ends_the_session,
     malformed_host_input_gets_errors_and_the_session_goes_on,
     a_host_that_never_reads_stderr_freezes_nothing,
+    a_cancelled_batch_member_does_not_hold_back_the_others,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -269,6 +270,32 @@ fn batches_are_answered_together_in_2025_03_26(mode: Mode) {
     ids.sort();
     assert_eq!(ids, vec![1, 2]);
     assert_eq!(world.events("decision").len(), 2);
+}
+
+/// A request of a batch that the host cancels is never answered (as the protocol says), so the
+/// batch's array carries the other answers as soon as they are in, and the session goes on.
+fn a_cancelled_batch_member_does_not_hold_back_the_others(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-03-26");
+    let call = |id: i64, tool: &str| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":world.tool(tool),"arguments":{"text":"b"}}});
+    client.send(json!([call(1, "hang"), call(2, "echo")]));
+    std::thread::sleep(Duration::from_millis(300));
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}));
+    let batch = client.next(SECS(10)).expect("the batch's answers");
+    let items = batch
+        .as_array()
+        .unwrap_or_else(|| panic!("one array: {batch}"));
+    assert_eq!(items.len(), 1, "{batch}");
+    assert_eq!(items[0]["id"], 2);
+    assert!(Client::text(&items[0]).contains('b'), "{batch}");
+    let after = client.call(3, &world.tool("echo"), json!({"text": "after"}));
+    assert!(Client::text(&after).contains("after"), "{after}");
+    client.close_stdin();
+    let rest = client.rest(SECS(10));
+    assert!(
+        rest.iter().all(|m| m["id"] != 1),
+        "no answer to the cancelled: {rest:?}"
+    );
 }
 
 /// An unknown tool is answered by airlock (the server never sees the name) as the official

@@ -242,6 +242,9 @@ impl Core {
         if self.end_listen(&key) {
             return;
         }
+        if let Some(answers) = self.batches.cancelled(&key) {
+            self.out.push(Action::ToHost(Value::Array(answers)));
+        }
         self.aggregations.retain(|a| id_key(&a.host_id) != key);
         let owner = self
             .host_requests

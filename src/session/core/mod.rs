@@ -270,6 +270,22 @@ struct Batches {
     open: HashMap<u64, (usize, Vec<Value>)>,
 }
 
+impl Batches {
+    /// The host cancelled request `key`: it gets no answer (a cancelled request is never
+    /// answered), so its batch waits for it no longer. The batch's answers when that was the
+    /// last one it waited for (none when every member was cancelled).
+    fn cancelled(&mut self, key: &str) -> Option<Vec<Value>> {
+        let batch = self.member.remove(key)?;
+        let (remaining, _) = self.open.get_mut(&batch)?;
+        *remaining -= 1;
+        if *remaining > 0 {
+            return None;
+        }
+        let (_, answers) = self.open.remove(&batch)?;
+        (!answers.is_empty()).then_some(answers)
+    }
+}
+
 pub struct Core {
     topology: Topology,
     servers: Vec<Downstream>,
