@@ -414,3 +414,37 @@ fn a_host_that_never_reads_stderr_freezes_nothing(mode: Mode) {
     assert!(count > 1000, "{notice}");
     assert_eq!(world.events("exit").len(), 1);
 }
+
+/// `run` forwards an allowed call as the bytes the host sent (spacing, key order, number
+/// spellings, escapes: what a byte-copy proxy would deliver), except a line another parser could
+/// read otherwise than the gate did (a key twice): that one is re-encoded from the gate's reading.
+#[test]
+fn run_forwards_an_allowed_call_byte_for_byte() {
+    let (_world, mut client) = start(Mode::Run, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    // As hosts do: listed first (a call before any listing waits for airlock's own).
+    client.request(1, "tools/list", json!({}));
+    let line = r#"{ "params" : {"arguments":{"n":1.50,"e":"caf\u00e9","z":[ ]},"name":"raw"}, "id":7,"method":"tools/call","jsonrpc":"2.0"}"#;
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let answer = client.answer(json!(7), SECS(10));
+    assert_eq!(
+        Client::text(&answer),
+        line,
+        "the server got the host's bytes"
+    );
+    let twice = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","name":"raw","arguments":{}}}"#;
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{twice}").unwrap();
+    stdin.flush().unwrap();
+    let answer = client.answer(json!(8), SECS(10));
+    let seen = Client::text(&answer);
+    assert_ne!(seen, twice);
+    assert_eq!(seen.matches("\"name\"").count(), 1, "{seen}");
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(
+        seen["params"]["name"], "raw",
+        "the name the gate decided on"
+    );
+}

@@ -129,7 +129,7 @@ impl Core {
         };
         server.outbound.insert(id_key(&down_id), origin);
         // Unchanged: the bytes the host sent go on (when the server can take them now).
-        let raw = identity.then(|| self.take_host_line()).flatten();
+        let raw = identity.then(|| self.take_host_line(&host_key)).flatten();
         self.host_requests.insert(host_key, (index, down_id));
         match raw {
             Some(bytes) if self.servers[index].life.is_ready() && self.servers[index].alive => {

@@ -322,8 +322,8 @@ pub struct Core {
     listens: Vec<subscriptions::Listen>,
     /// Where the servers' pins live; `None`: no pins (the core's own tests).
     pins: Option<crate::pins::PinStore>,
-    /// `Single`: the line of the host message being handled (see [`fast`]).
-    host_line: Option<Vec<u8>>,
+    /// `Single`: the id key and line of the host request being handled (see [`fast`]).
+    host_line: Option<(String, Vec<u8>)>,
     /// `Single`: the host closed its input.
     host_gone: bool,
     shutting_down: bool,

@@ -3,7 +3,7 @@
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::link::{Connected, Input, attach, attach_remote};
@@ -185,21 +185,21 @@ where
         if self.shutting_down {
             return;
         }
-        let message = match frame {
+        // The line itself goes to the core: in `run` a request it forwards unchanged goes on as
+        // these bytes (the fast path, `core/fast.rs`).
+        let read = match frame {
             Frame::Oversized { bytes } => Err(Unreadable::Oversized {
                 bytes,
                 limit: self.max_line_bytes,
             }),
-            Frame::Line(line) => {
-                serde_json::from_slice::<Value>(&line).map_err(Unreadable::NotJson)
-            }
+            Frame::Line(line) => self
+                .core
+                .on_host_line(&line, now)
+                .map_err(Unreadable::NotJson),
         };
-        match message {
-            Ok(message) => self.core.on_host(message, now),
-            Err(problem) => {
-                tracing::warn!("unreadable message from the host: {problem:?}");
-                self.queue_host(&unreadable_line_reply(&problem));
-            }
+        if let Err(problem) = read {
+            tracing::warn!("unreadable message from the host: {problem:?}");
+            self.queue_host(&unreadable_line_reply(&problem));
         }
     }
 
