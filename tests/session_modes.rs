@@ -204,6 +204,13 @@ fn a_call_pending_when_the_server_dies_gets_one_shape_of_answer(mode: Mode) {
         outcomes.iter().all(|e| e["outcome"] == "error"),
         "{outcomes:?}"
     );
+    assert!(support::wait_until(SECS(5), || !world
+        .events("exit")
+        .is_empty()));
+    let exit = &world.events("exit")[0];
+    assert_eq!(exit["detail"]["ended_by"], "exited", "{exit}");
+    assert_eq!(exit["detail"]["code"], 7, "{exit}");
+    assert_eq!(exit["reason"], "exited on its own");
 }
 
 fn timeouts_answer_the_host_and_cancel_at_the_server(mode: Mode) {

@@ -93,6 +93,9 @@ pub struct Link {
     pub stop: Option<oneshot::Sender<()>>,
     pub pid: Option<u32>,
     pub junk: Junk,
+    /// airlock asked for the kill sequence while the server's output was still open (so not
+    /// because the server had gone): see [`crate::session::exit::ended_by`].
+    pub stopped_while_output_open: bool,
 }
 
 /// Wires a spawned server to the loop: its pipes become the loop's reader and outlet; the stderr
@@ -153,6 +156,7 @@ pub fn attach(
         stop: Some(stop_tx),
         pid,
         junk: Junk::default(),
+        stopped_while_output_open: false,
     }
 }
 
@@ -200,6 +204,7 @@ pub fn attach_remote(
         stop: Some(stop_tx),
         pid: None,
         junk: Junk::default(),
+        stopped_while_output_open: false,
     }
 }
 

@@ -14,7 +14,7 @@ use crate::gateway::remote::Launch;
 use crate::mcp::Frame;
 use crate::mcp::message::{Unreadable, unreadable_line_reply};
 use crate::process::EndedBy;
-use crate::session::exit::exit_detail;
+use crate::session::exit::{ended_by, exit_detail};
 
 /// Messages taken from one reader in one step before the others get a turn.
 const BATCH_LINES: usize = 512;
@@ -266,6 +266,12 @@ where
                 summary,
                 stopped,
             } => {
+                let stopped_while_output_open = self.links[server]
+                    .as_ref()
+                    .filter(|link| link.generation == generation)
+                    .is_some_and(|link| link.stopped_while_output_open);
+                let mut summary = summary;
+                summary.ended_by = ended_by(summary.ended_by, stopped_while_output_open);
                 let (detail, text) = exit_detail(&summary);
                 let signalled = matches!(summary.ended_by, EndedBy::Sigterm | EndedBy::Sigkill);
                 let reason = if stopped && signalled {
