@@ -455,3 +455,21 @@ fn run_forwards_an_allowed_call_byte_for_byte() {
         "the name the gate decided on"
     );
 }
+
+/// serve offers the host the `tasks` capability of a server that has it whether the server
+/// starts lazily (the default: not running yet at the handshake) or eagerly.
+#[test]
+fn serve_offers_tasks_alike_for_lazy_and_eager_servers() {
+    for when in ["lazy", "eager"] {
+        let setup = Setup::fixture("--tasks").serve_config(&format!("start = {when:?}"));
+        let (_world, mut client) = start(Mode::Serve, setup);
+        let init = client.initialize("2025-11-25");
+        let tasks = &init["result"]["capabilities"]["tasks"];
+        assert_eq!(
+            tasks["requests"]["tools"]["call"],
+            json!({}),
+            "{when}: {init}"
+        );
+        assert!(tasks.get("list").is_some(), "{when}: {init}");
+    }
+}

@@ -68,6 +68,8 @@ pub struct Setup {
     pub org_policy: Option<String>,
     /// The server's working directory (run: airlock's own; serve: the server's `cwd`).
     pub cwd: Option<PathBuf>,
+    /// More keys of the server's table in serve's config (e.g. `start = "eager"`).
+    pub serve_config: String,
 }
 
 impl Setup {
@@ -85,6 +87,7 @@ impl Setup {
             name: "fixture".into(),
             org_policy: None,
             cwd: None,
+            serve_config: String::new(),
         }
     }
 
@@ -104,6 +107,13 @@ impl Setup {
     pub fn policy(mut self, extra: &str) -> Setup {
         self.policy.push_str(extra);
         self.policy.push('\n');
+        self
+    }
+
+    /// A line for the server's table in serve's config (ignored in run).
+    pub fn serve_config(mut self, line: &str) -> Setup {
+        self.serve_config.push_str(line);
+        self.serve_config.push('\n');
         self
     }
 
@@ -240,14 +250,15 @@ fn spawn(world: &World, setup: &Setup) -> Child {
             std::fs::write(
                 &config,
                 format!(
-                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n{}",
+                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n{}{}",
                     setup.name,
                     argv.join(", "),
                     setup
                         .cwd
                         .as_ref()
                         .map(|cwd| format!("cwd = {:?}\n", cwd.display().to_string()))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    setup.serve_config,
                 ),
             )
             .expect("config");

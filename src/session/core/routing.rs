@@ -86,10 +86,19 @@ impl Core {
                 }
             }
         };
+        let listing = message.get("method").and_then(Value::as_str) == Some("tasks/list");
         match owner {
             Some(index) => self.forward_request(index, message, id, now),
+            // No server offers tasks (the capability was offered before they were known).
+            None if listing && !self.any_offers_tasks() => self.reply(id, json!({"tasks": []})),
             None => self.reply_error(id, code::INVALID_PARAMS, "Unknown task"),
         }
+    }
+
+    fn any_offers_tasks(&self) -> bool {
+        self.servers
+            .iter()
+            .any(|s| !s.retiring && s.has_capability("tasks") == Some(true))
     }
 
     fn resource_not_found(&mut self, id: Value, uri: &str) {
