@@ -30,6 +30,9 @@ both_modes!(
     malformed_host_input_gets_errors_and_the_session_goes_on,
     a_host_that_never_reads_stderr_freezes_nothing,
     a_cancelled_batch_member_does_not_hold_back_the_others,
+    a_2024_11_05_session_works_end_to_end,
+    list_changed_and_task_status_reach_the_host,
+    a_server_that_stops_reading_gets_requests_answered_with_errors,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -472,4 +475,133 @@ fn serve_offers_tasks_alike_for_lazy_and_eager_servers() {
         );
         assert!(tasks.get("list").is_some(), "{when}: {init}");
     }
+}
+
+/// SIGHUP ends a `run` session through the kill sequence (serve reloads instead: see
+/// serve_reload.rs), with the exit event.
+#[test]
+fn sighup_stops_run_through_the_kill_sequence_with_an_exit_event() {
+    let (world, mut client) = start(Mode::Run, Setup::fixture("--stubborn"));
+    client.initialize("2025-06-18");
+    client.call(1, &world.tool("echo"), json!({"text": "up"}));
+    client.signal(libc::SIGHUP);
+    assert_eq!(
+        client.wait(SECS(10)),
+        Some(0),
+        "exits after the kill sequence"
+    );
+    let exit = world.events("exit");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    assert_eq!(exit[0]["detail"]["ended_by"], "sigkill", "{exit:?}");
+    assert_eq!(exit[0]["reason"], "stopped by airlock");
+    assert_eq!(world.audit().last().unwrap()["event"], "exit");
+}
+
+/// The oldest version a host may speak: the handshake, listing and a call, with nothing of the
+/// later versions in the answers.
+fn a_2024_11_05_session_works_end_to_end(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    let init = client.initialize("2024-11-05");
+    assert_eq!(init["result"]["protocolVersion"], "2024-11-05", "{init}");
+    let list = client.request(1, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == world.tool("echo").as_str()),
+        "{list}"
+    );
+    let answer = client.call(2, &world.tool("echo"), json!({"text": "old"}));
+    assert!(Client::text(&answer).contains("old"), "{answer}");
+    assert!(answer["result"].get("resultType").is_none(), "{answer}");
+    let pong = client.request(3, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}));
+    assert_eq!(world.events("decision").len(), 1);
+}
+
+/// A server's `list_changed` of resources and prompts, and a task's status, reach the host.
+fn list_changed_and_task_status_reach_the_host(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--notify --tasks"));
+    client.initialize("2025-11-25");
+    client.request(1, "tools/list", json!({}));
+    client.request(2, "resources/list", json!({}));
+    let answer = client.call(3, &world.tool("notify"), json!({}));
+    assert_eq!(Client::text(&answer), "notified");
+    let mut methods: Vec<String> = Vec::new();
+    // (Tools' list_changed is the gate's: serve reads the tools again and tells the host only
+    // when they differ, see gate_spellings.rs.)
+    let wanted = [
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/tasks/status",
+    ];
+    let deadline = Instant::now() + SECS(10);
+    while !wanted.iter().all(|w| methods.iter().any(|m| m == w)) && Instant::now() < deadline {
+        if let Some(message) = client.next(SECS(1)) {
+            if message["method"] == "notifications/tasks/status" {
+                assert_eq!(message["params"]["taskId"], "t-1", "{message}");
+            }
+            if let Some(method) = message["method"].as_str() {
+                methods.push(method.to_string());
+            }
+        }
+    }
+    for method in wanted {
+        assert!(
+            methods.iter().any(|m| m == method),
+            "{method} in {methods:?}"
+        );
+    }
+}
+
+/// A server that stops reading its input: every request is still answered (with an error:
+/// the tool timeout, or at once when the queue toward it is full), nothing freezes, and what
+/// the server keeps writing still reaches the host.
+fn a_server_that_stops_reading_gets_requests_answered_with_errors(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("").tool_timeout(3));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("deaf"), json!({}));
+    assert_eq!(Client::text(&answer), "deaf now");
+    // 20 MiB of calls: more than the pipe and airlock's 16 MiB queue toward the server.
+    let text = "z".repeat(1024 * 1024);
+    let tool = world.tool("echo");
+    let mut stdin = client.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for id in 10..30 {
+            let line = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}});
+            writeln!(stdin, "{line}").expect("airlock keeps reading the host");
+        }
+        stdin.flush().unwrap();
+        stdin
+    });
+    let started = Instant::now();
+    let mut logs = 0;
+    let mut answered = Vec::new();
+    while answered.len() < 20 && started.elapsed() < SECS(30) {
+        let Some(message) = client.next(SECS(1)) else {
+            continue;
+        };
+        if message["method"] == "notifications/message" {
+            logs += 1;
+        } else if let Some(id) = message["id"].as_i64() {
+            // A tool call's error is a tool result with isError (timeouts are -32001).
+            let error = message.get("error").is_some() || message["result"]["isError"] == true;
+            assert!(error, "{message}");
+            answered.push(id);
+        }
+    }
+    client.stdin = Some(writer.join().unwrap());
+    answered.sort();
+    assert_eq!(
+        answered,
+        (10..30).collect::<Vec<_>>(),
+        "every request answered"
+    );
+    assert!(
+        logs > 5,
+        "the server's output still flows: {logs} log lines"
+    );
+    client.signal(libc::SIGTERM);
+    assert_eq!(client.wait(SECS(10)), Some(0));
+    assert_eq!(world.events("outcome").len(), 21, "one outcome per call");
 }
