@@ -388,7 +388,7 @@ fn malformed_host_input_gets_errors_and_the_session_goes_on(mode: Mode) {
 /// SIGTERM still stops the session. Once the host reads stderr, it learns how many lines it
 /// missed.
 fn a_host_that_never_reads_stderr_freezes_nothing(mode: Mode) {
-    let setup = Setup::fixture("").tool_timeout(2);
+    let setup = Setup::fixture("--extra").tool_timeout(2);
     let (world, mut client, stderr) = support::start_with_stderr_unread(mode, setup);
     client.initialize("2025-06-18");
     let noise = client.call(1, &world.tool("noise"), json!({"megabytes": 4}));
@@ -430,7 +430,7 @@ fn a_host_that_never_reads_stderr_freezes_nothing(mode: Mode) {
 /// read otherwise than the gate did (a key twice): that one is re-encoded from the gate's reading.
 #[test]
 fn run_forwards_an_allowed_call_byte_for_byte() {
-    let (_world, mut client) = start(Mode::Run, Setup::fixture(""));
+    let (_world, mut client) = start(Mode::Run, Setup::fixture("--extra"));
     client.initialize("2025-06-18");
     // As hosts do: listed first (a call before any listing waits for airlock's own).
     client.request(1, "tools/list", json!({}));
@@ -521,7 +521,7 @@ fn a_2024_11_05_session_works_end_to_end(mode: Mode) {
 
 /// A server's `list_changed` of resources and prompts, and a task's status, reach the host.
 fn list_changed_and_task_status_reach_the_host(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture("--notify --tasks"));
+    let (world, mut client) = start(mode, Setup::fixture("--extra --notify --tasks"));
     client.initialize("2025-11-25");
     client.request(1, "tools/list", json!({}));
     client.request(2, "resources/list", json!({}));
@@ -558,7 +558,7 @@ fn list_changed_and_task_status_reach_the_host(mode: Mode) {
 /// the tool timeout, or at once when the queue toward it is full), nothing freezes, and what
 /// the server keeps writing still reaches the host.
 fn a_server_that_stops_reading_gets_requests_answered_with_errors(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture("").tool_timeout(3));
+    let (world, mut client) = start(mode, Setup::fixture("--extra").tool_timeout(3));
     client.initialize("2025-06-18");
     let answer = client.call(1, &world.tool("deaf"), json!({}));
     assert_eq!(Client::text(&answer), "deaf now");

@@ -58,7 +58,9 @@ impl Core {
             value: message,
             duplicate_keys,
         } = parse_noting_duplicate_keys(line)?;
-        if self.single() && !duplicate_keys && !carries_identity(&message) {
+        // Requests only: an answer of the host's goes to the server by another path.
+        let request = message.get("method").is_some();
+        if self.single() && request && !duplicate_keys && !carries_identity(&message) {
             self.host_line = message.get("id").map(|id| (id_key(id), line.to_vec()));
         }
         self.on_host(message, now);
