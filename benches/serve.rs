@@ -1,6 +1,8 @@
 //! `airlock serve` against a direct connection to the same server, measured in the same run:
-//! `tools/call` round trip p50/p99 as a ratio, and time to Ready (spawn of `airlock serve` → the
-//! aggregated `tools/list` answer) for 10 servers started in parallel vs one.
+//! `tools/call` round trip p50/p99 as a ratio, pipelined throughput with 64 calls in flight
+//! (median of rotating rounds, against the byte-copy floor proxy), and time to Ready (spawn of
+//! `airlock serve` → the aggregated `tools/list` answer) for 10 servers started in parallel vs
+//! one.
 //!
 //! Two servers: the fast native `examples/mcp_echo` (answers in a few µs, so the row shows
 //! airlock's fixed cost) and the Python fixture of the serve tests (a real interpreted server).
@@ -24,6 +26,11 @@ const ROUND_TRIPS: usize = 3000;
 const REAL_ROUND_TRIPS: usize = 1000;
 const WARMUP: usize = 200;
 const READY_RUNS: usize = 5;
+/// Calls per pipelined round.
+const PIPELINED: usize = 30000;
+
+/// Round trip p50 and p99.
+type Percentiles = (Duration, Duration);
 
 struct Peer {
     child: Child,
@@ -189,7 +196,7 @@ fn which(program: &str) -> Option<PathBuf> {
         .map(|found| std::fs::canonicalize(&found).unwrap_or(found))
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
+fn median_duration(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
@@ -201,9 +208,37 @@ mod binaries;
 mod floor;
 use floor::PROXY_ENV;
 
+#[path = "common/pipelined.rs"]
+mod pipelined;
+use pipelined::{IN_FLIGHT, ROUNDS, median, spread};
+
 #[path = "common/summary.rs"]
 mod summary_line;
 use summary_line::{machine_state, summary};
+
+/// The servers besides the native one: the Python fixture, and the official reference server
+/// from npm (installed by `.ci/install-peers`) when present, the kind of server users actually
+/// run, interpreted and with the SDK's own cost per call.
+struct Others {
+    python: PathBuf,
+    fixture: PathBuf,
+    everything: Option<(PathBuf, PathBuf)>,
+}
+
+/// The rows of the native server: direct, through both floor proxies, through airlock serve.
+struct Native {
+    direct: Percentiles,
+    floor_threads: Percentiles,
+    floor_tokio: Percentiles,
+    served: Percentiles,
+}
+
+/// Pipelined throughput samples (sorted) of the native server.
+struct Pipelined {
+    direct: Vec<f64>,
+    floor: Vec<f64>,
+    served: Vec<f64>,
+}
 
 fn main() {
     if floor::run_as_proxy_if_asked() {
@@ -212,27 +247,54 @@ fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return;
     }
+    let (setup, others) = prepare();
+    let me = std::env::current_exe().expect("current exe");
+    let native = measure_native(&setup, &me);
+    let python = measure_python(&setup, &others);
+    let official = measure_official(&setup, &others);
+    let pipelined = measure_pipelined(&setup, &me);
+    let one = median_duration((0..READY_RUNS).map(|_| setup.time_to_ready(1)).collect());
+    let ten = median_duration((0..READY_RUNS).map(|_| setup.time_to_ready(10)).collect());
+    report_round_trips(&native, python, official);
+    report_pipelined(&pipelined);
+    report_ready(one, ten);
+    machine_state();
+    summarise_round_trips(&native, python, official);
+    summarise_pipelined(&pipelined);
+    summary(
+        "serve: time to Ready, 10 servers vs 1",
+        &format!("{:.1} ms", ms(ten)),
+        &format!("{:.1} ms (1 server)", ms(one)),
+        &format!("{:.2}×", ms(ten) / ms(one)),
+        "-",
+        None,
+    );
+}
+
+/// Builds the binaries and writes the policy every server runs under.
+fn prepare() -> (Setup, Others) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let built = binaries::build_release();
-    let python = PathBuf::from("/usr/bin/python3");
-    let fixture = root.join("tests/fixtures/serve/fixture_server.py");
     let setup = Setup {
         airlock: built.airlock,
         server: built.mcp_echo,
         work: tempfile::tempdir().expect("tempdir"),
     };
-    // The official reference server from npm (installed by `.ci/install-peers`), when present: the
-    // kind of server users actually run, interpreted and with the SDK's own cost per call.
     let everything =
         root.join(".peers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let node = which("node");
-    let everything = (everything.exists() && node.is_some()).then_some(everything);
-    let mut commands = vec![setup.server.clone(), python.clone()];
+    let others = Others {
+        python: PathBuf::from("/usr/bin/python3"),
+        fixture: root.join("tests/fixtures/serve/fixture_server.py"),
+        everything: which("node")
+            .filter(|_| everything.exists())
+            .map(|node| (node, everything)),
+    };
+    let mut commands = vec![setup.server.clone(), others.python.clone()];
     let mut readable = vec![
         setup.server.parent().expect("dir").to_path_buf(),
-        fixture.parent().expect("dir").to_path_buf(),
+        others.fixture.parent().expect("dir").to_path_buf(),
     ];
-    if let (Some(_), Some(node)) = (&everything, &node) {
+    if let Some((node, _)) = &others.everything {
         commands.push(node.clone());
         readable.push(root.join(".peers/npm"));
     }
@@ -252,90 +314,147 @@ fn main() {
         ),
     )
     .expect("policy");
-    let me = std::env::current_exe().expect("current exe");
-    let server = setup.server.to_str().expect("utf8");
+    (setup, others)
+}
 
-    let measure_with = |mut peer: Peer, tool: &str, argument: &str, count: usize| {
-        peer.initialize();
-        let times = round_trips(&mut peer, tool, argument, count);
-        peer.finish();
-        (percentile(&times, 0.5), percentile(&times, 0.99))
-    };
-    let measure = |peer: Peer, tool: &str, count: usize| measure_with(peer, tool, "text", count);
-    let native_direct = measure(Peer::start(&setup.server, &[], &[]), "echo", ROUND_TRIPS);
-    let proxy = |kind: &str| Peer::start(&me, &[server], &[(PROXY_ENV, Path::new(kind))]);
-    let floor_threads = measure(proxy("threads"), "echo", ROUND_TRIPS);
-    let floor_tokio = measure(proxy("tokio"), "echo", ROUND_TRIPS);
-    let native_served = measure(
-        setup.serve_config(&setup.config(1)),
-        "echo0__echo",
-        ROUND_TRIPS,
-    );
+/// Initializes `peer`, makes `count` sequential calls of `tool`, and stops it.
+fn measure(mut peer: Peer, tool: &str, argument: &str, count: usize) -> Percentiles {
+    peer.initialize();
+    let times = round_trips(&mut peer, tool, argument, count);
+    peer.finish();
+    (percentile(&times, 0.5), percentile(&times, 0.99))
+}
 
-    let fixture_arg = fixture.to_str().expect("utf8");
-    let real_direct = measure(
-        Peer::start(&python, &[fixture_arg], &[]),
+fn floor_proxy(me: &Path, server: &Path, kind: &str) -> Peer {
+    let server = server.to_str().expect("utf8");
+    Peer::start(me, &[server], &[(PROXY_ENV, Path::new(kind))])
+}
+
+fn measure_native(setup: &Setup, me: &Path) -> Native {
+    let server = &setup.server;
+    Native {
+        direct: measure(Peer::start(server, &[], &[]), "echo", "text", ROUND_TRIPS),
+        floor_threads: measure(
+            floor_proxy(me, server, "threads"),
+            "echo",
+            "text",
+            ROUND_TRIPS,
+        ),
+        floor_tokio: measure(
+            floor_proxy(me, server, "tokio"),
+            "echo",
+            "text",
+            ROUND_TRIPS,
+        ),
+        served: measure(setup.serve(1), "echo0__echo", "text", ROUND_TRIPS),
+    }
+}
+
+/// The Python fixture, direct and through airlock serve: (direct, served).
+fn measure_python(setup: &Setup, others: &Others) -> (Percentiles, Percentiles) {
+    let fixture = others.fixture.to_str().expect("utf8");
+    let direct = measure(
+        Peer::start(&others.python, &[fixture], &[]),
         "echo",
+        "text",
         REAL_ROUND_TRIPS,
     );
-    let real_config = setup.work.path().join("airlock-python.toml");
+    let config = setup.work.path().join("airlock-python.toml");
     std::fs::write(
-        &real_config,
+        &config,
         format!(
-            "[servers.py]\ncommand = \"{}\"\nargs = [\"{}\"]\n",
-            python.display(),
-            fixture.display()
+            "[servers.py]\ncommand = \"{}\"\nargs = [\"{fixture}\"]\n",
+            others.python.display()
         ),
     )
     .expect("config");
-    let real_served = measure(
-        setup.serve_config(&real_config),
+    let served = measure(
+        setup.serve_config(&config),
         "py__echo",
+        "text",
         REAL_ROUND_TRIPS,
     );
+    (direct, served)
+}
 
-    let official = everything
-        .as_ref()
-        .zip(node.as_ref())
-        .map(|(script, node)| {
-            let script = script.to_str().expect("utf8");
-            let direct = measure_with(
-                Peer::start(node, &[script, "stdio"], &[]),
-                "echo",
-                "message",
-                REAL_ROUND_TRIPS,
-            );
-            let config = setup.work.path().join("airlock-everything.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "[servers.everything]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\n",
-                    node.display()
-                ),
-            )
-            .expect("config");
-            let served = measure_with(
-                setup.serve_config(&config),
-                "everything__echo",
-                "message",
-                REAL_ROUND_TRIPS,
-            );
-            (direct, served)
-        });
+/// server-everything, direct and through airlock serve, when its peer is installed.
+fn measure_official(setup: &Setup, others: &Others) -> Option<(Percentiles, Percentiles)> {
+    let (node, script) = others.everything.as_ref()?;
+    let script = script.to_str().expect("utf8");
+    let direct = measure(
+        Peer::start(node, &[script, "stdio"], &[]),
+        "echo",
+        "message",
+        REAL_ROUND_TRIPS,
+    );
+    let config = setup.work.path().join("airlock-everything.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = \"{}\"\nargs = [\"{script}\", \"stdio\"]\n",
+            node.display()
+        ),
+    )
+    .expect("config");
+    let served = measure(
+        setup.serve_config(&config),
+        "everything__echo",
+        "message",
+        REAL_ROUND_TRIPS,
+    );
+    Some((direct, served))
+}
 
-    let one: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(1)).collect();
-    let ten: Vec<Duration> = (0..READY_RUNS).map(|_| setup.time_to_ready(10)).collect();
-    let (one, ten) = (median(one), median(ten));
+fn echo_call(tool: &str, id: usize) -> Vec<u8> {
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}\n").into_bytes()
+}
 
-    let row = |name: &str, (p50, p99): (Duration, Duration), base: (Duration, Duration)| {
-        println!(
-            "| {name:<34} | {:8.1} µs | {:8.1} µs | {:5.2}× / +{:6.1} µs |",
-            us(p50),
-            us(p99),
-            us(p50) / us(base.0),
-            us(p50) - us(base.0)
-        );
+/// The native server pipelined: direct, through the byte-copy floor proxy (threads), through
+/// airlock serve; all three stay up and are measured in rotating rounds.
+fn measure_pipelined(setup: &Setup, me: &Path) -> Pipelined {
+    let mut direct = Peer::start(&setup.server, &[], &[]);
+    let mut floor = floor_proxy(me, &setup.server, "threads");
+    let mut served = setup.serve(1);
+    for peer in [&mut direct, &mut floor, &mut served] {
+        peer.initialize();
+    }
+    let run = |peer: &mut Peer, tool: &str| {
+        pipelined::throughput(&mut peer.stdin, &mut peer.stdout, PIPELINED, |id| {
+            echo_call(tool, id)
+        })
     };
+    let mut on_direct = || run(&mut direct, "echo");
+    let mut on_floor = || run(&mut floor, "echo");
+    let mut on_served = || run(&mut served, "echo0__echo");
+    let mut measures: [&mut dyn FnMut() -> f64; 3] =
+        [&mut on_direct, &mut on_floor, &mut on_served];
+    let samples = pipelined::rotating(&mut measures);
+    for peer in [direct, floor, served] {
+        peer.finish();
+    }
+    let [direct, floor, served] = <[Vec<f64>; 3]>::try_from(samples).expect("three peers");
+    Pipelined {
+        direct,
+        floor,
+        served,
+    }
+}
+
+fn row(name: &str, (p50, p99): Percentiles, base: Percentiles) {
+    println!(
+        "| {name:<34} | {:8.1} µs | {:8.1} µs | {:5.2}× / +{:6.1} µs |",
+        us(p50),
+        us(p99),
+        us(p50) / us(base.0),
+        us(p50) - us(base.0)
+    );
+}
+
+fn report_round_trips(
+    native: &Native,
+    python: (Percentiles, Percentiles),
+    official: Option<(Percentiles, Percentiles)>,
+) {
     println!(
         "tools/call round trips, sequential ({ROUND_TRIPS} to examples/mcp_echo, {REAL_ROUND_TRIPS} to the Python fixture)"
     );
@@ -345,20 +464,21 @@ fn main() {
     println!(
         "|------------------------------------|-------------|-------------|---------------------|"
     );
-    row("mcp_echo direct", native_direct, native_direct);
+    let direct = native.direct;
+    row("mcp_echo direct", direct, direct);
     row(
         "mcp_echo via floor proxy (threads)",
-        floor_threads,
-        native_direct,
+        native.floor_threads,
+        direct,
     );
     row(
         "mcp_echo via floor proxy (tokio)",
-        floor_tokio,
-        native_direct,
+        native.floor_tokio,
+        direct,
     );
-    row("mcp_echo via airlock serve", native_served, native_direct);
-    row("python fixture direct", real_direct, real_direct);
-    row("python fixture via airlock serve", real_served, real_direct);
+    row("mcp_echo via airlock serve", native.served, direct);
+    row("python fixture direct", python.0, python.0);
+    row("python fixture via airlock serve", python.1, python.0);
     match official {
         Some((direct, served)) => {
             row("server-everything (npm) direct", direct, direct);
@@ -368,8 +488,37 @@ fn main() {
     }
     println!(
         "airlock serve above the tokio floor: +{:.1} µs (p50)",
-        us(native_served.0) - us(floor_tokio.0)
+        us(native.served.0) - us(native.floor_tokio.0)
     );
+}
+
+fn report_pipelined(pipelined: &Pipelined) {
+    let (direct, floor, served) = (
+        median(&pipelined.direct),
+        median(&pipelined.floor),
+        median(&pipelined.served),
+    );
+    println!(
+        "pipelined tools/call to examples/mcp_echo ({PIPELINED} calls, {IN_FLIGHT} in flight), median of {ROUNDS} rotating rounds:"
+    );
+    println!("| path                      | throughput   | vs direct |");
+    println!("|---------------------------|--------------|-----------|");
+    for (name, value) in [
+        ("direct", direct),
+        ("floor proxy (threads)", floor),
+        ("airlock serve", served),
+    ] {
+        println!("| {name:<25} | {value:9.0} /s | {:8.2}× |", value / direct);
+    }
+    println!(
+        "throughput range: direct {} /s, floor {} /s, airlock serve {} /s",
+        spread(&pipelined.direct),
+        spread(&pipelined.floor),
+        spread(&pipelined.served)
+    );
+}
+
+fn report_ready(one: Duration, ten: Duration) {
     println!(
         "time to Ready (airlock serve start → aggregated tools/list), median of {READY_RUNS}:"
     );
@@ -381,9 +530,18 @@ fn main() {
         ms(ten),
         ms(ten) / ms(one)
     );
+}
 
-    machine_state();
-    let (served, direct, floor) = (us(native_served.0), us(native_direct.0), us(floor_tokio.0));
+fn summarise_round_trips(
+    native: &Native,
+    python: (Percentiles, Percentiles),
+    official: Option<(Percentiles, Percentiles)>,
+) {
+    let (served, direct, floor) = (
+        us(native.served.0),
+        us(native.direct.0),
+        us(native.floor_tokio.0),
+    );
     summary(
         "serve: tools/call p50, native echo server",
         &format!("{served:.1} µs"),
@@ -397,18 +555,18 @@ fn main() {
         "≤ 1.10×",
         Some(served / direct <= 1.10),
     );
-    let (real_served_us, real_direct_us) = (us(real_served.0), us(real_direct.0));
+    let (real_served, real_direct) = (us(python.1.0), us(python.0.0));
     summary(
         "serve: tools/call p50, Python fixture server",
-        &format!("{real_served_us:.1} µs"),
-        &format!("{real_direct_us:.1} µs"),
+        &format!("{real_served:.1} µs"),
+        &format!("{real_direct:.1} µs"),
         &format!(
             "{:.2}× (+{:.1} µs)",
-            real_served_us / real_direct_us,
-            real_served_us - real_direct_us
+            real_served / real_direct,
+            real_served - real_direct
         ),
         "≤ 1.10×",
-        Some(real_served_us / real_direct_us <= 1.10),
+        Some(real_served / real_direct <= 1.10),
     );
     if let Some((direct, served)) = official {
         let (served, direct) = (us(served.0), us(direct.0));
@@ -421,12 +579,24 @@ fn main() {
             Some(served / direct <= 1.10),
         );
     }
+}
+
+fn summarise_pipelined(pipelined: &Pipelined) {
+    let (direct, floor, served) = (
+        median(&pipelined.direct),
+        median(&pipelined.floor),
+        median(&pipelined.served),
+    );
     summary(
-        "serve: time to Ready, 10 servers vs 1",
-        &format!("{:.1} ms", ms(ten)),
-        &format!("{:.1} ms (1 server)", ms(one)),
-        &format!("{:.2}×", ms(ten) / ms(one)),
-        "-",
-        None,
+        "serve: throughput, 64 in flight",
+        &format!("{served:.0}/s"),
+        &format!("{direct:.0}/s"),
+        &format!(
+            "{:.2}× (byte-copy proxy {:.2}×)",
+            served / direct,
+            floor / direct
+        ),
+        "≥ byte-copy proxy",
+        Some(served >= floor),
     );
 }

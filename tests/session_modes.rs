@@ -30,6 +30,11 @@ both_modes!(
     malformed_host_input_gets_errors_and_the_session_goes_on,
     a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix,
     a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache,
+    a_host_that_never_reads_stderr_freezes_nothing,
+    a_cancelled_batch_member_does_not_hold_back_the_others,
+    a_2024_11_05_session_works_end_to_end,
+    list_changed_and_task_status_reach_the_host,
+    a_server_that_stops_reading_gets_requests_answered_with_errors,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -204,6 +209,13 @@ fn a_call_pending_when_the_server_dies_gets_one_shape_of_answer(mode: Mode) {
         outcomes.iter().all(|e| e["outcome"] == "error"),
         "{outcomes:?}"
     );
+    assert!(support::wait_until(SECS(5), || !world
+        .events("exit")
+        .is_empty()));
+    let exit = &world.events("exit")[0];
+    assert_eq!(exit["detail"]["ended_by"], "exited", "{exit}");
+    assert_eq!(exit["detail"]["code"], 7, "{exit}");
+    assert_eq!(exit["reason"], "exited on its own");
 }
 
 fn timeouts_answer_the_host_and_cancel_at_the_server(mode: Mode) {
@@ -270,6 +282,32 @@ fn batches_are_answered_together_in_2025_03_26(mode: Mode) {
     ids.sort();
     assert_eq!(ids, vec![1, 2]);
     assert_eq!(world.events("decision").len(), 2);
+}
+
+/// A request of a batch that the host cancels is never answered (as the protocol says), so the
+/// batch's array carries the other answers as soon as they are in, and the session goes on.
+fn a_cancelled_batch_member_does_not_hold_back_the_others(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-03-26");
+    let call = |id: i64, tool: &str| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":world.tool(tool),"arguments":{"text":"b"}}});
+    client.send(json!([call(1, "hang"), call(2, "echo")]));
+    std::thread::sleep(Duration::from_millis(300));
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}));
+    let batch = client.next(SECS(10)).expect("the batch's answers");
+    let items = batch
+        .as_array()
+        .unwrap_or_else(|| panic!("one array: {batch}"));
+    assert_eq!(items.len(), 1, "{batch}");
+    assert_eq!(items[0]["id"], 2);
+    assert!(Client::text(&items[0]).contains('b'), "{batch}");
+    let after = client.call(3, &world.tool("echo"), json!({"text": "after"}));
+    assert!(Client::text(&after).contains("after"), "{after}");
+    client.close_stdin();
+    let rest = client.rest(SECS(10));
+    assert!(
+        rest.iter().all(|m| m["id"] != 1),
+        "no answer to the cancelled: {rest:?}"
+    );
 }
 
 /// An unknown tool is answered by airlock (the server never sees the name) as the official
@@ -438,4 +476,227 @@ fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
             "{command:?}: {told}\n{init}"
         );
     }
+}
+
+/// A host that reads only stdout: the server writes 4 MB to stderr (far past the pipe's 64 KiB
+/// and airlock's 1 MiB queue), and calls are still answered, the tool timeout still fires, and
+/// SIGTERM still stops the session. Once the host reads stderr, it learns how many lines it
+/// missed.
+fn a_host_that_never_reads_stderr_freezes_nothing(mode: Mode) {
+    let setup = Setup::fixture("--extra").tool_timeout(2);
+    let (world, mut client, stderr) = support::start_with_stderr_unread(mode, setup);
+    client.initialize("2025-06-18");
+    let noise = client.call(1, &world.tool("noise"), json!({"megabytes": 4}));
+    assert_eq!(Client::text(&noise), "noise done");
+    let echo = client.call(2, &world.tool("echo"), json!({"text": "still here"}));
+    assert!(Client::text(&echo).contains("still here"), "{echo}");
+    let started = Instant::now();
+    let hung = client.call(3, &world.tool("hang"), json!({}));
+    assert_eq!(hung["error"]["code"], -32001, "the timer fires: {hung}");
+    assert!(started.elapsed() < SECS(6));
+    // Now the host starts reading stderr, and stops the session.
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut { stderr }, &mut text);
+        text
+    });
+    client.signal(libc::SIGTERM);
+    assert_eq!(client.wait(SECS(10)), Some(0), "SIGTERM stops airlock");
+    let text = reader.join().unwrap();
+    assert!(
+        text.contains("[fixture] noise ...."),
+        "relayed lines arrive"
+    );
+    let notice = text
+        .lines()
+        .find(|l| l.contains("stderr lines dropped"))
+        .unwrap_or_else(|| panic!("no notice of the drops in {} bytes", text.len()));
+    let count: u64 = notice
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count: {notice}"));
+    assert!(count > 1000, "{notice}");
+    assert_eq!(world.events("exit").len(), 1);
+}
+
+/// `run` forwards an allowed call as the bytes the host sent (spacing, key order, number
+/// spellings, escapes: what a byte-copy proxy would deliver), except a line another parser could
+/// read otherwise than the gate did (a key twice): that one is re-encoded from the gate's reading.
+#[test]
+fn run_forwards_an_allowed_call_byte_for_byte() {
+    let (_world, mut client) = start(Mode::Run, Setup::fixture("--extra"));
+    client.initialize("2025-06-18");
+    // As hosts do: listed first (a call before any listing waits for airlock's own).
+    client.request(1, "tools/list", json!({}));
+    let line = r#"{ "params" : {"arguments":{"n":1.50,"e":"caf\u00e9","z":[ ]},"name":"raw"}, "id":7,"method":"tools/call","jsonrpc":"2.0"}"#;
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let answer = client.answer(json!(7), SECS(10));
+    assert_eq!(
+        Client::text(&answer),
+        line,
+        "the server got the host's bytes"
+    );
+    let twice = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","name":"raw","arguments":{}}}"#;
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{twice}").unwrap();
+    stdin.flush().unwrap();
+    let answer = client.answer(json!(8), SECS(10));
+    let seen = Client::text(&answer);
+    assert_ne!(seen, twice);
+    assert_eq!(seen.matches("\"name\"").count(), 1, "{seen}");
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(
+        seen["params"]["name"], "raw",
+        "the name the gate decided on"
+    );
+}
+
+/// serve offers the host the `tasks` capability of a server that has it whether the server
+/// starts lazily (the default: not running yet at the handshake) or eagerly.
+#[test]
+fn serve_offers_tasks_alike_for_lazy_and_eager_servers() {
+    for when in ["lazy", "eager"] {
+        let setup = Setup::fixture("--tasks").serve_config(&format!("start = {when:?}"));
+        let (_world, mut client) = start(Mode::Serve, setup);
+        let init = client.initialize("2025-11-25");
+        let tasks = &init["result"]["capabilities"]["tasks"];
+        assert_eq!(
+            tasks["requests"]["tools"]["call"],
+            json!({}),
+            "{when}: {init}"
+        );
+        assert!(tasks.get("list").is_some(), "{when}: {init}");
+    }
+}
+
+/// SIGHUP ends a `run` session through the kill sequence (serve reloads instead: see
+/// serve_reload.rs), with the exit event.
+#[test]
+fn sighup_stops_run_through_the_kill_sequence_with_an_exit_event() {
+    let (world, mut client) = start(Mode::Run, Setup::fixture("--stubborn"));
+    client.initialize("2025-06-18");
+    client.call(1, &world.tool("echo"), json!({"text": "up"}));
+    client.signal(libc::SIGHUP);
+    assert_eq!(
+        client.wait(SECS(10)),
+        Some(0),
+        "exits after the kill sequence"
+    );
+    let exit = world.events("exit");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    assert_eq!(exit[0]["detail"]["ended_by"], "sigkill", "{exit:?}");
+    assert_eq!(exit[0]["reason"], "stopped by airlock");
+    assert_eq!(world.audit().last().unwrap()["event"], "exit");
+}
+
+/// The oldest version a host may speak: the handshake, listing and a call, with nothing of the
+/// later versions in the answers.
+fn a_2024_11_05_session_works_end_to_end(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    let init = client.initialize("2024-11-05");
+    assert_eq!(init["result"]["protocolVersion"], "2024-11-05", "{init}");
+    let list = client.request(1, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == world.tool("echo").as_str()),
+        "{list}"
+    );
+    let answer = client.call(2, &world.tool("echo"), json!({"text": "old"}));
+    assert!(Client::text(&answer).contains("old"), "{answer}");
+    assert!(answer["result"].get("resultType").is_none(), "{answer}");
+    let pong = client.request(3, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}));
+    assert_eq!(world.events("decision").len(), 1);
+}
+
+/// A server's `list_changed` of resources and prompts, and a task's status, reach the host.
+fn list_changed_and_task_status_reach_the_host(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--extra --notify --tasks"));
+    client.initialize("2025-11-25");
+    client.request(1, "tools/list", json!({}));
+    client.request(2, "resources/list", json!({}));
+    let answer = client.call(3, &world.tool("notify"), json!({}));
+    assert_eq!(Client::text(&answer), "notified");
+    let mut methods: Vec<String> = Vec::new();
+    // (Tools' list_changed is the gate's: serve reads the tools again and tells the host only
+    // when they differ, see gate_spellings.rs.)
+    let wanted = [
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/tasks/status",
+    ];
+    let deadline = Instant::now() + SECS(10);
+    while !wanted.iter().all(|w| methods.iter().any(|m| m == w)) && Instant::now() < deadline {
+        if let Some(message) = client.next(SECS(1)) {
+            if message["method"] == "notifications/tasks/status" {
+                assert_eq!(message["params"]["taskId"], "t-1", "{message}");
+            }
+            if let Some(method) = message["method"].as_str() {
+                methods.push(method.to_string());
+            }
+        }
+    }
+    for method in wanted {
+        assert!(
+            methods.iter().any(|m| m == method),
+            "{method} in {methods:?}"
+        );
+    }
+}
+
+/// A server that stops reading its input: every request is still answered (with an error:
+/// the tool timeout, or at once when the queue toward it is full), nothing freezes, and what
+/// the server keeps writing still reaches the host.
+fn a_server_that_stops_reading_gets_requests_answered_with_errors(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--extra").tool_timeout(3));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("deaf"), json!({}));
+    assert_eq!(Client::text(&answer), "deaf now");
+    // 20 MiB of calls: more than the pipe and airlock's 16 MiB queue toward the server.
+    let text = "z".repeat(1024 * 1024);
+    let tool = world.tool("echo");
+    let mut stdin = client.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for id in 10..30 {
+            let line = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}});
+            writeln!(stdin, "{line}").expect("airlock keeps reading the host");
+        }
+        stdin.flush().unwrap();
+        stdin
+    });
+    let started = Instant::now();
+    let mut logs = 0;
+    let mut answered = Vec::new();
+    while answered.len() < 20 && started.elapsed() < SECS(30) {
+        let Some(message) = client.next(SECS(1)) else {
+            continue;
+        };
+        if message["method"] == "notifications/message" {
+            logs += 1;
+        } else if let Some(id) = message["id"].as_i64() {
+            // A tool call's error is a tool result with isError (timeouts are -32001).
+            let error = message.get("error").is_some() || message["result"]["isError"] == true;
+            assert!(error, "{message}");
+            answered.push(id);
+        }
+    }
+    client.stdin = Some(writer.join().unwrap());
+    answered.sort();
+    assert_eq!(
+        answered,
+        (10..30).collect::<Vec<_>>(),
+        "every request answered"
+    );
+    assert!(
+        logs > 5,
+        "the server's output still flows: {logs} log lines"
+    );
+    client.signal(libc::SIGTERM);
+    assert_eq!(client.wait(SECS(10)), Some(0));
+    assert_eq!(world.events("outcome").len(), 21, "one outcome per call");
 }

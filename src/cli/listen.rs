@@ -17,6 +17,7 @@ use crate::http::server::{Bound, Service, serve};
 use crate::http::settings::HttpSettings;
 use crate::session::Session;
 use crate::session::shell::{self, Ended, ShellError};
+use crate::session::stderr_queue::say;
 
 /// The in-memory pipe between the mux and the core holds this much before the writer waits.
 const PIPE_BYTES: usize = 4 * 1024 * 1024;
@@ -52,12 +53,14 @@ pub fn run(
             ListenAddr::Tcp(addr) => format!("http://{addr}{}", settings.path),
             ListenAddr::Unix(_) => settings.listen.to_string(),
         };
-        eprintln!("airlock: serving MCP over Streamable HTTP at {shown}");
+        say(format_args!(
+            "airlock: serving MCP over Streamable HTTP at {shown}"
+        ));
         if settings.public_url.is_some() {
-            eprintln!(
+            say(format_args!(
                 "airlock: clients know this gateway as {}",
                 settings.resource()
-            );
+            ));
         }
         let (backend, inputs) = MuxBackend::new();
         let hub = Arc::new(Hub::new(Arc::new(backend.clone()), settings.limits.clone()));

@@ -28,7 +28,9 @@ pub fn init(format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Through the stderr queue, which writes directly outside a session and never blocks in
+        // one (a host that does not read airlock's stderr must not freeze the event loop).
+        .with_writer(crate::session::stderr_queue::QueueWriter::default)
         .with_target(false);
     let _ = match format {
         LogFormat::Text => {

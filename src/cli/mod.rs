@@ -30,11 +30,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::diagnostic::SourceError;
+use crate::session::stderr_queue::say;
 
 /// Exit code for bad input: a config or policy error, or a refused launch.
 pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit code for a runtime failure.
 pub const EXIT_FAILURE: u8 = 1;
+
+/// How long airlock's exit waits for its queued stderr to be read: enough for any reader that
+/// reads at all, short enough that a host that never reads it does not keep airlock alive.
+const STDERR_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -121,15 +126,18 @@ pub fn main() -> ExitCode {
         Command::Confine(args) => confine::confine(args),
         Command::SandboxExec(args) => confine::sandbox_exec(args),
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(err) => {
             match log_format {
-                logging::LogFormat::Text => eprintln!("airlock: {err}"),
+                logging::LogFormat::Text => say(format_args!("airlock: {err}")),
                 // Machines get the final error as one more JSON line.
                 logging::LogFormat::Json => tracing::error!(exit_code = err.exit_code(), "{err}"),
             }
             ExitCode::from(err.exit_code())
         }
-    }
+    };
+    // What `run` and `serve` queued for stderr, unless nobody reads it (then it is not waited for).
+    crate::session::stderr_queue::finish(STDERR_DRAIN_WAIT);
+    code
 }

@@ -24,6 +24,7 @@ use crate::pins::PinStore;
 use crate::process::launch::{self as process_launch, LaunchContext, LaunchError};
 use crate::session::exit::{run_status, sandbox_failure};
 use crate::session::shell::{self, signals::host_output_closed};
+use crate::session::stderr_queue::say;
 use crate::session::{Core, ServerSpec, Session, Topology};
 use anyhow::Context;
 use clap::Args;
@@ -121,6 +122,8 @@ fn sanitize(raw: &str) -> String {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
+    // From here on nothing waits for the host to read airlock's stderr.
+    crate::session::stderr_queue::start();
     let name = args.server.server_name(&args.command)?;
     let cwd = std::env::current_dir().context("the current directory")?;
     let grants = args.server.grants(&cwd)?;
@@ -198,16 +201,20 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     drop(runtime);
     let ended = ended.map_err(|err| CliError::Failure(err.into()))?;
     let Some(summary) = ended.exits.first().cloned().flatten() else {
-        eprintln!("airlock: server `{name}` could not be started");
+        say(format_args!(
+            "airlock: server `{name}` could not be started"
+        ));
         return Ok(ExitCode::from(1));
     };
     let code = run_status(&summary);
     match (summary.helper_step, summary.code) {
-        (Some(_), Some(helper_code)) => eprintln!(
+        (Some(_), Some(helper_code)) => say(format_args!(
             "airlock: server `{name}` could not start: {} (exit status {code})",
             sandbox_failure(helper_code, summary.helper_message.as_deref())
-        ),
-        _ if code != 0 => eprintln!("airlock: server `{name}` exited with status {code}"),
+        )),
+        _ if code != 0 => say(format_args!(
+            "airlock: server `{name}` exited with status {code}"
+        )),
         _ => {}
     }
     Ok(ExitCode::from(code))

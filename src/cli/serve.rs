@@ -251,6 +251,8 @@ fn http_settings(args: &ServeArgs, config: &Config) -> Result<Option<HttpSetting
 }
 
 pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
+    // From here on nothing waits for the host to read airlock's stderr.
+    crate::session::stderr_queue::start();
     // The audit log comes from the first policy; a reload cannot move it.
     let (config, policy) = load(args.config.as_deref(), args.session.policy.clone())?;
     let http = http_settings(&args, &config)?;

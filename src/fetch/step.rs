@@ -647,7 +647,8 @@ async fn relay_tail(err: impl AsyncRead + Unpin, label: String) -> (Vec<String>,
     let mut tail: Vec<String> = Vec::new();
     let mut helper = None;
     while let Ok(Some(line)) = lines.next_line().await {
-        eprintln!("[{label}] {line}");
+        // The install runs inside a session's loop: stderr through the queue, never blocking.
+        crate::session::stderr_queue::say(format_args!("[{label}] {line}"));
         if let Some(why) = line.strip_prefix(crate::session::shell::stderr::HELPER_PREFIX) {
             helper = Some(why.to_string());
         }

@@ -8,6 +8,7 @@
 pub mod framing;
 pub mod message;
 pub mod peek;
+pub mod strict;
 pub mod version;
 
 pub use framing::{DEFAULT_MAX_LINE_BYTES, Frame, LineReader};

@@ -87,8 +87,12 @@ pub struct ExitSummary {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndedBy {
-    /// It exited after stdin closed (or before: it had already exited).
+    /// It exited once its stdin was closed (the kill sequence's first step; `shutdown` also
+    /// reports this for a process already gone: the session tells that one apart as
+    /// [`EndedBy::Exited`], see `session::exit::ended_by`).
     StdinClosed,
+    /// It exited by itself while its stdin was still open (a crash, or a server that quit).
+    Exited,
     Sigterm,
     Sigkill,
     /// Waiting failed; the process may not have been reaped.

@@ -32,6 +32,19 @@ pub fn exit_detail(summary: &ExitSummary) -> (Value, String) {
     (detail, text)
 }
 
+/// How a server ended, as the exit event tells it. The kill sequence reports `StdinClosed` for
+/// any process gone by its first step, including one that was gone before it began (the
+/// sandbox's helper outlives the server by a moment, so its supervisor cannot tell). airlock
+/// closes a server's input first (the kill sequence, the host's EOF in `run`) only while the
+/// server's output is open; so when that output had ended before airlock asked for the stop
+/// (or airlock never asked), the server ended by itself: a crash, or it quit.
+pub fn ended_by(reported: EndedBy, stopped_while_output_open: bool) -> EndedBy {
+    match reported {
+        EndedBy::StdinClosed if !stopped_while_output_open => EndedBy::Exited,
+        other => other,
+    }
+}
+
 /// One sentence for a sandbox that could not be set up: the step, the helper's own words, and
 /// what to change (the helper's fix when it gave one, else the step's).
 pub fn sandbox_failure(code: i32, helper_message: Option<&str>) -> String {
@@ -105,6 +118,22 @@ mod tests {
         let (detail, text) = exit_detail(&failed);
         assert_eq!(detail["confine_failed_at"], "landlock");
         assert!(text.contains("sandbox"));
+    }
+
+    #[test]
+    fn a_server_that_exits_before_airlock_closed_its_input_exited_by_itself() {
+        assert_eq!(
+            ended_by(EndedBy::StdinClosed, false),
+            EndedBy::Exited,
+            "a crash: its output ended before airlock stopped it"
+        );
+        assert_eq!(
+            ended_by(EndedBy::StdinClosed, true),
+            EndedBy::StdinClosed,
+            "airlock closed its input first (the host's EOF)"
+        );
+        assert_eq!(ended_by(EndedBy::Sigkill, true), EndedBy::Sigkill);
+        assert_eq!(ended_by(EndedBy::Sigterm, false), EndedBy::Sigterm);
     }
 
     #[test]

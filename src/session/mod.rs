@@ -7,12 +7,15 @@
 //! - [`shell`]: the async event loop around it. Framing limits, junk accounting, backpressure,
 //!   the audit write before forwarding, spawning and supervising servers, signals, shutdown.
 //! - [`exit`]: how a server ended, for the audit log and `run`'s exit status.
+//! - [`stderr_queue`]: airlock's stderr during a session, written by a thread of its own so that
+//!   a host that does not read it never blocks the loop.
 //!
 //! The design, with the path of a `tools/call` in each mode, is in `docs/architecture.md`.
 
 pub mod core;
 pub mod exit;
 pub mod shell;
+pub mod stderr_queue;
 
 pub use self::core::{Core, ServerSpec, ServerStatus, Topology};
 pub use shell::{EndReason, Ended, ReloadError, ReloadPlan, Reloader, Session, ShellError};

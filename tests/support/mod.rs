@@ -61,6 +61,8 @@ pub struct Setup {
     pub org_policy: Option<String>,
     /// The server's working directory (run: airlock's own; serve: the server's `cwd`).
     pub cwd: Option<PathBuf>,
+    /// More keys of the server's table in serve's config (e.g. `start = "eager"`).
+    pub serve_config: String,
 }
 
 impl Setup {
@@ -78,6 +80,7 @@ impl Setup {
             name: "fixture".into(),
             org_policy: None,
             cwd: None,
+            serve_config: String::new(),
         }
     }
 
@@ -97,6 +100,13 @@ impl Setup {
     pub fn policy(mut self, extra: &str) -> Setup {
         self.policy.push_str(extra);
         self.policy.push('\n');
+        self
+    }
+
+    /// A line for the server's table in serve's config (ignored in run).
+    pub fn serve_config(mut self, line: &str) -> Setup {
+        self.serve_config.push_str(line);
+        self.serve_config.push('\n');
         self
     }
 
@@ -184,6 +194,17 @@ pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
     (world, child)
 }
 
+/// Starts airlock in `mode` with the server of `setup`; its stderr is handed back unread, for
+/// the test to read when (and if) it wants, like a host that ignores airlock's stderr.
+pub fn start_with_stderr_unread(
+    mode: Mode,
+    setup: Setup,
+) -> (World, Client, std::process::ChildStderr) {
+    let (world, mut child) = start_raw(mode, setup);
+    let stderr = child.stderr.take().expect("stderr");
+    (world, Client::new(child), stderr)
+}
+
 /// Starts airlock again in an existing world (same state dir, pins and audit log): a new
 /// session, as when a host reconnects.
 pub fn start_again(world: &World, setup: Setup) -> Client {
@@ -222,14 +243,15 @@ fn spawn(world: &World, setup: &Setup) -> Child {
             std::fs::write(
                 &config,
                 format!(
-                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n{}",
+                    "[servers.{}]\ncommand = {program:?}\nargs = [{}]\ntool_timeout = {timeout}\n{}{}",
                     setup.name,
                     argv.join(", "),
                     setup
                         .cwd
                         .as_ref()
                         .map(|cwd| format!("cwd = {:?}\n", cwd.display().to_string()))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    setup.serve_config,
                 ),
             )
             .expect("config");
@@ -278,13 +300,15 @@ impl Client {
                 }
             }
         });
-        let stderr = child.stderr.take().expect("stderr");
         let (etx, erx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = BufReader::new(stderr).read_to_string(&mut text);
-            let _ = etx.send(text);
-        });
+        // A stderr the test took for itself is not read here.
+        if let Some(stderr) = child.stderr.take() {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = BufReader::new(stderr).read_to_string(&mut text);
+                let _ = etx.send(text);
+            });
+        }
         let stdin = child.stdin.take();
         Client {
             child,

@@ -401,3 +401,26 @@ fn a_server_answer_takes_the_hosts_id_without_being_parsed_whole() {
         .count();
     assert_eq!(outcomes, 1);
 }
+
+#[test]
+fn tasks_are_offered_alike_whether_servers_start_lazily_or_eagerly() {
+    // Lazy: no server has run, their capabilities are unknown: tasks are offered.
+    let mut h = two();
+    h.initialize(json!({}));
+    assert_eq!(h.starts, vec![0, 0], "initialize starts no lazy server");
+    let offered = h.router.capabilities();
+    assert!(offered.get("tasks").is_some(), "{offered}");
+    // No server turned out to offer tasks: the listing is empty, not an error.
+    h.host(call(json!(1), "alpha__read"));
+    h.host(json!({"jsonrpc":"2.0","id":2,"method":"tasks/list"}));
+    assert_eq!(h.take_host(json!(2))["result"], json!({"tasks": []}));
+    // Every server eager and known to offer no tasks: none are offered.
+    let (mut a, mut b) = (spec("alpha"), spec("beta"));
+    (a.eager, b.eager) = (true, true);
+    let mut eager = Harness::new(vec![a, b], vec![vec!["read"], vec!["x"]]);
+    eager.router.start_eager(eager.now);
+    eager.drive();
+    eager.initialize(json!({}));
+    let known = eager.router.capabilities();
+    assert!(known.get("tasks").is_none(), "{known}");
+}

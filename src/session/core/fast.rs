@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::{Action, Core, Origin, era};
 use crate::gate::Effects;
 use crate::mcp::message::id_key;
+use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, answer_with_id, peek};
 
 impl Core {
@@ -47,19 +48,33 @@ impl Core {
     }
 
     /// One line from the host (within the size limit). Err when it is not JSON.
+    ///
+    /// In `Single` a request the gate lets through unchanged goes on as these bytes, unless
+    /// another reader could read them otherwise than the gate did (a key twice in one object),
+    /// or the gate takes something out of it (a caller identity in `_meta`): then the server
+    /// gets what the gate read, re-encoded.
     pub fn on_host_line(&mut self, line: &[u8], now: Instant) -> Result<(), serde_json::Error> {
-        let message: Value = serde_json::from_slice(line)?;
-        if self.single() && message.is_object() {
-            self.host_line = Some(line.to_vec());
+        let Parsed {
+            value: message,
+            duplicate_keys,
+        } = parse_noting_duplicate_keys(line)?;
+        // Requests only: an answer of the host's goes to the server by another path.
+        let request = message.get("method").is_some();
+        if self.single() && request && !duplicate_keys && !carries_identity(&message) {
+            self.host_line = message.get("id").map(|id| (id_key(id), line.to_vec()));
         }
         self.on_host(message, now);
         self.host_line = None;
         Ok(())
     }
 
-    /// The bytes the host sent for `message`, when it goes on unchanged (`Single`, its own id).
-    pub(super) fn take_host_line(&mut self) -> Option<Vec<u8>> {
-        self.host_line.take()
+    /// The bytes the host sent for request `host_key`, when it goes on unchanged (`Single`, its
+    /// own id); never another message's.
+    pub(super) fn take_host_line(&mut self, host_key: &str) -> Option<Vec<u8>> {
+        match self.host_line.take() {
+            Some((key, bytes)) if key == host_key => Some(bytes),
+            _ => None,
+        }
     }
 
     /// Passes a peeked answer on. False when it needs the full path (nothing changed then).
@@ -127,6 +142,14 @@ impl Core {
         self.out.push(Action::ToHostBytes(bytes));
         true
     }
+}
+
+/// Whether a host message names a caller identity, which the gate takes out before forwarding.
+fn carries_identity(message: &Value) -> bool {
+    message
+        .pointer("/params/_meta")
+        .and_then(|meta| meta.get(crate::gate::META_IDENTITY))
+        .is_some()
 }
 
 /// What [`peek`] read of an answer.

@@ -129,7 +129,7 @@ impl Core {
         };
         server.outbound.insert(id_key(&down_id), origin);
         // Unchanged: the bytes the host sent go on (when the server can take them now).
-        let raw = identity.then(|| self.take_host_line()).flatten();
+        let raw = identity.then(|| self.take_host_line(&host_key)).flatten();
         self.host_requests.insert(host_key, (index, down_id));
         match raw {
             Some(bytes) if self.servers[index].life.is_ready() && self.servers[index].alive => {
@@ -241,6 +241,9 @@ impl Core {
         };
         if self.end_listen(&key) {
             return;
+        }
+        if let Some(answers) = self.batches.cancelled(&key) {
+            self.out.push(Action::ToHost(Value::Array(answers)));
         }
         self.aggregations.retain(|a| id_key(&a.host_id) != key);
         let owner = self

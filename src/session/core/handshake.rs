@@ -53,6 +53,11 @@ impl Core {
             caps["resources"] = json!({"listChanged": true, "subscribe": true});
             caps["completions"] = json!({});
             caps["logging"] = json!({});
+            // Tasks too, so that `start = "lazy"` and "eager" offer the host the same thing:
+            // a server that turns out not to offer them runs a task-augmented call as a plain
+            // one (receivers without the capability ignore the augmentation), and `tasks/list`
+            // is empty.
+            caps["tasks"] = optimistic_tasks();
         }
         let known = self
             .servers
@@ -267,4 +272,10 @@ impl Core {
         }
         self.settle_aggregations(now);
     }
+}
+
+/// The `tasks` capability offered while a server's own is unknown: what a task-capable server
+/// offers (listing, cancelling, task-augmented `tools/call`).
+fn optimistic_tasks() -> Value {
+    json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }

@@ -270,6 +270,22 @@ struct Batches {
     open: HashMap<u64, (usize, Vec<Value>)>,
 }
 
+impl Batches {
+    /// The host cancelled request `key`: it gets no answer (a cancelled request is never
+    /// answered), so its batch waits for it no longer. The batch's answers when that was the
+    /// last one it waited for (none when every member was cancelled).
+    fn cancelled(&mut self, key: &str) -> Option<Vec<Value>> {
+        let batch = self.member.remove(key)?;
+        let (remaining, _) = self.open.get_mut(&batch)?;
+        *remaining -= 1;
+        if *remaining > 0 {
+            return None;
+        }
+        let (_, answers) = self.open.remove(&batch)?;
+        (!answers.is_empty()).then_some(answers)
+    }
+}
+
 pub struct Core {
     topology: Topology,
     servers: Vec<Downstream>,
@@ -306,8 +322,8 @@ pub struct Core {
     listens: Vec<subscriptions::Listen>,
     /// Where the servers' pins live; `None`: no pins (the core's own tests).
     pins: Option<crate::pins::PinStore>,
-    /// `Single`: the line of the host message being handled (see [`fast`]).
-    host_line: Option<Vec<u8>>,
+    /// `Single`: the id key and line of the host request being handled (see [`fast`]).
+    host_line: Option<(String, Vec<u8>)>,
     /// `Single`: the host closed its input.
     host_gone: bool,
     shutting_down: bool,

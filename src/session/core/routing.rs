@@ -1,8 +1,9 @@
 //! Naming and routing (gateway): which server a host request is for, and under which of its own
 //! names. Tools and prompts are `<server><sep><name>`; resources keep their URIs and are routed
 //! by owner. An unknown prompt is answered `-32602`; an unknown tool gets a tool result with
-//! `isError: true` (`Unknown tool: NAME`), as the official SDKs' servers answer it and as a
-//! server's gate answers a name its server did not list.
+//! `isError: true` (`Unknown tool: NAME`): the shape the official SDKs' servers answer it in
+//! (this text is the Python SDK's; the TypeScript SDK's, as in server-everything, is `MCP error
+//! -32602: Tool NAME not found`), and how a server's gate answers a name its server did not list.
 
 use std::time::Instant;
 
@@ -85,10 +86,19 @@ impl Core {
                 }
             }
         };
+        let listing = message.get("method").and_then(Value::as_str) == Some("tasks/list");
         match owner {
             Some(index) => self.forward_request(index, message, id, now),
+            // No server offers tasks (the capability was offered before they were known).
+            None if listing && !self.any_offers_tasks() => self.reply(id, json!({"tasks": []})),
             None => self.reply_error(id, code::INVALID_PARAMS, "Unknown task"),
         }
+    }
+
+    fn any_offers_tasks(&self) -> bool {
+        self.servers
+            .iter()
+            .any(|s| !s.retiring && s.has_capability("tasks") == Some(true))
     }
 
     fn resource_not_found(&mut self, id: Value, uri: &str) {

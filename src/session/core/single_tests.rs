@@ -257,3 +257,28 @@ fn unchanged_messages_go_on_as_the_bytes_that_came() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn a_cancelled_batch_member_does_not_hold_back_the_others_or_the_fast_path() {
+    let mut s = Single::new();
+    s.host(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}));
+    s.server(json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-03-26","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}}));
+    s.to_host.clear();
+    let call = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"echo","arguments":{}}});
+    s.host(json!([call(1), call(2)]));
+    s.server(json!({"jsonrpc":"2.0","id":2,"result":{"content":[]}}));
+    assert!(s.to_host.is_empty(), "the batch waits for its other member");
+    s.host(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}));
+    assert_eq!(s.to_host.len(), 1, "{:?}", s.to_host);
+    let answers = s.to_host[0].as_array().expect("one array");
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0]["id"], 2);
+    // The answer to a later request takes the fast path again (as the bytes that came).
+    s.host(call(3));
+    let answer = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#;
+    s.core
+        .on_server_line(0, s.generation, answer, s.now)
+        .unwrap();
+    s.drive();
+    assert_eq!(s.raw_to_host, vec![answer.to_vec()]);
+}

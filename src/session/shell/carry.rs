@@ -266,6 +266,7 @@ where
             }
             link.remote = None;
             if let Some(stop) = link.stop.take() {
+                link.stopped_while_output_open = link.reader.is_some();
                 let _ = stop.send(());
             }
         }

@@ -106,6 +106,9 @@ pub struct Link {
     pub stop: Option<oneshot::Sender<()>>,
     pub pid: Option<u32>,
     pub junk: Junk,
+    /// airlock asked for the kill sequence while the server's output was still open (so not
+    /// because the server had gone): see [`crate::session::exit::ended_by`].
+    pub stopped_while_output_open: bool,
 }
 
 /// Wires a spawned server to the loop: its pipes become the loop's reader and outlet; the stderr
@@ -131,7 +134,8 @@ pub fn attach(
         .map(|stdout| FrameReader::new(stdout, max_line_bytes));
     let relay = child.stderr.take().map(|stderr| {
         tokio::spawn(async move {
-            let mut sink = std::io::stderr();
+            // Never the blocking stderr: a host that does not read it would freeze the loop.
+            let mut sink = crate::session::stderr_queue::QueueWriter::default();
             super::stderr::relay_stderr(stderr, &name, &mut sink).await
         })
     });
@@ -165,6 +169,7 @@ pub fn attach(
         stop: Some(stop_tx),
         pid,
         junk: Junk::default(),
+        stopped_while_output_open: false,
     }
 }
 
@@ -212,6 +217,7 @@ pub fn attach_remote(
         stop: Some(stop_tx),
         pid: None,
         junk: Junk::default(),
+        stopped_while_output_open: false,
     }
 }
 

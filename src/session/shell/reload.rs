@@ -40,7 +40,9 @@ where
         let plan = match reloader.reload(&running) {
             Ok(plan) => plan,
             Err(err) => {
-                eprintln!("airlock: reload failed, keeping the running config: {err}");
+                crate::session::stderr_queue::say(format_args!(
+                    "airlock: reload failed, keeping the running config: {err}"
+                ));
                 let mut event = Event::new(EventKind::Policy, "gateway");
                 event.reason = Some(format!("reload failed, running config kept: {err}"));
                 self.audit.record(event)?;

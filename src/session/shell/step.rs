@@ -3,7 +3,7 @@
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::link::{Connected, Input, attach, attach_remote};
@@ -14,7 +14,7 @@ use crate::gateway::remote::Launch;
 use crate::mcp::Frame;
 use crate::mcp::message::{Unreadable, unreadable_line_reply};
 use crate::process::EndedBy;
-use crate::session::exit::exit_detail;
+use crate::session::exit::{ended_by, exit_detail};
 
 /// Messages taken from one reader in one step before the others get a turn.
 const BATCH_LINES: usize = 512;
@@ -185,21 +185,21 @@ where
         if self.shutting_down {
             return;
         }
-        let message = match frame {
+        // The line itself goes to the core: in `run` a request it forwards unchanged goes on as
+        // these bytes (the fast path, `core/fast.rs`).
+        let read = match frame {
             Frame::Oversized { bytes } => Err(Unreadable::Oversized {
                 bytes,
                 limit: self.max_line_bytes,
             }),
-            Frame::Line(line) => {
-                serde_json::from_slice::<Value>(&line).map_err(Unreadable::NotJson)
-            }
+            Frame::Line(line) => self
+                .core
+                .on_host_line(&line, now)
+                .map_err(Unreadable::NotJson),
         };
-        match message {
-            Ok(message) => self.core.on_host(message, now),
-            Err(problem) => {
-                tracing::warn!("unreadable message from the host: {problem:?}");
-                self.queue_host(&unreadable_line_reply(&problem));
-            }
+        if let Err(problem) = read {
+            tracing::warn!("unreadable message from the host: {problem:?}");
+            self.queue_host(&unreadable_line_reply(&problem));
         }
     }
 
@@ -272,6 +272,12 @@ where
                 summary,
                 stopped,
             } => {
+                let stopped_while_output_open = self.links[server]
+                    .as_ref()
+                    .filter(|link| link.generation == generation)
+                    .is_some_and(|link| link.stopped_while_output_open);
+                let mut summary = summary;
+                summary.ended_by = ended_by(summary.ended_by, stopped_while_output_open);
                 let (detail, mut text) = exit_detail(&summary);
                 if !stopped
                     && summary.code.is_some_and(|code| code != 0)
@@ -355,10 +361,10 @@ where
                 let detail = json!({"failed": true});
                 self.record(EventKind::Spawn, server, detail, Some(err.to_string()))?;
                 if self.single {
-                    eprintln!(
+                    crate::session::stderr_queue::say(format_args!(
                         "airlock: cannot start server `{}`: {err}",
                         self.names[server]
-                    );
+                    ));
                 }
                 self.core
                     .on_spawn_failed(server, generation, err.to_string(), permanent, now);
