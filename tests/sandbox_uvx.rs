@@ -418,20 +418,21 @@ fn pip_index_host() -> String {
 }
 
 /// The first file under `dir` whose path ends with `suffix`.
-fn find_file(dir: &Path, suffix: &str) -> Option<PathBuf> {
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+fn find_files(dir: &Path, suffix: &str, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
         let path = entry.path();
-        let kind = entry.file_type().ok()?;
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
         if kind.is_file() && path.ends_with(suffix) {
-            return Some(path);
-        }
-        if kind.is_dir()
-            && let Some(found) = find_file(&path, suffix)
-        {
-            return Some(found);
+            found.push(path);
+        } else if kind.is_dir() {
+            find_files(&path, suffix, found);
         }
     }
-    None
 }
 
 /// `airlock run uvx PKG` (no `--`) started by the official MCP Python SDK client from a 0700
@@ -536,13 +537,20 @@ fn uvx_with_an_empty_cache_is_installed_then_runs() {
                 .contains(".dist-info/RECORD"),
             "{install}"
         );
-        let record = find_file(
+        // uv's cache holds the unpacked wheel's RECORD too (as the wheel shipped it); the one
+        // the installed distribution reads is the environment's, under site-packages.
+        let mut records = Vec::new();
+        find_files(
             &home
                 .server_dir("mcp-server-time")
                 .join("packages/uv/layers"),
             "mcp_server_time-2026.10.19.dist-info/RECORD",
-        )
-        .unwrap_or_else(|| panic!("no RECORD in the install's layer: {install}"));
+            &mut records,
+        );
+        let record = records
+            .iter()
+            .find(|path| path.components().any(|c| c.as_os_str() == "site-packages"))
+            .unwrap_or_else(|| panic!("no installed RECORD in the install's layer: {records:?}"));
         let digest = sha2::Sha256::digest(std::fs::read(&record).unwrap());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
