@@ -551,7 +551,7 @@ fn uvx_with_an_empty_cache_is_installed_then_runs() {
             .iter()
             .find(|path| path.components().any(|c| c.as_os_str() == "site-packages"))
             .unwrap_or_else(|| panic!("no installed RECORD in the install's layer: {records:?}"));
-        let digest = sha2::Sha256::digest(std::fs::read(&record).unwrap());
+        let digest = sha2::Sha256::digest(std::fs::read(record).unwrap());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             install["detail"]["integrity"],
