@@ -25,6 +25,9 @@ pub enum Peek {
         is_error: bool,
         /// `result.isError` is `true` (a tool-level error).
         tool_error: bool,
+        /// `result` is an object with a `task` key (a task-augmented request's `CreateTaskResult`:
+        /// a gateway notes which server owns the task, so it takes the full path).
+        task: bool,
         /// `error.message`, when it is a string.
         error_message: Option<String>,
     },
@@ -81,8 +84,8 @@ struct Envelope {
     /// `method` is present; `true` when it is a string.
     method: Option<bool>,
     id: Option<Value>,
-    /// `result` is present; `true` when it is an object whose `isError` is `true`.
-    result: Option<bool>,
+    /// `result` is present, with what its probe saw.
+    result: Option<ResultProbe>,
     /// `error` is present, with its `message` when that is a string.
     error: Option<Option<String>>,
 }
@@ -101,13 +104,16 @@ impl Envelope {
         let Some(id) = self.id else {
             return Peek::Other;
         };
-        let tool_error = self.result == Some(true);
+        let (tool_error, task) = self
+            .result
+            .map_or((false, false), |probe| (probe.is_error, probe.task));
         if let Some(error_message) = self.error {
             return if valid_id(&id) || id.is_null() {
                 Peek::Answer {
                     id,
                     is_error: true,
                     tool_error,
+                    task,
                     error_message,
                 }
             } else {
@@ -119,6 +125,7 @@ impl Envelope {
                 id,
                 is_error: false,
                 tool_error,
+                task,
                 error_message: None,
             };
         }
@@ -179,7 +186,7 @@ impl<'de> Deserialize<'de> for Envelope {
                             envelope.method = Some(map.next_value::<StrProbe>()?.0.is_some())
                         }
                         Field::Id => envelope.id = Some(map.next_value::<Value>()?),
-                        Field::Result => envelope.result = Some(map.next_value::<ResultProbe>()?.0),
+                        Field::Result => envelope.result = Some(map.next_value::<ResultProbe>()?),
                         Field::Error => envelope.error = Some(map.next_value::<ErrorProbe>()?.0),
                         Field::Other => {
                             map.next_value::<IgnoredAny>()?;
@@ -255,8 +262,13 @@ impl<'de> Deserialize<'de> for StrProbe {
     }
 }
 
-/// For `result`: whether it is an object whose (last) `isError` is `true`.
-struct ResultProbe(bool);
+/// For `result`: whether it is an object whose (last) `isError` is `true`, and whether it has a
+/// `task` key.
+#[derive(Clone, Copy, Default)]
+struct ResultProbe {
+    is_error: bool,
+    task: bool,
+}
 
 impl<'de> Deserialize<'de> for ResultProbe {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -267,20 +279,25 @@ impl<'de> Deserialize<'de> for ResultProbe {
                 f.write_str("any value")
             }
             fn visit_str<E: de::Error>(self, _: &str) -> Result<ResultProbe, E> {
-                Ok(ResultProbe(false))
+                Ok(ResultProbe::default())
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResultProbe, A::Error> {
-                let mut is_error = false;
+                let mut probe = ResultProbe::default();
                 while let Some(key) = map.next_key::<KeyIs>()? {
-                    if key.0 == Some("isError") {
-                        is_error = map.next_value::<TrueProbe>()?.0;
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
+                    match key.0 {
+                        Some("isError") => probe.is_error = map.next_value::<TrueProbe>()?.0,
+                        Some("task") => {
+                            probe.task = true;
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
                     }
                 }
-                Ok(ResultProbe(is_error))
+                Ok(probe)
             }
-            accept_scalars!(ResultProbe(false));
+            accept_scalars!(ResultProbe::default());
         }
         deserializer.deserialize_any(V)
     }
@@ -332,6 +349,7 @@ impl<'de> Deserialize<'de> for KeyIs {
                 Ok(KeyIs(match key {
                     "isError" => Some("isError"),
                     "message" => Some("message"),
+                    "task" => Some("task"),
                     _ => None,
                 }))
             }
@@ -413,6 +431,7 @@ mod tests {
                 id: id.clone(),
                 is_error: value.get("error").is_some(),
                 tool_error: value.pointer("/result/isError").and_then(Value::as_bool) == Some(true),
+                task: value.pointer("/result/task").is_some(),
                 error_message: value
                     .pointer("/error/message")
                     .and_then(Value::as_str)
@@ -430,6 +449,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"a","result":{"isError":"yes"}}"#,
             r#"{"jsonrpc":"2.0","id":"a","result":{"isError":true,"isError":false}}"#,
             r#"{"jsonrpc":"2.0","id":"a","result":[true]}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"task":{"taskId":"t1","status":"working"}}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"ta\u0073k":null,"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"content":[{"task":1}]}}"#,
             r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
             r#"{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"boom","data":{"x":[1,2]}}}"#,
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,

@@ -29,6 +29,7 @@ impl Core {
             id,
             is_error,
             tool_error,
+            task,
             error_message,
         }) = peek(line)
         {
@@ -36,6 +37,7 @@ impl Core {
                 id: &id,
                 is_error,
                 tool_error,
+                task,
                 error_message: error_message.as_deref(),
             };
             if self.answer_fast(index, generation, &answer, line, now) {
@@ -92,8 +94,11 @@ impl Core {
         if server.life.generation != generation || !server.alive {
             return true;
         }
+        // A gateway notes which server owns a task it creates (`result.task`); any other answer
+        // of a server offering tasks passes as it came.
         let gateway_shapes = !self.single()
-            && (era::stateless(&self.host) || server.has_capability("tasks") == Some(true));
+            && (era::stateless(&self.host)
+                || (answer.task && server.has_capability("tasks") == Some(true)));
         if gateway_shapes || !self.batches.member.is_empty() || !self.parked.is_empty() {
             return false;
         }
@@ -157,5 +162,7 @@ struct Peeked<'a> {
     id: &'a Value,
     is_error: bool,
     tool_error: bool,
+    /// `result` has a `task` key.
+    task: bool,
     error_message: Option<&'a str>,
 }
