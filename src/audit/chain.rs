@@ -78,16 +78,22 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// The checkpoint's text: one JSON object padded with spaces to [`CHECKPOINT_BYTES`], so an
     /// update is one write in place.
+    ///
+    /// Written by hand (it is rewritten with every commit): the same text `serde_json` gives the
+    /// object `{"version":1,"bytes":..,"last":..,"session":..,"seq":..}` in that key order.
     pub fn encode(&self) -> Vec<u8> {
-        let json = serde_json::json!({
-            "version": 1,
-            "bytes": self.bytes,
-            "last": hex(&self.last),
-            "session": self.session,
-            "seq": self.seq,
-        })
-        .to_string();
-        let mut out = json.into_bytes();
+        use std::fmt::Write as _;
+        let mut text = String::with_capacity(CHECKPOINT_BYTES);
+        // Writing to a String cannot fail; neither can a string's JSON encoding.
+        let session = serde_json::to_string(&self.session).unwrap_or_default();
+        let _ = write!(
+            text,
+            "{{\"version\":1,\"bytes\":{},\"last\":\"{}\",\"session\":{session},\"seq\":{}}}",
+            self.bytes,
+            hex(&self.last),
+            self.seq
+        );
+        let mut out = text.into_bytes();
         if out.len() < CHECKPOINT_BYTES - 1 {
             out.resize(CHECKPOINT_BYTES - 1, b' ');
         }
@@ -149,6 +155,19 @@ mod tests {
         };
         let text = checkpoint.encode();
         assert_eq!(text.len(), CHECKPOINT_BYTES);
+        let reference = serde_json::json!({
+            "version": 1,
+            "bytes": checkpoint.bytes,
+            "last": hex(&checkpoint.last),
+            "session": "0123456789abcdef",
+            "seq": checkpoint.seq,
+        })
+        .to_string();
+        assert_eq!(
+            String::from_utf8_lossy(&text).trim_end(),
+            reference,
+            "the same text serde_json gives"
+        );
         assert_eq!(Checkpoint::parse(&text), Some(checkpoint));
         assert_eq!(Checkpoint::parse(b"{}"), None);
         assert_eq!(

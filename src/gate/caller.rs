@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Effects, Gate};
 use crate::audit::EventKind;
-use crate::mcp::message::id_key;
+use crate::mcp::message::{at_mut, id_key};
 
 /// `_meta` key carrying the caller's identity from the HTTP face (see `crate::http::mux`).
 pub const META_IDENTITY: &str = "airlock/identity";
@@ -22,9 +22,7 @@ impl Gate {
 
     /// Removes the identity from a host message (servers never see it); returns it when trusted.
     pub(super) fn take_identity(&self, message: &mut Value) -> Option<String> {
-        let meta = message
-            .pointer_mut("/params/_meta")
-            .and_then(Value::as_object_mut)?;
+        let meta = at_mut(message, &["params", "_meta"]).and_then(Value::as_object_mut)?;
         let identity = meta.remove(META_IDENTITY)?;
         if meta.is_empty()
             && let Some(params) = message.get_mut("params").and_then(Value::as_object_mut)

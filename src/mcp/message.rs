@@ -102,10 +102,36 @@ pub fn classify(value: &Value) -> Result<Class<'_>, Invalid> {
 
 /// A map key for an id that keeps `1` and `"1"` apart.
 pub fn id_key(id: &Value) -> String {
+    use std::fmt::Write as _;
+    // Built by hand: this runs several times per message, and `format!` of a `Value` goes
+    // through its serializer.
+    let mut key = String::with_capacity(24);
     match id {
-        Value::String(text) => format!("s:{text}"),
-        other => format!("n:{other}"),
+        Value::String(text) => {
+            key.push_str("s:");
+            key.push_str(text);
+        }
+        Value::Number(number) => {
+            key.push_str("n:");
+            // Writing to a String cannot fail; a Number prints as it encodes.
+            let _ = write!(key, "{number}");
+        }
+        other => {
+            let _ = write!(key, "n:{other}");
+        }
     }
+    key
+}
+
+/// The value at `keys` (object keys, outermost first), like `Value::pointer` without building
+/// an unescaped copy of each token: for the few fixed paths read on every message.
+pub fn at<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(value, |value, key| value.get(key))
+}
+
+/// [`at`], mutable.
+pub fn at_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
+    keys.iter().try_fold(value, |value, key| value.get_mut(key))
 }
 
 /// The id of a message that failed classification, if one can be read (for the error answer).
@@ -227,6 +253,21 @@ mod tests {
             classify(&json!({"jsonrpc":"2.0","id":null,"result":{}})),
             Err(Invalid::Id)
         );
+    }
+
+    #[test]
+    fn paths_read_like_pointers() {
+        let mut message = json!({"params": {"_meta": {"a/b": 1}, "list": [2]}});
+        assert_eq!(
+            at(&message, &["params", "_meta", "a/b"]),
+            message.pointer("/params/_meta/a~1b")
+        );
+        assert_eq!(at(&message, &["params", "list", "0"]), None);
+        assert_eq!(at(&message, &[]), Some(&message.clone()));
+        if let Some(meta) = at_mut(&mut message, &["params", "_meta"]) {
+            *meta = json!(null);
+        }
+        assert_eq!(message.pointer("/params/_meta"), Some(&json!(null)));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{Action, Core, Origin, era};
 use crate::gate::Effects;
-use crate::mcp::message::id_key;
+use crate::mcp::message::{at, id_key};
 use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, answer_with_id, peek};
 
@@ -151,10 +151,7 @@ impl Core {
 
 /// Whether a host message names a caller identity, which the gate takes out before forwarding.
 fn carries_identity(message: &Value) -> bool {
-    message
-        .pointer("/params/_meta")
-        .and_then(|meta| meta.get(crate::gate::META_IDENTITY))
-        .is_some()
+    at(message, &["params", "_meta", crate::gate::META_IDENTITY]).is_some()
 }
 
 /// What [`peek`] read of an answer.

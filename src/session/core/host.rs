@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Core, Topology, era};
 use crate::audit::{Event, EventKind};
-use crate::mcp::message::{code, id_key};
+use crate::mcp::message::{at, code, id_key};
 use crate::mcp::version;
 use crate::mcp::{Class, classify, salvage_id};
 
@@ -119,7 +119,7 @@ impl Core {
     fn learn_host(&mut self, method: &str, message: &Value, now: Instant) {
         let params = message.get("params");
         let before = self.host_facts();
-        let opted_in = params.and_then(|p| p.pointer("/_meta/io.modelcontextprotocol~1logLevel"));
+        let opted_in = params.and_then(|p| at(p, &["_meta", "io.modelcontextprotocol/logLevel"]));
         if let Some(level) = opted_in.filter(|_| !self.single()) {
             self.log_level(level.clone(), now);
         }
@@ -137,7 +137,7 @@ impl Core {
             }
             if self.host.client_info.is_none() {
                 self.host.client_info = params
-                    .and_then(|p| p.pointer("/_meta/io.modelcontextprotocol~1clientInfo"))
+                    .and_then(|p| at(p, &["_meta", "io.modelcontextprotocol/clientInfo"]))
                     .cloned();
             }
             self.host.version = Some(declared.to_string());
