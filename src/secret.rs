@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 /// Fragments of a key (lower case, `-`, `_` and `.` removed) that mark its value secret wherever
 /// they occur: `GITHUB_TOKEN`, `clientSecret`, `x-api-key`, `db.password`.
@@ -151,6 +151,20 @@ pub fn token_patterns() -> &'static [Regex] {
     &COMPILED
 }
 
+/// Whether any of [`token_patterns`] matches `text`, in one pass: most logged strings match none,
+/// and trying the shapes one by one costs a search each.
+pub fn any_token_shape(text: &str) -> bool {
+    static SET: LazyLock<Option<RegexSet>> =
+        LazyLock::new(|| RegexSet::new(token_patterns().iter().map(Regex::as_str)).ok());
+    match &*SET {
+        Some(set) => set.is_match(text),
+        // Not expected (the same patterns compile one by one): try them one by one.
+        None => token_patterns()
+            .iter()
+            .any(|pattern| pattern.is_match(text)),
+    }
+}
+
 /// True when a key's name says its value is a credential (`GITHUB_TOKEN`, `Authorization`,
 /// `apiKey`, `db_password`, `X-Auth`).
 pub fn key_looks_secret(key: &str) -> bool {
@@ -231,6 +245,31 @@ mod tests {
     use super::*;
     use crate::audit::Redactor;
     use serde_json::json;
+
+    #[test]
+    fn the_one_pass_check_agrees_with_the_shapes_one_by_one() {
+        let one_by_one = |text: &str| token_patterns().iter().any(|p| p.is_match(text));
+        let mut texts = vec![
+            "",
+            "hello 7",
+            "sk-",
+            "a plain sentence with no secret in it",
+        ];
+        texts.extend(TOKEN_SHAPES.iter().map(|shape| shape.example));
+        let embedded: Vec<String> = TOKEN_SHAPES
+            .iter()
+            .map(|shape| format!("use {} please", shape.example))
+            .collect();
+        texts.extend(embedded.iter().map(String::as_str));
+        for text in texts {
+            assert_eq!(any_token_shape(text), one_by_one(text), "{text}");
+        }
+        assert!(
+            TOKEN_SHAPES
+                .iter()
+                .all(|shape| any_token_shape(shape.example))
+        );
+    }
 
     #[test]
     fn masks_keep_a_recognisable_head_and_tail_only() {
