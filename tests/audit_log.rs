@@ -372,37 +372,68 @@ fn two_airlock_processes_appending_to_one_log_leave_a_log_that_verifies() {
     );
 }
 
+/// `airlock run` of the echo fixture with no `--audit`: its records go to the default log.
+fn run_default(world: &World, calls: &[(&str, Value)]) {
+    let mut child = world
+        .command(&["run", "--name", "fx", "--policy"])
+        .arg(world.path("policy.toml"))
+        .arg("--")
+        .arg(python())
+        .arg(fixtures().join("echo_server.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", initialize()).unwrap();
+    for (id, (tool, args)) in calls.iter().enumerate() {
+        writeln!(stdin, "{}", call(id as u64 + 1, tool, args)).unwrap();
+    }
+    drop(stdin);
+    child.wait().unwrap();
+}
+
+/// `airlock audit summary` of the three calls (one denied) of the first session.
+fn assert_summary(world: &World) {
+    let summary = world.airlock(&["audit", "summary", "--json"]);
+    let summary: Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let fx = &summary["servers"]["fx"];
+    assert_eq!(
+        (
+            fx["calls"].as_u64(),
+            fx["denied"].as_u64(),
+            fx["errors"].as_u64()
+        ),
+        (Some(3), Some(1), Some(0))
+    );
+    assert_eq!(fx["connections"], 1);
+    assert!(
+        fx["p50_ms"].as_f64().unwrap() > 0.0
+            && fx["p95_ms"].as_f64().unwrap() >= fx["p50_ms"].as_f64().unwrap()
+    );
+    let table = world.airlock(&["audit", "summary"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("connections"),
+        "{}",
+        text(&table)
+    );
+}
+
 #[test]
 fn show_filters_summarises_and_follows_the_default_log() {
     let world = World::new();
     // No --audit: the records go to the default log under XDG_STATE_HOME, where `airlock audit`
     // looks without being told.
     let default_log = world.path("state/airlock/audit.jsonl");
-    let run_default = |calls: &[(&str, Value)]| {
-        let mut child = world
-            .command(&["run", "--name", "fx", "--policy"])
-            .arg(world.path("policy.toml"))
-            .arg("--")
-            .arg(python())
-            .arg(fixtures().join("echo_server.py"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        writeln!(stdin, "{}", initialize()).unwrap();
-        for (id, (tool, args)) in calls.iter().enumerate() {
-            writeln!(stdin, "{}", call(id as u64 + 1, tool, args)).unwrap();
-        }
-        drop(stdin);
-        child.wait().unwrap();
-    };
-    run_default(&[
-        ("echo", json!({"text": "a"})),
-        ("delete_file", json!({})),
-        ("echo", json!({"text": "b"})),
-    ]);
+    run_default(
+        &world,
+        &[
+            ("echo", json!({"text": "a"})),
+            ("delete_file", json!({})),
+            ("echo", json!({"text": "b"})),
+        ],
+    );
     assert!(default_log.is_file());
 
     let denials = world.airlock(&["audit", "--decision", "deny"]);
@@ -438,28 +469,7 @@ fn show_filters_summarises_and_follows_the_default_log() {
     let bad_time = world.airlock(&["audit", "--since", "yesterday"]);
     assert_eq!(bad_time.status.code(), Some(2), "{}", text(&bad_time));
 
-    let summary = world.airlock(&["audit", "summary", "--json"]);
-    let summary: Value = serde_json::from_slice(&summary.stdout).unwrap();
-    let fx = &summary["servers"]["fx"];
-    assert_eq!(
-        (
-            fx["calls"].as_u64(),
-            fx["denied"].as_u64(),
-            fx["errors"].as_u64()
-        ),
-        (Some(3), Some(1), Some(0))
-    );
-    assert_eq!(fx["connections"], 1);
-    assert!(
-        fx["p50_ms"].as_f64().unwrap() > 0.0
-            && fx["p95_ms"].as_f64().unwrap() >= fx["p50_ms"].as_f64().unwrap()
-    );
-    let table = world.airlock(&["audit", "summary"]);
-    assert!(
-        String::from_utf8_lossy(&table.stdout).contains("connections"),
-        "{}",
-        text(&table)
-    );
+    assert_summary(&world);
 
     // Follow: records of a session that starts later appear as they are written.
     let mut follower = world
@@ -471,7 +481,7 @@ fn show_filters_summarises_and_follows_the_default_log() {
     let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("\"event\":\"exit\""), "{first}");
-    run_default(&[("echo", json!({"text": "c"}))]);
+    run_default(&world, &[("echo", json!({"text": "c"}))]);
     let started = Instant::now();
     let second = lines.next().unwrap().unwrap();
     let second: Value = serde_json::from_str(&second).unwrap();

@@ -344,59 +344,17 @@ fn check_case(mode: Mode, user: As) {
             "{}",
             context(&format!("{server}: {loopback}"))
         );
-        let connects = connect_events(&events, server);
-        let allowed_event = connects
-            .iter()
-            .find(|e| e["decision"] == "allow" && e["detail"]["host"] == allowed.as_str())
-            .unwrap_or_else(|| panic!("{}", context(&format!("{server}: no allowed net_connect"))));
-        assert_eq!(allowed_event["detail"]["port"], 443);
-        // The connection carries the request id of the one call in flight: the id its decision
-        // event has (in run the host's own id; serve audits its own numbering).
-        let first_decision = events
-            .iter()
-            .find(|e| e["event"] == "decision" && e["server"] == *server)
-            .unwrap_or_else(|| panic!("{}", context("no decision event")));
-        assert_eq!(
-            allowed_event["request_id"],
-            first_decision["request_id"],
-            "{}",
-            context("attribution")
-        );
-        if mode == Mode::Run {
-            assert_eq!(
-                allowed_event["request_id"],
-                *allowed_id,
-                "{}",
-                context("attribution")
-            );
-        }
-        let conn = &allowed_event["detail"]["conn"];
-        let close = events
-            .iter()
-            .find(|e| {
-                e["event"] == "net_close" && e["server"] == *server && e["detail"]["conn"] == *conn
-            })
-            .unwrap_or_else(|| panic!("{}", context(&format!("{server}: no net_close"))));
-        assert!(close["detail"]["bytes_down"].as_u64().unwrap() > 0);
-        assert!(close["detail"]["bytes_up"].as_u64().unwrap() > 0);
-        assert!(close["duration_ms"].as_f64().is_some());
-        assert!(
-            connects.iter().any(|e| e["decision"] == "deny"
-                && e["detail"]["host"] == other.as_str()
-                && e["detail"]["kind"] == "lookup"),
-            "{}",
-            context(&format!(
-                "{server}: the other registry's lookup is not audited as refused"
-            ))
-        );
-        assert!(
-            connects.iter().any(|e| e["decision"] == "deny"
-                && e["detail"]["host"] == "127.0.0.1"
-                && e["detail"]["port"] == port),
-            "{}",
-            context(&format!(
-                "{server}: the loopback connection is not audited as refused"
-            ))
+        assert_connections_audited(
+            &Audited {
+                mode,
+                events: &events,
+                allowed: &allowed,
+                other: &other,
+                port,
+            },
+            server,
+            allowed_id,
+            &context,
         );
     }
     assert_eq!(
@@ -405,6 +363,86 @@ fn check_case(mode: Mode, user: As) {
         "the loopback server was reached"
     );
     let _ = std::fs::remove_dir_all(&case.root);
+}
+
+/// What one egress session left in the audit log, and what it should be checked against.
+struct Audited<'a> {
+    mode: Mode,
+    events: &'a [Value],
+    allowed: &'a str,
+    other: &'a str,
+    port: u16,
+}
+
+/// One server's connections in the audit log: the allowed one attributed to its call and closed
+/// with its byte counts, the other registry's lookup and the loopback connection refused.
+fn assert_connections_audited(
+    audited: &Audited,
+    server: &str,
+    allowed_id: &i64,
+    context: &dyn Fn(&str) -> String,
+) {
+    let Audited {
+        mode,
+        events,
+        allowed,
+        other,
+        port,
+    } = *audited;
+    let connects = connect_events(events, server);
+    let allowed_event = connects
+        .iter()
+        .find(|e| e["decision"] == "allow" && e["detail"]["host"] == allowed)
+        .unwrap_or_else(|| panic!("{}", context(&format!("{server}: no allowed net_connect"))));
+    assert_eq!(allowed_event["detail"]["port"], 443);
+    // The connection carries the request id of the one call in flight: the id its decision
+    // event has (in run the host's own id; serve audits its own numbering).
+    let first_decision = events
+        .iter()
+        .find(|e| e["event"] == "decision" && e["server"] == server)
+        .unwrap_or_else(|| panic!("{}", context("no decision event")));
+    assert_eq!(
+        allowed_event["request_id"],
+        first_decision["request_id"],
+        "{}",
+        context("attribution")
+    );
+    if mode == Mode::Run {
+        assert_eq!(
+            allowed_event["request_id"],
+            *allowed_id,
+            "{}",
+            context("attribution")
+        );
+    }
+    let conn = &allowed_event["detail"]["conn"];
+    let close = events
+        .iter()
+        .find(|e| {
+            e["event"] == "net_close" && e["server"] == server && e["detail"]["conn"] == *conn
+        })
+        .unwrap_or_else(|| panic!("{}", context(&format!("{server}: no net_close"))));
+    assert!(close["detail"]["bytes_down"].as_u64().unwrap() > 0);
+    assert!(close["detail"]["bytes_up"].as_u64().unwrap() > 0);
+    assert!(close["duration_ms"].as_f64().is_some());
+    assert!(
+        connects.iter().any(|e| e["decision"] == "deny"
+            && e["detail"]["host"] == other
+            && e["detail"]["kind"] == "lookup"),
+        "{}",
+        context(&format!(
+            "{server}: the other registry's lookup is not audited as refused"
+        ))
+    );
+    assert!(
+        connects.iter().any(|e| e["decision"] == "deny"
+            && e["detail"]["host"] == "127.0.0.1"
+            && e["detail"]["port"] == port),
+        "{}",
+        context(&format!(
+            "{server}: the loopback connection is not audited as refused"
+        ))
+    );
 }
 
 #[test]
