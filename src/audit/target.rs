@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::paths::{UserDirs, VarSource, expand_path};
-use crate::policy::{AuditPolicy, Layer};
+use crate::policy::{AuditPolicy, Layer, Sourced};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuditTarget {
@@ -29,14 +29,25 @@ pub enum TargetError {
         "no audit log location: neither XDG_STATE_HOME nor HOME is set. Fix: pass --audit FILE"
     )]
     NoDefault,
-    #[error("audit.path {0:?} cannot be expanded: {1}")]
-    Template(String, String),
+    #[error(
+        "audit.path {template:?} ({origin}) cannot be expanded: {why}\n  fix: set it in airlock's environment, or write the path without it"
+    )]
+    Template {
+        template: String,
+        origin: String,
+        why: String,
+    },
 }
 
 /// Expands a leading `~` and `${env:NAME}` / `${NAME}` in a policy path template; an unset
 /// name is an error (a log path with a hole in it would land somewhere unexpected).
-fn expand(template: &str, env: &dyn VarSource) -> Result<PathBuf, TargetError> {
-    let bad = |why: String| TargetError::Template(template.to_string(), why);
+fn expand(template: &Sourced<String>, env: &dyn VarSource) -> Result<PathBuf, TargetError> {
+    let bad = |why: String| TargetError::Template {
+        template: template.value.clone(),
+        origin: template.origin.to_string(),
+        why,
+    };
+    let template = template.value.as_str();
     let home = env.absolute_path("HOME");
     let lookup = |var: crate::paths::Var<'_>| env.var(var.name()).map(str::to_string);
     let expanded =
@@ -55,7 +66,7 @@ pub fn resolve_target(
     env: &dyn VarSource,
 ) -> Result<AuditTarget, TargetError> {
     let from_policy = match &policy.path {
-        Some(path) => Some((expand(&path.value, env)?, path)),
+        Some(path) => Some((expand(path, env)?, path)),
         None => None,
     };
     if let Some(requested) = cli {

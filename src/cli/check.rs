@@ -20,7 +20,8 @@ use crate::process::launch::{self, LaunchContext};
     after_help = "Examples:\n  airlock check\n  airlock check --config ~/.config/Claude/claude_desktop_config.json\n  airlock check --config airlock.toml --policy strict\n  airlock check --allow-read ~/docs npx -y @modelcontextprotocol/server-filesystem ~/notes\n\nExit status: 0 when everything is valid and every enabled server may launch; 2 otherwise."
 )]
 pub struct CheckArgs {
-    /// Server config: airlock.toml, or an mcpServers/servers JSON file.
+    /// Server config: airlock.toml, or an mcpServers/servers JSON file (default: the one
+    /// `serve` would use, ./airlock.toml, else $XDG_CONFIG_HOME/airlock/airlock.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
@@ -307,7 +308,7 @@ fn run_command_line(args: CheckArgs) -> Result<ExitCode, CliError> {
         .split_first()
         .ok_or_else(|| CliError::Refused("no server command".into()))?;
     let server = ServerConfig::stdio(&name, program, rest, args.server.trust);
-    let audit_path = policy.audit.path.as_ref().map(|p| PathBuf::from(&p.value));
+    let audit_path = super::session::policy_audit_path(&policy)?;
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let _ = writeln!(out, "\nServer (the command line)");
     let report = report_server(&server, &policy, &context);
@@ -331,8 +332,13 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
         }
         return run_command_line(args);
     }
-    let config: Option<Config> = args
+    // Without --config, check what `serve` would load: a user who checks and then starts the
+    // gateway must not meet errors the check never looked at.
+    let config_file = args
         .config
+        .clone()
+        .or_else(super::serve::found_default_config);
+    let config: Option<Config> = config_file
         .as_deref()
         .map(crate::config::load_file)
         .transpose()?;
@@ -353,13 +359,24 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
             config.path.display(),
             config.servers.len()
         );
-        let audit_path = policy.audit.path.as_ref().map(|p| PathBuf::from(&p.value));
+        let audit_path = super::session::policy_audit_path(&policy)?;
         let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
         for server in &config.servers {
             let report = report_server(server, &policy, &context);
             all_ok &= report.ok;
             out.push_str(&report.text);
         }
+    }
+    if config.is_none() {
+        let places: Vec<String> = super::serve::default_config_places()
+            .iter()
+            .map(|place| place.display().to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nServers: no server config checked (none at {}); give --config FILE to check one",
+            places.join(", ")
+        );
     }
     print!("{out}");
     if all_ok {

@@ -61,8 +61,15 @@ pub fn config_path(explicit: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("airlock.toml"))
 }
 
+/// The config `serve` would use without `--config`, when one of its places holds a file.
+pub fn found_default_config() -> Option<PathBuf> {
+    default_config_places()
+        .into_iter()
+        .find(|place| place.is_file())
+}
+
 /// Where `serve` looks for its config when `--config` is not given, in order.
-fn default_config_places() -> Vec<PathBuf> {
+pub fn default_config_places() -> Vec<PathBuf> {
     let mut places = vec![PathBuf::from("airlock.toml")];
     places.extend(UserDirs::from_env(&EnvVars::from_process()).default_server_config());
     places

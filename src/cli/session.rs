@@ -54,6 +54,17 @@ pub fn open_audit(
     }
 }
 
+/// The audit log `run` and `serve` would open without `--audit`, expanded as they expand it, for
+/// the commands that only look (`check`, `doctor`): an unexpandable `audit.path` is the same
+/// error here as there. `None` when there is no default location at all.
+pub fn policy_audit_path(policy: &Policy) -> Result<Option<PathBuf>, CliError> {
+    match resolve_target(None, &policy.audit, &EnvVars::from_process()) {
+        Ok(AuditTarget::File(path)) => Ok(Some(path)),
+        Ok(AuditTarget::Stderr) | Err(crate::audit::TargetError::NoDefault) => Ok(None),
+        Err(err) => Err(CliError::Refused(err.to_string())),
+    }
+}
+
 /// The session's first audit event: the merged policy in force (its digest and the files it
 /// came from). `server` is the server's name in `run`, `gateway` in `serve`.
 pub fn policy_event(server: &str, policy: &Policy) -> Event {

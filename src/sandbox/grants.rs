@@ -234,15 +234,14 @@ pub(super) fn command_rules(
     }
 }
 
-/// The policy's `read` and `write` grants, expanded. A grant that is not absolute, or that is or
-/// contains a protected path, is bad input.
+/// The policy's `read` and `write` grants, expanded. A grant that names an unset variable, is
+/// not absolute, or is or contains a protected path, is bad input.
 pub(super) fn policy_rules(
     policy: &SandboxPolicy,
     vars: &Vars<'_>,
     protected: &[(String, PathBuf)],
     shown: Shown,
     fs: &mut FsRules,
-    notes: &mut Vec<String>,
 ) -> Result<(), PlanError> {
     for (grants, access) in [
         (&policy.read, FsAccess::ReadExec),
@@ -250,12 +249,13 @@ pub(super) fn policy_rules(
     ] {
         for grant in grants {
             let origin = grant.origin.to_string();
+            // An error, not a skipped grant: the user meant the server to have this path, and
+            // a server missing it fails in ways that do not point here.
             let Some(expanded) = vars.expand(&grant.value) else {
-                notes.push(format!(
-                    "grant `{}` ({origin}) skipped: a variable it names is not set",
-                    grant.value
-                ));
-                continue;
+                return Err(PlanError::UnsetGrant {
+                    grant: grant.value.clone(),
+                    origin,
+                });
             };
             let path = PathBuf::from(&expanded);
             if !path.is_absolute() {

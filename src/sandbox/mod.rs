@@ -68,6 +68,10 @@ pub enum PlanError {
         what: String,
         path: PathBuf,
     },
+    #[error(
+        "grant `{grant}` ({origin}) names a variable that is not set in airlock's environment; set it, or remove the grant"
+    )]
+    UnsetGrant { grant: String, origin: String },
     #[error("grant `{grant}` ({origin}) is not an absolute path after expansion: {expanded}")]
     RelativeGrant {
         grant: String,

@@ -39,7 +39,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         None => Vec::new(),
     };
     private_dir_rules(&mut fs, &vars, constructed_root);
-    policy_rules(policy, &vars, &protected, user_paths, &mut fs, &mut notes)?;
+    policy_rules(policy, &vars, &protected, user_paths, &mut fs)?;
     let arguments = super::arguments::argument_rules(
         &request.resolved.arguments,
         policy,

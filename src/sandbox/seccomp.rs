@@ -26,6 +26,11 @@ pub enum Deny {
     NoSys,
     /// "Permission denied": for sockets, what a firewall-less refusal looks like to callers.
     Acces,
+    /// "Protocol not supported": what a kernel without the protocol answers, so a runtime that
+    /// tries MPTCP first falls back to plain TCP.
+    NoProtocol,
+    /// "Address family not supported": what a kernel without the family answers.
+    NoFamily,
 }
 
 impl Deny {
@@ -34,6 +39,8 @@ impl Deny {
             Deny::Perm => libc::EPERM,
             Deny::NoSys => libc::ENOSYS,
             Deny::Acces => libc::EACCES,
+            Deny::NoProtocol => libc::EPROTONOSUPPORT,
+            Deny::NoFamily => libc::EAFNOSUPPORT,
         };
         errno as u32
     }
@@ -225,6 +232,34 @@ pub fn base_table() -> Vec<Entry> {
                 (1, 0xf, libc::SOCK_RAW as u64)
             ]),
             "raw IPv6 sockets"
+        ),
+        // Landlock's TCP rules cover IPPROTO_TCP only: an MPTCP socket would connect and bind
+        // past them (where the network namespace is the host's, anywhere).
+        entry!(
+            SYS_socket,
+            NoProtocol,
+            When::Args(&[
+                (0, LOW32, libc::AF_INET as u64),
+                (2, LOW32, libc::IPPROTO_MPTCP as u64)
+            ]),
+            "MPTCP is outside landlock's TCP rules"
+        ),
+        entry!(
+            SYS_socket,
+            NoProtocol,
+            When::Args(&[
+                (0, LOW32, libc::AF_INET6 as u64),
+                (2, LOW32, libc::IPPROTO_MPTCP as u64)
+            ]),
+            "MPTCP is outside landlock's TCP rules"
+        ),
+        // vsock is not confined by the network namespace: it reaches the hypervisor and other
+        // VMs of the host.
+        entry!(
+            SYS_socket,
+            NoFamily,
+            When::Args(&[(0, LOW32, libc::AF_VSOCK as u64)]),
+            "vsock reaches the hypervisor, outside the network namespace"
         ),
     ];
     table.extend(set_id_table());
