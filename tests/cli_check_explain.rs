@@ -582,3 +582,64 @@ fn a_bare_directory_argument_is_granted_and_an_org_lock_fix_names_the_org() {
         stderr(&output)
     );
 }
+
+/// Without `--config`, `check` checks the config `serve` would load (`./airlock.toml`), so a
+/// checked setup is one the gateway starts; with none there, it says so.
+#[test]
+fn check_without_config_checks_what_serve_would_load() {
+    let scratch = Scratch::new();
+    let none = scratch.airlock(&["check"]);
+    assert_eq!(none.status.code(), Some(0), "{}", stderr(&none));
+    assert!(
+        stdout(&none).contains("no server config checked (none at airlock.toml"),
+        "{}",
+        stdout(&none)
+    );
+    let config = scratch.write(
+        "project/airlock.toml",
+        "[servers.fs]\ncommand = \"npx\"\ntimout = 5\n",
+    );
+    let output = scratch.airlock(&["check"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(err.contains("airlock.toml:3:1:"), "{err}");
+    assert!(err.contains("did you mean"), "{err}");
+    std::fs::write(&config, "[servers.fs]\ncommand = \"npx\"\n").unwrap();
+    let fixed = scratch.airlock(&["check"]);
+    assert!(
+        stdout(&fixed).contains("Servers (airlock.toml: 1)"),
+        "{}",
+        stdout(&fixed)
+    );
+}
+
+/// A policy path naming an unset variable is an error with the file and line, in `check` as at
+/// launch: a grant is not silently dropped, and the audit log does not land somewhere else.
+#[test]
+fn check_refuses_policy_paths_that_name_an_unset_variable() {
+    let scratch = Scratch::new();
+    let policy = scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[audit]\npath = \"${env:AIRLOCK_TEST_UNSET}/audit.jsonl\"\n",
+    );
+    let output = scratch.airlock(&["check"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!("{}:3", policy.display()))
+            && err.contains("AIRLOCK_TEST_UNSET is not set")
+            && err.contains("fix:"),
+        "{err}"
+    );
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[sandbox]\nread = [\"${env:AIRLOCK_TEST_UNSET}/docs\"]\n",
+    );
+    let output = scratch.airlock(&["check", "--trust", "/bin/true"]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("names a variable that is not set") && out.contains("policy.toml:3"),
+        "{out}"
+    );
+}

@@ -343,6 +343,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
         .map(crate::config::load_file)
         .transpose()?;
     let policy = load_active(args.policy, config.as_ref())?;
+    let audit_path = super::session::policy_audit_path(&policy)?;
     let mut out = render_policy(&policy);
     let mut all_ok = true;
     if let Some(config) = &config {
@@ -359,7 +360,6 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
             config.path.display(),
             config.servers.len()
         );
-        let audit_path = super::session::policy_audit_path(&policy)?;
         let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
         for server in &config.servers {
             let report = report_server(server, &policy, &context);
