@@ -193,7 +193,7 @@ fn dangerous_syscalls_are_refused() {
 }
 
 /// MPTCP sockets pass landlock's TCP rules (which cover IPPROTO_TCP only) and vsock sockets pass
-/// the network namespace: both are refused by seccomp, with the errno of a kernel without them.
+/// the network namespace: both are refused by seccomp (EACCES, like UDP and unix sockets).
 /// The test first looks whether this kernel has both outside the sandbox: only then is the
 /// refusal inside the sandbox's own (on this project's VM it has both).
 #[test]

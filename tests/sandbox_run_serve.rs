@@ -63,6 +63,8 @@ struct Call<'a> {
     tool: &'a str,
     arguments: Value,
     write: Option<&'a Path>,
+    /// A read grant (`--allow-read` / the server's `sandbox.read`).
+    read: Option<&'a Path>,
 }
 
 /// The airlock command line for `mode`, and the tool's name as the host calls it.
@@ -87,6 +89,9 @@ fn command_line(
             if let Some(write) = call.write {
                 args.extend(["--allow-write".into(), write.display().to_string()]);
             }
+            if let Some(read) = call.read {
+                args.extend(["--allow-read".into(), read.display().to_string()]);
+            }
             args.extend([
                 "--".into(),
                 python().display().to_string(),
@@ -102,11 +107,14 @@ fn command_line(
                 script.display().to_string(),
                 cwd.display().to_string()
             );
-            if let Some(write) = call.write {
-                text.push_str(&format!(
-                    "[servers.py.sandbox]\nwrite = [{:?}]\n",
-                    write.display().to_string()
-                ));
+            let grants = [("write", call.write), ("read", call.read)];
+            if grants.iter().any(|(_, path)| path.is_some()) {
+                text.push_str("[servers.py.sandbox]\n");
+            }
+            for (key, path) in grants {
+                if let Some(path) = path {
+                    text.push_str(&format!("{key} = [{:?}]\n", path.display().to_string()));
+                }
             }
             std::fs::write(&config, text).unwrap();
             who.own(&config);
@@ -216,6 +224,7 @@ fn check(mode: Mode, who: Who) {
         tool: "echo",
         arguments: json!({"text": "hi"}),
         write: None,
+        read: None,
     };
     let outcome = call_tool(mode, who, &cwd, &echo);
     let context = format!(
@@ -315,6 +324,7 @@ fn setid_through(mode: Mode, who: Who, owner: u32) {
         tool: "copy_and_chmod",
         arguments: json!({"source": "/usr/bin/id", "target": copy.display().to_string()}),
         write: Some(&grant),
+        read: None,
     };
     let outcome = call_tool(mode, who, &cwd, &call);
     let context = format!(
@@ -333,4 +343,74 @@ fn setid_through(mode: Mode, who: Who, owner: u32) {
     let meta = std::fs::metadata(&copy).unwrap();
     assert_eq!(meta.mode() & 0o7777, 0o755, "{context}");
     assert_eq!((meta.uid(), meta.gid()), (owner, owner), "{context}");
+}
+
+/// A server plants a symlink in its write grant where a nested grant of the next start lies
+/// (`--allow-write P --allow-read P/docs`, or `P P/docs` on its command line): the next start
+/// would bind whatever the link points at (`~/.ssh`, an organisation's `policy.d`). Through both
+/// commands, as root and as an ordinary user: the plant works (it is the server's own grant),
+/// and the next start refuses to follow it, with a sentence naming the link, and the secret it
+/// points at never reaches the host.
+#[test]
+fn a_symlink_planted_in_a_write_grant_is_not_followed_by_the_next_start() {
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            planted_link_through(mode, who);
+        }
+    }
+}
+
+fn planted_link_through(mode: Mode, who: Who) {
+    let cwd = who.dir(&format!("plant-cwd-{mode:?}"), 0o755);
+    let project = who.dir(&format!("plant-proj-{mode:?}"), 0o755);
+    let docs = project.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("readme"), "public\n").unwrap();
+    who.own(&docs);
+    who.own(&docs.join("readme"));
+    let secret = who.dir(&format!("plant-secret-{mode:?}"), 0o700);
+    std::fs::write(secret.join("id_canary"), "CANARY-PLANTED-LINK\n").unwrap();
+    who.own(&secret.join("id_canary"));
+    let call = |tool: &'static str, arguments: Value| Call {
+        tool,
+        arguments,
+        write: Some(&project),
+        read: Some(&docs),
+    };
+    let listed = call_tool(mode, who, &cwd, &call("list_dir", json!({"path": docs})));
+    let text = |outcome: &Outcome| outcome.answer["result"]["content"][0]["text"].to_string();
+    assert!(
+        text(&listed).contains("readme: public"),
+        "{mode:?} as {who:?}: {}\n{}",
+        listed.answer,
+        listed.stderr
+    );
+    let planted = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call("plant_link", json!({"link": docs, "target": secret})),
+    );
+    assert!(
+        text(&planted).contains("planted"),
+        "{mode:?} as {who:?}: {}\n{}",
+        planted.answer,
+        planted.stderr
+    );
+    let next = call_tool(mode, who, &cwd, &call("list_dir", json!({"path": docs})));
+    let everything = format!("{}\n{}\n{:?}", next.answer, next.stderr, next.audit);
+    assert!(
+        !everything.contains("CANARY") && !everything.contains("id_canary"),
+        "{mode:?} as {who:?}: the planted link was followed:\n{everything}"
+    );
+    assert!(
+        next.stderr.contains(&format!(
+            "through the symlink {}, which lies in the write grant {}",
+            docs.display(),
+            project.display()
+        )),
+        "{mode:?} as {who:?}:\n{everything}"
+    );
+    std::fs::remove_file(&docs).unwrap();
+    std::fs::rename(project.join("docs.moved"), &docs).unwrap();
 }

@@ -239,6 +239,65 @@ pub fn exposes<'a>(canonical: &Path, protected: &'a [PathBuf]) -> Option<&'a Pat
         .map(PathBuf::as_path)
 }
 
+/// A grant that reached where it leads through a symlink inside a writable bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlantedLink {
+    /// The grant as the plan names it.
+    pub grant: PathBuf,
+    /// The symlink on the way, and the writable bind it lies in.
+    pub link: PathBuf,
+    pub inside: PathBuf,
+    /// Where the grant leads.
+    pub leads_to: PathBuf,
+}
+
+/// One bind of the plan after [`resolve`]: the path the plan names, what it resolved to, and
+/// whether it is bound writable.
+pub struct ResolvedBind<'a> {
+    pub grant: &'a Path,
+    pub resolved: &'a Resolved,
+    pub writable: bool,
+}
+
+/// The first bind that follows a symlink lying inside a writable bind to somewhere the root
+/// would not otherwise show (with at least that access). A server can make symlinks in its
+/// write grants, and they stay on the host: a later start that followed one would bind whatever
+/// the server pointed it at (`~/.ssh`, an organisation's `policy.d`). Links that lead where a
+/// bind reached without such a link already goes (a virtualenv's `python` into `/usr`) expose
+/// nothing new and pass. Pure.
+pub fn planted_link(binds: &[ResolvedBind<'_>]) -> Option<PlantedLink> {
+    let writable: Vec<&Path> = binds
+        .iter()
+        .filter(|bind| bind.writable)
+        .map(|bind| bind.resolved.canonical.as_path())
+        .collect();
+    let link_in_writable = |bind: &ResolvedBind<'_>| {
+        bind.resolved.links.iter().find_map(|(at, _)| {
+            writable
+                .iter()
+                .find(|dir| at.starts_with(dir))
+                .map(|dir| (at.clone(), dir.to_path_buf()))
+        })
+    };
+    let trusted: Vec<&ResolvedBind<'_>> = binds
+        .iter()
+        .filter(|bind| link_in_writable(bind).is_none())
+        .collect();
+    binds.iter().find_map(|bind| {
+        let (link, inside) = link_in_writable(bind)?;
+        let leads_to = &bind.resolved.canonical;
+        let already_shown = trusted.iter().any(|other| {
+            leads_to.starts_with(&other.resolved.canonical) && (other.writable || !bind.writable)
+        });
+        (!already_shown).then(|| PlantedLink {
+            grant: bind.grant.to_path_buf(),
+            link,
+            inside,
+            leads_to: leads_to.clone(),
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -414,5 +473,67 @@ mod tests {
         assert!(shows_dir(Path::new("/"), &mounted));
         assert!(!shows_dir(Path::new("/home/me/project"), &mounted));
         assert!(!shows_dir(Path::new("/root"), &mounted));
+    }
+
+    fn resolved_bind<'a>(
+        grant: &'a str,
+        resolved: &'a Resolved,
+        writable: bool,
+    ) -> ResolvedBind<'a> {
+        ResolvedBind {
+            grant: Path::new(grant),
+            resolved,
+            writable,
+        }
+    }
+
+    fn resolved(canonical: &str, links: &[(&str, &str)]) -> Resolved {
+        Resolved {
+            canonical: PathBuf::from(canonical),
+            node: Node::Dir,
+            links: links
+                .iter()
+                .map(|(at, text)| (PathBuf::from(at), PathBuf::from(text)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_grant_through_a_link_in_a_write_grant_is_refused_unless_it_adds_nothing() {
+        let proj = resolved("/home/u/proj", &[]);
+        let docs = resolved("/home/u/.ssh", &[("/home/u/proj/docs", "/home/u/.ssh")]);
+        let usr = resolved("/usr", &[]);
+        let python = resolved(
+            "/usr/bin/python3.11",
+            &[("/home/u/proj/.venv/bin/python", "/usr/bin/python3.11")],
+        );
+        let (proj, docs, usr, python) = (&proj, &docs, &usr, &python);
+        let found = planted_link(&[
+            resolved_bind("/home/u/proj", proj, true),
+            resolved_bind("/home/u/proj/docs", docs, false),
+        ])
+        .expect("refused");
+        assert_eq!(found.link, PathBuf::from("/home/u/proj/docs"));
+        assert_eq!(found.inside, PathBuf::from("/home/u/proj"));
+        assert_eq!(found.leads_to, PathBuf::from("/home/u/.ssh"));
+        // The same link, but nothing writable holds it: the user's own link, followed.
+        assert_eq!(
+            planted_link(&[resolved_bind("/home/u/proj/docs", docs, false)]),
+            None
+        );
+        // A virtualenv's python into /usr, which the root shows anyway: nothing new.
+        let venv = [
+            resolved_bind("/home/u/proj", proj, true),
+            resolved_bind("/usr", usr, false),
+            resolved_bind("/home/u/proj/.venv/bin/python", python, false),
+        ];
+        assert_eq!(planted_link(&venv), None);
+        // ...but not writable where the root shows it read-only.
+        let writable_python = [
+            resolved_bind("/home/u/proj", proj, true),
+            resolved_bind("/usr", usr, false),
+            resolved_bind("/home/u/proj/.venv/bin/python", python, true),
+        ];
+        assert!(planted_link(&writable_python).is_some());
     }
 }

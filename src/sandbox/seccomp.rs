@@ -26,11 +26,6 @@ pub enum Deny {
     NoSys,
     /// "Permission denied": for sockets, what a firewall-less refusal looks like to callers.
     Acces,
-    /// "Protocol not supported": what a kernel without the protocol answers, so a runtime that
-    /// tries MPTCP first falls back to plain TCP.
-    NoProtocol,
-    /// "Address family not supported": what a kernel without the family answers.
-    NoFamily,
 }
 
 impl Deny {
@@ -39,8 +34,6 @@ impl Deny {
             Deny::Perm => libc::EPERM,
             Deny::NoSys => libc::ENOSYS,
             Deny::Acces => libc::EACCES,
-            Deny::NoProtocol => libc::EPROTONOSUPPORT,
-            Deny::NoFamily => libc::EAFNOSUPPORT,
         };
         errno as u32
     }
@@ -234,10 +227,12 @@ pub fn base_table() -> Vec<Entry> {
             "raw IPv6 sockets"
         ),
         // Landlock's TCP rules cover IPPROTO_TCP only: an MPTCP socket would connect and bind
-        // past them (where the network namespace is the host's, anywhere).
+        // past them (where the network namespace is the host's, anywhere). EACCES like the other
+        // refused sockets (one BPF program per errno, and every program runs on every syscall);
+        // runtimes that try MPTCP first (Go) fall back to TCP on any error.
         entry!(
             SYS_socket,
-            NoProtocol,
+            Acces,
             When::Args(&[
                 (0, LOW32, libc::AF_INET as u64),
                 (2, LOW32, libc::IPPROTO_MPTCP as u64)
@@ -246,7 +241,7 @@ pub fn base_table() -> Vec<Entry> {
         ),
         entry!(
             SYS_socket,
-            NoProtocol,
+            Acces,
             When::Args(&[
                 (0, LOW32, libc::AF_INET6 as u64),
                 (2, LOW32, libc::IPPROTO_MPTCP as u64)
@@ -257,7 +252,7 @@ pub fn base_table() -> Vec<Entry> {
         // VMs of the host.
         entry!(
             SYS_socket,
-            NoFamily,
+            Acces,
             When::Args(&[(0, LOW32, libc::AF_VSOCK as u64)]),
             "vsock reaches the hypervisor, outside the network namespace"
         ),

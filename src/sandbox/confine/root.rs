@@ -11,7 +11,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::{Step, fail, idmap, sys};
-use crate::sandbox::root::{Node, Placement, ResolveError, exposes, order, resolve};
+use crate::sandbox::root::{
+    Node, Placement, ResolveError, Resolved, ResolvedBind, exposes, order, planted_link, resolve,
+};
 use crate::sandbox::{FsAccess, Identity, Owner, RootFile, RootPlan, SandboxPlan, Shown};
 
 /// One bind, ready for init.
@@ -75,10 +77,37 @@ fn canonical_protected(root: &RootPlan) -> Vec<PathBuf> {
     out
 }
 
+/// Fails the start when a bind would follow a symlink that a server could have planted in a
+/// write grant (`sandbox::root::planted_link`).
+fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)]) {
+    let views: Vec<ResolvedBind<'_>> = binds
+        .iter()
+        .map(|(grant, resolved, writable)| ResolvedBind {
+            grant,
+            resolved,
+            writable: *writable,
+        })
+        .collect();
+    if let Some(found) = planted_link(&views) {
+        fail(
+            Step::Root,
+            format!(
+                "{} leads to {} through the symlink {}, which lies in the write grant {}: a server can make links there, so airlock does not follow it; grant {} itself if you meant it, or remove the link",
+                found.grant.display(),
+                found.leads_to.display(),
+                found.link.display(),
+                found.inside.display(),
+                found.leads_to.display()
+            ),
+        );
+    }
+}
+
 pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
     let protected = canonical_protected(root);
     let mut placements = Vec::new();
     let mut links = Vec::new();
+    let mut resolved_binds: Vec<(PathBuf, Resolved, bool)> = Vec::new();
     let shown_in_root =
         |shown: Shown| matches!(shown, Shown::Bind | Shown::IdmappedBind | Shown::Device);
     for rule in plan.fs.iter().filter(|rule| shown_in_root(rule.shown)) {
@@ -116,6 +145,8 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
                 ),
             );
         }
+        let writable = rule.access == FsAccess::ReadWrite;
+        resolved_binds.push((rule.path.clone(), resolved.clone(), writable));
         links.extend(resolved.links);
         let idmap = match rule.shown {
             Shown::IdmappedBind => owner_on_disk(&resolved.canonical),
@@ -129,6 +160,7 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
             dir: resolved.node == Node::Dir,
         });
     }
+    refuse_planted_links(&resolved_binds);
     let ordered = order(placements);
     Prepared {
         binds: idmapped_trees(plan.identity, ordered),
