@@ -643,3 +643,25 @@ fn check_refuses_policy_paths_that_name_an_unset_variable() {
         "{out}"
     );
 }
+
+/// The organisation's policy directory is never granted, even while it holds no policy: a file a
+/// server wrote there would be the org policy of every later start.
+#[test]
+fn the_org_policy_directory_is_never_granted_even_empty() {
+    let scratch = Scratch::new();
+    let org = scratch.path("org");
+    let output = scratch.airlock(&[
+        "check",
+        "--trust",
+        "--allow-write",
+        org.to_str().unwrap(),
+        "/bin/true",
+    ]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(2), "{out}\n{}", stderr(&output));
+    assert!(
+        out.contains("would expose the organisation's policy directory"),
+        "{out}\n{}",
+        stderr(&output)
+    );
+}

@@ -16,6 +16,9 @@ use super::{Layer, LayerSource, presets};
 use crate::diagnostic::SourceError;
 use crate::paths::{UserDirs, VarSource};
 
+/// The organisation's policy directory when `AIRLOCK_ORG_POLICY_DIR` is not set.
+pub const DEFAULT_ORG_DIR: &str = "/etc/airlock";
+
 /// The environment the discovery depends on, passed in so tests control it.
 #[derive(Debug, Clone, Default)]
 pub struct DiscoveryInputs {
@@ -40,7 +43,7 @@ impl DiscoveryInputs {
     pub fn org_dir(&self) -> PathBuf {
         self.org_dir
             .clone()
-            .unwrap_or_else(|| PathBuf::from("/etc/airlock"))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_ORG_DIR))
     }
 }
 

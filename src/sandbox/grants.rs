@@ -101,7 +101,8 @@ pub(super) fn system_rules(fs: &mut FsRules, constructed_root: bool, cgroup_view
 }
 
 /// Paths no grant may contain: the real home itself, airlock's config dir, state dir (other than
-/// this server's own private dirs, granted separately) and audit log.
+/// this server's own private dirs, granted separately), audit log, the policy files and the
+/// organisation's policy directory.
 pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
     if let Some(home) = &dirs.home {
@@ -119,6 +120,12 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
     }
     for policy in &dirs.policy_files {
         out.push(("a policy file".to_string(), policy.clone()));
+    }
+    if let Some(org) = &dirs.org_policy_dir {
+        out.push((
+            "the organisation's policy directory".to_string(),
+            org.clone(),
+        ));
     }
     out
 }

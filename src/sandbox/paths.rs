@@ -22,6 +22,10 @@ pub struct AirlockDirs {
     pub policy_files: Vec<PathBuf>,
     /// Parent of the per-server private dirs; `None` = `state_dir/servers`.
     pub servers_dir: Option<PathBuf>,
+    /// The organisation's policy directory (`$AIRLOCK_ORG_POLICY_DIR`, default `/etc/airlock`):
+    /// never granted, even when it holds no policy yet (a file planted there would become one).
+    #[serde(default)]
+    pub org_policy_dir: Option<PathBuf>,
 }
 
 impl AirlockDirs {
@@ -44,6 +48,11 @@ impl AirlockDirs {
             home: user.home,
             policy_files: Vec::new(),
             servers_dir,
+            // Where policy discovery looks (`policy::discover`).
+            org_policy_dir: Some(
+                env.absolute_path("AIRLOCK_ORG_POLICY_DIR")
+                    .unwrap_or_else(|| PathBuf::from(crate::policy::discover::DEFAULT_ORG_DIR)),
+            ),
         }
     }
 
