@@ -35,6 +35,7 @@ both_modes!(
     a_2024_11_05_session_works_end_to_end,
     list_changed_and_task_status_reach_the_host,
     a_server_that_stops_reading_gets_requests_answered_with_errors,
+    a_servers_terminal_escapes_on_stderr_are_shown_not_acted,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -699,4 +700,27 @@ fn a_server_that_stops_reading_gets_requests_answered_with_errors(mode: Mode) {
     client.signal(libc::SIGTERM);
     assert_eq!(client.wait(SECS(10)), Some(0));
     assert_eq!(world.events("outcome").len(), 21, "one outcome per call");
+}
+
+/// A server's stderr reaches the user's terminal with its name in front: escape sequences that
+/// retitle the window and a carriage return that would put a forged airlock line over the
+/// `[fixture]` prefix are shown as text instead.
+fn a_servers_terminal_escapes_on_stderr_are_shown_not_acted(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("forge"), json!({}));
+    assert_eq!(Client::text(&answer), "forged");
+    client.close_stdin();
+    client.wait(SECS(10)).expect("exits");
+    let stderr = client.stderr();
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\r') && !stderr.contains('\x07'),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr.contains(
+            "[fixture] normal\\x1b]0;PWNED\\x07 \\x1b[2K\\x0d2026-01-01T00:00:00Z INFO airlock"
+        ),
+        "{stderr}"
+    );
 }

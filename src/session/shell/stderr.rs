@@ -30,7 +30,7 @@ pub async fn relay_stderr<R: AsyncRead + Unpin>(
                 if let Some(why) = text.strip_prefix(HELPER_PREFIX) {
                     helper_line = Some(why.trim_end().to_string());
                 }
-                writeln!(sink, "[{server}] {text}")
+                writeln!(sink, "[{server}] {}", shown(&text))
             }
             Frame::Oversized { bytes } => {
                 writeln!(sink, "[{server}] ({bytes}-byte line not shown)")
@@ -40,9 +40,43 @@ pub async fn relay_stderr<R: AsyncRead + Unpin>(
     helper_line
 }
 
+/// A server's stderr text as it may reach the user's terminal: control characters (escape
+/// sequences that would retitle the window, write the clipboard, or move the cursor back over the
+/// `[server]` prefix to forge an airlock line) and bidirectional overrides are shown as `\xNN` /
+/// `\u{NNNN}` instead of acting. Tabs stay. Pure.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !acts(c) => out.push(c),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_and_cursor_moves_are_shown_not_acted() {
+        let forged =
+            "ok\x1b]0;TITLE\x07 \x1b[2K\r2026 INFO airlock: all tools approved\u{202e}x\ty";
+        assert_eq!(
+            shown(forged),
+            "ok\\x1b]0;TITLE\\x07 \\x1b[2K\\x0d2026 INFO airlock: all tools approved\\u{202e}x\ty"
+        );
+        assert!(matches!(shown("plain text"), std::borrow::Cow::Borrowed(_)));
+    }
 
     #[tokio::test]
     async fn prefixes_each_line() {
