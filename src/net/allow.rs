@@ -64,6 +64,8 @@ pub enum RuleError {
     },
     #[error("{entry:?} is inside {STAND_IN_NET}, the range airlock's stand-in addresses come from")]
     StandInRange { entry: String },
+    #[error("{entry:?} is a URL; an entry is a host name with an optional port: {host:?}")]
+    Url { entry: String, host: String },
 }
 
 impl RuleError {
@@ -81,6 +83,9 @@ impl RuleError {
                 "write an address (\"10.1.2.3\"), a range (\"10.0.0.0/8\"), or IPv6 in brackets with a port (\"[::1]:8080\")"
             }
             RuleError::StandInRange { .. } => "list another address",
+            RuleError::Url { .. } => {
+                "write only the host, with a port when it is not 443 or 80 (\"example.org\", \"example.org:8443\")"
+            }
         }
     }
 }
@@ -99,6 +104,14 @@ impl NetRule {
         let entry = text.trim();
         if entry.is_empty() {
             return Err(RuleError::Empty);
+        }
+        // A URL pasted from a browser or a server's README: say so, not "bad port".
+        if let Some((_, rest)) = entry.split_once("://") {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            return Err(RuleError::Url {
+                entry: entry.to_string(),
+                host: host.to_string(),
+            });
         }
         let (host, port) = split_port(entry)?;
         let ports = match port {
@@ -409,6 +422,16 @@ impl fmt::Display for AllowList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_is_told_apart_from_a_bad_port() {
+        let err = NetRule::parse("https://registry.example.org/some/path").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\"https://registry.example.org/some/path\" is a URL; an entry is a host name with an optional port: \"registry.example.org\""
+        );
+        assert!(err.fix().contains("write only the host"));
+    }
 
     fn rule(text: &str) -> NetRule {
         NetRule::parse(text).unwrap()
