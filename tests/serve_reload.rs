@@ -71,6 +71,12 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("not reloaded"), "{said}");
+    // The reason as the gateway wrote it: file:line:col, then its fix on a line of its own.
+    assert!(
+        said.contains(&format!("not reloaded: {}:1:", config.display()))
+            && said.lines().any(|line| line.trim_start().starts_with("fix:")),
+        "{said}"
+    );
     assert_eq!(
         Client::text(&client.call(5, "fixture__echo", json!({"text": "d"}))),
         "v2: d"

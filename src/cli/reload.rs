@@ -46,7 +46,12 @@ pub fn run(_args: ReloadArgs) -> Result<ExitCode, CliError> {
             ),
             Ok(answer) => {
                 failed = true;
-                println!("{socket}: not reloaded: {}", answer["error"]);
+                // The gateway's own words, lines and all (not a JSON string with its quotes).
+                let why = match &answer["error"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                println!("{socket}: not reloaded: {why}");
             }
             Err(err) => {
                 failed = true;
