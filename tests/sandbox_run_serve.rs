@@ -249,6 +249,13 @@ fn check(mode: Mode, who: Who) {
         !outcome.stderr.contains("airlock-confine: prepare"),
         "{context}"
     );
+    // Why, in the sandbox's terms: the directory exists on the host, it is only not granted.
+    assert!(
+        outcome
+            .stderr
+            .contains(&format!("{} (it is not granted to the server)", cwd.display())),
+        "{context}"
+    );
     let spawn = outcome
         .audit
         .iter()

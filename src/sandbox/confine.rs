@@ -511,7 +511,14 @@ fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
     if unsafe { libc::chdir(prepared.cwd.as_ptr()) } == 0 {
         return;
     }
-    let why = os_error();
+    let error = std::io::Error::last_os_error();
+    // ENOENT here means "not in the server's root": nothing granted holds it (the directory
+    // exists on the host, so the OS's words alone would mislead).
+    let why = match error.raw_os_error() {
+        Some(libc::ENOENT) => "it is not granted to the server".to_string(),
+        Some(libc::EACCES) => "the server's uid may not enter it".to_string(),
+        _ => error.to_string(),
+    };
     eprintln!(
         "airlock-confine: note: the server cannot use the working directory {} ({why}); it starts in its private home {}",
         plan.cwd.display(),
