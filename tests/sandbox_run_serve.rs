@@ -251,9 +251,10 @@ fn check(mode: Mode, who: Who) {
     );
     // Why, in the sandbox's terms: the directory exists on the host, it is only not granted.
     assert!(
-        outcome
-            .stderr
-            .contains(&format!("{} (it is not granted to the server)", cwd.display())),
+        outcome.stderr.contains(&format!(
+            "{} (it is not granted to the server)",
+            cwd.display()
+        )),
         "{context}"
     );
     let spawn = outcome

@@ -74,7 +74,9 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
     // The reason as the gateway wrote it: file:line:col, then its fix on a line of its own.
     assert!(
         said.contains(&format!("not reloaded: {}:1:", config.display()))
-            && said.lines().any(|line| line.trim_start().starts_with("fix:")),
+            && said
+                .lines()
+                .any(|line| line.trim_start().starts_with("fix:")),
         "{said}"
     );
     assert_eq!(

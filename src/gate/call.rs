@@ -263,7 +263,15 @@ impl Gate {
             }
             .to_string(),
         );
-        event.reason = Some(format!("host answered: {action}"));
+        // What the user did, in words: "accept" with `approve: false` is a "no".
+        let answered = match action {
+            "accept" if !approved => "declined (approve: false)",
+            "accept" => "approved",
+            "decline" => "declined",
+            "cancel" => "cancelled the question",
+            _ => "gave no answer",
+        };
+        event.reason = Some(format!("host answered: {action} ({answered})"));
         fx.audit.push(event);
         if approved {
             let what = Tracked::ToolsCall { tool: held.tool };
@@ -272,7 +280,7 @@ impl Gate {
             fx.to_server.push(held.call);
         } else {
             let text = format!(
-                "airlock denied the call to tool \"{}\" of server \"{}\": the user did not approve it ({action}).",
+                "airlock denied the call to tool \"{}\" of server \"{}\": the user {answered}.",
                 held.tool, self.config.server
             );
             self.refuse(&held.tool, held.id, text, held.started, now, fx);

@@ -229,6 +229,33 @@ fn ask_declined_or_cancelled_never_reaches_the_server() {
     );
     assert!(fx.to_server.is_empty());
     assert_eq!(fx.to_host[0]["result"]["isError"], true);
+    assert!(
+        fx.to_host[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("the user declined."),
+        "{}",
+        fx.to_host[0]
+    );
+
+    // "accept" with `approve: false` is a no, and says so without the word "accept" alone.
+    let mut fx = Effects::default();
+    gate.on_host(call(json!(7), "write_file"), now, &mut fx);
+    let own_id = fx.to_host[0]["id"].clone();
+    let mut fx = Effects::default();
+    gate.on_host(
+        json!({"jsonrpc":"2.0","id":own_id,"result":{"action":"accept","content":{"approve":false}}}),
+        now,
+        &mut fx,
+    );
+    assert!(fx.to_server.is_empty());
+    let text = fx.to_host[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.ends_with("the user declined (approve: false)."),
+        "{text}"
+    );
 
     let mut fx = Effects::default();
     gate.on_host(call(json!(6), "write_file"), now, &mut fx);
