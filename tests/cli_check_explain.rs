@@ -665,3 +665,29 @@ fn the_org_policy_directory_is_never_granted_even_empty() {
         stderr(&output)
     );
 }
+
+/// A one-underscore name is read against the servers of the config `serve` would load; without
+/// one, explain says what is missing instead of calling the name a wildcard. `explain net:` names
+/// a server the config does not declare.
+#[test]
+fn explain_reads_one_underscore_names_against_serves_config() {
+    let scratch = Scratch::new();
+    let lost = scratch.airlock(&["explain", "mcp:fs_write_file"]);
+    assert_eq!(lost.status.code(), Some(2));
+    assert!(
+        stderr(&lost).contains("does not say where the server's name ends")
+            && stderr(&lost).contains("pass --config FILE"),
+        "{}",
+        stderr(&lost)
+    );
+    scratch.write("project/airlock.toml", "[servers.fs]\ncommand = \"npx\"\n");
+    let found = scratch.airlock(&["explain", "mcp:fs_write_file"]);
+    assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
+    assert!(stdout(&found).contains("decision"), "{}", stdout(&found));
+    let net = scratch.airlock(&["explain", "net:nosuch", "example.org"]);
+    assert!(
+        stdout(&net).contains("no server \"nosuch\" is declared in airlock.toml"),
+        "{}",
+        stdout(&net)
+    );
+}

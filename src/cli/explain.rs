@@ -26,7 +26,8 @@ pub struct ExplainArgs {
     pub call: String,
     /// The call's arguments as a JSON object; for `net:<server>`, the target `HOST:PORT`.
     pub arguments: Option<String>,
-    /// Server config whose per-server `tools` blocks take part.
+    /// Server config whose per-server `tools` blocks take part (default: the one `serve` would
+    /// use, ./airlock.toml, else $XDG_CONFIG_HOME/airlock/airlock.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// User policy file or preset (default: $XDG_CONFIG_HOME/airlock/policy.toml).
@@ -38,15 +39,21 @@ pub struct ExplainArgs {
     pub cwd: Option<PathBuf>,
 }
 
+/// `--config`, else the config `serve` would load (its servers read one-underscore names and
+/// take part with their per-server blocks), else none.
+fn load_config(args: &ExplainArgs) -> Result<Option<crate::config::Config>, CliError> {
+    let file = args
+        .config
+        .clone()
+        .or_else(super::serve::found_default_config);
+    Ok(file.as_deref().map(crate::config::load_file).transpose()?)
+}
+
 pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     if let Some(server) = args.call.strip_prefix("net:") {
         return explain_net(server, &args);
     }
-    let config = args
-        .config
-        .as_deref()
-        .map(crate::config::load_file)
-        .transpose()?;
+    let config = load_config(&args)?;
     let known: Vec<&str> = config
         .as_ref()
         .map(super::active_policy::server_names)
@@ -56,8 +63,14 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     let (Some(server), Some(tool), true) =
         (pattern.server.literal(), pattern.tool.literal(), names_tool)
     else {
+        let why = if !names_tool && !args.call.contains('*') && config.is_none() {
+            "does not say where the server's name ends (no `__`, and no server config to read a \
+             one-underscore name against); write mcp:<server>__<tool>, or pass --config FILE"
+        } else {
+            "is not one concrete call; write mcp:<server>__<tool> without wildcards"
+        };
         return Err(CliError::Refused(format!(
-            "{:?} is not one concrete call; write mcp:<server>__<tool> without wildcards, e.g. mcp:fs__read_file",
+            "{:?} {why}, e.g. mcp:fs__read_file",
             args.call
         )));
     };
@@ -275,14 +288,18 @@ fn explain_net(server: &str, args: &ExplainArgs) -> Result<ExitCode, CliError> {
         CliError::Refused("name the target: airlock explain net:SERVER HOST:PORT".into())
     })?;
     let (host, port) = parse_target(target).map_err(|err| CliError::Refused(err.to_string()))?;
-    let config = args
-        .config
-        .as_deref()
-        .map(crate::config::load_file)
-        .transpose()?;
+    let config = load_config(args)?;
     let policy = load_active(args.policy.clone(), config.as_ref())?;
     let network = &policy.sandbox_for(server).network;
     println!("server:   {server}");
+    if let Some(config) = &config
+        && !super::active_policy::server_names(config).contains(&server)
+    {
+        println!(
+            "note:     no server {server:?} is declared in {}; this is the policy for all servers",
+            config.path.display()
+        );
+    }
     println!("target:   {host} port {port}");
     let (decision, rule, note) = match &network.value {
         Network::None => ("deny", "sandbox.network = \"none\"".to_string(), None),
