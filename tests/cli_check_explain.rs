@@ -691,3 +691,27 @@ fn explain_reads_one_underscore_names_against_serves_config() {
         stdout(&net)
     );
 }
+
+/// A host's JSON config gets its fixes in JSON (`"command": "npx"`), a TOML one in TOML.
+#[test]
+fn fixes_are_written_in_the_config_files_own_syntax() {
+    let scratch = Scratch::new();
+    let json = scratch.write(
+        "host.json",
+        "{\"mcpServers\": {\"a\": {\"comand\": \"npx\", \"args\": [\"x\"]}}}\n",
+    );
+    let output = scratch.airlock(&["check", "--config", json.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("add `\"command\": \"npx\"`"),
+        "{}",
+        stderr(&output)
+    );
+    let toml = scratch.write("airlock.toml", "[servers.a]\nargs = [\"x\"]\n");
+    let output = scratch.airlock(&["check", "--config", toml.to_str().unwrap()]);
+    assert!(
+        stderr(&output).contains("add `command = \"npx\"`"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -137,6 +137,7 @@ pub(super) fn parse(
 
     let separator = "__".to_string();
     let mut validator = Validator {
+        json: true,
         path,
         separator: &separator,
         strict_env: false,

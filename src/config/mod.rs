@@ -337,6 +337,8 @@ pub(crate) fn collect<T>(
 
 pub(crate) struct Validator<'a> {
     pub path: &'a Path,
+    /// The file is a host's JSON config: fixes are written in its syntax.
+    pub json: bool,
     pub separator: &'a str,
     pub strict_env: bool,
     pub lookup: &'a dyn Fn(&str) -> Option<String>,
@@ -346,6 +348,15 @@ pub(crate) struct Validator<'a> {
 impl Validator<'_> {
     fn error(&self, at: Option<LineCol>, message: impl Into<String>) -> SourceError {
         SourceError::new(self.path, at, message)
+    }
+
+    /// `key = value` as the file's own syntax writes it (TOML, or a JSON member), for fixes.
+    fn field(&self, key: &str, value: &str) -> String {
+        if self.json {
+            format!("\"{key}\": {value}")
+        } else {
+            format!("{key} = {value}")
+        }
     }
 
     fn timeout(
@@ -524,13 +535,27 @@ impl Validator<'_> {
         let Some(declared) = &raw.transport else {
             return match (&raw.command, &raw.url) {
                 (Some(_), Some(url)) => Err(self
-                    .error(url.at, format!("server {name:?} mixes transports: it has both `command` and `url`"))
-                    .with_fix("keep `command` for a local stdio server, or `url` for a remote one")),
+                    .error(
+                        url.at,
+                        format!(
+                            "server {name:?} mixes transports: it has both `command` and `url`"
+                        ),
+                    )
+                    .with_fix(
+                        "keep `command` for a local stdio server, or `url` for a remote one",
+                    )),
                 (Some(_), None) => Ok(Transport::Stdio),
                 (None, Some(_)) => Ok(Transport::Http),
                 (None, None) => Err(self
-                    .error(raw.at, format!("server {name:?} has neither `command` nor `url`"))
-                    .with_fix("add `command = \"npx\"` (with `args`) for a stdio server, or `url = \"https://...\"` for a remote one")),
+                    .error(
+                        raw.at,
+                        format!("server {name:?} has neither `command` nor `url`"),
+                    )
+                    .with_fix(format!(
+                        "add `{}` (with `args`) for a stdio server, or `{}` for a remote one",
+                        self.field("command", "\"npx\""),
+                        self.field("url", "\"https://...\"")
+                    ))),
             };
         };
         match declared.value.as_str() {
@@ -555,7 +580,10 @@ impl Validator<'_> {
                     url.at,
                     format!("server {name:?} mixes transports: a stdio server cannot have `url`"),
                 )
-                .with_fix("remove `url`, or set transport = \"http\" and remove `command`"));
+                .with_fix(format!(
+                    "remove `url`, or set `{}` and remove `command`",
+                    self.field("transport", "\"http\"")
+                )));
         }
         if raw
             .command
@@ -567,7 +595,10 @@ impl Validator<'_> {
                     raw.command.as_ref().and_then(|c| c.at).or(raw.at),
                     format!("server {name:?} is a stdio server without a `command`"),
                 )
-                .with_fix("add `command = \"npx\"` and its `args`"));
+                .with_fix(format!(
+                    "add `{}` and its `args`",
+                    self.field("command", "\"npx\"")
+                )));
         }
         if !raw.headers.is_empty() {
             return Err(self
@@ -590,7 +621,7 @@ impl Validator<'_> {
         if let Some(command) = &raw.command {
             return Err(self
                 .error(command.at, format!("server {name:?} mixes transports: a {transport} server cannot have `command`"))
-                .with_fix("remove `command`/`args`, or set transport = \"stdio\" and remove `url`"));
+                .with_fix(format!("remove `command`/`args`, or set `{}` and remove `url`", self.field("transport", "\"stdio\""))));
         }
         let Some(url) = &raw.url else {
             return Err(self
@@ -598,7 +629,7 @@ impl Validator<'_> {
                     raw.at,
                     format!("server {name:?} is a {transport} server without a `url`"),
                 )
-                .with_fix("add `url = \"https://...\"`"));
+                .with_fix(format!("add `{}`", self.field("url", "\"https://...\""))));
         };
         if !(url.value.starts_with("https://") || url.value.starts_with("http://")) {
             return Err(self

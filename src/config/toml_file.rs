@@ -106,6 +106,7 @@ pub(super) fn parse(
     };
 
     let mut validator = Validator {
+        json: false,
         path,
         separator: &separator,
         strict_env: file.strict_env,
