@@ -52,9 +52,13 @@ impl User {
     }
 
     fn airlock(&self, args: &[&str]) -> Output {
+        self.airlock_in(&self.project, args)
+    }
+
+    fn airlock_in(&self, cwd: &Path, args: &[&str]) -> Output {
         Command::new(AIRLOCK)
             .args(args)
-            .current_dir(&self.project)
+            .current_dir(cwd)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &self.home)
@@ -389,6 +393,24 @@ fn install_without_a_host_lists_what_is_here_and_writes_nothing() {
     assert!(!out.contains("Zed"), "only hosts that are here: {out}");
     assert_eq!(std::fs::read_to_string(&cursor).unwrap(), cursor_text);
     assert_eq!(std::fs::read_to_string(&codex).unwrap(), codex_text);
+}
+
+/// Run from the home directory, Cursor's project file (`./.cursor/mcp.json`) is its user file:
+/// listed once, not once per scope.
+#[test]
+fn install_from_the_home_directory_lists_a_file_once() {
+    let user = User::new();
+    let cursor = user.home.join(".cursor/mcp.json");
+    user.place("cursor/mcp.json", &cursor);
+    let out = user.airlock_in(&user.home, &["install"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(
+        said.matches(&format!("Cursor [cursor] {}", cursor.display()))
+            .count(),
+        1,
+        "{said}"
+    );
 }
 
 #[test]

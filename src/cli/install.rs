@@ -456,10 +456,15 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
     let mut out = String::new();
     let mut found = 0;
     for host in hosts::HOSTS {
+        // Run from the home directory, a host's project file is its user file: list it once.
+        let mut listed = std::collections::BTreeSet::new();
         for file in host.files {
             let Some(path) = env.path_of(file).filter(|p| p.is_file()) else {
                 continue;
             };
+            if !listed.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())) {
+                continue;
+            }
             found += 1;
             let _ = writeln!(
                 out,
