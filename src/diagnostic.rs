@@ -7,8 +7,8 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-/// A 1-based line and column in a text file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A 1-based line and column in a text file (ordered by line, then column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct LineCol {
     pub line: usize,
     pub column: usize,
@@ -50,9 +50,23 @@ impl SourceError {
         }
     }
 
-    /// One error carrying all of `errors` (`None` when there are none).
+    /// One error carrying all of `errors` (`None` when there are none), in file order: files as
+    /// first met, positions ascending within each (a knock-on error the parser met first does
+    /// not come before its cause), errors without a position after those with one.
     pub fn all(errors: Vec<SourceError>) -> Option<SourceError> {
-        let mut errors = errors.into_iter().flat_map(SourceError::flatten);
+        let mut errors: Vec<SourceError> =
+            errors.into_iter().flat_map(SourceError::flatten).collect();
+        let mut files: Vec<PathBuf> = Vec::new();
+        for error in &errors {
+            if !files.contains(&error.file) {
+                files.push(error.file.clone());
+            }
+        }
+        errors.sort_by_key(|error| {
+            let file = files.iter().position(|f| *f == error.file);
+            (file, error.position.is_none(), error.position)
+        });
+        let mut errors = errors.into_iter();
         let mut first = errors.next()?;
         first.also = errors.collect();
         Some(first)
@@ -350,6 +364,38 @@ fn remove_entry(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_errors_come_in_file_order() {
+        let at = |file: &str, line: Option<usize>| {
+            SourceError::new(
+                Path::new(file),
+                line.map(|line| LineCol { line, column: 1 }),
+                "x",
+            )
+        };
+        let all = SourceError::all(vec![
+            at("a.toml", Some(9)),
+            at("b.toml", Some(1)),
+            at("a.toml", None),
+            at("a.toml", Some(8)),
+        ])
+        .unwrap();
+        let order: Vec<(String, Option<usize>)> = all
+            .flatten()
+            .iter()
+            .map(|e| (e.file.display().to_string(), e.position.map(|p| p.line)))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                ("a.toml".to_string(), Some(8)),
+                ("a.toml".to_string(), Some(9)),
+                ("a.toml".to_string(), None),
+                ("b.toml".to_string(), Some(1)),
+            ]
+        );
+    }
 
     #[test]
     fn offsets_map_to_one_based_line_and_column() {
