@@ -108,19 +108,26 @@ pub enum NoUsableAddress {
     OnlyNonPublic { name: String, refused: Vec<String> },
 }
 
-/// The addresses of `name` the relay may connect to: public ones, and non-public ones only when
-/// an entry lists that address on `port`. Refuses (with the reason) when none is left.
+/// The addresses of `name` the relay may connect to: public ones, and non-public ones (this
+/// host's own addresses among them, `own`) only when an entry lists that address on `port`.
+/// Refuses (with the reason) when none is left.
 pub fn usable_addresses(
     name: &str,
     port: u16,
     resolved: &[IpAddr],
+    own: &[IpAddr],
     allow: &AllowList,
 ) -> Result<Vec<IpAddr>, NoUsableAddress> {
     let mut usable = Vec::new();
     let mut refused = Vec::new();
     for &ip in resolved {
         let ip = canonical(ip);
-        match non_public_reason(ip) {
+        let why = non_public_reason(ip).or_else(|| {
+            own.iter()
+                .any(|mine| canonical(*mine) == ip)
+                .then_some("this host's own")
+        });
+        match why {
             Some(_) if allow.address_entry(ip, port).is_some() => usable.push(ip),
             Some(why) => refused.push(format!("{ip} ({why})")),
             None => usable.push(ip),
@@ -234,6 +241,14 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
         }
     }
 
+    /// This host's addresses, read at each connection (interfaces come and go). When they
+    /// cannot be read the connection is refused: a name could lead back to the host.
+    fn own_addresses(&self) -> Result<Vec<IpAddr>, String> {
+        super::sys::own_addresses().map_err(|err| {
+            format!("this host's own addresses cannot be read ({err}), so no name is relayed")
+        })
+    }
+
     pub(super) fn conn_number(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
@@ -317,8 +332,10 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
             Decision::Name { name, entry } => {
                 let resolved = self.resolver.resolve(&name, port).await;
                 let resolved = match resolved {
-                    Ok(resolved) => usable_addresses(&name, port, &resolved, &self.allow)
-                        .map_err(|err| err.to_string()),
+                    Ok(resolved) => self.own_addresses().and_then(|own| {
+                        usable_addresses(&name, port, &resolved, &own, &self.allow)
+                            .map_err(|err| err.to_string())
+                    }),
                     Err(err) => Err(format!(
                         "{name} does not resolve outside the sandbox: {err}"
                     )),

@@ -75,22 +75,42 @@ fn decides_by_stand_in_name_and_port_or_listed_address() {
 #[test]
 fn names_lead_only_to_public_addresses_unless_listed() {
     let list = allow(&["internal.example", "10.1.2.3:443"]);
-    let public = usable_addresses("a", 443, &[ip("203.0.113.5"), ip("10.0.0.1")], &list);
+    let public = usable_addresses("a", 443, &[ip("203.0.113.5"), ip("10.0.0.1")], &[], &list);
     assert_eq!(public, Ok(vec![ip("203.0.113.5")]));
-    let listed = usable_addresses("internal.example", 443, &[ip("10.1.2.3")], &list);
+    let listed = usable_addresses("internal.example", 443, &[ip("10.1.2.3")], &[], &list);
     assert_eq!(listed, Ok(vec![ip("10.1.2.3")]));
-    let other_port = usable_addresses("internal.example", 80, &[ip("10.1.2.3")], &list);
+    let other_port = usable_addresses("internal.example", 80, &[ip("10.1.2.3")], &[], &list);
     assert!(other_port.is_err());
-    let err = usable_addresses("a", 443, &[ip("169.254.169.254"), ip("::1")], &list).unwrap_err();
+    let err =
+        usable_addresses("a", 443, &[ip("169.254.169.254"), ip("::1")], &[], &list).unwrap_err();
     assert_eq!(
         err.to_string(),
         "a resolves only to addresses a name may not lead to: 169.254.169.254 (link-local), \
          ::1 (loopback); list the address itself to allow it"
     );
     assert_eq!(
-        usable_addresses("a", 443, &[], &list),
+        usable_addresses("a", 443, &[], &[], &list),
         Err(NoUsableAddress::None { name: "a".into() })
     );
+    // The host's own public address (a service on 0.0.0.0 answers there): only when listed.
+    let own = [ip("198.51.100.7")];
+    let err = usable_addresses("a", 443, &[ip("198.51.100.7")], &own, &list).unwrap_err();
+    assert!(
+        err.to_string().contains("198.51.100.7 (this host's own)"),
+        "{err}"
+    );
+    let listed_own = allow(&["198.51.100.7:443"]);
+    assert_eq!(
+        usable_addresses("a", 443, &[ip("198.51.100.7")], &own, &listed_own),
+        Ok(vec![ip("198.51.100.7")])
+    );
+}
+
+/// The real interface list: loopback is always among this host's own addresses.
+#[test]
+fn own_addresses_include_loopback() {
+    let own = crate::net::sys::own_addresses().unwrap();
+    assert!(own.contains(&ip("127.0.0.1")), "{own:?}");
 }
 
 /// Answers every name with fixed addresses.

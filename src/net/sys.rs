@@ -564,3 +564,48 @@ pub fn send_from(fd: RawFd, data: &[u8], to: SocketAddr, from: std::net::IpAddr)
     }
     Ok(())
 }
+
+/// The addresses of this host's own interfaces (in airlock's network namespace). A name must not
+/// lead to one of them: a connection to the host's own public address arrives over loopback, at
+/// every service bound to `0.0.0.0`.
+pub fn own_addresses() -> io::Result<Vec<std::net::IpAddr>> {
+    use std::net::IpAddr;
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a pointer to a list it allocates; it is freed below, once.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut cursor = list;
+    while !cursor.is_null() {
+        // SAFETY: `cursor` is a node of the list getifaddrs returned, which is not freed yet.
+        let entry = unsafe { &*cursor };
+        let addr = entry.ifa_addr;
+        if !addr.is_null() {
+            // SAFETY: a non-null `ifa_addr` points to a sockaddr whose `sa_family` tells its
+            // real type; each arm reads it as that type only.
+            let ip = unsafe {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*(addr as *const libc::sockaddr_in);
+                        Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                            sin.sin_addr.s_addr,
+                        ))))
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(addr as *const libc::sockaddr_in6);
+                        Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(ip) = ip.filter(|ip| !out.contains(ip)) {
+                out.push(ip);
+            }
+        }
+        cursor = entry.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed exactly once; nothing points into it now.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(out)
+}
