@@ -219,6 +219,22 @@ fn mptcp_and_vsock_sockets_are_refused() {
     }
 }
 
+/// The host's name is not the server's: it reads `airlock` (its own UTS namespace) and cannot
+/// set one (init dropped the capability).
+#[test]
+fn the_server_sees_its_own_host_name_and_cannot_set_it() {
+    let out = world().run("syscalls", &[], &["hostname"]);
+    assert_refused(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("HOSTNAME airlock\n"), "{}", text(&out));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_ne!(
+        host.trim(),
+        "airlock",
+        "the test cannot tell the names apart here"
+    );
+}
+
 #[test]
 fn i386_syscall_path_kills_the_process() {
     let out = world().run("int80", &[], &["int80"]);

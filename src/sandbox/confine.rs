@@ -10,7 +10,7 @@
 //!
 //! The helper reads the plan, prepares everything that can fail (BPF programs, landlock rules
 //! with their path fds, the binds of the server's root resolved on the host, idmapped clones,
-//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount+ipc(+net) namespaces,
+//! the memory cgroup, argv/env), then clones `init` into new user+pid+mount+ipc+uts(+net) namespaces,
 //! moves it into the memory cgroup, writes its id maps and supervises it: it forwards
 //! SIGTERM/SIGINT/SIGHUP and exits with its status. `init` builds the server's root and enters it
 //! (`build.rs`), drops everything (rlimits, caps, uid), enters the working directory, restricts
@@ -366,6 +366,7 @@ fn clone_flags(plan: &SandboxPlan) -> libc::c_ulong {
         // build the server's root; the mounts exist only inside the sandbox.
         (ns.mount, libc::CLONE_NEWNS),
         (ns.ipc, libc::CLONE_NEWIPC),
+        (ns.uts, libc::CLONE_NEWUTS),
     ] {
         if wanted {
             flags |= flag as libc::c_ulong;
@@ -546,6 +547,15 @@ fn init(
         if let Err(err) = sys::new_cgroup_namespace() {
             fail(Step::Memory, format!("unshare(CLONE_NEWCGROUP): {err}"));
         }
+    }
+    if plan.namespaces.uts {
+        const NAME: &[u8] = b"airlock";
+        // SAFETY: sethostname reads NAME.len() bytes of a static buffer.
+        check(
+            Step::Prepare,
+            "sethostname",
+            unsafe { libc::sethostname(NAME.as_ptr().cast(), NAME.len()) }.into(),
+        );
     }
     // While init still holds every capability of its user namespace (and before landlock and
     // seccomp, which forbid mounting).

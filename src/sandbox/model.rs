@@ -155,6 +155,9 @@ pub struct Namespaces {
     /// them with the namespace.
     #[serde(default)]
     pub ipc: bool,
+    /// Its own host name (`airlock`): the host's name is not the server's to read or set.
+    #[serde(default)]
+    pub uts: bool,
 }
 
 /// The uid/gid maps the helper writes for the new user namespace (identity maps: the kernel
@@ -440,6 +443,9 @@ impl SandboxPlan {
         }
         if self.namespaces.ipc {
             names.push("ipc");
+        }
+        if self.namespaces.uts {
+            names.push("uts");
         }
         if names.is_empty() {
             "none".to_string()

@@ -153,6 +153,7 @@ fn namespaces(
         mount: constructed_root,
         cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
         ipc: host.user_namespaces,
+        uts: host.user_namespaces,
     }
 }
 

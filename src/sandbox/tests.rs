@@ -94,6 +94,8 @@ fn default_plan_confines_hard() {
             cgroup: true,
             // SysV IPC and POSIX message queues of its own
             ipc: true,
+            // its own host name
+            uts: true,
         }
     );
     assert_eq!(
