@@ -685,3 +685,27 @@ fn sysv_ipc_is_the_servers_own_and_dies_with_it() {
         );
     }
 }
+
+/// The host's cgroup paths (which name the user's session and slices) are not the server's: as
+/// root (a memory cgroup of its own) and as an ordinary user (no cgroup, `RLIMIT_DATA`), every
+/// line of its `/proc/self/cgroup` is the root of its own cgroup namespace.
+#[test]
+fn the_server_sees_only_the_root_of_its_own_cgroup_namespace() {
+    let host = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    for who in everyone() {
+        let out = who.hostile(&[], &["cat", "/proc/self/cgroup"]);
+        let said = stdout(&out);
+        let lines: Vec<&str> = said
+            .lines()
+            .filter_map(|line| line.strip_prefix("LINE "))
+            .collect();
+        assert!(!lines.is_empty(), "{who:?}: {}", text(&out));
+        for line in &lines {
+            assert!(
+                line.ends_with(":/"),
+                "{who:?}: {line}\nhost: {host}\n{}",
+                text(&out)
+            );
+        }
+    }
+}

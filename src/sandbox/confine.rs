@@ -543,9 +543,9 @@ fn init(
 ) -> ! {
     wait_release(&release_r);
     if plan.namespaces.cgroup {
-        // Rooted at the memory cgroup the helper moved us into.
+        // Rooted at the memory cgroup the helper moved us into, or without one where airlock is.
         if let Err(err) = sys::new_cgroup_namespace() {
-            fail(Step::Memory, format!("unshare(CLONE_NEWCGROUP): {err}"));
+            fail(Step::Prepare, format!("unshare(CLONE_NEWCGROUP): {err}"));
         }
     }
     if plan.namespaces.uts {

@@ -145,8 +145,9 @@ pub struct Namespaces {
     /// overlays live in it.
     #[serde(default)]
     pub mount: bool,
-    /// A cgroup namespace rooted at the server's own memory cgroup (`/proc/self/cgroup` shows
-    /// `/`, and the server's own cgroup2 view shows only its subtree).
+    /// A cgroup namespace rooted at the server's own memory cgroup, or at airlock's cgroup when
+    /// there is none (`/proc/self/cgroup` shows `/`, not the host's paths; with a v2 memory
+    /// cgroup the server's own cgroup2 view shows only its subtree).
     #[serde(default)]
     pub cgroup: bool,
     /// Its own SysV IPC and POSIX message queue namespace: the server can neither reach the

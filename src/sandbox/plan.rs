@@ -50,7 +50,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     );
 
     let network = NetMode::from(&policy.network.value);
-    let namespaces = namespaces(host, &network, constructed_root, &memory);
+    let namespaces = namespaces(host, &network, constructed_root);
     host_notes(host, &namespaces, &network, &mut notes);
     check_egress(request, host, &network)?;
     let root = constructed_root.then(|| {
@@ -139,19 +139,16 @@ fn argument_protected(
         .collect()
 }
 
-fn namespaces(
-    host: &HostFacts,
-    network: &NetMode,
-    constructed_root: bool,
-    memory: &MemoryLimit,
-) -> Namespaces {
+fn namespaces(host: &HostFacts, network: &NetMode, constructed_root: bool) -> Namespaces {
     Namespaces {
         user: host.user_namespaces,
         pid: host.user_namespaces,
         net: host.user_namespaces && *network != NetMode::Host,
         // The constructed root and the cache overlays in it.
         mount: constructed_root,
-        cgroup: host.user_namespaces && matches!(memory, MemoryLimit::Cgroup { .. }),
+        // Rooted at the server's memory cgroup, or without one at airlock's own: either way the
+        // host's cgroup paths (which name the user's session and slices) are not the server's.
+        cgroup: host.user_namespaces,
         ipc: host.user_namespaces,
         uts: host.user_namespaces,
     }
