@@ -421,4 +421,41 @@ fn planted_link_through(mode: Mode, who: Who) {
     );
     std::fs::remove_file(&docs).unwrap();
     std::fs::rename(project.join("docs.moved"), &docs).unwrap();
+
+    // A later start that grants only the planted path (no write grant around it, so the link
+    // is not in one): a link into the user's credential store is not followed either.
+    let store = world().root.join("home/.ssh");
+    std::fs::create_dir_all(&store).unwrap();
+    chmod(&store, 0o755);
+    std::fs::write(store.join("id_canary"), "CANARY-CREDENTIAL\n").unwrap();
+    chmod(&store.join("id_canary"), 0o644);
+    let key = project.join("key");
+    let planted = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call("plant_link", json!({"link": key, "target": store})),
+    );
+    assert!(text(&planted).contains("planted"), "{}", planted.stderr);
+    let only_the_link = Call {
+        tool: "list_dir",
+        arguments: json!({"path": key}),
+        write: None,
+        read: Some(&key),
+    };
+    let next = call_tool(mode, who, &cwd, &only_the_link);
+    let everything = format!("{}\n{}\n{:?}", next.answer, next.stderr, next.audit);
+    assert!(
+        !everything.contains("CANARY") && !everything.contains("id_canary"),
+        "{mode:?} as {who:?}: the link into the credential store was followed:\n{everything}"
+    );
+    assert!(
+        next.stderr.contains(&format!(
+            "leads through a symlink to {}, in the credential store {}",
+            store.display(),
+            store.display()
+        )),
+        "{mode:?} as {who:?}:\n{everything}"
+    );
+    std::fs::remove_file(&key).unwrap();
 }

@@ -130,6 +130,34 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Where users keep credentials, under their home: reached through a symlink, never bound
+/// (`sandbox::root::credentials_through_link`).
+const CREDENTIAL_STORES: [&str; 12] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".password-store",
+    ".config/gcloud",
+    ".config/gh",
+    ".mozilla",
+];
+
+/// The user's credential stores, as absolute paths (none without a home).
+pub(super) fn credential_stores(dirs: &AirlockDirs) -> Vec<PathBuf> {
+    let Some(home) = &dirs.home else {
+        return Vec::new();
+    };
+    CREDENTIAL_STORES
+        .iter()
+        .map(|store| home.join(store))
+        .collect()
+}
+
 /// The protected path that `grant` equals or contains, if any.
 pub(super) fn covers_protected(
     grant: &Path,

@@ -55,11 +55,9 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     check_egress(request, host, &network)?;
     let root = constructed_root.then(|| {
         let protected = protected.iter().map(|(_, path)| path.clone()).collect();
-        Box::new(RootPlan::new(
-            policy.limits.disk_mb.value,
-            protected,
-            cgroup_view,
-        ))
+        let mut root = RootPlan::new(policy.limits.disk_mb.value, protected, cgroup_view);
+        root.credentials = super::grants::credential_stores(&request.dirs);
+        Box::new(root)
     });
 
     Ok(SandboxPlan {

@@ -36,6 +36,11 @@ pub struct RootPlan {
     /// Mount the server's own cgroup (cgroup v2, through its cgroup namespace) at
     /// `/sys/fs/cgroup`, read-only, so runtimes read their memory limit there.
     pub cgroup_view: bool,
+    /// The user's credential stores (`~/.ssh`, `~/.aws`, ...): a bind that reaches one (or a path
+    /// in one) through a symlink is refused, because whoever could write that link chose what
+    /// the server gets; a grant naming the store by its own path still works.
+    #[serde(default)]
+    pub credentials: Vec<PathBuf>,
 }
 
 /// A file the helper creates in the root before making it read-only.
@@ -63,6 +68,7 @@ impl RootPlan {
             files: Vec::new(),
             protected,
             cgroup_view,
+            credentials: Vec::new(),
         };
         for (name, target) in [
             ("fd", "/proc/self/fd"),
@@ -236,6 +242,28 @@ pub fn exposes<'a>(canonical: &Path, protected: &'a [PathBuf]) -> Option<&'a Pat
     protected
         .iter()
         .find(|path| path.starts_with(canonical))
+        .map(PathBuf::as_path)
+}
+
+/// The credential store `canonical` is, is in, or contains, when a symlink led there: one that
+/// is not on the way to a store itself (a symlinked home is the user's own layout). `credentials`
+/// holds the stores as written and as they are on disk. Pure.
+pub fn credentials_through_link<'a>(
+    resolved: &Resolved,
+    credentials: &'a [PathBuf],
+) -> Option<&'a Path> {
+    let foreign_link = resolved
+        .links
+        .iter()
+        .any(|(at, _)| !credentials.iter().any(|store| store.starts_with(at)));
+    if !foreign_link {
+        return None;
+    }
+    credentials
+        .iter()
+        .find(|store| {
+            resolved.canonical.starts_with(store) || store.starts_with(&resolved.canonical)
+        })
         .map(PathBuf::as_path)
 }
 
@@ -496,6 +524,28 @@ mod tests {
                 .map(|(at, text)| (PathBuf::from(at), PathBuf::from(text)))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_credential_store_is_bound_only_by_its_own_path() {
+        let stores = [PathBuf::from("/home/u/.ssh"), PathBuf::from("/data/u/.ssh")];
+        let direct = resolved("/home/u/.ssh", &[]);
+        assert_eq!(credentials_through_link(&direct, &stores), None);
+        let linked = resolved("/home/u/.ssh", &[("/proj/docs", "/home/u/.ssh")]);
+        assert_eq!(
+            credentials_through_link(&linked, &stores),
+            Some(Path::new("/home/u/.ssh"))
+        );
+        let a_key = resolved(
+            "/home/u/.ssh/id_ed25519",
+            &[("/proj/key", "/home/u/.ssh/id_ed25519")],
+        );
+        assert!(credentials_through_link(&a_key, &stores).is_some());
+        // The home itself a symlink (/home/u -> /data/u): the user's own layout, followed.
+        let via_home = resolved("/data/u/.ssh", &[("/home/u", "/data/u")]);
+        assert_eq!(credentials_through_link(&via_home, &stores), None);
+        let elsewhere = resolved("/data/docs", &[("/proj/docs", "/data/docs")]);
+        assert_eq!(credentials_through_link(&elsewhere, &stores), None);
     }
 
     #[test]

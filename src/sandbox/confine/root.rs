@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::{Step, fail, idmap, sys};
 use crate::sandbox::root::{
-    Node, Placement, ResolveError, Resolved, ResolvedBind, exposes, order, planted_link, resolve,
+    Node, Placement, ResolveError, Resolved, ResolvedBind, credentials_through_link, exposes,
+    order, planted_link, resolve,
 };
 use crate::sandbox::{FsAccess, Identity, Owner, RootFile, RootPlan, SandboxPlan, Shown};
 
@@ -63,10 +64,10 @@ fn probe(path: &Path) -> Result<Node, ResolveError> {
     }
 }
 
-/// The protected paths as they are on disk (a symlinked home is protected where it really is).
-fn canonical_protected(root: &RootPlan) -> Vec<PathBuf> {
+/// Paths as written and as they are on disk (a symlinked home is protected where it really is).
+fn with_canonical(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for path in &root.protected {
+    for path in paths {
         out.push(path.clone());
         if let Ok(real) = std::fs::canonicalize(path)
             && &real != path
@@ -104,7 +105,8 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)]) {
 }
 
 pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
-    let protected = canonical_protected(root);
+    let protected = with_canonical(&root.protected);
+    let credentials = with_canonical(&root.credentials);
     let mut placements = Vec::new();
     let mut links = Vec::new();
     let mut resolved_binds: Vec<(PathBuf, Resolved, bool)> = Vec::new();
@@ -142,6 +144,18 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
                     rule.reason,
                     resolved.canonical.display(),
                     protected.display()
+                ),
+            );
+        }
+        if let Some(store) = credentials_through_link(&resolved, &credentials) {
+            fail(
+                Step::Root,
+                format!(
+                    "{} ({}) leads through a symlink to {}, in the credential store {}; airlock binds a credential store only when a grant names it by its own path",
+                    rule.path.display(),
+                    rule.reason,
+                    resolved.canonical.display(),
+                    store.display()
                 ),
             );
         }
