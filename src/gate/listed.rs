@@ -20,7 +20,7 @@ use super::schema::{SchemaCheck, ToolSchemas};
 use super::track::{Held, Pending, Tracked};
 use super::{Effects, Gate};
 use crate::audit::{EventKind, Outcome};
-use crate::mcp::message::{code, error_response, id_key};
+use crate::mcp::message::{code, error_response, has_id_key, id_key};
 use crate::policy::Action;
 
 /// The rule named on the decision of a call to a name the server did not list.
@@ -176,7 +176,7 @@ impl Gate {
 
     /// Takes a waiting call out by its host id key.
     pub(super) fn take_awaiting(&mut self, key: &str) -> Option<Held> {
-        let position = self.awaiting.iter().position(|h| id_key(&h.id) == key)?;
+        let position = self.awaiting.iter().position(|h| has_id_key(&h.id, key))?;
         Some(self.awaiting.remove(position))
     }
 

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome, Redactor};
 use crate::mcp::message::{
-    code, error_response, id_key, notification, result_response, tool_error_result,
+    code, error_response, has_id_key, id_key, notification, result_response, tool_error_result,
 };
 use crate::mcp::{Class, classify, version};
 use crate::policy::reading::PathContext;
@@ -221,7 +221,7 @@ impl Gate {
     pub fn tracks(&self, key: &str) -> bool {
         self.pending.contains_key(key)
             || self.held_by_call.contains_key(key)
-            || self.awaiting.iter().any(|call| id_key(&call.id) == key)
+            || self.awaiting.iter().any(|call| has_id_key(&call.id, key))
     }
 
     /// Whether `key` is one of this gate's own requests to the host.

@@ -123,6 +123,36 @@ pub fn id_key(id: &Value) -> String {
     key
 }
 
+/// Whether `id_key(id) == key`, without building the key: the scans of in-flight ids run for
+/// every host message, over every call in flight.
+pub fn has_id_key(id: &Value, key: &str) -> bool {
+    match id {
+        Value::String(text) => key.strip_prefix("s:") == Some(text.as_str()),
+        Value::Number(number) => {
+            let Some(rest) = key.strip_prefix("n:") else {
+                return false;
+            };
+            // An integer prints without a sign or leading zeros: only that spelling is its key.
+            match (number.as_i64(), number.as_u64()) {
+                (Some(signed), _) => is_canonical_integer(rest) && rest.parse() == Ok(signed),
+                (None, Some(unsigned)) => {
+                    is_canonical_integer(rest) && rest.parse() == Ok(unsigned)
+                }
+                (None, None) => id_key(id) == key,
+            }
+        }
+        other => id_key(other) == key,
+    }
+}
+
+/// `0`, or digits not starting with `0`, optionally after one `-`.
+fn is_canonical_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" && text == "0" || !digits.starts_with('0'))
+}
+
 /// The value at `keys` (object keys, outermost first), like `Value::pointer` without building
 /// an unescaped copy of each token: for the few fixed paths read on every message.
 pub fn at<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
@@ -199,6 +229,31 @@ pub enum Unreadable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn has_id_key_agrees_with_id_key() {
+        let ids = [
+            json!(1),
+            json!(-7),
+            json!(18446744073709551615u64),
+            json!(1.5),
+            json!("1"),
+            json!("s:x"),
+            json!(""),
+            json!(null),
+        ];
+        for id in &ids {
+            for other in &ids {
+                assert_eq!(
+                    has_id_key(id, &id_key(other)),
+                    id_key(id) == id_key(other),
+                    "{id} vs {other}"
+                );
+            }
+        }
+        // A key whose digits parse to the same integer but are not its spelling.
+        assert!(!has_id_key(&json!(1), "n:01"));
+    }
 
     #[test]
     fn classifies_every_shape() {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Core, Topology, era};
 use crate::audit::{Event, EventKind};
-use crate::mcp::message::{at, code, id_key};
+use crate::mcp::message::{at, code, has_id_key, id_key};
 use crate::mcp::version;
 use crate::mcp::{Class, classify, salvage_id};
 
@@ -91,11 +91,14 @@ impl Core {
         self.host_requests.contains_key(key)
             || self.is_listen(key)
             || self.servers.iter().any(|s| s.gate.tracks(key))
-            || self.aggregations.iter().any(|a| id_key(&a.host_id) == key)
+            || self
+                .aggregations
+                .iter()
+                .any(|a| has_id_key(&a.host_id, key))
             || self
                 .pending_initialize
                 .as_ref()
-                .is_some_and(|(id, _, _)| id_key(id) == key)
+                .is_some_and(|(id, _, _)| has_id_key(id, key))
     }
 
     /// A request whose id is already in flight is a host bug; it is handled once: the second is

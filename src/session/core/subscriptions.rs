@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::lists::ListKind;
 use super::{Core, Origin, era};
-use crate::mcp::message::{id_key, notification, result_response};
+use crate::mcp::message::{has_id_key, id_key, notification, result_response};
 
 /// `_meta` key tagging a notification with the subscription it belongs to.
 const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
@@ -73,7 +73,7 @@ impl Core {
 
     /// Whether a host request id is an open subscription.
     pub(super) fn is_listen(&self, key: &str) -> bool {
-        self.listens.iter().any(|l| id_key(&l.id) == key)
+        self.listens.iter().any(|l| has_id_key(&l.id, key))
     }
 
     /// The host cancelled a subscription: it ends (no answer, as for any cancelled request).
