@@ -87,6 +87,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
     for weaker in &prepared.plan.weaker_than_asked {
         println!("warning:  sandbox weaker than the policy asks: {weaker}");
     }
+    for skipped in &prepared.plan.not_granted {
+        println!("note:     not granted: {skipped}");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -137,6 +137,7 @@ impl Prepared {
             "argv": self.plan.argv,
             "sandbox": self.plan.audit_summary(),
             "weaker_than_asked": self.plan.weaker_than_asked,
+            "not_granted": self.plan.not_granted,
             "grants": self.plan.arguments,
             "allowed": self.allowed_because,
         })
@@ -233,6 +234,9 @@ pub fn prepare(
         .map_err(|err| LaunchError::Refused(format!("server `{name}`: {err}")))?;
     for weaker in &plan.weaker_than_asked {
         tracing::warn!(server = %name, "sandbox weaker than the policy asks: {weaker}");
+    }
+    for skipped in &plan.not_granted {
+        tracing::warn!(server = %name, "not granted: {skipped}");
     }
     for argument in plan.arguments.iter().filter(|a| a.access.is_none()) {
         tracing::warn!(

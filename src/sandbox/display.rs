@@ -53,6 +53,9 @@ impl fmt::Display for SandboxPlan {
         for note in &self.weaker_than_asked {
             writeln!(f, "  LESS CONFINED THAN ASKED: {note}")?;
         }
+        for note in &self.not_granted {
+            writeln!(f, "  not granted: {note}")?;
+        }
         Ok(())
     }
 }

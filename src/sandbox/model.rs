@@ -364,6 +364,10 @@ pub struct SandboxPlan {
     pub kill_timeout_secs: u64,
     /// Where this plan is less confined than the policy asked, and why.
     pub weaker_than_asked: Vec<String>,
+    /// What the server does not get that it would have had (a derived grant or a cache overlay
+    /// skipped, and why): narrower than planned, never less confined.
+    #[serde(default)]
+    pub not_granted: Vec<String>,
     /// The paths on the server's own command line, and what each was granted (or why not).
     #[serde(default)]
     pub arguments: Vec<super::arguments::ArgumentGrant>,

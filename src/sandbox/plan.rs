@@ -31,11 +31,20 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         &request.program,
         request.resolved.program_canonical.as_deref(),
     );
+    let mut not_granted = Vec::new();
     command_rules(
-        request, &vars, profile, &protected, user_paths, &mut fs, &mut notes,
+        request,
+        &vars,
+        profile,
+        &protected,
+        user_paths,
+        &mut fs,
+        &mut not_granted,
     );
     let cache_overlays = match profile {
-        Some(profile) => plan_cache_overlays(request, host, &vars, profile, &protected, &mut notes),
+        Some(profile) => {
+            plan_cache_overlays(request, host, &vars, profile, &protected, &mut not_granted)
+        }
         None => Vec::new(),
     };
     private_dir_rules(&mut fs, &vars, constructed_root);
@@ -101,6 +110,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         memory,
         kill_timeout_secs: policy.kill_timeout.value,
         weaker_than_asked: notes,
+        not_granted,
         arguments,
         launcher_pid: None,
     })

@@ -302,7 +302,7 @@ fn cache_overlay_without_user_namespaces_is_a_private_empty_cache() {
     let plan = plan(&request("/usr/bin/npx", &["-y", "pkg"]), &host).unwrap();
     assert!(!plan.namespaces.mount && !plan.cache_overlays[0].mount);
     assert!(
-        plan.weaker_than_asked
+        plan.not_granted
             .iter()
             .any(|n| n.contains("private empty cache"))
     );
@@ -316,11 +316,7 @@ fn cache_overlay_never_exposes_a_protected_path() {
         .push(("npm_config_cache".into(), "/home/me".into()));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
     assert!(plan.cache_overlays.is_empty());
-    assert!(
-        plan.weaker_than_asked
-            .iter()
-            .any(|n| n.contains("protected"))
-    );
+    assert!(plan.not_granted.iter().any(|n| n.contains("protected")));
     assert!(
         !plan
             .env
@@ -425,7 +421,12 @@ fn derived_grants_never_expose_the_home() {
     req.resolved.script_root = Some(PathBuf::from("/home/me"));
     let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
     assert!(!plan.fs.iter().any(|r| r.path == Path::new("/home/me")));
-    assert!(!plan.weaker_than_asked.is_empty());
+    assert!(!plan.not_granted.is_empty());
+    assert!(
+        plan.weaker_than_asked.is_empty(),
+        "{:?}",
+        plan.weaker_than_asked
+    );
 }
 
 #[test]
