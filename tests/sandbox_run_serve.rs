@@ -451,11 +451,47 @@ fn planted_link_through(mode: Mode, who: Who) {
     );
     assert!(
         next.stderr.contains(&format!(
-            "leads through a symlink to {}, in the credential store {}",
+            "leads through a symlink to {}, in the home's hidden {}",
             store.display(),
             store.display()
         )),
         "{mode:?} as {who:?}:\n{everything}"
     );
     std::fs::remove_file(&key).unwrap();
+
+    // The organisation's policy directory, reached through a planted link granted alone and
+    // writable: a file written there would be every later start's org policy.
+    let drop_in = world().root.join("org/policy.d");
+    std::fs::create_dir_all(&drop_in).unwrap();
+    let pol = project.join("pol");
+    let planted = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call("plant_link", json!({"link": pol, "target": drop_in})),
+    );
+    assert!(text(&planted).contains("planted"), "{}", planted.stderr);
+    let into_org = Call {
+        tool: "copy_and_chmod",
+        arguments: json!({"source": "/etc/hostname", "target": pol.join("00-evil.toml")}),
+        write: Some(&pol),
+        read: None,
+    };
+    let next = call_tool(mode, who, &cwd, &into_org);
+    assert!(
+        std::fs::read_dir(&drop_in).unwrap().next().is_none(),
+        "{mode:?} as {who:?}: a file landed in the org policy directory:\n{}",
+        next.stderr
+    );
+    assert!(
+        next.stderr.contains(&format!(
+            "resolves to {}, inside {}",
+            drop_in.display(),
+            world().root.join("org").display()
+        )),
+        "{mode:?} as {who:?}:\n{}\n{}",
+        next.answer,
+        next.stderr
+    );
+    std::fs::remove_file(&pol).unwrap();
 }

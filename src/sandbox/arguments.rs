@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::grants::{FsRules, covers_protected};
+use super::grants::{FsRules, covers_protected, inside_protected};
 use super::{FsAccess, Shown};
 use crate::paths::{expand_tilde, normalize_path};
 use crate::policy::{GrantArgs, Origin, SandboxPolicy};
@@ -183,12 +183,7 @@ fn refusal(
     if let Some((what, at)) = covers_protected(path, protected) {
         return Some(format!("it is or contains {what} ({})", at.display()));
     }
-    if let Some((what, at)) = protected
-        .iter()
-        .filter(|(_, at)| Some(at.as_path()) != home)
-        .find(|(_, at)| path.starts_with(at))
-        .map(|(what, at)| (what.clone(), at.clone()))
-    {
+    if let Some((what, at)) = inside_protected(path, protected, home) {
         return Some(format!("it is inside {what} ({})", at.display()));
     }
     if let Some(system) = SYSTEM_PATHS.iter().find(|dir| path.starts_with(dir)) {

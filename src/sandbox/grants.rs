@@ -130,32 +130,19 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Where users keep credentials, under their home: reached through a symlink, never bound
-/// (`sandbox::root::credentials_through_link`).
-const CREDENTIAL_STORES: [&str; 12] = [
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".kube",
-    ".docker",
-    ".netrc",
-    ".git-credentials",
-    ".password-store",
-    ".config/gcloud",
-    ".config/gh",
-    ".mozilla",
-];
-
-/// The user's credential stores, as absolute paths (none without a home).
-pub(super) fn credential_stores(dirs: &AirlockDirs) -> Vec<PathBuf> {
-    let Some(home) = &dirs.home else {
-        return Vec::new();
-    };
-    CREDENTIAL_STORES
+/// The protected path other than the home that `grant` lies inside, if any: airlock's config and
+/// state, the org policy directory are whole trees no grant reaches into (the home is only
+/// never granted itself or by a parent: grants inside it are the point).
+pub(super) fn inside_protected(
+    grant: &Path,
+    protected: &[(String, PathBuf)],
+    home: Option<&Path>,
+) -> Option<(String, PathBuf)> {
+    protected
         .iter()
-        .map(|store| home.join(store))
-        .collect()
+        .filter(|(_, at)| Some(at.as_path()) != home)
+        .find(|(_, at)| grant.starts_with(at))
+        .map(|(what, at)| (what.clone(), at.clone()))
 }
 
 /// The protected path that `grant` equals or contains, if any.
@@ -301,7 +288,9 @@ pub(super) fn policy_rules(
                 });
             }
             let path = normalize_path(&path);
-            if let Some((what, protected_path)) = covers_protected(&path, protected) {
+            if let Some((what, protected_path)) = covers_protected(&path, protected)
+                .or_else(|| inside_protected(&path, protected, vars.home))
+            {
                 return Err(PlanError::GrantsProtected {
                     grant: grant.value.clone(),
                     origin,

@@ -63,9 +63,15 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     host_notes(host, &namespaces, &network, &mut notes);
     check_egress(request, host, &network)?;
     let root = constructed_root.then(|| {
+        let trees = protected
+            .iter()
+            .filter(|(_, path)| Some(path.as_path()) != request.dirs.home.as_deref())
+            .map(|(_, path)| path.clone())
+            .collect();
         let protected = protected.iter().map(|(_, path)| path.clone()).collect();
         let mut root = RootPlan::new(policy.limits.disk_mb.value, protected, cgroup_view);
-        root.credentials = super::grants::credential_stores(&request.dirs);
+        root.home = request.dirs.home.clone();
+        root.protected_trees = trees;
         Box::new(root)
     });
 

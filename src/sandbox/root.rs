@@ -36,11 +36,16 @@ pub struct RootPlan {
     /// Mount the server's own cgroup (cgroup v2, through its cgroup namespace) at
     /// `/sys/fs/cgroup`, read-only, so runtimes read their memory limit there.
     pub cgroup_view: bool,
-    /// The user's credential stores (`~/.ssh`, `~/.aws`, ...): a bind that reaches one (or a path
-    /// in one) through a symlink is refused, because whoever could write that link chose what
-    /// the server gets; a grant naming the store by its own path still works.
+    /// The user's home: a bind that reaches one of its hidden entries (`~/.ssh`, `~/.bashrc`,
+    /// `~/.config/...`) through a symlink is refused ([`hidden_through_link`]), because whoever
+    /// could write that link chose what the server gets; a grant naming the entry by its own
+    /// path still works.
     #[serde(default)]
-    pub credentials: Vec<PathBuf>,
+    pub home: Option<PathBuf>,
+    /// Protected trees no bind may resolve *into* either (airlock's config and state, the org
+    /// policy directory): a link a server left could otherwise lead a later grant there.
+    #[serde(default)]
+    pub protected_trees: Vec<PathBuf>,
 }
 
 /// A file the helper creates in the root before making it read-only.
@@ -68,7 +73,8 @@ impl RootPlan {
             files: Vec::new(),
             protected,
             cgroup_view,
-            credentials: Vec::new(),
+            home: None,
+            protected_trees: Vec::new(),
         };
         for (name, target) in [
             ("fd", "/proc/self/fd"),
@@ -245,26 +251,29 @@ pub fn exposes<'a>(canonical: &Path, protected: &'a [PathBuf]) -> Option<&'a Pat
         .map(PathBuf::as_path)
 }
 
-/// The credential store `canonical` is, is in, or contains, when a symlink led there: one that
-/// is not on the way to a store itself (a symlinked home is the user's own layout). `credentials`
-/// holds the stores as written and as they are on disk. Pure.
-pub fn credentials_through_link<'a>(
-    resolved: &Resolved,
-    credentials: &'a [PathBuf],
-) -> Option<&'a Path> {
+/// The hidden entry of a home (`~/.ssh`, `~/.bashrc`, `~/.config`, ...) that `canonical` is or
+/// lies in, when a symlink led there: one that is not on the way to a home itself (a symlinked
+/// home is the user's own layout). `homes` holds the home as written and as it is on disk.
+/// Credentials, shell start-up files, browser profiles and keyrings all live there, and a grant
+/// that means one names it by its own path. Pure.
+pub fn hidden_through_link(resolved: &Resolved, homes: &[PathBuf]) -> Option<PathBuf> {
     let foreign_link = resolved
         .links
         .iter()
-        .any(|(at, _)| !credentials.iter().any(|store| store.starts_with(at)));
+        .any(|(at, _)| !homes.iter().any(|home| home.starts_with(at)));
     if !foreign_link {
         return None;
     }
-    credentials
-        .iter()
-        .find(|store| {
-            resolved.canonical.starts_with(store) || store.starts_with(&resolved.canonical)
-        })
-        .map(PathBuf::as_path)
+    homes.iter().find_map(|home| {
+        let first = resolved
+            .canonical
+            .strip_prefix(home)
+            .ok()?
+            .components()
+            .next()?;
+        let name = first.as_os_str().to_str()?;
+        name.starts_with('.').then(|| home.join(name))
+    })
 }
 
 /// A grant that reached where it leads through a symlink inside a writable bind.
@@ -527,25 +536,30 @@ mod tests {
     }
 
     #[test]
-    fn a_credential_store_is_bound_only_by_its_own_path() {
-        let stores = [PathBuf::from("/home/u/.ssh"), PathBuf::from("/data/u/.ssh")];
+    fn a_homes_hidden_entries_are_bound_only_by_their_own_path() {
+        let homes = [PathBuf::from("/home/u"), PathBuf::from("/data/u")];
         let direct = resolved("/home/u/.ssh", &[]);
-        assert_eq!(credentials_through_link(&direct, &stores), None);
+        assert_eq!(hidden_through_link(&direct, &homes), None);
         let linked = resolved("/home/u/.ssh", &[("/proj/docs", "/home/u/.ssh")]);
         assert_eq!(
-            credentials_through_link(&linked, &stores),
-            Some(Path::new("/home/u/.ssh"))
+            hidden_through_link(&linked, &homes),
+            Some(PathBuf::from("/home/u/.ssh"))
         );
-        let a_key = resolved(
-            "/home/u/.ssh/id_ed25519",
-            &[("/proj/key", "/home/u/.ssh/id_ed25519")],
+        let rc = resolved("/home/u/.bashrc", &[("/proj/rc", "/home/u/.bashrc")]);
+        assert_eq!(
+            hidden_through_link(&rc, &homes),
+            Some(PathBuf::from("/home/u/.bashrc"))
         );
-        assert!(credentials_through_link(&a_key, &stores).is_some());
+        let chrome = resolved(
+            "/home/u/.config/google-chrome",
+            &[("/proj/d", "/home/u/.config/google-chrome")],
+        );
+        assert!(hidden_through_link(&chrome, &homes).is_some());
         // The home itself a symlink (/home/u -> /data/u): the user's own layout, followed.
         let via_home = resolved("/data/u/.ssh", &[("/home/u", "/data/u")]);
-        assert_eq!(credentials_through_link(&via_home, &stores), None);
-        let elsewhere = resolved("/data/docs", &[("/proj/docs", "/data/docs")]);
-        assert_eq!(credentials_through_link(&elsewhere, &stores), None);
+        assert_eq!(hidden_through_link(&via_home, &homes), None);
+        let documents = resolved("/home/u/notes", &[("/proj/docs", "/home/u/notes")]);
+        assert_eq!(hidden_through_link(&documents, &homes), None);
     }
 
     #[test]

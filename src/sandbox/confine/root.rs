@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::{Step, fail, idmap, sys};
 use crate::sandbox::root::{
-    Node, Placement, ResolveError, Resolved, ResolvedBind, credentials_through_link, exposes,
-    order, planted_link, resolve,
+    Node, Placement, ResolveError, Resolved, ResolvedBind, exposes, hidden_through_link, order,
+    planted_link, resolve,
 };
 use crate::sandbox::{FsAccess, Identity, Owner, RootFile, RootPlan, SandboxPlan, Shown};
 
@@ -106,7 +106,8 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)]) {
 
 pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
     let protected = with_canonical(&root.protected);
-    let credentials = with_canonical(&root.credentials);
+    let homes = with_canonical(root.home.as_slice());
+    let trees = with_canonical(&root.protected_trees);
     let mut placements = Vec::new();
     let mut links = Vec::new();
     let mut resolved_binds: Vec<(PathBuf, Resolved, bool)> = Vec::new();
@@ -147,15 +148,30 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
                 ),
             );
         }
-        if let Some(store) = credentials_through_link(&resolved, &credentials) {
+        if let Some(tree) = trees
+            .iter()
+            .find(|tree| resolved.canonical.starts_with(tree))
+        {
             fail(
                 Step::Root,
                 format!(
-                    "{} ({}) leads through a symlink to {}, in the credential store {}; airlock binds a credential store only when a grant names it by its own path",
+                    "{} ({}) resolves to {}, inside {}, which no grant reaches (airlock's own files, or the organisation's policy)",
                     rule.path.display(),
                     rule.reason,
                     resolved.canonical.display(),
-                    store.display()
+                    tree.display()
+                ),
+            );
+        }
+        if let Some(hidden) = hidden_through_link(&resolved, &homes) {
+            fail(
+                Step::Root,
+                format!(
+                    "{} ({}) leads through a symlink to {}, in the home's hidden {}; airlock follows a link there only when a grant names it by its own path",
+                    rule.path.display(),
+                    rule.reason,
+                    resolved.canonical.display(),
+                    hidden.display()
                 ),
             );
         }
