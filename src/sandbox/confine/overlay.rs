@@ -128,7 +128,10 @@ fn idmapped_lower(name: &str, lower: &Path, id: Identity) -> Option<OwnedFd> {
             ),
         )
     };
-    let path = sys::c_path(lower).unwrap_or_else(|err| fail_id("path", err));
+    // clone_tree follows no symlink; the real cache may sit behind one of the user's (a
+    // symlinked home), and no server can write links into it (it is read-only to every server).
+    let real = std::fs::canonicalize(lower).unwrap_or_else(|err| fail_id("realpath", err));
+    let path = sys::c_path(&real).unwrap_or_else(|err| fail_id("path", err));
     let tree =
         sys::clone_tree(libc::AT_FDCWD, &path).unwrap_or_else(|err| fail_id("open_tree", err));
     let attributes = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;

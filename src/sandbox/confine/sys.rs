@@ -53,13 +53,40 @@ pub(super) fn make_mounts_private() -> io::Result<()> {
 
 /// A detached clone of the mount tree at `path` (with its submounts: a tree that has locked
 /// submounts, as every host tree in a user namespace has, may only be cloned whole).
+///
+/// `path` is resolved with no symlink in any component (`openat2` `RESOLVE_NO_SYMLINKS`, ELOOP
+/// otherwise): the paths bound are resolved beforehand, and a server still running from an
+/// earlier start could swap a directory on the way for a link between that resolution and this
+/// bind (`AT_SYMLINK_NOFOLLOW` guards the last component only).
 pub(super) fn clone_tree(dirfd: RawFd, path: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: open_how is plain integers; all-zero is its documented "no options" value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: openat2 reads a valid C string and an open_how of the size passed; it returns a
+    // new fd or -1.
+    let opened = fd_result(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    })?;
     let flags = libc::OPEN_TREE_CLONE
         | libc::OPEN_TREE_CLOEXEC
         | libc::AT_RECURSIVE as libc::c_uint
-        | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint;
-    // SAFETY: open_tree reads a valid C string and returns a new fd or -1.
-    fd_result(unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) })
+        | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: open_tree on an fd we own with an empty path; returns a new fd or -1.
+    fd_result(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            opened.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+        )
+    })
 }
 
 /// Sets mount attributes (`MOUNT_ATTR_*`) on every mount of a detached or attached tree;
@@ -257,4 +284,28 @@ pub(super) fn read_link_at(dirfd: RawFd, name: &CStr) -> io::Result<Vec<u8>> {
 pub(super) fn new_cgroup_namespace() -> io::Result<()> {
     // SAFETY: unshare takes integer flags only.
     result(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) }.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bind source with a symlink in any component is refused (ELOOP), not followed: a server
+    /// could swap a directory on the way for a link after the helper resolved the path.
+    #[test]
+    fn clone_tree_follows_no_symlink_on_the_way() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("note: open_tree(OPEN_TREE_CLONE) needs root; this case runs under CI");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("real/sub")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        let through_link = c_path(&dir.path().join("link/sub")).unwrap();
+        let err = clone_tree(libc::AT_FDCWD, &through_link).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        let real = c_path(&dir.path().join("real/sub")).unwrap();
+        assert!(clone_tree(libc::AT_FDCWD, &real).is_ok());
+    }
 }
