@@ -150,9 +150,9 @@ fn call_tool(mode: Mode, who: Who, cwd: &Path, call: &Call) -> Outcome {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // airlock may already have exited (a start it refused): what it said is asserted below.
     let mut send = move |msg: Value| {
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
+        let _ = writeln!(stdin, "{msg}").and_then(|()| stdin.flush());
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut read = |id: i64| -> Option<Value> {
@@ -357,8 +357,9 @@ fn setid_through(mode: Mode, who: Who, owner: u32) {
 /// (`--allow-write P --allow-read P/docs`, or `P P/docs` on its command line): the next start
 /// would bind whatever the link points at (`~/.ssh`, an organisation's `policy.d`). Through both
 /// commands, as root and as an ordinary user: the plant works (it is the server's own grant),
-/// and the next start refuses to follow it, with a sentence naming the link, and the secret it
-/// points at never reaches the host.
+/// and the next start refuses to follow it (also one that grants only the link's path: the grant
+/// ledger remembers the write grant), with a sentence naming the link, and the secret it points
+/// at never reaches the host.
 #[test]
 fn a_symlink_planted_in_a_write_grant_is_not_followed_by_the_next_start() {
     for who in everyone() {
@@ -411,13 +412,28 @@ fn planted_link_through(mode: Mode, who: Who) {
         !everything.contains("CANARY") && !everything.contains("id_canary"),
         "{mode:?} as {who:?}: the planted link was followed:\n{everything}"
     );
+    let refusal = format!(
+        "through the symlink {}, which lies in {}, granted writable to a server",
+        docs.display(),
+        project.display()
+    );
     assert!(
-        next.stderr.contains(&format!(
-            "through the symlink {}, which lies in the write grant {}",
-            docs.display(),
-            project.display()
-        )),
+        next.stderr.contains(&refusal),
         "{mode:?} as {who:?}:\n{everything}"
+    );
+    // A later start that grants only the link's path, read-only, with no write grant around
+    // it: the grant ledger remembers that a server could write there.
+    let alone = Call {
+        tool: "list_dir",
+        arguments: json!({"path": docs}),
+        write: None,
+        read: Some(&docs),
+    };
+    let later = call_tool(mode, who, &cwd, &alone);
+    let everything = format!("{}\n{}\n{:?}", later.answer, later.stderr, later.audit);
+    assert!(
+        !everything.contains("CANARY") && later.stderr.contains(&refusal),
+        "{mode:?} as {who:?}: the planted link was followed by a later start:\n{everything}"
     );
     std::fs::remove_file(&docs).unwrap();
     std::fs::rename(project.join("docs.moved"), &docs).unwrap();

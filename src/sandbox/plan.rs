@@ -71,6 +71,14 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         let protected = protected.iter().map(|(_, path)| path.clone()).collect();
         let mut root = RootPlan::new(policy.limits.disk_mb.value, protected, cgroup_view);
         root.home = request.dirs.home.clone();
+        // One ledger per uid: a state dir shared between users (tests do this) keeps each
+        // user's own, readable and writable by that user alone.
+        root.grant_ledger = Some(
+            request
+                .dirs
+                .state_dir
+                .join(format!("write-grants-{}", host.uid)),
+        );
         root.protected_trees = trees;
         Box::new(root)
     });

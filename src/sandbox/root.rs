@@ -42,6 +42,11 @@ pub struct RootPlan {
     /// path still works.
     #[serde(default)]
     pub home: Option<PathBuf>,
+    /// The grant ledger: every directory bound writable to a server, one per line, appended by
+    /// the helper at each start and read to judge links ([`planted_link`]). In airlock's state
+    /// dir, which no server reaches.
+    #[serde(default)]
+    pub grant_ledger: Option<PathBuf>,
     /// Protected trees no bind may resolve *into* either (airlock's config and state, the org
     /// policy directory): a link a server left could otherwise lead a later grant there.
     #[serde(default)]
@@ -74,6 +79,7 @@ impl RootPlan {
             protected,
             cgroup_view,
             home: None,
+            grant_ledger: None,
             protected_trees: Vec::new(),
         };
         for (name, target) in [
@@ -302,11 +308,15 @@ pub struct ResolvedBind<'a> {
 /// the server pointed it at (`~/.ssh`, an organisation's `policy.d`). Links that lead where a
 /// bind reached without such a link already goes (a virtualenv's `python` into `/usr`) expose
 /// nothing new and pass. Pure.
-pub fn planted_link(binds: &[ResolvedBind<'_>]) -> Option<PlantedLink> {
+///
+/// `written_before` are directories bound writable to a server by earlier starts (the grant
+/// ledger): a link a server left there is as untrusted as one in a write grant of this start.
+pub fn planted_link(binds: &[ResolvedBind<'_>], written_before: &[PathBuf]) -> Option<PlantedLink> {
     let writable: Vec<&Path> = binds
         .iter()
         .filter(|bind| bind.writable)
         .map(|bind| bind.resolved.canonical.as_path())
+        .chain(written_before.iter().map(PathBuf::as_path))
         .collect();
     let link_in_writable = |bind: &ResolvedBind<'_>| {
         bind.resolved.links.iter().find_map(|(at, _)| {
@@ -572,32 +582,37 @@ mod tests {
             &[("/home/u/proj/.venv/bin/python", "/usr/bin/python3.11")],
         );
         let (proj, docs, usr, python) = (&proj, &docs, &usr, &python);
-        let found = planted_link(&[
-            resolved_bind("/home/u/proj", proj, true),
-            resolved_bind("/home/u/proj/docs", docs, false),
-        ])
+        let found = planted_link(
+            &[
+                resolved_bind("/home/u/proj", proj, true),
+                resolved_bind("/home/u/proj/docs", docs, false),
+            ],
+            &[],
+        )
         .expect("refused");
         assert_eq!(found.link, PathBuf::from("/home/u/proj/docs"));
         assert_eq!(found.inside, PathBuf::from("/home/u/proj"));
         assert_eq!(found.leads_to, PathBuf::from("/home/u/.ssh"));
-        // The same link, but nothing writable holds it: the user's own link, followed.
-        assert_eq!(
-            planted_link(&[resolved_bind("/home/u/proj/docs", docs, false)]),
-            None
-        );
+        // The same link, nothing writable holds it now and no earlier start wrote there: the
+        // user's own link, followed.
+        let alone = [resolved_bind("/home/u/proj/docs", docs, false)];
+        assert_eq!(planted_link(&alone, &[]), None);
+        // ...but an earlier start bound /home/u/proj writable: a server may have left it.
+        let found = planted_link(&alone, &[PathBuf::from("/home/u/proj")]).expect("refused");
+        assert_eq!(found.inside, PathBuf::from("/home/u/proj"));
         // A virtualenv's python into /usr, which the root shows anyway: nothing new.
         let venv = [
             resolved_bind("/home/u/proj", proj, true),
             resolved_bind("/usr", usr, false),
             resolved_bind("/home/u/proj/.venv/bin/python", python, false),
         ];
-        assert_eq!(planted_link(&venv), None);
+        assert_eq!(planted_link(&venv, &[]), None);
         // ...but not writable where the root shows it read-only.
         let writable_python = [
             resolved_bind("/home/u/proj", proj, true),
             resolved_bind("/usr", usr, false),
             resolved_bind("/home/u/proj/.venv/bin/python", python, true),
         ];
-        assert!(planted_link(&writable_python).is_some());
+        assert!(planted_link(&writable_python, &[]).is_some());
     }
 }

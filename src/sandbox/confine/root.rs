@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{Step, fail, idmap, sys};
@@ -80,7 +80,71 @@ fn with_canonical(paths: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Fails the start when a bind would follow a symlink that a server could have planted in a
 /// write grant (`sandbox::root::planted_link`).
-fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)]) {
+/// The directories earlier starts bound writable (the grant ledger), each still as it resolves.
+/// A ledger that cannot be read fails the start: judging links without it would trust links a
+/// server may have left.
+fn written_before(ledger: Option<&Path>) -> Vec<PathBuf> {
+    let Some(ledger) = ledger else {
+        return Vec::new();
+    };
+    match std::fs::read_to_string(ledger) {
+        Ok(text) => text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(err) => fail(
+            Step::Root,
+            format!("reading the grant ledger {}: {err}", ledger.display()),
+        ),
+    }
+}
+
+/// Adds this start's writable binds to the grant ledger (appended whole lines; a path already
+/// there is not written again). A failure is said on stderr, not fatal.
+fn record_written(ledger: Option<&Path>, known: &[PathBuf], binds: &[(PathBuf, Resolved, bool)]) {
+    use std::io::Write as _;
+    let Some(ledger) = ledger else {
+        return;
+    };
+    let mut new: Vec<&Path> = Vec::new();
+    for (_, resolved, writable) in binds {
+        let path = resolved.canonical.as_path();
+        if *writable && !known.iter().any(|k| k == path) && !new.contains(&path) {
+            new.push(path);
+        }
+    }
+    if new.is_empty() {
+        return;
+    }
+    let mut text = String::new();
+    for path in new {
+        text.push_str(&path.to_string_lossy());
+        text.push('\n');
+    }
+    let appended = ledger
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(ledger)
+        })
+        .and_then(|mut file| file.write_all(text.as_bytes()));
+    // This start is as confined either way; what is lost is later starts' memory of it, so
+    // it is said, not fatal (a state dir the user cannot write, say).
+    if let Err(err) = appended {
+        eprintln!(
+            "airlock-confine: note: cannot record this start's write grants in {} ({err}); a later start will not know a server could leave links there",
+            ledger.display()
+        );
+    }
+}
+
+fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)], written_before: &[PathBuf]) {
     let views: Vec<ResolvedBind<'_>> = binds
         .iter()
         .map(|(grant, resolved, writable)| ResolvedBind {
@@ -89,11 +153,11 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)]) {
             writable: *writable,
         })
         .collect();
-    if let Some(found) = planted_link(&views) {
+    if let Some(found) = planted_link(&views, written_before) {
         fail(
             Step::Root,
             format!(
-                "{} leads to {} through the symlink {}, which lies in the write grant {}: a server can make links there, so airlock does not follow it; grant {} itself if you meant it, or remove the link",
+                "{} leads to {} through the symlink {}, which lies in {}, granted writable to a server (now or in an earlier start): a server can make links there, so airlock does not follow it; grant {} itself if you meant it, or remove the link",
                 found.grant.display(),
                 found.leads_to.display(),
                 found.link.display(),
@@ -190,7 +254,10 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
             dir: resolved.node == Node::Dir,
         });
     }
-    refuse_planted_links(&resolved_binds);
+    let ledger = root.grant_ledger.as_deref();
+    let earlier = written_before(ledger);
+    refuse_planted_links(&resolved_binds, &earlier);
+    record_written(ledger, &earlier, &resolved_binds);
     let ordered = order(placements);
     Prepared {
         binds: idmapped_trees(plan.identity, ordered),

@@ -80,12 +80,7 @@ pub(super) fn clone_tree(dirfd: RawFd, path: &CStr) -> io::Result<OwnedFd> {
         | libc::AT_EMPTY_PATH as libc::c_uint;
     // SAFETY: open_tree on an fd we own with an empty path; returns a new fd or -1.
     fd_result(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            opened.as_raw_fd(),
-            c"".as_ptr(),
-            flags,
-        )
+        libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags)
     })
 }
 
