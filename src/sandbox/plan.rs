@@ -31,22 +31,16 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         &request.program,
         request.resolved.program_canonical.as_deref(),
     );
+    // What the command itself brings (its runtime, its package, its cache), each skipped part
+    // noted as not granted.
     let mut not_granted = Vec::new();
+    let skipped = &mut not_granted;
     command_rules(
-        request,
-        &vars,
-        profile,
-        &protected,
-        user_paths,
-        &mut fs,
-        &mut not_granted,
+        request, &vars, profile, &protected, user_paths, &mut fs, skipped,
     );
-    let cache_overlays = match profile {
-        Some(profile) => {
-            plan_cache_overlays(request, host, &vars, profile, &protected, &mut not_granted)
-        }
-        None => Vec::new(),
-    };
+    let cache_overlays = profile
+        .map(|profile| plan_cache_overlays(request, host, &vars, profile, &protected, skipped))
+        .unwrap_or_default();
     private_dir_rules(&mut fs, &vars, constructed_root);
     policy_rules(policy, &vars, &protected, user_paths, &mut fs)?;
     let arguments = super::arguments::argument_rules(
@@ -62,26 +56,8 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     let namespaces = namespaces(host, &network, constructed_root);
     host_notes(host, &namespaces, &network, &mut notes);
     check_egress(request, host, &network)?;
-    let root = constructed_root.then(|| {
-        let trees = protected
-            .iter()
-            .filter(|(_, path)| Some(path.as_path()) != request.dirs.home.as_deref())
-            .map(|(_, path)| path.clone())
-            .collect();
-        let protected = protected.iter().map(|(_, path)| path.clone()).collect();
-        let mut root = RootPlan::new(policy.limits.disk_mb.value, protected, cgroup_view);
-        root.home = request.dirs.home.clone();
-        // One ledger per uid: a state dir shared between users (tests do this) keeps each
-        // user's own, readable and writable by that user alone.
-        root.grant_ledger = Some(
-            request
-                .dirs
-                .state_dir
-                .join(format!("write-grants-{}", host.uid)),
-        );
-        root.protected_trees = trees;
-        Box::new(root)
-    });
+    let root =
+        constructed_root.then(|| Box::new(root_plan(request, host, &protected, cgroup_view)));
 
     Ok(SandboxPlan {
         server: request.server.clone(),
@@ -159,6 +135,36 @@ fn argument_protected(
             (what, overlay.lower.clone())
         }))
         .collect()
+}
+
+/// The constructed root's plan: the scratch disk, what no bind may reach (checked again by the
+/// helper where each bind resolves), and the grant ledger.
+fn root_plan(
+    request: &PlanRequest,
+    host: &HostFacts,
+    protected: &[(String, PathBuf)],
+    cgroup_view: bool,
+) -> RootPlan {
+    let home = request.dirs.home.as_deref();
+    let paths = protected.iter().map(|(_, path)| path.clone()).collect();
+    let mut root = RootPlan::new(request.sandbox.limits.disk_mb.value, paths, cgroup_view);
+    // The home is protected only as a whole (never granted itself); the other protected paths
+    // are trees no bind reaches into.
+    root.protected_trees = protected
+        .iter()
+        .filter(|(_, path)| Some(path.as_path()) != home)
+        .map(|(_, path)| path.clone())
+        .collect();
+    root.home = home.map(std::path::Path::to_path_buf);
+    // One ledger per uid: a state dir shared between users (tests do this) keeps each user's
+    // own, readable and writable by that user alone.
+    root.grant_ledger = Some(
+        request
+            .dirs
+            .state_dir
+            .join(format!("write-grants-{}", host.uid)),
+    );
+    root
 }
 
 fn namespaces(host: &HostFacts, network: &NetMode, constructed_root: bool) -> Namespaces {

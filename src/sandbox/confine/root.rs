@@ -15,7 +15,7 @@ use crate::sandbox::root::{
     Node, Placement, ResolveError, Resolved, ResolvedBind, exposes, hidden_through_link, order,
     planted_link, resolve,
 };
-use crate::sandbox::{FsAccess, Identity, Owner, RootFile, RootPlan, SandboxPlan, Shown};
+use crate::sandbox::{FsAccess, FsRule, Identity, Owner, RootFile, RootPlan, SandboxPlan, Shown};
 
 /// One bind, ready for init.
 pub(super) struct Bind {
@@ -168,6 +168,44 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)], written_before: &[P
     }
 }
 
+/// Why a bind may not land where `resolved` leads, if it may not: it would contain a protected
+/// path, it is inside one of airlock's own trees or the org policy directory, or a symlink led it
+/// into the home's hidden entries. Pure.
+fn refused_destination(
+    rule: &FsRule,
+    resolved: &Resolved,
+    protected: &[PathBuf],
+    trees: &[PathBuf],
+    homes: &[PathBuf],
+) -> Option<String> {
+    let (path, reason, leads) = (
+        rule.path.display(),
+        &rule.reason,
+        resolved.canonical.display(),
+    );
+    if let Some(protected) = exposes(&resolved.canonical, protected) {
+        return Some(format!(
+            "{path} ({reason}) resolves to {leads}, which would expose {} to the server; grant a narrower directory",
+            protected.display()
+        ));
+    }
+    if let Some(tree) = trees
+        .iter()
+        .find(|tree| resolved.canonical.starts_with(tree))
+    {
+        return Some(format!(
+            "{path} ({reason}) resolves to {leads}, inside {}, which no grant reaches (airlock's own files, or the organisation's policy)",
+            tree.display()
+        ));
+    }
+    hidden_through_link(resolved, homes).map(|hidden| {
+        format!(
+            "{path} ({reason}) leads through a symlink to {leads}, in the home's hidden {}; airlock follows a link there only when a grant names it by its own path",
+            hidden.display()
+        )
+    })
+}
+
 pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
     let protected = with_canonical(&root.protected);
     let homes = with_canonical(root.home.as_slice());
@@ -200,44 +238,8 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
             );
             continue;
         }
-        if let Some(protected) = exposes(&resolved.canonical, &protected) {
-            fail(
-                Step::Root,
-                format!(
-                    "{} ({}) resolves to {}, which would expose {} to the server; grant a narrower directory",
-                    rule.path.display(),
-                    rule.reason,
-                    resolved.canonical.display(),
-                    protected.display()
-                ),
-            );
-        }
-        if let Some(tree) = trees
-            .iter()
-            .find(|tree| resolved.canonical.starts_with(tree))
-        {
-            fail(
-                Step::Root,
-                format!(
-                    "{} ({}) resolves to {}, inside {}, which no grant reaches (airlock's own files, or the organisation's policy)",
-                    rule.path.display(),
-                    rule.reason,
-                    resolved.canonical.display(),
-                    tree.display()
-                ),
-            );
-        }
-        if let Some(hidden) = hidden_through_link(&resolved, &homes) {
-            fail(
-                Step::Root,
-                format!(
-                    "{} ({}) leads through a symlink to {}, in the home's hidden {}; airlock follows a link there only when a grant names it by its own path",
-                    rule.path.display(),
-                    rule.reason,
-                    resolved.canonical.display(),
-                    hidden.display()
-                ),
-            );
+        if let Some(why) = refused_destination(rule, &resolved, &protected, &trees, &homes) {
+            fail(Step::Root, why);
         }
         let writable = rule.access == FsAccess::ReadWrite;
         resolved_binds.push((rule.path.clone(), resolved.clone(), writable));
