@@ -709,3 +709,74 @@ fn the_server_sees_only_the_root_of_its_own_cgroup_namespace() {
         }
     }
 }
+
+/// A virtualenv inside a write grant: its `pyvenv.cfg` is the server's to rewrite, and its
+/// `home =` decides a read grant of the next start (the base interpreter's prefix). A server
+/// that points it at `~/.ssh` gets nothing: only a directory holding a Python interpreter counts.
+/// As root and as an ordinary user.
+#[test]
+fn a_rewritten_pyvenv_cfg_does_not_grant_the_next_start_a_secret() {
+    let store = world().root.join("home/.ssh");
+    std::fs::create_dir_all(&store).unwrap();
+    chmod(&store, 0o755);
+    std::fs::write(store.join("id_venv_canary"), "CANARY-VENV\n").unwrap();
+    chmod(&store.join("id_venv_canary"), 0o644);
+    // The secret's path is in the script's text, not on its command line (an existing path
+    // there would be granted to the server).
+    let script = world().root.join("venv-probe.py");
+    std::fs::write(
+        &script,
+        format!("import sys\ncfg, target = sys.argv[1], {:?}\n", store.display().to_string())
+            + "if sys.argv[2] == 'rewrite':\n\
+         \x20   open(cfg, 'w').write('home = ' + target + '\\n')\n\
+         \x20   print('REWROTE', file=sys.stderr)\n\
+         else:\n\
+         \x20   try:\n\
+         \x20       print('READ ' + open(target + '/id_venv_canary').read().strip(), file=sys.stderr)\n\
+         \x20   except OSError as err:\n\
+         \x20       print('REFUSED ' + str(err), file=sys.stderr)\n",
+    )
+    .unwrap();
+    chmod(&script, 0o644);
+    for who in everyone() {
+        let project = who.dir("venv-proj", 0o755);
+        let bin = project.join(".venv/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python")).unwrap();
+        let cfg = project.join(".venv/pyvenv.cfg");
+        std::fs::write(&cfg, "home = /usr/bin\n").unwrap();
+        for path in [project.join(".venv"), bin.clone(), cfg.clone()] {
+            who.own(&path);
+        }
+        let start = |mode: &str, write: &Path| {
+            let python = bin.join("python");
+            let args = [
+                "run",
+                "--trust",
+                "--allow-read",
+                script.to_str().unwrap(),
+                "--allow-write",
+                write.to_str().unwrap(),
+                "--",
+                python.to_str().unwrap(),
+                script.to_str().unwrap(),
+                cfg.to_str().unwrap(),
+                mode,
+            ];
+            output_holding_stdin(who.airlock(&args))
+        };
+        let rewrite = start("rewrite", &project);
+        assert!(
+            String::from_utf8_lossy(&rewrite.stderr).contains("REWROTE"),
+            "{who:?}: {}",
+            text(&rewrite)
+        );
+        let elsewhere = who.dir("venv-out", 0o755);
+        let read = start("read", &elsewhere);
+        let said = text(&read);
+        assert!(
+            !said.contains("CANARY-VENV") && said.contains("REFUSED"),
+            "{who:?}: the rewritten pyvenv.cfg granted the secret:\n{said}"
+        );
+    }
+}

@@ -63,6 +63,15 @@ impl AirlockDirs {
     }
 }
 
+/// Whether `dir` holds an executable `python3` or `python` (what a venv's `home =` names).
+fn holds_python(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    ["python3", "python"].iter().any(|name| {
+        std::fs::metadata(dir.join(name))
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    })
+}
+
 /// File-system facts about the command that decide its derived read grants.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResolvedPaths {
@@ -122,7 +131,12 @@ impl ResolvedPaths {
                 let (key, value) = line.split_once('=')?;
                 (key.trim() == "home").then(|| value.trim().to_string())
             })?;
-            std::fs::canonicalize(home_line).ok()
+            // Only a directory that holds a Python interpreter: `pyvenv.cfg` is a file the server
+            // may have written (a venv inside a write grant), and `home = ~/.ssh` would otherwise
+            // become a read grant of a later start.
+            std::fs::canonicalize(home_line)
+                .ok()
+                .filter(|dir| holds_python(dir))
         });
         let script = args
             .iter()
