@@ -441,10 +441,10 @@ fn what_the_host_is_told(
     (told, init)
 }
 
-/// `bun x PKG` and `deno run npm:PKG` have runtime profiles but no install step: a server whose
-/// package is not in the runner's cache fails (here a stand-in runner that fails as bun and deno
-/// do offline, since neither is installed on the test machines), and the host is told how to fill
-/// the cache, not only the exit code.
+/// A `bun x`/`deno run npm:` server whose package cannot be fetched (stand-in runners that fail
+/// as bun and deno do offline): the host is told how to fill the runner's cache, not only the
+/// exit code, whether airlock ran no install step (a command line it cannot read) or its install
+/// step failed. (The real runtimes' first use: tests/first_use_runners.rs.)
 fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
     let bin = tempfile::tempdir().unwrap();
     for runner in ["bun", "deno"] {
@@ -461,21 +461,39 @@ fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
     let bun = bin.path().join("bun").display().to_string();
     let deno = bin.path().join("deno").display().to_string();
     for (command, expected) in [
+        // A command line airlock cannot read with certainty: no install step, and the exit
+        // tells how to fill the cache.
         (
-            vec![bun.as_str(), "x", "@scope/server"],
-            "if @scope/server is not in bun's cache yet, run `bunx @scope/server` once outside airlock",
+            vec![
+                bun.as_str(),
+                "x",
+                "--an-option-airlock-does-not-know",
+                "@scope/server",
+            ],
+            vec![
+                "exit code 1",
+                "airlock did not install @scope/server for this command line; if it is not in bun's cache yet, run `bunx @scope/server` once outside airlock",
+            ],
         ),
+        // One it reads: the install step runs (this deno fails it) and its failure tells how
+        // to fill the cache.
         (
             vec![deno.as_str(), "run", "-A", "npm:@scope/server@1"],
-            "if npm:@scope/server@1 is not in deno's cache yet, run `deno run -A npm:@scope/server@1` once outside airlock",
+            vec![
+                "installing @scope/server@1",
+                "exited with 1: error: the package is not in the cache and the network is offline",
+                "run `deno cache npm:@scope/server@1` once outside airlock",
+            ],
         ),
     ] {
         let (world, mut client) = start(mode, Setup::command(&command));
         let (told, init) = what_the_host_is_told(mode, &world, &mut client);
-        assert!(
-            told.contains("exit code 1") && told.contains(expected),
-            "{command:?}: {told}\n{init}"
-        );
+        for part in expected {
+            assert!(
+                told.contains(part),
+                "{command:?}: {part:?} not in: {told}\n{init}"
+            );
+        }
     }
 }
 

@@ -61,6 +61,7 @@ const BUILD_DIRS: [&str; 6] = ["dist", "build", "lib", "src", "bin", "out"];
 /// The server name derived from its command (see `docs/run.md`):
 /// - package runners (`npx`, `uvx`, `bunx`, `pipx run`, ...): the package, without scope or
 ///   version: `npx -y @modelcontextprotocol/server-filesystem@1.0 /d` → `server-filesystem`;
+/// - a package spec run by an interpreter (`deno run npm:@scope/name@1.2`): as a package;
 /// - interpreters (`node`, `python3`, `uv run`, `deno run`, ...): the script's file stem
 ///   (`python server.py` → `server`), or the module of `-m` (`python -m mcp_server_git` →
 ///   `mcp_server_git`); a generic stem (`index`, `main`, ...) inside a package directory gives the
@@ -81,8 +82,14 @@ pub fn derive_server_name(command: &[String]) -> String {
     let Some(word) = reading.server_word.map(|index| args[index].as_str()) else {
         return sanitize(base);
     };
+    let registry_spec = word
+        .strip_prefix("npm:")
+        .or_else(|| word.strip_prefix("jsr:"))
+        .map(crate::fetch::deno::sub_path_removed);
     match (reading.launcher, reading.module) {
         (_, true) => sanitize(word.rsplit('.').next().unwrap_or(word).trim()),
+        // `deno run npm:@scope/name@1.2/sub/path.js`: a package, whatever runs it.
+        _ if registry_spec.is_some() => sanitize(&package_name(registry_spec.unwrap_or(word))),
         (Launcher::PackageRunner, false) => sanitize(&package_name(word)),
         _ => sanitize(&script_name(word)),
     }
@@ -259,6 +266,11 @@ mod tests {
             "server-everything"
         );
         assert_eq!(name("deno run -A jsr:@x/my-server"), "my-server");
+        assert_eq!(
+            name("deno run -A npm:@modelcontextprotocol/server-everything@2026.8.31"),
+            "server-everything"
+        );
+        assert_eq!(name("deno run -A npm:pkg@1.2/bin/cli.js"), "pkg");
         assert_eq!(
             name("/opt/tools/github-mcp-server stdio"),
             "github-mcp-server"

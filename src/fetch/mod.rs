@@ -1,5 +1,6 @@
-//! The install step: a server started as `npx -y PKG` or `uvx PKG` works on the first try, with
-//! nothing to write, while the server itself never has the network.
+//! The install step: a server started as `npx -y PKG`, `uvx PKG`, `bunx PKG` or
+//! `deno run npm:PKG` works on the first try, with nothing to write, while the server itself never
+//! has the network.
 //!
 //! When the package is not cached, airlock first runs an install step, confined like the server
 //! (same sandbox, same uid), whose only network is the package registry the user's own
@@ -10,9 +11,11 @@
 //! event: package, version, integrity hash, registry, layer); its connections are audited like a
 //! server's (`net_connect`/`net_close`).
 //!
-//! Pure: which runner and packages a command line names ([`detect`], [`npm`], [`uv`]), the
-//! registry entries ([`registry::host_port`]). Effects: [`step::ensure`].
+//! Pure: which runner and packages a command line names ([`detect`], [`npm`], [`uv`], [`bun`],
+//! [`deno`]), the registry entries ([`registry::host_port`]). Effects: [`step::ensure`].
 
+pub mod bun;
+pub mod deno;
 pub mod layers;
 pub mod npm;
 pub mod registry;
@@ -32,6 +35,10 @@ pub enum Runner {
     Npx { packages: Vec<String> },
     /// `uvx [--from SPEC] [--with W]... PKG ...` (or `uv tool run ...`).
     Uvx(uv::Uvx),
+    /// `bunx [--bun] PKG ...` (or `bun x ...`): installed in `.bunx-<uid>/<spec>`.
+    Bunx(bun::Bunx),
+    /// `deno run [OPTIONS] npm:SPEC ...`: this spec, in `npm/<registry>/<name>` of deno's cache.
+    Deno { spec: String },
 }
 
 impl Runner {
@@ -39,6 +46,8 @@ impl Runner {
         match self {
             Runner::Npx { .. } => "npx",
             Runner::Uvx(_) => "uvx",
+            Runner::Bunx(_) => "bunx",
+            Runner::Deno { .. } => "deno",
         }
     }
 
@@ -47,6 +56,8 @@ impl Runner {
         match self {
             Runner::Npx { .. } => "npm",
             Runner::Uvx(_) => "uv",
+            Runner::Bunx(_) => "bun",
+            Runner::Deno { .. } => "deno",
         }
     }
 
@@ -54,6 +65,8 @@ impl Runner {
         match self {
             Runner::Npx { packages } => packages.clone(),
             Runner::Uvx(uvx) => uvx.packages(),
+            Runner::Bunx(bunx) => vec![bunx.spec.clone()],
+            Runner::Deno { spec } => vec![spec.clone()],
         }
     }
 
@@ -65,6 +78,8 @@ impl Runner {
                 .map(|spec| npm::package_name(spec).to_string())
                 .unwrap_or_default(),
             Runner::Uvx(uvx) => uvx.name().to_string(),
+            Runner::Bunx(bunx) => bunx.name().to_string(),
+            Runner::Deno { spec } => npm::package_name(spec).to_string(),
         }
     }
 
@@ -88,7 +103,7 @@ impl Runner {
 }
 
 /// The runner a server's command is, if airlock fetches for it: by the program's name (or its
-/// link target's), `npx` or `uvx`, or `uv tool run`/`uv tool x`.
+/// link target's), `npx`, `uvx`, `bunx`, `deno`, or `uv tool run`/`uv tool x`, `bun x`.
 pub fn detect(program: &Path, canonical: Option<&Path>, args: &[String]) -> Option<Runner> {
     let names: Vec<&str> = [Some(program), canonical]
         .into_iter()
@@ -108,13 +123,22 @@ pub fn detect(program: &Path, canonical: Option<&Path>, args: &[String]) -> Opti
     {
         return uv::parse(&args[2..]).map(Runner::Uvx);
     }
+    if is("bunx") {
+        return bun::parse(args, false).map(Runner::Bunx);
+    }
+    if is("bun") && args.first().map(String::as_str) == Some("x") {
+        return bun::parse(&args[1..], true).map(Runner::Bunx);
+    }
+    if is("deno") {
+        return deno::parse(args).map(|spec| Runner::Deno { spec });
+    }
     None
 }
 
-/// What to do when a server run by a package runner airlock does not fetch for (`bunx PKG`,
-/// `bun x PKG`, `deno run ... npm:PKG`) fails: its package must already be in the runner's cache,
-/// which the server reads but cannot fill (it has no network, and the cache is read-only to it).
-/// `None` for any other command. Pure.
+/// What to do when a `bunx PKG`, `bun x PKG` or `deno run ... npm:PKG` server airlock did not
+/// fetch for fails (a command line it could not read with certainty, or no private cache view):
+/// its package must already be in the runner's cache, which the server reads but cannot fill (it
+/// has no network). `None` for any other command. Pure.
 pub fn unfetched_hint(program: &Path, args: &[String]) -> Option<String> {
     let name = program.file_name()?.to_str()?;
     let first_word = |words: &[String]| words.iter().find(|word| !word.starts_with('-')).cloned();
@@ -137,7 +161,7 @@ pub fn unfetched_hint(program: &Path, args: &[String]) -> Option<String> {
         _ => return None,
     };
     Some(format!(
-        "airlock installs missing packages only for npx and uvx; if {package} is not in {cache} yet, run `{again}` once outside airlock (it fills the cache, which the server reads), then start the server again"
+        "airlock did not install {package} for this command line; if it is not in {cache} yet, run `{again}` once outside airlock (it fills the cache, which the server reads), then start the server again"
     ))
 }
 
@@ -150,6 +174,8 @@ pub struct FetchPlan {
     pub host: HostFacts,
     /// The user's real cache (the overlay's lowest layer): a package there needs no install.
     pub real_cache: std::path::PathBuf,
+    /// The uid the server and its install run as (bunx keeps packages per uid).
+    pub uid: u32,
 }
 
 impl FetchPlan {
@@ -210,6 +236,40 @@ mod tests {
             detect(Path::new("/usr/bin/npx"), None, &words("--no pkg")),
             None
         );
+        let bunx = detect(
+            Path::new("/home/me/.bun/bin/bunx"),
+            Some(Path::new("/home/me/.bun/bin/bun")),
+            &words("--bun @scope/server@1 /d"),
+        )
+        .unwrap();
+        assert_eq!(bunx.cache(), "bun");
+        assert_eq!(bunx.key(), "bunx @scope/server@1");
+        assert_eq!(bunx.package(), "@scope/server");
+        let bun_x = detect(Path::new("/usr/bin/bun"), None, &words("x pkg")).unwrap();
+        assert_eq!(
+            bun_x,
+            Runner::Bunx(bun::Bunx {
+                spec: "pkg".into(),
+                bun_x: true
+            })
+        );
+        assert_eq!(
+            detect(Path::new("/usr/bin/bun"), None, &words("server.ts")),
+            None
+        );
+        let deno = detect(
+            Path::new("/usr/bin/deno"),
+            None,
+            &words("run -A npm:@scope/server@1 /d"),
+        )
+        .unwrap();
+        assert_eq!(deno.cache(), "deno");
+        assert_eq!(deno.key(), "deno @scope/server@1");
+        assert_eq!(deno.package(), "@scope/server");
+        assert_eq!(
+            detect(Path::new("/usr/bin/deno"), None, &words("run server.ts")),
+            None
+        );
     }
 
     #[test]
@@ -217,7 +277,7 @@ mod tests {
         let hint = |program: &str, line: &str| unfetched_hint(Path::new(program), &words(line));
         let bunx = hint("/home/me/.bun/bin/bunx", "--bun @scope/server /d").unwrap();
         assert!(
-            bunx.contains("if @scope/server is not in bun's cache")
+            bunx.contains("airlock did not install @scope/server for this command line; if it is not in bun's cache")
                 && bunx.contains("run `bunx @scope/server` once outside airlock"),
             "{bunx}"
         );
@@ -225,7 +285,7 @@ mod tests {
         assert!(bun_x.contains("run `bunx pkg`"), "{bun_x}");
         let deno = hint("/usr/bin/deno", "run -A npm:@scope/server@1 /d").unwrap();
         assert!(
-            deno.contains("if npm:@scope/server@1 is not in deno's cache")
+            deno.contains("airlock did not install npm:@scope/server@1 for this command line; if it is not in deno's cache")
                 && deno.contains("run `deno run -A npm:@scope/server@1 /d`"),
             "{deno}"
         );

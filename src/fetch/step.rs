@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::layers::{Record, Store};
-use super::{FetchPlan, Runner, npm, registry, uv};
+use super::{FetchPlan, Runner, bun, deno, npm, registry, uv};
 use crate::audit::event::millis;
 use crate::audit::{AuditLog, Event, EventKind, Outcome};
 use crate::net::NetRule;
@@ -31,12 +31,17 @@ pub enum Sink<'a> {
 }
 
 impl Sink<'_> {
+    /// Writes the install's own event, and waits until it is written: the session records the
+    /// server's `spawn` (and answers its calls) only after the install that preceded it.
     async fn record(&mut self, event: Event) -> Result<(), FetchError> {
+        let (written, done) = tokio::sync::oneshot::channel();
         self.net(NetAudit {
             event,
-            written: None,
+            written: Some(written),
         })
-        .await
+        .await?;
+        done.await
+            .map_err(|_| FetchError::Audit("the session has ended".into()))
     }
 
     async fn net(&mut self, net: NetAudit) -> Result<(), FetchError> {
@@ -86,6 +91,8 @@ fn prime_fix(runner: &Runner) -> String {
     let command = match runner {
         Runner::Npx { packages } => format!("npx -y {}", packages.join(" ")),
         Runner::Uvx(uvx) => format!("uvx --from {} python -c pass", uvx.from),
+        Runner::Bunx(bunx) => format!("bunx --package={} true", bunx.spec),
+        Runner::Deno { spec } => format!("deno cache npm:{spec}"),
     };
     format!(
         "run `{command}` once outside airlock (it fills your own package cache, which airlock uses without fetching)"
@@ -93,9 +100,19 @@ fn prime_fix(runner: &Runner) -> String {
 }
 
 /// Whether the server's package is in its cache view already: npx's `_npx/<hash>` in a finished
-/// layer or the real cache; for uvx, a finished install of the same requirements.
+/// layer or the real cache; for uvx, a finished install of the same requirements; bunx's
+/// directory, young enough that bunx runs it without the network; deno's metadata and version.
 pub(super) fn is_cached(plan: &FetchPlan, store: &Store) -> bool {
+    let roots = || {
+        let mut roots = store.layers();
+        roots.push(plan.real_cache.clone());
+        roots
+    };
     match &plan.runner {
+        Runner::Bunx(bunx) => {
+            bun::cached_in(&roots(), bunx, plan.uid, std::time::SystemTime::now()).is_some()
+        }
+        Runner::Deno { spec } => deno::cached_in(&roots(), spec).is_some(),
         Runner::Npx { packages } => {
             let mut roots = store.layers();
             roots.push(plan.real_cache.clone());
@@ -228,6 +245,12 @@ fn integrity_of(runner: &Runner) -> &'static str {
         Runner::Uvx(_) => {
             "the installed distribution's .dist-info/RECORD file (SHA-256 of its text: the list of every installed file with its own SHA-256), not the wheel file; uv does not expose the wheel's hash for uvx"
         }
+        Runner::Bunx(_) => {
+            "the package tarball the registry served (bun's lock file `bun.lock`, SRI form)"
+        }
+        Runner::Deno { .. } => {
+            "the package tarball, as the registry's metadata names it for the version deno installed (`dist.integrity`, SRI form; deno checks the tarball against it)"
+        }
     }
 }
 
@@ -269,6 +292,12 @@ fn what_was_installed(
             Some((version, record)) => (version, Some(format!("sha256:{record}"))),
             None => ("unknown".to_string(), None),
         },
+        Runner::Bunx(bunx) => {
+            bun::installed(upper, bunx, plan.uid).unwrap_or_else(|| ("unknown".to_string(), None))
+        }
+        Runner::Deno { spec } => {
+            deno::installed(upper, spec).unwrap_or_else(|| ("unknown".to_string(), None))
+        }
     };
     Record {
         key: String::new(),
@@ -297,6 +326,9 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
         )
     };
     let (urls, mut hosts, env) = match &plan.runner {
+        Runner::Bunx(_) | Runner::Deno { .. } => {
+            npm_style_registries(plan, &cwd).map_err(|err| unreadable(err.to_string()))?
+        }
         Runner::Npx { packages } => {
             // The npm beside this npx reads the configuration as this npx will.
             let beside = request.program.with_file_name("npm");
@@ -351,6 +383,47 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
         });
     }
     Ok((urls, rules, env))
+}
+
+/// The registry of a runner that reads npm's configuration files (bun and deno read `.npmrc`):
+/// what npm's configuration names for the package (the npm on the search path reads it as they
+/// do), or for bun the `BUN_CONFIG_REGISTRY` of the user's environment, which bun puts first.
+/// Named to the runner by the variable it reads (`BUN_CONFIG_REGISTRY`, `NPM_CONFIG_REGISTRY`).
+/// A scope's own registry is allowed but not named to them: an install from it fails with the
+/// cache fix.
+fn npm_style_registries(
+    plan: &FetchPlan,
+    cwd: &std::path::Path,
+) -> Result<Route, registry::RegistryError> {
+    use crate::paths::VarSource;
+    let request = &plan.request;
+    let variable = match plan.runner {
+        Runner::Bunx(_) => "BUN_CONFIG_REGISTRY",
+        _ => "NPM_CONFIG_REGISTRY",
+    };
+    let own = match plan.runner {
+        Runner::Bunx(_) => request
+            .parent_env
+            .var("BUN_CONFIG_REGISTRY")
+            .filter(|url| !url.is_empty())
+            .map(str::to_string),
+        _ => None,
+    };
+    let (default, mut urls) = match own {
+        Some(url) => (url.clone(), vec![url]),
+        None => {
+            let config =
+                registry::read_npm_config(std::path::Path::new("npm"), cwd, &request.parent_env)?;
+            let urls = registry::npm_registries(&config, &plan.runner.packages())?;
+            let default = config_value(&config, "registry").unwrap_or_default();
+            (default, urls)
+        }
+    };
+    // Dependencies come from the default registry even when the package's scope has its own.
+    if !default.is_empty() && !urls.contains(&default) {
+        urls.push(default.clone());
+    }
+    Ok((urls, Vec::new(), vec![(variable.to_string(), default)]))
 }
 
 /// The user's npm settings the install step gets: how it retries and waits, never credentials.
@@ -408,6 +481,8 @@ const TLS_TRUST: &[&str] = &[
     "CURL_CA_BUNDLE",
     "PIP_CERT",
     "UV_NATIVE_TLS",
+    "DENO_CERT",
+    "DENO_TLS_CA_STORE",
 ];
 
 /// The user's TLS trust settings and the paths they name.
@@ -444,6 +519,8 @@ fn install_request(
     request.args = match &plan.runner {
         Runner::Npx { packages } => npm::install_args(packages),
         Runner::Uvx(uvx) => uv::install_args(uvx),
+        Runner::Bunx(bunx) => bunx.install_args(),
+        Runner::Deno { spec } => deno::install_args(spec),
     };
     let own_origin = Origin {
         layer: Layer::Builtin,
@@ -718,6 +795,7 @@ mod tests {
             request,
             host: crate::sandbox::HostFacts::full_featured_root(),
             real_cache: PathBuf::from("/home/me/.npm"),
+            uid: 0,
         }
     }
 

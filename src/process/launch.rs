@@ -255,7 +255,7 @@ pub fn prepare(
     })
 }
 
-/// The install step of an `npx`/`uvx` server whose cache the sandbox shows through an overlay.
+/// The install step of an `npx`/`uvx`/`bunx`/`deno npm:` server whose cache the sandbox shows through an overlay.
 fn fetch_plan(
     request: &PlanRequest,
     plan: &SandboxPlan,
@@ -272,6 +272,10 @@ fn fetch_plan(
         .find(|overlay| overlay.name == runner.cache() && overlay.mount)?;
     Some(Box::new(crate::fetch::FetchPlan {
         real_cache: overlay.lower.clone(),
+        uid: plan
+            .identity
+            .as_ref()
+            .map_or(plan.airlock_uid, |identity| identity.uid),
         runner,
         request: request.clone(),
         host: host.clone(),

@@ -17,6 +17,12 @@ impl fmt::Display for SandboxPlan {
                 self.cwd.display(),
                 self.private_home.display()
             )?;
+        } else if self.cwd_leading_to_grants().is_some() {
+            writeln!(
+                f,
+                "  cwd: {} (only leads to granted paths: the server may list it, nothing more)",
+                self.cwd.display()
+            )?;
         } else {
             writeln!(f, "  cwd: {}", self.cwd.display())?;
         }
@@ -62,6 +68,19 @@ impl fmt::Display for SandboxPlan {
 
 impl SandboxPlan {
     /// Every path placed in the constructed root (binds, private dirs, overlays, its `/proc`).
+    /// The working directory when it exists in the server's constructed root only as the way to
+    /// granted paths (not granted itself, and not `/`). The server may list it (landlock
+    /// `READ_DIR`, beneath it too): runtimes that read their working directory at start fail
+    /// without that (bun), and a listing there shows only names of what the root holds.
+    pub fn cwd_leading_to_grants(&self) -> Option<&Path> {
+        let mounted = self.mounted_paths();
+        let leads = self.root.is_some()
+            && self.cwd != Path::new("/")
+            && mounted.iter().any(|path| path.starts_with(&self.cwd))
+            && !mounted.iter().any(|path| self.cwd.starts_with(path));
+        leads.then_some(self.cwd.as_path())
+    }
+
     pub fn mounted_paths(&self) -> Vec<&Path> {
         self.fs
             .iter()

@@ -596,6 +596,22 @@ fn check_says_when_the_working_directory_is_not_in_the_servers_root() {
         .unwrap()
         .to_string();
     assert!(shown.contains("cwd: /srv/x\n"), "{shown}");
+    // The way to a grant: the server works there and may list it; `/` stays unlisted.
+    req.cwd = Some(PathBuf::from("/srv"));
+    let planned = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert_eq!(planned.cwd_leading_to_grants(), Some(Path::new("/srv")));
+    assert!(
+        planned.to_string().contains(
+            "cwd: /srv (only leads to granted paths: the server may list it, nothing more)"
+        ),
+        "{planned}"
+    );
+    req.cwd = Some(PathBuf::from("/"));
+    let planned = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert_eq!(planned.cwd_leading_to_grants(), None);
+    req.cwd = Some(PathBuf::from("/srv/x/sub"));
+    let planned = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert_eq!(planned.cwd_leading_to_grants(), None);
 }
 
 #[test]

@@ -13,7 +13,7 @@ pub const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
 #[path = "../support/basics.rs"]
 mod basics;
 #[allow(unused_imports)] // each test binary uses its own part
-pub use basics::{peers, wait_until};
+pub use basics::{peer, peers, wait_until};
 
 pub struct World {
     pub root: PathBuf,

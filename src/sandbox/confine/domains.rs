@@ -112,6 +112,21 @@ pub(super) fn add_constructed(
                 )
             });
     }
+    // A working directory that only leads to grants: listed, nothing more (see
+    // `SandboxPlan::cwd_leading_to_grants`). Missing in the root: init starts the server in its
+    // private home instead.
+    if let Some(cwd) = plan.cwd_leading_to_grants()
+        && let Ok(fd) = PathFd::new(cwd)
+    {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, AccessFs::ReadDir))
+            .unwrap_or_else(|err| {
+                fail(
+                    Step::Landlock,
+                    format!("rule for the working directory {}: {err}", cwd.display()),
+                )
+            });
+    }
     for (path, fd) in extra {
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))

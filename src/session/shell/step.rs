@@ -334,14 +334,16 @@ where
         Ok(None)
     }
 
-    /// How to fill the cache of a `bunx`/`deno npm:` server (airlock fetches only for npx and
-    /// uvx), told with its failure.
+    /// How to fill the cache of a `bunx`/`deno npm:` server airlock did not fetch for, told with
+    /// its failure.
     fn unfetched_hint(&self, server: usize) -> Option<String> {
         match self.launches.get(server)? {
-            Some(Launch::Local(prepared)) => crate::fetch::unfetched_hint(
-                &prepared.plan.program,
-                prepared.plan.argv.get(1..).unwrap_or_default(),
-            ),
+            Some(Launch::Local(prepared)) if prepared.fetch.is_none() => {
+                crate::fetch::unfetched_hint(
+                    &prepared.plan.program,
+                    prepared.plan.argv.get(1..).unwrap_or_default(),
+                )
+            }
             _ => None,
         }
     }
