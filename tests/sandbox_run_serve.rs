@@ -65,6 +65,10 @@ struct Call<'a> {
     write: Option<&'a Path>,
     /// A read grant (`--allow-read` / the server's `sandbox.read`).
     read: Option<&'a Path>,
+    /// A second write grant.
+    also_write: Option<&'a Path>,
+    /// The script the Python server runs (else the fixture in the test world).
+    server: Option<&'a Path>,
 }
 
 /// The airlock command line for `mode`, and the tool's name as the host calls it.
@@ -75,7 +79,7 @@ fn command_line(
     call: &Call,
     audit: &Path,
 ) -> (Vec<String>, String) {
-    let script = server_script();
+    let script = call.server.map_or_else(server_script, Path::to_path_buf);
     let work = who.dir(&format!("mode-{mode:?}"), 0o755);
     match mode {
         Mode::Run => {
@@ -86,7 +90,7 @@ fn command_line(
                 "--audit".into(),
                 audit.display().to_string(),
             ];
-            if let Some(write) = call.write {
+            for write in [call.write, call.also_write].into_iter().flatten() {
                 args.extend(["--allow-write".into(), write.display().to_string()]);
             }
             if let Some(read) = call.read {
@@ -107,13 +111,23 @@ fn command_line(
                 script.display().to_string(),
                 cwd.display().to_string()
             );
-            let grants = [("write", call.write), ("read", call.read)];
-            if grants.iter().any(|(_, path)| path.is_some()) {
+            let quoted = |paths: &[Option<&Path>]| -> Vec<String> {
+                paths
+                    .iter()
+                    .flatten()
+                    .map(|path| format!("{:?}", path.display().to_string()))
+                    .collect()
+            };
+            let grants = [
+                ("write", quoted(&[call.write, call.also_write])),
+                ("read", quoted(&[call.read])),
+            ];
+            if grants.iter().any(|(_, paths)| !paths.is_empty()) {
                 text.push_str("[servers.py.sandbox]\n");
             }
-            for (key, path) in grants {
-                if let Some(path) = path {
-                    text.push_str(&format!("{key} = [{:?}]\n", path.display().to_string()));
+            for (key, paths) in grants {
+                if !paths.is_empty() {
+                    text.push_str(&format!("{key} = [{}]\n", paths.join(", ")));
                 }
             }
             std::fs::write(&config, text).unwrap();
@@ -225,6 +239,8 @@ fn check(mode: Mode, who: Who) {
         arguments: json!({"text": "hi"}),
         write: None,
         read: None,
+        also_write: None,
+        server: None,
     };
     let outcome = call_tool(mode, who, &cwd, &echo);
     let context = format!(
@@ -333,6 +349,8 @@ fn setid_through(mode: Mode, who: Who, owner: u32) {
         arguments: json!({"source": "/usr/bin/id", "target": copy.display().to_string()}),
         write: Some(&grant),
         read: None,
+        also_write: None,
+        server: None,
     };
     let outcome = call_tool(mode, who, &cwd, &call);
     let context = format!(
@@ -369,6 +387,90 @@ fn a_symlink_planted_in_a_write_grant_is_not_followed_by_the_next_start() {
     }
 }
 
+/// A grant derived from the disk is not steered by a link a server planted either: the server's
+/// script lies in its own write grant, the server copies itself into another write grant inside
+/// a project (`package.json` above it, a `.env` beside), then replaces its script with a link to
+/// that copy. The next start would derive the script's package root from the link's target and
+/// grant the whole project read-only, `.env` included; it refuses instead, naming the link. Run
+/// and serve, as root and as an ordinary user.
+#[test]
+fn a_script_replaced_by_a_link_does_not_steer_what_the_next_start_grants() {
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            derived_through_planted_link(mode, who);
+        }
+    }
+}
+
+fn derived_through_planted_link(mode: Mode, who: Who) {
+    let cwd = who.dir(&format!("derive-cwd-{mode:?}"), 0o755);
+    let own = who.dir(&format!("derive-own-{mode:?}"), 0o755);
+    let script = own.join("server.py");
+    std::fs::copy(server_script(), &script).unwrap();
+    who.own(&script);
+    let project = who.dir(&format!("derive-project-{mode:?}"), 0o700);
+    std::fs::write(project.join("package.json"), "{}\n").unwrap();
+    std::fs::write(project.join(".env"), "TOKEN=CANARY-DERIVED-ROOT\n").unwrap();
+    let data = project.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for path in [
+        project.join("package.json"),
+        project.join(".env"),
+        data.clone(),
+    ] {
+        who.own(&path);
+    }
+    let copy = data.join("copy.py");
+    let call = |tool: &'static str, arguments: Value| Call {
+        tool,
+        arguments,
+        write: Some(&own),
+        read: None,
+        also_write: Some(&data),
+        server: Some(&script),
+    };
+    let text = |outcome: &Outcome| outcome.answer["result"]["content"][0]["text"].to_string();
+    let copied = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call("copy_and_chmod", json!({"source": script, "target": copy})),
+    );
+    assert!(
+        text(&copied).contains("755 ok"),
+        "{mode:?} as {who:?}: {}\n{}",
+        copied.answer,
+        copied.stderr
+    );
+    let planted = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call("plant_link", json!({"link": script, "target": copy})),
+    );
+    assert!(
+        text(&planted).contains("planted"),
+        "{mode:?} as {who:?}: {}\n{}",
+        planted.answer,
+        planted.stderr
+    );
+    let next = call_tool(mode, who, &cwd, &call("list_dir", json!({"path": project})));
+    let everything = format!("{}\n{}\n{:?}", next.answer, next.stderr, next.audit);
+    assert!(
+        !everything.contains("CANARY"),
+        "{mode:?} as {who:?}: the planted link steered the script's package root:\n{everything}"
+    );
+    let refusal = format!(
+        "through the symlink {}, which lies in {}, granted writable to a server",
+        script.display(),
+        own.display()
+    );
+    assert!(
+        next.stderr.contains(&refusal),
+        "{mode:?} as {who:?}:\n{everything}"
+    );
+}
+
 fn planted_link_through(mode: Mode, who: Who) {
     let cwd = who.dir(&format!("plant-cwd-{mode:?}"), 0o755);
     let project = who.dir(&format!("plant-proj-{mode:?}"), 0o755);
@@ -385,6 +487,8 @@ fn planted_link_through(mode: Mode, who: Who) {
         arguments,
         write: Some(&project),
         read: Some(&docs),
+        also_write: None,
+        server: None,
     };
     let listed = call_tool(mode, who, &cwd, &call("list_dir", json!({"path": docs})));
     let text = |outcome: &Outcome| outcome.answer["result"]["content"][0]["text"].to_string();
@@ -428,6 +532,8 @@ fn planted_link_through(mode: Mode, who: Who) {
         arguments: json!({"path": docs}),
         write: None,
         read: Some(&docs),
+        also_write: None,
+        server: None,
     };
     let later = call_tool(mode, who, &cwd, &alone);
     let everything = format!("{}\n{}\n{:?}", later.answer, later.stderr, later.audit);
@@ -458,6 +564,8 @@ fn planted_link_through(mode: Mode, who: Who) {
         arguments: json!({"path": key}),
         write: None,
         read: Some(&key),
+        also_write: None,
+        server: None,
     };
     let next = call_tool(mode, who, &cwd, &only_the_link);
     let everything = format!("{}\n{}\n{:?}", next.answer, next.stderr, next.audit);
@@ -492,6 +600,8 @@ fn planted_link_through(mode: Mode, who: Who) {
         arguments: json!({"source": "/etc/hostname", "target": pol.join("00-evil.toml")}),
         write: Some(&pol),
         read: None,
+        also_write: None,
+        server: None,
     };
     let next = call_tool(mode, who, &cwd, &into_org);
     assert!(

@@ -181,13 +181,14 @@ pub fn install_prefix(program: &Path) -> Option<PathBuf> {
 
 /// The program's venv and the script's package (the program itself and its runtime:
 /// [`super::layouts::program_grants`]).
-pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String)> {
+pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::Derived> {
     let mut out = Vec::new();
     let resolved = &request.resolved;
     if let Some(venv) = &resolved.venv_root {
         out.push((
             venv.clone(),
             "the virtualenv of the interpreter".to_string(),
+            None,
         ));
     }
     if let Some(base) = &resolved.venv_base
@@ -196,19 +197,25 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<(PathBuf, String
         out.push((
             prefix,
             "the base interpreter the virtualenv links to".to_string(),
+            None,
         ));
     }
     // The script's root as written and with its symlinks resolved: in the constructed root each
     // lands at its own path (the helper copies the symlinks), so the argument the server gets
     // resolves there as it does on the host.
-    for root in [&resolved.script_root_as_written, &resolved.script_root]
-        .into_iter()
-        .flatten()
-    {
-        out.push((
-            root.clone(),
-            "the script's package and the node_modules it loads from".to_string(),
-        ));
+    // The resolved one is derived through the script as written (its links are judged).
+    let roots = [
+        (&resolved.script_root_as_written, None),
+        (&resolved.script_root, resolved.script_as_written.clone()),
+    ];
+    for (root, via) in roots {
+        if let Some(root) = root {
+            out.push((
+                root.clone(),
+                "the script's package and the node_modules it loads from".to_string(),
+                via,
+            ));
+        }
     }
     out
 }
@@ -226,9 +233,9 @@ pub(super) fn command_rules(
     notes: &mut Vec<String>,
 ) {
     let program = super::layouts::program_grants(request, profile, protected);
-    for (path, reason) in program.into_iter().chain(derived_read_grants(request)) {
+    for (path, reason, via) in program.into_iter().chain(derived_read_grants(request)) {
         match narrow_derived(&path, protected, request.dirs.home.as_deref()) {
-            Some(narrowed) => fs.push(narrowed, FsAccess::ReadExec, &reason, shown),
+            Some(narrowed) => fs.push_derived(narrowed, FsAccess::ReadExec, &reason, shown, via),
             None => notes.push(format!(
                 "not granting {} ({reason}): it would expose a protected path",
                 path.display()
@@ -313,6 +320,19 @@ pub(super) struct FsRules {
 
 impl FsRules {
     pub(super) fn push(&mut self, path: PathBuf, access: FsAccess, reason: &str, shown: Shown) {
+        self.push_derived(path, access, reason, shown, None);
+    }
+
+    /// [`Self::push`] for a grant derived through `via` (see [`FsRule::derived_via`]). A path
+    /// granted both ways keeps no `via`: a grant that names it makes it trusted.
+    pub(super) fn push_derived(
+        &mut self,
+        path: PathBuf,
+        access: FsAccess,
+        reason: &str,
+        shown: Shown,
+        via: Option<PathBuf>,
+    ) {
         let path = if path
             .components()
             .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
@@ -327,6 +347,9 @@ impl FsRules {
                 if shown == Shown::IdmappedBind {
                     rule.shown = shown;
                 }
+                if via.is_none() {
+                    rule.derived_via = None;
+                }
             }
             return;
         }
@@ -337,6 +360,7 @@ impl FsRules {
             reason: reason.to_string(),
             shown,
             owner: None,
+            derived_via: via,
         });
     }
 

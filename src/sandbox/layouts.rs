@@ -137,27 +137,42 @@ const HOMEBREW_RUNTIME: &[&str] = &[
 ];
 
 /// Read-only grants for the program and its runtime: `(path, reason)`.
+/// A grant derived from what is on disk: the path, why, and the path as written it was derived
+/// through when that crossed symlinks (see `FsRule::derived_via`).
+pub(super) type Derived = (PathBuf, String, Option<PathBuf>);
+
 pub(super) fn program_grants(
     request: &PlanRequest,
     profile: Option<&RuntimeProfile>,
     protected: &[(String, PathBuf)],
-) -> Vec<(PathBuf, String)> {
+) -> Vec<Derived> {
     let resolved = &request.resolved;
     let runtime = &resolved.runtime;
     let home = request.dirs.home.as_deref();
     let homebrew = runtime.homebrew_prefix.as_deref();
-    let mut programs: Vec<(&Path, &str)> = vec![(&request.program, "the program")];
+    // Each with the path as written it was reached through, when that crossed links.
+    let mut programs: Vec<(&Path, &str, Option<&Path>)> =
+        vec![(&request.program, "the program", None)];
     if let Some(canonical) = &resolved.program_canonical {
-        programs.push((canonical, "the program's link target"));
+        programs.push((
+            canonical,
+            "the program's link target",
+            Some(&request.program),
+        ));
     }
     if let Some(interp) = &runtime.interpreter {
-        programs.push((interp, "the interpreter its first line names"));
+        programs.push((interp, "the interpreter its first line names", None));
     }
     if let Some(interp) = &runtime.interpreter_canonical {
-        programs.push((interp, "that interpreter's link target"));
+        programs.push((
+            interp,
+            "that interpreter's link target",
+            runtime.interpreter.as_deref(),
+        ));
     }
     let mut out = Vec::new();
-    for (program, what) in programs.into_iter().filter(|(p, _)| !in_system(p)) {
+    for (program, what, via) in programs.into_iter().filter(|(p, _, _)| !in_system(p)) {
+        let via = via.map(Path::to_path_buf);
         let Some(prefix) = install_prefix(program) else {
             continue;
         };
@@ -165,7 +180,11 @@ pub(super) fn program_grants(
             covers_protected(&prefix, protected).map(|(what, _)| format!("it holds {what}"))
         });
         let Some(why) = shared else {
-            out.push((prefix, format!("install prefix of {}", program.display())));
+            out.push((
+                prefix,
+                format!("install prefix of {}", program.display()),
+                via,
+            ));
             continue;
         };
         out.push((
@@ -174,6 +193,7 @@ pub(super) fn program_grants(
                 "{what} alone: its directory's prefix {} is not granted ({why})",
                 prefix.display()
             ),
+            via.clone(),
         ));
         let companions = profile.map(|p| p.companions.as_slice()).unwrap_or(&[]);
         for companion in companions {
@@ -181,6 +201,7 @@ pub(super) fn program_grants(
                 out.push((
                     dir.join(companion),
                     format!("{companion}, which {} runs", program.display()),
+                    via.clone(),
                 ));
             }
         }
@@ -190,6 +211,7 @@ pub(super) fn program_grants(
             out.push((
                 prefix.join(part),
                 "Homebrew's kegs and libraries the program links against (read-only)".into(),
+                None,
             ));
         }
     }

@@ -34,6 +34,13 @@ pub struct FsRule {
     /// again when it builds the bind; `None`: not looked at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// For a grant derived from a path with its symlinks resolved (the script's package, the
+    /// program's install prefix): that path as written. The helper judges the links met on the
+    /// way like a grant's own (`sandbox::root::planted_link`, `hidden_through_link`): a server
+    /// that replaced its script with a link in its write grant must not steer what the next
+    /// start grants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_via: Option<PathBuf>,
 }
 
 /// Who owns a path on disk. An idmapped bind shows these ids as the server's: the server reaches

@@ -89,6 +89,10 @@ pub struct ResolvedPaths {
     /// given that path, so it must resolve in the server's root too.
     #[serde(default)]
     pub script_root_as_written: Option<PathBuf>,
+    /// The script's path as written (absolute), when its symlinks resolve elsewhere: what
+    /// [`Self::script_root`] was derived through.
+    #[serde(default)]
+    pub script_as_written: Option<PathBuf>,
     /// Index of the first of the server's own arguments (after the package, script or module;
     /// see `crate::paths::anatomy`).
     #[serde(default)]
@@ -154,9 +158,10 @@ impl ResolvedPaths {
         let resolved_root = canonical
             .as_ref()
             .and_then(|script| script_root(script, home, has_package_json));
-        let written_root = script
-            .filter(|script| Some(script) != canonical.as_ref())
-            .and_then(|script| script_root(&script, home, has_package_json))
+        let script_as_written = script.filter(|script| Some(script) != canonical.as_ref());
+        let written_root = script_as_written
+            .as_ref()
+            .and_then(|script| script_root(script, home, has_package_json))
             .filter(|root| Some(root) != resolved_root.as_ref());
         let own_arguments_from =
             crate::paths::anatomy(&program.to_string_lossy(), args).own_arguments_start(args.len());
@@ -166,6 +171,7 @@ impl ResolvedPaths {
             venv_base,
             script_root: resolved_root,
             script_root_as_written: written_root,
+            script_as_written,
             own_arguments_from,
             arguments: super::arguments::inspect(args, own_arguments_from, cwd, home),
             runtime,

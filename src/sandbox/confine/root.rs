@@ -168,6 +168,19 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)], written_before: &[P
     }
 }
 
+/// `resolved` with the symlinks met on the rule's `derived_via` path added to its own (a script
+/// a server replaced by a link decides where its package root is). The links the root recreates
+/// are the bind's own, not these.
+fn judged_with_derivation(rule: &FsRule, resolved: &Resolved) -> Resolved {
+    let mut judged = resolved.clone();
+    if let Some(via) = &rule.derived_via
+        && let Ok(derivation) = resolve(via, probe)
+    {
+        judged.links.extend(derivation.links);
+    }
+    judged
+}
+
 /// Why a bind may not land where `resolved` leads, if it may not: it would contain a protected
 /// path, it is inside one of airlock's own trees or the org policy directory, or a symlink led it
 /// into the home's hidden entries. Pure.
@@ -238,11 +251,14 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
             );
             continue;
         }
-        if let Some(why) = refused_destination(rule, &resolved, &protected, &trees, &homes) {
+        // A grant derived through a path as written is judged with the links met on that path
+        // too: they decided where it lands.
+        let judged = judged_with_derivation(rule, &resolved);
+        if let Some(why) = refused_destination(rule, &judged, &protected, &trees, &homes) {
             fail(Step::Root, why);
         }
         let writable = rule.access == FsAccess::ReadWrite;
-        resolved_binds.push((rule.path.clone(), resolved.clone(), writable));
+        resolved_binds.push((rule.path.clone(), judged, writable));
         links.extend(resolved.links);
         let idmap = match rule.shown {
             Shown::IdmappedBind => owner_on_disk(&resolved.canonical),
