@@ -67,6 +67,10 @@ struct Home {
     home: PathBuf,
     cwd: PathBuf,
     who: Who,
+    /// A machine with the runtime and no npm: the search path holds only the runtime and
+    /// `setpriv`, and the registry is named by `NPM_CONFIG_REGISTRY` (as npm's configuration
+    /// names it, read by the test).
+    without_npm: Option<String>,
 }
 
 impl Drop for Home {
@@ -122,11 +126,15 @@ fn setup(runner: Runner, mode: Mode, who: Who) -> Option<Home> {
     chmod(&home, 0o700);
     chmod(&root.join("cwd"), 0o700);
     chmod(&root.join("state"), 0o700);
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/setpriv", bin.join("setpriv")).unwrap();
     Some(Home {
         cwd: root.join("cwd"),
         root,
         home,
         who,
+        without_npm: None,
     })
 }
 
@@ -147,10 +155,11 @@ impl Home {
     }
 
     fn env(&self, cmd: &mut Command) {
-        let path = format!(
-            "{0}/.bun/bin:{0}/.deno/bin:/usr/local/bin:/usr/bin:/bin",
-            self.home.display()
-        );
+        let system = match self.without_npm {
+            Some(_) => self.root.join("bin").display().to_string(),
+            None => "/usr/local/bin:/usr/bin:/bin".to_string(),
+        };
+        let path = format!("{0}/.bun/bin:{0}/.deno/bin:{system}", self.home.display());
         cmd.env_clear()
             .env("PATH", path)
             .env("HOME", &self.home)
@@ -162,6 +171,9 @@ impl Home {
             if let Some(value) = std::env::var_os(name) {
                 cmd.env(name, value);
             }
+        }
+        if let Some(registry) = &self.without_npm {
+            cmd.env("NPM_CONFIG_REGISTRY", registry);
         }
     }
 
@@ -244,16 +256,21 @@ impl Home {
             .collect()
     }
 
-    /// npm's registry host as the user's configuration names it (never written in the tests).
-    fn npm_registry_host(&self) -> String {
-        let mut npm = Command::new("npm");
+    /// npm's registry URL as the user's configuration names it (never written in the tests).
+    fn npm_registry(&self) -> String {
+        let mut npm = Command::new("/usr/bin/npm");
         npm.args(["config", "get", "registry"]);
         self.env(&mut npm);
+        npm.env("PATH", "/usr/local/bin:/usr/bin:/bin");
         let scratch = tempfile::tempdir().unwrap();
         npm.env("npm_config_cache", scratch.path());
-        let url = String::from_utf8_lossy(&npm.output().unwrap().stdout)
+        String::from_utf8_lossy(&npm.output().unwrap().stdout)
             .trim()
-            .to_string();
+            .to_string()
+    }
+
+    fn npm_registry_host(&self) -> String {
+        let url = self.npm_registry();
         let host = url
             .split("://")
             .nth(1)
@@ -266,10 +283,17 @@ impl Home {
 }
 
 fn first_use(runner: Runner, mode: Mode) {
+    first_use_on(runner, mode, false);
+}
+
+fn first_use_on(runner: Runner, mode: Mode, without_npm: bool) {
     for who in everyone() {
-        let Some(home) = setup(runner, mode, who) else {
+        let Some(mut home) = setup(runner, mode, who) else {
             return;
         };
+        if without_npm {
+            home.without_npm = Some(home.npm_registry());
+        }
         let shown = |report: &Value| format!("{runner:?} {mode:?} as {}: {report:#}", who.tag());
         let report = home.drive(runner, mode);
         assert_eq!(report["call"]["isError"], false, "{}", shown(&report));
@@ -356,4 +380,11 @@ fn deno_npm_fetches_then_runs_confined_run() {
 #[test]
 fn deno_npm_fetches_then_runs_confined_serve() {
     first_use(Runner::Deno, Mode::Serve);
+}
+
+/// A machine with deno and no npm: the registry comes from `NPM_CONFIG_REGISTRY`, which deno
+/// reads too (there is no npm to ask).
+#[test]
+fn deno_npm_fetches_without_npm_on_the_machine() {
+    first_use_on(Runner::Deno, Mode::Run, true);
 }

@@ -414,3 +414,34 @@ fn a_hostile_server_cannot_write_the_real_npm_cache_as_root() {
         Some("65534")
     );
 }
+
+/// Finished install layers stack above the real cache however many there are. The kernel copies
+/// each fsconfig string with a 256-byte limit, and three layer paths of an ordinary user's state
+/// dir joined into one `lowerdir` exceed it: a bunx server reinstalled on three days (bunx's
+/// packages go stale after a day) failed every start with `Invalid argument`.
+#[test]
+fn four_install_layers_still_mount() {
+    let run_as = is_root().then_some(USER_UID);
+    let home = setup("layers", run_as, 0o700);
+    let store = home.server_dir("server-everything").join("packages/npm");
+    for n in 1..=4u64 {
+        let layer = store.join("layers").join(format!(
+            "{:020}-{}",
+            1_764_090_000_000_000_000 + n,
+            12_340 + n
+        ));
+        std::fs::create_dir_all(&layer).unwrap();
+        std::fs::write(layer.join("layer-marker"), format!("{n}\n")).unwrap();
+    }
+    if let Some(uid) = run_as {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{uid}"))
+            .arg(home.state().join("airlock"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let text = echo_through_airlock_run(&home);
+    assert!(text.contains("hello from the npm cache"), "{text}");
+}

@@ -69,6 +69,16 @@ struct Call<'a> {
     also_write: Option<&'a Path>,
     /// The script the Python server runs (else the fixture in the test world).
     server: Option<&'a Path>,
+    /// The program, run without a script argument (else the Python of the test peers).
+    program: Option<&'a Path>,
+}
+
+/// The server's command line: the program alone, or the peers' Python and the script.
+fn server_command(call: &Call, script: &Path) -> Vec<String> {
+    match call.program {
+        Some(program) => vec![program.display().to_string()],
+        None => vec![python().display().to_string(), script.display().to_string()],
+    }
 }
 
 /// The airlock command line for `mode`, and the tool's name as the host calls it.
@@ -96,21 +106,27 @@ fn command_line(
             if let Some(read) = call.read {
                 args.extend(["--allow-read".into(), read.display().to_string()]);
             }
-            args.extend([
-                "--".into(),
-                python().display().to_string(),
-                script.display().to_string(),
-            ]);
+            if call.program.is_some() {
+                // Not one of the default launch allowlist's runtimes.
+                args.push("--trust".into());
+            }
+            args.push("--".into());
+            args.extend(server_command(call, &script));
             (args, call.tool.to_string())
         }
         Mode::Serve => {
             let config = work.join("airlock.toml");
+            let command = server_command(call, &script);
+            let args: Vec<String> = command[1..].iter().map(|a| format!("{a:?}")).collect();
             let mut text = format!(
-                "[servers.py]\ncommand = {:?}\nargs = [{:?}]\ncwd = {:?}\n",
-                python().display().to_string(),
-                script.display().to_string(),
+                "[servers.py]\ncommand = {:?}\nargs = [{}]\ncwd = {:?}\n",
+                command[0],
+                args.join(", "),
                 cwd.display().to_string()
             );
+            if call.program.is_some() {
+                text.push_str("trust = true\n");
+            }
             let quoted = |paths: &[Option<&Path>]| -> Vec<String> {
                 paths
                     .iter()
@@ -241,6 +257,7 @@ fn check(mode: Mode, who: Who) {
         read: None,
         also_write: None,
         server: None,
+        program: None,
     };
     let outcome = call_tool(mode, who, &cwd, &echo);
     let context = format!(
@@ -351,6 +368,7 @@ fn setid_through(mode: Mode, who: Who, owner: u32) {
         read: None,
         also_write: None,
         server: None,
+        program: None,
     };
     let outcome = call_tool(mode, who, &cwd, &call);
     let context = format!(
@@ -428,6 +446,7 @@ fn derived_through_planted_link(mode: Mode, who: Who) {
         read: None,
         also_write: Some(&data),
         server: Some(&script),
+        program: None,
     };
     let text = |outcome: &Outcome| outcome.answer["result"]["content"][0]["text"].to_string();
     let copied = call_tool(
@@ -471,6 +490,89 @@ fn derived_through_planted_link(mode: Mode, who: Who) {
     );
 }
 
+/// A grant derived from a file's content is not chosen by a server either: its program lies in
+/// its own write grant, and it rewrites the program's first line to name an interpreter in a
+/// private directory (`#!SECRET/bin/python`, a link to a working Python). The next start would
+/// grant that interpreter's install prefix, the private directory, read-only; it refuses
+/// instead, naming the program. Run and serve, as root and as an ordinary user.
+#[test]
+fn a_rewritten_first_line_does_not_choose_what_the_next_start_grants() {
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            named_by_a_rewritten_first_line(mode, who);
+        }
+    }
+}
+
+fn named_by_a_rewritten_first_line(mode: Mode, who: Who) {
+    let cwd = who.dir(&format!("named-cwd-{mode:?}"), 0o755);
+    let own = who.dir(&format!("named-own-{mode:?}"), 0o755);
+    let secret = who.dir(&format!("named-secret-{mode:?}"), 0o700);
+    std::fs::write(secret.join("id_canary"), "CANARY-FIRST-LINE\n").unwrap();
+    std::fs::create_dir_all(secret.join("bin")).unwrap();
+    std::os::unix::fs::symlink(python(), secret.join("bin/python")).unwrap();
+    let code = std::fs::read_to_string(server_script()).unwrap();
+    let program = own.join("server.py");
+    let rewritten = own.join("rewritten.py");
+    std::fs::write(&program, format!("#!{}\n{code}", python().display())).unwrap();
+    std::fs::write(
+        &rewritten,
+        format!("#!{}/bin/python\n{code}", secret.display()),
+    )
+    .unwrap();
+    for path in [
+        &program,
+        &rewritten,
+        &secret.join("id_canary"),
+        &secret.join("bin"),
+    ] {
+        chmod(path, 0o755);
+        who.own(path);
+    }
+    // The peers' virtualenv is granted by its own path: the first start's interpreter is trusted.
+    let venv = peers().join("sandbox-venv");
+    let call = |tool: &'static str, arguments: Value| Call {
+        tool,
+        arguments,
+        write: Some(&own),
+        read: Some(&venv),
+        also_write: None,
+        server: None,
+        program: Some(&program),
+    };
+    let text = |outcome: &Outcome| outcome.answer["result"]["content"][0]["text"].to_string();
+    let replaced = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call(
+            "copy_and_chmod",
+            json!({"source": rewritten, "target": program}),
+        ),
+    );
+    assert!(
+        text(&replaced).contains("755 ok"),
+        "{mode:?} as {who:?}: {}\n{}",
+        replaced.answer,
+        replaced.stderr
+    );
+    let next = call_tool(mode, who, &cwd, &call("list_dir", json!({"path": secret})));
+    let everything = format!("{}\n{}\n{:?}", next.answer, next.stderr, next.audit);
+    assert!(
+        !everything.contains("CANARY"),
+        "{mode:?} as {who:?}: the rewritten first line chose a grant:\n{everything}"
+    );
+    let refusal = format!(
+        "through the program whose first line names it, {}, which lies in {}, granted writable to a server",
+        program.display(),
+        own.display()
+    );
+    assert!(
+        next.stderr.contains(&refusal),
+        "{mode:?} as {who:?}:\n{everything}"
+    );
+}
+
 fn planted_link_through(mode: Mode, who: Who) {
     let cwd = who.dir(&format!("plant-cwd-{mode:?}"), 0o755);
     let project = who.dir(&format!("plant-proj-{mode:?}"), 0o755);
@@ -489,6 +591,7 @@ fn planted_link_through(mode: Mode, who: Who) {
         read: Some(&docs),
         also_write: None,
         server: None,
+        program: None,
     };
     let listed = call_tool(mode, who, &cwd, &call("list_dir", json!({"path": docs})));
     let text = |outcome: &Outcome| outcome.answer["result"]["content"][0]["text"].to_string();
@@ -534,6 +637,7 @@ fn planted_link_through(mode: Mode, who: Who) {
         read: Some(&docs),
         also_write: None,
         server: None,
+        program: None,
     };
     let later = call_tool(mode, who, &cwd, &alone);
     let everything = format!("{}\n{}\n{:?}", later.answer, later.stderr, later.audit);
@@ -566,6 +670,7 @@ fn planted_link_through(mode: Mode, who: Who) {
         read: Some(&key),
         also_write: None,
         server: None,
+        program: None,
     };
     let next = call_tool(mode, who, &cwd, &only_the_link);
     let everything = format!("{}\n{}\n{:?}", next.answer, next.stderr, next.audit);
@@ -602,6 +707,7 @@ fn planted_link_through(mode: Mode, who: Who) {
         read: None,
         also_write: None,
         server: None,
+        program: None,
     };
     let next = call_tool(mode, who, &cwd, &into_org);
     assert!(

@@ -6,6 +6,10 @@
 //! the registry's metadata (`registry.json`) and one directory per version. With them there it
 //! runs the package without the network, whatever the spec says (it resolves against the cached
 //! metadata). `deno cache npm:SPEC` fills them and runs nothing of the package.
+//!
+//! "Cached" is decided as deno would run offline: the pinned version's directory, or the one the
+//! cached metadata tags (`latest` for a bare name). A range is not evaluated here; a finished
+//! install of the same spec counts for it (`step::is_cached`).
 
 use std::path::{Path, PathBuf};
 
@@ -64,16 +68,47 @@ pub fn install_args(spec: &str) -> Vec<String> {
     vec!["cache".to_string(), format!("npm:{spec}")]
 }
 
-/// The version a spec pins exactly (`p@1.2.3`), if it does.
-fn exact_version(spec: &str) -> Option<&str> {
+/// What a spec asks for after the package name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wanted<'a> {
+    /// `p@1.2.3`.
+    Exact(&'a str),
+    /// `p` (the `latest` tag) or `p@beta`: the version the registry's metadata tags so.
+    Tag(&'a str),
+    /// `p@^1.2`, `p@1.x`, `p@>=1 <2`: a range, which airlock does not evaluate.
+    Range,
+}
+
+fn wanted(spec: &str) -> Wanted<'_> {
     let name = npm::package_name(spec);
-    let version = spec.get(name.len() + 1..)?;
-    let is_exact = !version.is_empty()
-        && version
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
-        && version.starts_with(|c: char| c.is_ascii_digit());
-    is_exact.then_some(version)
+    let Some(version) = spec.get(name.len() + 1..).filter(|v| !v.is_empty()) else {
+        return Wanted::Tag("latest");
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+');
+    let starts_with_digit = version.starts_with(|c: char| c.is_ascii_digit());
+    let is_number = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit());
+    let release = version.split(['-', '+']).next().unwrap_or_default();
+    let full = release.split('.').count() == 3 && release.split('.').all(is_number);
+    if !version.chars().all(plain) {
+        Wanted::Range
+    } else if starts_with_digit && full {
+        Wanted::Exact(version)
+    } else if !starts_with_digit {
+        Wanted::Tag(version)
+    } else {
+        Wanted::Range
+    }
+}
+
+/// The version the package's cached metadata tags `tag`.
+fn tagged(package_dir: &Path, tag: &str) -> Option<String> {
+    let text = std::fs::read_to_string(package_dir.join("registry.json")).ok()?;
+    let metadata: serde_json::Value = serde_json::from_str(&text).ok()?;
+    metadata
+        .get("dist-tags")?
+        .get(tag)?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// The package's directories under `npm/<registry host>/` of a deno cache root.
@@ -104,8 +139,24 @@ fn versions(dir: &Path) -> Vec<String> {
     versions
 }
 
-/// The first of `roots` (deno caches, newest layer first) holding the package's metadata and a
-/// version of it (the version the spec pins, when it pins one).
+/// The highest of `versions` by their numbers (`10.0.0` above `9.1.0`).
+fn newest(versions: Vec<String>) -> Option<String> {
+    let key = |version: &String| -> Vec<u64> {
+        version
+            .split(['-', '+'])
+            .next()
+            .unwrap_or_default()
+            .split('.')
+            .map(|part| part.parse().unwrap_or(0))
+            .collect()
+    };
+    versions.into_iter().max_by_key(key)
+}
+
+/// The first of `roots` (deno caches, newest layer first) holding the package's metadata and
+/// the version deno would run offline: the one the spec pins, or the one the cached metadata
+/// tags (`latest` for a bare name). A range is never counted as cached (airlock does not
+/// evaluate npm ranges); its install step runs, and finds what is cached quickly.
 pub fn cached_in(roots: &[PathBuf], spec: &str) -> Option<PathBuf> {
     let name = npm::package_name(spec);
     roots
@@ -113,9 +164,10 @@ pub fn cached_in(roots: &[PathBuf], spec: &str) -> Option<PathBuf> {
         .find(|root| {
             package_dirs(root, name)
                 .iter()
-                .any(|dir| match exact_version(spec) {
-                    Some(version) => dir.join(version).is_dir(),
-                    None => !versions(dir).is_empty(),
+                .any(|dir| match wanted(spec) {
+                    Wanted::Exact(version) => dir.join(version).is_dir(),
+                    Wanted::Tag(tag) => tagged(dir, tag).is_some_and(|v| dir.join(v).is_dir()),
+                    Wanted::Range => false,
                 })
         })
         .cloned()
@@ -126,9 +178,10 @@ pub fn cached_in(roots: &[PathBuf], spec: &str) -> Option<PathBuf> {
 pub fn installed(layer: &Path, spec: &str) -> Option<(String, Option<String>)> {
     let name = npm::package_name(spec);
     let dir = package_dirs(layer, name).into_iter().next()?;
-    let version = match exact_version(spec) {
-        Some(version) => version.to_string(),
-        None => versions(&dir).pop()?,
+    let version = match wanted(spec) {
+        Wanted::Exact(version) => version.to_string(),
+        Wanted::Tag(tag) => tagged(&dir, tag).filter(|v| dir.join(v).is_dir())?,
+        Wanted::Range => newest(versions(&dir))?,
     };
     let metadata: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("registry.json")).ok()?).ok()?;
@@ -166,12 +219,20 @@ mod tests {
     }
 
     #[test]
-    fn exact_versions() {
-        assert_eq!(exact_version("@s/p@1.2.3"), Some("1.2.3"));
-        assert_eq!(exact_version("p@1.0.0-beta.1"), Some("1.0.0-beta.1"));
-        assert_eq!(exact_version("p@^1"), None);
-        assert_eq!(exact_version("p@latest"), None);
-        assert_eq!(exact_version("p"), None);
+    fn what_a_spec_asks_for() {
+        assert_eq!(wanted("@s/p@1.2.3"), Wanted::Exact("1.2.3"));
+        assert_eq!(wanted("p@1.0.0-beta.1"), Wanted::Exact("1.0.0-beta.1"));
+        assert_eq!(wanted("p@^1"), Wanted::Range);
+        assert_eq!(wanted("p@1"), Wanted::Range);
+        assert_eq!(wanted("p@1.x"), Wanted::Range);
+        assert_eq!(wanted("p@>=1 <2"), Wanted::Range);
+        assert_eq!(wanted("p@latest"), Wanted::Tag("latest"));
+        assert_eq!(wanted("p@beta"), Wanted::Tag("beta"));
+        assert_eq!(wanted("@s/p"), Wanted::Tag("latest"));
+        assert_eq!(
+            newest(vec!["9.1.0".into(), "10.0.0".into(), "2.0.0".into()]),
+            Some("10.0.0".into())
+        );
     }
 
     #[test]
@@ -185,12 +246,16 @@ mod tests {
         assert_eq!(cached_in(&roots, "@s/p"), None);
         std::fs::write(
             package.join("registry.json"),
-            r#"{"versions":{"1.2.3":{"dist":{"integrity":"sha512-abc"}}}}"#,
+            r#"{"dist-tags":{"latest":"1.2.3","next":"2.0.0"},"versions":{"1.2.3":{"dist":{"integrity":"sha512-abc"}}}}"#,
         )
         .unwrap();
         assert_eq!(cached_in(&roots, "@s/p"), Some(root.clone()));
+        assert_eq!(cached_in(&roots, "@s/p@latest"), Some(root.clone()));
         assert_eq!(cached_in(&roots, "@s/p@1.2.3"), Some(root.clone()));
         assert_eq!(cached_in(&roots, "@s/p@2.0.0"), None);
+        // The tag names a version that is not cached; a range is never taken as cached.
+        assert_eq!(cached_in(&roots, "@s/p@next"), None);
+        assert_eq!(cached_in(&roots, "@s/p@^1"), None);
         assert_eq!(cached_in(&roots, "@s/q"), None);
         assert_eq!(
             installed(&root, "@s/p"),

@@ -23,6 +23,31 @@ pub enum RegistryError {
     Output { command: String, why: String },
     #[error("the registry URL {0:?} is not an http(s) URL")]
     Url(String),
+    #[error(
+        "npm is not installed, and neither NPM_CONFIG_REGISTRY nor a `registry=` line of an .npmrc names the registry {0} reads"
+    )]
+    Unnamed(&'static str),
+}
+
+/// The default registry bun and deno read when npm itself is not installed to say it (a user
+/// with only bun or deno): `NPM_CONFIG_REGISTRY` (either case) of the user's environment, else
+/// the `registry=` line of the first of `npmrc_texts` that has one (the project's `.npmrc`, then
+/// the user's). Pure.
+pub fn npmrc_registry(env: &(impl VarSource + ?Sized), npmrc_texts: &[String]) -> Option<String> {
+    let from_env = ["NPM_CONFIG_REGISTRY", "npm_config_registry"]
+        .iter()
+        .find_map(|name| env.var(name).filter(|url| !url.is_empty()));
+    if let Some(url) = from_env {
+        return Some(url.to_string());
+    }
+    npmrc_texts.iter().find_map(|text| {
+        text.lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            let value = value.trim();
+            (key.trim() == "registry" && !value.is_empty() && !value.contains("${"))
+                .then(|| value.to_string())
+        })
+    })
 }
 
 /// `scheme://[user@]host[:port]/...` → `host:port` (443 for https, 80 for http), the form of a
@@ -238,6 +263,41 @@ fn run_tool(command: &mut Command, shown: &str) -> Result<String, RegistryError>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn without_npm_the_registry_comes_from_the_environment_or_an_npmrc() {
+        let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let project =
+            "; the project's\n@s:registry=https://s.example/\nregistry = https://p.example/\n"
+                .to_string();
+        let user = "registry=https://u.example/\n".to_string();
+        let found = |vars: &[(&str, &str)], texts: &[String]| {
+            super::npmrc_registry(env(vars).as_slice(), texts)
+        };
+        assert_eq!(
+            found(
+                &[("NPM_CONFIG_REGISTRY", "https://e.example/")],
+                std::slice::from_ref(&project)
+            ),
+            Some("https://e.example/".into())
+        );
+        assert_eq!(
+            found(&[("npm_config_registry", "https://l.example/")], &[]),
+            Some("https://l.example/".into())
+        );
+        assert_eq!(
+            found(&[], &[project.clone(), user.clone()]),
+            Some("https://p.example/".into())
+        );
+        assert_eq!(found(&[], &[user]), Some("https://u.example/".into()));
+        assert_eq!(found(&[], &["registry=${REG}\n".to_string()]), None);
+        assert_eq!(found(&[], &[]), None);
+    }
+
     use super::*;
     use crate::paths::EnvVars;
 

@@ -112,7 +112,13 @@ pub(super) fn is_cached(plan: &FetchPlan, store: &Store) -> bool {
         Runner::Bunx(bunx) => {
             bun::cached_in(&roots(), bunx, plan.uid, std::time::SystemTime::now()).is_some()
         }
-        Runner::Deno { spec } => deno::cached_in(&roots(), spec).is_some(),
+        Runner::Deno { spec } => {
+            // A range is not evaluated: a finished install of the same spec counts for it.
+            let installed = store
+                .record(&plan.runner.key())
+                .is_some_and(|record| store.layers_dir().join(record.layer).is_dir());
+            installed || deno::cached_in(&roots(), spec).is_some()
+        }
         Runner::Npx { packages } => {
             let mut roots = store.layers();
             roots.push(plan.real_cache.clone());
@@ -388,6 +394,8 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
 /// The registry of a runner that reads npm's configuration files (bun and deno read `.npmrc`):
 /// what npm's configuration names for the package (the npm on the search path reads it as they
 /// do), or for bun the `BUN_CONFIG_REGISTRY` of the user's environment, which bun puts first.
+/// Without npm on the search path: `NPM_CONFIG_REGISTRY`, else the project's or the user's
+/// `.npmrc` (`registry::npmrc_registry`), else a clear error (no registry name is built in).
 /// Named to the runner by the variable it reads (`BUN_CONFIG_REGISTRY`, `NPM_CONFIG_REGISTRY`).
 /// A scope's own registry is allowed but not named to them: an install from it fails with the
 /// cache fix.
@@ -409,14 +417,30 @@ fn npm_style_registries(
             .map(str::to_string),
         _ => None,
     };
+    let npm_installed = request.parent_env.var("PATH").is_some_and(|path| {
+        path.split(':')
+            .any(|dir| std::path::Path::new(dir).join("npm").is_file())
+    });
     let (default, mut urls) = match own {
         Some(url) => (url.clone(), vec![url]),
-        None => {
+        None if npm_installed => {
             let config =
                 registry::read_npm_config(std::path::Path::new("npm"), cwd, &request.parent_env)?;
             let urls = registry::npm_registries(&config, &plan.runner.packages())?;
             let default = config_value(&config, "registry").unwrap_or_default();
             (default, urls)
+        }
+        None => {
+            // Only bun or deno on this machine: the settings they read, read here.
+            let home = request.dirs.home.clone();
+            let texts: Vec<String> = [Some(cwd.join(".npmrc")), home.map(|h| h.join(".npmrc"))]
+                .into_iter()
+                .flatten()
+                .filter_map(|path| std::fs::read_to_string(path).ok())
+                .collect();
+            let url = registry::npmrc_registry(&request.parent_env, &texts)
+                .ok_or(registry::RegistryError::Unnamed(plan.runner.name()))?;
+            (url.clone(), vec![url])
         }
     };
     // Dependencies come from the default registry even when the package's scope has its own.

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
+use super::layouts::Provenance;
 use super::vars::Vars;
 use super::{FsAccess, FsRule, PlanError, PlanRequest, RuntimeProfile, Shown};
 use crate::paths::normalize_path;
@@ -185,10 +186,22 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
     let mut out = Vec::new();
     let resolved = &request.resolved;
     if let Some(venv) = &resolved.venv_root {
+        // The program's own venv, or the one of the interpreter its first line names (content
+        // the helper judges like a link: see `FsRule::named_by`).
+        let own = request.program.parent().and_then(Path::parent) == Some(venv.as_path());
+        let named_by = (!own).then(|| {
+            resolved
+                .program_canonical
+                .clone()
+                .unwrap_or_else(|| request.program.clone())
+        });
         out.push((
             venv.clone(),
             "the virtualenv of the interpreter".to_string(),
-            None,
+            Provenance {
+                via: None,
+                named_by,
+            },
         ));
     }
     if let Some(base) = &resolved.venv_base
@@ -197,7 +210,7 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
         out.push((
             prefix,
             "the base interpreter the virtualenv links to".to_string(),
-            None,
+            Provenance::default(),
         ));
     }
     // The script's root as written and with its symlinks resolved: in the constructed root each
@@ -213,7 +226,10 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
             out.push((
                 root.clone(),
                 "the script's package and the node_modules it loads from".to_string(),
-                via,
+                Provenance {
+                    via,
+                    named_by: None,
+                },
             ));
         }
     }
@@ -233,9 +249,9 @@ pub(super) fn command_rules(
     notes: &mut Vec<String>,
 ) {
     let program = super::layouts::program_grants(request, profile, protected);
-    for (path, reason, via) in program.into_iter().chain(derived_read_grants(request)) {
+    for (path, reason, from) in program.into_iter().chain(derived_read_grants(request)) {
         match narrow_derived(&path, protected, request.dirs.home.as_deref()) {
-            Some(narrowed) => fs.push_derived(narrowed, FsAccess::ReadExec, &reason, shown, via),
+            Some(narrowed) => fs.push_derived(narrowed, FsAccess::ReadExec, &reason, shown, from),
             None => notes.push(format!(
                 "not granting {} ({reason}): it would expose a protected path",
                 path.display()
@@ -320,7 +336,7 @@ pub(super) struct FsRules {
 
 impl FsRules {
     pub(super) fn push(&mut self, path: PathBuf, access: FsAccess, reason: &str, shown: Shown) {
-        self.push_derived(path, access, reason, shown, None);
+        self.push_derived(path, access, reason, shown, Provenance::default());
     }
 
     /// [`Self::push`] for a grant derived through `via` (see [`FsRule::derived_via`]). A path
@@ -331,7 +347,7 @@ impl FsRules {
         access: FsAccess,
         reason: &str,
         shown: Shown,
-        via: Option<PathBuf>,
+        from: Provenance,
     ) {
         let path = if path
             .components()
@@ -347,8 +363,9 @@ impl FsRules {
                 if shown == Shown::IdmappedBind {
                     rule.shown = shown;
                 }
-                if via.is_none() {
+                if from == Provenance::default() {
                     rule.derived_via = None;
+                    rule.named_by = None;
                 }
             }
             return;
@@ -360,7 +377,8 @@ impl FsRules {
             reason: reason.to_string(),
             shown,
             owner: None,
-            derived_via: via,
+            derived_via: from.via,
+            named_by: from.named_by,
         });
     }
 

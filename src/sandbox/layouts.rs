@@ -41,6 +41,18 @@ pub fn inspect(
     let path_var = env.var("PATH");
     let interpreter = shebang(real).and_then(|line| {
         let (interp, command) = parse_shebang(&line)?;
+        // A `..` in the line is resolved where it really leads, never lexically: a link on the
+        // way makes the two differ.
+        let interp = if interp.components().any(|c| {
+            matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::CurDir
+            )
+        }) {
+            std::fs::canonicalize(&interp).ok()?
+        } else {
+            interp
+        };
         let found = match command {
             Some(name) => path_var?
                 .split(':')
@@ -137,9 +149,18 @@ const HOMEBREW_RUNTIME: &[&str] = &[
 ];
 
 /// Read-only grants for the program and its runtime: `(path, reason)`.
-/// A grant derived from what is on disk: the path, why, and the path as written it was derived
-/// through when that crossed symlinks (see `FsRule::derived_via`).
-pub(super) type Derived = (PathBuf, String, Option<PathBuf>);
+/// A grant derived from what is on disk: the path, why, and where it came from.
+pub(super) type Derived = (PathBuf, String, Provenance);
+
+/// Where a derived grant came from, for the helper to judge (`FsRule::derived_via`,
+/// `FsRule::named_by`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Provenance {
+    /// The path as written it was derived through, when that crossed symlinks.
+    pub via: Option<PathBuf>,
+    /// The file whose content named it (a program's `#!` line).
+    pub named_by: Option<PathBuf>,
+}
 
 pub(super) fn program_grants(
     request: &PlanRequest,
@@ -160,19 +181,44 @@ pub(super) fn program_grants(
             Some(&request.program),
         ));
     }
+    let mut out = Vec::new();
+    let mut from_program: Vec<(&Path, &str, Provenance)> = programs
+        .into_iter()
+        .map(|(path, what, via)| {
+            let via = via.map(Path::to_path_buf);
+            (
+                path,
+                what,
+                Provenance {
+                    via,
+                    named_by: None,
+                },
+            )
+        })
+        .collect();
+    // The interpreter comes from the program's first line: text a server may have rewritten when
+    // the program lies in its write grant, so the helper judges it like a link lying there.
+    let named_by = Some(
+        resolved
+            .program_canonical
+            .clone()
+            .unwrap_or_else(|| request.program.clone()),
+    );
     if let Some(interp) = &runtime.interpreter {
-        programs.push((interp, "the interpreter its first line names", None));
+        let named_by = named_by.clone();
+        let provenance = Provenance {
+            via: None,
+            named_by,
+        };
+        from_program.push((interp, "the interpreter its first line names", provenance));
     }
     if let Some(interp) = &runtime.interpreter_canonical {
-        programs.push((
-            interp,
-            "that interpreter's link target",
-            runtime.interpreter.as_deref(),
-        ));
+        let via = runtime.interpreter.clone();
+        let provenance = Provenance { via, named_by };
+        from_program.push((interp, "that interpreter's link target", provenance));
     }
-    let mut out = Vec::new();
-    for (program, what, via) in programs.into_iter().filter(|(p, _, _)| !in_system(p)) {
-        let via = via.map(Path::to_path_buf);
+    for (program, what, provenance) in from_program.into_iter().filter(|(p, _, _)| !in_system(p)) {
+        let via = provenance;
         let Some(prefix) = install_prefix(program) else {
             continue;
         };
@@ -211,7 +257,7 @@ pub(super) fn program_grants(
             out.push((
                 prefix.join(part),
                 "Homebrew's kegs and libraries the program links against (read-only)".into(),
-                None,
+                Provenance::default(),
             ));
         }
     }

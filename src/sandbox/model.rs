@@ -41,6 +41,12 @@ pub struct FsRule {
     /// start grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derived_via: Option<PathBuf>,
+    /// For a grant derived from a file's content (the interpreter a program's `#!` line names):
+    /// that file. The helper judges it like a link lying where the file lies: a server that
+    /// rewrote the line of a program in its write grant must not choose what the next start
+    /// grants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named_by: Option<PathBuf>,
 }
 
 /// Who owns a path on disk. An idmapped bind shows these ids as the server's: the server reaches

@@ -244,13 +244,26 @@ fn new_overlay(lowers: &[PathBuf], upper: &Path, work: &Path) -> std::io::Result
         std::ffi::CString::new(bytes)
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in a path"))
     };
-    let lowerdir = lowers
-        .iter()
-        .map(|lower| escape(lower))
-        .collect::<Vec<_>>()
-        .join(&b':');
     let context = sys::FsContext::new(c"overlay")?;
-    context.set(c"lowerdir", &cstring(lowerdir)?)?;
+    // One `lowerdir+` per layer (Linux 6.8+): the kernel copies each fsconfig string with a
+    // 256-byte limit, and three of airlock's install layers (about 100 bytes each) joined into
+    // one `lowerdir` exceed it. Older kernels take the joined string (then at most two layers).
+    let mut lowers_added = 0;
+    for lower in lowers {
+        match context.set(c"lowerdir+", &sys::c_path(lower)?) {
+            Ok(()) => lowers_added += 1,
+            Err(err) if lowers_added == 0 && err.raw_os_error() == Some(libc::EINVAL) => break,
+            Err(err) => return Err(err),
+        }
+    }
+    if lowers_added == 0 {
+        let lowerdir = lowers
+            .iter()
+            .map(|lower| escape(lower))
+            .collect::<Vec<_>>()
+            .join(&b':');
+        context.set(c"lowerdir", &cstring(lowerdir)?)?;
+    }
     context.set(c"upperdir", &sys::c_path(upper)?)?;
     context.set(c"workdir", &sys::c_path(work)?)?;
     // trusted.* xattrs need CAP_SYS_ADMIN in the initial user namespace, which the sandbox never

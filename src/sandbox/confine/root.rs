@@ -154,10 +154,20 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)], written_before: &[P
         })
         .collect();
     if let Some(found) = planted_link(&views, written_before) {
+        // A `named_by` file stands in the list of links (see `judged_with_derivation`).
+        let is_link = std::fs::symlink_metadata(&found.link).is_ok_and(|m| m.is_symlink());
+        let (through, what) = if is_link {
+            ("the symlink", "make links there")
+        } else {
+            (
+                "the program whose first line names it,",
+                "rewrite files there",
+            )
+        };
         fail(
             Step::Root,
             format!(
-                "{} leads to {} through the symlink {}, which lies in {}, granted writable to a server (now or in an earlier start): a server can make links there, so airlock does not follow it; grant {} itself if you meant it, or remove the link",
+                "{} leads to {} through {through} {}, which lies in {}, granted writable to a server (now or in an earlier start): a server can {what}, so airlock does not follow it; grant {} itself if you meant it, or remove the link",
                 found.grant.display(),
                 found.leads_to.display(),
                 found.link.display(),
@@ -168,17 +178,54 @@ fn refuse_planted_links(binds: &[(PathBuf, Resolved, bool)], written_before: &[P
     }
 }
 
-/// `resolved` with the symlinks met on the rule's `derived_via` path added to its own (a script
-/// a server replaced by a link decides where its package root is). The links the root recreates
-/// are the bind's own, not these.
+/// `resolved` with what decided where a derived grant lands added to its links: the symlinks
+/// met on the rule's `derived_via` path (a script a server replaced by a link decides where its
+/// package root is), and the file whose content named it (`named_by`, a program's `#!` line),
+/// as if it were a link lying where that file lies. The links the root recreates are the bind's
+/// own, not these.
+///
+/// Fails closed: a `derived_via` that no longer resolves, or that now leads elsewhere than where
+/// the plan derived the grant from (swapped since airlock looked), fails the start.
 fn judged_with_derivation(rule: &FsRule, resolved: &Resolved) -> Resolved {
     let mut judged = resolved.clone();
-    if let Some(via) = &rule.derived_via
-        && let Ok(derivation) = resolve(via, probe)
-    {
+    if let Some(via) = &rule.derived_via {
+        let derivation = resolve(via, probe).unwrap_or_else(|err| {
+            fail(
+                Step::Root,
+                format!(
+                    "{} ({}) was derived from {}, which no longer resolves ({err}); start the server again",
+                    rule.path.display(),
+                    rule.reason,
+                    via.display()
+                ),
+            )
+        });
+        if !still_derives(&derivation.canonical, &resolved.canonical) {
+            fail(
+                Step::Root,
+                format!(
+                    "{} ({}) was derived from {}, which now leads to {}: it changed since airlock looked; start the server again",
+                    rule.path.display(),
+                    rule.reason,
+                    via.display(),
+                    derivation.canonical.display()
+                ),
+            );
+        }
         judged.links.extend(derivation.links);
     }
+    if let Some(named_by) = &rule.named_by {
+        let file = std::fs::canonicalize(named_by).unwrap_or_else(|_| named_by.clone());
+        judged.links.push((file, resolved.canonical.clone()));
+    }
     judged
+}
+
+/// Whether a derivation path that leads to `target` still derives a grant at `grant`: the target
+/// inside it (a script in its package root, a program in its prefix), or beside it (a program's
+/// companion file). Pure.
+fn still_derives(target: &Path, grant: &Path) -> bool {
+    target.starts_with(grant) || target.parent() == grant.parent()
 }
 
 /// Why a bind may not land where `resolved` leads, if it may not: it would contain a protected
