@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::npm;
+use super::{TRUE, npm};
 
 /// How long bunx runs an installed package without asking the registry again (a day), less an
 /// hour so that a package about to go stale is fetched again rather than failing mid-session.
@@ -74,13 +74,14 @@ impl Bunx {
     }
 
     /// The arguments that make bunx install the package into that directory and run nothing of
-    /// it: `bunx --package=SPEC true` (`x --package=SPEC true` for `bun x`).
+    /// it: `bunx --package=SPEC /bin/true` (`x --package=SPEC /bin/true` for `bun x`).
+    /// By absolute path: a bare `true` would run a `true` bin the package itself declared.
     pub fn install_args(&self) -> Vec<String> {
         let mut args = Vec::new();
         if self.bun_x {
             args.push("x".to_string());
         }
-        args.extend([format!("--package={}", self.spec), "true".to_string()]);
+        args.extend([format!("--package={}", self.spec), TRUE.to_string()]);
         args
     }
 }
@@ -167,9 +168,12 @@ mod tests {
         assert_eq!(bunx("p@1.2.3", false).dir(0), Path::new(".bunx-0/p@1.2.3"));
         assert_eq!(
             bunx("@s/p@1", false).install_args(),
-            words("--package=@s/p@1 true")
+            words("--package=@s/p@1 /bin/true")
         );
-        assert_eq!(bunx("p", true).install_args(), words("x --package=p true"));
+        assert_eq!(
+            bunx("p", true).install_args(),
+            words("x --package=p /bin/true")
+        );
     }
 
     #[test]

@@ -26,6 +26,10 @@ use std::path::Path;
 
 use crate::sandbox::{HostFacts, PlanRequest};
 
+/// The command an install step runs once the package is in place: by absolute path, so that no
+/// bin of the package (or of a dependency) named `true` runs instead.
+pub const TRUE: &str = "/bin/true";
+
 pub use step::{FetchError, Fetched, Sink, ensure};
 
 /// A package runner airlock fetches for.

@@ -73,11 +73,11 @@ pub fn npx_dir(packages: &[String]) -> String {
 }
 
 /// The arguments that make npx install `packages` into its `_npx` directory and run nothing of
-/// them: `npx --yes --package=P ... -- true` (the same directory as `npx -y P`).
+/// them: `npx --yes --package=P ... -- /bin/true` (the same directory as `npx -y P`).
 pub fn install_args(packages: &[String]) -> Vec<String> {
     let mut args = vec!["--yes".to_string()];
     args.extend(packages.iter().map(|p| format!("--package={p}")));
-    args.extend(["--".to_string(), "true".to_string()]);
+    args.extend(["--".to_string(), super::TRUE.to_string()]);
     args
 }
 
@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(dir, "a705c79b42eea4c8");
         assert_eq!(
             install_args(&words("a b")),
-            words("--yes --package=a --package=b -- true")
+            words("--yes --package=a --package=b -- /bin/true")
         );
     }
 

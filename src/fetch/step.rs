@@ -91,7 +91,7 @@ fn prime_fix(runner: &Runner) -> String {
     let command = match runner {
         Runner::Npx { packages } => format!("npx -y {}", packages.join(" ")),
         Runner::Uvx(uvx) => format!("uvx --from {} python -c pass", uvx.from),
-        Runner::Bunx(bunx) => format!("bunx --package={} true", bunx.spec),
+        Runner::Bunx(bunx) => format!("bunx --package={} /bin/true", bunx.spec),
         Runner::Deno { spec } => format!("deno cache npm:{spec}"),
     };
     format!(
@@ -866,7 +866,7 @@ mod tests {
         }
         assert_eq!(
             install.argv[1..],
-            ["--yes", "--package=left-pad", "--", "true"]
+            ["--yes", "--package=left-pad", "--", "/bin/true"]
         );
     }
 
