@@ -16,6 +16,7 @@ pub mod allow;
 pub mod dns;
 pub mod event;
 pub mod explain;
+pub mod lookup_cache;
 pub mod relay;
 pub mod resolver;
 pub mod service;

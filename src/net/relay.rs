@@ -156,7 +156,8 @@ pub trait Connect: Send + Sync + 'static {
     fn connect(&self, to: SocketAddr) -> impl Future<Output = io::Result<Self::Stream>> + Send;
 }
 
-/// The host's resolver (getaddrinfo, on tokio's blocking pool).
+/// The host's resolver (getaddrinfo, on tokio's blocking pool). The relay asks it through
+/// [`super::lookup_cache::Cached`], which shares concurrent lookups of one name.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostResolver;
 

@@ -227,7 +227,7 @@ async fn start_egress(
         server,
         egress.allow.clone(),
         audit.clone(),
-        HostResolver,
+        crate::net::lookup_cache::Cached::new(HostResolver),
         TcpConnector,
     );
     crate::net::service::start(Arc::new(relay), sockets).map_err(SpawnError::Egress)
