@@ -573,6 +573,63 @@ fn named_by_a_rewritten_first_line(mode: Mode, who: Who) {
     );
 }
 
+/// A program whose first line names an interpreter in the home's hidden directories starts (the
+/// entry points `uv tool` and pipx put in ~/.local/bin name ~/.local/share/...): what a first
+/// line names is judged by the planted-link rule only when the program lies where a server could
+/// write, never by the hidden-home rule, which is for links a grant follows. Run and serve, root
+/// and user.
+#[test]
+fn a_program_naming_an_interpreter_under_dot_local_starts() {
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            interpreter_under_dot_local(mode, who);
+        }
+    }
+}
+
+fn interpreter_under_dot_local(mode: Mode, who: Who) {
+    let cwd = who.dir(&format!("dotlocal-cwd-{mode:?}"), 0o755);
+    let home = world().root.join("home");
+    let tool = home.join(format!(".local/share/tools-{mode:?}-{}", who.tag()));
+    let bin = tool.join("bin");
+    let _ = std::fs::remove_dir_all(&tool);
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python")).unwrap();
+    let program = home.join(format!(".local/bin/mcp-x-{mode:?}-{}", who.tag()));
+    let code = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mcp/echo_server.py"
+    ))
+    .unwrap();
+    std::fs::write(&program, format!("#!{}/python\n{code}", bin.display())).unwrap();
+    for dir in [
+        home.join(".local"),
+        home.join(".local/share"),
+        home.join(".local/bin"),
+        tool.clone(),
+        bin.clone(),
+        program.clone(),
+    ] {
+        chmod(&dir, 0o755);
+    }
+    let echo = Call {
+        tool: "echo",
+        arguments: json!({"text": "named under .local"}),
+        write: None,
+        read: None,
+        also_write: None,
+        server: None,
+        program: Some(&program),
+    };
+    let outcome = call_tool(mode, who, &cwd, &echo);
+    assert_eq!(
+        outcome.answer["result"]["content"][0]["text"], "named under .local",
+        "{mode:?} as {who:?}: {}\n{}",
+        outcome.answer, outcome.stderr
+    );
+}
+
 fn planted_link_through(mode: Mode, who: Who) {
     let cwd = who.dir(&format!("plant-cwd-{mode:?}"), 0o755);
     let project = who.dir(&format!("plant-proj-{mode:?}"), 0o755);

@@ -40,14 +40,21 @@ pub fn npmrc_registry(env: &(impl VarSource + ?Sized), npmrc_texts: &[String]) -
     if let Some(url) = from_env {
         return Some(url.to_string());
     }
-    npmrc_texts.iter().find_map(|text| {
-        text.lines().find_map(|line| {
+    // As npm reads a file: its last `registry` line counts. A file whose line cannot be read
+    // here (`${VAR}`, quoted) decides nothing, and the files after it are not asked: their
+    // registry is not the one the runner would use.
+    for text in npmrc_texts {
+        let last = text.lines().rev().find_map(|line| {
             let (key, value) = line.split_once('=')?;
-            let value = value.trim();
-            (key.trim() == "registry" && !value.is_empty() && !value.contains("${"))
-                .then(|| value.to_string())
-        })
-    })
+            (key.trim() == "registry").then(|| value.trim().to_string())
+        });
+        if let Some(value) = last {
+            let usable =
+                !value.is_empty() && !value.contains("${") && !value.starts_with(['"', '\'']);
+            return usable.then_some(value);
+        }
+    }
+    None
 }
 
 /// `scheme://[user@]host[:port]/...` → `host:port` (443 for https, 80 for http), the form of a
@@ -293,8 +300,21 @@ mod tests {
             found(&[], &[project.clone(), user.clone()]),
             Some("https://p.example/".into())
         );
-        assert_eq!(found(&[], &[user]), Some("https://u.example/".into()));
-        assert_eq!(found(&[], &["registry=${REG}\n".to_string()]), None);
+        assert_eq!(
+            found(&[], std::slice::from_ref(&user)),
+            Some("https://u.example/".into())
+        );
+        assert_eq!(
+            found(&[], &["registry=${REG}\n".to_string(), user.clone()]),
+            None
+        );
+        assert_eq!(
+            found(
+                &[],
+                &["registry=https://a.example/\nregistry=https://b.example/\n".to_string()]
+            ),
+            Some("https://b.example/".into())
+        );
         assert_eq!(found(&[], &[]), None);
     }
 

@@ -185,11 +185,13 @@ fn selected_versions(
     )
 }
 
-/// The versions a version file names: the first word of each line, comments skipped.
+/// The versions a version file names: the first word of each line, comments skipped. A version
+/// file lies in a project a server may write: a word that is a path (`/x`, `a/b`, `..`, `.x`)
+/// would pick any directory holding the command, so it is no version.
 fn version_words(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|line| line.split_whitespace().next())
-        .filter(|word| !word.starts_with('#') && !word.contains(".."))
+        .filter(|word| !word.starts_with(['#', '.']) && !word.contains(['/', '\\']))
         .map(str::to_string)
         .collect()
 }
@@ -237,6 +239,13 @@ mod tests {
     use super::*;
     use crate::paths::EnvVars;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_version_file_names_versions_never_paths() {
+        let text =
+            "/home/linuxbrew/.linuxbrew\n3.11 # comment\n.hidden\na/b\n../x\n# note\nsystem\n";
+        assert_eq!(version_words(text), ["3.11", "system"]);
+    }
 
     #[derive(Default)]
     struct Fake {

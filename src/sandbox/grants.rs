@@ -204,8 +204,12 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
             },
         ));
     }
+    // `pyvenv.cfg` may lie in a write grant: a base whose prefix is shared (the home's
+    // `.local`, a Homebrew prefix with its `var/`) is not granted whole; the program's own link
+    // target, when the venv's python is a link, brings the real interpreter's prefix anyway.
     if let Some(base) = &resolved.venv_base
         && let Some(prefix) = install_prefix(&base.join("python"))
+        && super::layouts::shared_prefix(&prefix, request.dirs.home.as_deref()).is_none()
     {
         out.push((
             prefix,

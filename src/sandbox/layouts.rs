@@ -41,18 +41,17 @@ pub fn inspect(
     let path_var = env.var("PATH");
     let interpreter = shebang(real).and_then(|line| {
         let (interp, command) = parse_shebang(&line)?;
-        // A `..` in the line is resolved where it really leads, never lexically: a link on the
-        // way makes the two differ.
-        let interp = if interp.components().any(|c| {
+        // A `..` in the line derives nothing: resolved lexically it lands elsewhere than the
+        // kernel goes when a link is on the way, and resolved physically the link is lost.
+        let dotted = |c: std::path::Component<'_>| {
             matches!(
                 c,
                 std::path::Component::ParentDir | std::path::Component::CurDir
             )
-        }) {
-            std::fs::canonicalize(&interp).ok()?
-        } else {
-            interp
         };
+        if interp.components().any(dotted) {
+            return None;
+        }
         let found = match command {
             Some(name) => path_var?
                 .split(':')
@@ -111,6 +110,15 @@ pub fn parse_shebang(line: &str) -> Option<(PathBuf, Option<String>)> {
 
 fn in_system(path: &Path) -> bool {
     SYSTEM_READ.iter().any(|(dir, _)| path.starts_with(dir))
+}
+
+/// [`is_shared`] for a prefix found elsewhere than beside the program (a virtualenv's base):
+/// with the Homebrew prefix among its own ancestors.
+pub(super) fn shared_prefix(prefix: &Path, home: Option<&Path>) -> Option<String> {
+    let homebrew = prefix
+        .ancestors()
+        .find(|dir| dir.join("Cellar").is_dir() && dir.join("bin").is_dir());
+    is_shared(prefix, home, homebrew)
 }
 
 /// A prefix that holds more than one program's install, or the user's own files: never granted

@@ -729,3 +729,29 @@ fn a_scripts_interpreter_is_granted_and_first_on_path() {
         "/home/me/.nvm/versions/node/v20.1.0/bin:/usr/bin:/bin"
     );
 }
+
+/// A virtualenv's `pyvenv.cfg` may lie in a write grant: a base whose prefix is a Homebrew prefix
+/// (its `var/` holds other programs' data) is not granted whole.
+#[test]
+fn a_venv_base_in_a_shared_prefix_is_not_granted_whole() {
+    let brew = tempfile::tempdir().unwrap();
+    for dir in ["Cellar", "bin", "var/postgres"] {
+        std::fs::create_dir_all(brew.path().join(dir)).unwrap();
+    }
+    let mut req = request("/home/me/p/.venv/bin/python", &["server.py"]);
+    req.resolved.venv_base = Some(brew.path().join("bin"));
+    let planted = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert!(
+        !planted.fs.iter().any(|rule| rule.path == brew.path()),
+        "{planted}"
+    );
+    // An interpreter's own prefix is granted.
+    let own = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(own.path().join("bin")).unwrap();
+    req.resolved.venv_base = Some(own.path().join("bin"));
+    let planted = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert!(
+        planted.fs.iter().any(|rule| rule.path == own.path()),
+        "{planted}"
+    );
+}

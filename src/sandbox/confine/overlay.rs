@@ -262,6 +262,15 @@ fn new_overlay(lowers: &[PathBuf], upper: &Path, work: &Path) -> std::io::Result
             .map(|lower| escape(lower))
             .collect::<Vec<_>>()
             .join(&b':');
+        if lowerdir.len() > 255 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} cache layers are more than this kernel takes in one overlay (Linux 6.8 or newer takes any number; or remove the server's install layers in airlock's state dir, packages/*/layers)",
+                    lowers.len()
+                ),
+            ));
+        }
         context.set(c"lowerdir", &cstring(lowerdir)?)?;
     }
     context.set(c"upperdir", &sys::c_path(upper)?)?;

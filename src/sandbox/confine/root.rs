@@ -298,12 +298,13 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
             );
             continue;
         }
-        // A grant derived through a path as written is judged with the links met on that path
-        // too: they decided where it lands.
-        let judged = judged_with_derivation(rule, &resolved);
-        if let Some(why) = refused_destination(rule, &judged, &protected, &trees, &homes) {
+        if let Some(why) = refused_destination(rule, &resolved, &protected, &trees, &homes) {
             fail(Step::Root, why);
         }
+        // A derived grant is judged by the planted-link rule with what decided where it lands
+        // too (not by the hidden-home rule: an interpreter under ~/.local or ~/.pyenv is named
+        // by a program's first line as a matter of course).
+        let judged = judged_with_derivation(rule, &resolved);
         let writable = rule.access == FsAccess::ReadWrite;
         resolved_binds.push((rule.path.clone(), judged, writable));
         links.extend(resolved.links);
