@@ -101,18 +101,7 @@ impl Home {
 
     /// `airlock ARGS` as the host starts it (through setpriv for the ordinary user).
     fn airlock_argv(&self, args: &[String]) -> Vec<String> {
-        let mut argv = Vec::new();
-        if let Who::User(uid) = self.who {
-            argv.extend([
-                "setpriv".to_string(),
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".to_string(),
-            ]);
-        }
-        argv.push(AIRLOCK.to_string());
-        argv.extend(args.iter().cloned());
-        argv
+        self.who.airlock_argv(args)
     }
 
     /// The server command line: the directory it works on, and `/etc` and the home, which the

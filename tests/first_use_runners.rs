@@ -181,22 +181,12 @@ impl Home {
     /// name as the host sees it.
     fn host_command(&self, runner: Runner, mode: Mode) -> (Vec<String>, &'static str) {
         let audit = self.audit().display().to_string();
-        let mut argv = Vec::new();
-        if let Who::User(uid) = self.who {
-            argv.extend([
-                "setpriv".to_string(),
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".to_string(),
-            ]);
-        }
-        argv.push(AIRLOCK.to_string());
         let command = runner.command();
         match mode {
             Mode::Run => {
-                argv.extend(["run".to_string(), "--audit".into(), audit]);
-                argv.extend(command);
-                (argv, "echo")
+                let mut args = vec!["run".to_string(), "--audit".into(), audit];
+                args.extend(command);
+                (self.who.airlock_argv(&args), "echo")
             }
             Mode::Serve => {
                 let config = self.root.join("config/airlock.toml");
@@ -211,14 +201,14 @@ impl Home {
                 )
                 .unwrap();
                 self.who.own(&config);
-                argv.extend([
+                let args = [
                     "serve".to_string(),
                     "--config".into(),
                     config.display().to_string(),
                     "--audit".into(),
                     audit,
-                ]);
-                (argv, "ev__echo")
+                ];
+                (self.who.airlock_argv(&args), "ev__echo")
             }
         }
     }

@@ -262,6 +262,24 @@ impl Who {
         dir
     }
 
+    /// `airlock ARGS` as a host starts it for this user: an argv (through `setpriv` for the
+    /// ordinary user), for clients that spawn the command themselves (the Python SDK).
+    #[allow(dead_code)] // each test binary uses its own part
+    pub fn airlock_argv(self, args: &[String]) -> Vec<String> {
+        let mut argv = Vec::new();
+        if let Who::User(uid) = self {
+            argv.extend([
+                "setpriv".to_string(),
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_string(),
+            ]);
+        }
+        argv.push(AIRLOCK.to_string());
+        argv.extend(args.iter().cloned());
+        argv
+    }
+
     pub fn own(self, path: &Path) {
         std::os::unix::fs::chown(path, Some(self.uid()), Some(self.uid())).unwrap();
     }
