@@ -64,13 +64,7 @@ fn setup(tag: &str, who: Who) -> Home {
     for dir in ["cwd", "state", "config", "org"] {
         std::fs::create_dir_all(root.join(dir)).unwrap();
     }
-    let status = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{0}:{0}", who.uid()))
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    who.own_tree(&root);
     chmod(&home, 0o700);
     chmod(&cwd, 0o700);
     chmod(&root.join("state"), 0o700);

@@ -102,13 +102,7 @@ fn setup(runner: Runner, mode: Mode, who: Who) -> Option<Home> {
         std::fs::create_dir_all(root.join(dir)).unwrap();
     }
     chmod(&root, 0o755);
-    let status = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{0}:{0}", who.uid()))
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    who.own_tree(&root);
     let home = root.join("home");
     // After the chown: a hard link shares its owner with the pinned peer.
     match runner {

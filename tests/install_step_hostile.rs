@@ -15,7 +15,7 @@ mod sandbox_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use sandbox_support::*;
@@ -82,13 +82,7 @@ fn place(mode: Mode, who: Who) -> Place {
     .unwrap();
     let npx = root.join("fakebin/npx");
     std::fs::write(&npx, hostile_npx(&granted)).unwrap();
-    let status = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{0}:{0}", who.uid()))
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    who.own_tree(&root);
     chmod(&root, 0o755);
     chmod(&npx, 0o755);
     for private in ["home", "cwd", "state", "granted"] {

@@ -280,6 +280,18 @@ impl Who {
         argv
     }
 
+    /// Gives `dir` and everything in it to this user (`chown -R`).
+    #[allow(dead_code)] // each test binary uses its own part
+    pub fn own_tree(self, dir: &Path) {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{0}:{0}", self.uid()))
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown -R {}", dir.display());
+    }
+
     pub fn own(self, path: &Path) {
         std::os::unix::fs::chown(path, Some(self.uid()), Some(self.uid())).unwrap();
     }
