@@ -8,6 +8,7 @@
 mod sandbox_support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -643,6 +644,50 @@ fn the_server_runs_under_one_copy_of_the_seccomp_filters() {
             "{who:?}: {filters} filters\n{}",
             text(&out)
         );
+    }
+}
+
+/// airlock turns transparent huge pages off for itself (its allocator's arenas would otherwise
+/// double its RSS on a host set to `always`), and the server gets back the setting airlock
+/// inherited, whichever it was: enabled from a shell as usual, disabled when airlock was started
+/// with it disabled.
+#[test]
+fn the_server_gets_the_huge_page_setting_airlock_inherited() {
+    for who in everyone() {
+        for inherited_disabled in [false, true] {
+            let mut argv = vec![
+                "__sandbox-exec",
+                "--show-plan",
+                "--server",
+                "root-tests",
+                "--",
+            ];
+            let hostile = world().hostile.to_str().unwrap().to_string();
+            argv.extend([hostile.as_str(), "seccomp"]);
+            let mut cmd = who.airlock(&argv);
+            if inherited_disabled {
+                // SAFETY: (test) prctl with integer arguments only, between fork and exec.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
+            let out = output_holding_stdin(cmd);
+            let want = if inherited_disabled {
+                "THP_enabled:\t0\n"
+            } else {
+                "THP_enabled:\t1\n"
+            };
+            assert!(
+                stdout(&out).contains(want),
+                "{who:?}, started with THP disabled: {inherited_disabled}: want {want:?}\n{}",
+                text(&out)
+            );
+        }
     }
 }
 

@@ -104,6 +104,7 @@ impl CliError {
 }
 
 pub fn main() -> ExitCode {
+    crate::process::huge_pages::opt_out();
     let cli = Cli::parse();
     let log_format = cli.log_format;
     logging::init(log_format);

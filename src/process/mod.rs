@@ -11,6 +11,7 @@
 //! exits. Call [`spawn_confined`] from an async task (a runtime worker thread lives as long as the
 //! runtime), never from `spawn_blocking`, whose threads retire when idle.
 
+pub mod huge_pages;
 pub mod launch;
 pub mod refusal;
 
@@ -129,6 +130,7 @@ pub async fn spawn_confined_with(
     let exe = std::env::current_exe().map_err(SpawnError::CurrentExe)?;
     let mut plan = plan.clone();
     plan.launcher_pid = Some(std::process::id());
+    plan.launcher_thp_disabled = huge_pages::inherited_disabled();
     let channel = match &mut plan.network {
         NetMode::Egress(egress) => {
             if net_audit.is_none() {

@@ -393,6 +393,9 @@ pub fn main() -> ! {
         }
     }
     let prepared = prepare(&plan);
+    // The server's transparent-huge-page setting is what airlock inherited, not airlock's own
+    // opt-out (see `process::huge_pages`); set before the clone, so init and the server inherit it.
+    crate::process::huge_pages::set_disabled(plan.launcher_thp_disabled);
     let egress_channel = egress::connect(&plan);
     // Before the clone: a cgroup that cannot be made starts nothing.
     let memory = match &plan.memory {

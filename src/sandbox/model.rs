@@ -386,6 +386,10 @@ pub struct SandboxPlan {
     pub arguments: Vec<super::arguments::ArgumentGrant>,
     /// airlock's pid: the helper's parent check. Set by `process::spawn_confined`.
     pub launcher_pid: Option<u32>,
+    /// Whether airlock was started with transparent huge pages disabled: the server gets that
+    /// back (`process::huge_pages`). Set by `process::spawn_confined`.
+    #[serde(default)]
+    pub launcher_thp_disabled: bool,
 }
 
 /// One line for the audit log's spawn event.

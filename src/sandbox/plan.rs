@@ -103,6 +103,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         not_granted,
         arguments,
         launcher_pid: None,
+        launcher_thp_disabled: false,
     })
 }
 
