@@ -12,7 +12,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::hash::hex;
+use crate::hash::hex_into;
 
 /// A SHA-256 digest.
 pub type LineHash = [u8; 32];
@@ -42,7 +42,7 @@ pub fn append_linked(out: &mut Vec<u8>, body: &[u8], prev: &LineHash) -> LineHas
     let without_brace = body.strip_suffix(b"}").unwrap_or(body);
     out.extend_from_slice(without_brace);
     out.extend_from_slice(b",\"prev\":\"");
-    out.extend_from_slice(hex(prev).as_bytes());
+    hex_into(out, prev);
     out.extend_from_slice(b"\"}");
     let hash = line_hash(&out[start..]);
     out.push(b'\n');
@@ -82,18 +82,14 @@ impl Checkpoint {
     /// Written by hand (it is rewritten with every commit): the same text `serde_json` gives the
     /// object `{"version":1,"bytes":..,"last":..,"session":..,"seq":..}` in that key order.
     pub fn encode(&self) -> Vec<u8> {
-        use std::fmt::Write as _;
-        let mut text = String::with_capacity(CHECKPOINT_BYTES);
-        // Writing to a String cannot fail; neither can a string's JSON encoding.
-        let session = serde_json::to_string(&self.session).unwrap_or_default();
-        let _ = write!(
-            text,
-            "{{\"version\":1,\"bytes\":{},\"last\":\"{}\",\"session\":{session},\"seq\":{}}}",
-            self.bytes,
-            hex(&self.last),
-            self.seq
-        );
-        let mut out = text.into_bytes();
+        use std::io::Write as _;
+        let mut out = Vec::with_capacity(CHECKPOINT_BYTES);
+        // Writing to a Vec cannot fail; neither can a string's JSON encoding.
+        let _ = write!(out, "{{\"version\":1,\"bytes\":{},\"last\":\"", self.bytes);
+        hex_into(&mut out, &self.last);
+        out.extend_from_slice(b"\",\"session\":");
+        let _ = serde_json::to_writer(&mut out, &self.session);
+        let _ = write!(out, ",\"seq\":{}}}", self.seq);
         if out.len() < CHECKPOINT_BYTES - 1 {
             out.resize(CHECKPOINT_BYTES - 1, b' ');
         }
@@ -119,6 +115,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::hex;
 
     #[test]
     fn a_linked_line_carries_the_previous_hash_last() {
