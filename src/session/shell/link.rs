@@ -67,6 +67,10 @@ pub enum Input {
     Reload(oneshot::Sender<Value>),
     /// A connection event of a server's resolver or relay (`crate::net`).
     Net(Box<crate::net::relay::NetAudit>),
+    /// SIGTERM, SIGINT or SIGHUP arrived (`signals::watch`).
+    Signal(&'static str),
+    /// The host closed its end of airlock's stdout (`signals::watch`).
+    HostGone,
 }
 
 /// A started server, as its spawn task hands it to the loop.

@@ -40,7 +40,6 @@ use crate::process::{ExitSummary, STDIN_GRACE};
 use backpressure::Limits;
 use io::{FrameReader, Outlet};
 use link::{Input, Link};
-use signals::Signals;
 
 /// How long the host's last answers may take to drain at exit.
 const HOST_DRAIN: Duration = Duration::from_millis(200);
@@ -145,7 +144,6 @@ struct Loop<HR, HW> {
     inputs_rx: mpsc::UnboundedReceiver<Input>,
     host_in: Option<FrameReader<HR>>,
     host_out: Outlet<HW>,
-    host_gone: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     max_line_bytes: usize,
     limits: Limits,
     shutting_down: bool,
@@ -156,7 +154,6 @@ struct Loop<HR, HW> {
     /// re-arming on every message would cost a timer-wheel update per call.
     timer: Pin<Box<tokio::time::Sleep>>,
     armed: Option<Instant>,
-    signals: Signals,
     /// Where the next poll of the readers starts, so that no reader starves the others.
     next_reader: usize,
     config_path: PathBuf,
@@ -187,6 +184,7 @@ where
     HW: AsyncWrite + Unpin,
 {
     let (inputs_tx, inputs_rx) = mpsc::unbounded_channel::<Input>();
+    signals::watch(session.host_output_closed, inputs_tx.clone());
     if let Some(control) = &session.control {
         serve_control(control, inputs_tx.clone());
     }
@@ -211,7 +209,6 @@ where
         inputs_rx,
         host_in: Some(FrameReader::new(host_in, session.max_line_bytes)),
         host_out: Outlet::new(host_out, usize::MAX),
-        host_gone: session.host_output_closed,
         max_line_bytes: session.max_line_bytes,
         limits,
         shutting_down: false,
@@ -219,7 +216,6 @@ where
         reloader: session.reloader,
         timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
         armed: None,
-        signals: Signals::new(),
         next_reader: 0,
         config_path: session.config_path,
         started: std::time::SystemTime::now(),

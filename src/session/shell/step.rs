@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::link::{Connected, Input, attach, attach_remote};
-use super::{EndReason, Loop, ShellError, backpressure, signals};
+use super::{EndReason, Loop, ShellError, backpressure};
 use crate::audit::{Event, EventKind};
 use crate::gateway::lifecycle::Phase;
 use crate::gateway::remote::Launch;
@@ -39,14 +39,12 @@ where
     /// Waits for the next thing to do: a signal, a helper's report, a line from the host or a
     /// server, the timer. Pipes with a backlog are drained on the way.
     pub(super) fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
-        if let Poll::Ready(name) = self.signals.poll(cx) {
-            return Poll::Ready(Wake::Signal(name));
-        }
-        if signals::poll_once(&mut self.host_gone, cx).is_ready() {
-            return Poll::Ready(Wake::HostGone);
-        }
         if let Poll::Ready(Some(input)) = self.inputs_rx.poll_recv(cx) {
-            return Poll::Ready(Wake::Input(input));
+            return Poll::Ready(match input {
+                Input::Signal(name) => Wake::Signal(name),
+                Input::HostGone => Wake::HostGone,
+                input => Wake::Input(input),
+            });
         }
         self.drain_outlets(cx);
         if self.host_out.has_failed() && !self.shutting_down {
@@ -330,6 +328,8 @@ where
                     let _ = written.send(());
                 }
             }
+            // `poll_wake` hands these on as `Wake::Signal` and `Wake::HostGone`.
+            Input::Signal(_) | Input::HostGone => {}
         }
         Ok(None)
     }
