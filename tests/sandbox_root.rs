@@ -665,16 +665,15 @@ fn the_server_gets_the_huge_page_setting_airlock_inherited() {
             let hostile = world().hostile.to_str().unwrap().to_string();
             argv.extend([hostile.as_str(), "seccomp"]);
             let mut cmd = who.airlock(&argv);
-            if inherited_disabled {
-                // SAFETY: (test) prctl with integer arguments only, between fork and exec.
-                unsafe {
-                    cmd.pre_exec(|| {
-                        if libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
+            let flag = libc::c_ulong::from(inherited_disabled);
+            // SAFETY: (test) prctl with integer arguments only, between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_THP_DISABLE, flag, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
             }
             let out = output_holding_stdin(cmd);
             let want = if inherited_disabled {

@@ -331,6 +331,42 @@ fn a_server_started_from_a_0700_directory_answers_and_the_audit_names_the_memory
     }
 }
 
+/// airlock turns transparent huge pages off for its own process (its allocator's arenas would
+/// get 2 MiB pages); a server started through `run` or `serve` still gets the setting airlock
+/// inherited, here the test's own, not airlock's opt-out. (Started with THP disabled, the server
+/// gets it disabled: `sandbox_root the_server_gets_the_huge_page_setting_airlock_inherited`.)
+#[test]
+fn a_server_keeps_the_huge_page_setting_airlock_inherited_through_run_or_serve() {
+    let own = std::fs::read_to_string("/proc/self/status").unwrap();
+    let inherited = own
+        .lines()
+        .find(|line| line.starts_with("THP_enabled:"))
+        .expect("this kernel reports THP_enabled")
+        .to_string();
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            let cwd = who.dir(&format!("thp-{mode:?}"), 0o755);
+            let call = Call {
+                tool: "status_line",
+                arguments: json!({"prefix": "THP_enabled:"}),
+                write: None,
+                read: None,
+                also_write: None,
+                server: None,
+                program: None,
+            };
+            let outcome = call_tool(mode, who, &cwd, &call);
+            assert_eq!(
+                outcome.answer["result"]["content"][0]["text"],
+                inherited.as_str(),
+                "{mode:?} as {who:?}:\n{}\n{}",
+                outcome.answer,
+                outcome.stderr
+            );
+        }
+    }
+}
+
 /// The setuid rule through both commands, as root and as an ordinary user: a real server copies
 /// a program into its write grant and tries `chmod 6755`; the sandbox refuses it (EPERM), a plain
 /// `chmod 0755` works, and on the host the copy is the grant owner's without either bit. As root
