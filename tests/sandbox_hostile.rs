@@ -152,6 +152,48 @@ fn network_none_refuses_tcp_udp_ipv6_and_listening() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
 
+/// A `listen()` without `bind()` still gets a port (the kernel picks it, and landlock sees only
+/// `bind`), but one of the server's own network namespace, which nothing outside it reaches:
+/// with no network and with an allow list alike.
+#[test]
+fn a_listen_without_bind_is_unreachable_from_the_host() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for network in [None, Some("127.0.0.1:9")] {
+        let w = world();
+        let extra: Vec<&str> = network.map(|n| vec!["--network", n]).unwrap_or_default();
+        let mut child = w
+            .command("listen-any", &extra, &["listen-any"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let port: u16 = first
+            .strip_prefix("PORT ")
+            .and_then(|port| port.trim().parse().ok())
+            .unwrap_or_else(|| panic!("network {network:?}: no port: {first}"));
+        // Whatever answers this on the host (nothing, or some other program's listener), the
+        // server's socket must not see it.
+        let _ = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            std::time::Duration::from_secs(1),
+        );
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        drop(child.stdin.take());
+        let status = child.wait().unwrap();
+        assert!(
+            rest.contains("REFUSED accept from outside the namespace") && !rest.contains("ESCAPED"),
+            "network {network:?}: {first}{rest}"
+        );
+        assert_eq!(status.code(), Some(0), "network {network:?}");
+    }
+}
+
 #[test]
 fn unix_sockets_pathname_and_abstract_are_refused() {
     use std::os::linux::net::SocketAddrExt;
