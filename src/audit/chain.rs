@@ -82,14 +82,17 @@ impl Checkpoint {
     /// Written by hand (it is rewritten with every commit): the same text `serde_json` gives the
     /// object `{"version":1,"bytes":..,"last":..,"session":..,"seq":..}` in that key order.
     pub fn encode(&self) -> Vec<u8> {
-        use std::io::Write as _;
         let mut out = Vec::with_capacity(CHECKPOINT_BYTES);
-        // Writing to a Vec cannot fail; neither can a string's JSON encoding.
-        let _ = write!(out, "{{\"version\":1,\"bytes\":{},\"last\":\"", self.bytes);
+        out.extend_from_slice(b"{\"version\":1,\"bytes\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.bytes).as_bytes());
+        out.extend_from_slice(b",\"last\":\"");
         hex_into(&mut out, &self.last);
         out.extend_from_slice(b"\",\"session\":");
+        // Writing to a Vec cannot fail; neither can a string's JSON encoding.
         let _ = serde_json::to_writer(&mut out, &self.session);
-        let _ = write!(out, ",\"seq\":{}}}", self.seq);
+        out.extend_from_slice(b",\"seq\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
+        out.push(b'}');
         if out.len() < CHECKPOINT_BYTES - 1 {
             out.resize(CHECKPOINT_BYTES - 1, b' ');
         }

@@ -330,7 +330,7 @@ impl AuditLog {
         self.staged.extend_from_slice(self.session.as_bytes());
         self.staged.extend_from_slice(b"\",\"seq\":");
         self.staged
-            .extend_from_slice(self.seq.to_string().as_bytes());
+            .extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
         let event_start = self.staged.len();
         if let Err(err) = serde_json::to_writer(&mut self.staged, &event) {
             self.staged.truncate(start);

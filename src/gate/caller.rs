@@ -36,6 +36,10 @@ impl Gate {
     }
 
     pub(super) fn caller(&self, id: &Value) -> Option<&str> {
+        // Most gates never see an identity: no key to build then.
+        if self.callers.is_empty() {
+            return None;
+        }
         self.callers.get(&id_key(id)).map(String::as_str)
     }
 

@@ -275,9 +275,13 @@ impl Gate {
     /// One request, notification or answer from the host (never a batch: the core splits them).
     pub fn on_host(&mut self, mut message: Value, now: Instant, fx: &mut Effects) -> Verdict {
         let identity = self.take_identity(&mut message);
-        let request_id = match classify(&message) {
-            Ok(Class::Request { id, .. }) => Some(id.clone()),
-            _ => None,
+        // Only a caller identity needs the id here (to stamp the events); most messages have none.
+        let request_id = match identity {
+            Some(_) => match classify(&message) {
+                Ok(Class::Request { id, .. }) => Some(id.clone()),
+                _ => None,
+            },
+            None => None,
         };
         let first_event = fx.audit.len();
         let verdict = self.host_message(message, identity.clone(), now, fx);
@@ -295,18 +299,13 @@ impl Gate {
         now: Instant,
         fx: &mut Effects,
     ) -> Verdict {
-        if let (
-            Some(identity),
-            Ok(Class::Request {
-                id,
-                method: "tools/call",
-            }),
-        ) = (identity, classify(&message))
-        {
-            self.callers.insert(id_key(id), identity);
-        }
         let (id, method) = match classify(&message) {
-            Ok(Class::Request { id, method }) => (id.clone(), method.to_string()),
+            Ok(Class::Request { id, method }) => {
+                if let (Some(identity), "tools/call") = (identity, method) {
+                    self.callers.insert(id_key(id), identity);
+                }
+                (id.clone(), method.to_string())
+            }
             Ok(Class::Notification { method }) => {
                 return match method {
                     "notifications/cancelled" => self.host_cancelled(message, now, fx),

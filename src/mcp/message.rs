@@ -113,8 +113,15 @@ pub fn id_key(id: &Value) -> String {
         }
         Value::Number(number) => {
             key.push_str("n:");
-            // Writing to a String cannot fail; a Number prints as it encodes.
-            let _ = write!(key, "{number}");
+            // Integers (nearly every id) without the formatting machinery; a Number prints as
+            // it encodes, so others go through Display (writing to a String cannot fail).
+            if let Some(unsigned) = number.as_u64() {
+                key.push_str(itoa::Buffer::new().format(unsigned));
+            } else if let Some(signed) = number.as_i64() {
+                key.push_str(itoa::Buffer::new().format(signed));
+            } else {
+                let _ = write!(key, "{number}");
+            }
         }
         other => {
             let _ = write!(key, "n:{other}");
@@ -323,6 +330,26 @@ mod tests {
             *meta = json!(null);
         }
         assert_eq!(message.pointer("/params/_meta"), Some(&json!(null)));
+    }
+
+    #[test]
+    fn an_integer_id_key_spells_the_number_as_display_does() {
+        let numbers = [
+            json!(0),
+            json!(7),
+            json!(10),
+            json!(1234567890),
+            json!(u64::MAX),
+            json!(-1),
+            json!(-10),
+            json!(i64::MIN),
+            json!(1.5),
+            json!(-0.25),
+            json!(1e300),
+        ];
+        for number in &numbers {
+            assert_eq!(id_key(number), format!("n:{number}"), "{number}");
+        }
     }
 
     #[test]

@@ -128,14 +128,20 @@ impl Core {
             input_carrier,
             declared,
         };
-        server.outbound.insert(id_key(&down_id), origin);
+        // The host's own id goes on unchanged in `Single`: its key is the host's key.
+        let down_key = if identity {
+            host_key.clone()
+        } else {
+            id_key(&down_id)
+        };
+        server.outbound.insert(down_key.clone(), origin);
         // Unchanged: the bytes the host sent go on (when the server can take them now).
         let raw = identity.then(|| self.take_host_line(&host_key)).flatten();
         self.host_requests.insert(host_key, (index, down_id));
         match raw {
+            // Only an unchanged request has its bytes kept: its id is the host's, `down_key`.
             Some(bytes) if self.servers[index].life.is_ready() && self.servers[index].alive => {
-                let request = message.get("id").map(id_key);
-                self.send_bytes(index, bytes, request, now)
+                self.send_bytes(index, bytes, Some(down_key), now)
             }
             _ => self.deliver(index, message, now),
         }
