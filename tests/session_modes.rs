@@ -351,11 +351,18 @@ fn a_host_that_closes_its_output_ends_the_session(mode: Mode) {
     drop(stdin);
 }
 
-/// Framing limits and unreadable input from the host: an error answer each, and the session
-/// goes on.
+/// Framing limits and unreadable input from the host: an error answer each, at once (not held
+/// until the host sends something else), and the session goes on.
 fn malformed_host_input_gets_errors_and_the_session_goes_on(mode: Mode) {
     let (world, mut client) = start(mode, Setup::fixture(""));
     client.initialize("2025-06-18");
+    let stdin = client.stdin.as_mut().unwrap();
+    stdin.write_all(b"{not json\n").unwrap();
+    stdin.flush().unwrap();
+    let alone = client
+        .next(SECS(5))
+        .expect("the answer to a line that is not JSON, with nothing sent after it");
+    assert_eq!(alone["error"]["code"], json!(-32700), "{alone}");
     let stdin = client.stdin.as_mut().unwrap();
     stdin.write_all(b"{not json\n").unwrap();
     stdin

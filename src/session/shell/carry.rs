@@ -57,6 +57,11 @@ where
             self.actions = actions;
             self.flush()?;
         }
+        // Bytes queued outside the core (an unreadable line's error answer) go out now, not with
+        // whatever the core says next: the host may be waiting for that answer alone.
+        if !self.host_bytes.is_empty() {
+            self.flush()?;
+        }
         self.arm_timer();
         Ok(())
     }
