@@ -240,9 +240,96 @@ pub fn display_url(url: &str) -> String {
     format!("{scheme}://{host}{path}{query}")
 }
 
+/// A config file's text (or a diff of one) as it may be shown to a human: every quoted value of
+/// a secret-looking key (`"GITHUB_TOKEN": "..."`, `API_KEY = '...'`) and every token shape
+/// anywhere is masked, and URLs lose their query (which can carry a key). For `install
+/// --dry-run`, which prints host files as they are and as they would be.
+pub fn mask_in_config_text(text: &str) -> String {
+    // A key (bare or double-quoted), `:` or `=`, then a double- or single-quoted value.
+    static PAIR: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r#""?([A-Za-z0-9_.\-]+)"?\s*[:=]\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')"#).ok()
+    });
+    static URL_WITH_QUERY: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r#"https?://[^\s"'?#]*\?[^\s"']*"#).ok());
+    let mut masked = match &*PAIR {
+        Some(pair) => pair
+            .replace_all(text, |found: &regex::Captures<'_>| {
+                let whole = &found[0];
+                let key = &found[1];
+                let Some(value) = found.get(2).or_else(|| found.get(3)) else {
+                    return whole.to_string();
+                };
+                if key_looks_secret(key) || value_looks_secret(value.as_str()) {
+                    let start = value.start() - found.get(0).map_or(0, |m| m.start());
+                    let end = start + value.len();
+                    format!(
+                        "{}{}{}",
+                        &whole[..start],
+                        mask(value.as_str()),
+                        &whole[end..]
+                    )
+                } else {
+                    whole.to_string()
+                }
+            })
+            .into_owned(),
+        // Not expected (a constant pattern, compiled by a unit test): mask every quoted text.
+        None => return "****".to_string(),
+    };
+    for pattern in token_patterns() {
+        if pattern.is_match(&masked) {
+            masked = pattern
+                .replace_all(&masked, |found: &regex::Captures<'_>| mask(&found[0]))
+                .into_owned();
+        }
+    }
+    if let Some(url) = &*URL_WITH_QUERY {
+        masked = url
+            .replace_all(&masked, |found: &regex::Captures<'_>| {
+                display_url(&found[0])
+            })
+            .into_owned();
+    }
+    masked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_text_shows_no_secret() {
+        let json = r#"+      "env": {"FIXTURE_TOKEN": "token-claude-code", "PATH_HINT": "/usr/bin"},
++      "args": ["--key", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
++      "url": "https://api.example.org/mcp?api_key=abc123&x=1",
+"#;
+        let shown = mask_in_config_text(json);
+        for secret in [
+            "token-claude-code",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "abc123",
+        ] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        for kept in [
+            "FIXTURE_TOKEN",
+            "tok****code",
+            "/usr/bin",
+            "https://api.example.org/mcp?****",
+        ] {
+            assert!(shown.contains(kept), "{kept} missing: {shown}");
+        }
+        let toml = "+FIXTURE_TOKEN = \"token-codex\"  # kept out of git\n API_KEY = 'literal-secret-value'\n name = \"report\"\n";
+        let shown = mask_in_config_text(toml);
+        assert!(
+            !shown.contains("token-codex") && !shown.contains("literal-secret-value"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("name = \"report\"") && shown.contains("# kept out of git"),
+            "{shown}"
+        );
+    }
     use crate::audit::Redactor;
     use serde_json::json;
 

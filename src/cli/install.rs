@@ -263,13 +263,15 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
             continue;
         }
         if args.target.dry_run {
-            out.push_str(&plan::diff(&target.path, &text, &planned.rewrite.text));
+            // The host's file as it is: it may hold tokens in `env` or `headers`.
+            let diff = plan::diff(&target.path, &text, &planned.rewrite.text);
+            out.push_str(&crate::secret::mask_in_config_text(&diff));
             if let Some(gateway) = &planned.gateway {
                 let _ = writeln!(
                     out,
                     "and would write {}:\n{}",
                     gateway.path.display(),
-                    gateway.text
+                    crate::secret::mask_in_config_text(&gateway.text)
                 );
             }
             continue;
@@ -387,7 +389,8 @@ pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
             continue;
         }
         if args.target.dry_run {
-            out.push_str(&plan::diff(&target.path, &text, &after.text));
+            let diff = plan::diff(&target.path, &text, &after.text);
+            out.push_str(&crate::secret::mask_in_config_text(&diff));
             continue;
         }
         record::replace_file(&target.path, text.as_bytes(), after.text.as_bytes()).map_err(
