@@ -820,3 +820,60 @@ fn planted_link_through(mode: Mode, who: Who) {
     );
     std::fs::remove_file(&pol).unwrap();
 }
+
+/// `python3 ~/server.py`, or a script in a directory that holds the home: that directory cannot
+/// be granted (it would expose the home), so the script alone is, and airlock says so. The server
+/// answers; the directory beside it stays out of reach.
+#[test]
+fn a_script_beside_the_home_is_granted_alone_through_run_or_serve() {
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            script_beside_the_home(mode, who);
+        }
+    }
+}
+
+fn script_beside_the_home(mode: Mode, who: Who) {
+    // The test world's root holds the home (`HOME` is `<root>/home`).
+    let root = world().root.clone();
+    let script = root.join(format!("beside-home-{mode:?}-{}.py", who.tag()));
+    std::fs::copy(server_script(), &script).unwrap();
+    who.own(&script);
+    chmod(&script, 0o644);
+    let cwd = who.dir(&format!("beside-cwd-{mode:?}"), 0o755);
+    let call = |tool: &'static str, arguments: Value| Call {
+        tool,
+        arguments,
+        write: None,
+        read: None,
+        also_write: None,
+        server: Some(&script),
+        program: None,
+    };
+    let echoed = call_tool(mode, who, &cwd, &call("echo", json!({"text": "alone"})));
+    let context = format!("{mode:?} as {who:?}:\n{}\n{}", echoed.answer, echoed.stderr);
+    let text = echoed.answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.starts_with("alone (uid"), "{context}");
+    assert!(
+        echoed.stderr.contains(&format!(
+            "not granted: {} (the script's directory): it is or contains the home; the script alone is granted",
+            root.display()
+        )),
+        "{context}"
+    );
+    let listed = call_tool(
+        mode,
+        who,
+        &cwd,
+        &call("list_dir", json!({"path": root.display().to_string()})),
+    );
+    assert_eq!(
+        listed.answer["result"]["isError"],
+        json!(true),
+        "the script's directory must stay out of reach ({mode:?} as {who:?}): {}",
+        listed.answer
+    );
+}

@@ -229,12 +229,34 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
         if let Some(root) = root {
             out.push((
                 root.clone(),
-                "the script's package and the node_modules it loads from".to_string(),
+                "the script's directory or package (with the node_modules it loads from)"
+                    .to_string(),
                 Provenance {
                     via,
                     named_by: None,
                 },
             ));
+        }
+    }
+    // A script whose directory is or contains the home: the file alone (the resolved one
+    // derived through the one written, as above).
+    let mut alone = resolved.script_alone.iter();
+    if let Some(resolved_script) = alone.next() {
+        let written = alone.next().cloned();
+        for (script, via) in [
+            (Some(resolved_script.clone()), written.clone()),
+            (written, None),
+        ] {
+            if let Some(script) = script {
+                out.push((
+                    script,
+                    "the script alone: its directory holds the home".to_string(),
+                    Provenance {
+                        via,
+                        named_by: None,
+                    },
+                ));
+            }
         }
     }
     out
@@ -252,6 +274,14 @@ pub(super) fn command_rules(
     fs: &mut FsRules,
     notes: &mut Vec<String>,
 ) {
+    if let Some(script) = request.resolved.script_alone.first()
+        && let Some(dir) = script.parent()
+    {
+        notes.push(format!(
+            "{} (the script's directory): it is or contains the home; the script alone is granted (keep a server's files in a directory of their own)",
+            dir.display()
+        ));
+    }
     let program = super::layouts::program_grants(request, profile, protected);
     for (path, reason, from) in program.into_iter().chain(derived_read_grants(request)) {
         match narrow_derived(&path, protected, request.dirs.home.as_deref()) {

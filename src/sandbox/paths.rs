@@ -93,6 +93,11 @@ pub struct ResolvedPaths {
     /// [`Self::script_root`] was derived through.
     #[serde(default)]
     pub script_as_written: Option<PathBuf>,
+    /// The script itself (with its symlinks resolved, and as written when that differs), when
+    /// no directory of it may be granted: its directory is, or contains, the home
+    /// (`python3 ~/server.py`). It is granted alone, and the plan says so.
+    #[serde(default)]
+    pub script_alone: Vec<PathBuf>,
     /// Index of the first of the server's own arguments (after the package, script or module;
     /// see `crate::paths::anatomy`).
     #[serde(default)]
@@ -163,6 +168,12 @@ impl ResolvedPaths {
             .as_ref()
             .and_then(|script| script_root(script, home, has_package_json))
             .filter(|root| Some(root) != resolved_root.as_ref());
+        let script_alone = match (&canonical, &resolved_root) {
+            (Some(canonical), None) => std::iter::once(canonical.clone())
+                .chain(script_as_written.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
         let own_arguments_from =
             crate::paths::anatomy(&program.to_string_lossy(), args).own_arguments_start(args.len());
         ResolvedPaths {
@@ -172,6 +183,7 @@ impl ResolvedPaths {
             script_root: resolved_root,
             script_root_as_written: written_root,
             script_as_written,
+            script_alone,
             own_arguments_from,
             arguments: super::arguments::inspect(args, own_arguments_from, cwd, home),
             runtime,
