@@ -333,8 +333,13 @@ pub fn parse_toml_partial<T: serde::de::DeserializeOwned>(
     (rest, errors)
 }
 
-/// Removes the entry whose key or value is at `span`, wherever it is; returns its key.
+/// Removes the entry an error at `span` is about, wherever it is; returns its key.
 fn remove_entry(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Option<String> {
+    remove_at(table, span).or_else(|| remove_holding(table, span))
+}
+
+/// Removes the entry whose key or value is at `span`.
+fn remove_at(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Option<String> {
     use toml::de::DeValue;
     let found = table
         .iter()
@@ -347,9 +352,9 @@ fn remove_entry(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Optio
     }
     for (_, value) in table.iter_mut() {
         let hit = match value.get_mut() {
-            DeValue::Table(inner) => remove_entry(inner, span),
+            DeValue::Table(inner) => remove_at(inner, span),
             DeValue::Array(items) => items.iter_mut().find_map(|item| match item.get_mut() {
-                DeValue::Table(inner) => remove_entry(inner, span),
+                DeValue::Table(inner) => remove_at(inner, span),
                 _ => None,
             }),
             _ => None,
@@ -359,6 +364,34 @@ fn remove_entry(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Optio
         }
     }
     None
+}
+
+/// Removes the entry whose value holds `span`: an error about an element of an array of
+/// scalars (`deny = [5]`) points at the element, which is no entry of its own, and would
+/// otherwise stop the search for the file's other errors. Tables are searched whole (a table's
+/// own span is only its header).
+fn remove_holding(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Option<String> {
+    use toml::de::DeValue;
+    let holds = |outer: Range<usize>| outer.start <= span.start && span.end <= outer.end;
+    let found = table
+        .iter()
+        .find(|(_, value)| !matches!(value.get_ref(), DeValue::Table(_)) && holds(value.span()))
+        .map(|(key, _)| key.clone());
+    if let Some(key) = found {
+        let name = key.get_ref().to_string();
+        table.remove(&key);
+        return Some(name);
+    }
+    table
+        .iter_mut()
+        .find_map(|(_, value)| match value.get_mut() {
+            DeValue::Table(inner) => remove_holding(inner, span),
+            DeValue::Array(items) => items.iter_mut().find_map(|item| match item.get_mut() {
+                DeValue::Table(inner) => remove_holding(inner, span),
+                _ => None,
+            }),
+            _ => None,
+        })
 }
 
 #[cfg(test)]

@@ -242,6 +242,21 @@ fn locked_only_counts_in_org_files() {
     );
 }
 
+/// A wrong type inside an array (`deny = [5]`) is no entry of its own: it is set aside with the
+/// entry holding it, and the file's other errors are still found.
+#[test]
+fn a_bad_element_of_an_array_does_not_hide_the_other_errors() {
+    let err = load_error(&[user(
+        "version = 1\n[tools]\ndeny = [5]\n[sandbox]\nnetwork = \"sometimes\"\n[sandbox.limits]\nmemory_mb = -5\n",
+    )]);
+    let lines: Vec<usize> = err
+        .flatten()
+        .iter()
+        .filter_map(|e| e.position.map(|p| p.line))
+        .collect();
+    assert_eq!(lines, vec![3, 5, 7]);
+}
+
 /// Each policy text fails to load with its error at `line:column`, a message containing the
 /// needle, and a fix.
 fn assert_load_errors(cases: &[(&str, usize, usize, &str)]) {
