@@ -112,7 +112,11 @@ pub fn format_record(record: &Value) -> String {
         push(format!("{ms:.3} ms"));
     }
     if let Some(rule) = text(record, "rule") {
-        push(format!("{rule} ({})", get("layer")));
+        // airlock's own rules (a tool that was never listed) belong to no policy layer.
+        match get("layer") {
+            "" => push(rule.to_string()),
+            layer => push(format!("{rule} ({layer})")),
+        }
     }
     if let Some(identity) = text(record, "identity") {
         push(format!("by {identity}"));
@@ -328,5 +332,13 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains('\n'));
+        // airlock's own rule has no layer: no empty parentheses.
+        record["rule"] = json!("airlock: not a listed tool");
+        record.as_object_mut().unwrap().remove("layer");
+        let line = format_record(&record);
+        assert!(
+            line.contains("deny  airlock: not a listed tool  args="),
+            "{line}"
+        );
     }
 }

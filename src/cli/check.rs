@@ -193,11 +193,16 @@ fn render_audit(out: &mut String, policy: &Policy) {
     match &policy.audit.path {
         Some(path) => value_line(out, "path", &path.value, &origin_note(path)),
         None => {
-            let _ = writeln!(
-                out,
-                "  {:<20} $XDG_STATE_HOME/airlock/audit.jsonl (default)",
-                "path"
-            );
+            // Where `run` and `serve` would write now (the same rule: `$XDG_STATE_HOME`, else
+            // `~/.local/state`), not the template.
+            let env = crate::paths::EnvVars::from_process();
+            let default = crate::paths::UserDirs::from_env(&env)
+                .default_audit_log()
+                .map_or_else(
+                    || "$XDG_STATE_HOME/airlock/audit.jsonl".to_string(),
+                    |path| path.display().to_string(),
+                );
+            let _ = writeln!(out, "  {:<20} {default} (default)", "path");
         }
     }
     list_line(out, "redact", &policy.audit.redact);

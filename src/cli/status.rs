@@ -91,11 +91,16 @@ pub fn render(status: &Value) -> String {
         uptime_of(status)
     );
     if let Some(listen) = status.get("listen") {
+        let sessions = text(&listen["sessions"]);
+        let noun = if sessions == "1" {
+            "session"
+        } else {
+            "sessions"
+        };
         let _ = writeln!(
             out,
-            "  listening at {} ({} open sessions)",
-            text(&listen["url"]),
-            text(&listen["sessions"])
+            "  listening at {} ({sessions} open {noun})",
+            text(&listen["url"])
         );
     }
     let _ = writeln!(
