@@ -194,6 +194,27 @@ fn a_listen_without_bind_is_unreachable_from_the_host() {
     }
 }
 
+/// The working directory (a directory of the test world) is not granted, so the server starts in its
+/// private home: a relative path on its command line no longer means what it meant, and the
+/// notice says so (the server's own "no such file" would not).
+#[test]
+fn a_relative_path_from_an_unusable_working_directory_is_named() {
+    let w = world();
+    let cwd = w.root.join("elsewhere");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let cwd = cwd.display().to_string();
+    let out = w.run("relative", &["--cwd", &cwd], &["cat", "../tools/server.py"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the server cannot use the working directory")
+            && stderr.contains(
+                "relative paths on its command line (../tools/server.py) now resolve from there: give them as absolute paths"
+            ),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn unix_sockets_pathname_and_abstract_are_refused() {
     use std::os::linux::net::SocketAddrExt;

@@ -523,8 +523,26 @@ fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
         Some(libc::EACCES) => "the server's uid may not enter it".to_string(),
         _ => error.to_string(),
     };
+    // A relative path on the command line (`python3 ../tools/server.py`) meant the working
+    // directory the server does not get: say so, or the server's own error is a riddle.
+    let relative: Vec<&str> = plan
+        .argv
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|arg| !arg.starts_with('-') && !arg.starts_with('/') && arg.contains('/'))
+        .take(3)
+        .collect();
+    let hint = if relative.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; relative paths on its command line ({}) now resolve from there: give them as absolute paths",
+            relative.join(", ")
+        )
+    };
     eprintln!(
-        "airlock-confine: note: the server cannot use the working directory {} ({why}); it starts in its private home {}",
+        "airlock-confine: note: the server cannot use the working directory {} ({why}); it starts in its private home {}{hint}",
         plan.cwd.display(),
         plan.private_home.display()
     );
