@@ -26,7 +26,7 @@ use crate::session::{Core, ReloadError, ReloadPlan, Reloader, ServerSpec, Sessio
 use anyhow::Context;
 use clap::Args;
 
-/// Serve every configured server to one host as a single MCP server (stdio).
+/// Serve every configured server as a single MCP server: to one host on stdio, or over HTTP (`--listen`).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"serve\", \"--config\", \"/home/me/.config/airlock/airlock.toml\"]\n\nThen, from a terminal: airlock status; airlock reload (or SIGHUP) after editing the files"
