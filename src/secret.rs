@@ -240,57 +240,83 @@ pub fn display_url(url: &str) -> String {
     format!("{scheme}://{host}{path}{query}")
 }
 
-/// A config file's text (or a diff of one) as it may be shown to a human: every quoted value of
-/// a secret-looking key (`"GITHUB_TOKEN": "..."`, `API_KEY = '...'`) and every token shape
-/// anywhere is masked, and URLs lose their query (which can carry a key). For `install
-/// --dry-run`, which prints host files as they are and as they would be.
+/// A config file's text (or a diff of one) as it may be shown to a human. Masked: the quoted
+/// value of a secret-looking key (`"GITHUB_TOKEN": "..."`, `API_KEY = '...'`, TOML's multi-line
+/// strings too), the value after a secret-looking flag or `NAME=` (`"--api-key", "..."`,
+/// `--api-key=...`, `MY_TOKEN=...`), the credential of an HTTP auth scheme (`Basic ...`,
+/// `Bearer ...`), every token shape anywhere; URLs lose their user info and query. For
+/// `install --dry-run`, which prints host files as they are and as they would be.
 pub fn mask_in_config_text(text: &str) -> String {
-    // A key (bare or double-quoted), `:` or `=`, then a double- or single-quoted value.
-    static PAIR: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(r#""?([A-Za-z0-9_.\-]+)"?\s*[:=]\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')"#).ok()
+    // A key (double-, single- or un-quoted), `:` or `=`, then a value in TOML's or JSON's quotes.
+    const PAIR: &str = r#"(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z0-9_.\-]+))\s*[:=]\s*(?:"""((?s:.*?))"""|'''((?s:.*?))'''|"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)')"#;
+    // A flag, then its value as the next element of an array (perhaps on the next diff line).
+    const FLAG_THEN_VALUE: &str =
+        r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
+    // `NAME=value` or `--name=value` inside a word.
+    const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',]+)"#;
+    const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
+    const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;
+    static RULES: LazyLock<Option<[Regex; 5]>> = LazyLock::new(|| {
+        Some([
+            Regex::new(PAIR).ok()?,
+            Regex::new(FLAG_THEN_VALUE).ok()?,
+            Regex::new(ASSIGNED).ok()?,
+            Regex::new(AUTH_SCHEME).ok()?,
+            Regex::new(URL).ok()?,
+        ])
     });
-    static URL_WITH_QUERY: LazyLock<Option<Regex>> =
-        LazyLock::new(|| Regex::new(r#"https?://[^\s"'?#]*\?[^\s"']*"#).ok());
-    let mut masked = match &*PAIR {
-        Some(pair) => pair
-            .replace_all(text, |found: &regex::Captures<'_>| {
-                let whole = &found[0];
-                let key = &found[1];
-                let Some(value) = found.get(2).or_else(|| found.get(3)) else {
-                    return whole.to_string();
-                };
-                if key_looks_secret(key) || value_looks_secret(value.as_str()) {
-                    let start = value.start() - found.get(0).map_or(0, |m| m.start());
-                    let end = start + value.len();
-                    format!(
-                        "{}{}{}",
-                        &whole[..start],
-                        mask(value.as_str()),
-                        &whole[end..]
-                    )
-                } else {
-                    whole.to_string()
-                }
-            })
-            .into_owned(),
-        // Not expected (a constant pattern, compiled by a unit test): mask every quoted text.
-        None => return "****".to_string(),
+    // Not expected (constant patterns, compiled by a unit test): show nothing rather than leak.
+    let Some([pair, flag_then_value, assigned, auth_scheme, url]) = &*RULES else {
+        return "****".to_string();
     };
+    let mut masked = mask_groups(text, pair, |found| {
+        let key = found.get(1).or(found.get(2)).or(found.get(3))?;
+        let value = (4..=7).find_map(|group| found.get(group))?;
+        (key_looks_secret(key.as_str()) || value_looks_secret(value.as_str())).then_some(value)
+    });
+    masked = mask_groups(&masked, flag_then_value, |found| {
+        key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+    });
+    masked = mask_groups(&masked, assigned, |found| {
+        key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+    });
+    masked = mask_groups(&masked, auth_scheme, |found| found.get(1));
     for pattern in token_patterns() {
-        if pattern.is_match(&masked) {
-            masked = pattern
-                .replace_all(&masked, |found: &regex::Captures<'_>| mask(&found[0]))
-                .into_owned();
+        masked = mask_groups(&masked, pattern, |found| found.get(0));
+    }
+    url.replace_all(&masked, |found: &regex::Captures<'_>| {
+        let shown = &found[0];
+        let authority = shown.split("://").nth(1).unwrap_or("");
+        let authority = authority.split('/').next().unwrap_or("");
+        if authority.contains('@') || shown.contains('?') {
+            display_url(shown)
+        } else {
+            shown.to_string()
         }
+    })
+    .into_owned()
+}
+
+/// `text` with the part `pick` chooses of each match of `pattern` masked (nothing when it
+/// chooses none, or a part already masked).
+fn mask_groups<'t>(
+    text: &'t str,
+    pattern: &Regex,
+    pick: impl Fn(&regex::Captures<'t>) -> Option<regex::Match<'t>>,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for found in pattern.captures_iter(text) {
+        let Some(part) = pick(&found) else { continue };
+        if part.as_str().contains("****") || part.start() < copied {
+            continue;
+        }
+        out.push_str(&text[copied..part.start()]);
+        out.push_str(&mask(part.as_str()));
+        copied = part.end();
     }
-    if let Some(url) = &*URL_WITH_QUERY {
-        masked = url
-            .replace_all(&masked, |found: &regex::Captures<'_>| {
-                display_url(&found[0])
-            })
-            .into_owned();
-    }
-    masked
+    out.push_str(&text[copied..]);
+    out
 }
 
 #[cfg(test)]
@@ -329,6 +355,58 @@ mod tests {
             shown.contains("name = \"report\"") && shown.contains("# kept out of git"),
             "{shown}"
         );
+
+        // What a hostile review found still shown (2026-11-26).
+        let cases = [
+            (
+                r#""args": ["-e", "MY_API_KEY=plain-value-one"]"#,
+                "plain-value-one",
+            ),
+            (
+                r#""args": ["--api-key=plain-value-two"]"#,
+                "plain-value-two",
+            ),
+            (
+                "\"args\": [\"--api-key\",\n+        \"plain-value-three\"]",
+                "plain-value-three",
+            ),
+            (
+                r#""DATABASE_URL": "postgresql://admin:hunter2pass@db/prod""#,
+                "hunter2pass",
+            ),
+            (
+                r#""args": ["postgresql://admin:hunter3pass@db/prod"]"#,
+                "hunter3pass",
+            ),
+            (
+                r#""url": "https://user:pw-secret-9@host/mcp""#,
+                "pw-secret-9",
+            ),
+            (
+                r#""headers": ["Authorization: Basic dXNlcjpwYXNzd29yZA=="]"#,
+                "dXNlcjpwYXNzd29yZA==",
+            ),
+            ("'API_KEY' = \"quoted-key-secret\"", "quoted-key-secret"),
+            (
+                "API_KEY = \"\"\"\nmultiline-secret\n\"\"\"",
+                "multiline-secret",
+            ),
+            (
+                "# see: 'docs\nOPENAI_API_KEY = \"after-apostrophe\"",
+                "after-apostrophe",
+            ),
+            (
+                r#""API Key Header": "spaced-key-secret""#,
+                "spaced-key-secret",
+            ),
+        ];
+        for (text, secret) in cases {
+            let shown = mask_in_config_text(text);
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        // Ordinary values stay as they are.
+        let plain = r#""command": "npx", "args": ["-y", "@scope/server", "--port=8080"], "url": "https://example.org/mcp""#;
+        assert_eq!(mask_in_config_text(plain), plain);
     }
     use crate::audit::Redactor;
     use serde_json::json;

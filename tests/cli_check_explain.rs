@@ -715,3 +715,82 @@ fn fixes_are_written_in_the_config_files_own_syntax() {
         stderr(&output)
     );
 }
+
+/// A home reached through a symlink (`HOME=/x/link/u`, `link -> real`) is the home under its real
+/// path too: a script in it (`python3 ~/srv.py`) is granted alone, never the real home around it,
+/// and `check` says why. And a program that is not an interpreter gets no "script" grant from a
+/// file on its command line: such a file is data, for `grant_args`.
+#[test]
+fn a_home_behind_a_link_is_never_granted_through_its_real_path() {
+    let scratch = Scratch::new();
+    let real = scratch.path("real/u");
+    std::fs::create_dir_all(real.join(".ssh")).unwrap();
+    std::os::unix::fs::symlink(scratch.path("real"), scratch.path("link")).unwrap();
+    std::fs::write(real.join("srv.py"), "print('hi')\n").unwrap();
+    let linked_home = scratch.path("link/u");
+    let script = linked_home.join("srv.py");
+    let python = which("python3");
+    let out = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["check", "--", &python, script.to_str().unwrap()])
+        .current_dir(scratch.path("project"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &linked_home)
+        .env("XDG_CONFIG_HOME", scratch.path("xdg"))
+        .env("XDG_STATE_HOME", scratch.path("state"))
+        .env("AIRLOCK_ORG_POLICY_DIR", scratch.path("org"))
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let real = std::fs::canonicalize(&real).unwrap();
+    assert!(
+        !text.lines().any(|line| line
+            .trim_start()
+            .starts_with(&format!("read  {}  ", real.display()))),
+        "the real home is granted:\n{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "read  {}  (the script alone",
+            real.join("srv.py").display()
+        )),
+        "{text}\n{}",
+        stderr(&out)
+    );
+    assert!(
+        text.contains("(the script's directory): it is or contains the home"),
+        "{text}"
+    );
+
+    // `cat FILE` (trusted): the file is no script; with grant_args = "none" nothing grants it.
+    let policy = scratch.write(
+        "none.toml",
+        "version = 1\n[sandbox]\ngrant_args = \"none\"\n",
+    );
+    let data = scratch.write("data/notes.txt", "x\n");
+    let cat = which("cat");
+    let out = scratch.airlock(&[
+        "check",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--trust",
+        "--",
+        &cat,
+        data.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(
+        !text.contains(&format!("read  {}", data.display()))
+            && !text.contains(&format!("read  {}", data.parent().unwrap().display())),
+        "{text}\n{}",
+        stderr(&out)
+    );
+}
+
+fn which(program: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -587,6 +587,7 @@ fn install_request(
     request.resolved.own_arguments_from = request.args.len();
     request.resolved.script_root = None;
     request.resolved.script_root_as_written = None;
+    request.resolved.script_alone.clear();
     request.cwd = None;
     request
 }

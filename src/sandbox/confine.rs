@@ -530,7 +530,10 @@ fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
         .iter()
         .skip(1)
         .map(String::as_str)
-        .filter(|arg| !arg.starts_with('-') && !arg.starts_with('/') && arg.contains('/'))
+        // Not a URL (it may carry a token) nor a scoped npm package (`@scope/name`).
+        .filter(|arg| {
+            !arg.starts_with(['-', '/', '@']) && arg.contains('/') && !arg.contains("://")
+        })
         .take(3)
         .collect();
     let hint = if relative.is_empty() {

@@ -128,6 +128,16 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
             org.clone(),
         ));
     }
+    // Each also as it resolves: a grant (or a derived one, from a script's resolved path) that
+    // reaches the home through a symlink is the home all the same.
+    let resolved: Vec<(String, PathBuf)> = out
+        .iter()
+        .filter_map(|(what, path)| {
+            let real = std::fs::canonicalize(path).ok()?;
+            (real != *path).then(|| (what.clone(), real))
+        })
+        .collect();
+    out.extend(resolved);
     out
 }
 

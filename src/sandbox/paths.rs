@@ -147,9 +147,14 @@ impl ResolvedPaths {
                 .ok()
                 .filter(|dir| holds_python(dir))
         });
-        let script = args
-            .iter()
-            .find(|arg| !arg.starts_with('-'))
+        // Only an interpreter's server word (`node x.js`, `uv run x.py`) is a script: a
+        // package runner's names a package, and for any other program a file on the command
+        // line is data, which `grant_args` decides about.
+        let anatomy = crate::paths::anatomy(&program.to_string_lossy(), args);
+        let script = anatomy
+            .server_word
+            .filter(|_| anatomy.launcher == crate::paths::Launcher::Interpreter && !anatomy.module)
+            .and_then(|word| args.get(word))
             .map(|arg| match cwd {
                 Some(cwd) if !Path::new(arg).is_absolute() => cwd.join(arg),
                 _ => PathBuf::from(arg),
@@ -160,13 +165,20 @@ impl ResolvedPaths {
             .as_ref()
             .and_then(|path| std::fs::canonicalize(path).ok());
         let has_package_json = |dir: &Path| dir.join("package.json").is_file();
+        // The home as written and as it resolves: a script reached through a link to the home's
+        // real path must not make the real home its root.
+        let homes: Vec<PathBuf> = home
+            .into_iter()
+            .flat_map(|home| [Some(home.to_path_buf()), std::fs::canonicalize(home).ok()])
+            .flatten()
+            .collect();
         let resolved_root = canonical
             .as_ref()
-            .and_then(|script| script_root(script, home, has_package_json));
+            .and_then(|script| script_root(script, &homes, has_package_json));
         let script_as_written = script.filter(|script| Some(script) != canonical.as_ref());
         let written_root = script_as_written
             .as_ref()
-            .and_then(|script| script_root(script, home, has_package_json))
+            .and_then(|script| script_root(script, &homes, has_package_json))
             .filter(|root| Some(root) != resolved_root.as_ref());
         let script_alone = match (&canonical, &resolved_root) {
             (Some(canonical), None) => std::iter::once(canonical.clone())
@@ -174,8 +186,7 @@ impl ResolvedPaths {
                 .collect(),
             _ => Vec::new(),
         };
-        let own_arguments_from =
-            crate::paths::anatomy(&program.to_string_lossy(), args).own_arguments_start(args.len());
+        let own_arguments_from = anatomy.own_arguments_start(args.len());
         ResolvedPaths {
             program_canonical,
             venv_root: venv_root.map(Path::to_path_buf),
@@ -193,10 +204,11 @@ impl ResolvedPaths {
 
 /// What a script may read: inside `node_modules`, the outermost `node_modules` dir (the package
 /// and everything it `require`s); else the nearest ancestor with a `package.json` (the project,
-/// its `node_modules` included); else the script's own directory. Never the home itself.
+/// its `node_modules` included); else the script's own directory. Never the home itself, nor a
+/// directory holding it (`homes`: the home as written and as it resolves).
 pub fn script_root(
     script: &Path,
-    home: Option<&Path>,
+    homes: &[PathBuf],
     has_package_json: impl Fn(&Path) -> bool,
 ) -> Option<PathBuf> {
     let mut outermost_node_modules = None;
@@ -211,7 +223,7 @@ pub fn script_root(
         return Some(dir);
     }
     let script_dir = script.parent()?;
-    let stop = |dir: &Path| dir.parent().is_none() || home.is_some_and(|h| h.starts_with(dir));
+    let stop = |dir: &Path| dir.parent().is_none() || homes.iter().any(|h| h.starts_with(dir));
     let mut dir = script_dir;
     loop {
         if stop(dir) {

@@ -393,25 +393,32 @@ fn install_prefix_and_script_roots() {
         install_prefix(Path::new("/opt/tool/run")),
         Some(PathBuf::from("/opt/tool"))
     );
-    let home = Some(Path::new("/home/me"));
+    let homes = [PathBuf::from("/home/me")];
     let no_pkg = |_: &Path| false;
     assert_eq!(
         paths::script_root(
             Path::new("/home/me/p/node_modules/@s/srv/dist/index.js"),
-            home,
+            &homes,
             no_pkg
         ),
         Some(PathBuf::from("/home/me/p/node_modules"))
     );
     let pkg_at = |dir: &Path| dir == Path::new("/home/me/project");
     assert_eq!(
-        paths::script_root(Path::new("/home/me/project/build/index.js"), home, pkg_at),
+        paths::script_root(Path::new("/home/me/project/build/index.js"), &homes, pkg_at),
         Some(PathBuf::from("/home/me/project"))
     );
     assert_eq!(
-        paths::script_root(Path::new("/home/me/server.py"), home, no_pkg),
+        paths::script_root(Path::new("/home/me/server.py"), &homes, no_pkg),
         None,
         "never the home itself"
+    );
+    // The home reached through a link: its real path is the home too.
+    let both = [PathBuf::from("/link/me"), PathBuf::from("/real/me")];
+    assert_eq!(
+        paths::script_root(Path::new("/real/me/server.py"), &both, no_pkg),
+        None,
+        "never the home's real path"
     );
 }
 
