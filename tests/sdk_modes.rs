@@ -16,6 +16,7 @@ use serde_json::Value;
 use support::{AIRLOCK, Mode, peers, root};
 
 both_modes!(every_sdk_mode_gets_every_feature);
+both_modes!(a_python_sdk_2_server_answers_a_2026_host);
 
 fn peer_paths() -> Option<(PathBuf, PathBuf)> {
     support::sdk_and_everything()
@@ -117,4 +118,94 @@ fn every_sdk_mode_gets_every_feature(mode: Mode) {
         };
         assert_eq!(report["protocol"], expected, "{mode:?} / {sdk_mode}");
     }
+}
+
+/// A 2026-07-28 host (the SDK client in its default mode) calling a tool of a server written with
+/// the Python SDK 2.x, which refuses a request that carries the 2026-07-28 envelope on a
+/// handshake-era connection. Through `serve` the gateway speaks the handshake era to the server,
+/// so the envelope must not reach it; through `run` the two speak directly.
+fn a_python_sdk_2_server_answers_a_2026_host(mode: Mode) {
+    let Some(python) = support::sdk_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = root().join("tests/fixtures/sandbox/py_server.py");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[launch]\nallow_commands = [{:?}]\n[sandbox]\nrun_as = \"root\"\nkill_timeout = 1\n",
+            python.display().to_string()
+        ),
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let (tool, command): (&str, Vec<String>) = match mode {
+        Mode::Run => (
+            "echo",
+            vec![
+                AIRLOCK.into(),
+                "run".into(),
+                "--name".into(),
+                "py".into(),
+                "--policy".into(),
+                policy.display().to_string(),
+                "--audit".into(),
+                audit.display().to_string(),
+                "--".into(),
+                python.display().to_string(),
+                server.display().to_string(),
+            ],
+        ),
+        Mode::Serve => {
+            let config = dir.path().join("airlock.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[servers.py]\ncommand = {:?}\nargs = [{:?}]\n",
+                    python.display().to_string(),
+                    server.display().to_string()
+                ),
+            )
+            .unwrap();
+            (
+                "py__echo",
+                vec![
+                    AIRLOCK.into(),
+                    "serve".into(),
+                    "--config".into(),
+                    config.display().to_string(),
+                    "--policy".into(),
+                    policy.display().to_string(),
+                    "--audit".into(),
+                    audit.display().to_string(),
+                ],
+            )
+        }
+    };
+    let out = Command::new(&python)
+        .arg(root().join("tests/fixtures/mcp/modern_call.py"))
+        .args([tool, "from a 2026 host"])
+        .args(&command)
+        .env("HOME", dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap_or_else(|_| {
+            panic!(
+                "no report: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(report["protocol"], "2026-07-28", "{mode:?}: {report}");
+    assert!(
+        report["text"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("from a 2026 host")),
+        "{mode:?}: {report}"
+    );
 }

@@ -12,6 +12,58 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key carrying the client's capabilities on each request (stateless era).
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The other keys of the 2026-07-28 request envelope (`params._meta`).
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// Puts the 2026-07-28 request envelope (protocol version and client capabilities) into a
+/// request's `params._meta`, keeping what else `_meta` holds.
+pub fn add_envelope(params: &mut Value, version: &str, capabilities: &Value) {
+    if !params.is_object() {
+        *params = Value::Object(serde_json::Map::new());
+    }
+    let Some(params) = params.as_object_mut() else {
+        return;
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(serde_json::Map::new());
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(META_PROTOCOL_VERSION.into(), Value::String(version.into()));
+        let capabilities = if capabilities.is_object() {
+            capabilities.clone()
+        } else {
+            Value::Object(serde_json::Map::new())
+        };
+        meta.insert(META_CLIENT_CAPABILITIES.into(), capabilities);
+    }
+}
+
+/// Takes the 2026-07-28 request envelope out of a request's `params._meta` (and `_meta` itself
+/// when nothing else is left in it): for a server spoken to in the handshake era, which may
+/// refuse a request that carries it (the Python SDK 2.x does).
+pub fn strip_envelope(message: &mut Value) {
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for key in [
+        META_PROTOCOL_VERSION,
+        META_CLIENT_CAPABILITIES,
+        META_CLIENT_INFO,
+        META_LOG_LEVEL,
+    ] {
+        meta.remove(key);
+    }
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {

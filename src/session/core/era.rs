@@ -1,7 +1,7 @@
 //! What each protocol era needs on the host side of a gateway (pure).
 //!
-//! In `Single` the host and the server negotiate end to end and airlock changes nothing. A
-//! gateway speaks the handshake era to its servers and must present their results to a
+//! In `Single` the host and the server negotiate end to end and airlock changes nothing of what
+//! the server says; its own answers and requests follow the host's era too. A gateway speaks the handshake era to its servers and must present their results to a
 //! 2026-07-28 host in that era's shape: every result carries `resultType` (`"complete"`), the
 //! cacheable results (`tools/list`, `prompts/list`, `resources/list`,
 //! `resources/templates/list`, `resources/read`, `server/discover`) carry `ttlMs` and
@@ -38,10 +38,12 @@ pub fn cacheable(method: &str) -> bool {
     )
 }
 
-/// A message on its way to the host, in the host's era. Only a gateway's answers to a stateless
-/// host change: their results get `resultType`.
-pub fn shape_for_host(mut message: Value, host: &HostState, single: bool) -> Value {
-    if single || !stateless(host) {
+/// A message on its way to the host, in the host's era. Only answers to a stateless host
+/// change: a result without `resultType` gets `"complete"`. That is every result of a gateway
+/// (its servers speak the handshake era) and airlock's own answers in `run` too (a refusal, an
+/// error result); a 2026-07-28 server's own results already carry theirs.
+pub fn shape_for_host(mut message: Value, host: &HostState) -> Value {
+    if !stateless(host) {
         return message;
     }
     if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
@@ -100,25 +102,15 @@ mod tests {
     }
 
     #[test]
-    fn only_a_gateway_facing_a_stateless_host_shapes_results() {
+    fn only_results_for_a_stateless_host_are_shaped() {
         let answer = json!({"jsonrpc":"2.0","id":1,"result":{"content":[]}});
-        let shaped = shape_for_host(answer.clone(), &host("2026-07-28"), false);
+        let shaped = shape_for_host(answer.clone(), &host("2026-07-28"));
         assert_eq!(shaped["result"]["resultType"], "complete");
-        assert_eq!(
-            shape_for_host(answer.clone(), &host("2026-07-28"), true),
-            answer
-        );
-        assert_eq!(
-            shape_for_host(answer.clone(), &host("2025-06-18"), false),
-            answer
-        );
+        assert_eq!(shape_for_host(answer.clone(), &host("2025-06-18")), answer);
         let own = json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"}});
-        assert_eq!(shape_for_host(own.clone(), &host("2026-07-28"), false), own);
+        assert_eq!(shape_for_host(own.clone(), &host("2026-07-28")), own);
         let error = json!({"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}});
-        assert_eq!(
-            shape_for_host(error.clone(), &host("2026-07-28"), false),
-            error
-        );
+        assert_eq!(shape_for_host(error.clone(), &host("2026-07-28")), error);
     }
 
     #[test]

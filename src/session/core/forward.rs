@@ -100,6 +100,11 @@ impl Core {
         let declared = input_carrier
             .then(|| crate::mcp::version::request_capabilities(message.get("params")).cloned())
             .flatten();
+        // The gateway speaks the handshake era to its servers: a 2026-07-28 host's envelope
+        // (read above and by the host dispatch) is not theirs to see.
+        if !single && super::era::stateless(&self.host) {
+            crate::mcp::version::strip_envelope(&mut message);
+        }
         let host_key = id_key(&host_id);
         let server = &mut self.servers[index];
         let identity = single && !server.outbound.contains_key(&host_key);
@@ -310,6 +315,16 @@ impl Core {
     /// The message of a request of airlock's own, its answer expected as `origin`.
     fn own_request(&mut self, index: usize, method: &str, params: Value, origin: Origin) -> Value {
         let single = self.single();
+        let mut params = params;
+        // In `Single` a 2026-07-28 host and its server speak that era end to end, and the server
+        // requires the envelope on every request: airlock's own carry the host's.
+        if single && super::era::stateless(&self.host) {
+            crate::mcp::version::add_envelope(
+                &mut params,
+                self.host.version.as_deref().unwrap_or_default(),
+                &self.host.capabilities,
+            );
+        }
         let server = &mut self.servers[index];
         let id = loop {
             server.next_id += 1;

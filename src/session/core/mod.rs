@@ -564,7 +564,7 @@ impl Core {
             }
             return;
         }
-        let message = era::shape_for_host(message, &self.host, self.single());
+        let message = era::shape_for_host(message, &self.host);
         self.out.push(Action::ToHost(message));
     }
 
