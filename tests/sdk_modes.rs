@@ -36,56 +36,19 @@ fn every_sdk_mode_gets_every_feature(mode: Mode) {
         ),
     )
     .unwrap();
-    let audit = dir.path().join("audit.jsonl");
-    let node = support::node();
-    let (prefix, command): (&str, Vec<String>) = match mode {
-        Mode::Run => (
-            "",
-            vec![
-                AIRLOCK.into(),
-                "run".into(),
-                "--name".into(),
-                "everything".into(),
-                "--policy".into(),
-                policy.display().to_string(),
-                "--audit".into(),
-                audit.display().to_string(),
-                "--".into(),
-                node.display().to_string(),
-                server.display().to_string(),
-                "stdio".into(),
-            ],
-        ),
-        Mode::Serve => {
-            let config = dir.path().join("airlock.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "[servers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
-                    node.display().to_string(),
-                    server.display().to_string()
-                ),
-            )
-            .unwrap();
-            let args = ["serve", "--config", &config.display().to_string()]
-                .map(String::from)
-                .to_vec();
-            let rest = [
-                "--policy".to_string(),
-                policy.display().to_string(),
-                "--audit".into(),
-                audit.display().to_string(),
-            ];
-            let mut command = vec![AIRLOCK.to_string()];
-            command.extend(args);
-            command.extend(rest);
-            ("everything__", command)
-        }
-    };
+    let node = support::node().display().to_string();
+    let server = server.display().to_string();
+    let (prefix, command) = through_airlock(
+        mode,
+        dir.path(),
+        "everything",
+        &[node.as_str(), server.as_str(), "stdio"],
+        &policy,
+    );
     for sdk_mode in ["auto", "legacy", "lowlevel"] {
         let out = Command::new(&python)
             .arg(root().join("tests/fixtures/mcp/sdk_probe.py"))
-            .args([sdk_mode, prefix])
+            .args([sdk_mode, prefix.as_str()])
             .args(&command)
             .env("HOME", dir.path())
             .env("XDG_STATE_HOME", dir.path().join("state"))
@@ -139,53 +102,19 @@ fn a_python_sdk_2_server_answers_a_2026_host(mode: Mode) {
         ),
     )
     .unwrap();
-    let audit = dir.path().join("audit.jsonl");
-    let (tool, command): (&str, Vec<String>) = match mode {
-        Mode::Run => (
-            "echo",
-            vec![
-                AIRLOCK.into(),
-                "run".into(),
-                "--name".into(),
-                "py".into(),
-                "--policy".into(),
-                policy.display().to_string(),
-                "--audit".into(),
-                audit.display().to_string(),
-                "--".into(),
-                python.display().to_string(),
-                server.display().to_string(),
-            ],
-        ),
-        Mode::Serve => {
-            let config = dir.path().join("airlock.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "[servers.py]\ncommand = {:?}\nargs = [{:?}]\n",
-                    python.display().to_string(),
-                    server.display().to_string()
-                ),
-            )
-            .unwrap();
-            (
-                "py__echo",
-                vec![
-                    AIRLOCK.into(),
-                    "serve".into(),
-                    "--config".into(),
-                    config.display().to_string(),
-                    "--policy".into(),
-                    policy.display().to_string(),
-                    "--audit".into(),
-                    audit.display().to_string(),
-                ],
-            )
-        }
-    };
+    let python_path = python.display().to_string();
+    let server = server.display().to_string();
+    let (prefix, command) = through_airlock(
+        mode,
+        dir.path(),
+        "py",
+        &[python_path.as_str(), server.as_str()],
+        &policy,
+    );
+    let tool = format!("{prefix}echo");
     let out = Command::new(&python)
         .arg(root().join("tests/fixtures/mcp/modern_call.py"))
-        .args([tool, "from a 2026 host"])
+        .args([tool.as_str(), "from a 2026 host"])
         .args(&command)
         .env("HOME", dir.path())
         .env("XDG_STATE_HOME", dir.path().join("state"))
@@ -208,4 +137,52 @@ fn a_python_sdk_2_server_answers_a_2026_host(mode: Mode) {
             .is_some_and(|text| text.starts_with("from a 2026 host")),
         "{mode:?}: {report}"
     );
+}
+
+/// `server` (program and arguments) behind `airlock run` or, as the only server of a config,
+/// `airlock serve`, with `policy` and an audit log in `dir`: the tool-name prefix a host uses
+/// (`NAME__` through serve) and the command line.
+fn through_airlock(
+    mode: Mode,
+    dir: &std::path::Path,
+    name: &str,
+    server: &[&str],
+    policy: &std::path::Path,
+) -> (String, Vec<String>) {
+    let audit = dir.join("audit.jsonl");
+    let common = [
+        "--policy".to_string(),
+        policy.display().to_string(),
+        "--audit".into(),
+        audit.display().to_string(),
+    ];
+    let mut command = vec![AIRLOCK.to_string()];
+    match mode {
+        Mode::Run => {
+            command.extend(["run".into(), "--name".into(), name.to_string()]);
+            command.extend(common);
+            command.push("--".into());
+            command.extend(server.iter().map(|word| word.to_string()));
+            (String::new(), command)
+        }
+        Mode::Serve => {
+            let config = dir.join("airlock.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[servers.{name}]\ncommand = {:?}\nargs = {:?}\n",
+                    server[0],
+                    &server[1..]
+                ),
+            )
+            .unwrap();
+            command.extend([
+                "serve".into(),
+                "--config".into(),
+                config.display().to_string(),
+            ]);
+            command.extend(common);
+            (format!("{name}__"), command)
+        }
+    }
 }
