@@ -46,24 +46,13 @@ fn every_sdk_mode_gets_every_feature(mode: Mode) {
         &policy,
     );
     for sdk_mode in ["auto", "legacy", "lowlevel"] {
-        let out = Command::new(&python)
-            .arg(root().join("tests/fixtures/mcp/sdk_probe.py"))
-            .args([sdk_mode, prefix.as_str()])
-            .args(&command)
-            .env("HOME", dir.path())
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}"))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "{sdk_mode}: no report: {stdout}\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            });
+        let report = client_report(
+            &python,
+            "sdk_probe.py",
+            &[sdk_mode, prefix.as_str()],
+            &command,
+            dir.path(),
+        );
         let failed: Vec<(&String, &Value)> = report
             .as_object()
             .unwrap()
@@ -112,24 +101,13 @@ fn a_python_sdk_2_server_answers_a_2026_host(mode: Mode) {
         &policy,
     );
     let tool = format!("{prefix}echo");
-    let out = Command::new(&python)
-        .arg(root().join("tests/fixtures/mcp/modern_call.py"))
-        .args([tool.as_str(), "from a 2026 host"])
-        .args(&command)
-        .env("HOME", dir.path())
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap_or_else(|_| {
-            panic!(
-                "no report: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let report = client_report(
+        &python,
+        "modern_call.py",
+        &[tool.as_str(), "from a 2026 host"],
+        &command,
+        dir.path(),
+    );
     assert_eq!(report["protocol"], "2026-07-28", "{mode:?}: {report}");
     assert!(
         report["text"]
@@ -185,4 +163,32 @@ fn through_airlock(
             (format!("{name}__"), command)
         }
     }
+}
+
+/// Runs the SDK client `fixture` (in tests/fixtures/mcp) against `command` with a home in `dir`;
+/// its report: the JSON object on the last line of its output.
+fn client_report(
+    python: &std::path::Path,
+    fixture: &str,
+    args: &[&str],
+    command: &[String],
+    dir: &std::path::Path,
+) -> Value {
+    let out = Command::new(python)
+        .arg(root().join("tests/fixtures/mcp").join(fixture))
+        .args(args)
+        .args(command)
+        .env("HOME", dir)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.join("org"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap_or_else(|_| {
+        panic!(
+            "{fixture} {args:?}: no report: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
