@@ -154,16 +154,23 @@ fn network_none_refuses_tcp_udp_ipv6_and_listening() {
 
 /// A `listen()` without `bind()` still gets a port (the kernel picks it, and landlock sees only
 /// `bind`), but one of the server's own network namespace, which nothing outside it reaches:
-/// with no network and with an allow list alike.
+/// with no network and with an allow list alike, as root and as an ordinary user.
 #[test]
 fn a_listen_without_bind_is_unreachable_from_the_host() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    for network in [None, Some("127.0.0.1:9")] {
-        let w = world();
-        let extra: Vec<&str> = network.map(|n| vec!["--network", n]).unwrap_or_default();
-        let mut child = w
-            .command("listen-any", &extra, &["listen-any"])
+    let hostile = world().hostile.display().to_string();
+    for (who, network) in everyone()
+        .into_iter()
+        .flat_map(|who| [(who, None), (who, Some("127.0.0.1:9"))])
+    {
+        let mut argv = vec!["__sandbox-exec", "--server", "listen-any"];
+        if let Some(network) = network {
+            argv.extend(["--network", network]);
+        }
+        argv.extend(["--", hostile.as_str(), "listen-any"]);
+        let mut child = who
+            .airlock(&argv)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -175,7 +182,7 @@ fn a_listen_without_bind_is_unreachable_from_the_host() {
         let port: u16 = first
             .strip_prefix("PORT ")
             .and_then(|port| port.trim().parse().ok())
-            .unwrap_or_else(|| panic!("network {network:?}: no port: {first}"));
+            .unwrap_or_else(|| panic!("{who:?}, network {network:?}: no port: {first}"));
         // Whatever answers this on the host (nothing, or some other program's listener), the
         // server's socket must not see it.
         let _ = std::net::TcpStream::connect_timeout(
@@ -188,9 +195,9 @@ fn a_listen_without_bind_is_unreachable_from_the_host() {
         let status = child.wait().unwrap();
         assert!(
             rest.contains("REFUSED accept from outside the namespace") && !rest.contains("ESCAPED"),
-            "network {network:?}: {first}{rest}"
+            "{who:?}, network {network:?}: {first}{rest}"
         );
-        assert_eq!(status.code(), Some(0), "network {network:?}");
+        assert_eq!(status.code(), Some(0), "{who:?}, network {network:?}");
     }
 }
 
