@@ -25,7 +25,7 @@ use sandbox_support::*;
 
 const PACKAGE: &str = "@modelcontextprotocol/server-filesystem";
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     Run,
     Serve,
@@ -167,6 +167,10 @@ impl Home {
         .arg("--")
         .args(&argv);
         self.env(&mut cmd);
+        if mode == Mode::Serve {
+            let reload = self.airlock_argv(&["reload".to_string()]);
+            cmd.env("FIRST_USE_RELOAD", serde_json::to_string(&reload).unwrap());
+        }
         let out = cmd.output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
@@ -296,6 +300,22 @@ fn first_use(mode: Mode) {
         assert!(!home.npm_cache().exists(), "the real cache was written");
         let spawn = events.iter().find(|e| e["event"] == "spawn").unwrap();
         assert!(spawn.to_string().contains("notes"), "{spawn}");
+        if mode == Mode::Serve {
+            // A reload once the package is cached changes nothing the user declared: the server
+            // keeps running (one spawn) and still answers.
+            let reload = &report["reload"];
+            assert_eq!(reload["code"], 0, "{shown}");
+            assert!(
+                reload["out"]
+                    .as_str()
+                    .unwrap()
+                    .contains(r#"started [], retiring [], unchanged ["fs"]"#),
+                "{shown}"
+            );
+            assert_eq!(report["reread"]["isError"], false, "{shown}");
+            let spawns = events.iter().filter(|e| e["event"] == "spawn").count();
+            assert_eq!(spawns, 1, "the reload restarted the server: {events:#?}");
+        }
     }
 }
 

@@ -150,14 +150,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     tracing::info!(server = %name, "starting {}", launch.summary());
 
     // A package that is not cached yet is installed first (crate::fetch), inside the start.
-    let startup_timeout = if launch.needs_fetch() {
-        SPAWN_TIMEOUT + crate::fetch::step::FETCH_TIMEOUT
+    let install_allowance = if launch.needs_fetch() {
+        crate::fetch::step::FETCH_TIMEOUT
     } else {
-        SPAWN_TIMEOUT
+        Duration::ZERO
     };
     let spec = ServerSpec {
         name: name.clone(),
-        startup_timeout,
+        startup_timeout: SPAWN_TIMEOUT,
+        install_allowance,
         tool_timeout: (args.tool_timeout > 0).then(|| Duration::from_secs(args.tool_timeout)),
         idle_timeout: None,
         eager: true,

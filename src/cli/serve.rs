@@ -146,15 +146,15 @@ fn assemble(
         // A package that is not cached yet is installed first (crate::fetch): its first start
         // may take that much longer.
         let fetching = matches!(&launch, Some(Launch::Local(prepared)) if prepared.needs_fetch());
-        let startup_timeout = server.startup_timeout
-            + if fetching {
-                crate::fetch::step::FETCH_TIMEOUT
-            } else {
-                Duration::ZERO
-            };
+        let install_allowance = if fetching {
+            crate::fetch::step::FETCH_TIMEOUT
+        } else {
+            Duration::ZERO
+        };
         specs.push(ServerSpec {
             name: server.name.clone(),
-            startup_timeout,
+            startup_timeout: server.startup_timeout,
+            install_allowance,
             tool_timeout: Some(server.tool_timeout),
             idle_timeout: server.idle_timeout,
             eager: server.start == StartMode::Eager,

@@ -73,6 +73,10 @@ pub const META_SERVER: &str = "airlock/server";
 pub struct ServerSpec {
     pub name: String,
     pub startup_timeout: Duration,
+    /// Extra time a start gets because the server's package is installed first
+    /// (`crate::fetch`). Not declared by the user, and gone once the package is cached: a reload
+    /// does not count a change of it as a changed server ([`ServerSpec::same_declaration`]).
+    pub install_allowance: Duration,
     pub tool_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub eager: bool,
@@ -81,6 +85,30 @@ pub struct ServerSpec {
     /// The server's HOME and working directory, as it sees them (path arguments are read
     /// against them); unknown for a remote server.
     pub paths: crate::policy::reading::PathContext,
+}
+
+impl ServerSpec {
+    /// Whether `other` declares the same server: everything but the install allowance, which
+    /// depends on whether the package was cached when the spec was made, not on the config.
+    pub fn same_declaration(&self, other: &ServerSpec) -> bool {
+        let ServerSpec {
+            name,
+            startup_timeout,
+            install_allowance: _,
+            tool_timeout,
+            idle_timeout,
+            eager,
+            refused,
+            paths,
+        } = other;
+        self.name == *name
+            && self.startup_timeout == *startup_timeout
+            && self.tool_timeout == *tool_timeout
+            && self.idle_timeout == *idle_timeout
+            && self.eager == *eager
+            && self.refused == *refused
+            && self.paths == *paths
+    }
 }
 
 /// The shape of a session.
@@ -408,7 +436,12 @@ impl Core {
         if self.trust_identity {
             gate.trust_identity_meta();
         }
-        let mut life = Lifecycle::new(spec.startup_timeout, spec.idle_timeout, spec.eager, now);
+        let mut life = Lifecycle::new(
+            spec.startup_timeout + spec.install_allowance,
+            spec.idle_timeout,
+            spec.eager,
+            now,
+        );
         if let Some(reason) = &spec.refused {
             life.failed(reason.clone(), true, now);
         }

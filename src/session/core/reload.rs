@@ -54,10 +54,16 @@ impl Core {
         for reloaded in servers {
             let current = self.server_index(&reloaded.spec.name);
             if let Some(index) = current
-                && self.servers[index].spec == reloaded.spec
+                && self.servers[index].spec.same_declaration(&reloaded.spec)
                 && !reloaded.launch_changed
             {
-                summary.unchanged.push(reloaded.spec.name);
+                // The package may have been installed since: the next start needs no more time
+                // than the user declared.
+                let server = &mut self.servers[index];
+                server.life.startup_timeout =
+                    reloaded.spec.startup_timeout + reloaded.spec.install_allowance;
+                server.spec = reloaded.spec;
+                summary.unchanged.push(server.name.clone());
                 continue;
             }
             let was_running = current.is_some_and(|i| {

@@ -39,6 +39,7 @@ impl Single {
         let spec = ServerSpec {
             name: "fake".into(),
             startup_timeout: Duration::from_secs(60),
+            install_allowance: Duration::ZERO,
             tool_timeout: Some(Duration::from_secs(10)),
             idle_timeout: None,
             eager: true,
@@ -183,6 +184,7 @@ fn host_eof_closes_the_server_input_only_after_what_the_host_sent_first() {
     let spec = ServerSpec {
         name: "fake".into(),
         startup_timeout: Duration::from_secs(60),
+        install_allowance: Duration::ZERO,
         tool_timeout: None,
         idle_timeout: None,
         eager: true,

@@ -31,6 +31,7 @@ fn spec(name: &str) -> ServerSpec {
     ServerSpec {
         name: name.into(),
         startup_timeout: Duration::from_secs(5),
+        install_allowance: Duration::ZERO,
         tool_timeout: Some(Duration::from_secs(10)),
         idle_timeout: None,
         eager: false,
@@ -588,3 +589,33 @@ fn a_server_replaced_while_a_call_is_in_flight_stops_once_the_call_is_answered()
 
 #[path = "era_tests.rs"]
 mod era;
+
+#[test]
+fn a_reload_after_the_first_start_installed_the_package_keeps_the_server() {
+    let installing = |name: &str| ServerSpec {
+        install_allowance: Duration::from_secs(300),
+        ..spec(name)
+    };
+    let mut h = Harness::new(
+        vec![installing("alpha"), spec("beta")],
+        vec![vec!["read", "write"], vec!["read", "delete"]],
+    );
+    h.initialize(json!({}));
+    h.tool_names();
+    // The package is cached now: the reloaded spec has no allowance, and nothing else changed.
+    let reloaded = ["alpha", "beta"]
+        .map(|name| Reloaded {
+            spec: spec(name),
+            launch_changed: false,
+        })
+        .to_vec();
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    let summary = h.router.reload(reloaded, policy(), redactor, h.now);
+    assert_eq!(summary.unchanged, vec!["alpha", "beta"]);
+    assert!(summary.retired.is_empty() && summary.added.is_empty());
+    assert_eq!(
+        h.router.servers[0].life.startup_timeout,
+        spec("alpha").startup_timeout,
+        "a later start gets no install allowance"
+    );
+}
