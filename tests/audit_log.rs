@@ -407,14 +407,18 @@ fn assert_summary(world: &World) {
         ),
         (Some(3), Some(1), Some(0))
     );
-    assert_eq!(fx["connections"], 1);
+    assert_eq!(fx["starts"], 1);
+    assert_eq!(
+        (&fx["net_allowed"], &fx["net_refused"]),
+        (&json!(0), &json!(0))
+    );
     assert!(
         fx["p50_ms"].as_f64().unwrap() > 0.0
             && fx["p95_ms"].as_f64().unwrap() >= fx["p50_ms"].as_f64().unwrap()
     );
     let table = world.airlock(&["audit", "summary"]);
     assert!(
-        String::from_utf8_lossy(&table.stdout).contains("connections"),
+        String::from_utf8_lossy(&table.stdout).contains("starts"),
         "{}",
         text(&table)
     );

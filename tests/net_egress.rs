@@ -357,6 +357,22 @@ fn check_case(mode: Mode, user: As) {
             &context,
         );
     }
+    // `airlock audit summary` counts them per server: one allowed, and the other registry's
+    // lookup and the loopback connection refused.
+    let summary = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(["audit", "summary", "--json"])
+        .arg(case.audit_path())
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&summary.stdout).unwrap();
+    for (server, _) in &sessions {
+        let row = &summary["servers"][server];
+        assert!(
+            row["net_allowed"].as_u64() >= Some(1) && row["net_refused"].as_u64() >= Some(2),
+            "{}",
+            context(&format!("{server}: audit summary {row}"))
+        );
+    }
     assert_eq!(
         accepted.load(Ordering::SeqCst),
         0,

@@ -121,6 +121,11 @@ pub fn format_record(record: &Value) -> String {
     if let Some(identity) = text(record, "identity") {
         push(format!("by {identity}"));
     }
+    // The call a record belongs to: a decision, its outcome and the connections made during it
+    // share it.
+    if let Some(id) = record.get("request_id").filter(|id| !id.is_null()) {
+        push(format!("call {id}"));
+    }
     if let Some(args) = record.get("args") {
         push(format!("args={args}"));
     }
@@ -166,8 +171,12 @@ pub struct ServerSummary {
     /// Milliseconds, over calls that were forwarded and answered (denials excluded).
     pub p50_ms: Option<f64>,
     pub p95_ms: Option<f64>,
-    /// Times the server was started or connected to (spawn records).
-    pub connections: u64,
+    /// Times the server was started, or a remote one connected to (spawn records).
+    pub starts: u64,
+    /// Network connections the server made through airlock's egress (`net_connect` records),
+    /// allowed and refused (a refused name lookup counts as a refused connection).
+    pub net_allowed: u64,
+    pub net_refused: u64,
     #[serde(skip)]
     durations: Vec<f64>,
 }
@@ -211,7 +220,14 @@ impl Summary {
                     entry.durations.push(ms);
                 }
             }
-            Some("spawn") => entry.connections += 1,
+            Some("spawn") => entry.starts += 1,
+            Some("net_connect") => {
+                if text(record, "decision") == Some("allow") {
+                    entry.net_allowed += 1;
+                } else {
+                    entry.net_refused += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -283,10 +299,13 @@ mod tests {
     }
 
     #[test]
-    fn summary_counts_calls_denials_errors_durations_and_connections() {
+    fn summary_counts_calls_denials_errors_durations_starts_and_network_connections() {
         let mut summary = Summary::default();
         summary.add(&json!({"event": "spawn", "server": "fs"}));
         summary.add(&json!({"event": "spawn", "server": "fs"}));
+        summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "allow"}));
+        summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "deny"}));
+        summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "deny"}));
         for (n, outcome) in ["ok", "ok", "error", "timeout", "denied"]
             .iter()
             .enumerate()
@@ -305,10 +324,8 @@ mod tests {
         summary.add(&decision("git", "log", "allow", ""));
         let servers = summary.finish();
         let fs = &servers["fs"];
-        assert_eq!(
-            (fs.calls, fs.denied, fs.errors, fs.connections),
-            (5, 1, 2, 2)
-        );
+        assert_eq!((fs.calls, fs.denied, fs.errors, fs.starts), (5, 1, 2, 2));
+        assert_eq!((fs.net_allowed, fs.net_refused), (1, 2));
         assert_eq!((fs.p50_ms, fs.p95_ms), (Some(2.0), Some(4.0)));
         assert_eq!(servers["git"].calls, 1);
         assert_eq!(servers["git"].p50_ms, None);
@@ -325,6 +342,11 @@ mod tests {
             line.starts_with("2026-03-01 12:00:00.000120  abcdef01#1    decision    fs"),
             "{line}"
         );
+        let connect = json!({"ts": "2026-03-01T12:00:00Z", "session": "abcdef0123456789",
+            "seq": 2, "event": "net_connect", "server": "fs", "decision": "allow",
+            "request_id": 7, "detail": {"host": "example.org", "port": 443}});
+        let connect = format_record(&connect);
+        assert!(connect.contains("  allow  call 7  {"), "{connect}");
         assert!(
             line.contains(
                 "write_file  deny  tools.deny \"mcp:fs__write_*\" (org)  args={\"path\":\"/etc/x\"}"

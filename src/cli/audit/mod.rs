@@ -37,7 +37,7 @@ pub struct AuditArgs {
 enum AuditCommand {
     /// Print records, one a line (the default).
     Show(show::ShowArgs),
-    /// Per server: calls, denials, errors, p50/p95 duration, connections.
+    /// Per server: calls, denials, errors, p50/p95 duration, starts, network connections allowed/refused.
     Summary(show::SummaryArgs),
     /// Prove the log: its hash chain, and its end against the checkpoint beside it. Exits 1 at
     /// the first edited, inserted, reordered or deleted record, or a cut tail.

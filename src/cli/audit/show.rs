@@ -210,19 +210,20 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
     let _ = writeln!(
         out,
-        "{:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>11}",
-        "server", "calls", "denied", "errors", "p50 ms", "p95 ms", "connections"
+        "{:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {:>10}",
+        "server", "calls", "denied", "errors", "p50 ms", "p95 ms", "starts", "net ok/no"
     );
     for (name, row) in &servers {
+        let net = format!("{}/{}", row.net_allowed, row.net_refused);
         let _ = writeln!(
             out,
-            "{name:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>11}",
+            "{name:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {net:>10}",
             row.calls,
             row.denied,
             row.errors,
             ms(row.p50_ms),
             ms(row.p95_ms),
-            row.connections
+            row.starts
         );
     }
     if skipped > 0 {
