@@ -410,6 +410,64 @@ fn every_command_has_an_example_in_its_help() {
     }
 }
 
+/// npm's registry as npm's configuration names it (`host:443`), read at test time.
+fn npm_registry(scratch: &Scratch) -> String {
+    let out = Command::new("npm")
+        .args(["config", "get", "registry"])
+        .env("HOME", scratch.path("home"))
+        .env("npm_config_cache", scratch.path("npm-scratch"))
+        .output()
+        .unwrap();
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let host = url
+        .split("://")
+        .nth(1)
+        .unwrap()
+        .split(['/', ':'])
+        .next()
+        .unwrap();
+    format!("{host}:443")
+}
+
+/// A first start's install step reaches the registry whatever the server's own network rule:
+/// check, doctor and `explain net:` say so, with the registry read from npm's configuration.
+#[test]
+fn check_doctor_and_explain_net_name_what_the_install_step_reaches() {
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "project/airlock.toml",
+        "[servers.mem]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\n",
+    );
+    let config = config.display().to_string();
+    let registry = npm_registry(&scratch);
+    let expected = format!(
+        "installs @modelcontextprotocol/server-memory with npx in its own sandbox, which may reach {registry} "
+    );
+    let check = scratch.airlock(&["check", "--config", &config]);
+    let text = stdout(&check);
+    assert!(check.status.success(), "{text}{}", stderr(&check));
+    assert!(
+        text.contains(&format!("install  the first start {expected}")),
+        "{text}"
+    );
+    let doctor = scratch.airlock(&["doctor", "--config", &config]);
+    let text = stdout(&doctor);
+    assert!(
+        text.contains(&format!("install: the first start {expected}")),
+        "{text}"
+    );
+    let explain = scratch.airlock(&["explain", "net:mem", &registry, "--config", &config]);
+    let text = stdout(&explain);
+    assert!(
+        text.contains("decision: deny") && text.contains(&expected),
+        "the server itself is refused, its install step is not: {text}"
+    );
+    assert!(
+        !scratch.path("home/.npm").exists(),
+        "reading the configuration wrote npm's cache"
+    );
+}
+
 #[test]
 fn explain_net_and_check_say_what_each_server_can_reach() {
     let scratch = Scratch::new();

@@ -244,6 +244,25 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
+/// What the first start's install step does and may reach (`crate::fetch`).
+pub fn install_line(fetch: &crate::fetch::FetchPlan) -> String {
+    let package = fetch.runner.package();
+    let runner = fetch.runner.name();
+    if fetch.is_cached() {
+        return format!("{package} is in the server's cache view: no install step");
+    }
+    match crate::fetch::step::reaches(fetch) {
+        Ok(hosts) => format!(
+            "the first start installs {package} with {runner} in its own sandbox, which may reach {} (the registry your {} configuration names) and nothing else",
+            hosts.join(", "),
+            fetch.runner.cache()
+        ),
+        Err(err) => {
+            format!("the first start installs {package} with {runner}, and will fail: {err}")
+        }
+    }
+}
+
 fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext) -> ServerReport {
     let mut text = String::new();
     let mut ok = true;
@@ -265,6 +284,9 @@ fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext
                     let _ = writeln!(text, "    sandbox");
                     for line in prepared.plan.to_string().lines() {
                         let _ = writeln!(text, "      {line}");
+                    }
+                    if let Some(fetch) = &prepared.fetch {
+                        let _ = writeln!(text, "    install  {}", install_line(fetch));
                     }
                 }
                 Err(err) => {

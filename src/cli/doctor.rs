@@ -99,6 +99,9 @@ fn render_reach(config: &crate::config::Config, policy: &crate::policy::Policy) 
                 }
             }
         }
+        if let Some(fetch) = &prepared.fetch {
+            let _ = writeln!(out, "    install: {}", super::check::install_line(fetch));
+        }
     }
     out
 }

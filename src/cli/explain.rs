@@ -336,5 +336,16 @@ fn explain_net(server: &str, args: &ExplainArgs) -> Result<ExitCode, CliError> {
     if let Some(note) = note {
         println!("why:      {note}");
     }
+    // The install step of a first start reaches the registry, whatever the server's own rule.
+    if let Some(config) = &config
+        && let Some(declared) = config.servers.iter().find(|s| s.name == server)
+    {
+        let context = crate::process::launch::LaunchContext::detect(&policy, None, &config.path);
+        if let Ok(prepared) = crate::process::launch::prepare(declared, &policy, &context)
+            && let Some(fetch) = &prepared.fetch
+        {
+            println!("install:  {}", super::check::install_line(fetch));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -316,6 +316,13 @@ fn what_was_installed(
 
 type Registries = (Vec<String>, Vec<Sourced<NetRule>>, Vec<(String, String)>);
 
+/// What the install step may reach (`host:port`), read from the user's configuration as the
+/// install itself reads it: for `check` and `explain`.
+pub fn reaches(plan: &FetchPlan) -> Result<Vec<String>, FetchError> {
+    let (_, rules, _) = registries(plan)?;
+    Ok(rules.iter().map(|rule| rule.value.to_string()).collect())
+}
+
 /// A runner's way to its registries: their URLs, extra hosts to reach (`host:port`, where the
 /// files come from elsewhere), and the environment that names them to the runner.
 type Route = (Vec<String>, Vec<String>, Vec<(String, String)>);
