@@ -85,6 +85,13 @@ fn status_lists_the_session_with_its_calls_and_denials(mode: Mode) {
             assert_eq!(words[5..], ["2", "1", "-"], "{text}");
         }
         Mode::Serve => {
+            // The config was given relative to serve's directory; status, run from elsewhere,
+            // names the file itself.
+            assert_eq!(
+                document["config"],
+                world.path("airlock.toml").display().to_string(),
+                "{document}"
+            );
             assert!(text.starts_with("gateway pid "), "{text}");
             assert!(text.contains("DENIALS"), "{text}");
         }

@@ -290,10 +290,14 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
     if http.is_some() {
         core.trust_identity_meta();
     }
+    // The file itself, not the path as given: `airlock status` and `airlock reload` run from
+    // other directories, and a reload re-reads this file (never searches again).
+    let config_file =
+        std::path::absolute(&loaded.config.path).unwrap_or_else(|_| loaded.config.path.clone());
     let mut event = policy_event("gateway", &loaded.policy);
-    event.reason = Some(format!("config {}", loaded.config.path.display()));
+    event.reason = Some(format!("config {}", config_file.display()));
     let reloader = FileReloader {
-        config: args.config.clone(),
+        config: Some(config_file.clone()),
         policy: args.session.policy.clone(),
         audit_path,
         max_line_bytes,
@@ -305,7 +309,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         policy_event: event,
         max_line_bytes,
         control,
-        config_path: loaded.config.path.clone(),
+        config_path: config_file,
         kill_timeout: loaded.kill_timeout,
         reloader: Some(Box::new(reloader)),
         host_output_closed: None,

@@ -255,11 +255,19 @@ fn spawn(world: &World, setup: &Setup) -> Child {
                 ),
             )
             .expect("config");
-            let config = config.display().to_string();
+            // Given as a user does, relative to the directory serve starts in.
             let args = [
-                "serve", "--config", &config, "--policy", &policy, "--audit", &audit,
+                "serve",
+                "--config",
+                "airlock.toml",
+                "--policy",
+                &policy,
+                "--audit",
+                &audit,
             ];
-            world.command(&args)
+            let mut cmd = world.command(&args);
+            cmd.current_dir(world.path(""));
+            cmd
         }
     };
     cmd.stdin(Stdio::piped())
