@@ -84,8 +84,14 @@ fn a_change_is_listed_diffed_side_by_side_approved_and_reset() {
         listed.starts_with("fx: 2 pinned, 2 waiting for approval\n"),
         "{listed}"
     );
+    let waiting = tool("echo", injected).sha256[..12].to_string();
+    let changed = listed
+        .lines()
+        .find(|line| line.contains("echo"))
+        .unwrap_or_else(|| panic!("{listed}"));
     assert!(
-        listed.contains("echo") && listed.contains("CHANGED, waiting for approval"),
+        changed.contains("CHANGED, waiting for approval")
+            && changed.contains(&format!("; waiting sha256:{waiting} seen ")),
         "{listed}"
     );
     assert!(

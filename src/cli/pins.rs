@@ -147,11 +147,12 @@ fn list(store: &PinStore, server: Option<&str>, json: bool) -> Result<ExitCode, 
         for kind in Kind::ALL {
             let pinned = record.pinned.get(&kind);
             for (name, pin) in pinned.into_iter().flatten() {
-                let status = match record.pending_for(kind, name) {
+                let waiting = record.pending_for(kind, name);
+                let status = match waiting {
                     Some(_) => "CHANGED, waiting for approval",
                     None => "pinned",
                 };
-                let _ = writeln!(
+                let _ = write!(
                     out,
                     "  {:<18} {name:<32} {status:<30} sha256:{} {} ({})",
                     kind.noun(),
@@ -159,6 +160,18 @@ fn list(store: &PinStore, server: Option<&str>, json: bool) -> Result<ExitCode, 
                     pin.pinned_at,
                     pin.by
                 );
+                // The hash `approve --hash` takes, as for a new definition.
+                match waiting {
+                    Some(waiting) => {
+                        let _ = writeln!(
+                            out,
+                            "; waiting sha256:{} seen {}",
+                            &waiting.sha256[..12],
+                            waiting.seen_at
+                        );
+                    }
+                    None => out.push('\n'),
+                }
             }
             for (name, waiting) in record.pending.get(&kind).into_iter().flatten() {
                 if waiting.change == Change::New {
