@@ -288,7 +288,8 @@ fn first_use(mode: Mode) {
                 .any(|e| e["event"] == "net_connect"
                     && e["decision"] == "allow"
                     && e["detail"]["host"] == registry.as_str()
-                    && e["detail"]["port"] == 443),
+                    && e["detail"]["port"] == 443
+                    && e["detail"]["step"] == "install"),
             "no net_connect to {registry} before the install event: {events:#?}\n{shown}"
         );
         assert!(

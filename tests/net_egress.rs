@@ -357,8 +357,8 @@ fn check_case(mode: Mode, user: As) {
             &context,
         );
     }
-    // `airlock audit summary` counts them per server: one allowed, and the other registry's
-    // lookup and the loopback connection refused.
+    // `airlock audit summary` counts them per server: the registry allowed, and the other
+    // registry's lookup and the loopback connection refused (at least: a runtime may retry).
     let summary = Command::new(env!("CARGO_BIN_EXE_airlock"))
         .args(["audit", "summary", "--json"])
         .arg(case.audit_path())

@@ -231,3 +231,41 @@ fn a_bad_config_by_sighup_while_a_call_is_in_flight_keeps_the_running_server() {
         .count();
     assert_eq!(spawns, 1, "nothing restarted");
 }
+
+/// A config given relative to serve's directory, with a per-server sandbox block (whose origin,
+/// the config file, is part of the server's sandbox plan): a reload from another directory that
+/// changes nothing keeps the running server.
+#[test]
+fn a_reload_that_changes_nothing_keeps_a_server_with_its_own_sandbox_block() {
+    let label = unique_label("kept");
+    let setup = Setup::fixture(&format!("--name {label}")).serve_config(
+        "start = \"eager\"\n[servers.fixture.sandbox]\nread = [\"/usr/share/zoneinfo\"]",
+    );
+    let (world, mut client) = start(Mode::Serve, setup);
+    client.initialize("2025-06-18");
+    assert_eq!(
+        Client::text(&client.call(1, "fixture__echo", json!({"text": "a"}))),
+        format!("{label}: a")
+    );
+    let out = world
+        .command(&["reload"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(r#"started [], retiring [], unchanged ["fixture"]"#),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        Client::text(&client.call(2, "fixture__echo", json!({"text": "b"}))),
+        format!("{label}: b")
+    );
+    let spawns = world
+        .audit()
+        .iter()
+        .filter(|event| event["event"] == "spawn")
+        .count();
+    assert_eq!(spawns, 1, "{:#?}", world.audit());
+}

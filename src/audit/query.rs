@@ -177,6 +177,9 @@ pub struct ServerSummary {
     /// allowed and refused (a refused name lookup counts as a refused connection).
     pub net_allowed: u64,
     pub net_refused: u64,
+    /// Connections of its install step (first use), which reaches the package registry
+    /// whatever the server's own network rule (`detail.step = "install"`).
+    pub install_net: u64,
     #[serde(skip)]
     durations: Vec<f64>,
 }
@@ -222,7 +225,10 @@ impl Summary {
             }
             Some("spawn") => entry.starts += 1,
             Some("net_connect") => {
-                if text(record, "decision") == Some("allow") {
+                let step = record.get("detail").and_then(|d| text(d, "step"));
+                if step == Some("install") {
+                    entry.install_net += 1;
+                } else if text(record, "decision") == Some("allow") {
                     entry.net_allowed += 1;
                 } else {
                     entry.net_refused += 1;
@@ -306,6 +312,10 @@ mod tests {
         summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "allow"}));
         summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "deny"}));
         summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "deny"}));
+        summary.add(
+            &json!({"event": "net_connect", "server": "fs", "decision": "allow",
+                            "detail": {"host": "registry", "step": "install"}}),
+        );
         for (n, outcome) in ["ok", "ok", "error", "timeout", "denied"]
             .iter()
             .enumerate()
@@ -325,7 +335,7 @@ mod tests {
         let servers = summary.finish();
         let fs = &servers["fs"];
         assert_eq!((fs.calls, fs.denied, fs.errors, fs.starts), (5, 1, 2, 2));
-        assert_eq!((fs.net_allowed, fs.net_refused), (1, 2));
+        assert_eq!((fs.net_allowed, fs.net_refused, fs.install_net), (1, 2, 1));
         assert_eq!((fs.p50_ms, fs.p95_ms), (Some(2.0), Some(4.0)));
         assert_eq!(servers["git"].calls, 1);
         assert_eq!(servers["git"].p50_ms, None);

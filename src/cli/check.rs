@@ -285,7 +285,8 @@ fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext
                     for line in prepared.plan.to_string().lines() {
                         let _ = writeln!(text, "      {line}");
                     }
-                    if let Some(fetch) = &prepared.fetch {
+                    // A disabled server never starts: its registry is not worth asking npm for.
+                    if let Some(fetch) = prepared.fetch.as_ref().filter(|_| server.enabled) {
                         let _ = writeln!(text, "    install  {}", install_line(fetch));
                     }
                 }

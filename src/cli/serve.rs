@@ -78,7 +78,11 @@ pub fn default_config_places() -> Vec<PathBuf> {
 /// Loads the config and the policy merged with its per-server blocks.
 pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Policy), CliError> {
     let searched = config.is_none().then(default_config_places);
-    let config = crate::config::load_found(&config_path(config), searched.as_deref())?;
+    let mut config = crate::config::load_found(&config_path(config), searched.as_deref())?;
+    // The file itself, not the path as given: `airlock status` and `airlock reload` run from
+    // other directories, and the origins of its per-server blocks (in the sandbox plan) must
+    // read the same at start and at each reload, which re-reads this file.
+    config.path = std::path::absolute(&config.path).unwrap_or(config.path);
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
@@ -94,16 +98,6 @@ struct Loaded {
     specs: Vec<ServerSpec>,
     launches: Vec<Option<Launch>>,
     kill_timeout: Duration,
-}
-
-fn load_all(
-    args_config: Option<&Path>,
-    args_policy: Option<String>,
-    audit_path: Option<&Path>,
-    max_line_bytes: usize,
-) -> Result<Loaded, CliError> {
-    let (config, policy) = load(args_config, args_policy)?;
-    assemble(config, policy, audit_path, max_line_bytes)
 }
 
 fn assemble(
@@ -186,7 +180,10 @@ fn same_launch(a: Option<&Launch>, b: Option<&Launch>) -> bool {
 
 /// Re-reads the same files the gateway started from.
 struct FileReloader {
-    config: Option<PathBuf>,
+    config: PathBuf,
+    /// Whether `--config` named it (else it was found in a default place): for the fix of a
+    /// reload that cannot read it.
+    config_given: bool,
     policy: Option<String>,
     audit_path: Option<PathBuf>,
     max_line_bytes: usize,
@@ -194,9 +191,18 @@ struct FileReloader {
 
 impl Reloader for FileReloader {
     fn reload(&mut self, running: &[(String, Option<Launch>)]) -> Result<ReloadPlan, ReloadError> {
-        let loaded = load_all(
-            self.config.as_deref(),
-            self.policy.clone(),
+        let searched = [self.config.clone()];
+        let config =
+            crate::config::load_found(&self.config, (!self.config_given).then_some(&searched[..]))
+                .map_err(|err| ReloadError(err.to_string()))?;
+        for warning in &config.warnings {
+            tracing::warn!("{warning}");
+        }
+        let policy = super::active_policy::load_active(self.policy.clone(), Some(&config))
+            .map_err(|err| ReloadError(err.to_string()))?;
+        let loaded = assemble(
+            config,
+            policy,
             self.audit_path.as_deref(),
             self.max_line_bytes,
         )
@@ -290,14 +296,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
     if http.is_some() {
         core.trust_identity_meta();
     }
-    // The file itself, not the path as given: `airlock status` and `airlock reload` run from
-    // other directories, and a reload re-reads this file (never searches again).
-    let config_file =
-        std::path::absolute(&loaded.config.path).unwrap_or_else(|_| loaded.config.path.clone());
     let mut event = policy_event("gateway", &loaded.policy);
-    event.reason = Some(format!("config {}", config_file.display()));
+    event.reason = Some(format!("config {}", loaded.config.path.display()));
+    // A reload re-reads the file the gateway started from (it does not search again).
     let reloader = FileReloader {
-        config: Some(config_file.clone()),
+        config: loaded.config.path.clone(),
+        config_given: args.config.is_some(),
         policy: args.session.policy.clone(),
         audit_path,
         max_line_bytes,
@@ -309,7 +313,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         policy_event: event,
         max_line_bytes,
         control,
-        config_path: config_file,
+        config_path: loaded.config.path.clone(),
         kill_timeout: loaded.kill_timeout,
         reloader: Some(Box::new(reloader)),
         host_output_closed: None,

@@ -348,7 +348,12 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
             let npm = if beside.is_file() {
                 beside
             } else {
-                PathBuf::from("npm")
+                npm_on_path(&request.parent_env).ok_or_else(|| {
+                    unreadable(format!(
+                        "there is no npm beside {} nor in an absolute directory of PATH",
+                        request.program.display()
+                    ))
+                })?
             };
             let config = registry::read_npm_config(&npm, &cwd, &request.parent_env)
                 .map_err(|err| unreadable(err.to_string()))?;
@@ -424,20 +429,15 @@ fn npm_style_registries(
             .map(str::to_string),
         _ => None,
     };
-    let npm_installed = request.parent_env.var("PATH").is_some_and(|path| {
-        path.split(':')
-            .any(|dir| std::path::Path::new(dir).join("npm").is_file())
-    });
-    let (default, mut urls) = match own {
-        Some(url) => (url.clone(), vec![url]),
-        None if npm_installed => {
-            let config =
-                registry::read_npm_config(std::path::Path::new("npm"), cwd, &request.parent_env)?;
+    let (default, mut urls) = match (own, npm_on_path(&request.parent_env)) {
+        (Some(url), _) => (url.clone(), vec![url]),
+        (None, Some(npm)) => {
+            let config = registry::read_npm_config(&npm, cwd, &request.parent_env)?;
             let urls = registry::npm_registries(&config, &plan.runner.packages())?;
             let default = config_value(&config, "registry").unwrap_or_default();
             (default, urls)
         }
-        None => {
+        (None, None) => {
             // Only bun or deno on this machine: the settings they read, read here.
             let home = request.dirs.home.clone();
             let texts: Vec<String> = [Some(cwd.join(".npmrc")), home.map(|h| h.join(".npmrc"))]
@@ -647,6 +647,28 @@ enum InstallFailed {
 }
 
 /// Runs the install confined; its stdout, or why it failed.
+/// The `npm` the user's PATH finds, from its absolute entries only: npm runs in the server's
+/// working directory, against which a relative entry (`node_modules/.bin`) would find a
+/// project's own `npm`, unconfined.
+fn npm_on_path(env: &[(String, String)]) -> Option<PathBuf> {
+    use crate::paths::VarSource;
+    env.var("PATH")?
+        .split(':')
+        .map(std::path::Path::new)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("npm"))
+        .find(|npm| npm.is_file())
+}
+
+/// Marks a connection of the install step (`detail.step = "install"`): it is audited under the
+/// server's name, but it is airlock's install, not the server, that made it.
+fn install_step(mut net: NetAudit) -> NetAudit {
+    if let Some(serde_json::Value::Object(detail)) = &mut net.event.detail {
+        detail.insert("step".into(), "install".into());
+    }
+    net
+}
+
 async fn run_install(
     plan: &SandboxPlan,
     sink: &mut Sink<'_>,
@@ -668,7 +690,7 @@ async fn run_install(
     let timed_out = loop {
         tokio::select! {
             Some(net) = events.recv() => {
-                if let Err(err) = sink.net(net).await {
+                if let Err(err) = sink.net(install_step(net)).await {
                     return Err(InstallFailed::Audit(Box::new(err)));
                 }
             }
@@ -682,7 +704,7 @@ async fn run_install(
     while let Ok(Some(net)) =
         tokio::time::timeout(crate::session::shell::net::QUIET, events.recv()).await
     {
-        sink.net(net)
+        sink.net(install_step(net))
             .await
             .map_err(|err| InstallFailed::Audit(Box::new(err)))?;
     }
@@ -773,6 +795,29 @@ async fn relay_tail(err: impl AsyncRead + Unpin, label: String) -> (Vec<String>,
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn npm_is_found_in_absolute_path_entries_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let npm = dir.path().join("npm");
+        std::fs::write(&npm, "").unwrap();
+        let path = |value: String| vec![("PATH".to_string(), value)];
+        let both = path(format!("node_modules/.bin:{}", dir.path().display()));
+        assert_eq!(npm_on_path(&both), Some(npm));
+        // A relative entry is read against the server's working directory: never used, even
+        // when it names a directory that holds an npm.
+        let depth = std::env::current_dir().unwrap().components().count();
+        let up = "../".repeat(depth);
+        let relative = format!(
+            "{up}{}",
+            dir.path().display().to_string().trim_start_matches('/')
+        );
+        assert!(
+            std::path::Path::new(&relative).join("npm").is_file(),
+            "{relative}"
+        );
+        assert_eq!(npm_on_path(&path(relative)), None);
+    }
     use super::*;
 
     fn lines(text: &str) -> Vec<String> {

@@ -89,6 +89,9 @@ pub enum Due {
 pub struct Lifecycle {
     pub state: State,
     pub startup_timeout: Duration,
+    /// Extra time the next start gets to install the server's package first (first use); zero
+    /// once a start got as far as a running process.
+    pub install_allowance: Duration,
     pub idle_timeout: Option<Duration>,
     pub eager: bool,
     pub consecutive_failures: u32,
@@ -110,6 +113,7 @@ impl Lifecycle {
         Lifecycle {
             state: State::Declared,
             startup_timeout,
+            install_allowance: Duration::ZERO,
             idle_timeout,
             eager,
             consecutive_failures: 0,
@@ -146,6 +150,12 @@ impl Lifecycle {
         matches!(self.state, State::Stopping { .. })
     }
 
+    /// How long a start may take from spawn to the end of the handshake: `startup_timeout`,
+    /// plus the install allowance while the package may still have to be installed.
+    pub fn start_budget(&self) -> Duration {
+        self.startup_timeout + self.install_allowance
+    }
+
     /// Enters Starting with a new generation; returns it.
     pub fn begin_start(&mut self, now: Instant) -> u64 {
         if self.generation > 0 {
@@ -153,7 +163,7 @@ impl Lifecycle {
         }
         self.generation += 1;
         self.state = State::Starting {
-            deadline: now + self.startup_timeout,
+            deadline: now + self.start_budget(),
         };
         self.last_activity = now;
         self.generation

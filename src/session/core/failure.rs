@@ -274,10 +274,18 @@ impl Core {
                     };
                     return;
                 }
-                let reason = format!(
-                    "it did not complete the MCP handshake within startup_timeout ({}s)",
-                    server.life.startup_timeout.as_secs()
-                );
+                let reason = if server.life.install_allowance.is_zero() {
+                    format!(
+                        "it did not complete the MCP handshake within startup_timeout ({}s)",
+                        server.life.startup_timeout.as_secs()
+                    )
+                } else {
+                    format!(
+                        "it did not start within startup_timeout ({}s) plus {}s to install its package",
+                        server.life.startup_timeout.as_secs(),
+                        server.life.install_allowance.as_secs()
+                    )
+                };
                 let alive = server.alive;
                 let generation = server.life.generation;
                 self.server_failed(index, reason.clone(), false, true, now);

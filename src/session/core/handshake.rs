@@ -3,7 +3,7 @@
 //! `Single` the host's handshake passes through and the server is Ready as soon as it runs.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
@@ -167,6 +167,9 @@ impl Core {
             return;
         }
         server.alive = true;
+        // The install step (if any) is behind it: the handshake, and every later start, get
+        // the declared startup_timeout alone.
+        server.life.install_allowance = Duration::ZERO;
         if self.single() {
             self.become_ready(index, now);
             return;

@@ -121,7 +121,7 @@ impl Core {
         self.next_aggregation += 1;
         let longest_start = waiting
             .iter()
-            .map(|&i| self.servers[i].life.startup_timeout)
+            .map(|&i| self.servers[i].life.start_budget())
             .max()
             .unwrap_or_default();
         self.aggregations.push(Aggregation {

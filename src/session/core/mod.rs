@@ -436,12 +436,8 @@ impl Core {
         if self.trust_identity {
             gate.trust_identity_meta();
         }
-        let mut life = Lifecycle::new(
-            spec.startup_timeout + spec.install_allowance,
-            spec.idle_timeout,
-            spec.eager,
-            now,
-        );
+        let mut life = Lifecycle::new(spec.startup_timeout, spec.idle_timeout, spec.eager, now);
+        life.install_allowance = spec.install_allowance;
         if let Some(reason) = &spec.refused {
             life.failed(reason.clone(), true, now);
         }

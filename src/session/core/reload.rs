@@ -57,11 +57,9 @@ impl Core {
                 && self.servers[index].spec.same_declaration(&reloaded.spec)
                 && !reloaded.launch_changed
             {
-                // The package may have been installed since: the next start needs no more time
-                // than the user declared.
+                // Whether the next start installs the package is as the reload found the cache.
                 let server = &mut self.servers[index];
-                server.life.startup_timeout =
-                    reloaded.spec.startup_timeout + reloaded.spec.install_allowance;
+                server.life.install_allowance = reloaded.spec.install_allowance;
                 server.spec = reloaded.spec;
                 summary.unchanged.push(server.name.clone());
                 continue;

@@ -613,9 +613,24 @@ fn a_reload_after_the_first_start_installed_the_package_keeps_the_server() {
     let summary = h.router.reload(reloaded, policy(), redactor, h.now);
     assert_eq!(summary.unchanged, vec!["alpha", "beta"]);
     assert!(summary.retired.is_empty() && summary.added.is_empty());
+    assert_eq!(h.router.servers[0].life.install_allowance, Duration::ZERO);
+}
+
+#[test]
+fn the_install_allowance_covers_the_spawn_only_and_is_gone_once_the_server_runs() {
+    let installing = ServerSpec {
+        install_allowance: Duration::from_secs(300),
+        ..spec("alpha")
+    };
+    let mut h = Harness::new(vec![installing], vec![vec!["read"]]);
+    let declared = spec("alpha").startup_timeout;
     assert_eq!(
-        h.router.servers[0].life.startup_timeout,
-        spec("alpha").startup_timeout,
-        "a later start gets no install allowance"
+        h.router.servers[0].life.start_budget(),
+        declared + Duration::from_secs(300)
     );
+    h.initialize(json!({}));
+    h.tool_names();
+    // Spawned (the install is behind it) and ready: a later start gets the declared timeout.
+    assert_eq!(h.starts, vec![1]);
+    assert_eq!(h.router.servers[0].life.start_budget(), declared);
 }
