@@ -146,6 +146,18 @@ fn a_policy_change_applies_to_new_calls_and_a_bad_policy_keeps_the_running_one()
     assert!(denied, "the reloaded policy denies echo");
     let slow = client.answer(json!(2), Duration::from_secs(10));
     assert_eq!(Client::text(&slow), "slow done", "{slow}");
+    // The server was left running, and its tools are listed through the new policy.
+    let listed = client.request(10, "tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"fixture__pid") && !names.contains(&"fixture__echo"),
+        "{names:?}"
+    );
 
     // A bad policy file (by SIGHUP): the running policy stays, and stderr says why.
     std::fs::write(&policy, "version = 1\n[tools\ndeny = [").unwrap();

@@ -58,10 +58,15 @@ impl Core {
                 && !reloaded.launch_changed
             {
                 // Whether the next start installs the package is as the reload found the cache.
+                let reloaded_name = reloaded.spec.name.clone();
                 let server = &mut self.servers[index];
                 server.life.install_allowance = reloaded.spec.install_allowance;
                 server.spec = reloaded.spec;
-                summary.unchanged.push(server.name.clone());
+                // Its cached tools were filtered by the old policy: the next listing asks the
+                // server again, through the new one.
+                server.tools = None;
+                self.relist_tools(index, now);
+                summary.unchanged.push(reloaded_name);
                 continue;
             }
             let was_running = current.is_some_and(|i| {

@@ -27,6 +27,15 @@ fn policy() -> Arc<Policy> {
     Arc::new(load(&[source], &[]).unwrap())
 }
 
+fn policy_from(text: &str) -> Arc<Policy> {
+    let source = LayerSource {
+        layer: Layer::User,
+        path: PathBuf::from("/p/policy.toml"),
+        text: text.to_string(),
+    };
+    Arc::new(load(&[source], &[]).unwrap())
+}
+
 fn spec(name: &str) -> ServerSpec {
     ServerSpec {
         name: name.into(),
@@ -633,4 +642,40 @@ fn the_install_allowance_covers_the_spawn_only_and_is_gone_once_the_server_runs(
     // Spawned (the install is behind it) and ready: a later start gets the declared timeout.
     assert_eq!(h.starts, vec![1]);
     assert_eq!(h.router.servers[0].life.start_budget(), declared);
+}
+
+#[test]
+fn a_reload_that_changes_the_policy_lists_the_unchanged_servers_tools_through_it() {
+    let mut h = two();
+    h.initialize(json!({}));
+    assert_eq!(
+        h.tool_names(),
+        vec!["alpha__read", "alpha__write", "beta__read"]
+    );
+    let reloaded = ["alpha", "beta"]
+        .map(|name| Reloaded {
+            spec: spec(name),
+            launch_changed: false,
+        })
+        .to_vec();
+    // beta's delete is allowed now, alpha's write denied.
+    let policy =
+        policy_from("version = 1\n[tools]\ndefault = \"allow\"\ndeny = [\"mcp:alpha__write\"]\n");
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    let summary = h.router.reload(reloaded, policy, redactor, h.now);
+    assert_eq!(summary.unchanged, vec!["alpha", "beta"]);
+    h.drive();
+    assert!(
+        h.to_host
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "{:?}",
+        h.to_host
+    );
+    assert_eq!(
+        h.tool_names(),
+        vec!["alpha__read", "beta__read", "beta__delete"],
+        "the listing follows the new policy"
+    );
+    assert_eq!(h.starts, vec![1, 1], "the servers kept running");
 }
