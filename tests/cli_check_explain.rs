@@ -852,3 +852,35 @@ fn which(program: &str) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// A `prefix` under `~` means the user's real home (as a grant's `~` does), and a relative one,
+/// which could never match, is refused with its position and the fix.
+#[test]
+fn a_home_prefix_denies_the_real_home_and_a_relative_prefix_is_refused() {
+    let scratch = Scratch::new();
+    let rule = |prefix: &str| {
+        format!(
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__read_text_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = {prefix:?}\n"
+        )
+    };
+    let policy = scratch.write("home-rule.toml", &rule("~/.ssh"));
+    let key = scratch.path("home/.ssh/id_rsa").display().to_string();
+    let out = scratch.airlock(&[
+        "explain",
+        "--policy",
+        policy.to_str().unwrap(),
+        "mcp:fs__read_text_file",
+        &format!("{{\"path\":{key:?}}}"),
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("decision: deny"), "{text}{}", stderr(&out));
+
+    let relative = scratch.write("relative-rule.toml", &rule("home/me"));
+    let out = scratch.airlock(&["check", "--policy", relative.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("relative-rule.toml:6:10") && said.contains("is relative"),
+        "{said}"
+    );
+}

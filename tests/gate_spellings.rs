@@ -21,6 +21,7 @@ both_modes!(
     a_tool_added_after_list_changed_is_callable_by_its_listed_name_only,
     the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory,
     a_tilde_path_is_read_against_the_exact_home_the_server_sees,
+    a_rule_prefix_under_tilde_is_the_users_own_home,
 );
 
 /// The fixture under a policy denying its `write_file`; the log of calls that reached it.
@@ -245,6 +246,26 @@ fn a_tilde_path_is_read_against_the_exact_home_the_server_sees(mode: Mode) {
         "{sibling}"
     );
     assert_eq!(reached(&log).len(), 2, "{:?}", reached(&log));
+}
+
+/// A rule's `prefix = "~/.ssh"` is the user's real home (the HOME airlock runs with), as a
+/// grant's `~` is; the server's own `~` (its private home) is another directory.
+fn a_rule_prefix_under_tilde_is_the_users_own_home(mode: Mode) {
+    let (setup, log) = lenient_setup();
+    let setup = setup.policy(
+        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"~/.ssh\"",
+    );
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let echo = world.tool("echo");
+    let key = world.path("home").join(".ssh/id_rsa").display().to_string();
+    let denied = client.call(1, &echo, json!({ "path": key }));
+    let text = Client::text(&denied);
+    assert!(text.starts_with("airlock denied"), "{text}");
+    assert!(text.contains("prefix \"~/.ssh\""), "{text}");
+    let own = client.call(2, &echo, json!({"path": "~/.ssh/id_rsa"}));
+    assert!(Client::text(&own).starts_with("echo ran: "), "{own}");
+    assert_eq!(reached(&log).len(), 1, "{:?}", reached(&log));
 }
 
 /// `to` relative to `from` (both absolute): `..` up to their common ancestor, then down.

@@ -135,7 +135,10 @@ fn assemble(
         };
         let paths = match &launch {
             Some(Launch::Local(prepared)) => prepared.path_context(),
-            _ => Default::default(),
+            _ => crate::policy::reading::PathContext {
+                user_home: context.dirs.home.clone(),
+                ..Default::default()
+            },
         };
         // A package that is not cached yet is installed first (crate::fetch): its first start
         // may take that much longer.

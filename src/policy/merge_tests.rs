@@ -379,6 +379,18 @@ fn launch_audit_and_rule_load_errors_have_positions_and_fixes() {
             9,
             "does not compile",
         ),
+        (
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__w\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"home/me\"\n",
+            6,
+            10,
+            "is relative",
+        ),
+        (
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__w\"\naction = \"deny\"\nargument = \"path\"\nglob = \"~/.ssh/*\"\n",
+            6,
+            8,
+            "starts with `~`",
+        ),
     ]);
 }
 

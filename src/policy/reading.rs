@@ -27,6 +27,9 @@ pub struct PathContext {
     /// against the directories they were given rather than their working directory (the
     /// official filesystem server does), so a relative path is read against each of them too.
     pub bases: Vec<PathBuf>,
+    /// The real home of the user airlock runs for: a rule's `prefix = "~/..."` means it, as a
+    /// grant's `~` does (the server's own `~` is its private home, above).
+    pub user_home: Option<PathBuf>,
 }
 
 /// One reading of a path argument.
@@ -221,6 +224,7 @@ mod tests {
             home: Some(PathBuf::from("/state/servers/fs/home")),
             cwd: Some(PathBuf::from("/work/notes")),
             bases: Vec::new(),
+            user_home: Some(PathBuf::from("/home/me")),
         }
     }
 

@@ -71,13 +71,18 @@ pub struct ValueTrace {
 }
 
 impl Condition {
-    fn matcher_matches(&self, value: &str) -> bool {
-        match &self.matcher {
+    /// Whether `value` matches; `None` when it cannot be told (a `~` prefix and no known home).
+    fn matcher_matches(&self, value: &str, context: &PathContext) -> Option<bool> {
+        Some(match &self.matcher {
+            ArgMatcher::Prefix(prefix) if self.normalize_path && prefix.starts_with('~') => {
+                let prefix = path::expand_tilde(prefix, context.user_home.as_deref())?;
+                path::is_under(value, &prefix.to_string_lossy())
+            }
             ArgMatcher::Prefix(prefix) if self.normalize_path => path::is_under(value, prefix),
             ArgMatcher::Prefix(prefix) => value.starts_with(prefix.as_str()),
             ArgMatcher::Glob(glob) => glob.matches(value),
             ArgMatcher::Regex(regex) => regex.is_match(value),
-        }
+        })
     }
 
     /// Whether the condition holds for one value, for a rule with `action`. Path values are
@@ -90,13 +95,17 @@ impl Condition {
                 raw: raw.to_string(),
                 readings: Vec::new(),
             };
-            return (self.matcher_matches(raw) != self.negate, trace);
+            let matched = self.matcher_matches(raw, context).unwrap_or(false);
+            return (matched != self.negate, trace);
         }
         let mut readings = read_path(raw, context);
         let fail_closed = action != Action::Allow;
         for reading in &mut readings {
             reading.holds = Some(match &reading.resolved {
-                Some(resolved) => self.matcher_matches(resolved) != self.negate,
+                Some(resolved) => match self.matcher_matches(resolved, context) {
+                    Some(matched) => matched != self.negate,
+                    None => fail_closed,
+                },
                 None => fail_closed,
             });
         }

@@ -227,6 +227,7 @@ fn server_context() -> PathContext {
         home: Some(PathBuf::from("/state/servers/fs/home")),
         cwd: Some(PathBuf::from("/data/notes")),
         bases: Vec::new(),
+        user_home: Some(PathBuf::from("/home/me")),
     }
 }
 
@@ -387,4 +388,42 @@ fn the_decision_shows_how_the_value_was_read() {
         .map(|r| r.resolved.clone().unwrap())
         .collect();
     assert_eq!(resolved, vec!["/etc%2Fpasswd", "/etc/passwd"]);
+}
+
+/// `prefix = "~/.ssh"` means the user's own home, as a grant's `~` does: it catches the real
+/// path and the server's own `~` spellings that reach it, and not the server's private home.
+#[test]
+fn a_home_prefix_means_the_users_real_home() {
+    let rules = ToolRules::new(
+        vec![prefix_rule(Action::Deny, "~/.ssh", false)],
+        default(Action::Allow),
+    );
+    for caught in [
+        "/home/me/.ssh/id_rsa",
+        "/home/me/.ssh",
+        "~/../../../../home/me/.ssh/k",
+    ] {
+        assert_eq!(
+            decide_path(&rules, json!({"path": caught})),
+            Action::Deny,
+            "{caught}"
+        );
+    }
+    for fine in ["/home/me/.sshx", "~/.ssh/id_rsa", "/home/me/notes"] {
+        assert_eq!(
+            decide_path(&rules, json!({"path": fine})),
+            Action::Allow,
+            "{fine} (the server's ~ is its private home)"
+        );
+    }
+    // No known home: the rule cannot be read, and a deny fails closed.
+    let unknown = PathContext {
+        user_home: None,
+        ..server_context()
+    };
+    let decision = rules.decide_in(
+        &call("fs", "write_file", Some(&json!({"path": "/tmp/x"}))),
+        &unknown,
+    );
+    assert_eq!(decision.action, Action::Deny);
 }

@@ -105,6 +105,8 @@ pub struct Prepared {
     /// The install step that fetches the server's package first, when it is `npx`/`uvx` and
     /// the package may not be cached (see `crate::fetch`).
     pub fetch: Option<Box<crate::fetch::FetchPlan>>,
+    /// The real home of the user airlock runs for (a rule's `~`).
+    pub user_home: Option<PathBuf>,
 }
 
 impl Prepared {
@@ -128,6 +130,7 @@ impl Prepared {
             home: Some(home),
             cwd: Some(self.plan.cwd.clone()),
             bases,
+            user_home: self.user_home.clone(),
         }
     }
 
@@ -252,6 +255,7 @@ pub fn prepare(
         allowed_because,
         net_audit: None,
         fetch,
+        user_home: home,
     })
 }
 

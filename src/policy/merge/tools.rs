@@ -89,11 +89,44 @@ pub(super) fn compile_condition(
                 ));
         }
     };
+    let normalize_path = decl.normalize_path.unwrap_or(path_like);
+    // A path is compared in its absolute reading: a relative prefix would never match, and a
+    // deny written so would silently do nothing.
+    if normalize_path
+        && let Some(prefix) = &decl.prefix
+        && !(prefix.get_ref().starts_with('/')
+            || prefix.get_ref() == "~"
+            || prefix.get_ref().starts_with("~/"))
+    {
+        return Err(ctx
+            .error(
+                &prefix.span(),
+                format!(
+                    "`prefix` {:?} is relative: path arguments are compared as absolute paths, so it would never match",
+                    prefix.get_ref()
+                ),
+            )
+            .with_fix("write an absolute path (`/srv/data`), or one under your home (`~/.ssh`); to compare the text as written, add normalize_path = false"));
+    }
+    if normalize_path
+        && let Some(glob) = &decl.glob
+        && glob.get_ref().starts_with('~')
+    {
+        return Err(ctx
+            .error(
+                &glob.span(),
+                format!(
+                    "`glob` {:?} starts with `~`: path arguments are compared as absolute paths, and a glob's `~` is not expanded",
+                    glob.get_ref()
+                ),
+            )
+            .with_fix("use `prefix = \"~/...\"` (expanded to your home), or write the glob with the absolute path"));
+    }
     Ok(Condition {
         argument: argument.to_string(),
         matcher,
         negate: decl.negate,
-        normalize_path: decl.normalize_path.unwrap_or(path_like),
+        normalize_path,
     })
 }
 
