@@ -339,6 +339,7 @@ proptest! {
             home: Some(PathBuf::from("/state/servers/fs/home")),
             cwd: Some(PathBuf::from("/data/notes")),
             bases: vec![PathBuf::from("/srv/given")],
+            user_home: Some(PathBuf::from("/home/me")),
         };
         let decision = policy.decide_in(
             &Call { server: "fs", tool: "read_file", arguments: Some(&arguments), identity: None },
