@@ -64,6 +64,16 @@ fn sighup_and_airlock_reload_swap_servers_without_dropping_calls() {
         "the replaced server still runs after its last call was answered: {:?}",
         processes_with(&v1)
     );
+    // Its exit is audited with why airlock stopped it.
+    assert!(
+        wait_until(Duration::from_secs(5), || world.audit().iter().any(
+            |e| e["event"] == "exit"
+                && e["server"] == "fixture"
+                && e["detail"]["stopped_because"] == "replaced by a reload"
+        )),
+        "{:#?}",
+        world.audit()
+    );
 
     // A bad file: the running state stays, and the reason is given.
     std::fs::write(&config, "[servers.fixture\nbroken").unwrap();
@@ -269,6 +279,12 @@ fn a_reload_that_changes_nothing_keeps_a_server_with_its_own_sandbox_block() {
         said.contains(r#"started [], retiring [], unchanged ["fixture"]"#),
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // Each gateway is named by its config file (absolute) and pid.
+    let config = std::fs::canonicalize(world.path("airlock.toml")).unwrap();
+    assert!(
+        said.starts_with(&format!("{} (gateway pid ", config.display())),
+        "{said}"
     );
     assert_eq!(
         Client::text(&client.call(2, "fixture__echo", json!({"text": "b"}))),

@@ -130,7 +130,13 @@ pub fn format_record(record: &Value) -> String {
         push(format!("args={args}"));
     }
     if let Some(reason) = text(record, "reason") {
-        push(format!("reason: {reason}"));
+        // One record, one line: a reason of several lines (an error and its fix) is joined.
+        let lines: Vec<&str> = reason
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        push(format!("reason: {}", lines.join(" | ")));
     }
     if let Some(detail) = record.get("detail") {
         push(detail_summary(get("event"), detail));
@@ -357,6 +363,13 @@ mod tests {
             "request_id": 7, "detail": {"host": "example.org", "port": 443}});
         let connect = format_record(&connect);
         assert!(connect.contains("  allow  call 7  {"), "{connect}");
+        let failed = json!({"ts": "2026-03-01T12:00:00Z", "event": "policy", "server": "gateway",
+            "reason": "reload failed: a.toml:1:2: bad\n  fix: correct it"});
+        let failed = format_record(&failed);
+        assert!(
+            failed.ends_with("reason: reload failed: a.toml:1:2: bad | fix: correct it"),
+            "{failed}"
+        );
         assert!(
             line.contains(
                 "write_file  deny  tools.deny \"mcp:fs__write_*\" (org)  args={\"path\":\"/etc/x\"}"

@@ -38,7 +38,15 @@ pub fn run(_args: ReloadArgs) -> Result<ExitCode, CliError> {
     }
     let mut failed = false;
     for report in &reports {
-        let socket = report.socket.display();
+        // The gateway by its config and pid (its socket is named `<pid>.sock`).
+        let socket = match (&report.status, report.socket.file_stem()) {
+            (Ok(answer), Some(pid)) if answer["config"].is_string() => format!(
+                "{} (gateway pid {})",
+                answer["config"].as_str().unwrap_or_default(),
+                pid.to_string_lossy()
+            ),
+            _ => report.socket.display().to_string(),
+        };
         match &report.status {
             Ok(answer) if answer["reloaded"] == Value::Bool(true) => println!(
                 "{socket}: reloaded (started {}, retiring {}, unchanged {})",

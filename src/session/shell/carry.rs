@@ -102,7 +102,7 @@ where
             } => {
                 self.flush()?;
                 tracing::info!(server = %self.names[server], "stopping: {reason}");
-                self.stop(server, generation);
+                self.stop(server, generation, reason);
             }
         }
         Ok(())
@@ -260,10 +260,11 @@ where
         });
     }
 
-    pub(super) fn stop(&mut self, server: usize, generation: u64) {
+    pub(super) fn stop(&mut self, server: usize, generation: u64, reason: String) {
         if let Some(link) = self.links[server].as_mut()
             && link.generation == generation
         {
+            link.stopped_because.get_or_insert(reason);
             // Closing stdin (after what is queued) is the kill sequence's first step: a server
             // that exits on EOF ends with its own status.
             if let Some(writer) = link.writer.as_mut() {

@@ -113,6 +113,9 @@ pub struct Link {
     /// airlock asked for the kill sequence while the server's output was still open (so not
     /// because the server had gone): see [`crate::session::exit::ended_by`].
     pub stopped_while_output_open: bool,
+    /// Why airlock stopped it (a reload replaced it, it was idle, the session ends), for the
+    /// exit event: a server that then exits on its input's EOF did not end "on its own" alone.
+    pub stopped_because: Option<String>,
 }
 
 /// Wires a spawned server to the loop: its pipes become the loop's reader and outlet; the stderr
@@ -174,6 +177,7 @@ pub fn attach(
         pid,
         junk: Junk::default(),
         stopped_while_output_open: false,
+        stopped_because: None,
     }
 }
 
@@ -222,6 +226,7 @@ pub fn attach_remote(
         pid: None,
         junk: Junk::default(),
         stopped_while_output_open: false,
+        stopped_because: None,
     }
 }
 

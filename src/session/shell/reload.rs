@@ -46,7 +46,11 @@ where
                 let mut event = Event::new(EventKind::Policy, "gateway");
                 event.reason = Some(format!("reload failed, running config kept: {err}"));
                 self.audit.record(event)?;
-                return Ok(json!({"reloaded": false, "error": err.to_string()}));
+                return Ok(json!({
+                    "reloaded": false,
+                    "error": err.to_string(),
+                    "config": self.config_path.display().to_string(),
+                }));
             }
         };
         self.audit.record(plan.policy_event)?;
@@ -72,12 +76,13 @@ where
             .iter()
             .map(|i| self.names[*i].as_str())
             .collect();
-        tracing::warn!(
+        tracing::info!(
             "reloaded: started {added:?}, retiring {retired:?}, unchanged {:?}",
             summary.unchanged
         );
         let answer = json!({
             "reloaded": true,
+            "config": self.config_path.display().to_string(),
             "started": added,
             "retiring": retired,
             "unchanged": summary.unchanged,

@@ -270,13 +270,18 @@ where
                 summary,
                 stopped,
             } => {
-                let stopped_while_output_open = self.links[server]
+                let link = self.links[server]
                     .as_ref()
-                    .filter(|link| link.generation == generation)
-                    .is_some_and(|link| link.stopped_while_output_open);
+                    .filter(|link| link.generation == generation);
+                let stopped_while_output_open =
+                    link.is_some_and(|link| link.stopped_while_output_open);
+                let stopped_because = link.and_then(|link| link.stopped_because.clone());
                 let mut summary = summary;
                 summary.ended_by = ended_by(summary.ended_by, stopped_while_output_open);
-                let (detail, mut text) = exit_detail(&summary);
+                let (mut detail, mut text) = exit_detail(&summary);
+                if let Some(why) = stopped_because {
+                    detail["stopped_because"] = json!(why);
+                }
                 if !stopped
                     && summary.code.is_some_and(|code| code != 0)
                     && let Some(hint) = self.unfetched_hint(server)
@@ -397,7 +402,7 @@ where
             self.core.on_spawned(server, generation, now);
         }
         if !self.core.wants(server, generation) {
-            self.stop(server, generation);
+            self.stop(server, generation, "no longer wanted once started".into());
         }
         Ok(None)
     }
