@@ -884,3 +884,33 @@ fn a_home_prefix_denies_the_real_home_and_a_relative_prefix_is_refused() {
         "{said}"
     );
 }
+
+/// Without --cwd, a declared server's relative path is read as its launch will have it: the
+/// config's directory is not granted to it, so it starts in its private home, and explain reads
+/// against that (not against the directory explain runs in).
+#[test]
+fn explain_reads_a_declared_servers_paths_against_the_directory_it_will_start_in() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "project/airlock.toml",
+        "[servers.fs]\ncommand = \"python3\"\nargs = [\"-c\", \"pass\"]\n",
+    );
+    scratch.write(
+        "xdg/airlock/policy.toml",
+        "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__read_file\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/etc\"\n",
+    );
+    let output = scratch.airlock(&[
+        "explain",
+        "mcp:fs__read_file",
+        r#"{"path":"notes/a.txt"}"#,
+        "--config",
+        "airlock.toml",
+    ]);
+    let out = stdout(&output);
+    assert!(output.status.success(), "{out}{}", stderr(&output));
+    let home = scratch.path("state/airlock/servers/fs/home");
+    assert!(
+        out.contains(&format!("working directory {}", home.display())),
+        "{out}"
+    );
+}

@@ -210,9 +210,14 @@ fn a_tilde_path_is_read_against_the_exact_home_the_server_sees(mode: Mode) {
     let home = world.path("state").join("airlock/servers/fixture/home");
     let home = home.display().to_string();
     let (setup, log) = lenient_setup();
-    let setup = setup.policy(&format!(
-        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{home}/private/\""
-    ));
+    // A working directory the server is not granted: it starts in its home instead, and a
+    // relative path is read there too.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let setup = setup
+        .policy(&format!(
+            "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{home}/private/\""
+        ))
+        .cwd(elsewhere.path());
     let mut client = start_again(&world, setup);
     client.initialize("2025-06-18");
     let echo = world.tool("echo");
@@ -239,13 +244,25 @@ fn a_tilde_path_is_read_against_the_exact_home_the_server_sees(mode: Mode) {
             "{text}"
         );
     }
+    let public = client.call(14, &echo, json!({"path": "public/b"}));
+    assert_eq!(
+        Client::text(&public),
+        format!("echo ran: {home}/public/b"),
+        "the server reads a relative path from its home: {public}"
+    );
+    let relative = client.call(15, &echo, json!({"path": "private/a"}));
+    let text = Client::text(&relative);
+    assert!(
+        text.contains(&format!("was read as {home}/private/a")),
+        "relative to the home it starts in: {text}"
+    );
     let sibling = client.call(20, &echo, json!({"path": "~/../homework/private/a"}));
     assert_eq!(
         Client::text(&sibling),
         format!("echo ran: {}work/private/a", home),
         "{sibling}"
     );
-    assert_eq!(reached(&log).len(), 2, "{:?}", reached(&log));
+    assert_eq!(reached(&log).len(), 3, "{:?}", reached(&log));
 }
 
 /// A rule's `prefix = "~/.ssh"` is the user's real home (the HOME airlock runs with), as a

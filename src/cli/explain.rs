@@ -95,11 +95,28 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
     let declared = config
         .as_ref()
         .and_then(|config| config.servers.iter().find(|s| s.name == server));
-    let declared_cwd = declared.and_then(|declared| declared.cwd.clone());
-    let mut context = server_path_context(server, args.cwd.or(declared_cwd));
-    if let Some(declared) = declared {
-        context.bases = directories_in(&declared.args, context.cwd.as_deref());
-    }
+    // A declared server: the very HOME, working directory and argument directories its launch
+    // gives it (a working directory it is not granted becomes its private home). Otherwise,
+    // or with --cwd, what can be told from here.
+    let launched = declared
+        .filter(|_| args.cwd.is_none())
+        .zip(config.as_ref())
+        .and_then(|(declared, config)| {
+            let context =
+                crate::process::launch::LaunchContext::detect(&policy, None, &config.path);
+            crate::process::launch::prepare(declared, &policy, &context).ok()
+        });
+    let context = match launched {
+        Some(prepared) => prepared.path_context(),
+        None => {
+            let declared_cwd = declared.and_then(|declared| declared.cwd.clone());
+            let mut context = server_path_context(server, args.cwd.clone().or(declared_cwd));
+            if let Some(declared) = declared {
+                context.bases = directories_in(&declared.args, context.cwd.as_deref());
+            }
+            context
+        }
+    };
     let call = Call {
         server,
         tool,

@@ -128,7 +128,7 @@ impl Prepared {
             .collect();
         crate::policy::reading::PathContext {
             home: Some(home),
-            cwd: Some(self.plan.cwd.clone()),
+            cwd: Some(self.plan.starting_dir().to_path_buf()),
             bases,
             user_home: self.user_home.clone(),
         }

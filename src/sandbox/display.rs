@@ -10,7 +10,7 @@ impl fmt::Display for SandboxPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "sandbox for `{}`: {}", self.server, self.short_summary())?;
         writeln!(f, "  argv: {:?}", self.argv)?;
-        if self.root.is_some() && !shows_dir(&self.cwd, &self.mounted_paths()) {
+        if self.starting_dir() != self.cwd {
             writeln!(
                 f,
                 "  cwd: {} (not in the server's root: it starts in its private home {})",
@@ -67,6 +67,18 @@ impl fmt::Display for SandboxPlan {
 }
 
 impl SandboxPlan {
+    /// The directory the server will start in: its planned working directory when its root
+    /// shows it, else its private home (`confine::enter_working_dir` makes the same choice at
+    /// run time; a directory its uid may not enter is told there alone). The gate reads
+    /// relative path arguments against it. Pure.
+    pub fn starting_dir(&self) -> &Path {
+        if self.root.is_some() && !shows_dir(&self.cwd, &self.mounted_paths()) {
+            &self.private_home
+        } else {
+            &self.cwd
+        }
+    }
+
     /// Every path placed in the constructed root (binds, private dirs, overlays, its `/proc`).
     /// The working directory when it exists in the server's constructed root only as the way to
     /// granted paths (not granted itself, and not `/`). The server may list it (landlock

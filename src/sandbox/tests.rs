@@ -598,7 +598,11 @@ fn check_says_when_the_working_directory_is_not_in_the_servers_root() {
         ),
         "{shown}"
     );
+    let planned = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert_eq!(planned.starting_dir(), planned.private_home);
     req.cwd = Some(PathBuf::from("/srv/x"));
+    let planned = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert_eq!(planned.starting_dir(), Path::new("/srv/x"));
     let shown = plan(&req, &HostFacts::full_featured_root())
         .unwrap()
         .to_string();
