@@ -167,12 +167,20 @@ fn cycle(
         .as_str()
         .map(str::to_string);
 
+    // A host file `check` reads (an mcpServers or servers JSON file) stays one it passes.
+    let path_text = path.display().to_string();
+    let checked_before = user.airlock(&["check", "--config", &path_text]);
+
     // --dry-run prints the diff and writes nothing, not even airlock's own state.
     let mut args = vec!["install", host, "--dry-run"];
     args.extend_from_slice(extra);
     let dry = user.ok(&args);
     assert!(
         dry.contains("(after airlock)") && dry.contains("+"),
+        "{dry}"
+    );
+    assert!(
+        dry.contains("report: would be wrapped in `airlock run --name report`"),
         "{dry}"
     );
     // The diff quotes the host's file, whose env holds a token: never shown in clear (masked
@@ -192,6 +200,21 @@ fn cycle(
     );
     let installed = std::fs::read_to_string(&path).unwrap();
     assert_ne!(installed, original);
+    if checked_before.status.success() {
+        // The wrapped entry is checked as the command it wraps, not as airlock in airlock.
+        let checked = user.airlock(&["check", "--config", &path_text]);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+        assert!(checked.status.success(), "{said}");
+        assert!(
+            said.contains("\"report\" starts through `airlock run`")
+                && said.contains("report_server.py"),
+            "{said}"
+        );
+    }
 
     let config = read_config(&path);
     let entry = entry_at.iter().fold(&config, |v, key| &v[*key]);

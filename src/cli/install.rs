@@ -210,13 +210,19 @@ fn gateway_config_path(dirs: &Dirs, host: &Host, target: &Target) -> PathBuf {
     base.join("hosts").join(name)
 }
 
-fn print_report(out: &mut String, target: &Target, rewrite: &Rewrite) {
+fn print_report(out: &mut String, target: &Target, rewrite: &Rewrite, dry_run: bool) {
     let _ = writeln!(out, "{} ({} scope):", target.path.display(), target.scope);
     let lines = plan::summary_lines(rewrite);
     if lines.is_empty() {
         let _ = writeln!(out, "  no servers");
     }
     for line in lines {
+        // Nothing is written in a dry run: say what would be done.
+        let line = if dry_run {
+            line.replace(": wrapped in", ": would be wrapped in")
+        } else {
+            line
+        };
         let _ = writeln!(out, "  {line}");
     }
 }
@@ -248,7 +254,7 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
         };
         let planned = plan::plan_install(&text, target.format, host, &target.maps, &options)
             .map_err(|err| edit_error(&target.path, &text, &err))?;
-        print_report(&mut out, &target, &planned.rewrite);
+        print_report(&mut out, &target, &planned.rewrite, args.target.dry_run);
         if let Some(gateway) = &planned.gateway {
             let how = if gateway.added { "added" } else { "kept" };
             let _ = writeln!(

@@ -239,6 +239,30 @@ impl EntryText<'_> {
 
 /// One JSON server entry read into the shape the validator takes; keys airlock does not use
 /// become warnings.
+/// `airlock run --name N [--allow-env=K,...] -- CMD ARGS...`, as `airlock install` writes an
+/// entry: (CMD, ARGS). `None` for anything else, and for a wrapper with other flags (whose
+/// meaning a gateway's config could not keep). `--allow-env` needs no keeping: the entry's own
+/// `env` reaches a server started from this config. Pure.
+fn unwrap_airlock_run(command: &str, args: &[String]) -> Option<(String, Vec<String>)> {
+    let program = std::path::Path::new(command).file_name()?;
+    if program != "airlock" || args.first().map(String::as_str) != Some("run") {
+        return None;
+    }
+    let dashes = args.iter().position(|arg| arg == "--")?;
+    let mut flags = args[1..dashes].iter();
+    while let Some(flag) = flags.next() {
+        match flag.as_str() {
+            "--name" | "--allow-env" => {
+                flags.next()?;
+            }
+            flag if flag.starts_with("--name=") || flag.starts_with("--allow-env=") => {}
+            _ => return None,
+        }
+    }
+    let (inner, inner_args) = args[dashes + 1..].split_first()?;
+    Some((inner.clone(), inner_args.to_vec()))
+}
+
 fn raw_server(
     entry_text: &EntryText<'_>,
     name: &str,
@@ -303,12 +327,33 @@ fn raw_server(
     if let Some(err) = SourceError::all(errors) {
         return Err(err);
     }
+    let mut args = args.unwrap_or_default();
+    let mut command = command;
+    // An entry `airlock install` wrapped: checked and served as the command it wraps (serving
+    // it as written would start airlock inside airlock).
+    if let Some((inner, inner_args)) = command
+        .as_ref()
+        .and_then(|command| unwrap_airlock_run(&command.value, &args))
+    {
+        warnings.push(SourceWarning::new(
+            path,
+            field_at("command"),
+            format!(
+                "server {name:?} starts through `airlock run` (airlock install): read as the command it wraps, {inner}"
+            ),
+        ));
+        command = Some(Located {
+            value: inner,
+            at: field_at("command"),
+        });
+        args = inner_args;
+    }
     Ok(RawServer {
         name: name.to_string(),
         at,
         transport,
         command,
-        args: args.unwrap_or_default(),
+        args,
         env: env.unwrap_or_default(),
         env_at: field_at("env"),
         cwd,

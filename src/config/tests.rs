@@ -286,6 +286,34 @@ fn mcp_servers_json_is_detected_and_loaded() {
     );
 }
 
+/// An entry `airlock install` wrapped reads as the command it wraps; a wrapper with flags a
+/// config could not keep stays as written.
+#[test]
+fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
+    let text = r#"{
+  "mcpServers": {
+    "fs": {
+      "command": "/usr/local/bin/airlock",
+      "args": ["run", "--name", "fs", "--allow-env=GITHUB_TOKEN", "--", "npx", "-y", "pkg", "/tmp"],
+      "env": { "GITHUB_TOKEN": "t" }
+    },
+    "own": { "command": "airlock", "args": ["run", "--allow-read=/srv", "--", "node", "s.js"] }
+  }
+}"#;
+    let config = parse(Path::new("claude.json"), text.to_string(), &env).unwrap();
+    let fs = &config.servers[0];
+    assert_eq!(fs.command.as_deref(), Some("npx"));
+    assert_eq!(fs.args, ["-y", "pkg", "/tmp"]);
+    assert_eq!(fs.env["GITHUB_TOKEN"].value, "t");
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("\"fs\" starts through `airlock run`"))
+    );
+    assert_eq!(config.servers[1].command.as_deref(), Some("airlock"));
+}
+
 #[test]
 fn vscode_servers_json_is_detected() {
     let text = r#"{"servers": {"gh": {"type": "http", "url": "https://api.example.com/mcp"}}, "inputs": []}"#;

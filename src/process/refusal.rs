@@ -18,7 +18,9 @@ impl DeclaredIn {
     /// How the user opts a command out of the allowlist here.
     pub fn trust_fix(&self, server: &str) -> String {
         match self {
-            DeclaredIn::CommandLine => "pass `--trust` (`airlock run --trust CMD ...`)".to_string(),
+            DeclaredIn::CommandLine => {
+                "pass `--trust` (`airlock run --trust -- CMD ...`)".to_string()
+            }
             DeclaredIn::Config(file) => {
                 format!("add `trust = true` to [servers.{server}] in {file}")
             }
@@ -28,7 +30,7 @@ impl DeclaredIn {
     /// How the user names another program here.
     fn write_command(&self, server: &str, path: &str) -> String {
         match self {
-            DeclaredIn::CommandLine => format!("start it as `airlock run {path} ...`"),
+            DeclaredIn::CommandLine => format!("start it as `airlock run -- {path} ...`"),
             DeclaredIn::Config(file) => {
                 format!("write `command = \"{path}\"` in [servers.{server}] of {file}")
             }
@@ -182,7 +184,7 @@ mod tests {
             PathKind::Missing,
         );
         assert!(
-            text.contains("airlock run /home/me/.local/bin/uvx")
+            text.contains("airlock run -- /home/me/.local/bin/uvx")
                 && text.contains("add /home/me/.local/bin to the PATH"),
             "{text}"
         );
