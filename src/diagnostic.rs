@@ -251,7 +251,7 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
     let position = err
         .span()
         .map(|span| LineCol::from_offset(text, span.start));
-    let message = err.message().trim().to_string();
+    let message = plain_types(err.message().trim());
     let fix = if message.starts_with("unknown field") || message.starts_with("unknown variant") {
         Some(unknown_name_fix(&message))
     } else if message.starts_with("invalid type") {
@@ -268,6 +268,19 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
         fix,
         also: Vec::new(),
     }
+}
+
+/// serde's Rust type names in a message, in words: `expected u64` → `expected a whole number`.
+fn plain_types(message: &str) -> String {
+    let mut plain = message.to_string();
+    for int in [
+        "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize",
+    ] {
+        plain = plain.replace(&format!("expected {int}"), "expected a whole number");
+    }
+    plain
+        .replace("expected f64", "expected a number")
+        .replace("expected a boolean", "expected true or false")
 }
 
 /// Deserializes a TOML file and reports every problem in it, not only the first: all syntax
@@ -397,6 +410,21 @@ fn remove_holding(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_errors_name_types_in_words() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Timeouts {
+            startup_timeout: u64,
+        }
+        let text = "startup_timeout = \"30\"\n";
+        let err = parse_toml_all::<Timeouts>(Path::new("a.toml"), text).unwrap_err();
+        assert_eq!(
+            err.message,
+            "invalid type: string \"30\", expected a whole number"
+        );
+    }
 
     #[test]
     fn all_errors_come_in_file_order() {

@@ -386,9 +386,10 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
     }
     let origin = Origin {
         layer: Layer::User,
+        // Shown after the layer: "user npm configuration (install step)".
         file: PathBuf::from(format!(
-            "the registry your {} configuration names",
-            plan.runner.name()
+            "{} configuration (install step)",
+            plan.runner.cache()
         )),
         line: None,
     };

@@ -86,21 +86,38 @@ pub fn parse(value: &toml::Value) -> Result<Declared, NetworkError> {
                 return Err(NetworkError::shape());
             };
             let mut rules: Vec<NetRule> = Vec::new();
+            // Every bad entry is named at once, not only the first.
+            let mut bad: Vec<NetworkError> = Vec::new();
             for item in items {
                 let Some(text) = item.as_str() else {
-                    return Err(NetworkError {
+                    bad.push(NetworkError {
                         message: format!("network allow entry {item} is not a string"),
                         fix: "quote each entry: allow = [\"api.github.com\", \"10.1.2.3:5432\"]"
                             .into(),
                     });
+                    continue;
                 };
-                let rule = NetRule::parse(text).map_err(|err| NetworkError {
-                    message: format!("network allow entry {err}"),
-                    fix: err.fix().into(),
-                })?;
-                if !rules.contains(&rule) {
-                    rules.push(rule);
+                match NetRule::parse(text) {
+                    Ok(rule) if !rules.contains(&rule) => rules.push(rule),
+                    Ok(_) => {}
+                    Err(err) => bad.push(NetworkError {
+                        message: format!("network allow entry {err}"),
+                        fix: err.fix().into(),
+                    }),
                 }
+            }
+            if !bad.is_empty() {
+                let mut fixes: Vec<String> = Vec::new();
+                for error in &bad {
+                    if !fixes.contains(&error.fix) {
+                        fixes.push(error.fix.clone());
+                    }
+                }
+                let messages: Vec<String> = bad.into_iter().map(|e| e.message).collect();
+                return Err(NetworkError {
+                    message: messages.join("; "),
+                    fix: fixes.join("; "),
+                });
             }
             Ok(Declared::Allow(rules))
         }
@@ -223,6 +240,18 @@ mod tests {
 
     fn network(text: &str, layer: Layer) -> Network {
         parse(&value(text)).unwrap().with_origin(&origin(layer))
+    }
+
+    #[test]
+    fn every_bad_allow_entry_is_named_at_once() {
+        let err = parse(&value(
+            "{ allow = [\"b.com:0\", \"ok.com\", \"d.com:99999\", 7] }",
+        ))
+        .unwrap_err();
+        for named in ["b.com:0", "d.com:99999", "7 is not a string"] {
+            assert!(err.message.contains(named), "{named}: {}", err.message);
+        }
+        assert!(!err.message.contains("ok.com"), "{}", err.message);
     }
 
     #[test]
