@@ -11,6 +11,9 @@ pub enum Shape {
         command: String,
         args: Vec<String>,
         env_keys: Vec<String>,
+        /// `env` entries whose value is an absolute path (`/...` or `~/...`): the server is not
+        /// granted them by being named there, which `install` says.
+        path_env: Vec<(String, String)>,
     },
     /// A server the host reaches over the network.
     Remote(RemoteFacts),
@@ -121,6 +124,11 @@ pub fn run_prefix(name: &str, env_keys: &[String]) -> Vec<String> {
     prefix
 }
 
+/// Whether an `env` value names a file or directory by absolute path. Pure.
+pub fn looks_like_path(value: &str) -> bool {
+    (value.starts_with('/') && value.len() > 1) || value.starts_with("~/")
+}
+
 /// What `install` does to one entry. `airlock` is the command the host will start.
 pub fn decide_install(facts: &EntryFacts, airlock: &str, gateway: bool) -> Action {
     match &facts.shape {
@@ -128,6 +136,7 @@ pub fn decide_install(facts: &EntryFacts, airlock: &str, gateway: bool) -> Actio
             command,
             args,
             env_keys,
+            ..
         } => match airlock_use(command, args) {
             Some(AirlockUse::Run { .. }) => Action::Keep(Kept::AlreadyWrapped),
             Some(AirlockUse::Serve) => Action::Keep(Kept::Gateway),
@@ -235,6 +244,7 @@ mod tests {
                 command: command.into(),
                 args: args.iter().map(|a| a.to_string()).collect(),
                 env_keys: env.iter().map(|a| a.to_string()).collect(),
+                path_env: Vec::new(),
             },
         }
     }

@@ -106,17 +106,21 @@ fn shape(entry: &Node, host: &Host) -> Shape {
         let Some(args) = args else {
             return Shape::Unknown("`args` is not a list of strings".into());
         };
-        let env_keys = holder
+        let env = holder
             .get("env")
             .and_then(Node::members)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let env_keys = env.iter().map(|m| m.key.clone()).collect();
+        let path_env = env
             .iter()
-            .map(|m| m.key.clone())
+            .filter_map(|m| Some((m.key.clone(), m.value.as_str()?.to_string())))
+            .filter(|(_, value)| super::entry::looks_like_path(value))
             .collect();
         return Shape::Stdio {
             command: program.to_string(),
             args,
             env_keys,
+            path_env,
         };
     }
     match remote_facts(entry, host) {

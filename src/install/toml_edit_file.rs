@@ -48,10 +48,22 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
                 env_keys.push(name);
             }
         }
+        let path_env = entry
+            .get("env")
+            .and_then(Item::as_table_like)
+            .map(|table| {
+                table
+                    .iter()
+                    .filter_map(|(key, value)| Some((key.to_string(), value.as_str()?.to_string())))
+                    .filter(|(_, value)| super::entry::looks_like_path(value))
+                    .collect()
+            })
+            .unwrap_or_default();
         return Shape::Stdio {
             command: program.to_string(),
             args,
             env_keys,
+            path_env,
         };
     }
     let url = host
