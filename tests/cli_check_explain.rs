@@ -887,7 +887,7 @@ fn a_home_prefix_denies_the_real_home_and_a_relative_prefix_is_refused() {
 
 /// Without --cwd, a declared server's relative path is read as its launch will have it: the
 /// config's directory is not granted to it, so it starts in its private home, and explain reads
-/// against that (not against the directory explain runs in).
+/// against that too (as the gate does).
 #[test]
 fn explain_reads_a_declared_servers_paths_against_the_directory_it_will_start_in() {
     let scratch = Scratch::new();
@@ -910,7 +910,11 @@ fn explain_reads_a_declared_servers_paths_against_the_directory_it_will_start_in
     assert!(output.status.success(), "{out}{}", stderr(&output));
     let home = scratch.path("state/airlock/servers/fs/home");
     assert!(
-        out.contains(&format!("working directory {}", home.display())),
+        out.contains(&format!(
+            "-> {}/notes/a.txt (as written, relative to {} (its private home, where it starts if it cannot use its working directory))",
+            home.display(),
+            home.display()
+        )),
         "{out}"
     );
 }

@@ -22,6 +22,7 @@ both_modes!(
     the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory,
     a_tilde_path_is_read_against_the_exact_home_the_server_sees,
     a_rule_prefix_under_tilde_is_the_users_own_home,
+    a_relative_path_is_denied_whichever_directory_the_server_starts_in,
 );
 
 /// The fixture under a policy denying its `write_file`; the log of calls that reached it.
@@ -282,6 +283,43 @@ fn a_rule_prefix_under_tilde_is_the_users_own_home(mode: Mode) {
     assert!(text.contains("prefix \"~/.ssh\""), "{text}");
     let own = client.call(2, &echo, json!({"path": "~/.ssh/id_rsa"}));
     assert!(Client::text(&own).starts_with("echo ran: "), "{own}");
+    assert_eq!(reached(&log).len(), 1, "{:?}", reached(&log));
+}
+
+/// The working directory is the resolved form of a grant given through a link: the plan cannot
+/// tell from the paths as written whether the server starts there or in its home, so a relative
+/// path is read against both, and a deny on the working directory's `.git` holds.
+fn a_relative_path_is_denied_whichever_directory_the_server_starts_in(mode: Mode) {
+    let log = tempfile::tempdir().unwrap().keep().join("calls.log");
+    std::fs::write(&log, "").unwrap();
+    let dir = tempfile::tempdir().unwrap().keep();
+    let real = dir.join("real/proj");
+    std::fs::create_dir_all(real.join(".git")).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let script = support::root().join("tests/fixtures/mcp/lenient_server.py");
+    let (script, log_arg) = (script.display().to_string(), log.display().to_string());
+    // The log's directory and the project through its link are granted.
+    let setup = Setup::command(&["/usr/bin/python3", &script, &log_arg])
+        .policy(&format!(
+            "write = [{:?}, {:?}]",
+            log.parent().unwrap().display().to_string(),
+            link.display().to_string()
+        ))
+        .policy("[pins]\npinning = \"off\"")
+        .policy(&format!(
+            "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{}/.git\"",
+            real.display()
+        ))
+        .cwd(&real);
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let echo = world.tool("echo");
+    let denied = client.call(1, &echo, json!({"path": ".git/config"}));
+    let text = Client::text(&denied);
+    assert!(text.starts_with("airlock denied"), "{text}");
+    let fine = client.call(2, &echo, json!({"path": "notes.txt"}));
+    assert!(Client::text(&fine).starts_with("echo ran: "), "{fine}");
     assert_eq!(reached(&log).len(), 1, "{:?}", reached(&log));
 }
 

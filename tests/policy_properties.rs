@@ -339,7 +339,8 @@ proptest! {
             home: Some(PathBuf::from("/state/servers/fs/home")),
             cwd: Some(PathBuf::from("/data/notes")),
             bases: vec![PathBuf::from("/srv/given")],
-            user_home: Some(PathBuf::from("/home/me")),
+            fallback_cwd: None,
+            user_homes: vec![PathBuf::from("/home/me")],
         };
         let decision = policy.decide_in(
             &Call { server: "fs", tool: "read_file", arguments: Some(&arguments), identity: None },

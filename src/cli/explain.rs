@@ -235,7 +235,8 @@ fn server_path_context(server: &str, cwd: Option<PathBuf>) -> PathContext {
         home: Some(dirs.servers_dir().join(server).join("home")),
         cwd: cwd.or_else(|| std::env::current_dir().ok()),
         bases: Vec::new(),
-        user_home: dirs.home.clone(),
+        fallback_cwd: None,
+        user_homes: crate::process::launch::user_homes(dirs.home.as_deref()),
     }
 }
 

@@ -136,7 +136,7 @@ fn assemble(
         let paths = match &launch {
             Some(Launch::Local(prepared)) => prepared.path_context(),
             _ => crate::policy::reading::PathContext {
-                user_home: context.dirs.home.clone(),
+                user_homes: crate::process::launch::user_homes(context.dirs.home.as_deref()),
                 ..Default::default()
             },
         };

@@ -31,7 +31,8 @@ fn gate_with(text: &str, timeout: Option<Duration>, show_denied: bool) -> Gate {
             home: Some(PathBuf::from("/home/srv")),
             cwd: Some(PathBuf::from("/work/project")),
             bases: Vec::new(),
-            user_home: Some(PathBuf::from("/home/me")),
+            fallback_cwd: None,
+            user_homes: vec![PathBuf::from("/home/me")],
         },
     };
     let mut gate = Gate::new(config, policy(text), Arc::new(Redactor::new([]).unwrap()));

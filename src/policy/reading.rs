@@ -27,9 +27,14 @@ pub struct PathContext {
     /// against the directories they were given rather than their working directory (the
     /// official filesystem server does), so a relative path is read against each of them too.
     pub bases: Vec<PathBuf>,
-    /// The real home of the user airlock runs for: a rule's `prefix = "~/..."` means it, as a
-    /// grant's `~` does (the server's own `~` is its private home, above).
-    pub user_home: Option<PathBuf>,
+    /// The directory the server starts in instead of `cwd` when its root does not show `cwd`
+    /// (its private home): a relative path is read against it too, since only the start
+    /// tells which of the two the server gets (a deny then fires on either).
+    pub fallback_cwd: Option<PathBuf>,
+    /// The real home of the user airlock runs for, as written and resolved (it may be a
+    /// link): a rule's `prefix = "~/..."` means it, as a grant's `~` does (the server's own `~`
+    /// is its private home, above). Empty: unknown, and such a rule fails closed.
+    pub user_homes: Vec<PathBuf>,
 }
 
 /// One reading of a path argument.
@@ -68,8 +73,21 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
             Some(candidate) => {
                 push(resolve(&candidate, context, &how));
                 if is_relative(&candidate) {
+                    if let Some(home) = &context.fallback_cwd {
+                        push(against_dir(
+                            &candidate,
+                            home,
+                            &how,
+                            "its private home, where it starts if it cannot use its working directory",
+                        ));
+                    }
                     for base in &context.bases {
-                        push(against_base(&candidate, base, &how));
+                        push(against_dir(
+                            &candidate,
+                            base,
+                            &how,
+                            "a directory on the server's command line",
+                        ));
                     }
                 }
             }
@@ -83,18 +101,15 @@ fn is_relative(path: &str) -> bool {
     !path.starts_with('~') && !Path::new(path).is_absolute()
 }
 
-/// A relative path read against a directory on the server's command line.
-fn against_base(path: &str, base: &Path, how: &str) -> Reading {
+/// A relative path read against another directory the server may read it from (`what` it is).
+fn against_dir(path: &str, dir: &Path, how: &str, what: &str) -> Reading {
     Reading {
         resolved: Some(
-            normalize_path(&base.join(path))
+            normalize_path(&dir.join(path))
                 .to_string_lossy()
                 .into_owned(),
         ),
-        how: format!(
-            "{how}, relative to {} (a directory on the server's command line)",
-            base.display()
-        ),
+        how: format!("{how}, relative to {} ({what})", dir.display()),
         holds: None,
     }
 }
@@ -224,7 +239,8 @@ mod tests {
             home: Some(PathBuf::from("/state/servers/fs/home")),
             cwd: Some(PathBuf::from("/work/notes")),
             bases: Vec::new(),
-            user_home: Some(PathBuf::from("/home/me")),
+            fallback_cwd: None,
+            user_homes: vec![PathBuf::from("/home/me")],
         }
     }
 

@@ -75,8 +75,13 @@ impl Condition {
     fn matcher_matches(&self, value: &str, context: &PathContext) -> Option<bool> {
         Some(match &self.matcher {
             ArgMatcher::Prefix(prefix) if self.normalize_path && prefix.starts_with('~') => {
-                let prefix = path::expand_tilde(prefix, context.user_home.as_deref())?;
-                path::is_under(value, &prefix.to_string_lossy())
+                if context.user_homes.is_empty() {
+                    return None;
+                }
+                context.user_homes.iter().any(|home| {
+                    path::expand_tilde(prefix, Some(home))
+                        .is_some_and(|prefix| path::is_under(value, &prefix.to_string_lossy()))
+                })
             }
             ArgMatcher::Prefix(prefix) if self.normalize_path => path::is_under(value, prefix),
             ArgMatcher::Prefix(prefix) => value.starts_with(prefix.as_str()),

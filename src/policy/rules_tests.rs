@@ -227,7 +227,8 @@ fn server_context() -> PathContext {
         home: Some(PathBuf::from("/state/servers/fs/home")),
         cwd: Some(PathBuf::from("/data/notes")),
         bases: Vec::new(),
-        user_home: Some(PathBuf::from("/home/me")),
+        fallback_cwd: None,
+        user_homes: vec![PathBuf::from("/home/me")],
     }
 }
 
@@ -416,9 +417,23 @@ fn a_home_prefix_means_the_users_real_home() {
             "{fine} (the server's ~ is its private home)"
         );
     }
+    // A home reached through a link: either spelling of a path under it is caught.
+    let linked = PathContext {
+        user_homes: vec![PathBuf::from("/home/me"), PathBuf::from("/data/me")],
+        ..server_context()
+    };
+    let decision = rules.decide_in(
+        &call(
+            "fs",
+            "write_file",
+            Some(&json!({"path": "/data/me/.ssh/k"})),
+        ),
+        &linked,
+    );
+    assert_eq!(decision.action, Action::Deny);
     // No known home: the rule cannot be read, and a deny fails closed.
     let unknown = PathContext {
-        user_home: None,
+        user_homes: Vec::new(),
         ..server_context()
     };
     let decision = rules.decide_in(

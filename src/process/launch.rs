@@ -128,9 +128,11 @@ impl Prepared {
             .collect();
         crate::policy::reading::PathContext {
             home: Some(home),
-            cwd: Some(self.plan.starting_dir().to_path_buf()),
+            cwd: Some(self.plan.cwd.clone()),
+            fallback_cwd: (self.plan.starting_dir() != self.plan.cwd)
+                .then(|| self.plan.starting_dir().to_path_buf()),
             bases,
-            user_home: self.user_home.clone(),
+            user_homes: user_homes(self.user_home.as_deref()),
         }
     }
 
@@ -173,6 +175,21 @@ impl Prepared {
                 source,
             })
     }
+}
+
+/// The user's home as written and, when it is reached through a link, as resolved: a rule's
+/// `~` prefix holds for either spelling of a path under it.
+pub fn user_homes(home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    let mut homes = vec![home.to_path_buf()];
+    if let Ok(resolved) = std::fs::canonicalize(home)
+        && resolved != home
+    {
+        homes.push(resolved);
+    }
+    homes
 }
 
 /// Resolves, checks and plans one configured stdio server.
