@@ -62,10 +62,15 @@ impl Core {
                 let server = &mut self.servers[index];
                 server.life.install_allowance = reloaded.spec.install_allowance;
                 server.spec = reloaded.spec;
-                // Its cached tools were filtered by the old policy: the next listing asks the
-                // server again, through the new one.
-                server.tools = None;
-                self.relist_tools(index, now);
+                // Its cached tools were filtered by the old policy: a running server is asked
+                // again, through the new one (its old list answers meanwhile, and the host
+                // hears list_changed when the new one differs); one not running lists afresh
+                // at its next start.
+                if server.life.is_ready() {
+                    self.relist_tools(index, now);
+                } else {
+                    server.tools = None;
+                }
                 summary.unchanged.push(reloaded_name);
                 continue;
             }

@@ -679,3 +679,44 @@ fn a_reload_that_changes_the_policy_lists_the_unchanged_servers_tools_through_it
     );
     assert_eq!(h.starts, vec![1, 1], "the servers kept running");
 }
+
+#[test]
+fn a_host_listing_right_after_a_reload_is_answered_at_once_and_then_told_of_the_change() {
+    let mut h = two();
+    h.initialize(json!({}));
+    assert_eq!(h.tool_names().len(), 3);
+    let reloaded = ["alpha", "beta"]
+        .map(|name| Reloaded {
+            spec: spec(name),
+            launch_changed: false,
+        })
+        .to_vec();
+    let policy =
+        policy_from("version = 1\n[tools]\ndefault = \"allow\"\ndeny = [\"mcp:alpha__write\"]\n");
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    h.router.reload(reloaded, policy, redactor, h.now);
+    // The host lists before the servers answered the relist: no wait for a timer.
+    h.router.on_host(
+        json!({"jsonrpc":"2.0","id":"again","method":"tools/list"}),
+        h.now,
+    );
+    h.drive();
+    assert!(
+        h.to_host
+            .iter()
+            .any(|m| m.get("id") == Some(&json!("again"))),
+        "{:?}",
+        h.to_host
+    );
+    // Once the new lists are in, the host is told, and lists what the new policy allows.
+    let changed = h
+        .to_host
+        .iter()
+        .filter(|m| m["method"] == "notifications/tools/list_changed")
+        .count();
+    assert!(changed >= 2, "{:?}", h.to_host);
+    assert_eq!(
+        h.tool_names(),
+        vec!["alpha__read", "beta__read", "beta__delete"]
+    );
+}
