@@ -11,9 +11,9 @@ pub enum Shape {
         command: String,
         args: Vec<String>,
         env_keys: Vec<String>,
-        /// `env` entries whose value is an absolute path (`/...` or `~/...`): the server is not
-        /// granted them by being named there, which `install` says.
-        path_env: Vec<(String, String)>,
+        /// The `env` keys whose value is an absolute path (`/...` or `~/...`): the server is not
+        /// granted the path by its being named there, which `install` says.
+        path_env: Vec<String>,
     },
     /// A server the host reaches over the network.
     Remote(RemoteFacts),

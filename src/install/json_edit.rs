@@ -113,8 +113,8 @@ fn shape(entry: &Node, host: &Host) -> Shape {
         let env_keys = env.iter().map(|m| m.key.clone()).collect();
         let path_env = env
             .iter()
-            .filter_map(|m| Some((m.key.clone(), m.value.as_str()?.to_string())))
-            .filter(|(_, value)| super::entry::looks_like_path(value))
+            .filter(|m| m.value.as_str().is_some_and(super::entry::looks_like_path))
+            .map(|m| m.key.clone())
             .collect();
         return Shape::Stdio {
             command: program.to_string(),

@@ -427,22 +427,15 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
 /// An `env` value that is a path reaches the server, but the sandbox grants nothing for it:
 /// a server that keeps its data there (server-memory's `MEMORY_FILE_PATH`) fails, or writes
 /// into its scratch space and loses it. Said, not granted: an env path may as well be a
-/// credential (`KUBECONFIG`) the user would not hand over.
-fn path_env_note(path_env: &[(String, String)]) -> String {
+/// credential (`KUBECONFIG`) the user would not hand over. Only the variables' names are
+/// shown: a value that starts with `/` may as well be a secret (base64).
+fn path_env_note(path_env: &[String]) -> String {
     if path_env.is_empty() {
         return String::new();
     }
-    let named: Vec<String> = path_env
-        .iter()
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect();
-    let dir = std::path::Path::new(&path_env[0].1)
-        .parent()
-        .map(|dir| dir.display().to_string())
-        .unwrap_or_default();
     format!(
-        "; its env names a path the sandbox does not grant ({}): to let the server use it, add `--allow-write={dir}` (or --allow-read) before the `--` of its airlock line",
-        named.join(", ")
+        "; its env may name a file the sandbox does not grant ({}): to let the server use it, add `--allow-read=FILE`, or `--allow-write=DIR` if it writes there, before the `--` of its airlock line",
+        path_env.join(", ")
     )
 }
 

@@ -485,25 +485,24 @@ fn a_remote_declared_with_transport_sse_keeps_it_behind_the_gateway() {
     assert_eq!(parsed["servers"]["s"]["transport"].as_str(), Some("sse"));
 }
 
-/// An env value that is a path is named in the report with how to grant it; other values
-/// (tokens) are not shown. JSON and TOML hosts alike.
+/// An env variable whose value is a path is named in the report with how to grant it; no value
+/// is shown (one that starts with `/` may be a secret). JSON and TOML hosts alike.
 #[test]
 fn an_env_path_is_reported_as_not_granted_with_the_flag_that_grants_it() {
     let json = r#"{"mcpServers": {"memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"],
-        "env": {"MEMORY_FILE_PATH": "/data/mem/m.jsonl", "API_TOKEN": "sk-secret"}}}}"#;
+        "env": {"MEMORY_FILE_PATH": "/data/mem/m.jsonl", "API_TOKEN": "/k3Jd8+secret=="}}}}"#;
     let lines = summary_lines(&install("claude-desktop", json)).join("\n");
     assert!(
-        lines.contains("(MEMORY_FILE_PATH=/data/mem/m.jsonl)")
-            && lines.contains("`--allow-write=/data/mem`"),
+        lines.contains("(MEMORY_FILE_PATH, API_TOKEN)") && lines.contains("`--allow-write=DIR`"),
         "{lines}"
     );
-    assert!(!lines.contains("sk-secret"), "{lines}");
+    assert!(
+        !lines.contains("secret") && !lines.contains("/data/mem"),
+        "{lines}"
+    );
     let toml = "[mcp_servers.memory]\ncommand = \"npx\"\nargs = [\"x\"]\nenv = { MEMORY_FILE_PATH = \"~/mem/m.jsonl\" }\n";
     let lines = summary_lines(&install("codex", toml)).join("\n");
-    assert!(
-        lines.contains("(MEMORY_FILE_PATH=~/mem/m.jsonl)"),
-        "{lines}"
-    );
+    assert!(lines.contains("(MEMORY_FILE_PATH)"), "{lines}");
     let plain =
         r#"{"mcpServers": {"a": {"command": "npx", "args": [], "env": {"LEVEL": "debug"}}}}"#;
     let lines = summary_lines(&install("claude-desktop", plain)).join("\n");

@@ -54,8 +54,8 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
             .map(|table| {
                 table
                     .iter()
-                    .filter_map(|(key, value)| Some((key.to_string(), value.as_str()?.to_string())))
-                    .filter(|(_, value)| super::entry::looks_like_path(value))
+                    .filter(|(_, value)| value.as_str().is_some_and(super::entry::looks_like_path))
+                    .map(|(key, _)| key.to_string())
                     .collect()
             })
             .unwrap_or_default();
