@@ -237,32 +237,60 @@ impl EntryText<'_> {
     }
 }
 
-/// One JSON server entry read into the shape the validator takes; keys airlock does not use
-/// become warnings.
+/// What an entry `airlock install` wrapped stands for: the command it wraps, and the `env`
+/// keys `--allow-env` lets through (none other reaches the server under `airlock run`).
+#[derive(Debug, PartialEq, Eq)]
+struct Wrapped {
+    command: String,
+    args: Vec<String>,
+    allow_env: Vec<String>,
+}
+
 /// `airlock run --name N [--allow-env=K,...] -- CMD ARGS...`, as `airlock install` writes an
-/// entry: (CMD, ARGS). `None` for anything else, and for a wrapper with other flags (whose
-/// meaning a gateway's config could not keep). `--allow-env` needs no keeping: the entry's own
-/// `env` reaches a server started from this config. Pure.
-fn unwrap_airlock_run(command: &str, args: &[String]) -> Option<(String, Vec<String>)> {
-    let program = std::path::Path::new(command).file_name()?;
-    if program != "airlock" || args.first().map(String::as_str) != Some("run") {
+/// entry named `N`. `None` for anything else: another name (the policy would apply to another
+/// server than the host runs), or a flag whose meaning a gateway's config could not keep. Pure.
+fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
+    if args.first().map(String::as_str) != Some("run") {
         return None;
     }
     let dashes = args.iter().position(|arg| arg == "--")?;
     let mut flags = args[1..dashes].iter();
+    let mut named = None;
+    let mut allow_env = Vec::new();
     while let Some(flag) = flags.next() {
-        match flag.as_str() {
-            "--name" | "--allow-env" => {
-                flags.next()?;
-            }
-            flag if flag.starts_with("--name=") || flag.starts_with("--allow-env=") => {}
+        let (key, value) = match flag.split_once('=') {
+            Some((key, value)) => (key, value.to_string()),
+            None => (flag.as_str(), flags.next()?.clone()),
+        };
+        match key {
+            "--name" => named = Some(value),
+            "--allow-env" => allow_env.extend(value.split(',').map(str::to_string)),
             _ => return None,
         }
     }
-    let (inner, inner_args) = args[dashes + 1..].split_first()?;
-    Some((inner.clone(), inner_args.to_vec()))
+    if named.as_deref() != Some(name) {
+        return None;
+    }
+    let (command, rest) = args[dashes + 1..].split_first()?;
+    Some(Wrapped {
+        command: command.clone(),
+        args: rest.to_vec(),
+        allow_env,
+    })
 }
 
+/// Whether `command` is this airlock binary (as `airlock install` writes it: its absolute
+/// path). Another program called `airlock` is read as written.
+fn is_this_airlock(command: &str) -> bool {
+    let Ok(this) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return false;
+    };
+    std::path::Path::new(command).is_absolute()
+        && std::fs::canonicalize(command).is_ok_and(|command| command == this)
+}
+
+/// One JSON server entry read into the shape the validator takes; keys airlock does not use
+/// become warnings.
 fn raw_server(
     entry_text: &EntryText<'_>,
     name: &str,
@@ -329,24 +357,38 @@ fn raw_server(
     }
     let mut args = args.unwrap_or_default();
     let mut command = command;
+    let mut env = env.unwrap_or_default();
     // An entry `airlock install` wrapped: checked and served as the command it wraps (serving
-    // it as written would start airlock inside airlock).
-    if let Some((inner, inner_args)) = command
+    // it as written would start airlock inside airlock), with the env `run` would pass.
+    let wrapped = command
         .as_ref()
-        .and_then(|command| unwrap_airlock_run(&command.value, &args))
-    {
+        .filter(|command| is_this_airlock(&command.value))
+        .and_then(|_| unwrap_airlock_run(name, &args));
+    if let Some(wrapped) = wrapped {
         warnings.push(SourceWarning::new(
             path,
             field_at("command"),
             format!(
-                "server {name:?} starts through `airlock run` (airlock install): read as the command it wraps, {inner}"
+                "server {name:?} starts through `airlock run` (airlock install): read as the command it wraps, {}",
+                wrapped.command
             ),
         ));
         command = Some(Located {
-            value: inner,
+            value: wrapped.command,
             at: field_at("command"),
         });
-        args = inner_args;
+        args = wrapped.args;
+        env.retain(|key, _| wrapped.allow_env.contains(key));
+    } else if command.as_ref().is_some_and(|command| {
+        std::path::Path::new(&command.value).file_name() == Some(std::ffi::OsStr::new("airlock"))
+    }) {
+        warnings.push(SourceWarning::new(
+            path,
+            field_at("command"),
+            format!(
+                "server {name:?} starts airlock itself, not as `airlock install` wraps a server with this airlock: read as written"
+            ),
+        ));
     }
     Ok(RawServer {
         name: name.to_string(),
@@ -354,7 +396,7 @@ fn raw_server(
         transport,
         command,
         args,
-        env: env.unwrap_or_default(),
+        env,
         env_at: field_at("env"),
         cwd,
         url,

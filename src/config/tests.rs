@@ -286,32 +286,52 @@ fn mcp_servers_json_is_detected_and_loaded() {
     );
 }
 
-/// An entry `airlock install` wrapped reads as the command it wraps; a wrapper with flags a
-/// config could not keep stays as written.
+/// An entry `airlock install` wrapped (with this airlock, under its own name) reads as the
+/// command it wraps, with only the env `--allow-env` passes; anything else stays as written.
 #[test]
 fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
-    let text = r#"{
-  "mcpServers": {
-    "fs": {
-      "command": "/usr/local/bin/airlock",
+    let this = std::env::current_exe().unwrap().display().to_string();
+    let text = format!(
+        r#"{{
+  "mcpServers": {{
+    "fs": {{
+      "command": {this:?},
       "args": ["run", "--name", "fs", "--allow-env=GITHUB_TOKEN", "--", "npx", "-y", "pkg", "/tmp"],
-      "env": { "GITHUB_TOKEN": "t" }
-    },
-    "own": { "command": "airlock", "args": ["run", "--allow-read=/srv", "--", "node", "s.js"] }
-  }
-}"#;
-    let config = parse(Path::new("claude.json"), text.to_string(), &env).unwrap();
+      "env": {{ "GITHUB_TOKEN": "t", "OTHER": "o" }}
+    }},
+    "flags": {{ "command": {this:?}, "args": ["run", "--name", "flags", "--allow-read=/srv", "--", "node", "s.js"] }},
+    "renamed": {{ "command": {this:?}, "args": ["run", "--name", "github", "--", "node", "s.js"] }},
+    "other": {{ "command": "/usr/local/bin/airlock", "args": ["run", "--name", "other", "--", "node", "s.js"] }}
+  }}
+}}"#
+    );
+    let config = parse(Path::new("claude.json"), text, &env).unwrap();
     let fs = &config.servers[0];
     assert_eq!(fs.command.as_deref(), Some("npx"));
     assert_eq!(fs.args, ["-y", "pkg", "/tmp"]);
     assert_eq!(fs.env["GITHUB_TOKEN"].value, "t");
+    assert!(!fs.env.contains_key("OTHER"), "run passes only --allow-env");
     assert!(
         config
             .warnings
             .iter()
             .any(|w| w.message.contains("\"fs\" starts through `airlock run`"))
     );
-    assert_eq!(config.servers[1].command.as_deref(), Some("airlock"));
+    for (index, name) in [(1, "flags"), (2, "renamed"), (3, "other")] {
+        let server = &config.servers[index];
+        assert_eq!(server.name, name);
+        assert_ne!(
+            server.command.as_deref(),
+            Some("node"),
+            "{name} is read as written"
+        );
+    }
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("\"other\" starts airlock itself"))
+    );
 }
 
 #[test]
