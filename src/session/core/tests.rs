@@ -644,6 +644,22 @@ fn the_install_allowance_covers_the_spawn_only_and_is_gone_once_the_server_runs(
     assert_eq!(h.router.servers[0].life.start_budget(), declared);
 }
 
+const DENY_ALPHA_WRITE: &str =
+    "version = 1\n[tools]\ndefault = \"allow\"\ndeny = [\"mcp:alpha__write\"]\n";
+
+/// Reloads `two()`'s servers unchanged, under the policy `text`.
+fn reload_both_unchanged(h: &mut Harness, text: &str) -> crate::session::core::ReloadSummary {
+    let reloaded = ["alpha", "beta"]
+        .map(|name| Reloaded {
+            spec: spec(name),
+            launch_changed: false,
+        })
+        .to_vec();
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    h.router
+        .reload(reloaded, policy_from(text), redactor, h.now)
+}
+
 #[test]
 fn a_reload_that_changes_the_policy_lists_the_unchanged_servers_tools_through_it() {
     let mut h = two();
@@ -652,17 +668,8 @@ fn a_reload_that_changes_the_policy_lists_the_unchanged_servers_tools_through_it
         h.tool_names(),
         vec!["alpha__read", "alpha__write", "beta__read"]
     );
-    let reloaded = ["alpha", "beta"]
-        .map(|name| Reloaded {
-            spec: spec(name),
-            launch_changed: false,
-        })
-        .to_vec();
     // beta's delete is allowed now, alpha's write denied.
-    let policy =
-        policy_from("version = 1\n[tools]\ndefault = \"allow\"\ndeny = [\"mcp:alpha__write\"]\n");
-    let redactor = Arc::new(Redactor::new([]).unwrap());
-    let summary = h.router.reload(reloaded, policy, redactor, h.now);
+    let summary = reload_both_unchanged(&mut h, DENY_ALPHA_WRITE);
     assert_eq!(summary.unchanged, vec!["alpha", "beta"]);
     h.drive();
     assert!(
@@ -685,16 +692,7 @@ fn a_host_listing_right_after_a_reload_is_answered_at_once_and_then_told_of_the_
     let mut h = two();
     h.initialize(json!({}));
     assert_eq!(h.tool_names().len(), 3);
-    let reloaded = ["alpha", "beta"]
-        .map(|name| Reloaded {
-            spec: spec(name),
-            launch_changed: false,
-        })
-        .to_vec();
-    let policy =
-        policy_from("version = 1\n[tools]\ndefault = \"allow\"\ndeny = [\"mcp:alpha__write\"]\n");
-    let redactor = Arc::new(Redactor::new([]).unwrap());
-    h.router.reload(reloaded, policy, redactor, h.now);
+    reload_both_unchanged(&mut h, DENY_ALPHA_WRITE);
     // The host lists before the servers answered the relist: no wait for a timer.
     h.router.on_host(
         json!({"jsonrpc":"2.0","id":"again","method":"tools/list"}),
