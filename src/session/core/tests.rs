@@ -612,14 +612,7 @@ fn a_reload_after_the_first_start_installed_the_package_keeps_the_server() {
     h.initialize(json!({}));
     h.tool_names();
     // The package is cached now: the reloaded spec has no allowance, and nothing else changed.
-    let reloaded = ["alpha", "beta"]
-        .map(|name| Reloaded {
-            spec: spec(name),
-            launch_changed: false,
-        })
-        .to_vec();
-    let redactor = Arc::new(Redactor::new([]).unwrap());
-    let summary = h.router.reload(reloaded, policy(), redactor, h.now);
+    let summary = reload_both_unchanged(&mut h, POLICY);
     assert_eq!(summary.unchanged, vec!["alpha", "beta"]);
     assert!(summary.retired.is_empty() && summary.added.is_empty());
     assert_eq!(h.router.servers[0].life.install_allowance, Duration::ZERO);
