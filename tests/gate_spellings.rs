@@ -23,6 +23,7 @@ both_modes!(
     a_tilde_path_is_read_against_the_exact_home_the_server_sees,
     a_rule_prefix_under_tilde_is_the_users_own_home,
     a_relative_path_is_denied_whichever_directory_the_server_starts_in,
+    a_relative_path_is_read_in_the_home_of_a_server_whose_uid_cannot_enter_its_working_directory,
 );
 
 /// The fixture under a policy denying its `write_file`; the log of calls that reached it.
@@ -319,6 +320,57 @@ fn a_relative_path_is_denied_whichever_directory_the_server_starts_in(mode: Mode
     let text = Client::text(&denied);
     assert!(text.starts_with("airlock denied"), "{text}");
     let fine = client.call(2, &echo, json!({"path": "notes.txt"}));
+    assert!(Client::text(&fine).starts_with("echo ran: "), "{fine}");
+    assert_eq!(reached(&log).len(), 1, "{:?}", reached(&log));
+}
+
+/// Root runs the server as `nobody`, and its working directory is in its root (beneath a
+/// grant) but closed to that uid (root's, 0700): the server starts in its private home, so a
+/// relative path is read there too. A rule refusing any path outside the working directory then
+/// refuses `notes.txt` (the server would take it in its home), while the same file named
+/// absolutely still passes.
+fn a_relative_path_is_read_in_the_home_of_a_server_whose_uid_cannot_enter_its_working_directory(
+    mode: Mode,
+) {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can run a server as another uid");
+        return;
+    }
+    let chmod = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap().keep();
+    chmod(&dir, 0o755);
+    let logs = dir.join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    chmod(&logs, 0o777);
+    let log = logs.join("calls.log");
+    std::fs::write(&log, "").unwrap();
+    chmod(&log, 0o666);
+    let closed = dir.join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    chmod(&closed, 0o700);
+    let script = support::root().join("tests/fixtures/mcp/lenient_server.py");
+    let (script, log_arg) = (script.display().to_string(), log.display().to_string());
+    let setup = Setup::command(&["/usr/bin/python3", &script, &log_arg])
+        .run_as("nobody")
+        .policy(&format!("write = [{:?}]", dir.display().to_string()))
+        .policy("[pins]\npinning = \"off\"")
+        .policy(&format!(
+            "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"{}/\"\nnegate = true",
+            closed.display()
+        ))
+        .cwd(&closed);
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let echo = world.tool("echo");
+    let denied = client.call(1, &echo, json!({"path": "notes.txt"}));
+    let text = Client::text(&denied);
+    assert!(text.starts_with("airlock denied"), "{text}");
+    let absolute = closed.join("notes.txt").display().to_string();
+    let fine = client.call(2, &echo, json!({"path": absolute}));
     assert!(Client::text(&fine).starts_with("echo ran: "), "{fine}");
     assert_eq!(reached(&log).len(), 1, "{:?}", reached(&log));
 }

@@ -28,7 +28,7 @@ pub struct PathContext {
     /// official filesystem server does), so a relative path is read against each of them too.
     pub bases: Vec<PathBuf>,
     /// The directory the server starts in instead of `cwd` when its root does not show `cwd`
-    /// (its private home): a relative path is read against it too, since only the start
+    /// or its uid may not enter it (its private home): a relative path is read against it too, since only the start
     /// tells which of the two the server gets (a deny then fires on either).
     pub fallback_cwd: Option<PathBuf>,
     /// The real home of the user airlock runs for, as written and resolved (it may be a

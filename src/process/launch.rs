@@ -109,6 +109,24 @@ pub struct Prepared {
     pub user_home: Option<PathBuf>,
 }
 
+/// Whether the server's uid may enter its planned working directory, when it runs as another
+/// uid than airlock (root running it as `nobody`): a directory its root shows may still be one
+/// that uid cannot enter (`/root/project`), and the helper then starts it in its private home
+/// (`confine::enter_working_dir`, the final word). Run as airlock's own uid, it is taken to
+/// get in. ACLs are not read: a directory only an ACL opens counts as closed, which makes the
+/// gate read a relative path against both directories, the careful side.
+fn server_may_enter_cwd(plan: &SandboxPlan) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(id) = plan.identity else {
+        return true;
+    };
+    plan.dirs_deciding_entry().into_iter().all(|dir| {
+        std::fs::metadata(dir).is_ok_and(|meta| {
+            crate::sandbox::root::may_search(meta.mode(), meta.uid(), meta.gid(), id)
+        })
+    })
+}
+
 impl Prepared {
     /// The HOME and working directory the server sees: the gate reads its path arguments
     /// (`~`, relative paths) against them, as the server will.
@@ -129,8 +147,9 @@ impl Prepared {
         crate::policy::reading::PathContext {
             home: Some(home),
             cwd: Some(self.plan.cwd.clone()),
-            fallback_cwd: (self.plan.starting_dir() != self.plan.cwd)
-                .then(|| self.plan.starting_dir().to_path_buf()),
+            fallback_cwd: (self.plan.starting_dir() != self.plan.cwd
+                || !server_may_enter_cwd(&self.plan))
+            .then(|| self.plan.private_home.clone()),
             bases,
             user_homes: user_homes(self.user_home.as_deref()),
         }

@@ -69,14 +69,27 @@ impl fmt::Display for SandboxPlan {
 impl SandboxPlan {
     /// The directory the server will start in: its planned working directory when its root
     /// shows it, else its private home (`confine::enter_working_dir` makes the same choice at
-    /// run time; a directory its uid may not enter is told there alone). The gate reads
-    /// relative path arguments against it. Pure.
+    /// run time; a directory its uid may not enter is found from the host's permissions by
+    /// `launch`, with [`SandboxPlan::dirs_deciding_entry`]). The gate reads relative path
+    /// arguments against it. Pure.
     pub fn starting_dir(&self) -> &Path {
         if self.root.is_some() && !shows_dir(&self.cwd, &self.mounted_paths()) {
             &self.private_home
         } else {
             &self.cwd
         }
+    }
+
+    /// The host directories whose permissions decide whether the server's uid may enter its
+    /// working directory: in its own root, the working directory's ancestors at or beneath a
+    /// mounted path (those leading to a mount are the root's own, mode 0755); on the host's
+    /// filesystem, every ancestor. Pure.
+    pub fn dirs_deciding_entry(&self) -> Vec<&Path> {
+        let mounted = self.mounted_paths();
+        self.cwd
+            .ancestors()
+            .filter(|dir| self.root.is_none() || mounted.iter().any(|m| dir.starts_with(m)))
+            .collect()
     }
 
     /// Every path placed in the constructed root (binds, private dirs, overlays, its `/proc`).

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::Owner;
+use super::{Identity, Owner};
 use crate::paths::walk_components;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +118,21 @@ pub fn shows_dir(dir: &Path, mounted: &[&Path]) -> bool {
     mounted
         .iter()
         .any(|path| dir.starts_with(path) || path.starts_with(dir))
+}
+
+/// Whether a process of `id` (no supplementary groups: the helper clears them) may search a
+/// directory with these permission bits and owner. The owner's bits decide for the owner, the
+/// group's for the group, the others' for everyone else, as the kernel reads them (ACLs aside).
+/// Pure.
+pub fn may_search(mode: u32, owner: u32, group: u32, id: Identity) -> bool {
+    let bit = if owner == id.uid {
+        0o100
+    } else if group == id.gid {
+        0o010
+    } else {
+        0o001
+    };
+    mode & bit != 0
 }
 
 /// What a host path is, as far as resolving it goes (the helper's `lstat`, or a test's map).
@@ -507,6 +522,21 @@ mod tests {
             exposes(Path::new("/etc"), &protected),
             Some(Path::new("/etc/airlock/p.toml"))
         );
+    }
+
+    #[test]
+    fn search_permission_is_the_owners_bits_for_the_owner_then_the_groups_then_the_others() {
+        let nobody = Identity {
+            uid: 65534,
+            gid: 65534,
+        };
+        assert!(!may_search(0o700, 0, 0, nobody));
+        assert!(may_search(0o701, 0, 0, nobody));
+        assert!(may_search(0o710, 0, 65534, nobody));
+        assert!(may_search(0o700, 65534, 0, nobody));
+        // The owner's bits alone decide for the owner, even when the others' would let them in.
+        assert!(!may_search(0o077, 65534, 65534, nobody));
+        assert!(!may_search(0o607, 0, 65534, nobody));
     }
 
     #[test]

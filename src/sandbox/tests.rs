@@ -586,6 +586,28 @@ fn without_user_namespaces_the_host_filesystem_is_filtered_by_landlock_and_said_
 }
 
 #[test]
+fn entering_the_working_directory_is_decided_by_the_directories_from_the_grant_down() {
+    let mut req = with_read("/srv/x");
+    req.cwd = Some(PathBuf::from("/srv/x/deep/er"));
+    let planned = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    // `/srv` and `/` are the root's own directories (0755), not the host's.
+    assert_eq!(
+        planned.dirs_deciding_entry(),
+        [
+            Path::new("/srv/x/deep/er"),
+            Path::new("/srv/x/deep"),
+            Path::new("/srv/x")
+        ]
+    );
+    // Without a root of its own, the server walks the host's path from `/`.
+    let mut host = HostFacts::full_featured_root();
+    host.user_namespaces = false;
+    let planned = plan(&req, &host).unwrap();
+    assert_eq!(planned.dirs_deciding_entry().last(), Some(&Path::new("/")));
+    assert_eq!(planned.dirs_deciding_entry().len(), 5);
+}
+
+#[test]
 fn check_says_when_the_working_directory_is_not_in_the_servers_root() {
     let mut req = with_read("/srv/x");
     req.cwd = Some(PathBuf::from("/root/project"));

@@ -63,6 +63,8 @@ pub struct Setup {
     pub cwd: Option<PathBuf>,
     /// More keys of the server's table in serve's config (e.g. `start = "eager"`).
     pub serve_config: String,
+    /// The policy's `run_as` (the tests run as root; the server too, unless a test says).
+    pub run_as: &'static str,
 }
 
 impl Setup {
@@ -81,6 +83,7 @@ impl Setup {
             org_policy: None,
             cwd: None,
             serve_config: String::new(),
+            run_as: "root",
         }
     }
 
@@ -112,6 +115,12 @@ impl Setup {
 
     pub fn cwd(mut self, dir: &std::path::Path) -> Setup {
         self.cwd = Some(dir.to_path_buf());
+        self
+    }
+
+    /// The policy's `run_as` (`"nobody"`: as a user's root-run airlock starts servers).
+    pub fn run_as(mut self, run_as: &'static str) -> Setup {
+        self.run_as = run_as;
         self
     }
 
@@ -217,8 +226,8 @@ fn spawn(world: &World, setup: &Setup) -> Child {
     std::fs::write(
         &policy,
         format!(
-            "version = 1\n[sandbox]\nrun_as = \"root\"\nkill_timeout = 1\n{}",
-            setup.policy
+            "version = 1\n[sandbox]\nrun_as = {:?}\nkill_timeout = 1\n{}",
+            setup.run_as, setup.policy
         ),
     )
     .expect("policy");
