@@ -175,8 +175,16 @@ impl Home {
 /// initialize → initialized → tools/call get_current_time through `airlock run -- uvx <pkg>`;
 /// stdin stays open until the answer is in, then EOF stops the server.
 fn time_through_airlock_run(home: &Home) -> (serde_json::Value, String) {
+    time_through_airlock_run_with(home, &[])
+}
+
+/// The same, with more `airlock run` flags before the `--`.
+fn time_through_airlock_run_with(home: &Home, flags: &[&str]) -> (serde_json::Value, String) {
+    let mut args = vec!["run"];
+    args.extend(flags);
+    args.extend(["--", "uvx", PACKAGE]);
     let mut child = home
-        .airlock(&["run", "--", "uvx", PACKAGE])
+        .airlock(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -224,6 +232,31 @@ fn uvx_from_the_uv_cache_works_as_an_ordinary_user() {
         return;
     };
     check_uvx_from_cache(&home);
+}
+
+/// A network allow list that does not name the package index (here one loopback address
+/// nothing listens on; no traffic is sent): the cached package still starts, at once. uv runs
+/// offline as with no network (the install step is what fetches); online it would re-check its
+/// index, be refused the name, and exit after its retries.
+#[test]
+fn uvx_from_the_uv_cache_works_with_a_network_allow_list() {
+    let Some(home) = setup("allow") else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let (answer, stderr) = time_through_airlock_run_with(&home, &["--allow-net=127.0.0.1:9"]);
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}\n{stderr}"));
+    assert!(text.contains("\"timezone\": \"UTC\""), "{text}\n{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}: uv went looking for its index\n{stderr}",
+        started.elapsed()
+    );
+    // Nothing was looked up: no refused name in the audit log.
+    let audit = std::fs::read_to_string(home.state().join("airlock/audit.jsonl")).unwrap();
+    assert!(!audit.contains("\"net_connect\""), "{audit}");
 }
 
 /// airlock as root: the server runs as nobody, the cache is root's, in a 0700 home. The overlay

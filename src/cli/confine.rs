@@ -155,6 +155,8 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
         dirs,
         parent_env,
         resolved,
+
+        fetches_packages: false,
     };
     crate::sandbox::plan(&request, &host).map_err(|err| CliError::Refused(err.to_string()))
 }

@@ -167,6 +167,8 @@ pub fn render(
         dirs: dirs.clone(),
         parent_env: parent_env.to_vec(),
         resolved: ResolvedPaths::default(),
+
+        fetches_packages: false,
     };
     let _ = writeln!(out, "\nthe active policy, as this host enforces it");
     let unmet = match crate::sandbox::plan(&request, host) {

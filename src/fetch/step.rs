@@ -597,6 +597,7 @@ fn install_request(
     request.resolved.script_root_as_written = None;
     request.resolved.script_alone.clear();
     request.cwd = None;
+    request.fetches_packages = true;
     request
 }
 
@@ -865,6 +866,7 @@ mod tests {
             dirs: crate::sandbox::AirlockDirs::from_env(&parent_env, false),
             parent_env,
             resolved: Default::default(),
+            fetches_packages: false,
         };
         FetchPlan {
             runner: Runner::Npx {

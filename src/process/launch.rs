@@ -268,6 +268,8 @@ pub fn prepare(
         sandbox: policy.sandbox_for(name).clone(),
         dirs: context.dirs.clone(),
         parent_env: context.parent_env.clone(),
+
+        fetches_packages: false,
     };
     let plan = plan(&request, &context.host)
         .map_err(|err| LaunchError::Refused(format!("server `{name}`: {err}")))?;

@@ -39,7 +39,21 @@ pub(super) fn build_env(
         vars.private_tmp.to_string_lossy().into_owned(),
     );
     if let Some(profile) = profile {
-        let offline = *network == NetMode::None;
+        // What a server runs was fetched by the install step: it runs from the cache unless it
+        // may reach any name (`host`, or the port-list form). With a list of names a runner
+        // that went online would wait on a registry the list refuses (uvx re-checks its index
+        // even when the package is cached) and fail after its retries.
+        let offline = match network {
+            NetMode::None => true,
+            NetMode::Egress(egress) => {
+                !request.fetches_packages
+                    && !egress
+                        .allow
+                        .rules()
+                        .any(|rule| rule.target == crate::net::allow::Target::AnyName)
+            }
+            NetMode::Host => false,
+        };
         for (name, template) in profile
             .env_pairs()
             .chain(profile.network_env_pairs(offline))

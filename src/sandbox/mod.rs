@@ -44,6 +44,9 @@ pub struct PlanRequest {
     pub parent_env: Vec<(String, String)>,
     /// Facts about the command's files (canonical path, venv, script, package root).
     pub resolved: ResolvedPaths,
+    /// This is the install step (`crate::fetch`): its runner must reach the registry its allow
+    /// list names. A server itself runs from the cache unless its network is `host`.
+    pub fetches_packages: bool,
 }
 
 /// Why a plan cannot be made. Each is bad input (the CLI maps it to exit 2).

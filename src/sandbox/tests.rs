@@ -63,6 +63,7 @@ pub(super) fn request(program: &str, args: &[&str]) -> PlanRequest {
         dirs,
         parent_env,
         resolved: ResolvedPaths::default(),
+        fetches_packages: false,
     }
 }
 
@@ -273,6 +274,41 @@ fn uv_cache_overlay_is_mounted_over_the_real_path_with_a_mount_namespace() {
     assert_eq!(
         as_root.cache_overlays[0].target,
         Path::new("/home/me/.cache/uv")
+    );
+}
+
+#[test]
+fn a_server_with_a_list_of_names_runs_its_runner_from_the_cache_and_its_install_step_does_not() {
+    let offline_vars = |req: &PlanRequest| {
+        let plan = plan(req, &HostFacts::full_featured_root()).unwrap();
+        let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
+        (
+            env.get("npm_config_offline").cloned(),
+            env.get("npm_config_prefer_offline").cloned(),
+        )
+    };
+    let mut req = request("/usr/bin/npx", &["-y", "pkg"]);
+    let names = vec![sourced(NetRule::parse("example.org").unwrap())];
+    req.sandbox.network = sourced(Network::Allow(names));
+    assert_eq!(offline_vars(&req), (Some("true".into()), None));
+    // The install step reaches the registry its list names.
+    req.fetches_packages = true;
+    assert_eq!(offline_vars(&req), (None, Some("true".into())));
+    // Any name on a port (the port-list form) reaches the registry too.
+    req.fetches_packages = false;
+    req.sandbox.network = sourced(Network::Allow(vec![sourced(NetRule::any_name(443))]));
+    assert_eq!(offline_vars(&req), (None, Some("true".into())));
+
+    let mut uv = request("/usr/bin/uvx", &["mcp-server-time"]);
+    uv.sandbox.network = sourced(Network::Allow(vec![sourced(
+        NetRule::parse("example.org").unwrap(),
+    )]));
+    let plan = plan(&uv, &HostFacts::full_featured_root()).unwrap();
+    assert!(
+        plan.env
+            .contains(&("UV_OFFLINE".to_string(), "1".to_string())),
+        "{:?}",
+        plan.env
     );
 }
 
