@@ -164,6 +164,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         eager: true,
         refused: None,
         paths: launch.path_context(),
+        shown_paths: Some(launch.shown_paths()),
     };
     let mut core = Core::new(
         Topology::Single,

@@ -133,6 +133,10 @@ fn assemble(
                 (Some(err.to_string()), None)
             }
         };
+        let shown_paths = match &launch {
+            Some(Launch::Local(prepared)) => Some(prepared.shown_paths()),
+            _ => None,
+        };
         let paths = match &launch {
             Some(Launch::Local(prepared)) => prepared.path_context(),
             _ => crate::policy::reading::PathContext {
@@ -157,6 +161,7 @@ fn assemble(
             eager: server.start == StartMode::Eager,
             refused,
             paths,
+            shown_paths,
         });
         launches.push(launch);
     }

@@ -162,6 +162,17 @@ fn file_url_path(raw: &str) -> Result<&str, NotLocalFile> {
     }
 }
 
+/// The local path a `file:` URL names, percent-decoded and normalised, as a server that takes
+/// it as a root reads it; `None` for another scheme, another host or no absolute path.
+pub fn file_url_to_path(raw: &str) -> Option<PathBuf> {
+    if !has_scheme(raw, "file") {
+        return None;
+    }
+    let path = file_url_path(raw).ok()?;
+    let decoded = decode(path)?;
+    Some(normalize_path(Path::new(&decoded)))
+}
+
 /// The spellings a server may make of `path`: as written; percent-decoded; and, for a URL, what a
 /// WHATWG parser gives (dot segments removed before decoding, query and fragment dropped). `None`
 /// where decoding does not give text.

@@ -130,6 +130,15 @@ fn server_may_enter_cwd(plan: &SandboxPlan) -> bool {
 impl Prepared {
     /// The HOME and working directory the server sees: the gate reads its path arguments
     /// (`~`, relative paths) against them, as the server will.
+    /// Every path the server's sandbox shows it (see `ServerSpec::shown_paths`).
+    pub fn shown_paths(&self) -> Vec<PathBuf> {
+        self.plan
+            .mounted_paths()
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect()
+    }
+
     pub fn path_context(&self) -> crate::policy::reading::PathContext {
         let home = self
             .plan

@@ -204,6 +204,7 @@ impl Core {
             }
             let mut message = message;
             message["id"] = original;
+            self.note_offered_roots(index, &message);
             self.send_raw(index, message, now);
             return;
         }

@@ -20,6 +20,7 @@
 //! | [`mrtr`] | a handshake-era server's requests for input, asked of a 2026-07-28 host |
 //! | [`subscriptions`] | `subscriptions/listen` (2026-07-28) |
 //! | [`reload`] | a new config and policy without dropping a call |
+//! | [`roots`] | roots the host offers that a server's sandbox does not show it |
 //!
 //! Id spaces: the gate of each server works in the **host's** id space (its audit events carry
 //! the host's ids). A host request forwarded to a server gets a downstream id: the host's own in
@@ -36,6 +37,7 @@ mod host;
 mod lists;
 mod mrtr;
 mod reload;
+mod roots;
 mod routing;
 mod subscriptions;
 mod upstream;
@@ -85,6 +87,10 @@ pub struct ServerSpec {
     /// The server's HOME and working directory, as it sees them (path arguments are read
     /// against them); unknown for a remote server.
     pub paths: crate::policy::reading::PathContext,
+    /// Every path the server's sandbox shows it (its grants, the system and runtime, its private
+    /// dirs): a root the host offers outside them is one the server cannot use ([`roots`]).
+    /// `None`: unknown (a remote server).
+    pub shown_paths: Option<Vec<std::path::PathBuf>>,
 }
 
 impl ServerSpec {
@@ -100,6 +106,7 @@ impl ServerSpec {
             eager,
             refused,
             paths,
+            shown_paths,
         } = other;
         self.name == *name
             && self.startup_timeout == *startup_timeout
@@ -108,6 +115,7 @@ impl ServerSpec {
             && self.eager == *eager
             && self.refused == *refused
             && self.paths == *paths
+            && self.shown_paths == *shown_paths
     }
 }
 
@@ -220,6 +228,8 @@ struct Downstream {
     calls: u64,
     /// Calls the gate refused (policy, a declined confirmation, a call without a tool name).
     denials: u64,
+    /// Roots the host offered that the server cannot reach, already told ([`roots`]).
+    roots_told: std::collections::BTreeSet<std::path::PathBuf>,
 }
 
 impl Downstream {
@@ -460,6 +470,7 @@ impl Core {
             last_call: None,
             calls: 0,
             denials: 0,
+            roots_told: Default::default(),
         });
         self.servers.len() - 1
     }

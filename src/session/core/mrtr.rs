@@ -270,6 +270,7 @@ impl Core {
                 }
             };
             if alive {
+                self.note_offered_roots(index, &answer);
                 self.send_raw(index, answer, now);
             }
         }

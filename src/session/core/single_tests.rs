@@ -45,6 +45,7 @@ impl Single {
             eager: true,
             refused: None,
             paths: Default::default(),
+            shown_paths: None,
         };
         let now = Instant::now();
         let redactor = Arc::new(Redactor::new([]).unwrap());
@@ -190,6 +191,7 @@ fn host_eof_closes_the_server_input_only_after_what_the_host_sent_first() {
         eager: true,
         refused: None,
         paths: Default::default(),
+        shown_paths: None,
     };
     let now = Instant::now();
     let redactor = Arc::new(Redactor::new([]).unwrap());

@@ -46,6 +46,7 @@ fn spec(name: &str) -> ServerSpec {
         eager: false,
         refused: None,
         paths: Default::default(),
+        shown_paths: None,
     }
 }
 
