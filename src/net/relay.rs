@@ -194,14 +194,25 @@ pub struct NetAudit {
     pub written: Option<oneshot::Sender<()>>,
 }
 
-/// A sender whose events are written to stderr as audit lines (and acknowledged): for commands
-/// that keep no audit log (`airlock test`). Must be called inside a tokio runtime.
+/// A sender whose events are written to stderr as `airlock audit` shows records (and
+/// acknowledged): for commands that keep no audit log (`airlock test`), whose output is read by
+/// a person. Must be called inside a tokio runtime.
 pub fn audit_to_stderr() -> mpsc::Sender<NetAudit> {
     let (tx, mut rx) = mpsc::channel::<NetAudit>(64);
     tokio::spawn(async move {
-        let mut log = crate::audit::AuditLog::stderr();
+        // Stamped and chained as any record, then shown as one line of text.
+        let mut log = crate::audit::AuditLog::memory();
+        let mut shown = 0;
         while let Some(NetAudit { event, written }) = rx.recv().await {
-            let _ = log.record(event);
+            if log.record(event).is_ok() {
+                let lines = log.memory_contents();
+                if let Some(line) = lines[shown..].split(|b| *b == b'\n').next()
+                    && let Ok(record) = serde_json::from_slice::<serde_json::Value>(line)
+                {
+                    eprintln!("network: {}", crate::audit::query::format_record(&record));
+                }
+                shown = lines.len();
+            }
             if let Some(written) = written {
                 let _ = written.send(());
             }
