@@ -299,6 +299,29 @@ fn first_use(mode: Mode) {
             "{events:#?}"
         );
         assert!(!home.npm_cache().exists(), "the real cache was written");
+        // `airlock audit summary` counts them apart from the server's own connections.
+        let summary = std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["audit", "summary"])
+            .arg(home.audit())
+            .output()
+            .unwrap();
+        let table = String::from_utf8_lossy(&summary.stdout);
+        let server = events.iter().find(|e| e["event"] == "spawn").unwrap()["server"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let row: Vec<&str> = table
+            .lines()
+            .find(|line| line.starts_with(&format!("{server} ")))
+            .unwrap_or_else(|| panic!("{table}"))
+            .split_whitespace()
+            .collect();
+        assert!(
+            table.lines().next().unwrap().ends_with("install"),
+            "{table}"
+        );
+        assert_eq!(row[7], "0/0", "{table}");
+        assert!(row[8].parse::<u64>().unwrap() >= 1, "{table}");
         let spawn = events.iter().find(|e| e["event"] == "spawn").unwrap();
         assert!(spawn.to_string().contains("notes"), "{spawn}");
         if mode == Mode::Serve {

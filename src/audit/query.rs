@@ -210,8 +210,16 @@ impl Summary {
         let Some(server) = text(record, "server") else {
             return;
         };
+        let event = text(record, "event");
+        // Only what a row counts makes a row (a gateway's own `policy` records do not).
+        if !matches!(
+            event,
+            Some("decision" | "outcome" | "spawn" | "net_connect")
+        ) {
+            return;
+        }
         let entry = self.servers.entry(server.to_string()).or_default();
-        match text(record, "event") {
+        match event {
             Some("decision") => {
                 entry.calls += 1;
                 if text(record, "decision") == Some("deny") {
@@ -338,7 +346,10 @@ mod tests {
             );
         }
         summary.add(&decision("git", "log", "allow", ""));
+        // A gateway's own records (its policy) make no row.
+        summary.add(&json!({"event": "policy", "server": "gateway", "digest": "x"}));
         let servers = summary.finish();
+        assert!(!servers.contains_key("gateway"), "{servers:?}");
         let fs = &servers["fs"];
         assert_eq!((fs.calls, fs.denied, fs.errors, fs.starts), (5, 1, 2, 2));
         assert_eq!((fs.net_allowed, fs.net_refused, fs.install_net), (1, 2, 1));

@@ -210,20 +210,27 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let ms = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
     let _ = writeln!(
         out,
-        "{:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {:>10}",
-        "server", "calls", "denied", "errors", "p50 ms", "p95 ms", "starts", "net ok/no"
+        "{:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {:>10} {:>8}",
+        "server", "calls", "denied", "errors", "p50 ms", "p95 ms", "starts", "net ok/no", "install"
     );
     for (name, row) in &servers {
         let net = format!("{}/{}", row.net_allowed, row.net_refused);
         let _ = writeln!(
             out,
-            "{name:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {net:>10}",
+            "{name:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {net:>10} {:>8}",
             row.calls,
             row.denied,
             row.errors,
             ms(row.p50_ms),
             ms(row.p95_ms),
-            row.starts
+            row.starts,
+            row.install_net
+        );
+    }
+    if servers.values().any(|row| row.install_net > 0) {
+        let _ = writeln!(
+            out,
+            "(install: connections of the install step that fetched the server's package on first use)"
         );
     }
     if skipped > 0 {
