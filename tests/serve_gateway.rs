@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 mod support;
 
@@ -56,6 +56,62 @@ fn three_real_servers_behind_one_gateway_with_the_python_sdk() {
     assert_each_call_reached_its_server(&report, &inside);
     assert_status_saw_each_server(&report);
     assert_audited_and_cleaned_up(&audit, &state);
+}
+
+/// A tool of server-everything answers with `resource_link`s; the host reads one right away,
+/// before any resource listing, while another server (the fixture) offers resources too: the
+/// gateway routes the read to the server whose tool named the URI.
+#[test]
+fn a_resource_link_from_a_tool_is_readable_before_any_listing() {
+    let Some((_, npm)) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = {node:?}\nargs = [\"{npm}/server-everything/dist/index.js\", \"stdio\"]\n\n[servers.fixture]\ncommand = \"/usr/bin/python3\"\nargs = [{fixture:?}, \"--notify\"]\n",
+            node = support::which("node").display().to_string(),
+            npm = npm.display(),
+            fixture = fixture.display().to_string(),
+        ),
+    )
+    .expect("config");
+    let granted = dir.path().join("granted");
+    std::fs::create_dir_all(&granted).expect("granted");
+    let policy = write_policy(dir.path(), &granted);
+    let child = Command::new(AIRLOCK)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit")
+        .arg(dir.path().join("audit.jsonl"))
+        .env("HOME", dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("airlock serve");
+    let mut client = support::Client::new(child);
+    client.initialize("2025-06-18");
+    let links = client.call(1, "everything__get-resource-links", json!({"count": 2}));
+    let uri = links["result"]["content"]
+        .as_array()
+        .and_then(|content| content.iter().find(|item| item["type"] == "resource_link"))
+        .and_then(|link| link["uri"].as_str())
+        .unwrap_or_else(|| panic!("no resource_link: {links}"))
+        .to_string();
+    let read = client.request(2, "resources/read", json!({"uri": uri}));
+    let contents = &read["result"]["contents"];
+    assert_eq!(contents[0]["uri"], uri.as_str(), "{read}");
+    client.close_stdin();
+    client.wait(std::time::Duration::from_secs(10));
 }
 
 /// The gateway config: two reference servers, the fixture, and a server that fails to start.

@@ -296,7 +296,7 @@ pub struct Client {
 }
 
 impl Client {
-    fn new(mut child: Child) -> Client {
+    pub fn new(mut child: Child) -> Client {
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

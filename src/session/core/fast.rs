@@ -99,7 +99,16 @@ impl Core {
         let gateway_shapes = !self.single()
             && (era::stateless(&self.host)
                 || (answer.task && server.has_capability("tasks") == Some(true)));
-        if gateway_shapes || !self.batches.member.is_empty() || !self.parked.is_empty() {
+        // A gateway notes which server a `resource_link` in a tool result points into, so the
+        // host can read it before listing resources ([`Core::note_linked_resources`]).
+        let links_resources = !self.single()
+            && server.has_capability("resources") == Some(true)
+            && memchr::memmem::find(line, b"resource_link").is_some();
+        if gateway_shapes
+            || links_resources
+            || !self.batches.member.is_empty()
+            || !self.parked.is_empty()
+        {
             return false;
         }
         let key = id_key(answer.id);

@@ -231,6 +231,22 @@ impl Core {
         }
     }
 
+    /// Notes the server a result's `resource_link` items point into (a tool that made or found a
+    /// resource): the host may read one before any listing, and `resources/read` then goes to
+    /// the server that named it. A URI already owned keeps its owner (first listed wins).
+    pub(super) fn note_linked_resources(&mut self, index: usize, message: &Value) {
+        let Some(content) = message.pointer("/result/content").and_then(Value::as_array) else {
+            return;
+        };
+        for item in content {
+            if item.get("type").and_then(Value::as_str) == Some("resource_link")
+                && let Some(uri) = item.get("uri").and_then(Value::as_str)
+            {
+                self.resource_owner.entry(uri.to_string()).or_insert(index);
+            }
+        }
+    }
+
     /// The server that owns `uri`: listed resources, then the longest matching template (or the
     /// template itself, for completions), then the only server that offers (or, not run yet,
     /// may offer) resources at all.

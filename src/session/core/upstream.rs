@@ -109,6 +109,9 @@ impl Core {
         {
             self.task_owner.insert(task.to_string(), index);
         }
+        if !self.single() {
+            self.note_linked_resources(index, &message);
+        }
         if cacheable
             && !self.single()
             && era::stateless(&self.host)
