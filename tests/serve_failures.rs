@@ -26,6 +26,7 @@ fn every_failure_stays_with_its_server() {
     client.initialize();
 
     assert_lists_only_servers_that_started(&mut client);
+    assert_the_host_log_names_the_servers_that_did_not_start(&client);
     assert_start_failures_and_crashes_stay_with_their_server(&mut client);
     assert_hangs_and_junk_stay_with_their_server(&mut client);
 
@@ -86,6 +87,26 @@ fn assert_lists_only_servers_that_started(client: &mut Client) {
         "bounded by startup_timeout: {:?}",
         started.elapsed()
     );
+}
+
+/// The host's log (`notifications/message` from logger `airlock`) says why a server's tools
+/// are missing from the list.
+fn assert_the_host_log_names_the_servers_that_did_not_start(client: &Client) {
+    for server in ["nostart", "slowstart"] {
+        assert!(
+            client
+                .backlog
+                .iter()
+                .any(|m| m["method"] == "notifications/message"
+                    && m["params"]["logger"] == "airlock"
+                    && m["params"]["level"] == "error"
+                    && m["params"]["data"]
+                        .as_str()
+                        .is_some_and(|text| text.starts_with(&format!("server `{server}`: ")))),
+            "{server}: {:?}",
+            client.backlog
+        );
+    }
 }
 
 fn assert_start_failures_and_crashes_stay_with_their_server(client: &mut Client) {

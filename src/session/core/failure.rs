@@ -107,6 +107,12 @@ impl Core {
             ""
         };
         tracing::warn!(server = %server.name, "{reason}{giving_up}");
+        if !single {
+            // A gateway's host lists the other servers' tools as if this one did not exist:
+            // its log is where the user looks for why.
+            let text = format!("server `{}`: {reason}{giving_up}", server.name);
+            self.log_to_host("error", &text);
+        }
         if stop && was_alive {
             self.out.push(Action::Stop {
                 server: index,

@@ -121,6 +121,26 @@ impl Core {
 
     /// The host's log level (`logging/setLevel`, or in 2026-07-28 the `logLevel` of a request's
     /// `_meta`): remembered (replayed after restarts) and passed to every server that logs.
+    /// A log message of airlock's own to the host (`notifications/message`, logger `airlock`),
+    /// at `level` (RFC 5424 names), when the host is there to take it and its level lets it
+    /// through: a 2026-07-28 host only once it opted in, any other once initialized.
+    pub(super) fn log_to_host(&mut self, level: &str, text: &str) {
+        let opted_in = self.host.log_level.as_ref().and_then(Value::as_str);
+        let ready = if era::stateless(&self.host) {
+            opted_in.is_some()
+        } else {
+            self.host.initialized || self.host.known
+        };
+        if !ready || opted_in.is_some_and(|floor| severity(level) < severity(floor)) {
+            return;
+        }
+        self.send_host(json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": level, "logger": "airlock", "data": text},
+        }));
+    }
+
     pub(super) fn log_level(&mut self, level: Value, now: Instant) {
         if self.host.log_level.as_ref() == Some(&level) {
             return;
@@ -278,4 +298,19 @@ impl Core {
             _ => None,
         }
     }
+}
+
+/// An MCP log level's place in RFC 5424's order (debug lowest); an unknown name counts as debug.
+fn severity(level: &str) -> usize {
+    const ORDER: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    ORDER.iter().position(|name| *name == level).unwrap_or(0)
 }

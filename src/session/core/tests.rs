@@ -332,6 +332,42 @@ fn a_server_that_fails_to_start_never_blocks_the_others() {
 }
 
 #[test]
+fn a_failed_start_is_in_the_hosts_log_unless_the_host_asked_for_higher_levels_only() {
+    let airlock_logs = |h: &Harness| {
+        h.to_host
+            .iter()
+            .filter(|m| {
+                m["method"] == "notifications/message" && m["params"]["logger"] == "airlock"
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let mut h = two();
+    h.broken[1] = true;
+    h.initialize(json!({}));
+    h.tool_names();
+    let logs = airlock_logs(&h);
+    assert!(!logs.is_empty(), "{:?}", h.to_host);
+    assert_eq!(logs[0]["params"]["level"], "error");
+    assert!(
+        logs[0]["params"]["data"]
+            .as_str()
+            .unwrap()
+            .starts_with("server `beta`: "),
+        "{logs:?}"
+    );
+    let told = logs.len();
+    // Only critical and above from now on: the next failed start is not sent.
+    h.host(json!({"jsonrpc":"2.0","id":"lvl","method":"logging/setLevel","params":{"level":"critical"}}));
+    h.take_host(json!("lvl"));
+    h.host(call(json!(1), "beta__read"));
+    h.tick(Duration::from_secs(1));
+    h.take_host(json!(1));
+    assert!(h.starts[1] >= 2, "{:?}", h.starts);
+    assert_eq!(airlock_logs(&h).len(), told, "{:?}", h.to_host);
+}
+
+#[test]
 fn refused_servers_are_failed_from_the_start_with_their_reason() {
     let mut b = spec("beta");
     b.refused = Some("not on the allowlist".into());
