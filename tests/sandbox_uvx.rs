@@ -243,17 +243,11 @@ fn uvx_from_the_uv_cache_works_with_a_network_allow_list() {
     let Some(home) = setup("allow") else {
         return;
     };
-    let started = std::time::Instant::now();
     let (answer, stderr) = time_through_airlock_run_with(&home, &["--allow-net=127.0.0.1:9"]);
     let text = answer["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("{answer}\n{stderr}"));
     assert!(text.contains("\"timezone\": \"UTC\""), "{text}\n{stderr}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "took {:?}: uv went looking for its index\n{stderr}",
-        started.elapsed()
-    );
     // Nothing was looked up: no refused name in the audit log.
     let audit = std::fs::read_to_string(home.state().join("airlock/audit.jsonl")).unwrap();
     assert!(!audit.contains("\"net_connect\""), "{audit}");
