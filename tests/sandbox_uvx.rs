@@ -183,8 +183,15 @@ fn time_through_airlock_run_with(home: &Home, flags: &[&str]) -> (serde_json::Va
     let mut args = vec!["run"];
     args.extend(flags);
     args.extend(["--", "uvx", PACKAGE]);
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_current_time","arguments":{"timezone":"UTC"}}}"#;
+    call_through_airlock(home, &args, call)
+}
+
+/// initialize → initialized → `call` (id 2) through `airlock ARGS`; the call's answer and
+/// airlock's stderr.
+fn call_through_airlock(home: &Home, args: &[&str], call: &str) -> (serde_json::Value, String) {
     let mut child = home
-        .airlock(&args)
+        .airlock(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -196,7 +203,7 @@ fn time_through_airlock_run_with(home: &Home, flags: &[&str]) -> (serde_json::Va
     for msg in [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"airlock-test","version":"0"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_current_time","arguments":{"timezone":"UTC"}}}"#,
+        call,
     ] {
         if writeln!(stdin, "{msg}")
             .and_then(|()| stdin.flush())
@@ -251,6 +258,92 @@ fn uvx_from_the_uv_cache_works_with_a_network_allow_list() {
     // Nothing was looked up: no refused name in the audit log.
     let audit = std::fs::read_to_string(home.state().join("airlock/audit.jsonl")).unwrap();
     assert!(!audit.contains("\"net_connect\""), "{audit}");
+}
+
+/// The official Python quickstart's shape, `uv --directory PROJECT run weather.py`: a uv
+/// project the user made beforehand (pyproject.toml, uv.lock, .venv) in their home, granted
+/// nowhere. airlock reads uv's `--directory` as the project (read-only) and the interpreter its
+/// `.venv` links to, and derives the server's name from the script's project. The server here is
+/// the session tests' fixture (no SDK, so nothing to fetch).
+#[test]
+fn the_uv_quickstart_shape_runs_from_its_project() {
+    let Some(home) = setup("quickstart") else {
+        return;
+    };
+    let project = home.home.join("projects/weather");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve/fixture_server.py"),
+        project.join("weather.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[project]\nname = \"weather\"\nversion = \"0.1.0\"\nrequires-python = \">=3.9\"\ndependencies = []\n",
+    )
+    .unwrap();
+    // The user's own `uv sync`, as that user (no dependencies: nothing to fetch).
+    let uv = home.root.join("tools/bin/uv");
+    let mut sync = match home.run_as {
+        Some(uid) => {
+            let status = Command::new("chown")
+                .arg("-R")
+                .arg(format!("{uid}:{uid}"))
+                .arg(home.home.join("projects"))
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let mut cmd = Command::new("setpriv");
+            cmd.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg(&uv);
+            cmd
+        }
+        None => Command::new(&uv),
+    };
+    let synced = sync
+        .args([
+            "sync",
+            "--offline",
+            "--python",
+            "/usr/bin/python3",
+            "--directory",
+        ])
+        .arg(&project)
+        .env_clear()
+        .env("HOME", &home.home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(
+        synced.status.success(),
+        "uv sync: {}",
+        String::from_utf8_lossy(&synced.stderr)
+    );
+    let project_arg = project.display().to_string();
+    let (answer, stderr) = call_through_airlock(
+        &home,
+        &[
+            "run",
+            "--",
+            "uv",
+            "--directory",
+            &project_arg,
+            "run",
+            "weather.py",
+        ],
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+    );
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "fixture: hi",
+        "{answer}\n{stderr}"
+    );
+    let audit = std::fs::read_to_string(home.state().join("airlock/audit.jsonl")).unwrap();
+    assert!(
+        audit.contains(r#""event":"spawn","server":"weather""#),
+        "{audit}"
+    );
 }
 
 /// airlock as root: the server runs as nobody, the cache is root's, in a 0700 home. The overlay

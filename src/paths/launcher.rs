@@ -14,9 +14,16 @@ pub const INTERPRETERS: [&str; 9] = [
 /// Subcommands of launchers that come before the package or script.
 const SUBCOMMANDS: [&str; 5] = ["run", "exec", "x", "dlx", "tool"];
 /// Options of launchers that take a value (so the value is not the package or script).
-const VALUE_OPTIONS: [&str; 16] = [
+const VALUE_OPTIONS: [&str; 21] = [
     "--from",
     "--with",
+    "--with-editable",
+    "--with-requirements",
+    // uv's: the project's directory (`uv --directory ~/weather run weather.py`, the official
+    // quickstart) and its pyproject, and an env file.
+    "--directory",
+    "--project",
+    "--env-file",
     "--python",
     "-p",
     "--package",
@@ -67,18 +74,79 @@ impl Anatomy {
     }
 }
 
-/// Reads `program args...`.
-pub fn anatomy(program: &str, args: &[String]) -> Anatomy {
+/// The program's file name, and its name up to the first dot.
+fn base_names(program: &str) -> (&str, &str) {
     let base = Path::new(program)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(program);
-    let base_stem = base.split('.').next().unwrap_or(base);
+    (base, base.split('.').next().unwrap_or(base))
+}
+
+/// Reads `program args...`. A command that `uv run` starts (`uv run --with mcp python
+/// server.py`, `uv run mcp run server.py`) is read in turn: its script names the server.
+pub fn anatomy(program: &str, args: &[String]) -> Anatomy {
+    let outer = anatomy_of_one(program, args);
+    let (_, stem) = base_names(program);
+    if stem != "uv" || outer.module {
+        return outer;
+    }
+    let Some(word) = outer.server_word else {
+        return outer;
+    };
+    let (_, inner_stem) = base_names(&args[word]);
+    let runs_a_command =
+        (INTERPRETERS.contains(&inner_stem) || inner_stem == "mcp") && !args[word].ends_with(".py");
+    if !runs_a_command {
+        return outer;
+    }
+    let inner = anatomy_of_one(&args[word], &args[word + 1..]);
+    match inner.server_word {
+        Some(inner_word) if inner.launcher == Launcher::Interpreter => Anatomy {
+            launcher: Launcher::Interpreter,
+            server_word: Some(word + 1 + inner_word),
+            module: inner.module,
+        },
+        _ => outer,
+    }
+}
+
+/// The value of uv's `--directory` (`uv --directory ~/weather run weather.py`): uv changes
+/// into it before it runs anything, so the script and the project are read from there.
+pub fn uv_directory(program: &str, args: &[String]) -> Option<String> {
+    (base_names(program).1 == "uv")
+        .then(|| option_value(args, "--directory"))
+        .flatten()
+}
+
+/// The value of `--NAME VALUE` or `--NAME=VALUE` among `args` (before a `--`).
+pub fn option_value(args: &[String], name: &str) -> Option<String> {
+    let mut words = args.iter();
+    let with_equals = format!("{name}=");
+    while let Some(word) = words.next() {
+        if word == name {
+            return words.next().cloned();
+        }
+        if let Some(value) = word.strip_prefix(&with_equals) {
+            return Some(value.to_string());
+        }
+        if word == "--" {
+            break;
+        }
+    }
+    None
+}
+
+fn anatomy_of_one(program: &str, args: &[String]) -> Anatomy {
+    let (base, base_stem) = base_names(program);
+    // The Python SDK's `mcp run server.py` (what `mcp install` writes) runs a script.
+    let sdk_runner = base_stem == "mcp" && args.first().map(String::as_str) == Some("run");
     let launcher = if PACKAGE_RUNNERS.contains(&base) {
         Launcher::PackageRunner
-    } else if INTERPRETERS
-        .iter()
-        .any(|i| base_stem == *i || base.starts_with(i))
+    } else if sdk_runner
+        || INTERPRETERS
+            .iter()
+            .any(|i| base_stem == *i || base.starts_with(i))
     {
         Launcher::Interpreter
     } else {
@@ -163,5 +231,57 @@ mod tests {
             (None, vec!["stdio".into(), "/x".into()])
         );
         assert_eq!(start("npx -y"), (None, vec![]));
+    }
+
+    #[test]
+    fn uvs_directory_is_read_in_both_spellings() {
+        let words =
+            |line: &str| -> Vec<String> { line.split_whitespace().map(String::from).collect() };
+        assert_eq!(
+            uv_directory("/usr/bin/uv", &words("--directory /p/w run w.py")),
+            Some("/p/w".into())
+        );
+        assert_eq!(
+            uv_directory("uv", &words("--directory=rel run w.py")),
+            Some("rel".into())
+        );
+        assert_eq!(uv_directory("uvx", &words("--directory /p x")), None);
+        assert_eq!(uv_directory("uv", &words("run -- x --directory /p")), None);
+    }
+
+    #[test]
+    fn a_command_uv_runs_is_read_for_its_script() {
+        // The official quickstart: the project's directory is an option's value, not the script.
+        assert_eq!(
+            start("uv --directory /p/weather run weather.py"),
+            (Some("weather.py".into()), vec![])
+        );
+        assert_eq!(
+            start("uv run --with mcp python /p/a/server.py --flag"),
+            (Some("/p/a/server.py".into()), vec!["--flag".into()])
+        );
+        // What the Python SDK's `mcp install` writes.
+        assert_eq!(
+            start("uv run --with mcp[cli] mcp run /p/b/server.py"),
+            (Some("/p/b/server.py".into()), vec![])
+        );
+        assert_eq!(
+            start("/p/.venv/bin/mcp run /p/c/server.py"),
+            (Some("/p/c/server.py".into()), vec![])
+        );
+        assert_eq!(
+            start("uv run python -m weather /d"),
+            (Some("weather".into()), vec!["/d".into()])
+        );
+        // A script uv runs directly stays the server word.
+        assert_eq!(
+            start("uv run server.py /d"),
+            (Some("server.py".into()), vec!["/d".into()])
+        );
+        // A program named like a server is not an SDK runner without `run`.
+        assert_eq!(
+            start("/usr/local/bin/mcp-server-git --repository /r"),
+            (None, vec!["--repository".into(), "/r".into()])
+        );
     }
 }

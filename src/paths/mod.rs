@@ -16,7 +16,9 @@ mod template;
 pub use command::{ResolveError, resolve_command};
 pub use dirs::UserDirs;
 pub use environment::{EnvVars, VarSource};
-pub use launcher::{Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy};
+pub use launcher::{
+    Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy, option_value, uv_directory,
+};
 pub use normal::{is_under, normalize, normalize_path, walk_components};
 pub use shims::{Disk, RealDisk, Shim, resolve_shim};
 pub use template::{Expanded, TemplateError, Var, after_tilde, expand, expand_path, expand_tilde};

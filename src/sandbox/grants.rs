@@ -248,6 +248,13 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
             ));
         }
     }
+    if let Some(project) = &resolved.project_root {
+        out.push((
+            project.clone(),
+            "the server's Python project (its code and pyproject.toml; uv's --directory, the project its .venv is in, or where its -m module is)".to_string(),
+            Provenance::default(),
+        ));
+    }
     // A script whose directory is or contains the home: the file alone (the resolved one
     // derived through the one written, as above).
     let mut alone = resolved.script_alone.iter();

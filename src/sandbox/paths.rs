@@ -98,6 +98,12 @@ pub struct ResolvedPaths {
     /// (`python3 ~/server.py`). It is granted alone, and the plan says so.
     #[serde(default)]
     pub script_alone: Vec<PathBuf>,
+    /// The Python project the server's code comes from, when it is not a script the root above
+    /// covers: uv's `--directory`/`--project`, the project a `.venv` sits in (an editable
+    /// install, `python -m pkg` from its checkout), the directory a `-m` module is found in.
+    /// Granted read-only, never the home (see [`project_root`]).
+    #[serde(default)]
+    pub project_root: Option<PathBuf>,
     /// Index of the first of the server's own arguments (after the package, script or module;
     /// see `crate::paths::anatomy`).
     #[serde(default)]
@@ -133,6 +139,47 @@ impl ResolvedPaths {
         // script whose first line names the venv's python).
         let venv_root =
             venv_of(program).or_else(|| runtime.interpreter.as_deref().and_then(venv_of));
+        let anatomy = crate::paths::anatomy(&program.to_string_lossy(), args);
+        // uv changes into its `--directory` before it runs the script.
+        let against_cwd = |path: &str| match cwd {
+            Some(cwd) if !Path::new(path).is_absolute() => cwd.join(path),
+            _ => PathBuf::from(path),
+        };
+        let uv_directory = crate::paths::uv_directory(&program.to_string_lossy(), args)
+            .map(|dir| crate::paths::normalize_path(&against_cwd(&dir)));
+        let start_dir = uv_directory.as_deref().or(cwd);
+        // The home as written and as it resolves: a script reached through a link to the home's
+        // real path must not make the real home its root.
+        let homes: Vec<PathBuf> = home
+            .into_iter()
+            .flat_map(|home| [Some(home.to_path_buf()), std::fs::canonicalize(home).ok()])
+            .flatten()
+            .collect();
+        let module = anatomy
+            .server_word
+            .filter(|_| anatomy.module)
+            .and_then(|word| args.get(word));
+        let project_root = project_root(&ProjectFacts {
+            uv_project: uv_directory.clone().or_else(|| {
+                crate::paths::option_value(args, "--project").map(|dir| against_cwd(&dir))
+            }),
+            venv_root: venv_root.as_deref(),
+            module: module.map(String::as_str),
+            start_dir,
+            homes: &homes,
+        });
+        // `uv run` in a project runs the project's own `.venv` (whatever venv uv itself was
+        // installed in), whose interpreter must resolve; so does a program in no venv.
+        let project_venv = project_root
+            .as_ref()
+            .map(|project| project.join(".venv"))
+            .filter(|venv| venv.join("pyvenv.cfg").is_file());
+        let runs_in_project = program.file_name().is_some_and(|name| name == "uv");
+        let venv_root = if runs_in_project {
+            project_venv.or(venv_root)
+        } else {
+            venv_root.or(project_venv)
+        };
         let venv_root = venv_root.as_deref();
         let venv_base = venv_root.and_then(|root| {
             let cfg = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;
@@ -150,13 +197,12 @@ impl ResolvedPaths {
         // Only an interpreter's server word (`node x.js`, `uv run x.py`) is a script: a
         // package runner's names a package, and for any other program a file on the command
         // line is data, which `grant_args` decides about.
-        let anatomy = crate::paths::anatomy(&program.to_string_lossy(), args);
         let script = anatomy
             .server_word
             .filter(|_| anatomy.launcher == crate::paths::Launcher::Interpreter && !anatomy.module)
             .and_then(|word| args.get(word))
-            .map(|arg| match cwd {
-                Some(cwd) if !Path::new(arg).is_absolute() => cwd.join(arg),
+            .map(|arg| match start_dir {
+                Some(dir) if !Path::new(arg).is_absolute() => dir.join(arg),
                 _ => PathBuf::from(arg),
             })
             .filter(|path| path.is_absolute() && path.is_file())
@@ -165,13 +211,6 @@ impl ResolvedPaths {
             .as_ref()
             .and_then(|path| std::fs::canonicalize(path).ok());
         let has_package_json = |dir: &Path| dir.join("package.json").is_file();
-        // The home as written and as it resolves: a script reached through a link to the home's
-        // real path must not make the real home its root.
-        let homes: Vec<PathBuf> = home
-            .into_iter()
-            .flat_map(|home| [Some(home.to_path_buf()), std::fs::canonicalize(home).ok()])
-            .flatten()
-            .collect();
         let resolved_root = canonical
             .as_ref()
             .and_then(|script| script_root(script, &homes, has_package_json));
@@ -187,6 +226,7 @@ impl ResolvedPaths {
             _ => Vec::new(),
         };
         let own_arguments_from = anatomy.own_arguments_start(args.len());
+        let project_root = project_root.filter(|root| resolved_root.as_ref() != Some(root));
         ResolvedPaths {
             program_canonical,
             venv_root: venv_root.map(Path::to_path_buf),
@@ -195,11 +235,61 @@ impl ResolvedPaths {
             script_root_as_written: written_root,
             script_as_written,
             script_alone,
+            project_root,
             own_arguments_from,
             arguments: super::arguments::inspect(args, own_arguments_from, cwd, home),
             runtime,
         }
     }
+}
+
+/// What [`project_root`] looks at.
+struct ProjectFacts<'a> {
+    /// uv's `--directory` or `--project`, absolute.
+    uv_project: Option<PathBuf>,
+    venv_root: Option<&'a Path>,
+    /// The module of `python -m MODULE`.
+    module: Option<&'a str>,
+    /// Where the server starts (uv's `--directory`, else its working directory).
+    start_dir: Option<&'a Path>,
+    /// The home as written and as it resolves.
+    homes: &'a [PathBuf],
+}
+
+/// The Python project the server's code is in (looks at the disk): uv's project directory; the
+/// project a virtualenv sits in (its parent holds `pyproject.toml`, `setup.py` or `setup.cfg`);
+/// the start directory a `-m` module is found in (`pkg/`, `pkg.py`, `src/pkg/`). Never the home
+/// nor a directory holding it.
+fn project_root(facts: &ProjectFacts<'_>) -> Option<PathBuf> {
+    let is_project = |dir: &Path| {
+        ["pyproject.toml", "setup.py", "setup.cfg"]
+            .iter()
+            .any(|file| dir.join(file).is_file())
+    };
+    let holds_module = |dir: &Path, module: &str| {
+        let top = module.split('.').next().unwrap_or(module);
+        dir.join(top).is_dir()
+            || dir.join(format!("{top}.py")).is_file()
+            || dir.join("src").join(top).is_dir()
+    };
+    let found = facts
+        .uv_project
+        .clone()
+        .filter(|dir| dir.is_dir())
+        .or_else(|| {
+            facts
+                .venv_root
+                .and_then(Path::parent)
+                .filter(|dir| is_project(dir))
+                .map(Path::to_path_buf)
+        })
+        .or_else(|| {
+            let (module, dir) = (facts.module?, facts.start_dir?);
+            holds_module(dir, module).then(|| dir.to_path_buf())
+        })?;
+    let found = crate::paths::normalize_path(&found);
+    let holds_home = facts.homes.iter().any(|home| home.starts_with(&found));
+    (!holds_home && found.parent().is_some()).then_some(found)
 }
 
 /// What a script may read: inside `node_modules`, the outermost `node_modules` dir (the package

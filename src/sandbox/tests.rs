@@ -824,3 +824,43 @@ fn a_venv_base_in_a_shared_prefix_is_not_granted_whole() {
         "{planted}"
     );
 }
+
+#[test]
+fn the_python_project_a_server_comes_from_is_found_three_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let project = home.join("projects/srv");
+    std::fs::create_dir_all(project.join("src/srv")).unwrap();
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[project]\nname = \"srv\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(project.join(".venv/bin")).unwrap();
+    std::fs::write(project.join(".venv/pyvenv.cfg"), "home = /nowhere\n").unwrap();
+    std::fs::write(project.join(".venv/bin/python"), "").unwrap();
+    let words = |line: &str| -> Vec<String> { line.split_whitespace().map(String::from).collect() };
+    let inspect = |program: &Path, args: &str, cwd: &Path| {
+        ResolvedPaths::inspect(program, &words(args), Some(cwd), &[], Some(&home))
+    };
+    let uv = Path::new("/usr/bin/uv");
+    // uv's project directory, relative to where the host starts it.
+    let found = inspect(uv, "--directory projects/srv run -m srv", &home);
+    assert_eq!(found.project_root.as_deref(), Some(project.as_path()));
+    // uv runs the project's own .venv.
+    assert_eq!(found.venv_root, Some(project.join(".venv")));
+    // The project a .venv sits in (an editable install), from anywhere.
+    let python = project.join(".venv/bin/python");
+    let found = inspect(&python, "-m srv", Path::new("/"));
+    assert_eq!(found.project_root.as_deref(), Some(project.as_path()));
+    // A `-m` module in the directory the server starts in.
+    std::fs::remove_file(project.join("pyproject.toml")).unwrap();
+    let found = inspect(Path::new("/usr/bin/python3"), "-m srv", &project);
+    assert_eq!(found.project_root.as_deref(), Some(project.as_path()));
+    let found = inspect(Path::new("/usr/bin/python3"), "-m other", &project);
+    assert_eq!(found.project_root, None);
+    // Never the home, nor what holds it.
+    std::fs::create_dir_all(home.join("srv")).unwrap();
+    let found = inspect(Path::new("/usr/bin/python3"), "-m srv", &home);
+    assert_eq!(found.project_root, None);
+}
