@@ -39,14 +39,23 @@ pub(super) fn build_env(
         vars.private_tmp.to_string_lossy().into_owned(),
     );
     if let Some(profile) = profile {
-        // What a server runs was fetched by the install step: it runs from the cache unless it
-        // may reach any name (`host`, or the port-list form). With a list of names a runner
-        // that went online would wait on a registry the list refuses (uvx re-checks its index
-        // even when the package is cached) and fail after its retries.
+        // A package airlock's install step fetches (npx, uvx, bunx, deno's npm:) runs from the
+        // cache unless the server may reach any name (`host`, or the port-list form): with a
+        // list of names its runner, online, would wait on a registry the list refuses (uvx
+        // re-checks its index even when the package is cached) and fail after its retries. Any
+        // other command (`uv run --with`, which no install step serves) keeps the network the
+        // list gives it, registry included when listed.
         let offline = match network {
             NetMode::None => true,
             NetMode::Egress(egress) => {
-                !request.fetches_packages
+                let installed_by_airlock = crate::fetch::detect(
+                    &request.program,
+                    request.resolved.program_canonical.as_deref(),
+                    &request.args,
+                )
+                .is_some();
+                installed_by_airlock
+                    && !request.fetches_packages
                     && !egress
                         .allow
                         .rules()

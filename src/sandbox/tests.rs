@@ -278,7 +278,7 @@ fn uv_cache_overlay_is_mounted_over_the_real_path_with_a_mount_namespace() {
 }
 
 #[test]
-fn a_server_with_a_list_of_names_runs_its_runner_from_the_cache_and_its_install_step_does_not() {
+fn a_fetched_package_with_a_list_of_names_runs_from_the_cache_and_its_install_step_does_not() {
     let offline_vars = |req: &PlanRequest| {
         let plan = plan(req, &HostFacts::full_featured_root()).unwrap();
         let env: std::collections::BTreeMap<_, _> = plan.env.iter().cloned().collect();
@@ -298,6 +298,13 @@ fn a_server_with_a_list_of_names_runs_its_runner_from_the_cache_and_its_install_
     req.fetches_packages = false;
     req.sandbox.network = sourced(Network::Allow(vec![sourced(NetRule::any_name(443))]));
     assert_eq!(offline_vars(&req), (None, Some("true".into())));
+
+    // A command no install step serves keeps the network its list gives.
+    let mut node = request("/usr/bin/node", &["/srv/server.js"]);
+    node.sandbox.network = sourced(Network::Allow(vec![sourced(
+        NetRule::parse("example.org").unwrap(),
+    )]));
+    assert_eq!(offline_vars(&node), (None, Some("true".into())));
 
     let mut uv = request("/usr/bin/uvx", &["mcp-server-time"]);
     uv.sandbox.network = sourced(Network::Allow(vec![sourced(
