@@ -362,3 +362,40 @@ fn interop_server_filesystem_writes_inside_its_grant_only() {
     let events = audit_events(&audit);
     assert_eq!(count(&events, "decision"), 2, "one decision per call");
 }
+
+/// A credential the host put in airlock's environment (its config's `env`) that the policy does
+/// not pass: airlock names it on stderr with the flag that would pass it, never its value; once
+/// passed, nothing is said.
+#[test]
+fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let start = |extra: &[&str]| {
+        let mut command = airlock(dir.path());
+        command
+            .arg("run")
+            .arg("--policy")
+            .arg(&policy)
+            .args(extra)
+            .arg("--")
+            .arg("/usr/bin/python3")
+            .arg(&fixture)
+            .env("API_KEY", "sk-do-not-show-me-0123456789")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let out = command.output().expect("airlock run");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let withheld = start(&[]);
+    assert!(
+        withheld.contains("not passed to the server")
+            && withheld.contains(": API_KEY;")
+            && withheld.contains("--allow-env=API_KEY"),
+        "{withheld}"
+    );
+    assert!(!withheld.contains("sk-do-not-show-me"), "{withheld}");
+    let passed = start(&["--allow-env=API_KEY"]);
+    assert!(!passed.contains("not passed to the server"), "{passed}");
+}

@@ -148,6 +148,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         other => CliError::Failure(other.into()),
     })?;
     tracing::info!(server = %name, "starting {}", launch.summary());
+    // A host passes a server's secrets in airlock's environment (its config's `env`); airlock
+    // passes only what the policy names. Say which credentials stayed behind, by name.
+    let withheld = crate::sandbox::withheld_credentials(&context.parent_env, &launch.plan.env);
+    if !withheld.is_empty() {
+        tracing::warn!(
+            server = %name,
+            "not passed to the server (airlock's environment reaches it only by name): {}; to pass one, add --allow-env={} before the `--`",
+            withheld.join(", "),
+            withheld.join(",")
+        );
+    }
 
     // A package that is not cached yet is installed first (crate::fetch), inside the start.
     let install_allowance = if launch.needs_fetch() {

@@ -89,6 +89,31 @@ pub(super) fn build_env(
     env
 }
 
+/// Variables of a login session whose names read like credentials but are not ones a host
+/// passes for a server (the shell's directory, the agent and X sockets).
+const SESSION_PLUMBING: [&str; 4] = ["PWD", "OLDPWD", "SSH_AUTH_SOCK", "XAUTHORITY"];
+
+/// The names in airlock's environment that look like credentials (`API_KEY`, `GITHUB_TOKEN`)
+/// and that the server's environment (`given`) does not have: what a host's `env` meant for the
+/// server and airlock withheld. Names only, sorted. Pure.
+pub fn withheld_credentials(
+    parent_env: &[(String, String)],
+    given: &[(String, String)],
+) -> Vec<String> {
+    let mut names: Vec<String> = parent_env
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            crate::secret::key_looks_secret(name) && !SESSION_PLUMBING.contains(&name.as_str())
+        })
+        .filter(|name| !given.iter().any(|(key, _)| key == *name))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Puts `dirs` in front of a passed-through `PATH` (each once). A policy that does not pass
 /// `PATH` keeps it unset.
 fn prefix_path(env: &mut [(String, String)], dirs: &[std::path::PathBuf]) {
@@ -112,5 +137,29 @@ pub fn env_name_matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => pattern == name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn withheld_credentials_are_named_and_nothing_else() {
+        let pair = |name: &str| (name.to_string(), "value".to_string());
+        let parent = [
+            pair("PATH"),
+            pair("GITHUB_TOKEN"),
+            pair("API_KEY"),
+            pair("OPENAI_API_KEY"),
+            pair("LANG"),
+            pair("PWD"),
+            pair("SSH_AUTH_SOCK"),
+        ];
+        let given = [pair("PATH"), pair("OPENAI_API_KEY")];
+        assert_eq!(
+            withheld_credentials(&parent, &given),
+            ["API_KEY", "GITHUB_TOKEN"]
+        );
     }
 }

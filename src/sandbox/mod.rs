@@ -101,7 +101,7 @@ mod plan;
 mod vars;
 
 pub use cgroup::{CgroupVersion, MemoryCgroup};
-pub use env::env_name_matches;
+pub use env::{env_name_matches, withheld_credentials};
 pub use grants::install_prefix;
 pub use model::*;
 pub use plan::plan;
