@@ -672,12 +672,20 @@ impl Validator<'_> {
         let name = &raw.name;
         let (value, _) = self.expand(name, "cwd", &cwd.value, cwd.at)?;
         if !value.starts_with('/') {
+            // `~` is a shell's word, not a path: the config names the home through the
+            // environment, as it names any other value.
+            let fix = match value.strip_prefix('~') {
+                Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                    format!("write the home as ${{env:HOME}}: cwd = \"${{env:HOME}}{rest}\"")
+                }
+                _ => "write an absolute directory".to_string(),
+            };
             return Err(self
                 .error(
                     cwd.at,
                     format!("server {name:?}: `cwd` {value:?} is not absolute"),
                 )
-                .with_fix("write an absolute directory"));
+                .with_fix(fix));
         }
         Ok(Some(PathBuf::from(value)))
     }

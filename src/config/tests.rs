@@ -407,3 +407,20 @@ fn per_server_config_blocks_form_the_config_layer() {
         })
     );
 }
+
+#[test]
+fn a_tilde_cwd_is_refused_with_the_home_written_through_the_environment() {
+    let text = "[servers.w]\ncommand = \"/usr/bin/python3\"\ncwd = \"~/projects/w\"\n";
+    let err = assert_error(text, 3, 7, "is not absolute");
+    assert_eq!(
+        err.fix.as_deref(),
+        Some("write the home as ${env:HOME}: cwd = \"${env:HOME}/projects/w\"")
+    );
+    // The fix works.
+    let fixed = text.replace("~/projects/w", "${env:HOME}/projects/w");
+    let config = parse_text(&fixed).unwrap();
+    assert_eq!(
+        config.servers[0].cwd.as_deref(),
+        Some(Path::new("/home/me/projects/w"))
+    );
+}
