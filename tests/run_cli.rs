@@ -399,3 +399,42 @@ fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
     let passed = start(&["--allow-env=API_KEY"]);
     assert!(!passed.contains("not passed to the server"), "{passed}");
 }
+
+/// A server's own `--project DIR` (an option many servers take) grants nothing: only uv's own
+/// `--project`/`--directory`, before the script, name a project airlock grants. The server
+/// reads a file in DIR and says what happened.
+#[test]
+fn a_servers_own_project_option_grants_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret_dir = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("pyproject.toml"), "").unwrap();
+    std::fs::write(secret_dir.join("secret.txt"), "do-not-read-me").unwrap();
+    let server_dir = dir.path().join("server");
+    std::fs::create_dir_all(&server_dir).unwrap();
+    let script = server_dir.join("probe.py");
+    std::fs::write(
+        &script,
+        "import sys\ntry:\n    print('READ ' + open(sys.argv[2] + '/secret.txt').read(), file=sys.stderr)\nexcept OSError as err:\n    print('REFUSED ' + type(err).__name__, file=sys.stderr)\n",
+    )
+    .unwrap();
+    let policy = write_policy(
+        dir.path(),
+        "[sandbox]\nrun_as = \"root\"\ngrant_args = \"none\"\n",
+    );
+    let out = airlock(dir.path())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--")
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .arg("--project")
+        .arg(&secret_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("airlock run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("REFUSED "), "{stderr}");
+    assert!(!stderr.contains("do-not-read-me"), "{stderr}");
+}

@@ -94,15 +94,14 @@ fn assert_lists_only_servers_that_started(client: &mut Client) {
 fn assert_the_host_log_names_the_servers_that_did_not_start(client: &Client) {
     for server in ["nostart", "slowstart"] {
         assert!(
-            client
-                .backlog
-                .iter()
-                .any(|m| m["method"] == "notifications/message"
+            client.backlog.iter().any(|m| {
+                m["method"] == "notifications/message"
                     && m["params"]["logger"] == "airlock"
                     && m["params"]["level"] == "error"
                     && m["params"]["data"]
                         .as_str()
-                        .is_some_and(|text| text.starts_with(&format!("server `{server}`: ")))),
+                        .is_some_and(|text| text.starts_with(&format!("server `{server}` failed")))
+            }),
             "{server}: {:?}",
             client.backlog
         );

@@ -111,11 +111,12 @@ pub fn anatomy(program: &str, args: &[String]) -> Anatomy {
     }
 }
 
-/// The value of uv's `--directory` (`uv --directory ~/weather run weather.py`): uv changes
-/// into it before it runs anything, so the script and the project are read from there.
-pub fn uv_directory(program: &str, args: &[String]) -> Option<String> {
+/// The value of one of uv's own options (`--directory`, `--project`) when `program` is uv.
+/// `args` must be uv's own words only, up to the script it runs: an option of the same name
+/// after the script is the server's, not uv's (`uv run server.py --project /etc`).
+pub fn uv_option(program: &str, args: &[String], name: &str) -> Option<String> {
     (base_names(program).1 == "uv")
-        .then(|| option_value(args, "--directory"))
+        .then(|| option_value(args, name))
         .flatten()
 }
 
@@ -234,19 +235,18 @@ mod tests {
     }
 
     #[test]
-    fn uvs_directory_is_read_in_both_spellings() {
+    fn uvs_own_options_are_read_in_both_spellings_and_only_for_uv() {
         let words =
             |line: &str| -> Vec<String> { line.split_whitespace().map(String::from).collect() };
+        let dir = |program: &str, line: &str| uv_option(program, &words(line), "--directory");
         assert_eq!(
-            uv_directory("/usr/bin/uv", &words("--directory /p/w run w.py")),
+            dir("/usr/bin/uv", "--directory /p/w run w.py"),
             Some("/p/w".into())
         );
-        assert_eq!(
-            uv_directory("uv", &words("--directory=rel run w.py")),
-            Some("rel".into())
-        );
-        assert_eq!(uv_directory("uvx", &words("--directory /p x")), None);
-        assert_eq!(uv_directory("uv", &words("run -- x --directory /p")), None);
+        assert_eq!(dir("uv", "--directory=rel run w.py"), Some("rel".into()));
+        assert_eq!(dir("uvx", "--directory /p x"), None);
+        assert_eq!(dir("node", "s.js --directory /p"), None);
+        assert_eq!(dir("uv", "run -- x --directory /p"), None);
     }
 
     #[test]

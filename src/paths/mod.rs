@@ -17,7 +17,7 @@ pub use command::{ResolveError, resolve_command};
 pub use dirs::UserDirs;
 pub use environment::{EnvVars, VarSource};
 pub use launcher::{
-    Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy, option_value, uv_directory,
+    Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy, option_value, uv_option,
 };
 pub use normal::{is_under, normalize, normalize_path, walk_components};
 pub use shims::{Disk, RealDisk, Shim, resolve_shim};

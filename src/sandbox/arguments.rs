@@ -150,6 +150,11 @@ const SYSTEM_PATHS: &[&str] = &[
     "/run", "/var/run", "/var/lib", "/var/log", "/snap",
 ];
 
+/// Whether `path` is a system path (see [`SYSTEM_PATHS`]).
+pub(super) fn is_system_path(path: &Path) -> bool {
+    SYSTEM_PATHS.iter().any(|dir| path.starts_with(dir))
+}
+
 /// How the user can grant a path themselves: the `--allow-*` flags, unless the org locks
 /// `[sandbox]`, which refuses them (then only the org can add it).
 fn grant_it_with(flags: &str, lock: Option<&Origin>) -> String {

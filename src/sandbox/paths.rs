@@ -145,8 +145,15 @@ impl ResolvedPaths {
             Some(cwd) if !Path::new(path).is_absolute() => cwd.join(path),
             _ => PathBuf::from(path),
         };
-        let uv_directory = crate::paths::uv_directory(&program.to_string_lossy(), args)
-            .map(|dir| crate::paths::normalize_path(&against_cwd(&dir)));
+        // uv's own words: up to the script or module it runs (the server's own options after it
+        // are the server's, whatever their names).
+        let program_text = program.to_string_lossy();
+        let uv_words = &args[..anatomy.server_word.unwrap_or(args.len()).min(args.len())];
+        let uv_option = |name: &str| {
+            crate::paths::uv_option(&program_text, uv_words, name)
+                .map(|dir| crate::paths::normalize_path(&against_cwd(&dir)))
+        };
+        let uv_directory = uv_option("--directory");
         let start_dir = uv_directory.as_deref().or(cwd);
         // The home as written and as it resolves: a script reached through a link to the home's
         // real path must not make the real home its root.
@@ -160,9 +167,7 @@ impl ResolvedPaths {
             .filter(|_| anatomy.module)
             .and_then(|word| args.get(word));
         let project_root = project_root(&ProjectFacts {
-            uv_project: uv_directory.clone().or_else(|| {
-                crate::paths::option_value(args, "--project").map(|dir| against_cwd(&dir))
-            }),
+            uv_project: uv_directory.clone().or_else(|| uv_option("--project")),
             venv_root: venv_root.as_deref(),
             module: module.map(String::as_str),
             start_dir,
@@ -258,19 +263,27 @@ struct ProjectFacts<'a> {
 
 /// The Python project the server's code is in (looks at the disk): uv's project directory; the
 /// project a virtualenv sits in (its parent holds `pyproject.toml`, `setup.py` or `setup.cfg`);
-/// the start directory a `-m` module is found in (`pkg/`, `pkg.py`, `src/pkg/`). Never the home
-/// nor a directory holding it.
+/// the start directory, when it is such a project, that a `-m` module is found in (`pkg/`,
+/// `pkg.py`, `src/pkg/`). Never a home nor a directory holding one, `/`, or a system path.
 fn project_root(facts: &ProjectFacts<'_>) -> Option<PathBuf> {
     let is_project = |dir: &Path| {
         ["pyproject.toml", "setup.py", "setup.cfg"]
             .iter()
             .any(|file| dir.join(file).is_file())
     };
+    // A module name is dotted identifiers: nothing in it may walk the filesystem.
+    let is_module_name = |module: &str| {
+        module
+            .split('.')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_'))
+    };
     let holds_module = |dir: &Path, module: &str| {
         let top = module.split('.').next().unwrap_or(module);
-        dir.join(top).is_dir()
-            || dir.join(format!("{top}.py")).is_file()
-            || dir.join("src").join(top).is_dir()
+        is_module_name(module)
+            && is_project(dir)
+            && (dir.join(top).is_dir()
+                || dir.join(format!("{top}.py")).is_file()
+                || dir.join("src").join(top).is_dir())
     };
     let found = facts
         .uv_project
@@ -289,7 +302,14 @@ fn project_root(facts: &ProjectFacts<'_>) -> Option<PathBuf> {
         })?;
     let found = crate::paths::normalize_path(&found);
     let holds_home = facts.homes.iter().any(|home| home.starts_with(&found));
-    (!holds_home && found.parent().is_some()).then_some(found)
+    // Someone's home (another user's, when root runs airlock for itself) or a system path is
+    // never a project root; a command-line path there is refused the same way.
+    let a_home = found.parent() == Some(Path::new("/home")) || found == Path::new("/root");
+    let refused = holds_home
+        || a_home
+        || found.parent().is_none()
+        || super::arguments::is_system_path(&found);
+    (!refused).then_some(found)
 }
 
 /// What a script may read: inside `node_modules`, the outermost `node_modules` dir (the package

@@ -860,14 +860,50 @@ fn the_python_project_a_server_comes_from_is_found_three_ways() {
     let python = project.join(".venv/bin/python");
     let found = inspect(&python, "-m srv", Path::new("/"));
     assert_eq!(found.project_root.as_deref(), Some(project.as_path()));
-    // A `-m` module in the directory the server starts in.
-    std::fs::remove_file(project.join("pyproject.toml")).unwrap();
-    let found = inspect(Path::new("/usr/bin/python3"), "-m srv", &project);
+    // A `-m` module in the project the server starts in.
+    let python3 = Path::new("/usr/bin/python3");
+    let found = inspect(python3, "-m srv", &project);
     assert_eq!(found.project_root.as_deref(), Some(project.as_path()));
-    let found = inspect(Path::new("/usr/bin/python3"), "-m other", &project);
+    let found = inspect(python3, "-m other", &project);
     assert_eq!(found.project_root, None);
-    // Never the home, nor what holds it.
-    std::fs::create_dir_all(home.join("srv")).unwrap();
-    let found = inspect(Path::new("/usr/bin/python3"), "-m srv", &home);
-    assert_eq!(found.project_root, None);
+    // Nothing else makes a project: a directory that is no project, a module name that walks
+    // the filesystem, a server's own `--project` or `--directory` (after its script), another
+    // program's, a system path, the home.
+    std::fs::create_dir_all(home.join("loose/srv")).unwrap();
+    assert_eq!(
+        inspect(python3, "-m srv", &home.join("loose")).project_root,
+        None
+    );
+    assert_eq!(inspect(python3, "-m ../..", &project).project_root, None);
+    assert_eq!(inspect(python3, "-m .srv", &project).project_root, None);
+    let script = project.join("s.py");
+    std::fs::write(&script, "").unwrap();
+    let other = home.join("loose");
+    let after_script = format!("run {} --project {}", script.display(), other.display());
+    assert_eq!(
+        inspect(uv, &after_script, &home).project_root,
+        None,
+        "the server's own --project"
+    );
+    let node_line = format!("/srv/s.js --project {}", other.display());
+    assert_eq!(
+        inspect(Path::new("/usr/bin/node"), &node_line, &home).project_root,
+        None
+    );
+    assert_eq!(
+        inspect(uv, "--project /etc run x.py", &home).project_root,
+        None
+    );
+    assert_eq!(
+        inspect(uv, "--directory /var/lib run x.py", &home).project_root,
+        None
+    );
+    std::fs::write(home.join("pyproject.toml"), "").unwrap();
+    std::fs::create_dir_all(home.join(".venv/bin")).unwrap();
+    std::fs::write(home.join(".venv/pyvenv.cfg"), "home = /nowhere\n").unwrap();
+    assert_eq!(
+        inspect(&home.join(".venv/bin/python"), "-m srv", Path::new("/")).project_root,
+        None,
+        "never the home"
+    );
 }

@@ -109,8 +109,17 @@ impl Core {
         tracing::warn!(server = %server.name, "{reason}{giving_up}");
         if !single {
             // A gateway's host lists the other servers' tools as if this one did not exist:
-            // its log is where the user looks for why.
-            let text = format!("server `{}`: {reason}{giving_up}", server.name);
+            // its log is where the user looks for why. airlock's own words only: the reason may
+            // quote the server (its error message, its stderr), which must not speak as airlock.
+            let what = if gave_up {
+                "failed and is given up"
+            } else {
+                "failed"
+            };
+            let text = format!(
+                "server `{}` {what}: its tools are missing until it starts; airlock's stderr and `airlock status` say why",
+                server.name
+            );
             self.log_to_host("error", &text);
         }
         if stop && was_alive {

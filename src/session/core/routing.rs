@@ -255,12 +255,17 @@ impl Core {
     /// resource): the host may read one before any listing, and `resources/read` then goes to
     /// the server that named it. A URI already owned keeps its owner (first listed wins).
     pub(super) fn note_linked_resources(&mut self, index: usize, message: &Value) {
+        if self.servers[index].has_capability("resources") != Some(true) {
+            return;
+        }
         let Some(content) = message.pointer("/result/content").and_then(Value::as_array) else {
             return;
         };
         for item in content {
             if item.get("type").and_then(Value::as_str) == Some("resource_link")
                 && let Some(uri) = item.get("uri").and_then(Value::as_str)
+                && (self.resource_owner.len() < MAX_ROUTED_URIS
+                    || self.resource_owner.contains_key(uri))
             {
                 self.resource_owner.entry(uri.to_string()).or_insert(index);
             }
@@ -299,6 +304,11 @@ impl Core {
         }
     }
 }
+
+/// How many URIs the gateway routes by name: links a tool returns are noted up to this many (a
+/// server cannot grow a long session's map without bound); past it they route as before, by
+/// template or the only server offering resources.
+const MAX_ROUTED_URIS: usize = 10_000;
 
 /// An MCP log level's place in RFC 5424's order (debug lowest); an unknown name counts as debug.
 fn severity(level: &str) -> usize {

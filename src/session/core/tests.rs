@@ -353,7 +353,15 @@ fn a_failed_start_is_in_the_hosts_log_unless_the_host_asked_for_higher_levels_on
         logs[0]["params"]["data"]
             .as_str()
             .unwrap()
-            .starts_with("server `beta`: "),
+            .starts_with("server `beta` failed"),
+        "{logs:?}"
+    );
+    // airlock's own words: the reason (which may quote the server) stays on stderr.
+    assert!(
+        !logs[0]["params"]["data"]
+            .as_str()
+            .unwrap()
+            .contains("no such file"),
         "{logs:?}"
     );
     let told = logs.len();
