@@ -301,15 +301,18 @@ fn project_root(facts: &ProjectFacts<'_>) -> Option<PathBuf> {
             holds_module(dir, module).then(|| dir.to_path_buf())
         })?;
     let found = crate::paths::normalize_path(&found);
-    let holds_home = facts.homes.iter().any(|home| home.starts_with(&found));
     // Someone's home (another user's, when root runs airlock for itself) or a system path is
-    // never a project root; a command-line path there is refused the same way.
-    let a_home = found.parent() == Some(Path::new("/home")) || found == Path::new("/root");
-    let refused = holds_home
-        || a_home
-        || found.parent().is_none()
-        || super::arguments::is_system_path(&found);
-    (!refused).then_some(found)
+    // never a project root; a command-line path there is refused the same way. Judged as
+    // written and where its links lead (`/tmp/p -> /etc`).
+    let refused = |dir: &Path| {
+        facts.homes.iter().any(|home| home.starts_with(dir))
+            || dir.parent() == Some(Path::new("/home"))
+            || dir == Path::new("/root")
+            || dir.parent().is_none()
+            || super::arguments::is_system_path(dir)
+    };
+    let resolved = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
+    (!refused(&found) && !refused(&resolved)).then_some(found)
 }
 
 /// What a script may read: inside `node_modules`, the outermost `node_modules` dir (the package

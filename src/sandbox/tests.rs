@@ -898,6 +898,10 @@ fn the_python_project_a_server_comes_from_is_found_three_ways() {
         inspect(uv, "--directory /var/lib run x.py", &home).project_root,
         None
     );
+    let link = dir.path().join("etc-link");
+    std::os::unix::fs::symlink("/etc", &link).unwrap();
+    let through_link = format!("--directory {} run x.py", link.display());
+    assert_eq!(inspect(uv, &through_link, &home).project_root, None);
     std::fs::write(home.join("pyproject.toml"), "").unwrap();
     std::fs::create_dir_all(home.join(".venv/bin")).unwrap();
     std::fs::write(home.join(".venv/pyvenv.cfg"), "home = /nowhere\n").unwrap();
