@@ -263,8 +263,9 @@ fn uvx_from_the_uv_cache_works_with_a_network_allow_list() {
 /// The official Python quickstart's shape, `uv --directory PROJECT run weather.py`: a uv
 /// project the user made beforehand (pyproject.toml, uv.lock, .venv) in their home, granted
 /// nowhere. airlock reads uv's `--directory` as the project (read-only) and the interpreter its
-/// `.venv` links to, and derives the server's name from the script's project. The server here is
-/// the session tests' fixture (no SDK, so nothing to fetch).
+/// `.venv` links to, and derives the server's name from the script's project; through `run` and
+/// through `serve` (the same command as a gateway's server). The server here is the session
+/// tests' fixture (no SDK, so nothing to fetch).
 #[test]
 fn the_uv_quickstart_shape_runs_from_its_project() {
     let Some(home) = setup("quickstart") else {
@@ -322,23 +323,34 @@ fn the_uv_quickstart_shape_runs_from_its_project() {
         String::from_utf8_lossy(&synced.stderr)
     );
     let project_arg = project.display().to_string();
-    let (answer, stderr) = call_through_airlock(
-        &home,
-        &[
-            "run",
-            "--",
-            "uv",
-            "--directory",
-            &project_arg,
-            "run",
-            "weather.py",
-        ],
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
-    );
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "fixture: hi",
-        "{answer}\n{stderr}"
-    );
+    // The same command as a host's drop-in wrapper (run) and as a gateway's server (serve).
+    let config = home.root.join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!("[servers.weather]\ncommand = \"uv\"\nargs = [\"--directory\", {project_arg:?}, \"run\", \"weather.py\"]\n"),
+    )
+    .unwrap();
+    let config_arg = config.display().to_string();
+    let run: &[&str] = &[
+        "run",
+        "--",
+        "uv",
+        "--directory",
+        &project_arg,
+        "run",
+        "weather.py",
+    ];
+    let serve: &[&str] = &["serve", "--config", &config_arg];
+    for (args, tool) in [(run, "echo"), (serve, "weather__echo")] {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":"hi"}}}}}}"#
+        );
+        let (answer, stderr) = call_through_airlock(&home, args, &call);
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "fixture: hi",
+            "{args:?}: {answer}\n{stderr}"
+        );
+    }
     let audit = std::fs::read_to_string(home.state().join("airlock/audit.jsonl")).unwrap();
     assert!(
         audit.contains(r#""event":"spawn","server":"weather""#),
