@@ -20,7 +20,7 @@ use super::schema::{SchemaCheck, ToolSchemas};
 use super::track::{Held, Pending, Tracked};
 use super::{Effects, Gate};
 use crate::audit::{EventKind, Outcome};
-use crate::mcp::message::{code, error_response, has_id_key, id_key};
+use crate::mcp::message::{code, error_response, id_key};
 use crate::policy::Action;
 
 /// The rule named on the decision of a call to a name the server did not list.
@@ -111,7 +111,7 @@ impl Gate {
     pub(super) fn learn_tools(&mut self, result: &Value, fx: &mut Effects) {
         if self.listed.learn_page(result) {
             fx.retry
-                .extend(self.awaiting.drain(..).map(|held| held.call));
+                .extend(self.awaiting.take_all().into_iter().map(|held| held.call));
         }
     }
 
@@ -133,7 +133,7 @@ impl Gate {
             "airlock could not list the tools of server \"{}\": {why}",
             self.config.server
         );
-        for held in std::mem::take(&mut self.awaiting) {
+        for held in self.awaiting.take_all() {
             self.give_up_waiting(held, GiveUp::Failed(why.clone()), now, fx);
         }
     }
@@ -176,21 +176,16 @@ impl Gate {
 
     /// Takes a waiting call out by its host id key.
     pub(super) fn take_awaiting(&mut self, key: &str) -> Option<Held> {
-        let position = self.awaiting.iter().position(|h| has_id_key(&h.id, key))?;
-        Some(self.awaiting.remove(position))
+        self.awaiting.take(key)
     }
 
     /// Waiting calls whose `tool_timeout` has passed.
     pub(super) fn expired_awaiting(&mut self, now: Instant) -> Vec<Held> {
-        let (expired, waiting) = std::mem::take(&mut self.awaiting)
-            .into_iter()
-            .partition(|h| h.deadline.is_some_and(|d| d <= now));
-        self.awaiting = waiting;
-        expired
+        self.awaiting.take_expired(now)
     }
 
     pub(super) fn awaiting_deadline(&self) -> Option<Instant> {
-        self.awaiting.iter().filter_map(|h| h.deadline).min()
+        self.awaiting.deadline()
     }
 
     /// A waiting call ends without reaching the server: one decision and one outcome, as every

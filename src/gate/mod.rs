@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome, Redactor};
 use crate::mcp::message::{
-    code, error_response, has_id_key, id_key, notification, result_response, tool_error_result,
+    code, error_response, id_key, notification, result_response, tool_error_result,
 };
 use crate::mcp::{Class, classify, version};
 use crate::policy::reading::PathContext;
@@ -143,7 +143,7 @@ pub struct Gate {
     /// The names (and schemas) of the tools the server listed.
     listed: listed::ListedTools,
     /// Calls of a name not listed yet, waiting for a listing (in arrival order).
-    awaiting: Vec<Held>,
+    awaiting: track::Awaiting,
 }
 
 /// A human-readable description of a decision, for deny texts and logs.
@@ -186,7 +186,7 @@ impl Gate {
             trust_identity: false,
             callers: HashMap::new(),
             listed: listed::ListedTools::default(),
-            awaiting: Vec::new(),
+            awaiting: track::Awaiting::default(),
         }
     }
 
@@ -221,7 +221,7 @@ impl Gate {
     pub fn tracks(&self, key: &str) -> bool {
         self.pending.contains_key(key)
             || self.held_by_call.contains_key(key)
-            || self.awaiting.iter().any(|call| has_id_key(&call.id, key))
+            || self.awaiting.contains(key)
     }
 
     /// Whether `key` is one of this gate's own requests to the host.
@@ -684,7 +684,7 @@ impl Gate {
             let pending = Pending::new(call.id, what, call.started, None);
             self.unanswered(pending, &message, now, fx);
         }
-        for waiting in std::mem::take(&mut self.awaiting) {
+        for waiting in self.awaiting.take_all() {
             let why = listed::GiveUp::Failed(message.clone());
             self.give_up_waiting(waiting, why, now, fx);
         }

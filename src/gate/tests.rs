@@ -559,6 +559,7 @@ fn a_call_before_any_listing_waits_for_one_and_is_then_decided_against_it() {
     let fx = list(&mut gate, json!({"tools": [{"name": "read_file"}]}));
     assert_eq!(fx.retry.len(), 2);
     assert_eq!(fx.retry[0]["id"], 1);
+    assert!(!gate.tracks(&id_key(&json!(1))) && !gate.tracks(&id_key(&json!(2))));
     let mut again = Effects::default();
     let first = gate.on_host(fx.retry[0].clone(), now, &mut again);
     assert!(matches!(first, Verdict::Forward(_)));
@@ -600,6 +601,7 @@ fn a_waiting_call_ends_with_one_decision_and_one_outcome_however_it_ends() {
     let mut fx = Effects::default();
     assert_eq!(gate.on_host(cancel, now, &mut fx), Verdict::Drop);
     assert!(fx.to_host.is_empty());
+    assert!(!gate.tracks(&id_key(&json!(1))));
     assert_eq!(
         kinds(&fx),
         vec![
@@ -615,17 +617,21 @@ fn a_waiting_call_ends_with_one_decision_and_one_outcome_however_it_ends() {
     gate.on_tick(late, &mut fx);
     assert_eq!(answer_error_code(&fx), Some(code::REQUEST_TIMEOUT));
     assert_eq!(fx.audit[1].outcome, Some(Outcome::Timeout));
+    assert!(!gate.tracks(&id_key(&json!(2))));
     // The listing failed, or the server is gone: answered with the reason.
     gate.on_host(call(json!(3), "read_file"), now, &mut Effects::default());
     let mut fx = Effects::default();
     gate.tools_listing_failed("tools/list failed: boom", now, &mut fx);
     assert_eq!(fx.to_host[0]["result"]["isError"], true, "{:?}", fx.to_host);
     assert_eq!(fx.audit[1].outcome, Some(Outcome::Error));
+    assert!(!gate.tracks(&id_key(&json!(3))));
     gate.on_host(call(json!(4), "read_file"), now, &mut Effects::default());
+    assert!(gate.tracks(&id_key(&json!(4))));
     let mut fx = Effects::default();
     gate.on_server_gone("server exited", now, &mut fx, &|_| false);
     assert_eq!(fx.to_host.len(), 1);
     assert_eq!(gate.in_flight(), 0);
+    assert!(!gate.tracks(&id_key(&json!(4))));
 }
 
 // ---------------------------------------------------------------- paths and schemas

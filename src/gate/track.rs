@@ -89,3 +89,67 @@ impl RecentIds {
         self.set.remove(key)
     }
 }
+
+/// Calls of a name not listed yet, waiting for a listing, in arrival order. A host may send
+/// thousands of calls before the first listing returns, and every request the host sends asks
+/// whether its id is one of them: so their id keys are kept in a set beside the queue.
+#[derive(Debug, Default)]
+pub(super) struct Awaiting {
+    calls: VecDeque<Held>,
+    keys: HashSet<String>,
+}
+
+impl Awaiting {
+    pub fn push(&mut self, held: Held) {
+        self.keys.insert(crate::mcp::message::id_key(&held.id));
+        self.calls.push_back(held);
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.keys.contains(key)
+    }
+
+    /// Takes the call of host id key `key` out (the host cancelled it).
+    pub fn take(&mut self, key: &str) -> Option<Held> {
+        if !self.keys.remove(key) {
+            return None;
+        }
+        let position = self
+            .calls
+            .iter()
+            .position(|held| crate::mcp::message::has_id_key(&held.id, key))?;
+        self.calls.remove(position)
+    }
+
+    /// Takes every call out, in arrival order.
+    pub fn take_all(&mut self) -> Vec<Held> {
+        self.keys.clear();
+        self.calls.drain(..).collect()
+    }
+
+    /// Takes out the calls whose deadline has passed.
+    pub fn take_expired(&mut self, now: Instant) -> Vec<Held> {
+        let mut expired = Vec::new();
+        for held in std::mem::take(&mut self.calls) {
+            if held.deadline.is_some_and(|deadline| deadline <= now) {
+                self.keys.remove(&crate::mcp::message::id_key(&held.id));
+                expired.push(held);
+            } else {
+                self.calls.push_back(held);
+            }
+        }
+        expired
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.calls.iter().filter_map(|held| held.deadline).min()
+    }
+
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+}
