@@ -86,6 +86,8 @@ pub struct AuditLog {
     out: Vec<u8>,
     /// Tool calls in flight, to attribute connections (only when a server has network egress).
     calls: Option<super::calls::CallsInFlight>,
+    /// Events kept by [`AuditLog::defer`], staged in order before anything else.
+    deferred: Vec<Event>,
 }
 
 /// A fresh random session id: 16 hex digits.
@@ -276,6 +278,7 @@ impl AuditLog {
             staged_ends: Vec::new(),
             out: Vec::with_capacity(512),
             calls: None,
+            deferred: Vec::new(),
         }
     }
 
@@ -315,7 +318,37 @@ impl AuditLog {
     /// next [`AuditLog::commit`] (or `record`) links and writes every staged event in one
     /// `write`. This lets a session record the decisions of all the calls that arrived together
     /// with one syscall, still before any of them is forwarded.
-    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
+    pub fn stage(&mut self, event: Event) -> Result<(), AuditError> {
+        self.stage_deferred()?;
+        self.stage_now(event)
+    }
+
+    /// Keeps the event to be stamped and encoded at the next [`AuditLog::stage`], `record` or
+    /// `commit`, in order with everything recorded. A session defers the events of a step
+    /// until the host's answers of that step are out: an answer does not wait for the encoding
+    /// of its own `outcome`, and every `decision` is still written before its call is forwarded
+    /// (the commit that precedes forwarding stages whatever is deferred).
+    pub fn defer(&mut self, event: Event) {
+        self.deferred.push(event);
+    }
+
+    fn stage_deferred(&mut self) -> Result<(), AuditError> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        let mut events = std::mem::take(&mut self.deferred);
+        let mut result = Ok(());
+        for event in events.drain(..) {
+            if result.is_ok() {
+                result = self.stage_now(event);
+            }
+        }
+        // The emptied buffer is kept for the next step's events.
+        self.deferred = events;
+        result
+    }
+
+    fn stage_now(&mut self, mut event: Event) -> Result<(), AuditError> {
         if let Some(calls) = &mut self.calls {
             calls.observe(&mut event);
         }
@@ -344,17 +377,18 @@ impl AuditLog {
 
     /// Whether events are staged and not yet written.
     pub fn has_staged(&self) -> bool {
-        !self.staged_ends.is_empty()
+        !self.staged_ends.is_empty() || !self.deferred.is_empty()
     }
 
     /// Writes every staged event, as whole chained lines, with one `write` per sink (no user-space
     /// buffer is left behind: when this returns Ok the events are in the kernel's hands). On an
     /// error the staged events are discarded; the caller must not forward what they record.
     pub fn commit(&mut self) -> Result<(), AuditError> {
+        let staged = self.stage_deferred();
         if self.staged_ends.is_empty() {
-            return Ok(());
+            return staged;
         }
-        let result = self.write_staged();
+        let result = staged.and_then(|()| self.write_staged());
         self.staged.clear();
         self.staged_ends.clear();
         for buffer in [&mut self.staged, &mut self.out] {
@@ -440,6 +474,32 @@ mod tests {
             );
         }
         assert!(lines[0].starts_with(r#"{"ts":""#));
+    }
+
+    #[test]
+    fn deferred_events_keep_their_place_before_anything_staged_after_them() {
+        let mut log = AuditLog::memory();
+        log.defer(Event::new(EventKind::Outcome, "first"));
+        assert!(log.has_staged());
+        log.stage(Event::new(EventKind::Dropped, "second")).unwrap();
+        log.commit().unwrap();
+        log.defer(Event::new(EventKind::Outcome, "third"));
+        let written = |log: &AuditLog| {
+            log.memory_contents()
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+        };
+        assert_eq!(written(&log), 2, "a deferred event waits for the commit");
+        log.commit().unwrap();
+        assert!(!log.has_staged());
+        let text = String::from_utf8(log.memory_contents().to_vec()).unwrap();
+        let records = parse_lines(&text);
+        let order: Vec<(&str, u64)> = records
+            .iter()
+            .map(|r| (r["server"].as_str().unwrap(), r["seq"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(order, [("first", 1), ("second", 2), ("third", 3)]);
     }
 
     #[test]

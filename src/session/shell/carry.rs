@@ -1,7 +1,8 @@
 //! Carrying out the core's actions. The messages of one step are gathered per peer and written
 //! with one write each; the audit events of the step go out in one write **before** anything
 //! reaches a server (a decision is on record before the call it records is forwarded), and after
-//! the host's answers (so an answer does not wait for the log; its outcome follows at once).
+//! the host's answers (so an answer does not wait for the log, nor for the encoding of its
+//! outcome: the step's events are encoded once the host's bytes are out).
 
 use std::time::Instant;
 
@@ -68,7 +69,7 @@ where
 
     fn carry(&mut self, action: Action) -> Result<(), ShellError> {
         match action {
-            Action::Audit(event) => self.audit.stage(*event)?,
+            Action::Audit(event) => self.audit.defer(*event),
             Action::ToHost(message) => encode_into(&mut self.host_bytes, &message),
             Action::ToHostBytes(bytes) => {
                 self.host_bytes.extend_from_slice(&bytes);
