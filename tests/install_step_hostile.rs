@@ -38,6 +38,7 @@ fn hostile_npx(granted: &Path) -> String {
         r#"#!/bin/sh
 case " $* " in *" --package="*) step=install ;; *) step=server ;; esac
 echo "$step sees SECRET_TOKEN=${{SECRET_TOKEN:-absent}} API_KEY=${{API_KEY:-absent}}" >&2
+echo "$step registry=${{npm_config_registry:-unset}}" >&2
 if echo "$step" > "{granted}/$step-wrote" 2>/dev/null; then echo "$step wrote the grant" >&2; fi
 if cat "{granted}/readme.txt" >/dev/null 2>&1; then echo "$step read the grant" >&2; fi
 [ "$step" = install ] && exit 0
@@ -99,19 +100,26 @@ impl Place {
     /// `airlock run --allow-write=G --allow-env=SECRET_TOKEN npx -y left-pad`, or `serve` with
     /// the same grants in the policy and `API_KEY` in the server's config.
     fn airlock_args(&self, mode: Mode) -> Vec<String> {
+        self.airlock_args_for(mode, &["npx", "-y", "left-pad"])
+    }
+
+    /// The same for another server command. In serve the server starts in the directory airlock
+    /// starts in, as in run.
+    fn airlock_args_for(&self, mode: Mode, server: &[&str]) -> Vec<String> {
         let audit = self.audit().display().to_string();
         let granted = self.granted.display().to_string();
         match mode {
-            Mode::Run => vec![
-                "run".into(),
-                "--audit".into(),
-                audit,
-                format!("--allow-write={granted}"),
-                "--allow-env=SECRET_TOKEN".into(),
-                "npx".into(),
-                "-y".into(),
-                "left-pad".into(),
-            ],
+            Mode::Run => {
+                let mut args = vec![
+                    "run".into(),
+                    "--audit".into(),
+                    audit,
+                    format!("--allow-write={granted}"),
+                    "--allow-env=SECRET_TOKEN".into(),
+                ];
+                args.extend(server.iter().map(|word| word.to_string()));
+                args
+            }
             Mode::Serve => {
                 let policy = self.root.join("config/policy.toml");
                 std::fs::write(
@@ -125,7 +133,10 @@ impl Place {
                 std::fs::write(
                     &config,
                     format!(
-                        "[servers.pad]\ncommand = \"npx\"\nargs = [\"-y\", \"left-pad\"]\nenv = {{ API_KEY = {KEY:?} }}\n"
+                        "[servers.pad]\ncommand = {:?}\nargs = {:?}\nenv = {{ API_KEY = {KEY:?} }}\ncwd = {:?}\n",
+                        server[0],
+                        &server[1..],
+                        self.root.join("cwd")
                     ),
                 )
                 .unwrap();
@@ -148,11 +159,15 @@ impl Place {
     /// Starts airlock as the host would, lists the tools, closes its stdin; the `tools/list`
     /// answer and airlock's stderr.
     fn converse(&self, mode: Mode) -> (String, String) {
+        self.converse_with(self.airlock_args(mode))
+    }
+
+    fn converse_with(&self, args: Vec<String>) -> (String, String) {
         let mut cmd = airlock_as(match self.who {
             Who::Me => None,
             Who::User(uid) => Some(uid),
         });
-        cmd.args(self.airlock_args(mode))
+        cmd.args(args)
             .env_clear()
             .env(
                 "PATH",
@@ -242,4 +257,67 @@ fn the_install_step_gets_nothing_the_server_was_given_run() {
 #[test]
 fn the_install_step_gets_nothing_the_server_was_given_serve() {
     the_install_step_gets_nothing_the_server_was_given(Mode::Serve);
+}
+
+/// What a server granted its project could have left there for the next start: an `.npmrc`
+/// naming a registry of its own (on the host's loopback), and a `pip` package that Python imports
+/// from its working directory before the real one, which leaves a mark when it runs.
+fn plant_in_the_project(place: &Place) -> PathBuf {
+    let cwd = place.root.join("cwd");
+    std::fs::write(
+        cwd.join(".npmrc"),
+        "registry=http://127.0.0.1:9/planted-registry/\n",
+    )
+    .unwrap();
+    let mark = cwd.join("planted-code-ran");
+    let models = cwd.join("pip/_internal/models");
+    std::fs::create_dir_all(&models).unwrap();
+    for init in ["pip", "pip/_internal", "pip/_internal/models"] {
+        std::fs::write(cwd.join(init).join("__init__.py"), "").unwrap();
+    }
+    std::fs::write(
+        models.join("index.py"),
+        format!(
+            "open({:?}, 'w').write('ran outside the sandbox')\n\
+             class PyPI:\n    simple_url = 'http://127.0.0.1:9/planted-index/'\n    \
+             file_storage_domain = '127.0.0.1'\n",
+            mark.display().to_string()
+        ),
+    )
+    .unwrap();
+    // A `uvx` whose package is not cached: its install step is where the index is chosen.
+    let uvx = place.root.join("fakebin/uvx");
+    std::fs::write(&uvx, "#!/bin/sh\necho \"uvx $*\" >&2\nexit 1\n").unwrap();
+    chmod(&uvx, 0o755);
+    place.who.own_tree(&place.root);
+    mark
+}
+
+fn files_a_server_wrote_in_its_project_steer_nothing(mode: Mode) {
+    for who in everyone() {
+        let place = place(mode, who);
+        let mark = plant_in_the_project(&place);
+        // npx: the install step is pointed at the user's registry, not the project's.
+        let (listed, stderr) = place.converse(mode);
+        let shown = format!("{mode:?} as {}:\n{listed}\n{stderr}", who.tag());
+        assert!(stderr.contains("install registry=http"), "{shown}");
+        assert!(!stderr.contains("planted-registry"), "{shown}");
+        assert!(listed.contains("echo\""), "{shown}");
+        // uvx: airlock asks pip for its default index outside the project.
+        let args = place.airlock_args_for(mode, &["uvx", "some-uncached-server"]);
+        let (_, stderr) = place.converse_with(args);
+        let shown = format!("{mode:?} as {} with uvx:\n{stderr}", who.tag());
+        assert!(!mark.exists(), "code planted in the project ran:\n{shown}");
+        assert!(!stderr.contains("planted-index"), "{shown}");
+    }
+}
+
+#[test]
+fn files_a_server_wrote_in_its_project_steer_nothing_run() {
+    files_a_server_wrote_in_its_project_steer_nothing(Mode::Run);
+}
+
+#[test]
+fn files_a_server_wrote_in_its_project_steer_nothing_serve() {
+    files_a_server_wrote_in_its_project_steer_nothing(Mode::Serve);
 }

@@ -1,7 +1,8 @@
 //! Which package registry the install step may reach: the one the user's own configuration names,
 //! read at run time (never a name written into airlock). npm: `npm config list --json`
-//! (`registry`, and `@scope:registry` for scoped packages), which reads every `.npmrc` and
-//! `npm_config_*` variable the way npm does. uv: its index settings (`UV_DEFAULT_INDEX`,
+//! (`registry`, and `@scope:registry` for scoped packages), which reads the user's and the global
+//! `.npmrc` and `npm_config_*` variables the way npm does; not a project's `.npmrc`, which a
+//! server granted its project may have written (every query runs in [`NEUTRAL_DIR`]). uv: its index settings (`UV_DEFAULT_INDEX`,
 //! `UV_INDEX_URL`, `UV_INDEX`, `UV_EXTRA_INDEX_URL`, `uv.toml`'s `index-url`, `extra-index-url` and
 //! `[[index]]`), and when none is set, the default index pip itself reports (with the host its
 //! files are served from).
@@ -31,8 +32,8 @@ pub enum RegistryError {
 
 /// The default registry bun and deno read when npm itself is not installed to say it (a user
 /// with only bun or deno): `NPM_CONFIG_REGISTRY` (either case) of the user's environment, else
-/// the `registry=` line of the first of `npmrc_texts` that has one (the project's `.npmrc`, then
-/// the user's). Pure.
+/// the `registry=` line of the first of `npmrc_texts` that has one (the user's `.npmrc`; never
+/// a project's, which a server may have written). Pure.
 pub fn npmrc_registry(env: &(impl VarSource + ?Sized), npmrc_texts: &[String]) -> Option<String> {
     let from_env = ["NPM_CONFIG_REGISTRY", "npm_config_registry"]
         .iter()
@@ -106,12 +107,15 @@ pub fn npm_registries(
     Ok(out)
 }
 
-/// Runs `npm config list --json` as the user, where the server would start.
-pub fn read_npm_config(
-    npm: &Path,
-    cwd: &Path,
-    env: &[(String, String)],
-) -> Result<String, RegistryError> {
+/// The directory airlock's configuration queries run in. Never the server's working directory:
+/// a server granted its project could have written files there that the query would obey (an
+/// `.npmrc` naming another registry, a `pip` package Python imports from its working directory
+/// first). The root is the user's own machine's, and no server writes there.
+const NEUTRAL_DIR: &str = "/";
+
+/// Runs `npm config list --json` as the user: their user and global configuration and their
+/// `npm_config_*` variables, not a project's `.npmrc` (see [`NEUTRAL_DIR`]).
+pub fn read_npm_config(npm: &Path, env: &[(String, String)]) -> Result<String, RegistryError> {
     let command = format!("{} config list --json", npm.display());
     // npm makes its cache directory whenever it starts: this query gets a throwaway one, so
     // reading the configuration never writes the user's cache.
@@ -119,7 +123,7 @@ pub fn read_npm_config(
     let out = run_tool(
         Command::new(npm)
             .args(["config", "list", "--json"])
-            .current_dir(cwd)
+            .current_dir(NEUTRAL_DIR)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             // No debug log, no update check.
@@ -210,6 +214,8 @@ pub fn pip_default_index(env: &[(String, String)]) -> Result<(String, String), R
     let out = run_tool(
         Command::new("python3")
             .args(["-c", code])
+            // `python3 -c` imports from its working directory first.
+            .current_dir(NEUTRAL_DIR)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v))),
         &command,

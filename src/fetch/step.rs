@@ -331,7 +331,6 @@ type Route = (Vec<String>, Vec<String>, Vec<(String, String)>);
 /// them inside the sandbox (it cannot read the user's configuration files there).
 fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
     let request = &plan.request;
-    let cwd = request.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
     let unreadable = |err: String| {
         failed(
             format!("cannot tell which package registry to fetch from: {err}"),
@@ -340,7 +339,7 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
     };
     let (urls, mut hosts, env) = match &plan.runner {
         Runner::Bunx(_) | Runner::Deno { .. } => {
-            npm_style_registries(plan, &cwd).map_err(|err| unreadable(err.to_string()))?
+            npm_style_registries(plan).map_err(|err| unreadable(err.to_string()))?
         }
         Runner::Npx { packages } => {
             // The npm beside this npx reads the configuration as this npx will.
@@ -355,7 +354,7 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
                     ))
                 })?
             };
-            let config = registry::read_npm_config(&npm, &cwd, &request.parent_env)
+            let config = registry::read_npm_config(&npm, &request.parent_env)
                 .map_err(|err| unreadable(err.to_string()))?;
             let urls = registry::npm_registries(&config, packages)
                 .map_err(|err| unreadable(err.to_string()))?;
@@ -407,15 +406,12 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
 /// The registry of a runner that reads npm's configuration files (bun and deno read `.npmrc`):
 /// what npm's configuration names for the package (the npm on the search path reads it as they
 /// do), or for bun the `BUN_CONFIG_REGISTRY` of the user's environment, which bun puts first.
-/// Without npm on the search path: `NPM_CONFIG_REGISTRY`, else the project's or the user's
-/// `.npmrc` (`registry::npmrc_registry`), else a clear error (no registry name is built in).
+/// Without npm on the search path: `NPM_CONFIG_REGISTRY`, else the user's `.npmrc`
+/// (`registry::npmrc_registry`), else a clear error (no registry name is built in).
 /// Named to the runner by the variable it reads (`BUN_CONFIG_REGISTRY`, `NPM_CONFIG_REGISTRY`).
 /// A scope's own registry is allowed but not named to them: an install from it fails with the
 /// cache fix.
-fn npm_style_registries(
-    plan: &FetchPlan,
-    cwd: &std::path::Path,
-) -> Result<Route, registry::RegistryError> {
+fn npm_style_registries(plan: &FetchPlan) -> Result<Route, registry::RegistryError> {
     use crate::paths::VarSource;
     let request = &plan.request;
     let variable = match plan.runner {
@@ -433,18 +429,18 @@ fn npm_style_registries(
     let (default, mut urls) = match (own, npm_on_path(&request.parent_env)) {
         (Some(url), _) => (url.clone(), vec![url]),
         (None, Some(npm)) => {
-            let config = registry::read_npm_config(&npm, cwd, &request.parent_env)?;
+            let config = registry::read_npm_config(&npm, &request.parent_env)?;
             let urls = registry::npm_registries(&config, &plan.runner.packages())?;
             let default = config_value(&config, "registry").unwrap_or_default();
             (default, urls)
         }
         (None, None) => {
-            // Only bun or deno on this machine: the settings they read, read here.
-            let home = request.dirs.home.clone();
-            let texts: Vec<String> = [Some(cwd.join(".npmrc")), home.map(|h| h.join(".npmrc"))]
-                .into_iter()
-                .flatten()
-                .filter_map(|path| std::fs::read_to_string(path).ok())
+            // Only bun or deno on this machine: the user's settings they read, read here.
+            let texts: Vec<String> = request
+                .dirs
+                .home
+                .iter()
+                .filter_map(|home| std::fs::read_to_string(home.join(".npmrc")).ok())
                 .collect();
             let url = registry::npmrc_registry(&request.parent_env, &texts)
                 .ok_or(registry::RegistryError::Unnamed(plan.runner.name()))?;
