@@ -254,6 +254,7 @@ fn dangerous_syscalls_are_refused() {
         "io_uring",
         "perf",
         "userfaultfd",
+        "memfd_secret",
         "personality",
         "clone-ns",
         "tiocsti",

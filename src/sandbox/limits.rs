@@ -32,7 +32,7 @@ pub(super) fn memory_limit(
         None => {
             let shared_refused = host.seccomp;
             notes.push(format!(
-                "memory: no memory cgroup airlock may create: RLIMIT_DATA bounds the private memory of each process (up to `processes` of them, each its own {} MiB), not the server as a whole; its scratch disk (tmpfs, up to disk_mb) is memory not counted; shared anonymous memory, memfd and SysV shm {}",
+                "memory: no memory cgroup airlock may create: RLIMIT_DATA bounds the private memory of each process (up to `processes` of them, each its own {} MiB), not the server as a whole; its scratch disk (tmpfs, up to disk_mb) and kernel memory it makes the kernel hold (socket and pipe buffers) are not counted; shared anonymous memory, memfd and SysV shm {}",
                 memory_mb,
                 if shared_refused {
                     "are refused (seccomp)"

@@ -159,6 +159,11 @@ pub fn base_table() -> Vec<Entry> {
             Perm,
             "the classic tool for winning kernel race conditions"
         ),
+        entry!(
+            SYS_memfd_secret,
+            Perm,
+            "unevictable memory hidden from the kernel; no memory limit without a cgroup counts it"
+        ),
         entry!(SYS_init_module, Perm, "loads kernel code"),
         entry!(SYS_finit_module, Perm, "loads kernel code"),
         entry!(SYS_delete_module, Perm, "unloads kernel code"),
@@ -614,6 +619,7 @@ mod tests {
             "SYS_bpf",
             "SYS_perf_event_open",
             "SYS_userfaultfd",
+            "SYS_memfd_secret",
             "SYS_kexec_load",
             "SYS_reboot",
             "SYS_personality",
