@@ -36,6 +36,7 @@ both_modes!(
     list_changed_and_task_status_reach_the_host,
     a_server_that_stops_reading_gets_requests_answered_with_errors,
     a_servers_terminal_escapes_on_stderr_are_shown_not_acted,
+    a_project_policy_may_not_blank_the_audit_log,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -748,4 +749,26 @@ fn a_servers_terminal_escapes_on_stderr_are_shown_not_acted(mode: Mode) {
         ),
         "{stderr}"
     );
+}
+
+/// A redaction hides what the audit log shows, so a project (a repository someone cloned) may
+/// not add one: `(?s).+` would blank every tool name and argument. Refused at load, exit 2,
+/// with the file's position, and nothing on stdout.
+fn a_project_policy_may_not_blank_the_audit_log(mode: Mode) {
+    let setup = Setup::fixture("").project_policy("version = 1\n[audit]\nredact = [\"(?s).+\"]\n");
+    let (world, child) = support::start_raw(mode, setup);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let project = world.path(".airlock/policy.toml");
+    assert!(
+        stderr.contains(&format!("{}:3:11:", project.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("may only narrow"), "{stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "nothing on stdout for a load error"
+    );
+    assert!(world.events("decision").is_empty());
 }

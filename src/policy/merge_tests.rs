@@ -202,6 +202,33 @@ fn locked_launch_and_tools_and_audit_hold() {
         .message
         .contains("locks")
     );
+    let redact =
+        org("version = 1\n[audit]\nlocked = true\nredact = [\"(?i)bearer\\\\s+\\\\S+\"]\n");
+    assert!(
+        load_error(&[
+            redact.clone(),
+            user("version = 1\n[audit]\nredact = [\"(?s).+\"]\n")
+        ])
+        .message
+        .contains("locks")
+    );
+    // Repeating what the org already redacts changes nothing, so it is not refused.
+    let policy = load(
+        &[
+            redact,
+            user("version = 1\n[audit]\nredact = [\"(?i)bearer\\\\s+\\\\S+\"]\n"),
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(policy.audit.redact.len(), 1);
+    // A user policy without a lock may add its own.
+    let policy = load(
+        &[user("version = 1\n[audit]\nredact = [\"acme-[0-9]+\"]\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(policy.audit.redact.len(), 1);
 }
 
 #[test]
@@ -215,6 +242,8 @@ fn the_project_layer_may_only_narrow() {
         "[sandbox]\nnetwork = [443]\n",
         "[sandbox]\nwrite = [\"~\"]\n",
         "[audit]\npath = \"/tmp/x\"\n",
+        // A redaction hides what the log shows: `(?s).+` would blank every tool and argument.
+        "[audit]\nredact = [\"(?s).+\"]\n",
     ] {
         let base = user("version = 1\n[tools]\ndefault = \"ask\"\n[launch]\nallow_trust = false\n");
         let err = load_error(&[base, project(&format!("version = 1\n{widening}"))]);

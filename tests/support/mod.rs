@@ -65,6 +65,8 @@ pub struct Setup {
     pub serve_config: String,
     /// The policy's `run_as` (the tests run as root; the server too, unless a test says).
     pub run_as: &'static str,
+    /// A project policy (`.airlock/policy.toml` in the directory airlock starts in), if any.
+    pub project_policy: Option<String>,
 }
 
 impl Setup {
@@ -84,6 +86,7 @@ impl Setup {
             cwd: None,
             serve_config: String::new(),
             run_as: "root",
+            project_policy: None,
         }
     }
 
@@ -97,6 +100,12 @@ impl Setup {
 
     pub fn org_policy(mut self, text: &str) -> Setup {
         self.org_policy = Some(text.to_string());
+        self
+    }
+
+    /// A project policy, found where airlock starts (the world's directory, in both modes).
+    pub fn project_policy(mut self, text: &str) -> Setup {
+        self.project_policy = Some(text.to_string());
         self
     }
 
@@ -199,6 +208,10 @@ pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
     if let Some(org) = &setup.org_policy {
         std::fs::write(world.path("org/policy.toml"), org).expect("org policy");
     }
+    if let Some(project) = &setup.project_policy {
+        std::fs::create_dir_all(world.path(".airlock")).expect("project dir");
+        std::fs::write(world.path(".airlock/policy.toml"), project).expect("project policy");
+    }
     let child = spawn(&world, &setup);
     (world, child)
 }
@@ -242,6 +255,8 @@ fn spawn(world: &World, setup: &Setup) -> Child {
             let mut cmd = world.command(&args);
             if let Some(cwd) = &setup.cwd {
                 cmd.current_dir(cwd);
+            } else if setup.project_policy.is_some() {
+                cmd.current_dir(world.path(""));
             }
             cmd
         }

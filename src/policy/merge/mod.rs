@@ -4,7 +4,8 @@
 //! Semantics, per key (written down in README "Policy layering"):
 //! - The built-in `policies/default.toml` supplies every key no other layer sets.
 //! - Lists that grant (commands, paths, env names, allow rules) are the union of every layer that
-//!   sets them; lists that restrict (ask, deny, require, redact) are always unioned.
+//!   sets them; lists that restrict (ask, deny, require) are always unioned. `audit.redact`
+//!   is unioned too, but a redaction hides what the log shows, so a new one counts as widening.
 //! - Scalars (network, limits, run_as, allow_trust, kill_timeout, audit path, pins): the last layer that
 //!   sets them wins, except `tools.default`, where the org's value stands if it set one (a lower
 //!   layer may only make it stricter).

@@ -296,11 +296,15 @@ pub(super) fn merge_audit(
                 )
                 .with_fix("correct the regular expression (Rust regex syntax)")
             })?;
-            if !audit
+            // A redaction hides what the log would show, so a new one loosens the audit: a
+            // project could blank every tool name and argument with `(?s).+`. Only a layer
+            // entitled to loosen (user or config, in an unlocked section) may add one.
+            let is_new = !audit
                 .redact
                 .iter()
-                .any(|have| &have.value == pattern.get_ref())
-            {
+                .any(|have| &have.value == pattern.get_ref());
+            widening.check(ctx, &pattern.span(), "`audit.redact`", is_new)?;
+            if is_new {
                 audit
                     .redact
                     .push(ctx.sourced(pattern.get_ref().clone(), &pattern.span()));
