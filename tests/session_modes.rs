@@ -17,6 +17,7 @@ both_modes!(
     no_deadlock_with_large_concurrent_requests_while_the_server_writes,
     no_deadlock_when_the_host_writes_everything_before_reading,
     host_eof_closes_the_servers_input_at_once_and_keeps_its_status,
+    what_the_host_asked_before_its_eof_is_still_answered,
     junk_from_a_server_is_capped_in_audit_and_stderr,
     duplicate_and_broken_answers_never_reach_the_host,
     duplicate_host_ids_in_flight_are_handled_once,
@@ -114,6 +115,39 @@ fn host_eof_closes_the_servers_input_at_once_and_keeps_its_status(mode: Mode) {
     assert_eq!(exit[0]["detail"]["ended_by"], "stdinclosed");
     assert_eq!(exit[0]["detail"]["code"], 7);
     assert_eq!(exit[0]["reason"], "exited on its own");
+}
+
+/// A host that writes its requests and closes its input at once (`printf ... | airlock ...`)
+/// still gets every answer: a listing and a call that takes longer than the kill sequence's
+/// first wait (0.5 s), from a server that finishes its work after EOF as Node servers do. Then
+/// the session ends, in `run` with the server's own status.
+fn what_the_host_asked_before_its_eof_is_still_answered(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--patient --exit-code 5"));
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    client.send(init);
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    client.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    let slow = json!({"name": world.tool("slow"), "arguments": {"seconds": 1.5}});
+    client.send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":slow}));
+    client.close_stdin();
+    let listed = client.answer(json!(1), SECS(20));
+    let tools = listed["result"]["tools"].as_array().expect("a listing");
+    assert!(
+        tools.iter().any(|t| t["name"] == world.tool("slow")),
+        "{listed}"
+    );
+    let called = client.answer(json!(2), SECS(20));
+    assert_eq!(Client::text(&called), "slow done", "{called}");
+    let code = client
+        .wait(SECS(10))
+        .expect("airlock exits once everything is answered");
+    assert_eq!(code, if mode == Mode::Run { 5 } else { 0 });
+    let exit = world.events("exit");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    assert_eq!(exit[0]["detail"]["code"], 5, "{exit:?}");
+    let outcomes = world.events("outcome");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!(outcomes[0]["outcome"], "ok", "{outcomes:?}");
 }
 
 /// 5000 junk lines: a bounded number of audit events and stderr lines, and MCP still flows.

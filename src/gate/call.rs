@@ -250,6 +250,42 @@ impl Gate {
                 .and_then(|c| c.get("approve"))
                 .and_then(Value::as_bool)
                 != Some(false);
+        // What the user did, in words: "accept" with `approve: false` is a "no".
+        let answered = match action {
+            "accept" if !approved => "declined (approve: false)",
+            "accept" => "approved",
+            "decline" => "declined",
+            "cancel" => "cancelled the question",
+            _ => "gave no answer",
+        };
+        let reason = format!("host answered: {action} ({answered})");
+        self.settle_held(held, approved, reason, answered, now, fx);
+    }
+
+    /// The host closed its input: a confirmation it was asked for can no longer come, so each
+    /// call waiting for one is refused now, not at its timeout.
+    pub fn host_closed(&mut self, now: Instant, fx: &mut Effects) {
+        let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
+        held.sort_by_key(|h| h.started);
+        self.held_by_call.clear();
+        let answered = "could not answer (the host closed the connection)";
+        for call in held {
+            let reason = "the host closed the connection before answering".to_string();
+            self.settle_held(call, false, reason, answered, now, fx);
+        }
+        self.forget_finished(fx);
+    }
+
+    /// A confirmation settled: recorded, then the call goes on or is refused.
+    fn settle_held(
+        &mut self,
+        held: Held,
+        approved: bool,
+        reason: String,
+        answered: &str,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
         let mut event = self.event(EventKind::Elicitation);
         // The host's answer is not the call: the caller is the one who made the call held.
         event.identity = self.caller(&held.id).map(String::from);
@@ -263,15 +299,7 @@ impl Gate {
             }
             .to_string(),
         );
-        // What the user did, in words: "accept" with `approve: false` is a "no".
-        let answered = match action {
-            "accept" if !approved => "declined (approve: false)",
-            "accept" => "approved",
-            "decline" => "declined",
-            "cancel" => "cancelled the question",
-            _ => "gave no answer",
-        };
-        event.reason = Some(format!("host answered: {action} ({answered})"));
+        event.reason = Some(reason);
         fx.audit.push(event);
         if approved {
             let what = Tracked::ToolsCall { tool: held.tool };

@@ -216,6 +216,38 @@ fn ask_with_elicitation_holds_the_call_until_the_host_approves() {
 }
 
 #[test]
+fn a_confirmation_the_host_can_no_longer_give_refuses_the_call_at_once() {
+    let mut gate = gate();
+    let now = Instant::now();
+    initialize(&mut gate, json!({"elicitation": {"form": {}}}), now);
+    let mut fx = Effects::default();
+    gate.on_host(call(json!(6), "write_file"), now, &mut fx);
+    assert_eq!(gate.in_flight(), 1, "held for the user's answer");
+    let mut fx = Effects::default();
+    gate.host_closed(now, &mut fx);
+    assert!(fx.to_server.is_empty());
+    assert_eq!(fx.to_host[0]["id"], 6);
+    assert_eq!(fx.to_host[0]["result"]["isError"], true);
+    assert_eq!(
+        kinds(&fx),
+        vec![
+            (EventKind::Elicitation, Some("deny".into()), None),
+            (EventKind::Outcome, None, Some(Outcome::Denied)),
+        ]
+    );
+    assert!(
+        fx.audit[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("closed the connection"),
+        "{:?}",
+        fx.audit[0]
+    );
+    assert_eq!(gate.in_flight(), 0);
+}
+
+#[test]
 fn ask_declined_or_cancelled_never_reaches_the_server() {
     let mut gate = gate();
     let now = Instant::now();

@@ -3,12 +3,19 @@
 //! end at their `tool_timeout`; the lifecycle's timers start, stop and restart servers.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use super::{Action, Core, Origin};
 use crate::gate::Effects;
 use crate::gateway::lifecycle::{Demand, Due, Phase, State};
 use crate::mcp::message::id_key;
+use crate::mcp::message::{code, error_response};
+
+/// How long answers are awaited after the host closed its input when no server has a tool
+/// timeout (the default `tool_timeout`).
+const HOST_EOF_WAIT: Duration = Duration::from_secs(180);
 
 impl Core {
     pub fn on_spawn_failed(
@@ -201,30 +208,73 @@ impl Core {
         self.inbound.retain(|_, (owner, _, _)| *owner != index);
     }
 
-    /// The host closed its input. A gateway shuts down; a passthrough session closes the server's
-    /// input at once (after the requests the host sent before it, even if the server is still
-    /// starting), so that a server which exits on EOF ends with its own status.
-    pub fn host_closed(&mut self) {
-        if !self.single() {
-            self.shutdown();
+    /// The host closed its input. Nothing more comes from it, but what it asked before is still
+    /// answered (it may still be reading): a confirmation it was asked for can no longer come,
+    /// so those calls are refused now; a server's request to it is answered with an error
+    /// (`Gateway`; in `Single` the server's input closes, as it would without airlock). In
+    /// `Single` the server's input closes at once (after the requests the host sent before it,
+    /// even if the server is still starting), so a server that exits on EOF ends with its own
+    /// status. The session ends once nothing the host asked is in flight
+    /// ([`Core::host_finished`]), or at the latest when the longest tool timeout has passed.
+    pub fn host_closed(&mut self, now: Instant) {
+        if self.host_gone {
             return;
         }
         self.host_gone = true;
-        self.close_server_input();
+        let wait = self
+            .servers
+            .iter()
+            .filter_map(|s| s.spec.tool_timeout)
+            .max()
+            .unwrap_or(HOST_EOF_WAIT);
+        self.answers_due_by = Some(now + wait);
+        for index in 0..self.servers.len() {
+            let mut fx = Effects::default();
+            self.servers[index].gate.host_closed(now, &mut fx);
+            if !fx.is_empty() {
+                self.apply_gate(index, fx, now);
+            }
+        }
+        if self.single() {
+            self.close_server_input();
+            return;
+        }
+        let unanswerable: Vec<(usize, u64, Value)> =
+            self.inbound.drain().map(|(_, request)| request).collect();
+        for (index, generation, id) in unanswerable {
+            let server = &self.servers[index];
+            if server.alive && server.life.generation == generation {
+                let text = "the host closed the connection";
+                let answer = error_response(id, code::INTERNAL_ERROR, text, None);
+                self.send_raw(index, answer, now);
+            }
+        }
     }
 
-    /// `Single`, once the host is gone and the server Ready: its input closes (after what is
-    /// queued, and after the calls waiting for a tool listing went on), and the kill sequence
-    /// follows if it does not leave by itself.
+    /// The host closed its input and nothing it asked is still in flight (or the wait for it
+    /// is over): the session may end.
+    pub fn host_finished(&self, now: Instant) -> bool {
+        let waiting = !self.aggregations.is_empty()
+            || self.pending_initialize.is_some()
+            || self.servers.iter().any(|s| s.gate.in_flight() > 0);
+        self.host_gone && (!waiting || self.answers_due_by.is_some_and(|due| now >= due))
+    }
+
+    /// `Single`, once the host is gone and the server Ready: its input closes, after what is
+    /// queued and after the calls waiting for a tool listing went on.
     pub(super) fn close_server_input(&mut self) {
         let server = &mut self.servers[0];
         let waiting = server.gate.awaits_listing();
-        if self.host_gone && server.alive && server.life.is_ready() && !waiting {
-            server.life.stopping(false);
-            self.out.push(Action::Stop {
+        if self.host_gone
+            && !self.server_input_closed
+            && server.alive
+            && server.life.is_ready()
+            && !waiting
+        {
+            self.server_input_closed = true;
+            self.out.push(Action::CloseInput {
                 server: 0,
                 generation: server.life.generation,
-                reason: "the host closed the connection".into(),
             });
         }
     }
@@ -257,7 +307,7 @@ impl Core {
         servers
             .chain(aggregations)
             .chain(initialize)
-            .chain([self.parked_deadline()])
+            .chain([self.parked_deadline(), self.answers_due_by])
             .flatten()
             .min()
     }

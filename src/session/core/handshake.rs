@@ -243,8 +243,13 @@ impl Core {
     pub(super) fn become_ready(&mut self, index: usize, now: Instant) {
         self.servers[index].life.ready(now);
         let server = &self.servers[index];
-        let count = server.tools.as_ref().map_or(0, Vec::len);
-        tracing::info!(server = %server.name, "ready with {count} tools");
+        match &server.tools {
+            Some(tools) => {
+                tracing::info!(server = %server.name, "ready with {} tools", tools.len())
+            }
+            // `Single` at spawn: the host's own handshake passes through; nothing is listed yet.
+            None => tracing::info!(server = %server.name, "started"),
+        }
         let queued = std::mem::take(&mut self.servers[index].queue);
         for message in queued {
             self.send_raw(index, message, now);

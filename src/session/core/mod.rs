@@ -162,6 +162,11 @@ pub enum Action {
         server: usize,
         generation: u64,
     },
+    /// Close that server's input after what is queued for it (`Single`, after the host's EOF).
+    CloseInput {
+        server: usize,
+        generation: u64,
+    },
     /// Run the kill sequence; report [`Core::on_exited`] when it is gone.
     Stop {
         server: usize,
@@ -362,8 +367,12 @@ pub struct Core {
     pins: Option<crate::pins::PinStore>,
     /// `Single`: the id key and line of the host request being handled (see [`fast`]).
     host_line: Option<(String, Vec<u8>)>,
-    /// `Single`: the host closed its input.
+    /// The host closed its input (see [`Core::host_closed`]).
     host_gone: bool,
+    /// When the host is gone: the latest its pending answers are awaited.
+    answers_due_by: Option<Instant>,
+    /// `Single`: the server's input was closed after the host's.
+    server_input_closed: bool,
     shutting_down: bool,
     /// See [`Core::trust_identity_meta`].
     trust_identity: bool,
@@ -410,6 +419,8 @@ impl Core {
             pins: None,
             host_line: None,
             host_gone: false,
+            answers_due_by: None,
+            server_input_closed: false,
             shutting_down: false,
             trust_identity: false,
             out: Vec::new(),

@@ -99,7 +99,7 @@ impl Single {
                     Action::ToHost(message) => self.to_host.push(message),
                     Action::Audit(event) => self.audit.push(*event),
                     Action::Stop { .. } => self.stops += 1,
-                    Action::Dropped { .. } => {}
+                    Action::Dropped { .. } | Action::CloseInput { .. } => {}
                 }
             }
         }
@@ -202,7 +202,7 @@ fn host_eof_closes_the_server_input_only_after_what_the_host_sent_first() {
     };
     // The host writes and leaves while the server is still starting.
     core.on_host(json!({"jsonrpc":"2.0","id":1,"method":"ping"}), now);
-    core.host_closed();
+    core.host_closed(now);
     assert!(
         core.take_actions().is_empty(),
         "nothing to send yet, nothing stopped"
@@ -210,7 +210,21 @@ fn host_eof_closes_the_server_input_only_after_what_the_host_sent_first() {
     core.on_spawned(0, generation, now);
     let actions = core.take_actions();
     assert!(matches!(&actions[0], Action::ToServer { message, .. } if message["id"] == 1));
-    assert!(matches!(&actions[1], Action::Stop { .. }), "{actions:?}");
+    assert!(
+        matches!(&actions[1], Action::CloseInput { .. }),
+        "{actions:?}"
+    );
+    assert!(!core.host_finished(now), "the ping is still to be answered");
+    core.on_server(
+        0,
+        generation,
+        json!({"jsonrpc":"2.0","id":1,"result":{}}),
+        now,
+    );
+    assert!(
+        core.host_finished(now),
+        "nothing the host asked is in flight"
+    );
 }
 
 #[test]

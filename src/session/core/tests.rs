@@ -126,7 +126,7 @@ impl Harness {
                         self.router
                             .on_exited(server, generation, "exit code 0", self.now);
                     }
-                    Action::Dropped { .. } => {}
+                    Action::Dropped { .. } | Action::CloseInput { .. } => {}
                     Action::ToHostBytes(bytes) => {
                         self.to_host.push(serde_json::from_slice(&bytes).unwrap())
                     }
@@ -598,6 +598,47 @@ fn shutdown_stops_everything_running_and_nothing_restarts() {
     assert_eq!(h.stops, vec![1, 1]);
     h.host(call(json!(1), "alpha__read"));
     assert_eq!(h.starts, vec![1, 1]);
+}
+
+#[test]
+fn after_host_eof_what_it_asked_is_answered_and_what_it_was_asked_gets_an_error() {
+    let mut h = two();
+    h.initialize(json!({"roots": {}}));
+    h.tool_names();
+    h.host(call(json!(1), "alpha__read"));
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","id":"r1","method":"roots/list","params":{}}),
+    );
+    h.to_host.clear();
+    h.router.host_closed(h.now);
+    h.drive();
+    // The host can no longer answer beta's question: beta is told so at once.
+    let told = h.received[1].pop_back().unwrap();
+    assert_eq!(told["id"], "r1");
+    assert_eq!(told["error"]["code"], code::INTERNAL_ERROR);
+    // alpha's call is still in flight: the session waits for it, nothing is stopped.
+    assert!(!h.router.host_finished(h.now));
+    assert_eq!(h.stops, vec![0, 0]);
+    let forwarded = h.received[0].pop_back().unwrap();
+    let answer = json!({"jsonrpc":"2.0","id":forwarded["id"],"result":{"content":[]}});
+    h.answer(0, answer);
+    assert_eq!(h.take_host(json!(1))["result"]["content"], json!([]));
+    assert!(h.router.host_finished(h.now));
+}
+
+#[test]
+fn a_server_that_never_answers_after_host_eof_is_waited_for_until_its_tool_timeout() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.tool_names();
+    h.host(call(json!(1), "alpha__read"));
+    h.router.host_closed(h.now);
+    h.drive();
+    assert!(!h.router.host_finished(h.now));
+    let due = h.router.next_deadline().unwrap();
+    assert!(!h.router.host_finished(due - Duration::from_millis(1)));
+    assert!(h.router.host_finished(due + Duration::from_secs(1)));
 }
 
 #[test]

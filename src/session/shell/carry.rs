@@ -96,6 +96,10 @@ where
                 self.flush()?;
                 self.start(server, generation);
             }
+            Action::CloseInput { server, generation } => {
+                self.flush()?;
+                self.close_input(server, generation);
+            }
             Action::Stop {
                 server,
                 generation,
@@ -259,6 +263,17 @@ where
                 result,
             });
         });
+    }
+
+    /// Closes the server's stdin after what is queued for it; the process is left to end by
+    /// itself (the kill sequence comes only with a `Stop`).
+    fn close_input(&mut self, server: usize, generation: u64) {
+        if let Some(link) = self.links[server].as_mut()
+            && link.generation == generation
+            && let Some(writer) = link.writer.as_mut()
+        {
+            writer.close();
+        }
     }
 
     pub(super) fn stop(&mut self, server: usize, generation: u64, reason: String) {

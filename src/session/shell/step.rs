@@ -142,11 +142,15 @@ where
         match wake {
             Wake::Signal("SIGHUP") if !self.single => self.reload()?,
             Wake::Signal(name) => end = Some(EndReason::Signal(name)),
-            Wake::HostEof if self.single => {
-                tracing::info!("the host closed the connection; closing the server's input");
-                self.core.host_closed();
+            Wake::HostEof => {
+                let waiting = if self.single {
+                    "closing the server's input; answers still due are relayed"
+                } else {
+                    "answers still due are relayed before the servers stop"
+                };
+                tracing::info!("the host closed its input; {waiting}");
+                self.core.host_closed(now);
             }
-            Wake::HostEof => end = Some(EndReason::HostClosed),
             Wake::HostGone => end = Some(EndReason::HostOutputClosed),
             Wake::Host(frame) => {
                 self.host_frame(frame, now);
@@ -172,6 +176,9 @@ where
             Wake::Input(input) => end = self.input(input, now)?,
         }
         self.carry_out()?;
+        if end.is_none() && self.core.host_finished(now) {
+            end = Some(EndReason::HostClosed);
+        }
         Ok(end.filter(|_| !self.shutting_down))
     }
 
