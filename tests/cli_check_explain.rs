@@ -918,3 +918,40 @@ fn explain_reads_a_declared_servers_paths_against_the_directory_it_will_start_in
         "{out}"
     );
 }
+
+/// `check` loads `[http]` as `serve` does: what `serve` would refuse, `check` refuses, with the
+/// same position; a listener exposed without authentication too.
+#[test]
+fn check_refuses_the_http_section_serve_would_refuse() {
+    let server = "[servers.fs]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/tmp\"]\n";
+    for (http, line, column, says) in [
+        ("[http.auth]\ntoken = true\n", 6, 1, "unknown field `token`"),
+        ("[http]\nrate_limit = \"100/s\"\n", 6, 14, "invalid type"),
+        ("[http]\nlisten = \"0.0.0.0\"\n", 6, 10, "0.0.0.0"),
+    ] {
+        let scratch = Scratch::new();
+        let config = scratch.write("airlock.toml", &format!("{server}\n{http}"));
+        let output = scratch.airlock(&["check", "--config", config.to_str().unwrap()]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{http}: {err}");
+        let at = format!("{}:{line}:{column}:", config.display());
+        assert!(err.contains(&at), "{http}: {at} in {err}");
+        assert!(err.contains(says), "{http}: {err}");
+    }
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "airlock.toml",
+        &format!("{server}\n[http]\nlisten = \"0.0.0.0:8080\"\n"),
+    );
+    let output = scratch.airlock(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("fix:"), "{}", stderr(&output));
+    let config = scratch.write(
+        "airlock.toml",
+        &format!("{server}\n[http]\nlisten = \"127.0.0.1:8080\"\n[http.auth]\ntokens = true\n"),
+    );
+    let output = scratch.airlock(&["check", "--config", config.to_str().unwrap()]);
+    let out = stdout(&output);
+    assert!(out.contains("listen               127.0.0.1:8080"), "{out}");
+    assert!(out.contains("does not exist yet"), "{out}");
+}

@@ -331,3 +331,55 @@ fn jwts_are_checked_for_audience_expiry_and_scope() {
     );
     assert_eq!(metadata["scopes_supported"], json!(["mcp"]));
 }
+
+/// A config that names its own token store: `airlock token create --config` writes there (the
+/// store the gateway reads), and the gateway accepts the token. A store that exists but is not
+/// one is refused at load by `serve` and `check` alike, with the line and the fix.
+#[test]
+fn the_token_store_the_config_names_is_the_one_token_create_writes() {
+    let world = World::new();
+    let config = format!(
+        "{}\n[http.auth]\ntokens = \"team-tokens.json\"\n",
+        fixture_server()
+    );
+    let config_path = world.config(&config);
+    let out = world
+        .command(&["token", "create", "carol", "--config"])
+        .arg(&config_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let carol = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(
+        world.path("team-tokens.json").is_file(),
+        "written where the config says"
+    );
+    assert!(!world.token_store().exists(), "not in the default store");
+    let gateway = world.listen(&config, &[]);
+    let bearer = format!("Bearer {carol}");
+    session(&gateway.url, &[("authorization", bearer.as_str())]);
+    drop(gateway);
+
+    std::fs::write(world.path("team-tokens.json"), "not a token store").unwrap();
+    for args in [
+        vec!["check", "--config"],
+        vec!["serve", "--listen", "127.0.0.1:0", "--config"],
+    ] {
+        let out = world
+            .command(&args)
+            .arg(&config_path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let at = format!("{}:{}:10:", config_path.display(), config.lines().count());
+        assert!(stderr.contains(&at), "{args:?}: {stderr}");
+        assert!(stderr.contains("token store cannot be used"), "{stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}

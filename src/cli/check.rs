@@ -351,6 +351,53 @@ fn run_command_line(args: CheckArgs) -> Result<ExitCode, CliError> {
     }
 }
 
+/// `[http]`, checked as `serve` loads it: a key or value `serve` would refuse is refused here
+/// with the same error, and a listener that would be exposed without authentication too.
+fn render_http(out: &mut String, config: &Config) -> Result<(), CliError> {
+    let http = super::serve::http_config(config)?;
+    let Some(listen) = http.listen.clone() else {
+        if let Some(store) = http.token_store() {
+            let _ = writeln!(
+                out,
+                "\nHTTP ([http]): no `listen`; `serve --listen ADDR` would use it"
+            );
+            token_store_line(out, store);
+        }
+        return Ok(());
+    };
+    let settings = super::serve::checked_settings(&http, listen)?;
+    let _ = writeln!(out, "\nHTTP ([http])");
+    let _ = writeln!(out, "  {:<20} {}", "listen", settings.listen);
+    let _ = writeln!(out, "  {:<20} {}", "url", settings.resource());
+    if let Some(store) = &settings.auth.tokens {
+        token_store_line(out, store);
+    }
+    if let Some(jwt) = &settings.auth.jwt {
+        let _ = writeln!(out, "  {:<20} JWTs from {}", "auth", jwt.issuer);
+    }
+    if !settings.auth.enabled() {
+        let _ = writeln!(out, "  {:<20} none (loopback only)", "auth");
+    }
+    Ok(())
+}
+
+fn token_store_line(out: &mut String, store: &std::path::Path) {
+    let state = match crate::http::auth::tokens::list(store) {
+        Ok(tokens) if store.exists() => format!("{} tokens", tokens.len()),
+        Ok(_) => {
+            "does not exist yet: every token is refused until `airlock token create` makes one"
+                .into()
+        }
+        Err(err) => format!("cannot be read: {err}"),
+    };
+    let _ = writeln!(
+        out,
+        "  {:<20} tokens from {} ({state})",
+        "auth",
+        store.display()
+    );
+}
+
 pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
     if !args.command.is_empty() {
         if args.config.is_some() {
@@ -394,6 +441,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
             all_ok &= report.ok;
             out.push_str(&report.text);
         }
+        render_http(&mut out, config)?;
     }
     if config.is_none() {
         let places: Vec<String> = super::serve::default_config_places()

@@ -16,6 +16,7 @@ use crate::audit::Redactor;
 use crate::config::{Config, ConfigFormat, StartMode, Transport};
 use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::{Launch, RemoteTarget};
+use crate::http::config::HttpConfig;
 use crate::http::{HttpSettings, ListenAddr};
 use crate::paths::{EnvVars, UserDirs};
 use crate::policy::Policy;
@@ -240,15 +241,32 @@ impl Reloader for FileReloader {
     }
 }
 
-/// The listener's settings when serving over HTTP (`--listen`, or `[http] listen`).
-fn http_settings(args: &ServeArgs, config: &Config) -> Result<Option<HttpSettings>, CliError> {
-    let http = match config.format {
+/// The config's `[http]` section (none in a host's JSON file), validated as `serve` does.
+pub(super) fn http_config(config: &Config) -> Result<HttpConfig, CliError> {
+    Ok(match config.format {
         ConfigFormat::AirlockToml => {
             let tokens = UserDirs::from_env(&EnvVars::from_process()).token_store();
             crate::http::config::load(&config.path, &config.text, tokens)?
         }
-        _ => crate::http::config::HttpConfig::default(),
-    };
+        _ => HttpConfig::default(),
+    })
+}
+
+/// The listener's settings for `listen`, refused when they would expose the gateway.
+pub(super) fn checked_settings(
+    http: &HttpConfig,
+    listen: ListenAddr,
+) -> Result<HttpSettings, CliError> {
+    let settings = http.settings(listen);
+    if let Err(err) = settings.check() {
+        return Err(CliError::Refused(format!("{err}\n  fix: {}", err.fix())));
+    }
+    Ok(settings)
+}
+
+/// The listener's settings when serving over HTTP (`--listen`, or `[http] listen`).
+fn http_settings(args: &ServeArgs, config: &Config) -> Result<Option<HttpSettings>, CliError> {
+    let http = http_config(config)?;
     let listen = match &args.listen {
         Some(text) => Some(
             ListenAddr::parse(text)
@@ -264,9 +282,15 @@ fn http_settings(args: &ServeArgs, config: &Config) -> Result<Option<HttpSetting
         }
         return Ok(None);
     };
-    let settings = http.settings(listen);
-    if let Err(err) = settings.check() {
-        return Err(CliError::Refused(format!("{err}\n  fix: {}", err.fix())));
+    let settings = checked_settings(&http, listen)?;
+    if let Some(store) = &settings.auth.tokens
+        && !store.exists()
+    {
+        tracing::warn!(
+            "the token store {} does not exist yet: every token is refused until `airlock token create NAME --file {}` makes one",
+            store.display(),
+            store.display()
+        );
     }
     Ok(Some(settings))
 }

@@ -19,9 +19,14 @@ use crate::paths::{EnvVars, UserDirs};
 pub struct TokenArgs {
     #[command(subcommand)]
     pub action: TokenAction,
-    /// The token store (default: $XDG_CONFIG_HOME/airlock/tokens.json).
+    /// The token store (default: the one `[http.auth] tokens` names in the config `serve`
+    /// would load, else $XDG_CONFIG_HOME/airlock/tokens.json).
     #[arg(long, global = true)]
     pub file: Option<PathBuf>,
+    /// The gateway's config, whose `[http.auth] tokens` names the store (default: the one
+    /// `serve` would load, ./airlock.toml, else $XDG_CONFIG_HOME/airlock/airlock.toml).
+    #[arg(long, global = true, conflicts_with = "file")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,9 +42,21 @@ pub enum TokenAction {
     Revoke { name: String },
 }
 
+/// The store the gateway reads: `--file`, else the config's `[http.auth] tokens`, else the
+/// default. A token written anywhere else would be refused by the gateway as unknown.
 fn store(args: &TokenArgs) -> Result<PathBuf, CliError> {
     if let Some(file) = &args.file {
         return Ok(file.clone());
+    }
+    let config_file = args
+        .config
+        .clone()
+        .or_else(super::serve::found_default_config);
+    if let Some(path) = config_file {
+        let config = crate::config::load_file(&path)?;
+        if let Some(store) = super::serve::http_config(&config)?.token_store() {
+            return Ok(store.to_path_buf());
+        }
     }
     UserDirs::from_env(&EnvVars::from_process())
         .token_store()
@@ -70,6 +87,7 @@ pub fn run(args: TokenArgs) -> Result<ExitCode, CliError> {
         }
         TokenAction::List { json } => {
             let records = tokens::list(&path).map_err(failed)?;
+            eprintln!("airlock: the token store is {}", path.display());
             if *json {
                 let text = serde_json::to_string_pretty(&records)
                     .map_err(|err| CliError::Failure(err.into()))?;
@@ -85,7 +103,10 @@ pub fn run(args: TokenArgs) -> Result<ExitCode, CliError> {
         }
         TokenAction::Revoke { name } => {
             tokens::revoke(&path, name).map_err(failed)?;
-            eprintln!("airlock: revoked the token of `{name}`");
+            eprintln!(
+                "airlock: revoked the token of `{name}` in {}",
+                path.display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

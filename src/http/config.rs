@@ -94,6 +94,11 @@ pub struct HttpConfig {
 }
 
 impl HttpConfig {
+    /// The token store `[http.auth] tokens` names, if any.
+    pub fn token_store(&self) -> Option<&Path> {
+        self.settings.auth.tokens.as_deref()
+    }
+
     /// The listener's settings for `listen` (`--listen`, else the config's).
     pub fn settings(&self, listen: ListenAddr) -> HttpSettings {
         let mut settings = self.settings.clone();
@@ -236,6 +241,14 @@ fn auth_settings(
             }
         },
     };
+    // A store that is there but cannot be read would refuse every token (503): said now, with
+    // the line, rather than found by the first client. A missing one is only empty so far.
+    if let (Some(store), Some(value)) = (&tokens, &section.tokens)
+        && let Err(err) = super::auth::tokens::list(store)
+    {
+        return Err(at(value.span(), format!("the token store cannot be used: {err}"))
+            .with_fix("point `tokens` at a store `airlock token create NAME --file PATH` wrote, or remove the file to start an empty one"));
+    }
     let mut audience_default = true;
     let jwt = match &section.jwt {
         None => None,
