@@ -469,6 +469,14 @@ fn gateway_routes_remote_servers_through_airlock_serve_and_uninstall_brings_them
         "{text}{}",
         String::from_utf8_lossy(&checked.stderr)
     );
+    // And the host's own file, which now holds the gateway entry: the gateway is named, not
+    // checked as a server (it is airlock itself), and its own config is pointed at.
+    let host_file = path.display().to_string();
+    let checked = user.airlock(&["check", "--config", &host_file]);
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("is the airlock gateway"), "{stderr}");
+    assert!(stderr.contains(gateway_config), "{stderr}");
 
     user.ok(&["uninstall", "cursor"]);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
@@ -567,4 +575,40 @@ fn unknown_hosts_and_broken_files_are_bad_input() {
         stderr.contains(&format!("{}:3:", path.display())),
         "{stderr}"
     );
+}
+
+/// An entry wrapped by an airlock that has since moved or gone is broken (the host cannot start
+/// it): installing again points it at this airlock, its arguments kept, and uninstall still
+/// brings the original back. One wrapped by another airlock that is still there is left alone.
+#[test]
+fn a_wrapper_whose_airlock_is_gone_is_pointed_at_this_one() {
+    let user = User::new();
+    let path = user.home.join(".cursor/mcp.json");
+    let original = user.place("cursor/mcp.json", &path);
+    user.ok(&["install", "cursor"]);
+    let wrapped = std::fs::read_to_string(&path).unwrap();
+    let this = read_config(&path)["mcpServers"]["report"]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(&path, wrapped.replace(&this, "/opt/gone/airlock")).unwrap();
+    let out = user.ok(&["install", "cursor"]);
+    assert!(out.contains("no longer there"), "{out}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), wrapped);
+
+    let other = user.home.join("other/airlock");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::copy(AIRLOCK, &other).unwrap();
+    std::fs::write(&path, wrapped.replace(&this, other.to_str().unwrap())).unwrap();
+    let out = user.ok(&["install", "cursor"]);
+    assert!(out.contains("by another airlock"), "{out}");
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains(other.to_str().unwrap())
+    );
+
+    std::fs::write(&path, &wrapped).unwrap();
+    user.ok(&["uninstall", "cursor"]);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
 }

@@ -151,6 +151,20 @@ pub(super) fn parse(
         let offset = find_key(text, name, cursor).unwrap_or(cursor);
         cursor = offset;
         let entry_text = EntryText { path, text, offset };
+        if let Some(config) = gateway_entry(entry) {
+            // `airlock install --gateway` put the gateway itself here. It is not a server of
+            // this file: serving it would start airlock inside airlock, and its servers are in
+            // its own config.
+            let check = config.map_or(String::new(), |config| {
+                format!("; its servers are in {config} (`airlock check --config {config}`)")
+            });
+            validator.warnings.push(SourceWarning::new(
+                path,
+                entry_text.at(),
+                format!("server {name:?} is the airlock gateway (`airlock serve`), not a server: skipped{check}"),
+            ));
+            continue;
+        }
         let raw = raw_server(&entry_text, name, entry, &mut validator.warnings);
         let validated = raw.and_then(|raw| validator.validate(raw));
         let validated = validated.map_err(|err| with_typo_hints(err, entry));
@@ -277,6 +291,30 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
         args: rest.to_vec(),
         allow_env,
     })
+}
+
+/// An entry that starts this airlock's gateway (`airlock serve ...`, as `airlock install
+/// --gateway` writes it): `Some` with its `--config` value if it gives one.
+fn gateway_entry(entry: &Value) -> Option<Option<String>> {
+    let command = entry.get("command")?.as_str()?;
+    let args: Vec<&str> = entry
+        .get("args")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if args.first() != Some(&"serve") || !is_this_airlock(command) {
+        return None;
+    }
+    let config = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, arg)| match arg.strip_prefix("--config") {
+            Some("") => args.get(i + 1).map(|v| v.to_string()),
+            Some(rest) => rest.strip_prefix('=').map(str::to_string),
+            None => None,
+        });
+    Some(config)
 }
 
 /// Whether `command` is this airlock binary (as `airlock install` writes it: its absolute

@@ -49,6 +49,11 @@ pub enum Action {
         command: String,
         prepend: Vec<String>,
     },
+    /// An `airlock run` wrapper whose airlock is gone: `command` becomes this airlock, the
+    /// arguments stay.
+    Repoint {
+        command: String,
+    },
     /// `command` becomes `command`; the first `drop` arguments go.
     Unwrap {
         command: String,
@@ -63,6 +68,8 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kept {
     AlreadyWrapped,
+    /// Wrapped by another airlock binary that is still there: the user's choice, left alone.
+    WrappedByOther(String),
     /// An `airlock serve` entry: airlock already sits in front of everything behind it.
     Gateway,
     /// A remote server, left alone (no `--gateway`).
@@ -129,8 +136,18 @@ pub fn looks_like_path(value: &str) -> bool {
     (value.starts_with('/') && value.len() > 1) || value.starts_with("~/")
 }
 
-/// What `install` does to one entry. `airlock` is the command the host will start.
-pub fn decide_install(facts: &EntryFacts, airlock: &str, gateway: bool) -> Action {
+/// What `install` does to one entry. `airlock` is the command the host will start; `locate`
+/// gives the file a command path is (`None`: not there; a wrapper pointing at a removed
+/// airlock is broken), so that two spellings of one binary count as the same.
+pub fn decide_install(
+    facts: &EntryFacts,
+    airlock: &str,
+    gateway: bool,
+    locate: &dyn Fn(&str) -> Option<std::path::PathBuf>,
+) -> Action {
+    let same_airlock = |command: &str| {
+        command == airlock || locate(command).is_some_and(|found| locate(airlock) == Some(found))
+    };
     match &facts.shape {
         Shape::Stdio {
             command,
@@ -138,7 +155,17 @@ pub fn decide_install(facts: &EntryFacts, airlock: &str, gateway: bool) -> Actio
             env_keys,
             ..
         } => match airlock_use(command, args) {
-            Some(AirlockUse::Run { .. }) => Action::Keep(Kept::AlreadyWrapped),
+            Some(AirlockUse::Run { .. }) if same_airlock(command) => {
+                Action::Keep(Kept::AlreadyWrapped)
+            }
+            Some(AirlockUse::Run { .. })
+                if Path::new(command).is_absolute() && locate(command).is_none() =>
+            {
+                Action::Repoint {
+                    command: airlock.to_string(),
+                }
+            }
+            Some(AirlockUse::Run { .. }) => Action::Keep(Kept::WrappedByOther(command.clone())),
             Some(AirlockUse::Serve) => Action::Keep(Kept::Gateway),
             None => {
                 let mut prepend = run_prefix(&facts.name, env_keys);
@@ -227,6 +254,7 @@ pub fn apply_to_argv(command: &str, args: &[String], action: &Action) -> (String
         Action::Unwrap { command: new, drop } => {
             (new.clone(), args.get(*drop..).unwrap_or_default().to_vec())
         }
+        Action::Repoint { command: new } => (new.clone(), args.to_vec()),
         _ => (command.to_string(), args.to_vec()),
     }
 }
@@ -256,7 +284,7 @@ mod tests {
     #[test]
     fn install_wraps_a_stdio_server_and_keeps_its_command_line_after_the_separator() {
         let facts = stdio("fs", "npx", &["-y", "pkg", "/d"], &["TOKEN", "LOG"]);
-        let action = decide_install(&facts, "/usr/bin/airlock", false);
+        let action = decide_install(&facts, "/usr/bin/airlock", false, &|c| Some(c.into()));
         let (command, args) = apply_to_argv("npx", &strings(&["-y", "pkg", "/d"]), &action);
         assert_eq!(command, "/usr/bin/airlock");
         assert_eq!(
@@ -278,7 +306,7 @@ mod tests {
     #[test]
     fn install_never_wraps_twice_and_uninstall_reverses_it() {
         let original = stdio("my server", "python3", &["s.py"], &[]);
-        let action = decide_install(&original, "/opt/airlock", false);
+        let action = decide_install(&original, "/opt/airlock", false, &|c| Some(c.into()));
         let (command, args) = apply_to_argv("python3", &strings(&["s.py"]), &action);
         assert_eq!(args[..3], strings(&["run", "--name", "my-server"]));
         let wrapped = stdio(
@@ -288,8 +316,22 @@ mod tests {
             &[],
         );
         assert_eq!(
-            decide_install(&wrapped, "/opt/airlock", false),
+            decide_install(&wrapped, "/opt/airlock", false, &|c| Some(c.into())),
             Action::Keep(Kept::AlreadyWrapped)
+        );
+        // The airlock it was wrapped with is gone (moved, uninstalled): pointed at this one,
+        // its arguments kept. Another airlock still there is the user's choice.
+        assert_eq!(
+            decide_install(&wrapped, "/usr/local/bin/airlock", false, &|_| None),
+            Action::Repoint {
+                command: "/usr/local/bin/airlock".into()
+            }
+        );
+        assert_eq!(
+            decide_install(&wrapped, "/usr/local/bin/airlock", false, &|c| Some(
+                c.into()
+            )),
+            Action::Keep(Kept::WrappedByOther("/opt/airlock".into()))
         );
         let scope = UninstallScope {
             wrapped: None,
@@ -335,16 +377,26 @@ mod tests {
         };
         let plain = remote("https://mcp.example/mcp", 0);
         assert_eq!(
-            decide_install(&plain, "airlock", false),
+            decide_install(&plain, "airlock", false, &|c| Some(c.into())),
             Action::Keep(Kept::Remote)
         );
-        assert_eq!(decide_install(&plain, "airlock", true), Action::Remove);
         assert_eq!(
-            decide_install(&remote("https://x/mcp", 1), "airlock", true),
+            decide_install(&plain, "airlock", true, &|c| Some(c.into())),
+            Action::Remove
+        );
+        assert_eq!(
+            decide_install(&remote("https://x/mcp", 1), "airlock", true, &|c| Some(
+                c.into()
+            )),
             Action::Keep(Kept::RemoteNotMain)
         );
         assert!(matches!(
-            decide_install(&remote("https://${input:host}/mcp", 0), "airlock", true),
+            decide_install(
+                &remote("https://${input:host}/mcp", 0),
+                "airlock",
+                true,
+                &|c| Some(c.into())
+            ),
             Action::Keep(Kept::RemoteUnmovable(_))
         ));
     }

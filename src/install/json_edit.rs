@@ -314,6 +314,9 @@ pub fn rewrite(
                 Action::Unwrap { command, drop } => {
                     splices.extend(unwrap_splices(&member.value, command, *drop));
                 }
+                Action::Repoint { command } => {
+                    splices.extend(unwrap_splices(&member.value, command, 0));
+                }
                 Action::Remove => {
                     result.removed.push(super::Removed {
                         name: member.key.clone(),

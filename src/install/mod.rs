@@ -37,7 +37,7 @@ impl Rewrite {
     pub fn wrapped(&self) -> Vec<String> {
         self.entries
             .iter()
-            .filter(|(_, action)| matches!(action, Action::Wrap { .. }))
+            .filter(|(_, action)| matches!(action, Action::Wrap { .. } | Action::Repoint { .. }))
             .map(|(facts, _)| facts.name.clone())
             .collect()
     }
@@ -153,7 +153,9 @@ pub fn plan_install(
     options: &InstallOptions,
 ) -> Result<InstallPlan, EditError> {
     let gateway = options.gateway_config.is_some();
-    let mut decide = |facts: &EntryFacts| entry::decide_install(facts, &options.airlock, gateway);
+    let locate = |command: &str| std::fs::canonicalize(command).ok();
+    let mut decide =
+        |facts: &EntryFacts| entry::decide_install(facts, &options.airlock, gateway, &locate);
     let first = rewrite(text, format, host, maps, &mut decide, &[])?;
     let Some(config_path) = options
         .gateway_config
@@ -387,6 +389,9 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
                     entry::server_name(&facts.name)
                 ),
                 Action::Unwrap { command, .. } => format!("unwrapped: starts `{command}` again"),
+                Action::Repoint { command } => format!(
+                    "was wrapped by an airlock that is no longer there: now starts `{command}`"
+                ),
                 Action::Remove if facts.map == 0 => match &facts.shape {
                     entry::Shape::Remote(_) => "moved behind the airlock gateway".to_string(),
                     _ => "removed (airlock's gateway entry)".to_string(),
@@ -394,6 +399,9 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
                 Action::Remove => "removed".to_string(),
                 Action::Keep(kept) => match kept {
                     Kept::AlreadyWrapped => "already wrapped".to_string(),
+                    Kept::WrappedByOther(other) => format!(
+                        "already wrapped, by another airlock ({other}): left alone (uninstall, then install with this one to switch)"
+                    ),
                     Kept::Gateway => "already an airlock gateway".to_string(),
                     Kept::Remote => {
                         "remote server: left alone (--gateway routes it through airlock serve)"

@@ -256,6 +256,7 @@ pub fn rewrite(
             match &action {
                 Action::Wrap { command, prepend } => wrap(entry, command, prepend),
                 Action::Unwrap { command, drop } => unwrap(entry, command, *drop),
+                Action::Repoint { command } => unwrap(entry, command, 0),
                 Action::Remove => {
                     if let Some(item) = map.remove(&name) {
                         result.removed.push(Removed {
