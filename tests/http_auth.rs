@@ -95,6 +95,35 @@ fn missing_wrong_and_revoked_tokens_get_401_pointing_at_the_metadata() {
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(2));
+
+    // Each refusal (missing, wrong, revoked) left a record: who tried and why, never the token.
+    let refusals = || -> Vec<Value> {
+        world
+            .audit()
+            .into_iter()
+            .filter(|e| e["event"] == "auth")
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while refusals().len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let refused = refusals();
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    for event in &refused {
+        assert_eq!(event["server"], "gateway");
+        assert_eq!(event["detail"]["client"], "ip:127.0.0.1");
+        assert_eq!(event["detail"]["status"], 401);
+    }
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("authentication required")
+    );
+    let log = std::fs::read_to_string(world.path("state/airlock/audit.jsonl")).unwrap();
+    assert!(!log.contains(&alice), "the token never reaches the log");
+    assert!(!log.contains("airlock_not-a-real-token"), "nor a wrong one");
 }
 
 #[test]

@@ -34,6 +34,9 @@ pub enum EventKind {
     /// An install step fetched a server's package (or failed to): runner, packages, version,
     /// integrity, registry, the layer it wrote.
     Install,
+    /// The HTTP face refused a request's authentication (401, 403, 503): the client's address
+    /// and why, never the credential.
+    Auth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

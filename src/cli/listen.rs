@@ -21,6 +21,8 @@ use crate::session::stderr_queue::say;
 
 /// The in-memory pipe between the mux and the core holds this much before the writer waits.
 const PIPE_BYTES: usize = 4 * 1024 * 1024;
+/// Refused authentications waiting for the audit log; more are dropped (stderr has each).
+const REFUSALS_QUEUE: usize = 1024;
 /// The stdio host's session number (HTTP sessions count from 1).
 const STDIO_SESSION: u64 = 0;
 
@@ -56,6 +58,15 @@ pub fn run(
         say(format_args!(
             "airlock: serving MCP over Streamable HTTP at {shown}"
         ));
+        let all_interfaces =
+            matches!(&settings.listen, ListenAddr::Tcp(addr) if addr.ip().is_unspecified());
+        if all_interfaces && settings.public_url.is_none() {
+            // 0.0.0.0 is no address a client can use, and the resource URL (the audience a
+            // JWT must name, the metadata's `resource`) would carry it.
+            say(format_args!(
+                "airlock: listening on every interface; clients reach this machine by its own name or address: set [http] public_url to the URL they use (it is the resource tokens are for)"
+            ));
+        }
         if settings.public_url.is_some() {
             say(format_args!(
                 "airlock: clients know this gateway as {}",
@@ -74,7 +85,9 @@ pub fn run(
         let mux = tokio::spawn(async move {
             face::run(&separator, inputs, mux_out, mux_in, max_line_bytes).await;
         });
-        let service = Arc::new(Service::new(settings, hub));
+        let (refusals, refused) = mpsc::channel(REFUSALS_QUEUE);
+        session.outside_audit = Some(refused);
+        let service = Arc::new(Service::new(settings, hub, Some(refusals)));
         let (stop, stopped) = watch::channel(false);
         let listener = tokio::spawn(serve(bound, service, stopped));
         if with_stdio {

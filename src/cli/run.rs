@@ -205,6 +205,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
         reloader: None,
         host_output_closed: None,
         status_extra: None,
+        outside_audit: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -350,6 +350,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         reloader: Some(Box::new(reloader)),
         host_output_closed: None,
         status_extra: None,
+        outside_audit: None,
     };
     if let Some(settings) = http {
         let ended = super::listen::run(session, settings, separator_for_http, args.stdio)?;

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::auth::{AuthFailure, Authenticator, Identity, challenge, metadata};
 use super::body::{self, HttpBody};
@@ -26,6 +26,8 @@ use super::listen::ListenAddr;
 use super::origin::HostGuard;
 use super::settings::HttpSettings;
 use super::{post, streams};
+use crate::audit::{Event, EventKind};
+use crate::net::relay::NetAudit;
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 4096;
@@ -43,6 +45,8 @@ pub struct Service {
     metadata_paths: Vec<String>,
     metadata_doc: Bytes,
     challenge_scopes: Vec<String>,
+    /// Where refused authentications are audited (the session's audit log), if anywhere.
+    refusals: Option<mpsc::Sender<NetAudit>>,
 }
 
 /// Who is on the other end of a connection, before authentication.
@@ -69,7 +73,11 @@ pub struct Caller {
 }
 
 impl Service {
-    pub fn new(settings: HttpSettings, hub: Arc<Hub>) -> Service {
+    pub fn new(
+        settings: HttpSettings,
+        hub: Arc<Hub>,
+        refusals: Option<mpsc::Sender<NetAudit>>,
+    ) -> Service {
         let resource = settings.resource();
         let scopes = settings
             .auth
@@ -89,6 +97,7 @@ impl Service {
             challenge_scopes: scopes,
             hub,
             settings,
+            refusals,
         }
     }
 
@@ -140,9 +149,13 @@ impl Service {
             Ok(identity) => identity,
             Err(failure) => {
                 // Failed attempts count against the address, so guessing is rate-limited too.
-                let response = match self.admit(&peer.client_key()) {
+                let client = peer.client_key();
+                let response = match self.admit(&client) {
                     Err(wait) => too_many(wait),
-                    Ok(()) => self.unauthorized(&failure),
+                    Ok(()) => {
+                        self.record_refusal(&client, &failure);
+                        self.unauthorized(&failure)
+                    }
                 };
                 return answer_unread(request, response).await;
             }
@@ -172,6 +185,25 @@ impl Service {
     fn admit(&self, client: &str) -> Result<(), Duration> {
         let mut rates = self.rates.lock().unwrap_or_else(|p| p.into_inner());
         rates.admit(client, Instant::now())
+    }
+
+    /// A refused authentication, on stderr and in the audit log: a guessed or stolen token
+    /// must leave a trace. Only admitted attempts get here (past the rate limit), so a flood
+    /// costs at most the rate limit's worth of records; the failure's text is airlock's own
+    /// (it never quotes the credential).
+    fn record_refusal(&self, client: &str, failure: &AuthFailure) {
+        tracing::warn!("refused a request from {client}: {failure}");
+        let Some(refusals) = &self.refusals else {
+            return;
+        };
+        let mut event = Event::new(EventKind::Auth, "gateway");
+        event.reason = Some(failure.to_string());
+        event.detail = Some(serde_json::json!({"client": client, "status": failure.status()}));
+        // Never waits: a full queue drops the record, and stderr still has the line.
+        let _ = refusals.try_send(NetAudit {
+            event,
+            written: None,
+        });
     }
 
     fn unauthorized(&self, failure: &AuthFailure) -> Response<HttpBody> {

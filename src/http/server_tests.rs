@@ -31,7 +31,7 @@ async fn start(configure: impl FnOnce(&mut HttpSettings)) -> Running {
     configure(&mut settings);
     let gateway = Arc::new(FakeGateway::default());
     let hub = Arc::new(Hub::new(Arc::new(gateway.clone()), settings.limits.clone()));
-    let service = Arc::new(Service::new(settings, hub));
+    let service = Arc::new(Service::new(settings, hub, None));
     let (stop, stopped) = watch::channel(false);
     tokio::spawn(serve(bound, service, stopped));
     Running {

@@ -94,6 +94,9 @@ pub struct Session {
     pub host_output_closed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// More for `airlock status`, under `listen` (the HTTP face: address, sessions).
     pub status_extra: Option<StatusExtra>,
+    /// Events from outside the session for its audit log (the HTTP face's refused
+    /// authentications).
+    pub outside_audit: Option<mpsc::Receiver<crate::net::relay::NetAudit>>,
 }
 
 /// Builds the `listen` part of the status document when asked.
@@ -193,6 +196,9 @@ where
     let single = session.core.is_single();
     let limits = Limits::for_max_line(session.max_line_bytes);
     let net_events = net::forward_to(&inputs_tx);
+    if let Some(outside) = session.outside_audit {
+        net::forward_from(outside, &inputs_tx);
+    }
     let mut state = Loop {
         core: session.core,
         single,

@@ -29,6 +29,18 @@ pub fn forward_to(inputs: &mpsc::UnboundedSender<Input>) -> mpsc::Sender<NetAudi
     events_tx
 }
 
+/// Events from outside the session (the HTTP face) reach the loop as [`Input::Net`] too.
+pub fn forward_from(mut events: mpsc::Receiver<NetAudit>, inputs: &mpsc::UnboundedSender<Input>) {
+    let inputs = inputs.clone();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if inputs.send(Input::Net(Box::new(event))).is_err() {
+                return;
+            }
+        }
+    });
+}
+
 /// Gives a launch with a network allow list (or an install step, whose network is its package
 /// registry) the sender; returns whether it has one.
 pub fn attach(launch: &mut Launch, events: &mpsc::Sender<NetAudit>) -> bool {
