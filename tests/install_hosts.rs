@@ -198,6 +198,12 @@ fn cycle(
         out.contains("wrapped in `airlock run --name report`"),
         "{out}"
     );
+    // A project file may be committed: install says it now names this machine's airlock.
+    assert_eq!(
+        out.contains("note: this project file now names this machine's airlock"),
+        extra.contains(&"--project"),
+        "{out}"
+    );
     let installed = std::fs::read_to_string(&path).unwrap();
     assert_ne!(installed, original);
     if checked_before.status.success() {
@@ -401,11 +407,21 @@ fn install_without_a_host_lists_what_is_here_and_writes_nothing() {
     let codex = user.home.join(".codex/config.toml");
     let cursor_text = user.place("cursor/mcp.json", &cursor);
     let codex_text = user.place("codex/config.toml", &codex);
+    let project_file = user.project.join(".mcp.json");
+    user.place("claude-code/.mcp.json", &project_file);
     let out = user.ok(&["install"]);
     assert!(
         out.contains(&format!(
-            "Cursor [cursor] {} (user scope)",
+            "Cursor [cursor] {} (user scope): `airlock install cursor`",
             cursor.display()
+        )),
+        "{out}"
+    );
+    // A project file is edited only with --project: the listing names the command that does.
+    assert!(
+        out.contains(&format!(
+            "Claude Code [claude-code] {} (project scope): `airlock install claude-code --project`",
+            project_file.display()
         )),
         "{out}"
     );

@@ -288,6 +288,13 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
             "  written; the previous file is saved as {}",
             backup.display()
         );
+        if target.scope == Scope::Project {
+            // A project file is often committed: others get this machine's path to airlock.
+            let _ = writeln!(
+                out,
+                "  note: this project file now names this machine's airlock ({airlock}); if the file is shared (committed), others need airlock at that path, or keep it out of version control"
+            );
+        }
     }
     if !args.target.dry_run && out.contains("  written;") {
         let _ = writeln!(
@@ -475,13 +482,21 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
                 continue;
             }
             found += 1;
+            // A project file is edited only with --project: the command said is the one that
+            // edits this file.
+            let project = if file.scope == Scope::Project {
+                " --project"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "{} [{}] {} ({} scope)",
+                "{} [{}] {} ({} scope): `airlock install {}{project}`",
                 host.name,
                 host.id,
                 path.display(),
-                file.scope
+                file.scope,
+                host.id
             );
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
@@ -530,7 +545,7 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
     } else {
         let _ = writeln!(
             out,
-            "\nRun `airlock install HOST` to wrap a host's servers (`--dry-run` shows the diff)."
+            "\nRun the command a file names to wrap its servers (`--dry-run` shows the diff)."
         );
     }
     print!("{out}");
