@@ -131,6 +131,24 @@ pub fn run_prefix(name: &str, env_keys: &[String]) -> Vec<String> {
     prefix
 }
 
+/// Why an entry with neither a `command` nor a url is left alone, with a did-you-mean for a
+/// misspelt key (`comand`), the same one `airlock check` gives. Pure.
+pub fn neither_command_nor_url<'a>(keys: impl Iterator<Item = &'a str>) -> String {
+    const MEANT: [&str; 4] = ["command", "url", "httpUrl", "serverUrl"];
+    let hints: Vec<String> = keys
+        .filter(|key| !MEANT.contains(key))
+        .filter_map(|key| {
+            crate::diagnostic::did_you_mean_quoted(key, &MEANT, &|name| format!("{name:?}"))
+                .map(|hint| format!("the key {key:?}: {hint}"))
+        })
+        .collect();
+    if hints.is_empty() {
+        "neither a `command` nor a url".into()
+    } else {
+        format!("neither a `command` nor a url ({})", hints.join("; "))
+    }
+}
+
 /// Whether an `env` value names a file or directory by absolute path. Pure.
 pub fn looks_like_path(value: &str) -> bool {
     (value.starts_with('/') && value.len() > 1) || value.starts_with("~/")
@@ -300,6 +318,18 @@ mod tests {
                 "pkg",
                 "/d"
             ])
+        );
+    }
+
+    #[test]
+    fn an_entry_with_a_misspelt_command_key_is_told_what_was_meant() {
+        assert_eq!(
+            neither_command_nor_url(["comand", "args"].into_iter()),
+            "neither a `command` nor a url (the key \"comand\": did you mean \"command\"?)"
+        );
+        assert_eq!(
+            neither_command_nor_url(["args", "env"].into_iter()),
+            "neither a `command` nor a url"
         );
     }
 

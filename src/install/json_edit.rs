@@ -125,7 +125,11 @@ fn shape(entry: &Node, host: &Host) -> Shape {
     }
     match remote_facts(entry, host) {
         Some(remote) => Shape::Remote(remote),
-        None => Shape::Unknown("neither a `command` nor a url".into()),
+        None => {
+            let members = entry.members().unwrap_or_default();
+            let keys = members.iter().map(|m| m.key.as_str());
+            Shape::Unknown(super::entry::neither_command_nor_url(keys))
+        }
     }
 }
 

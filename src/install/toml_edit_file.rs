@@ -71,7 +71,8 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
         .iter()
         .find_map(|key| entry.get(key).and_then(Item::as_str));
     let Some(url) = url else {
-        return Shape::Unknown("neither a `command` nor a url".into());
+        let keys = entry.iter().map(|(key, _)| key);
+        return Shape::Unknown(super::entry::neither_command_nor_url(keys));
     };
     let mut headers: Vec<(String, String)> = entry
         .get("http_headers")
