@@ -388,8 +388,22 @@ fn the_token_store_the_config_names_is_the_one_token_create_writes() {
         "written where the config says"
     );
     assert!(!world.token_store().exists(), "not in the default store");
+    // Run where the config is, naming it relatively: the same store.
+    let out = world
+        .command(&["token", "create", "dave", "--config", "airlock.toml"])
+        .current_dir(world.path(""))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let gateway = world.listen(&config, &[]);
     let bearer = format!("Bearer {carol}");
+    session(&gateway.url, &[("authorization", bearer.as_str())]);
+    let dave = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let bearer = format!("Bearer {dave}");
     session(&gateway.url, &[("authorization", bearer.as_str())]);
     drop(gateway);
 

@@ -18,6 +18,7 @@ both_modes!(
     no_deadlock_when_the_host_writes_everything_before_reading,
     host_eof_closes_the_servers_input_at_once_and_keeps_its_status,
     what_the_host_asked_before_its_eof_is_still_answered,
+    a_host_on_sockets_that_goes_away_ends_the_session_at_once,
     junk_from_a_server_is_capped_in_audit_and_stderr,
     duplicate_and_broken_answers_never_reach_the_host,
     duplicate_host_ids_in_flight_are_handled_once,
@@ -148,6 +149,38 @@ fn what_the_host_asked_before_its_eof_is_still_answered(mode: Mode) {
     let outcomes = world.events("outcome");
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
     assert_eq!(outcomes[0]["outcome"], "ok", "{outcomes:?}");
+}
+
+/// A Node host gives its server sockets, not pipes. When such a host goes away with a call in
+/// flight (both its ends close), nobody will read the answer: the session ends at once, not at
+/// the call's timeout (180 s here).
+fn a_host_on_sockets_that_goes_away_ends_the_session_at_once(mode: Mode) {
+    use std::io::{BufRead, BufReader};
+    let (world, mut child, mut host_in, host_out) =
+        support::start_on_sockets(mode, Setup::fixture("--stubborn"));
+    let mut answers = BufReader::new(host_out.try_clone().unwrap());
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    writeln!(host_in, "{init}").unwrap();
+    let mut line = String::new();
+    answers.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":0"), "{line}");
+    writeln!(
+        host_in,
+        "{}",
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+    )
+    .unwrap();
+    let hang = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name": world.tool("hang"), "arguments": {}}});
+    writeln!(host_in, "{hang}").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let gone = Instant::now();
+    drop((host_in, host_out, answers));
+    let exited = support::wait_until(SECS(10), || child.try_wait().unwrap().is_some());
+    assert!(exited, "airlock waits for a host that is gone");
+    // The kill sequence of a stubborn server (0.5 s, SIGTERM, kill_timeout 1 s, SIGKILL).
+    assert!(gone.elapsed() < SECS(5), "{:?}", gone.elapsed());
+    let outcomes = world.events("outcome");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
 }
 
 /// 5000 junk lines: a bounded number of audit events and stderr lines, and MCP still flows.

@@ -44,9 +44,9 @@ pub struct RunArgs {
     pub session: SessionOptions,
     #[command(flatten)]
     pub server: ServerFlags,
-    /// Seconds a tool call may take before the host gets an error and the server a cancellation;
-    /// 0 disables the limit.
-    #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS)]
+    /// Seconds a tool call may take before the host gets an error and the server a cancellation
+    /// (at most 600, as a config's `tool_timeout`); 0 disables the limit.
+    #[arg(long, default_value_t = DEFAULT_TOOL_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(0..=600))]
     pub tool_timeout: u64,
     /// The server's command and its arguments: the first word that is not one of airlock's
     /// options starts it, and every word after it is the server's (`--` before it is accepted).

@@ -1,7 +1,7 @@
 //! `airlock token create|list|revoke`: bearer tokens for `airlock serve --listen`. A token is
 //! printed once, on create; the store keeps only its SHA-256 (see `crate::http::auth::tokens`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -48,14 +48,27 @@ fn store(args: &TokenArgs) -> Result<PathBuf, CliError> {
     if let Some(file) = &args.file {
         return Ok(file.clone());
     }
+    let implicit = args.config.is_none();
     let config_file = args
         .config
         .clone()
         .or_else(super::serve::found_default_config);
     if let Some(path) = config_file {
-        let config = crate::config::load_file(&path)?;
-        if let Some(store) = super::serve::http_config(&config)?.token_store() {
-            return Ok(store.to_path_buf());
+        let store = crate::config::load_file(&path)
+            .map_err(CliError::from)
+            .and_then(|config| super::serve::http_config(&config))
+            .map(|http| http.token_store().map(Path::to_path_buf));
+        match store {
+            Ok(Some(store)) => return Ok(store),
+            Ok(None) => {}
+            // Found, not named: say where the store question came from and the way around it.
+            Err(err) if implicit => {
+                return Err(CliError::Refused(format!(
+                    "{err}\n  (airlock token takes the store from the config `serve` would load, {}; name the store with --file PATH instead)",
+                    path.display()
+                )));
+            }
+            Err(err) => return Err(err),
         }
     }
     UserDirs::from_env(&EnvVars::from_process())

@@ -137,7 +137,11 @@ impl Gate {
         };
         let tool = tool.to_string();
         let arguments = params.and_then(|p| p.get("arguments"));
-        let deadline = self.config.tool_timeout.map(|timeout| now + timeout);
+        // A timeout too large to add to the clock is no deadline at all.
+        let deadline = self
+            .config
+            .tool_timeout
+            .and_then(|timeout| now.checked_add(timeout));
         match self.listed.check(&tool) {
             Listed::Yes => {}
             Listed::No => {
@@ -183,14 +187,25 @@ impl Gate {
                 Verdict::Drop
             }
             CallVerdict::Ask(question) => {
-                self.ask_host(question, Held::new(message, id, tool, now, deadline), fx);
+                self.ask_host(
+                    question,
+                    Held::new(message, id, tool, now, deadline),
+                    now,
+                    fx,
+                );
                 Verdict::Drop
             }
         }
     }
 
     /// Holds a call and asks the host to confirm it (`elicitation/create`, a boolean `approve`).
-    fn ask_host(&mut self, question: String, held: Held, fx: &mut Effects) {
+    fn ask_host(&mut self, question: String, held: Held, now: Instant, fx: &mut Effects) {
+        if self.host_gone {
+            // Decided after the host closed its input (it waited for the spawn or a listing):
+            // nobody can answer the question.
+            self.refuse_unanswerable(held, now, fx);
+            return;
+        }
         let own_id = self.own_id("ask");
         fx.to_host.push(request(
             own_id.clone(),
@@ -265,15 +280,20 @@ impl Gate {
     /// The host closed its input: a confirmation it was asked for can no longer come, so each
     /// call waiting for one is refused now, not at its timeout.
     pub fn host_closed(&mut self, now: Instant, fx: &mut Effects) {
+        self.host_gone = true;
         let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
         held.sort_by_key(|h| h.started);
         self.held_by_call.clear();
-        let answered = "could not answer (the host closed the connection)";
         for call in held {
-            let reason = "the host closed the connection before answering".to_string();
-            self.settle_held(call, false, reason, answered, now, fx);
+            self.refuse_unanswerable(call, now, fx);
         }
         self.forget_finished(fx);
+    }
+
+    fn refuse_unanswerable(&mut self, held: Held, now: Instant, fx: &mut Effects) {
+        let answered = "could not answer (the host closed the connection)";
+        let reason = "the host closed the connection before answering".to_string();
+        self.settle_held(held, false, reason, answered, now, fx);
     }
 
     /// A confirmation settled: recorded, then the call goes on or is refused.

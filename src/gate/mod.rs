@@ -144,6 +144,8 @@ pub struct Gate {
     listed: listed::ListedTools,
     /// Calls of a name not listed yet, waiting for a listing (in arrival order).
     awaiting: track::Awaiting,
+    /// The host closed its input: it can no longer answer a confirmation.
+    host_gone: bool,
 }
 
 /// A human-readable description of a decision, for deny texts and logs.
@@ -187,6 +189,7 @@ impl Gate {
             callers: HashMap::new(),
             listed: listed::ListedTools::default(),
             awaiting: track::Awaiting::default(),
+            host_gone: false,
         }
     }
 

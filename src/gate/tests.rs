@@ -245,6 +245,13 @@ fn a_confirmation_the_host_can_no_longer_give_refuses_the_call_at_once() {
         fx.audit[0]
     );
     assert_eq!(gate.in_flight(), 0);
+    // A call decided after the EOF (it waited for the spawn or a listing) is not asked either.
+    let mut fx = Effects::default();
+    gate.on_host(call(json!(7), "write_file"), now, &mut fx);
+    assert_eq!(fx.to_host.len(), 1, "{:?}", fx.to_host);
+    assert_eq!(fx.to_host[0]["id"], 7);
+    assert_eq!(fx.to_host[0]["result"]["isError"], true);
+    assert_eq!(gate.in_flight(), 0);
 }
 
 #[test]

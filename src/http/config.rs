@@ -222,7 +222,10 @@ fn auth_settings(
     tokens_default: Option<PathBuf>,
     at: &At<'_>,
 ) -> Result<(AuthSettings, bool), SourceError> {
-    let base = path.parent().unwrap_or(Path::new("."));
+    // Relative paths are the config file's neighbours, made absolute so they mean the same
+    // wherever the command runs (`airlock.toml` alone has an empty parent).
+    let config_path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let base = config_path.parent().unwrap_or(Path::new("/"));
     let tokens = match &section.tokens {
         None => None,
         Some(value) => match value.get_ref() {

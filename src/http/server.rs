@@ -47,6 +47,44 @@ pub struct Service {
     challenge_scopes: Vec<String>,
     /// Where refused authentications are audited (the session's audit log), if anywhere.
     refusals: Option<mpsc::Sender<NetAudit>>,
+    /// How many refusals were recorded one by one in the current minute, and how many not.
+    refusal_window: Mutex<RefusalWindow>,
+}
+
+/// Refused authentications recorded one by one each minute, across all clients: past that they
+/// are counted, and the count is recorded with the next refusal after the minute ends. Many
+/// source addresses (an IPv6 /64, `rate_limit = 0`) must not turn into an unbounded log.
+const REFUSALS_RECORDED_PER_MINUTE: u32 = 60;
+const REFUSAL_WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct RefusalWindow {
+    started: Instant,
+    recorded: u32,
+    suppressed: u64,
+}
+
+impl RefusalWindow {
+    /// For one more refusal at `now`: whether to record it, and the count of the last window's
+    /// unrecorded ones to record first (once, when a new window begins). Pure.
+    fn admit(&mut self, now: Instant) -> (bool, Option<u64>) {
+        let mut carried = None;
+        if now.saturating_duration_since(self.started) >= REFUSAL_WINDOW {
+            carried = (self.suppressed > 0).then_some(self.suppressed);
+            *self = RefusalWindow {
+                started: now,
+                recorded: 0,
+                suppressed: 0,
+            };
+        }
+        if self.recorded < REFUSALS_RECORDED_PER_MINUTE {
+            self.recorded += 1;
+            (true, carried)
+        } else {
+            self.suppressed += 1;
+            (false, carried)
+        }
+    }
 }
 
 /// Who is on the other end of a connection, before authentication.
@@ -98,6 +136,11 @@ impl Service {
             hub,
             settings,
             refusals,
+            refusal_window: Mutex::new(RefusalWindow {
+                started: Instant::now(),
+                recorded: 0,
+                suppressed: 0,
+            }),
         }
     }
 
@@ -188,22 +231,44 @@ impl Service {
     }
 
     /// A refused authentication, on stderr and in the audit log: a guessed or stolen token
-    /// must leave a trace. Only admitted attempts get here (past the rate limit), so a flood
-    /// costs at most the rate limit's worth of records; the failure's text is airlock's own
-    /// (it never quotes the credential).
+    /// must leave a trace. Only attempts within the rate limit get here, and past
+    /// [`REFUSALS_RECORDED_PER_MINUTE`] they are counted instead (see [`RefusalWindow`]). The
+    /// failure's text is airlock's own: it never quotes the credential.
     fn record_refusal(&self, client: &str, failure: &AuthFailure) {
-        tracing::warn!("refused a request from {client}: {failure}");
-        let Some(refusals) = &self.refusals else {
+        let (record, carried) = self
+            .refusal_window
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(Instant::now());
+        if let Some(count) = carried {
+            tracing::warn!(
+                "{count} more refused requests in the last minute were not logged one by one"
+            );
+            let mut event = Event::new(EventKind::Auth, "gateway");
+            event.reason = Some(format!(
+                "{count} more refused authentications in the previous minute (not recorded one by one)"
+            ));
+            event.detail = Some(serde_json::json!({"suppressed": count}));
+            self.audit_refusal(event);
+        }
+        if !record {
             return;
-        };
+        }
+        tracing::warn!("refused a request from {client}: {failure}");
         let mut event = Event::new(EventKind::Auth, "gateway");
         event.reason = Some(failure.to_string());
         event.detail = Some(serde_json::json!({"client": client, "status": failure.status()}));
-        // Never waits: a full queue drops the record, and stderr still has the line.
-        let _ = refusals.try_send(NetAudit {
-            event,
-            written: None,
-        });
+        self.audit_refusal(event);
+    }
+
+    fn audit_refusal(&self, event: Event) {
+        if let Some(refusals) = &self.refusals {
+            // Never waits: a full queue drops the record, and stderr still has the line.
+            let _ = refusals.try_send(NetAudit {
+                event,
+                written: None,
+            });
+        }
     }
 
     fn unauthorized(&self, failure: &AuthFailure) -> Response<HttpBody> {
@@ -459,5 +524,33 @@ async fn accept(bound: &Bound) -> io::Result<(Io, Peer)> {
             let (stream, _) = listener.accept().await?;
             Ok((TokioIo::new(Box::new(stream)), Peer::Unix))
         }
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn refusals_past_the_minutes_allowance_are_counted_and_the_count_recorded_once() {
+        let start = Instant::now();
+        let mut window = RefusalWindow {
+            started: start,
+            recorded: 0,
+            suppressed: 0,
+        };
+        for _ in 0..REFUSALS_RECORDED_PER_MINUTE {
+            assert_eq!(window.admit(start), (true, None));
+        }
+        for _ in 0..1000 {
+            assert_eq!(window.admit(start + Duration::from_secs(30)), (false, None));
+        }
+        let next = start + REFUSAL_WINDOW;
+        assert_eq!(window.admit(next), (true, Some(1000)));
+        assert_eq!(
+            window.admit(next),
+            (true, None),
+            "the count is carried once"
+        );
     }
 }

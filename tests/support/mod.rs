@@ -197,6 +197,13 @@ pub fn start(mode: Mode, setup: Setup) -> (World, Client) {
 
 /// Starts airlock in `mode` with the server of `setup`, its stdio piped and untouched.
 pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
+    let world = world_for(mode, &setup);
+    let child = spawn(&world, &setup);
+    (world, child)
+}
+
+/// A fresh world for `setup`: its temp dir, HOME, org policy and project policy.
+fn world_for(mode: Mode, setup: &Setup) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let world = World {
         dir,
@@ -212,8 +219,7 @@ pub fn start_raw(mode: Mode, setup: Setup) -> (World, Child) {
         std::fs::create_dir_all(world.path(".airlock")).expect("project dir");
         std::fs::write(world.path(".airlock/policy.toml"), project).expect("project policy");
     }
-    let child = spawn(&world, &setup);
-    (world, child)
+    world
 }
 
 /// Starts airlock in `mode` with the server of `setup`; its stderr is handed back unread, for
@@ -234,6 +240,33 @@ pub fn start_again(world: &World, setup: Setup) -> Client {
 }
 
 fn spawn(world: &World, setup: &Setup) -> Child {
+    spawn_with(world, setup, Stdio::piped(), Stdio::piped())
+}
+
+/// Starts airlock in `mode` with its stdin and stdout on unix sockets, as Node hosts (Claude
+/// Code, Cursor, the Inspector) give their servers: the host's ends (write, read) come back.
+pub fn start_on_sockets(
+    mode: Mode,
+    setup: Setup,
+) -> (
+    World,
+    Child,
+    std::os::unix::net::UnixStream,
+    std::os::unix::net::UnixStream,
+) {
+    let world = world_for(mode, &setup);
+    let (host_in, airlock_in) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    let (host_out, airlock_out) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    let child = spawn_with(
+        &world,
+        &setup,
+        Stdio::from(std::os::fd::OwnedFd::from(airlock_in)),
+        Stdio::from(std::os::fd::OwnedFd::from(airlock_out)),
+    );
+    (world, child, host_in, host_out)
+}
+
+fn spawn_with(world: &World, setup: &Setup, stdin: Stdio, stdout: Stdio) -> Child {
     let mode = world.mode;
     let policy = world.path("policy.toml");
     std::fs::write(
@@ -294,8 +327,8 @@ fn spawn(world: &World, setup: &Setup) -> Child {
             cmd
         }
     };
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    cmd.stdin(stdin)
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .expect("airlock")

@@ -115,6 +115,13 @@ pub fn revoke(path: &Path, name: &str) -> Result<(), TokenError> {
 }
 
 fn read(path: &Path) -> Result<TokenFile, TokenError> {
+    // A FIFO or a device would block or never end: only a regular file is a store.
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        let not_a_file = io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
+        return Err(io_error(path)(not_a_file));
+    }
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| TokenError::Corrupt {
             path: path.to_path_buf(),
@@ -227,6 +234,19 @@ impl TokenCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_that_is_not_a_regular_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("tokens.json");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let err = list(&fifo).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let err = TokenCache::new(fifo).count().unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
 
     #[test]
     fn create_list_verify_revoke() {

@@ -625,6 +625,15 @@ fn after_host_eof_what_it_asked_is_answered_and_what_it_was_asked_gets_an_error(
     h.answer(0, answer);
     assert_eq!(h.take_host(json!(1))["result"]["content"], json!([]));
     assert!(h.router.host_finished(h.now));
+    // A question a server asks after the EOF is answered at once too, never sent to the host.
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":"r2","method":"roots/list","params":{}}),
+    );
+    let told = h.received[0].pop_back().unwrap();
+    assert_eq!(told["id"], "r2");
+    assert_eq!(told["error"]["code"], code::INTERNAL_ERROR);
+    assert!(h.to_host.is_empty(), "{:?}", h.to_host);
 }
 
 #[test]

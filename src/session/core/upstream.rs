@@ -145,6 +145,13 @@ impl Core {
             self.send_raw(index, answer, now);
             return;
         }
+        if self.host_gone && !self.single() {
+            // Nobody can answer it: said at once rather than at the server's own timeout.
+            let text = "the host closed the connection";
+            let answer = error_response(id, code::INTERNAL_ERROR, text, None);
+            self.send_raw(index, answer, now);
+            return;
+        }
         let server = &self.servers[index];
         let generation = server.life.generation;
         let name = server.name.clone();

@@ -166,6 +166,9 @@ struct Loop<HR, HW> {
     /// A server with a network allow list was started (its events are awaited at shutdown).
     egress: bool,
     status_extra: Option<StatusExtra>,
+    /// The host is airlock's own stdio (not the HTTP face's mux): after its EOF, stdout is
+    /// watched for the host going away altogether.
+    host_is_stdout: bool,
 }
 
 /// Runs a session until it ends (host gone, a signal, or in `Single` the server gone), then
@@ -187,6 +190,7 @@ where
     HW: AsyncWrite + Unpin,
 {
     let (inputs_tx, inputs_rx) = mpsc::unbounded_channel::<Input>();
+    let host_is_stdout = session.host_output_closed.is_some();
     signals::watch(session.host_output_closed, inputs_tx.clone());
     if let Some(control) = &session.control {
         serve_control(control, inputs_tx.clone());
@@ -228,6 +232,7 @@ where
         net_events,
         egress: false,
         status_extra: session.status_extra,
+        host_is_stdout,
     };
     state.audit.record(session.policy_event)?;
     state.core.start_eager(Instant::now());

@@ -95,6 +95,42 @@ pub fn host_output_closed() -> Option<Pin<Box<dyn Future<Output = ()> + Send>>> 
     }))
 }
 
+/// How often, once the host closed airlock's stdin, airlock looks whether its stdout is gone too.
+const GONE_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether the host's end of airlock's stdout is gone: a pipe whose reader closed (an error
+/// condition) or a socket whose peer closed (hang-up). Node hosts give their servers sockets,
+/// which the watcher of [`host_output_closed`] cannot see: it waits for the error condition
+/// only, since waiting for a socket's hang-up would wake it on every write.
+pub fn host_output_gone() -> bool {
+    let mut poll = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: polls one pollfd on our own stdout, without waiting; nothing is read or written.
+    let rc = unsafe { libc::poll(&mut poll, 1, 0) };
+    rc > 0 && (poll.revents & (libc::POLLHUP | libc::POLLERR)) != 0
+}
+
+/// Once the host closed airlock's stdin, a host that is gone altogether (its stdout closed too)
+/// must end the session at once, not after the answers it will never read: checked now and
+/// every [`GONE_CHECK_EVERY`] (only in this state, so no call pays for it).
+pub fn watch_output_after_eof(inputs: UnboundedSender<Input>) {
+    tokio::spawn(async move {
+        loop {
+            if host_output_gone() {
+                let _ = inputs.send(Input::HostGone);
+                return;
+            }
+            tokio::time::sleep(GONE_CHECK_EVERY).await;
+            if inputs.is_closed() {
+                return;
+            }
+        }
+    });
+}
+
 /// Polls an optional one-shot future; `None` afterwards.
 pub fn poll_once(
     future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,

@@ -149,6 +149,9 @@ where
                     "answers still due are relayed before the servers stop"
                 };
                 tracing::info!("the host closed its input; {waiting}");
+                if self.host_is_stdout {
+                    super::signals::watch_output_after_eof(self.inputs.clone());
+                }
                 self.core.host_closed(now);
             }
             Wake::HostGone => end = Some(EndReason::HostOutputClosed),
