@@ -955,3 +955,14 @@ fn check_refuses_the_http_section_serve_would_refuse() {
     assert!(out.contains("listen               127.0.0.1:8080"), "{out}");
     assert!(out.contains("does not exist yet"), "{out}");
 }
+
+/// A misspelt preset is told what was meant, not only that no such file exists.
+#[test]
+fn a_misspelt_preset_gets_a_did_you_mean() {
+    let scratch = Scratch::new();
+    let output = scratch.airlock(&["check", "--policy", "strictt"]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(err.contains("policy file not found"), "{err}");
+    assert!(err.contains("did you mean `strict`?"), "{err}");
+}

@@ -64,9 +64,19 @@ fn read_if_present(layer: Layer, path: &Path) -> Result<Option<LayerSource>, Sou
 
 fn read_required(layer: Layer, path: &Path) -> Result<LayerSource, SourceError> {
     read_if_present(layer, path)?.ok_or_else(|| {
+        let names: Vec<&str> = presets::names().collect();
+        // `--policy strictt`: a misspelt preset, not a missing file.
+        let meant = path
+            .to_str()
+            .filter(|text| !text.contains('/'))
+            .and_then(|text| {
+                crate::diagnostic::did_you_mean_quoted(text, &names, &|name| format!("`{name}`"))
+            })
+            .map(|hint| format!("{hint} "))
+            .unwrap_or_default();
         SourceError::new(path, None, "policy file not found").with_fix(format!(
-            "pass an existing file, or a preset name: {}",
-            presets::names().collect::<Vec<_>>().join(", ")
+            "{meant}pass an existing file, or a preset name: {}",
+            names.join(", ")
         ))
     })
 }
