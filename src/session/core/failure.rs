@@ -255,10 +255,14 @@ impl Core {
     /// The host closed its input and nothing it asked is still in flight (or the wait for it
     /// is over): the session may end.
     pub fn host_finished(&self, now: Instant) -> bool {
+        // Asked after every step: nothing but a flag while the host is there.
+        if !self.host_gone {
+            return false;
+        }
         let waiting = !self.aggregations.is_empty()
             || self.pending_initialize.is_some()
             || self.servers.iter().any(|s| s.gate.in_flight() > 0);
-        self.host_gone && (!waiting || self.answers_due_by.is_some_and(|due| now >= due))
+        !waiting || self.answers_due_by.is_some_and(|due| now >= due)
     }
 
     /// `Single`, once the host is gone and the server Ready: its input closes, after what is
