@@ -372,37 +372,34 @@ fn the_token_store_the_config_names_is_the_one_token_create_writes() {
         fixture_server()
     );
     let config_path = world.config(&config);
-    let out = world
-        .command(&["token", "create", "carol", "--config"])
-        .arg(&config_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let printed = |out: std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let carol = printed(
+        world
+            .command(&["token", "create", "carol", "--config"])
+            .arg(&config_path)
+            .output()
+            .unwrap(),
     );
-    let carol = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(
         world.path("team-tokens.json").is_file(),
         "written where the config says"
     );
     assert!(!world.token_store().exists(), "not in the default store");
     // Run where the config is, naming it relatively: the same store.
-    let out = world
-        .command(&["token", "create", "dave", "--config", "airlock.toml"])
-        .current_dir(world.path(""))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let dave = printed(
+        world
+            .command(&["token", "create", "dave", "--config", "airlock.toml"])
+            .current_dir(world.path(""))
+            .output()
+            .unwrap(),
     );
     let gateway = world.listen(&config, &[]);
     let bearer = format!("Bearer {carol}");
     session(&gateway.url, &[("authorization", bearer.as_str())]);
-    let dave = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let bearer = format!("Bearer {dave}");
     session(&gateway.url, &[("authorization", bearer.as_str())]);
     drop(gateway);
