@@ -402,6 +402,10 @@ fn sigterm_stops_through_the_kill_sequence_with_an_exit_event(mode: Mode) {
     assert_eq!(exit.len(), 1);
     assert_eq!(exit[0]["detail"]["ended_by"], "sigkill", "{exit:?}");
     assert_eq!(exit[0]["reason"], "stopped by airlock");
+    assert_eq!(
+        exit[0]["detail"]["stopped_because"],
+        "airlock received SIGTERM"
+    );
 }
 
 /// A host that closes its end of airlock's stdout is gone: the session ends, with the exit
@@ -683,6 +687,10 @@ fn sighup_stops_run_through_the_kill_sequence_with_an_exit_event() {
     assert_eq!(exit.len(), 1, "{exit:?}");
     assert_eq!(exit[0]["detail"]["ended_by"], "sigkill", "{exit:?}");
     assert_eq!(exit[0]["reason"], "stopped by airlock");
+    assert_eq!(
+        exit[0]["detail"]["stopped_because"],
+        "airlock received SIGHUP"
+    );
     assert_eq!(world.audit().last().unwrap()["event"], "exit");
 }
 

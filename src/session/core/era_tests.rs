@@ -212,7 +212,7 @@ fn subscriptions_get_acknowledged_and_tagged_list_changes() {
         changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         "sub"
     );
-    h.router.shutdown();
+    h.router.shutdown("airlock received SIGTERM");
     h.drive();
     let closed = h.take_host(json!("sub"));
     assert_eq!(

@@ -11,7 +11,6 @@ use super::{Action, Core, Origin};
 use crate::gate::Effects;
 use crate::gateway::lifecycle::{Demand, Due, Phase, State};
 use crate::mcp::message::id_key;
-use crate::mcp::message::{code, error_response};
 
 /// How long answers are awaited after the host closed its input when no server has a tool
 /// timeout (the default `tool_timeout`).
@@ -245,9 +244,7 @@ impl Core {
         for (index, generation, id) in unanswerable {
             let server = &self.servers[index];
             if server.alive && server.life.generation == generation {
-                let text = "the host closed the connection";
-                let answer = error_response(id, code::INTERNAL_ERROR, text, None);
-                self.send_raw(index, answer, now);
+                self.tell_host_gone(index, id, now);
             }
         }
     }
@@ -284,8 +281,9 @@ impl Core {
         }
     }
 
-    /// Stops every server (host gone, or a signal). Nothing starts afterwards.
-    pub fn shutdown(&mut self) {
+    /// Stops every server (host gone, or a signal), `reason` being why (each server's exit
+    /// event says it). Nothing starts afterwards.
+    pub fn shutdown(&mut self, reason: &str) {
         self.shutting_down = true;
         self.close_listens();
         for (index, server) in self.servers.iter_mut().enumerate() {
@@ -295,7 +293,7 @@ impl Core {
                 self.out.push(Action::Stop {
                     server: index,
                     generation: server.life.generation,
-                    reason: "airlock is shutting down".into(),
+                    reason: reason.to_string(),
                 });
             }
         }

@@ -593,7 +593,7 @@ fn shutdown_stops_everything_running_and_nothing_restarts() {
     let mut h = two();
     h.initialize(json!({}));
     h.tool_names();
-    h.router.shutdown();
+    h.router.shutdown("airlock received SIGTERM");
     h.drive();
     assert_eq!(h.stops, vec![1, 1]);
     h.host(call(json!(1), "alpha__read"));

@@ -146,10 +146,7 @@ impl Core {
             return;
         }
         if self.host_gone && !self.single() {
-            // Nobody can answer it: said at once rather than at the server's own timeout.
-            let text = "the host closed the connection";
-            let answer = error_response(id, code::INTERNAL_ERROR, text, None);
-            self.send_raw(index, answer, now);
+            self.tell_host_gone(index, id, now);
             return;
         }
         let server = &self.servers[index];
@@ -176,6 +173,14 @@ impl Core {
     /// The answer airlock gives a server's request itself (gateway): `ping`; requests the host
     /// did not declare a capability for; every request to a 2026-07-28 host, which takes no
     /// server→client requests (its servers ask through the result of the host's own request).
+    /// A server's request the host will never answer (it closed its input): the error goes to
+    /// the server at once rather than at its own timeout.
+    pub(super) fn tell_host_gone(&mut self, index: usize, id: Value, now: Instant) {
+        let text = "the host closed the connection";
+        let answer = error_response(id, code::INTERNAL_ERROR, text, None);
+        self.send_raw(index, answer, now);
+    }
+
     fn answer_server_request(&self, index: usize, id: &Value, method: &str) -> Option<Value> {
         let caps = &self.host.capabilities;
         let name = &self.servers[index].name;

@@ -262,7 +262,7 @@ where
     /// relayed until each server's output closes. Ends with the session's own exit event.
     async fn shut_down(&mut self, reason: &EndReason) -> Result<(), ShellError> {
         self.shutting_down = true;
-        self.core.shutdown();
+        self.core.shutdown(&reason.text());
         self.carry_out()?;
         let deadline =
             Instant::now() + STDIN_GRACE + self.kill_timeout + Duration::from_millis(300);
