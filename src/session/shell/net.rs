@@ -17,15 +17,8 @@ pub const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The sender servers' relays use; its events reach the loop as [`Input::Net`].
 pub fn forward_to(inputs: &mpsc::UnboundedSender<Input>) -> mpsc::Sender<NetAudit> {
-    let (events_tx, mut events) = mpsc::channel::<NetAudit>(QUEUE);
-    let inputs = inputs.clone();
-    tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            if inputs.send(Input::Net(Box::new(event))).is_err() {
-                return;
-            }
-        }
-    });
+    let (events_tx, events) = mpsc::channel::<NetAudit>(QUEUE);
+    forward_from(events, inputs);
     events_tx
 }
 
