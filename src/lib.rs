@@ -20,6 +20,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod fast_map;
 pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -11,6 +11,7 @@ use super::schema::SchemaCheck;
 use super::track::{Held, Pending, Tracked};
 use super::{CallVerdict, Effects, Gate, META_REQUEST, Verdict, describe, pinned};
 use crate::audit::{Event, EventKind, Outcome};
+use crate::mcp::Field;
 use crate::mcp::message::{
     code, error_response, id_key, request, result_response, tool_error_result,
 };
@@ -117,8 +118,8 @@ impl Gate {
         now: Instant,
         fx: &mut Effects,
     ) -> Verdict {
-        let params = message.get("params");
-        let Some(tool) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+        let params = message.field("params");
+        let Some(tool) = params.and_then(|p| p.field("name")).and_then(Value::as_str) else {
             let mut event = self.event(EventKind::Decision);
             event.request_id = Some(id.clone());
             event.decision = Some(Action::Deny.to_string());
@@ -136,7 +137,7 @@ impl Gate {
             return Verdict::Drop;
         };
         let tool = tool.to_string();
-        let arguments = params.and_then(|p| p.get("arguments"));
+        let arguments = params.and_then(|p| p.field("arguments"));
         // A timeout too large to add to the clock is no deadline at all.
         let deadline = self
             .config
@@ -254,15 +255,15 @@ impl Gate {
         now: Instant,
         fx: &mut Effects,
     ) {
-        let result = answer.get("result");
+        let result = answer.field("result");
         let action = result
-            .and_then(|r| r.get("action"))
+            .and_then(|r| r.field("action"))
             .and_then(Value::as_str)
             .unwrap_or("error");
         let approved = action == "accept"
             && result
-                .and_then(|r| r.get("content"))
-                .and_then(|c| c.get("approve"))
+                .and_then(|r| r.field("content"))
+                .and_then(|c| c.field("approve"))
                 .and_then(Value::as_bool)
                 != Some(false);
         // What the user did, in words: "accept" with `approve: false` is a "no".

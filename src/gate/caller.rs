@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{Effects, Gate};
 use crate::audit::EventKind;
+use crate::mcp::Field;
 use crate::mcp::message::{at_mut, id_key};
 
 /// `_meta` key carrying the caller's identity from the HTTP face (see `crate::http::mux`).
@@ -25,7 +26,7 @@ impl Gate {
         let meta = at_mut(message, &["params", "_meta"]).and_then(Value::as_object_mut)?;
         let identity = meta.remove(META_IDENTITY)?;
         if meta.is_empty()
-            && let Some(params) = message.get_mut("params").and_then(Value::as_object_mut)
+            && let Some(params) = message.field_mut("params").and_then(Value::as_object_mut)
         {
             params.remove("_meta");
         }

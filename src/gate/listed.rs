@@ -11,7 +11,7 @@
 //! is one the server itself spelled, so forwarding it never reaches a tool by another spelling
 //! (a tool the server dropped since answers for itself).
 
-use std::collections::HashSet;
+use crate::fast_map::FastSet;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -20,6 +20,7 @@ use super::schema::{SchemaCheck, ToolSchemas};
 use super::track::{Held, Pending, Tracked};
 use super::{Effects, Gate};
 use crate::audit::{EventKind, Outcome};
+use crate::mcp::Field;
 use crate::mcp::message::{code, error_response, id_key};
 use crate::policy::Action;
 
@@ -42,7 +43,7 @@ pub enum Listed {
 /// What the gate knows of one server's tool listings.
 #[derive(Default)]
 pub struct ListedTools {
-    names: HashSet<String>,
+    names: FastSet<String>,
     schemas: ToolSchemas,
     /// Every page of a listing has been read since the start or the last `list_changed`.
     current: bool,
@@ -53,13 +54,13 @@ impl ListedTools {
     /// Returns true when it was the last page: the listing is current.
     pub fn learn_page(&mut self, result: &Value) -> bool {
         let tools = result
-            .get("tools")
+            .field("tools")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default();
         for name in tools
             .iter()
-            .filter_map(|tool| tool.get("name").and_then(Value::as_str))
+            .filter_map(|tool| tool.field("name").and_then(Value::as_str))
         {
             if !self.names.contains(name) {
                 self.names.insert(name.to_string());
@@ -67,7 +68,7 @@ impl ListedTools {
         }
         self.schemas.learn(tools);
         let last = result
-            .get("nextCursor")
+            .field("nextCursor")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty);
         if last {

@@ -27,7 +27,7 @@ mod track;
 
 pub use pinned::list_changed_notification;
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,7 @@ use track::{Held, Pending, RecentIds, Tracked};
 mod call;
 mod caller;
 mod listed;
+use crate::mcp::Field;
 pub use caller::{META_IDENTITY, META_REQUEST};
 
 /// Prefix of every id airlock itself puts in the host-facing id space.
@@ -122,13 +123,13 @@ pub struct Gate {
     policy: Arc<Policy>,
     redactor: Arc<Redactor>,
     host: HostFacts,
-    pending: HashMap<String, Pending>,
+    pending: FastMap<String, Pending>,
     /// airlock's confirmation request id key → the held call.
-    held: HashMap<String, Held>,
+    held: FastMap<String, Held>,
     /// The server's pinned definitions (none when the session keeps no pins).
     pins: Option<crate::pins::PinGuard>,
     /// Host call id key → airlock's confirmation request id key.
-    held_by_call: HashMap<String, String>,
+    held_by_call: FastMap<String, String>,
     answered_here: RecentIds,
     /// Calls answered with a timeout error: a late answer from the server must not reach the host.
     timed_out: RecentIds,
@@ -139,7 +140,7 @@ pub struct Gate {
     /// a stdio host's value is removed and ignored).
     trust_identity: bool,
     /// Host call id key → the identity making it, until the call's outcome is recorded.
-    callers: HashMap<String, String>,
+    callers: FastMap<String, String>,
     /// The names (and schemas) of the tools the server listed.
     listed: listed::ListedTools,
     /// Calls of a name not listed yet, waiting for a listing (in arrival order).
@@ -158,11 +159,11 @@ pub fn describe(decision: &Decision) -> String {
 
 /// Filters a `tools/list` result in place; returns how many tools were removed.
 pub fn filter_tools_result(result: &mut Value, server: &str, policy: &Policy) -> usize {
-    let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+    let Some(tools) = result.field_mut("tools").and_then(Value::as_array_mut) else {
         return 0;
     };
     let before = tools.len();
-    tools.retain(|tool| match tool.get("name").and_then(Value::as_str) {
+    tools.retain(|tool| match tool.field("name").and_then(Value::as_str) {
         Some(name) => policy.tools.lists_tool(server, name),
         // A tool without a name cannot be called; leave it for the host to reject.
         None => true,
@@ -177,16 +178,16 @@ impl Gate {
             policy,
             redactor,
             host: HostFacts::default(),
-            pending: HashMap::new(),
-            held: HashMap::new(),
+            pending: FastMap::default(),
+            held: FastMap::default(),
             pins: None,
-            held_by_call: HashMap::new(),
+            held_by_call: FastMap::default(),
             answered_here: RecentIds::default(),
             timed_out: RecentIds::default(),
             next_own_id: 0,
             initialize_key: None,
             trust_identity: false,
-            callers: HashMap::new(),
+            callers: FastMap::default(),
             listed: listed::ListedTools::default(),
             awaiting: track::Awaiting::default(),
             host_gone: false,
@@ -336,7 +337,7 @@ impl Gate {
     fn call_without_id(&self, message: &Value, fx: &mut Effects) -> Verdict {
         let mut event = self.event(EventKind::Dropped);
         event.tool = message
-            .pointer("/params/name")
+            .at(&["params", "name"])
             .and_then(Value::as_str)
             .map(str::to_string);
         event.reason = Some("host sent tools/call as a notification (no id)".into());
@@ -353,7 +354,7 @@ impl Gate {
         now: Instant,
         fx: &mut Effects,
     ) -> Verdict {
-        let params = message.get("params");
+        let params = message.field("params");
         if let Some(declared) = version::request_version(params)
             && self.host.version.as_deref() != Some(declared)
         {
@@ -364,9 +365,10 @@ impl Gate {
             "initialize" => {
                 if let Some(params) = params {
                     self.host.elicitation = params
-                        .get("capabilities")
+                        .field("capabilities")
                         .is_some_and(version::elicitation_form_supported);
-                    if let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) {
+                    if let Some(requested) = params.field("protocolVersion").and_then(Value::as_str)
+                    {
                         self.host.version = Some(requested.to_string());
                     }
                 }
@@ -390,7 +392,7 @@ impl Gate {
     }
 
     fn host_cancelled(&mut self, message: Value, now: Instant, fx: &mut Effects) -> Verdict {
-        let Some(request_id) = message.pointer("/params/requestId") else {
+        let Some(request_id) = message.at(&["params", "requestId"]) else {
             return Verdict::Forward(message);
         };
         let key = id_key(request_id);
@@ -439,11 +441,11 @@ impl Gate {
             Ok(Class::Response { id } | Class::Error { id }) => id_key(id),
             _ => return Verdict::Forward(message),
         };
-        let is_error = message.get("error").is_some();
+        let is_error = message.field("error").is_some();
         if self.initialize_key.as_deref() == Some(key.as_str()) {
             self.initialize_key = None;
             if let Some(negotiated) = message
-                .pointer("/result/protocolVersion")
+                .at(&["result", "protocolVersion"])
                 .and_then(Value::as_str)
             {
                 self.host.version = Some(negotiated.to_string());
@@ -459,16 +461,16 @@ impl Gate {
         let mut message = message;
         if let Tracked::Listing(kind) = pending.what
             && !is_error
-            && let Some(result) = message.get_mut("result")
+            && let Some(result) = message.field_mut("result")
         {
             self.filter_listing(kind, result, fx);
         }
-        let tool_error = message.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
+        let tool_error = message.at(&["result", "isError"]).and_then(Value::as_bool) == Some(true);
         let input_required = message
-            .pointer("/result/resultType")
+            .at(&["result", "resultType"])
             .and_then(Value::as_str)
             == Some("input_required");
-        let error_message = message.pointer("/error/message").and_then(Value::as_str);
+        let error_message = message.at(&["error", "message"]).and_then(Value::as_str);
         self.answered(
             pending,
             is_error,

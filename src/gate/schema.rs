@@ -8,8 +8,9 @@
 //! never fetched) is unusable: `enforce` refuses calls to that tool rather than let them through
 //! unchecked.
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 
+use crate::mcp::Field;
 use serde_json::{Map, Value};
 
 /// At most this many validation errors are reported for one call.
@@ -18,7 +19,7 @@ const MAX_ERRORS: usize = 5;
 /// The compiled `inputSchema` of each listed tool of one server.
 #[derive(Default)]
 pub struct ToolSchemas {
-    by_tool: HashMap<String, Compiled>,
+    by_tool: FastMap<String, Compiled>,
 }
 
 enum Compiled {
@@ -44,7 +45,7 @@ impl ToolSchemas {
     /// earlier ones; call [`ToolSchemas::forget_all`] before re-listing).
     pub fn learn(&mut self, tools: &[Value]) {
         for tool in tools {
-            let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.get("inputSchema"))
+            let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.field("inputSchema"))
             else {
                 continue;
             };

@@ -1,6 +1,8 @@
 //! What the gate remembers about requests in flight.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::fast_map::FastSet;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -69,7 +71,7 @@ impl Held {
 #[derive(Debug, Default)]
 pub(super) struct RecentIds {
     order: VecDeque<String>,
-    set: HashSet<String>,
+    set: FastSet<String>,
 }
 
 impl RecentIds {
@@ -96,7 +98,7 @@ impl RecentIds {
 #[derive(Debug, Default)]
 pub(super) struct Awaiting {
     calls: VecDeque<Held>,
-    keys: HashSet<String>,
+    keys: FastSet<String>,
 }
 
 impl Awaiting {

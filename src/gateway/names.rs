@@ -7,7 +7,7 @@
 //! of the original, and [`NameTable`] re-salts the hash in the (adversarial) case where a server
 //! lists a tool whose plain name equals another tool's hashed name.
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 
 use sha2::{Digest, Sha256};
 
@@ -65,8 +65,8 @@ pub fn split<'a>(name: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
 /// Host-facing names ↔ (server index, original name), for one kind of item (tools or prompts).
 #[derive(Debug, Default, Clone)]
 pub struct NameTable {
-    to_original: HashMap<String, (usize, String)>,
-    by_server: HashMap<usize, Vec<String>>,
+    to_original: FastMap<String, (usize, String)>,
+    by_server: FastMap<usize, Vec<String>>,
 }
 
 impl NameTable {

@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 message classes as MCP uses them. Ids are kept verbatim as `serde_json::Value`.
 
+use crate::mcp::Field;
 use serde_json::{Map, Value, json};
 
 /// JSON-RPC error codes airlock itself answers with.
@@ -71,26 +72,26 @@ pub fn classify(value: &Value) -> Result<Class<'_>, Invalid> {
         Value::Array(items) => return Ok(Class::Batch(items)),
         _ => return Err(Invalid::NotAnObject),
     };
-    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if object.field("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(Invalid::Version);
     }
-    if let Some(method) = object.get("method") {
+    if let Some(method) = object.field("method") {
         let method = method.as_str().ok_or(Invalid::Method)?;
-        return match object.get("id") {
+        return match object.field("id") {
             None => Ok(Class::Notification { method }),
             Some(id) if valid_id(id) => Ok(Class::Request { id, method }),
             Some(_) => Err(Invalid::Id),
         };
     }
-    let id = object.get("id").ok_or(Invalid::Shape)?;
-    if object.contains_key("error") {
+    let id = object.field("id").ok_or(Invalid::Shape)?;
+    if object.has_field("error") {
         return if valid_id(id) || id.is_null() {
             Ok(Class::Error { id })
         } else {
             Err(Invalid::Id)
         };
     }
-    if object.contains_key("result") {
+    if object.has_field("result") {
         return if valid_id(id) {
             Ok(Class::Response { id })
         } else {
@@ -163,17 +164,18 @@ fn is_canonical_integer(text: &str) -> bool {
 /// The value at `keys` (object keys, outermost first), like `Value::pointer` without building
 /// an unescaped copy of each token: for the few fixed paths read on every message.
 pub fn at<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter().try_fold(value, |value, key| value.get(key))
+    value.at(keys)
 }
 
 /// [`at`], mutable.
 pub fn at_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
-    keys.iter().try_fold(value, |value, key| value.get_mut(key))
+    keys.iter()
+        .try_fold(value, |value, key| value.field_mut(key))
 }
 
 /// The id of a message that failed classification, if one can be read (for the error answer).
 pub fn salvage_id(value: &Value) -> Value {
-    match value.get("id") {
+    match value.field("id") {
         Some(id) if valid_id(id) => id.clone(),
         _ => Value::Null,
     }

@@ -5,12 +5,14 @@
 //! unknown fields, methods and `_meta` pass through unchanged. Server answers are first read
 //! with [`peek`], which takes those few fields without building the rest of the tree.
 
+pub mod field;
 pub mod framing;
 pub mod message;
 pub mod peek;
 pub mod strict;
 pub mod version;
 
+pub use field::Field;
 pub use framing::{DEFAULT_MAX_LINE_BYTES, Frame, LineReader};
 pub use message::{
     Class, Invalid, Unreadable, classify, code, error_response, id_key, notification, request,

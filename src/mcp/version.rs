@@ -2,6 +2,7 @@
 //! stateless era (2026-07-28: no `initialize`, `server/discover`, version and client capabilities
 //! in every request's `_meta`).
 
+use crate::mcp::Field;
 use serde_json::Value;
 
 /// The handshake-era versions airlock has been checked against.
@@ -46,10 +47,10 @@ pub fn add_envelope(params: &mut Value, version: &str, capabilities: &Value) {
 /// when nothing else is left in it): for a server spoken to in the handshake era, which may
 /// refuse a request that carries it (the Python SDK 2.x does).
 pub fn strip_envelope(message: &mut Value) {
-    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+    let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) else {
         return;
     };
-    let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) else {
+    let Some(meta) = params.field_mut("_meta").and_then(Value::as_object_mut) else {
         return;
     };
     for key in [
@@ -86,7 +87,7 @@ pub fn supports_batches(version: Option<&str>) -> bool {
 }
 
 fn meta(params: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
-    params?.get("_meta")?.as_object()
+    params?.field("_meta")?.as_object()
 }
 
 /// The protocol version a stateless-era request declares in its `_meta`.
@@ -104,8 +105,8 @@ pub fn request_capabilities(params: Option<&Value>) -> Option<&Value> {
 /// `{}` means form (2025-06-18 and the 2025-11-25 back-compat rule); an object naming modes must
 /// name `form`.
 pub fn elicitation_form_supported(capabilities: &Value) -> bool {
-    match capabilities.get("elicitation") {
-        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+    match capabilities.field("elicitation") {
+        Some(Value::Object(modes)) => modes.is_empty() || modes.has_field("form"),
         _ => false,
     }
 }

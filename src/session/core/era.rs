@@ -10,6 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::HostState;
+use crate::mcp::Field;
 use crate::mcp::version::{self, Era};
 
 /// `_meta` key naming the server in a 2026-07-28 result.
@@ -46,7 +47,7 @@ pub fn shape_for_host(mut message: Value, host: &HostState) -> Value {
     if !stateless(host) {
         return message;
     }
-    if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+    if let Some(result) = message.field_mut("result").and_then(Value::as_object_mut) {
         result
             .entry("resultType")
             .or_insert_with(|| Value::String("complete".into()));

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{Action, Core, Origin};
 use crate::gate::Effects;
 use crate::gateway::lifecycle::{Demand, Due, Phase, State};
+use crate::mcp::Field;
 use crate::mcp::message::id_key;
 
 /// How long answers are awaited after the host closed its input when no server has a tool
@@ -161,7 +162,7 @@ impl Core {
         let queued: BTreeSet<String> = self.servers[index]
             .queue
             .iter()
-            .filter_map(|m| m.get("id").map(id_key))
+            .filter_map(|m| m.field("id").map(id_key))
             .collect();
         self.forget(index, &|down_key| !queued.contains(down_key), why, now);
     }

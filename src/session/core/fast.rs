@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::{Action, Core, Origin, era};
 use crate::gate::Effects;
+use crate::mcp::Field;
 use crate::mcp::message::{at, id_key};
 use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, answer_with_id, peek};
@@ -61,9 +62,9 @@ impl Core {
             duplicate_keys,
         } = parse_noting_duplicate_keys(line)?;
         // Requests only: an answer of the host's goes to the server by another path.
-        let request = message.get("method").is_some();
+        let request = message.field("method").is_some();
         if self.single() && request && !duplicate_keys && !carries_identity(&message) {
-            self.host_line = message.get("id").map(|id| (id_key(id), line.to_vec()));
+            self.host_line = message.field("id").map(|id| (id_key(id), line.to_vec()));
         }
         self.on_host(message, now);
         self.host_line = None;

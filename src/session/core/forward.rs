@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{Action, Core, Origin};
 use crate::gate::{Effects, Verdict};
 use crate::gateway::lifecycle::Demand;
+use crate::mcp::Field;
 use crate::mcp::message::{at, id_key, request};
 use crate::mcp::{Class, classify};
 
@@ -61,7 +62,7 @@ impl Core {
         }
         let retried = !fx.retry.is_empty();
         for call in fx.retry {
-            let id = call.get("id").cloned().unwrap_or_default();
+            let id = call.field("id").cloned().unwrap_or_default();
             self.forward_request(index, call, id, now);
         }
         if retried && self.single() {
@@ -91,14 +92,14 @@ impl Core {
         };
         let single = self.single();
         let method = message
-            .get("method")
+            .field("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let initialize = method == "initialize";
         let cacheable = super::era::cacheable(method);
         let input_carrier = !single && super::mrtr::carries_input(method);
         let declared = input_carrier
-            .then(|| crate::mcp::version::request_capabilities(message.get("params")).cloned())
+            .then(|| crate::mcp::version::request_capabilities(message.field("params")).cloned())
             .flatten();
         // The gateway speaks the handshake era to its servers: a 2026-07-28 host's envelope
         // (read above and by the host dispatch) is not theirs to see.
@@ -178,7 +179,7 @@ impl Core {
                     "server `{}` is unavailable: {reason}",
                     self.servers[index].name
                 );
-                if let Some(id) = message.get("id") {
+                if let Some(id) = message.field("id") {
                     let key = id_key(id);
                     self.undeliverable(index, &key, &why, now);
                 }
@@ -192,7 +193,7 @@ impl Core {
         let server = &mut self.servers[index];
         server
             .queue
-            .retain(|m| m.get("id").map(id_key).as_deref() != Some(down_key));
+            .retain(|m| m.field("id").map(id_key).as_deref() != Some(down_key));
         let Some(Origin::Host {
             host_id, progress, ..
         }) = server.outbound.remove(down_key)
@@ -215,7 +216,7 @@ impl Core {
     /// downstream request is forgotten (its late answer is dropped) and the server told, unless
     /// the request never left the queue.
     fn cancel_downstream(&mut self, index: usize, mut message: Value, now: Instant) {
-        let Some(key) = message.pointer("/params/requestId").map(id_key) else {
+        let Some(key) = message.at(&["params", "requestId"]).map(id_key) else {
             return;
         };
         let Some((owner, down_id)) = self.host_requests.remove(&key) else {
@@ -237,7 +238,7 @@ impl Core {
         let before = server.queue.len();
         server
             .queue
-            .retain(|m| m.get("id").map(id_key).as_deref() != Some(&down_key));
+            .retain(|m| m.field("id").map(id_key).as_deref() != Some(&down_key));
         if server.queue.len() != before {
             // Never reached the server: nothing to cancel there.
             return;
@@ -248,7 +249,7 @@ impl Core {
 
     /// A host `notifications/cancelled`: to the server that has (or holds) the request.
     pub(super) fn host_cancelled(&mut self, message: Value, now: Instant) {
-        let Some(key) = message.pointer("/params/requestId").map(id_key) else {
+        let Some(key) = message.at(&["params", "requestId"]).map(id_key) else {
             return;
         };
         if self.end_listen(&key) {

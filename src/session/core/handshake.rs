@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::lists::ListKind;
 use super::{Core, INITIALIZE_WAIT, Origin, era};
 use crate::gateway::lifecycle::{Demand, Phase, State};
+use crate::mcp::Field;
 use crate::mcp::message::notification;
 use crate::mcp::version::HANDSHAKE_VERSIONS;
 
@@ -65,15 +66,15 @@ impl Core {
             .filter(|s| !s.retiring)
             .filter_map(|s| s.capabilities.as_ref());
         for server_caps in known {
-            if let Some(resources) = server_caps.get("resources") {
-                let subscribe = resources.get("subscribe").and_then(Value::as_bool) == Some(true)
+            if let Some(resources) = server_caps.field("resources") {
+                let subscribe = resources.field("subscribe").and_then(Value::as_bool) == Some(true)
                     || caps
-                        .pointer("/resources/subscribe")
+                        .at(&["resources", "subscribe"])
                         .and_then(Value::as_bool)
                         == Some(true);
                 caps["resources"] = json!({"listChanged": true, "subscribe": subscribe});
             }
-            if server_caps.get("prompts").is_some() {
+            if server_caps.field("prompts").is_some() {
                 caps["prompts"] = json!({"listChanged": true});
             }
             for plain in ["completions", "logging"] {
@@ -83,10 +84,10 @@ impl Core {
             }
             // Tasks (2025-11-25): offered when a server offers them; their requests are the
             // server's own (routed like any other).
-            if let Some(tasks) = server_caps.get("tasks") {
+            if let Some(tasks) = server_caps.field("tasks") {
                 caps["tasks"] = tasks.clone();
             }
-            if let Some(extensions) = server_caps.get("extensions").and_then(Value::as_object) {
+            if let Some(extensions) = server_caps.field("extensions").and_then(Value::as_object) {
                 let merged = caps
                     .as_object_mut()
                     .and_then(|c| {
@@ -214,7 +215,7 @@ impl Core {
         }
         if let Some(error) = error {
             let text = error
-                .get("message")
+                .field("message")
                 .and_then(Value::as_str)
                 .unwrap_or("error");
             let reason = format!("initialize failed: {text}");
@@ -222,8 +223,8 @@ impl Core {
             return;
         }
         let server = &mut self.servers[index];
-        server.capabilities = Some(result.get("capabilities").cloned().unwrap_or(json!({})));
-        server.server_info = result.get("serverInfo").cloned();
+        server.capabilities = Some(result.field("capabilities").cloned().unwrap_or(json!({})));
+        server.server_info = result.field("serverInfo").cloned();
         let tools = server.has_capability("tools") == Some(true);
         let logging = server.has_capability("logging") == Some(true);
         let initialized = notification("notifications/initialized", json!({}));

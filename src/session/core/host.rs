@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Core, Topology, era};
 use crate::audit::{Event, EventKind};
+use crate::mcp::Field;
 use crate::mcp::message::{at, code, has_id_key, id_key};
 use crate::mcp::version;
 use crate::mcp::{Class, classify, salvage_id};
@@ -120,7 +121,7 @@ impl Core {
     /// The first request tells airlock who the host is: `initialize` in the handshake era, the
     /// request's `_meta` in the stateless era (every request carries it there).
     fn learn_host(&mut self, method: &str, message: &Value, now: Instant) {
-        let params = message.get("params");
+        let params = message.field("params");
         let before = self.host_facts();
         let opted_in = params.and_then(|p| at(p, &["_meta", "io.modelcontextprotocol/logLevel"]));
         if let Some(level) = opted_in.filter(|_| !self.single()) {
@@ -128,10 +129,10 @@ impl Core {
         }
         if method == "initialize" {
             let params = params.cloned().unwrap_or(Value::Null);
-            self.host.capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
-            self.host.client_info = params.get("clientInfo").cloned();
+            self.host.capabilities = params.field("capabilities").cloned().unwrap_or(json!({}));
+            self.host.client_info = params.field("clientInfo").cloned();
             self.host.version = params
-                .get("protocolVersion")
+                .field("protocolVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string);
         } else if let Some(declared) = version::request_version(params) {
@@ -170,7 +171,7 @@ impl Core {
         if self.single() || method == "initialize" {
             return None;
         }
-        let requested = version::request_version(message.get("params"))?;
+        let requested = version::request_version(message.field("params"))?;
         if era::serves_stateless(requested) {
             return None;
         }

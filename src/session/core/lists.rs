@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Aggregation, Core, Origin, era};
 use crate::gateway::lifecycle::{Demand, Phase};
+use crate::mcp::Field;
 use crate::mcp::message::{code, notification};
 
 /// Most items in one page of an aggregated list (hosts that ignore `nextCursor` still see all of
@@ -76,7 +77,7 @@ impl ListKind {
 /// The `nextCursor` of a page, when it names a next page.
 fn next_cursor(result: &Value) -> Option<Value> {
     result
-        .get("nextCursor")
+        .field("nextCursor")
         .filter(|c| c.as_str().is_some_and(|s| !s.is_empty()))
         .cloned()
 }
@@ -93,7 +94,7 @@ impl Core {
                 }
             }
         }
-        if let Some(cursor) = message.pointer("/params/cursor").and_then(Value::as_str) {
+        if let Some(cursor) = message.at(&["params", "cursor"]).and_then(Value::as_str) {
             self.answer_page(kind, id, cursor);
             return;
         }
@@ -206,7 +207,7 @@ impl Core {
     ) {
         if let Some(error) = error {
             let text = error
-                .get("message")
+                .field("message")
                 .and_then(Value::as_str)
                 .unwrap_or("error");
             tracing::warn!(server = %self.servers[index].name, "tools/list failed: {text}");
@@ -228,7 +229,7 @@ impl Core {
             .filter_listing(crate::pins::Kind::Tool, &mut result, &mut fx);
         self.apply_gate(index, fx, now);
         let page = result
-            .get("tools")
+            .field("tools")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -252,11 +253,11 @@ impl Core {
         let name = self.servers[index].name.clone();
         let tools: Vec<Value> = tools
             .into_iter()
-            .filter(|t| t.get("name").and_then(Value::as_str).is_some())
+            .filter(|t| t.field("name").and_then(Value::as_str).is_some())
             .collect();
         let originals: Vec<&str> = tools
             .iter()
-            .filter_map(|t| t.get("name").and_then(Value::as_str))
+            .filter_map(|t| t.field("name").and_then(Value::as_str))
             .collect();
         let separator = self.separator().to_string();
         let (_, changed) = self.tools.set_server(index, &name, &separator, &originals);
@@ -310,7 +311,7 @@ impl Core {
         let gate = &mut self.servers[index].gate;
         if let Some(error) = error {
             let text = error
-                .get("message")
+                .field("message")
                 .and_then(Value::as_str)
                 .unwrap_or("error");
             gate.tools_listing_failed(&format!("tools/list failed: {text}"), now, &mut fx);
@@ -413,7 +414,7 @@ impl Core {
                         continue;
                     }
                     for tool in self.servers[index].tools.iter().flatten() {
-                        let original = tool.get("name").and_then(Value::as_str).unwrap_or("");
+                        let original = tool.field("name").and_then(Value::as_str).unwrap_or("");
                         let Some(name) = self.tools.name_of(index, original) else {
                             continue;
                         };
@@ -426,7 +427,7 @@ impl Core {
                     let prompts = items.remove(&index).unwrap_or_default();
                     let originals: Vec<&str> = prompts
                         .iter()
-                        .map(|p| p.get("name").and_then(Value::as_str).unwrap_or(""))
+                        .map(|p| p.field("name").and_then(Value::as_str).unwrap_or(""))
                         .collect();
                     let name = self.servers[index].name.clone();
                     let (names, changed) = self
@@ -440,7 +441,7 @@ impl Core {
                 }
                 ListKind::Resources => {
                     for resource in items.remove(&index).unwrap_or_default() {
-                        if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
+                        if let Some(uri) = resource.field("uri").and_then(Value::as_str) {
                             self.resource_owner.entry(uri.to_string()).or_insert(index);
                         }
                         all.push(resource);
@@ -449,7 +450,7 @@ impl Core {
                 ListKind::ResourceTemplates => {
                     self.templates.retain(|(_, _, owner)| *owner != index);
                     for template in items.remove(&index).unwrap_or_default() {
-                        if let Some(uri) = template.get("uriTemplate").and_then(Value::as_str) {
+                        if let Some(uri) = template.field("uriTemplate").and_then(Value::as_str) {
                             let prefix = uri.split('{').next().unwrap_or(uri).to_string();
                             self.templates.push((uri.to_string(), prefix, index));
                         }

@@ -47,7 +47,9 @@ mod single_tests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -217,9 +219,9 @@ struct Downstream {
     /// airlock's `initialize` went out for the current generation.
     handshake_sent: bool,
     next_id: u64,
-    outbound: HashMap<String, Origin>,
+    outbound: FastMap<String, Origin>,
     /// Downstream progress token key → the host's token.
-    progress: HashMap<String, Value>,
+    progress: FastMap<String, Value>,
     /// Host requests waiting for Ready (already gated), with their downstream ids.
     queue: Vec<Value>,
     capabilities: Option<Value>,
@@ -308,9 +310,9 @@ pub struct ServerStatus {
 struct Batches {
     next: u64,
     /// Host request id key → its batch.
-    member: HashMap<String, u64>,
+    member: FastMap<String, u64>,
     /// Batch → (requests still unanswered, answers so far).
-    open: HashMap<u64, (usize, Vec<Value>)>,
+    open: FastMap<u64, (usize, Vec<Value>)>,
 }
 
 impl Batches {
@@ -339,27 +341,27 @@ pub struct Core {
     tools: NameTable,
     prompts: NameTable,
     /// Host-facing id key → (server, generation, the server's own id).
-    inbound: HashMap<String, (usize, u64, Value)>,
+    inbound: FastMap<String, (usize, u64, Value)>,
     next_inbound: u64,
     /// Host request id key → (server, downstream id), for answers, cancellations, duplicates.
-    host_requests: HashMap<String, (usize, Value)>,
+    host_requests: FastMap<String, (usize, Value)>,
     aggregations: Vec<Aggregation>,
     next_aggregation: u64,
     /// The host's `initialize` waiting for eager servers: (id, waiting, deadline).
     pending_initialize: Option<(Value, BTreeSet<usize>, Instant)>,
     /// Last aggregated list per kind, for airlock's own cursor: (generation, items).
-    snapshots: HashMap<ListKind, (u64, Vec<Value>)>,
+    snapshots: FastMap<ListKind, (u64, Vec<Value>)>,
     snapshot_generation: u64,
-    resource_owner: HashMap<String, usize>,
+    resource_owner: FastMap<String, usize>,
     /// Task id → the server that created it (tasks, 2025-11-25).
-    task_owner: HashMap<String, usize>,
+    task_owner: FastMap<String, usize>,
     /// URI template (and its literal prefix) → server.
     templates: Vec<(String, String, usize)>,
     batches: Batches,
     /// Translations of server requests waiting for the host's retry, by `requestState`.
-    parked: HashMap<String, mrtr::Parked>,
+    parked: FastMap<String, mrtr::Parked>,
     /// Server requests for input waiting for a host request to carry them, per server.
-    waiting_input: HashMap<usize, Vec<mrtr::Waiting>>,
+    waiting_input: FastMap<usize, Vec<mrtr::Waiting>>,
     next_state: u64,
     /// The host's open `subscriptions/listen` (2026-07-28).
     listens: Vec<subscriptions::Listen>,
@@ -400,20 +402,20 @@ impl Core {
             },
             tools: NameTable::default(),
             prompts: NameTable::default(),
-            inbound: HashMap::new(),
+            inbound: FastMap::default(),
             next_inbound: 0,
-            host_requests: HashMap::new(),
+            host_requests: FastMap::default(),
             aggregations: Vec::new(),
             next_aggregation: 0,
             pending_initialize: None,
-            snapshots: HashMap::new(),
+            snapshots: FastMap::default(),
             snapshot_generation: 0,
-            resource_owner: HashMap::new(),
-            task_owner: HashMap::new(),
+            resource_owner: FastMap::default(),
+            task_owner: FastMap::default(),
             templates: Vec::new(),
             batches: Batches::default(),
-            parked: HashMap::new(),
-            waiting_input: HashMap::new(),
+            parked: FastMap::default(),
+            waiting_input: FastMap::default(),
             next_state: 0,
             listens: Vec::new(),
             pins: None,
@@ -471,8 +473,8 @@ impl Core {
             retiring: false,
             handshake_sent: false,
             next_id: 0,
-            outbound: HashMap::new(),
-            progress: HashMap::new(),
+            outbound: FastMap::default(),
+            progress: FastMap::default(),
             queue: Vec::new(),
             capabilities: None,
             server_info: None,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::{Core, Origin, era};
+use crate::mcp::Field;
 use crate::mcp::message::{code, error_response, id_key, notification, result_response};
 
 /// Prefix of airlock's `requestState` tokens.
@@ -64,7 +65,7 @@ pub fn carries_input(method: &str) -> bool {
 
 /// The `requestState` of a retry, if airlock minted it.
 fn retry_state(message: &Value) -> Option<String> {
-    let state = message.pointer("/params/requestState")?.as_str()?;
+    let state = message.at(&["params", "requestState"])?.as_str()?;
     state.starts_with(STATE_PREFIX).then(|| state.to_string())
 }
 
@@ -83,7 +84,7 @@ fn undeclared(method: &str, declared: &Value) -> Option<&'static str> {
 fn input_request(message: &Value) -> Value {
     let mut request = Map::new();
     request.insert("method".into(), message["method"].clone());
-    if let Some(params) = message.get("params") {
+    if let Some(params) = message.field("params") {
         request.insert("params".into(), params.clone());
     }
     Value::Object(request)
@@ -253,10 +254,10 @@ impl Core {
             return None;
         };
         let responses = message
-            .pointer("/params/inputResponses")
+            .at(&["params", "inputResponses"])
             .cloned()
             .unwrap_or_default();
-        if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+        if let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) {
             params.remove("inputResponses");
             params.remove("requestState");
         }
@@ -282,7 +283,7 @@ impl Core {
             self.answer_through_gate(index, answer, now);
             return None;
         }
-        let token = message.pointer("/params/_meta/progressToken").cloned();
+        let token = message.at(&["params", "_meta", "progressToken"]).cloned();
         self.continue_as(index, &down_key, host_id.clone(), token);
         if self
             .waiting_input

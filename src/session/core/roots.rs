@@ -12,13 +12,14 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::Core;
+use crate::mcp::Field;
 use crate::policy::reading::file_url_to_path;
 
 impl Core {
     /// Looks at a message on its way to a server: when it answers `roots/list`, warns about each
     /// offered root the server's sandbox does not show it (once per server and root).
     pub(super) fn note_offered_roots(&mut self, index: usize, message: &Value) {
-        let Some(roots) = message.pointer("/result/roots").and_then(Value::as_array) else {
+        let Some(roots) = message.at(&["result", "roots"]).and_then(Value::as_array) else {
             return;
         };
         let server = &mut self.servers[index];
@@ -41,7 +42,7 @@ impl Core {
 pub fn unreachable_roots(roots: &[Value], shown: &[PathBuf]) -> Vec<PathBuf> {
     roots
         .iter()
-        .filter_map(|root| root.get("uri").and_then(Value::as_str))
+        .filter_map(|root| root.field("uri").and_then(Value::as_str))
         .filter_map(file_url_to_path)
         .filter(|path| !is_shown(path, shown))
         .collect()

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::lists::ListKind;
 use super::{Core, Origin, era};
 use crate::gateway::names::{NameTable, split};
+use crate::mcp::Field;
 use crate::mcp::message::{code, tool_error_result};
 
 impl Core {
@@ -32,7 +33,7 @@ impl Core {
             "prompts/get" => self.host_prompt(message, id, now),
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = message
-                    .pointer("/params/uri")
+                    .at(&["params", "uri"])
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
@@ -73,7 +74,7 @@ impl Core {
     /// the owner of every task id a server returned); `tasks/list` to the one server that
     /// offers tasks.
     fn host_task(&mut self, message: Value, id: Value, now: Instant) {
-        let owner = match message.pointer("/params/taskId").and_then(Value::as_str) {
+        let owner = match message.at(&["params", "taskId"]).and_then(Value::as_str) {
             Some(task) => self.task_owner.get(task).copied(),
             None => {
                 let mut offering = (0..self.servers.len()).filter(|&i| {
@@ -86,7 +87,7 @@ impl Core {
                 }
             }
         };
-        let listing = message.get("method").and_then(Value::as_str) == Some("tasks/list");
+        let listing = message.field("method").and_then(Value::as_str) == Some("tasks/list");
         match owner {
             Some(index) => self.forward_request(index, message, id, now),
             // No server offers tasks (the capability was offered before they were known).
@@ -113,7 +114,7 @@ impl Core {
     }
 
     fn set_log_level(&mut self, message: &Value, id: Value, now: Instant) {
-        if let Some(level) = message.pointer("/params/level") {
+        if let Some(level) = message.at(&["params", "level"]) {
             self.log_level(level.clone(), now);
         }
         self.reply(id, json!({}));
@@ -157,7 +158,7 @@ impl Core {
     }
 
     fn host_call(&mut self, message: Value, id: Value, now: Instant) {
-        let Some(name) = message.pointer("/params/name").and_then(Value::as_str) else {
+        let Some(name) = message.at(&["params", "name"]).and_then(Value::as_str) else {
             self.reply_error(id, code::INVALID_PARAMS, "tools/call needs params.name");
             return;
         };
@@ -197,7 +198,7 @@ impl Core {
 
     fn host_prompt(&mut self, message: Value, id: Value, now: Instant) {
         let name = message
-            .pointer("/params/name")
+            .at(&["params", "name"])
             .and_then(Value::as_str)
             .unwrap_or_default();
         match self.route_name(&self.prompts, name) {
@@ -214,11 +215,11 @@ impl Core {
     }
 
     fn host_complete(&mut self, message: Value, id: Value, now: Instant) {
-        let reference = message.pointer("/params/ref").cloned().unwrap_or_default();
-        match reference.get("type").and_then(Value::as_str) {
+        let reference = message.at(&["params", "ref"]).cloned().unwrap_or_default();
+        match reference.field("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = reference
-                    .get("name")
+                    .field("name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 match self.route_name(&self.prompts, name) {
@@ -235,7 +236,7 @@ impl Core {
             }
             Some("ref/resource") => {
                 let uri = reference
-                    .get("uri")
+                    .field("uri")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 match self.resource_server(uri) {
@@ -258,12 +259,12 @@ impl Core {
         if self.servers[index].has_capability("resources") != Some(true) {
             return;
         }
-        let Some(content) = message.pointer("/result/content").and_then(Value::as_array) else {
+        let Some(content) = message.at(&["result", "content"]).and_then(Value::as_array) else {
             return;
         };
         for item in content {
-            if item.get("type").and_then(Value::as_str) == Some("resource_link")
-                && let Some(uri) = item.get("uri").and_then(Value::as_str)
+            if item.field("type").and_then(Value::as_str) == Some("resource_link")
+                && let Some(uri) = item.field("uri").and_then(Value::as_str)
                 && (self.resource_owner.len() < MAX_ROUTED_URIS
                     || self.resource_owner.contains_key(uri))
             {

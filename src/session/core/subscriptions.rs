@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::lists::ListKind;
 use super::{Core, Origin, era};
+use crate::mcp::Field;
 use crate::mcp::message::{has_id_key, id_key, notification, result_response};
 
 /// `_meta` key tagging a notification with the subscription it belongs to.
@@ -26,7 +27,7 @@ pub(super) struct Listen {
 impl Core {
     pub(super) fn host_listen(&mut self, message: &Value, id: Value, now: Instant) {
         let wanted = message
-            .pointer("/params/notifications")
+            .at(&["params", "notifications"])
             .cloned()
             .unwrap_or_default();
         let flag = |key: &str| wanted.get(key).and_then(Value::as_bool) == Some(true);
@@ -42,7 +43,7 @@ impl Core {
         }
         let mut uris = Vec::new();
         let requested = wanted
-            .get("resourceSubscriptions")
+            .field("resourceSubscriptions")
             .and_then(Value::as_array);
         for uri in requested.into_iter().flatten().filter_map(Value::as_str) {
             let Some(index) = self.resource_server(uri) else {
@@ -51,7 +52,7 @@ impl Core {
             let subscribable = self.servers[index]
                 .capabilities
                 .as_ref()
-                .and_then(|c| c.pointer("/resources/subscribe"))
+                .and_then(|c| c.at(&["resources", "subscribe"]))
                 .and_then(Value::as_bool)
                 == Some(true);
             if subscribable && self.servers[index].life.is_ready() {
@@ -62,7 +63,7 @@ impl Core {
         }
         let offered = self.capabilities();
         kinds.retain(|kind| offered.get(kind.capability()).is_some());
-        let honored = honored(&kinds, wanted.get("resourceSubscriptions").map(|_| &uris));
+        let honored = honored(&kinds, wanted.field("resourceSubscriptions").map(|_| &uris));
         let params = json!({"_meta": {META_SUBSCRIPTION: id.clone()}, "notifications": honored});
         self.send_host(notification(
             "notifications/subscriptions/acknowledged",
@@ -107,7 +108,7 @@ impl Core {
             return true;
         }
         let uri = message
-            .pointer("/params/uri")
+            .at(&["params", "uri"])
             .and_then(Value::as_str)
             .unwrap_or_default();
         let ids: Vec<Value> = self

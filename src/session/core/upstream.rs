@@ -10,6 +10,7 @@ use super::lists::ListKind;
 use super::mrtr::INPUT_METHODS;
 use super::{Action, Core, META_SERVER, Origin, era};
 use crate::gate::{Effects, OWN_ID_PREFIX, Verdict};
+use crate::mcp::Field;
 use crate::mcp::message::{code, error_response, id_key, result_response};
 use crate::mcp::{Class, classify, version};
 
@@ -76,9 +77,9 @@ impl Core {
             internal => {
                 // Only airlock's own requests look inside, taking the parts rather than
                 // cloning them (a result can be megabytes).
-                let error = message.get_mut("error").map(Value::take);
+                let error = message.field_mut("error").map(Value::take);
                 let result = message
-                    .get_mut("result")
+                    .field_mut("result")
                     .map(Value::take)
                     .unwrap_or_default();
                 match internal {
@@ -97,14 +98,14 @@ impl Core {
         if let Some(token) = progress {
             self.servers[index].progress.remove(&token);
         }
-        if initialize && let Some(negotiated) = message.pointer("/result/protocolVersion") {
+        if initialize && let Some(negotiated) = message.at(&["result", "protocolVersion"]) {
             self.host.version = negotiated.as_str().map(str::to_string);
             self.host.initialized = true;
         }
         message["id"] = host_id;
         if !self.single()
             && let Some(task) = message
-                .pointer("/result/task/taskId")
+                .at(&["result", "task", "taskId"])
                 .and_then(Value::as_str)
         {
             self.task_owner.insert(task.to_string(), index);
@@ -115,7 +116,7 @@ impl Core {
         if cacheable
             && !self.single()
             && era::stateless(&self.host)
-            && let Some(result) = message.get_mut("result").and_then(Value::as_object_mut)
+            && let Some(result) = message.field_mut("result").and_then(Value::as_object_mut)
         {
             era::add_cache_hints(result);
         }
@@ -198,8 +199,10 @@ impl Core {
             _ if era::stateless(&self.host) => decline(
                 "the host speaks protocol 2026-07-28, which has no server-to-client requests",
             ),
-            "roots/list" if caps.get("roots").is_none() => decline("the host does not offer roots"),
-            "sampling/createMessage" if caps.get("sampling").is_none() => {
+            "roots/list" if caps.field("roots").is_none() => {
+                decline("the host does not offer roots")
+            }
+            "sampling/createMessage" if caps.field("sampling").is_none() => {
                 decline("the host does not offer sampling")
             }
             "elicitation/create" if !version::elicitation_form_supported(caps) => {
@@ -223,7 +226,7 @@ impl Core {
         let mut message = message;
         match method {
             "notifications/progress" => {
-                let Some(token) = message.pointer("/params/progressToken") else {
+                let Some(token) = message.at(&["params", "progressToken"]) else {
                     return;
                 };
                 let Some(host_token) = self.servers[index].progress.get(&id_key(token)).cloned()
@@ -246,8 +249,8 @@ impl Core {
                 return;
             }
             "notifications/message" => {
-                if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
-                    let logger = match params.get("logger").and_then(Value::as_str) {
+                if let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) {
+                    let logger = match params.field("logger").and_then(Value::as_str) {
                         Some(logger) => format!("{name}/{logger}"),
                         None => name.clone(),
                     };
@@ -273,7 +276,7 @@ impl Core {
     /// A server's cancellation of its own request: to the host-facing id. False when airlock
     /// never passed that request on.
     fn map_server_cancel(&mut self, index: usize, message: &mut Value) -> bool {
-        let Some(request_id) = message.pointer("/params/requestId").cloned() else {
+        let Some(request_id) = message.at(&["params", "requestId"]).cloned() else {
             return self.single();
         };
         let generation = self.servers[index].life.generation;
@@ -299,13 +302,13 @@ impl Core {
 
 /// A gateway's server request names its server (`_meta`), and an elicitation's message shows it.
 fn name_the_server(message: &mut Value, method: &str, name: &str) {
-    if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+    if let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) {
         let meta = params.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
             meta.insert(META_SERVER.into(), Value::String(name.to_string()));
         }
         if method == "elicitation/create"
-            && let Some(Value::String(text)) = params.get_mut("message")
+            && let Some(Value::String(text)) = params.field_mut("message")
         {
             *text = format!("[{name}] {text}");
         }

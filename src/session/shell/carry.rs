@@ -15,6 +15,7 @@ use super::link::Connected;
 use super::{Loop, ShellError};
 use crate::audit::{Event, EventKind};
 use crate::gateway::remote::Launch;
+use crate::mcp::Field;
 use crate::mcp::message::id_key;
 use crate::process::launch::LaunchError;
 use crate::session::core::Action;
@@ -115,9 +116,9 @@ where
 
     fn gather(&mut self, server: usize, generation: u64, message: &Value) {
         let request = message
-            .get("method")
+            .field("method")
             .is_some()
-            .then(|| message.get("id"))
+            .then(|| message.field("id"))
             .flatten();
         let request = request.map(id_key);
         let chunk = self.chunk(server, generation);
