@@ -186,7 +186,17 @@ pub fn key_looks_secret(key: &str) -> bool {
     {
         return true;
     }
-    key_words(key).any(|word| SECRET_KEY_WORDS.contains(&word.to_lowercase().as_str()))
+    key_words(key).any(|word| {
+        SECRET_KEY_WORDS
+            .iter()
+            .any(|secret| lowercase_equals(word, secret))
+    })
+}
+
+/// Whether `word` lowercased is `lower`, without building the lowercased copy (this runs for
+/// every argument key of every call).
+fn lowercase_equals(word: &str, lower: &str) -> bool {
+    word.chars().flat_map(char::to_lowercase).eq(lower.chars())
 }
 
 /// The words of a key: split at `-`, `_`, `.`, spaces and lower→upper camelCase boundaries.
@@ -494,6 +504,8 @@ mod tests {
             "SESSION",
             "clientSecret",
             "db.password",
+            // KELVIN SIGN lowercases to `k`: a word is compared by its Unicode lowercase.
+            "\u{212A}ey",
         ] {
             assert!(key_looks_secret(key), "{key}");
         }

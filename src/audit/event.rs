@@ -115,22 +115,32 @@ pub fn millis(duration: Duration) -> f64 {
 /// Formatted by hand into a fixed buffer: it runs for every audit event, and `format!` with
 /// padded fields cost more than the rest of the event's encoding.
 pub fn rfc3339(time: SystemTime) -> String {
+    let mut text = Vec::with_capacity(27);
+    write_rfc3339(&mut text, time);
+    // Only ASCII digits and separators were written.
+    String::from_utf8(text).unwrap_or_default()
+}
+
+/// [`rfc3339`], appended to `out` (the audit sink stamps every record with it).
+pub fn write_rfc3339(out: &mut Vec<u8>, time: SystemTime) {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
-    let mut text = *b"0000-00-00T00:00:00.000000Z";
     // Years outside 0..=9999 cannot come from a SystemTime after 1970 for a long while; keep the
     // general path for them rather than printing a wrong date.
     if !(0..=9999).contains(&year) {
-        return format!(
+        let text = format!(
             "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
             rem / 3600,
             (rem % 3600) / 60,
             rem % 60,
             since.subsec_micros()
         );
+        out.extend_from_slice(text.as_bytes());
+        return;
     }
+    let mut text = *b"0000-00-00T00:00:00.000000Z";
     put_digits(&mut text[0..4], year as u64);
     put_digits(&mut text[5..7], u64::from(month));
     put_digits(&mut text[8..10], u64::from(day));
@@ -138,8 +148,7 @@ pub fn rfc3339(time: SystemTime) -> String {
     put_digits(&mut text[14..16], (rem % 3600) / 60);
     put_digits(&mut text[17..19], rem % 60);
     put_digits(&mut text[20..26], u64::from(since.subsec_micros()));
-    // Only ASCII digits and separators were written.
-    String::from_utf8_lossy(&text).into_owned()
+    out.extend_from_slice(&text);
 }
 
 /// Writes `value` as zero-padded decimal filling `out` (the value always fits).

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::chain::{self, Checkpoint, GENESIS, LineHash};
-use super::event::{Event, rfc3339};
+use super::event::{Event, write_rfc3339};
 use crate::lock::flock;
 
 #[derive(Debug, thiserror::Error)]
@@ -357,8 +357,7 @@ impl AuditLog {
         // The stamp is written by hand in front of the event's own fields: `{"ts":..,"session":
         // ..,"seq":N` then the event's encoding with its opening brace turned into a comma.
         self.staged.extend_from_slice(b"{\"ts\":\"");
-        self.staged
-            .extend_from_slice(rfc3339(SystemTime::now()).as_bytes());
+        write_rfc3339(&mut self.staged, SystemTime::now());
         self.staged.extend_from_slice(b"\",\"session\":\"");
         self.staged.extend_from_slice(self.session.as_bytes());
         self.staged.extend_from_slice(b"\",\"seq\":");

@@ -547,10 +547,13 @@ impl ToolRules {
 
 /// `file:line` of a rule or setting, as decisions name it.
 pub fn location(origin: &Origin) -> String {
-    match origin.line {
-        Some(line) => format!("{}:{line}", origin.file.display()),
-        None => origin.file.display().to_string(),
+    // Built without the formatting machinery: a decision record names its rule on every call.
+    let mut text = origin.file.to_string_lossy().into_owned();
+    if let Some(line) = origin.line {
+        text.push(':');
+        text.push_str(itoa::Buffer::new().format(line));
     }
+    text
 }
 
 impl Condition {
