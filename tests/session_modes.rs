@@ -21,6 +21,7 @@ both_modes!(
     a_host_on_sockets_that_goes_away_ends_the_session_at_once,
     junk_from_a_server_is_capped_in_audit_and_stderr,
     duplicate_and_broken_answers_never_reach_the_host,
+    an_answer_naming_its_id_twice_reaches_the_host_with_one,
     duplicate_host_ids_in_flight_are_handled_once,
     a_call_pending_when_the_server_dies_gets_one_shape_of_answer,
     timeouts_answer_the_host_and_cancel_at_the_server,
@@ -232,6 +233,37 @@ fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
     assert!(
         reasons.iter().any(|r| r.contains("not UTF-8")),
         "{reasons:?}"
+    );
+}
+
+/// A server's answer that names its id twice, first (spelled `\u0069d`) as another of the host's
+/// calls: the host gets one id, the one airlock routed and audited. A host whose parser keeps the
+/// first of two keys would otherwise take it for the answer to that other call. (The harness
+/// fails any test on a line from airlock that names a key twice.)
+fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    // Call 6 is still in flight when call 5's answer names it.
+    client.send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+        "params": {"name": world.tool("slow"), "arguments": {"seconds": 1}}}));
+    let answer = client.call(5, &world.tool("twoids"), json!({"other": 6}));
+    assert_eq!(Client::text(&answer), "two ids");
+    let six = client.answer(json!(6), SECS(10));
+    assert_eq!(Client::text(&six), "slow done");
+    client.close_stdin();
+    assert!(client.rest(SECS(10)).iter().all(|m| m.get("id").is_none()));
+    let outcomes: Vec<(Value, Value)> = world
+        .events("outcome")
+        .iter()
+        .map(|e| (e["request_id"].clone(), e["tool"].clone()))
+        .collect();
+    assert!(
+        outcomes.contains(&(json!(5), json!("twoids"))),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&(json!(6), json!("slow"))),
+        "{outcomes:?}"
     );
 }
 

@@ -48,6 +48,8 @@ impl Field for Map<String, Value> {
         }
     }
 
+    /// On a map the path must name a field: an empty path would name the map itself, which is
+    /// not a `Value`, so it gives `None` (on a `Value` it gives the value).
     fn at(&self, keys: &[&str]) -> Option<&Value> {
         let (first, rest) = keys.split_first()?;
         self.field(first)?.at(rest)
@@ -126,5 +128,8 @@ mod tests {
         assert_eq!(value.at(&["params", "a/b"]), Some(&json!(1)));
         assert_eq!(value.at(&["params", "missing", "x"]), None);
         assert_eq!(value.at(&[]), Some(&value));
+        let params = value["params"].as_object().unwrap();
+        assert_eq!(params.at(&["_meta", "progressToken"]), Some(&json!(7)));
+        assert_eq!(params.at(&[]), None);
     }
 }

@@ -18,5 +18,5 @@ pub use message::{
     Class, Invalid, Unreadable, classify, code, error_response, id_key, notification, request,
     result_response, salvage_id, tool_error_result, unreadable_line_reply,
 };
-pub use peek::{Peek, answer_with_id, peek};
+pub use peek::{Peek, peek, splice_id};
 pub use version::Era;

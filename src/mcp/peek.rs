@@ -12,6 +12,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// What a message is, as far as the gate's handling of server messages goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,35 +31,28 @@ pub enum Peek {
         task: bool,
         /// `error.message`, when it is a string.
         error_message: Option<String>,
+        /// Where the id's bytes are in the line (start, end), when another id can be put there
+        /// and every reader still reads the answer as this one does: its envelope names each of
+        /// `jsonrpc`, `id`, `method`, `result` and `error` at most once (however spelled), and
+        /// holds exactly one of `result` and `error`. See [`splice_id`].
+        id_at: Option<(usize, usize)>,
     },
     /// A notification, or not a valid JSON-RPC message.
     Other,
 }
 
-/// The same answer with another id: its `result` (or `error`) copied as raw bytes, without
-/// building a `Value` tree of it. `None` when the line is not an answer this can read.
-pub fn answer_with_id(line: &[u8], id: &Value) -> Option<Vec<u8>> {
-    #[derive(Deserialize)]
-    struct Answer<'a> {
-        #[serde(borrow)]
-        result: Option<&'a serde_json::value::RawValue>,
-        #[serde(borrow)]
-        error: Option<&'a serde_json::value::RawValue>,
-    }
-    let answer: Answer<'_> = serde_json::from_slice(line).ok()?;
-    let (key, body) = match (answer.result, answer.error) {
-        (_, Some(error)) => ("error", error),
-        (Some(result), None) => ("result", result),
-        (None, None) => return None,
-    };
+/// The answer `line` with `id` in place of its own, everything else as the server wrote it:
+/// `at` is [`Peek::Answer`]'s `id_at` for this line. `None` when `at` does not fit the line.
+///
+/// A gateway puts its host's id into a server's answer this way, without parsing the line a
+/// second time; keys beside the envelope pass as they came, as they do on the full path.
+pub fn splice_id(line: &[u8], at: (usize, usize), id: &Value) -> Option<Vec<u8>> {
+    let (start, end) = at;
+    let (before, after) = (line.get(..start)?, line.get(end..)?);
     let mut out = Vec::with_capacity(line.len() + 16);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(before);
     serde_json::to_writer(&mut out, id).ok()?;
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":");
-    out.extend_from_slice(body.get().as_bytes());
-    out.push(b'}');
+    out.extend_from_slice(after);
     Some(out)
 }
 
@@ -69,8 +63,9 @@ pub fn peek(line: &[u8]) -> Option<Peek> {
     if *first != b'{' {
         return None;
     }
-    let envelope: Envelope = serde_json::from_slice(line).ok()?;
-    Some(envelope.classify())
+    let envelope: Envelope<'_> = serde_json::from_slice(line).ok()?;
+    let id_at = envelope.id_at(line);
+    Some(envelope.classify(id_at))
 }
 
 fn valid_id(id: &Value) -> bool {
@@ -78,20 +73,37 @@ fn valid_id(id: &Value) -> bool {
 }
 
 #[derive(Default)]
-struct Envelope {
+struct Envelope<'a> {
     /// `jsonrpc` is present and is the string "2.0".
     jsonrpc_ok: bool,
     /// `method` is present; `true` when it is a string.
     method: Option<bool>,
     id: Option<Value>,
+    /// The id's bytes in the line (the last `id`, as `id` above).
+    id_raw: Option<&'a RawValue>,
+    /// One of the envelope's keys came more than once.
+    repeated: bool,
     /// `result` is present, with what its probe saw.
     result: Option<ResultProbe>,
     /// `error` is present, with its `message` when that is a string.
     error: Option<Option<String>>,
 }
 
-impl Envelope {
-    fn classify(self) -> Peek {
+impl Envelope<'_> {
+    /// Where the id is in `line`, when splicing another id there is safe (see `Peek::Answer`).
+    fn id_at(&self, line: &[u8]) -> Option<(usize, usize)> {
+        if self.repeated || self.result.is_some() == self.error.is_some() {
+            return None;
+        }
+        let raw = self.id_raw?.get().as_bytes();
+        // The raw id borrows from `line`; its place is its distance from the line's start,
+        // checked against the bytes themselves.
+        let start = raw.as_ptr().addr().checked_sub(line.as_ptr().addr())?;
+        let end = start.checked_add(raw.len())?;
+        (line.get(start..end)? == raw).then_some((start, end))
+    }
+
+    fn classify(self, id_at: Option<(usize, usize)>) -> Peek {
         if !self.jsonrpc_ok {
             return Peek::Other;
         }
@@ -115,6 +127,7 @@ impl Envelope {
                     tool_error,
                     task,
                     error_message,
+                    id_at,
                 }
             } else {
                 Peek::Other
@@ -127,6 +140,7 @@ impl Envelope {
                 tool_error,
                 task,
                 error_message: None,
+                id_at,
             };
         }
         Peek::Other
@@ -141,6 +155,20 @@ enum Field {
     Result,
     Error,
     Other,
+}
+
+impl Field {
+    /// Which of the envelope's keys this is (for noticing one twice), `None` for any other key.
+    fn envelope_slot(&self) -> Option<usize> {
+        match self {
+            Field::Jsonrpc => Some(0),
+            Field::Id => Some(1),
+            Field::Method => Some(2),
+            Field::Result => Some(3),
+            Field::Error => Some(4),
+            Field::Other => None,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Field {
@@ -166,18 +194,22 @@ impl<'de> Deserialize<'de> for Field {
     }
 }
 
-impl<'de> Deserialize<'de> for Envelope {
+impl<'de> Deserialize<'de> for Envelope<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct EnvelopeVisitor;
         impl<'de> Visitor<'de> for EnvelopeVisitor {
-            type Value = Envelope;
+            type Value = Envelope<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON-RPC message")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
                 let mut envelope = Envelope::default();
+                let mut seen = [false; 5];
                 // Later duplicates overwrite earlier ones, as in a parsed `Value`.
                 while let Some(field) = map.next_key::<Field>()? {
+                    if let Some(slot) = field.envelope_slot() {
+                        envelope.repeated |= std::mem::replace(&mut seen[slot], true);
+                    }
                     match field {
                         Field::Jsonrpc => {
                             envelope.jsonrpc_ok = map.next_value::<StrProbe>()?.0 == Some(true)
@@ -185,7 +217,12 @@ impl<'de> Deserialize<'de> for Envelope {
                         Field::Method => {
                             envelope.method = Some(map.next_value::<StrProbe>()?.0.is_some())
                         }
-                        Field::Id => envelope.id = Some(map.next_value::<Value>()?),
+                        Field::Id => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            let id = serde_json::from_str(raw.get()).map_err(de::Error::custom)?;
+                            envelope.id = Some(id);
+                            envelope.id_raw = Some(raw);
+                        }
                         Field::Result => envelope.result = Some(map.next_value::<ResultProbe>()?),
                         Field::Error => envelope.error = Some(map.next_value::<ErrorProbe>()?.0),
                         Field::Other => {
@@ -404,19 +441,6 @@ impl<'de> Deserialize<'de> for TrueProbe {
 mod tests {
     use super::*;
 
-    #[test]
-    fn answers_take_another_id_with_their_body_untouched() {
-        let line = br#"{"id":7,"jsonrpc":"2.0","result":{"b":1,"a":[1.50,"x"]}}"#;
-        let out = answer_with_id(line, &Value::String("h-1".into())).unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            r#"{"jsonrpc":"2.0","id":"h-1","result":{"b":1,"a":[1.50,"x"]}}"#
-        );
-        let error = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"m"}}"#;
-        let out = answer_with_id(error, &Value::from(3)).unwrap();
-        assert!(out.starts_with(br#"{"jsonrpc":"2.0","id":3,"error":{"code""#));
-        assert!(answer_with_id(br#"{"jsonrpc":"2.0","method":"x"}"#, &Value::Null).is_none());
-    }
     use crate::mcp::{Class, classify};
 
     /// What the full parse + `classify` + the gate's lookups say about a line, in `Peek` terms.
@@ -436,6 +460,7 @@ mod tests {
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .map(str::to_string),
+                id_at: None,
             },
             _ => Peek::Other,
         })
@@ -474,7 +499,88 @@ mod tests {
             r#"  {"jsonrpc":"2.0","id":1.5,"result":{},"extra":{"deep":[[[{}]]]}}"#,
         ];
         for line in lines {
-            assert_eq!(peek(line.as_bytes()), reference(line), "{line}");
+            assert_eq!(
+                peek(line.as_bytes()).map(without_id_at),
+                reference(line),
+                "{line}"
+            );
+        }
+    }
+
+    fn without_id_at(peeked: Peek) -> Peek {
+        match peeked {
+            Peek::Answer {
+                id,
+                is_error,
+                tool_error,
+                task,
+                error_message,
+                ..
+            } => Peek::Answer {
+                id,
+                is_error,
+                tool_error,
+                task,
+                error_message,
+                id_at: None,
+            },
+            other => other,
+        }
+    }
+
+    fn id_at(line: &str) -> Option<(usize, usize)> {
+        match peek(line.as_bytes()) {
+            Some(Peek::Answer { id_at, .. }) => id_at,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_spliced_answer_is_the_answer_with_the_new_id() {
+        let host_id = Value::String("h-\"1".into());
+        for line in [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"b":1,"a":[1.50,"x"]}}"#,
+            r#"{"result":{"content":[]},"jsonrpc":"2.0","id":"s-7"}"#,
+            r#"{"jsonrpc":"2.0","id":"\u0073-\"7","error":{"code":-1,"message":"m"}}"#,
+            r#" {"jsonrpc":"2.0", "id" : 1.5e0 ,"result":null,"extra":{"id":9}} "#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,
+        ] {
+            let at = id_at(line).unwrap_or_else(|| panic!("no splice point in {line}"));
+            let spliced = splice_id(line.as_bytes(), at, &host_id).unwrap();
+            let mut expected: Value = serde_json::from_str(line).unwrap();
+            expected["id"] = host_id.clone();
+            let got: Value = serde_json::from_slice(&spliced).unwrap();
+            assert_eq!(got, expected, "{line}");
+            // Every byte but the id's is the server's.
+            let (start, end) = at;
+            assert_eq!(&spliced[..start], &line.as_bytes()[..start]);
+            assert_eq!(
+                &spliced[spliced.len() - (line.len() - end)..],
+                &line.as_bytes()[end..]
+            );
+        }
+        assert_eq!(splice_id(b"{}", (1, 5), &host_id), None);
+    }
+
+    #[test]
+    fn no_splice_point_where_a_reader_could_read_another_answer() {
+        for line in [
+            // The id twice, however spelled: a host might read the first, airlock read the last.
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"\u0069d":2,"result":{}}"#,
+            // result and error together, or either twice: which one the host takes is its own.
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"a"},"error":{"code":2,"message":"b"}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"result":{}}"#,
+        ] {
+            assert!(
+                matches!(
+                    peek(line.as_bytes()),
+                    Some(Peek::Answer { id_at: None, .. })
+                ),
+                "{line}"
+            );
         }
     }
 

@@ -45,6 +45,32 @@ pub enum Mode {
     Serve,
 }
 
+/// A key the top level of the JSON object `text` names more than once (however spelled: keys
+/// are compared decoded), if any. serde_json's `Value` keeps only the last, so this reads the
+/// keys themselves.
+pub fn repeated_envelope_key(text: &str) -> Option<String> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some((key, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    let keys = serde_json::Deserializer::from_str(text)
+        .deserialize_map(Keys)
+        .ok()?;
+    let mut seen = std::collections::HashSet::new();
+    keys.into_iter().find(|key| !seen.insert(key.clone()))
+}
+
 /// The fixture server of the session tests (no SDK: starts fast; misbehaves on request).
 pub fn fixture() -> PathBuf {
     root().join("tests/fixtures/serve/fixture_server.py")
@@ -360,6 +386,11 @@ impl Client {
                     .unwrap_or_else(|e| panic!("airlock wrote a line that is not UTF-8 ({e})"));
                 let value: Value = serde_json::from_str(text)
                     .unwrap_or_else(|e| panic!("non-MCP line on airlock's stdout ({e}): {text}"));
+                // Every reader must read a message as airlock did: a host whose parser keeps the
+                // first of two `id`s would take an answer for another call.
+                if let Some(key) = repeated_envelope_key(text) {
+                    panic!("airlock wrote a message naming {key:?} twice: {text}");
+                }
                 if tx.send(value).is_err() {
                     return;
                 }

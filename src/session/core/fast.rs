@@ -14,7 +14,7 @@ use crate::gate::Effects;
 use crate::mcp::Field;
 use crate::mcp::message::{at, id_key};
 use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
-use crate::mcp::{Peek, answer_with_id, peek};
+use crate::mcp::{Peek, peek, splice_id};
 
 impl Core {
     /// One line from the server of `generation` (UTF-8, within the size limit). Err when it is
@@ -32,6 +32,7 @@ impl Core {
             tool_error,
             task,
             error_message,
+            id_at,
         }) = peek(line)
         {
             let answer = Peeked {
@@ -40,6 +41,7 @@ impl Core {
                 tool_error,
                 task,
                 error_message: error_message.as_deref(),
+                id_at,
             };
             if self.answer_fast(index, generation, &answer, line, now) {
                 return Ok(());
@@ -112,6 +114,11 @@ impl Core {
         {
             return false;
         }
+        // An envelope another reader could read otherwise than airlock did (a key twice, or
+        // both result and error) takes the full path, which sends on what airlock read.
+        let Some(id_at) = answer.id_at else {
+            return false;
+        };
         let key = id_key(answer.id);
         let Some(Origin::Host {
             host_id,
@@ -125,7 +132,8 @@ impl Core {
         let bytes = if host_id == answer.id {
             line.to_vec()
         } else {
-            match answer_with_id(line, host_id) {
+            // The host's id in place of the server's, where `peek` found it.
+            match splice_id(line, id_at, host_id) {
                 Some(bytes) => bytes,
                 None => return false,
             }
@@ -172,4 +180,7 @@ struct Peeked<'a> {
     /// `result` has a `task` key.
     task: bool,
     error_message: Option<&'a str>,
+    /// Where the answer's id is in its line; `None` when the line's envelope could be read
+    /// otherwise by another reader (see [`Peek::Answer`]).
+    id_at: Option<(usize, usize)>,
 }
