@@ -237,7 +237,7 @@ fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
 }
 
 /// A server's answer that names its id twice, first (spelled `\u0069d`) as another of the host's
-/// calls: the host gets one id, the one airlock routed and audited. A host whose parser keeps the
+/// calls, or names it again as `"ID"`: the host gets one id, the one airlock routed and audited. A host whose parser keeps the
 /// first of two keys would otherwise take it for the answer to that other call. (The harness
 /// fails any test on a line from airlock that names a key twice.)
 fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode) {
@@ -248,6 +248,11 @@ fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode) {
         "params": {"name": world.tool("slow"), "arguments": {"seconds": 1}}}));
     let answer = client.call(5, &world.tool("twoids"), json!({"other": 6}));
     assert_eq!(Client::text(&answer), "two ids");
+    // The same in another spelling: Go's encoding/json reads `"ID"` as `id`, and `"ERROR"` as
+    // an error airlock would not have audited.
+    let answer = client.call(7, &world.tool("upperid"), json!({"other": 6}));
+    assert_eq!(Client::text(&answer), "upper id");
+    assert_eq!(answer.as_object().map(|o| o.len()), Some(3), "{answer}");
     let six = client.answer(json!(6), SECS(10));
     assert_eq!(Client::text(&six), "slow done");
     client.close_stdin();

@@ -181,6 +181,29 @@ pub fn salvage_id(value: &Value) -> Value {
     }
 }
 
+/// Keeps only the members JSON-RPC gives a message of its kind: `jsonrpc`, `id`, and `method`
+/// with `params` for a request or notification, else `error`, or `result` when there is no
+/// `error`. Pure.
+///
+/// What a server sends reaches the host as airlock read it, whatever the host's parser: Go's
+/// `encoding/json` matches keys regardless of case, cJSON also stops a key at a NUL, so a
+/// server's `"ID"` or `"id\u0000"` beside `"id"` could be read as the id of another call, and a
+/// `result` beside the `error` airlock audited as a success.
+pub fn keep_envelope_members(message: &mut Value) {
+    let Value::Object(object) = message else {
+        return;
+    };
+    let answer = !object.has_field("method");
+    let error = object.has_field("error");
+    object.retain(|key, _| match key.as_str() {
+        "jsonrpc" | "id" => true,
+        "method" | "params" => !answer,
+        "error" => answer,
+        "result" => answer && !error,
+        _ => false,
+    });
+}
+
 pub fn error_response(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
     let mut error = Map::new();
     error.insert("code".into(), code.into());
@@ -238,6 +261,36 @@ pub enum Unreadable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_keeps_only_the_members_of_its_kind() {
+        let mut answer = json!({"jsonrpc": "2.0", "ID": 5, "id": 6, "result": {"a": 1},
+            "id\u{0}": 7, "Result": 1, "extra": {"id": 8}});
+        keep_envelope_members(&mut answer);
+        assert_eq!(
+            answer,
+            json!({"jsonrpc": "2.0", "id": 6, "result": {"a": 1}})
+        );
+        let mut both = json!({"jsonrpc": "2.0", "id": 6, "result": {}, "error": {"code": 1}});
+        keep_envelope_members(&mut both);
+        assert_eq!(
+            both,
+            json!({"jsonrpc": "2.0", "id": 6, "error": {"code": 1}})
+        );
+        let mut request = json!({"jsonrpc": "2.0", "id": "a", "method": "m", "params": {},
+            "result": {}, "Method": "x"});
+        keep_envelope_members(&mut request);
+        assert_eq!(
+            request,
+            json!({"jsonrpc": "2.0", "id": "a", "method": "m", "params": {}})
+        );
+        let mut notification = json!({"jsonrpc": "2.0", "method": "n", "ID": 1});
+        keep_envelope_members(&mut notification);
+        assert_eq!(notification, json!({"jsonrpc": "2.0", "method": "n"}));
+        let mut batch = json!([1]);
+        keep_envelope_members(&mut batch);
+        assert_eq!(batch, json!([1]));
+    }
 
     #[test]
     fn has_id_key_agrees_with_id_key() {

@@ -33,8 +33,8 @@ pub enum Peek {
         error_message: Option<String>,
         /// Where the id's bytes are in the line (start, end), when another id can be put there
         /// and every reader still reads the answer as this one does: its envelope names each of
-        /// `jsonrpc`, `id`, `method`, `result` and `error` at most once (however spelled), and
-        /// holds exactly one of `result` and `error`. See [`splice_id`].
+        /// `jsonrpc`, `id`, `method`, `result` and `error` at most once (however spelled) and
+        /// nothing else, and holds exactly one of `result` and `error`. See [`splice_id`].
         id_at: Option<(usize, usize)>,
     },
     /// A notification, or not a valid JSON-RPC message.
@@ -45,7 +45,7 @@ pub enum Peek {
 /// `at` is [`Peek::Answer`]'s `id_at` for this line. `None` when `at` does not fit the line.
 ///
 /// A gateway puts its host's id into a server's answer this way, without parsing the line a
-/// second time; keys beside the envelope pass as they came, as they do on the full path.
+/// second time.
 pub fn splice_id(line: &[u8], at: (usize, usize), id: &Value) -> Option<Vec<u8>> {
     let (start, end) = at;
     let (before, after) = (line.get(..start)?, line.get(end..)?);
@@ -81,7 +81,8 @@ struct Envelope<'a> {
     id: Option<Value>,
     /// The id's bytes in the line (the last `id`, as `id` above).
     id_raw: Option<&'a RawValue>,
-    /// One of the envelope's keys came more than once.
+    /// One of the envelope's keys came more than once, or a key that is not one of them (a
+    /// reader matching keys regardless of case could take `"ID"` for `id`).
     repeated: bool,
     /// `result` is present, with what its probe saw.
     result: Option<ResultProbe>,
@@ -207,8 +208,11 @@ impl<'de> Deserialize<'de> for Envelope<'de> {
                 let mut seen = [false; 5];
                 // Later duplicates overwrite earlier ones, as in a parsed `Value`.
                 while let Some(field) = map.next_key::<Field>()? {
-                    if let Some(slot) = field.envelope_slot() {
-                        envelope.repeated |= std::mem::replace(&mut seen[slot], true);
+                    match field.envelope_slot() {
+                        Some(slot) => {
+                            envelope.repeated |= std::mem::replace(&mut seen[slot], true);
+                        }
+                        None => envelope.repeated = true,
                     }
                     match field {
                         Field::Jsonrpc => {
@@ -542,7 +546,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"result":{"b":1,"a":[1.50,"x"]}}"#,
             r#"{"result":{"content":[]},"jsonrpc":"2.0","id":"s-7"}"#,
             r#"{"jsonrpc":"2.0","id":"\u0073-\"7","error":{"code":-1,"message":"m"}}"#,
-            r#" {"jsonrpc":"2.0", "id" : 1.5e0 ,"result":null,"extra":{"id":9}} "#,
+            r#" {"jsonrpc":"2.0", "id" : 1.5e0 ,"result":{"id":9}} "#,
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,
         ] {
             let at = id_at(line).unwrap_or_else(|| panic!("no splice point in {line}"));
@@ -568,6 +572,10 @@ mod tests {
             // The id twice, however spelled: a host might read the first, airlock read the last.
             r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"\u0069d":2,"result":{}}"#,
+            // A key a reader may match regardless of case, or cut at a NUL.
+            r#"{"jsonrpc":"2.0","id":6,"result":{},"ID":5}"#,
+            r#"{"jsonrpc":"2.0","id\u0000":5,"id":6,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"result":{},"extra":1}"#,
             // result and error together, or either twice: which one the host takes is its own.
             r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true},"result":{}}"#,

@@ -45,8 +45,9 @@ pub enum Mode {
     Serve,
 }
 
-/// A key the top level of the JSON object `text` names more than once (however spelled: keys
-/// are compared decoded), if any. serde_json's `Value` keeps only the last, so this reads the
+/// A key the top level of the JSON object `text` names more than once, if any: keys are
+/// compared decoded, regardless of ASCII case and up to a NUL, as the laxest parsers read them
+/// (Go's `encoding/json`, cJSON). serde_json's `Value` keeps only the last, so this reads the
 /// keys themselves.
 pub fn repeated_envelope_key(text: &str) -> Option<String> {
     use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
@@ -68,7 +69,14 @@ pub fn repeated_envelope_key(text: &str) -> Option<String> {
         .deserialize_map(Keys)
         .ok()?;
     let mut seen = std::collections::HashSet::new();
-    keys.into_iter().find(|key| !seen.insert(key.clone()))
+    keys.into_iter().find(|key| {
+        let read = key
+            .split('\0')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        !seen.insert(read)
+    })
 }
 
 /// The fixture server of the session tests (no SDK: starts fast; misbehaves on request).

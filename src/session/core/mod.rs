@@ -600,8 +600,10 @@ impl Core {
     // ------------------------------------------------------------------ answers to the host
 
     /// Every message to the host goes through here, so that the answers to a batch's requests
-    /// leave together.
-    fn send_host(&mut self, message: Value) {
+    /// leave together, and each with only the members of its kind (a server's `"ID"` beside its
+    /// `"id"` never reaches a host that reads keys regardless of case).
+    fn send_host(&mut self, mut message: Value) {
+        crate::mcp::message::keep_envelope_members(&mut message);
         if !self.batches.member.is_empty()
             && let Some(key) = message.get("id").map(crate::mcp::id_key)
             && message.get("method").is_none()
