@@ -34,7 +34,8 @@ pub enum Peek {
         /// Where the id's bytes are in the line (start, end), when another id can be put there
         /// and every reader still reads the answer as this one does: its envelope names each of
         /// `jsonrpc`, `id`, `method`, `result` and `error` at most once (however spelled) and
-        /// nothing else, and holds exactly one of `result` and `error`. See [`splice_id`].
+        /// nothing else, holds exactly one of `result` and `error`, and names what the gate
+        /// reads of the outcome once. See [`splice_id`].
         id_at: Option<(usize, usize)>,
     },
     /// A notification, or not a valid JSON-RPC message.
@@ -82,7 +83,8 @@ struct Envelope<'a> {
     /// The id's bytes in the line (the last `id`, as `id` above).
     id_raw: Option<&'a RawValue>,
     /// One of the envelope's keys came more than once, or a key that is not one of them (a
-    /// reader matching keys regardless of case could take `"ID"` for `id`).
+    /// reader matching keys regardless of case could take `"ID"` for `id`), or a key the gate
+    /// reads of the outcome (`result.isError`, `result.task`, `error.message`) came twice.
     repeated: bool,
     /// `result` is present, with what its probe saw.
     result: Option<ResultProbe>,
@@ -227,8 +229,16 @@ impl<'de> Deserialize<'de> for Envelope<'de> {
                             envelope.id = Some(id);
                             envelope.id_raw = Some(raw);
                         }
-                        Field::Result => envelope.result = Some(map.next_value::<ResultProbe>()?),
-                        Field::Error => envelope.error = Some(map.next_value::<ErrorProbe>()?.0),
+                        Field::Result => {
+                            let probe = map.next_value::<ResultProbe>()?;
+                            envelope.repeated |= probe.repeated;
+                            envelope.result = Some(probe);
+                        }
+                        Field::Error => {
+                            let ErrorProbe(message, repeated) = map.next_value()?;
+                            envelope.repeated |= repeated;
+                            envelope.error = Some(message);
+                        }
                         Field::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -309,6 +319,8 @@ impl<'de> Deserialize<'de> for StrProbe {
 struct ResultProbe {
     is_error: bool,
     task: bool,
+    /// `isError` or `task` came twice: a reader keeping the first could read another outcome.
+    repeated: bool,
 }
 
 impl<'de> Deserialize<'de> for ResultProbe {
@@ -324,10 +336,15 @@ impl<'de> Deserialize<'de> for ResultProbe {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResultProbe, A::Error> {
                 let mut probe = ResultProbe::default();
+                let mut seen_is_error = false;
                 while let Some(key) = map.next_key::<KeyIs>()? {
                     match key.0 {
-                        Some("isError") => probe.is_error = map.next_value::<TrueProbe>()?.0,
+                        Some("isError") => {
+                            probe.repeated |= std::mem::replace(&mut seen_is_error, true);
+                            probe.is_error = map.next_value::<TrueProbe>()?.0;
+                        }
                         Some("task") => {
+                            probe.repeated |= probe.task;
                             probe.task = true;
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -344,8 +361,9 @@ impl<'de> Deserialize<'de> for ResultProbe {
     }
 }
 
-/// For `error`: its (last) `message` when the error is an object and the message a string.
-struct ErrorProbe(Option<String>);
+/// For `error`: its (last) `message` when the error is an object and the message a string, and
+/// whether `message` came twice (a reader keeping the first would show another).
+struct ErrorProbe(Option<String>, bool);
 
 impl<'de> Deserialize<'de> for ErrorProbe {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -356,20 +374,21 @@ impl<'de> Deserialize<'de> for ErrorProbe {
                 f.write_str("any value")
             }
             fn visit_str<E: de::Error>(self, _: &str) -> Result<ErrorProbe, E> {
-                Ok(ErrorProbe(None))
+                Ok(ErrorProbe(None, false))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorProbe, A::Error> {
-                let mut message = None;
+                let (mut message, mut seen, mut repeated) = (None, false, false);
                 while let Some(key) = map.next_key::<KeyIs>()? {
                     if key.0 == Some("message") {
+                        repeated |= std::mem::replace(&mut seen, true);
                         message = map.next_value::<Value>()?.as_str().map(str::to_string);
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
-                Ok(ErrorProbe(message))
+                Ok(ErrorProbe(message, repeated))
             }
-            accept_scalars!(ErrorProbe(None));
+            accept_scalars!(ErrorProbe(None, false));
         }
         deserializer.deserialize_any(V)
     }
@@ -576,6 +595,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":6,"result":{},"ID":5}"#,
             r#"{"jsonrpc":"2.0","id\u0000":5,"id":6,"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":6,"result":{},"extra":1}"#,
+            // What the gate reads of the outcome, twice: the host could read the first.
+            r#"{"jsonrpc":"2.0","id":6,"result":{"isError":true,"isError":false}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"result":{"task":{},"ta\u0073k":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"a","message":"b"}}"#,
             // result and error together, or either twice: which one the host takes is its own.
             r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true},"result":{}}"#,
