@@ -161,13 +161,7 @@ fn is_canonical_integer(text: &str) -> bool {
         && (digits == "0" && text == "0" || !digits.starts_with('0'))
 }
 
-/// The value at `keys` (object keys, outermost first), like `Value::pointer` without building
-/// an unescaped copy of each token: for the few fixed paths read on every message.
-pub fn at<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-    value.at(keys)
-}
-
-/// [`at`], mutable.
+/// [`Field::at`], mutable: the value at `keys` (object keys, outermost first).
 pub fn at_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
     keys.iter()
         .try_fold(value, |value, key| value.field_mut(key))
@@ -376,11 +370,11 @@ mod tests {
     fn paths_read_like_pointers() {
         let mut message = json!({"params": {"_meta": {"a/b": 1}, "list": [2]}});
         assert_eq!(
-            at(&message, &["params", "_meta", "a/b"]),
+            message.at(&["params", "_meta", "a/b"]),
             message.pointer("/params/_meta/a~1b")
         );
-        assert_eq!(at(&message, &["params", "list", "0"]), None);
-        assert_eq!(at(&message, &[]), Some(&message.clone()));
+        assert_eq!(message.at(&["params", "list", "0"]), None);
+        assert_eq!(message.at(&[]), Some(&message.clone()));
         if let Some(meta) = at_mut(&mut message, &["params", "_meta"]) {
             *meta = json!(null);
         }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{Action, Core, Origin, era};
 use crate::gate::Effects;
 use crate::mcp::Field;
-use crate::mcp::message::{at, id_key};
+use crate::mcp::message::id_key;
 use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, peek, splice_id};
 
@@ -169,7 +169,9 @@ impl Core {
 
 /// Whether a host message names a caller identity, which the gate takes out before forwarding.
 fn carries_identity(message: &Value) -> bool {
-    at(message, &["params", "_meta", crate::gate::META_IDENTITY]).is_some()
+    message
+        .at(&["params", "_meta", crate::gate::META_IDENTITY])
+        .is_some()
 }
 
 /// What [`peek`] read of an answer.

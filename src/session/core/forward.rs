@@ -10,7 +10,7 @@ use super::{Action, Core, Origin};
 use crate::gate::{Effects, Verdict};
 use crate::gateway::lifecycle::Demand;
 use crate::mcp::Field;
-use crate::mcp::message::{at, id_key, request};
+use crate::mcp::message::{id_key, request};
 use crate::mcp::{Class, classify};
 
 impl Core {
@@ -118,8 +118,7 @@ impl Core {
             fresh
         };
         let mut progress = None;
-        if !single && let Some(token) = at(&message, &["params", "_meta", "progressToken"]).cloned()
-        {
+        if !single && let Some(token) = message.at(&["params", "_meta", "progressToken"]).cloned() {
             let down_token = Value::String(format!("airlock-p-{}", server.next_id));
             let key = id_key(&down_token);
             server.progress.insert(key.clone(), token);

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{Core, Topology, era};
 use crate::audit::{Event, EventKind};
 use crate::mcp::Field;
-use crate::mcp::message::{at, code, has_id_key, id_key};
+use crate::mcp::message::{code, has_id_key, id_key};
 use crate::mcp::version;
 use crate::mcp::{Class, classify, salvage_id};
 
@@ -123,7 +123,7 @@ impl Core {
     fn learn_host(&mut self, method: &str, message: &Value, now: Instant) {
         let params = message.field("params");
         let before = self.host_facts();
-        let opted_in = params.and_then(|p| at(p, &["_meta", "io.modelcontextprotocol/logLevel"]));
+        let opted_in = params.and_then(|p| p.at(&["_meta", "io.modelcontextprotocol/logLevel"]));
         if let Some(level) = opted_in.filter(|_| !self.single()) {
             self.log_level(level.clone(), now);
         }
@@ -141,7 +141,7 @@ impl Core {
             }
             if self.host.client_info.is_none() {
                 self.host.client_info = params
-                    .and_then(|p| at(p, &["_meta", "io.modelcontextprotocol/clientInfo"]))
+                    .and_then(|p| p.at(&["_meta", "io.modelcontextprotocol/clientInfo"]))
                     .cloned();
             }
             self.host.version = Some(declared.to_string());
