@@ -14,7 +14,7 @@ use clap::Args;
 use tokio::io::AsyncWriteExt;
 
 use super::CliError;
-use crate::net::relay::NetAudit;
+use crate::net::route::NetAudit;
 use crate::policy::{Layer, Network, Origin, Sourced};
 use crate::process::{ConfinedChild, spawn_confined_with};
 use crate::sandbox::{AirlockDirs, HostFacts, PlanRequest, ResolvedPaths, SandboxPlan};

@@ -121,7 +121,7 @@ async fn start_and_handshake(
 ) -> Result<Found, (String, String)> {
     if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) {
         // The test writes no audit log: its connections go to stderr, as audit lines.
-        prepared.net_audit = Some(crate::net::relay::audit_to_stderr());
+        prepared.net_audit = Some(crate::net::route::audit_to_stderr());
     }
     let started = Instant::now();
     let mut child = prepared

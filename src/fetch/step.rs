@@ -13,7 +13,7 @@ use super::{FetchPlan, Runner, bun, deno, npm, registry, uv};
 use crate::audit::event::millis;
 use crate::audit::{AuditLog, Event, EventKind, Outcome};
 use crate::net::NetRule;
-use crate::net::relay::NetAudit;
+use crate::net::route::NetAudit;
 use crate::policy::{GrantArgs, Layer, Network, Origin, Sourced};
 use crate::sandbox::{PlanRequest, SandboxPlan};
 

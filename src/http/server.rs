@@ -27,7 +27,7 @@ use super::origin::HostGuard;
 use super::settings::HttpSettings;
 use super::{post, streams};
 use crate::audit::{Event, EventKind};
-use crate::net::relay::NetAudit;
+use crate::net::route::NetAudit;
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 4096;

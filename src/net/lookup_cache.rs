@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
-use super::relay::Resolve;
+use super::route::Resolve;
 
 /// How long an answer is kept: long enough for an install's burst, short enough that a moved
 /// service is followed within a minute (getaddrinfo gives no TTL to honour).

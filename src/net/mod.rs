@@ -9,18 +9,20 @@
 //! for names). Every connection and refused lookup is audited ([`event`]).
 //!
 //! Pure parts: [`allow`] (entries, matching, coverage), [`addr`], [`standin`], [`dns`],
-//! [`resolver::respond`], [`relay::decide`], [`relay::usable_addresses`], [`event`].
+//! [`resolver::respond`], [`route::decide`], [`route::usable_addresses`], [`event`].
 
 pub mod addr;
 pub mod allow;
+pub mod diag;
 pub mod dns;
 pub mod event;
 pub mod explain;
+pub mod handover;
 pub mod lookup_cache;
-pub mod relay;
+pub mod notify;
 pub mod resolver;
+pub mod route;
 pub mod service;
-pub mod splice;
 pub mod standin;
 pub mod sys;
 

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::event::{ConnectEvent, Verdict};
-use super::relay::{Connect, Egress, Resolve};
+use super::handover::Handed;
 use super::resolver::respond;
+use super::route::{Egress, Resolve};
 use super::sys::{Role, recv_with_destination, send_from};
 
 /// An idle DNS-over-TCP connection is closed after this long.
@@ -23,6 +25,9 @@ const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct EgressService {
     tasks: Vec<JoinHandle<()>>,
+    /// Tells the byte accounting of handed-over connections that the sandbox is gone: it writes
+    /// their last `net_close` events on its own, then ends.
+    stopped: watch::Sender<bool>,
 }
 
 impl Drop for EgressService {
@@ -30,20 +35,26 @@ impl Drop for EgressService {
         for task in &self.tasks {
             task.abort();
         }
+        let _ = self.stopped.send(true);
     }
 }
 
 /// Starts serving every handed-over socket. Must run inside a tokio runtime.
-pub fn start<R: Resolve, C: Connect>(
-    egress: Arc<Egress<R, C>>,
+pub fn start<R: Resolve>(
+    egress: Arc<Egress<R>>,
     sockets: Vec<(Role, OwnedFd)>,
 ) -> io::Result<EgressService> {
     let mut tasks = Vec::with_capacity(sockets.len());
+    let (stopped, stopped_rx) = watch::channel(false);
+    let handed = Arc::new(Handed::default());
     for (role, fd) in sockets {
         let task = match role {
-            Role::Relay { .. } => {
-                let listener = tcp_listener(fd)?;
-                tokio::spawn(egress.clone().serve_listener(listener))
+            Role::ConnectNotify => {
+                // Not kept in `tasks`: it outlives the service by a grace period (see above).
+                let (accounting, accounted) = (egress.clone(), handed.clone());
+                let stopped = stopped_rx.clone();
+                tokio::spawn(async move { accounting.account_closes(&accounted, stopped).await });
+                tokio::spawn(super::handover::serve(egress.clone(), handed.clone(), fd))
             }
             Role::DnsTcp => {
                 let listener = tcp_listener(fd)?;
@@ -57,7 +68,7 @@ pub fn start<R: Resolve, C: Connect>(
         };
         tasks.push(task);
     }
-    Ok(EgressService { tasks })
+    Ok(EgressService { tasks, stopped })
 }
 
 fn tcp_listener(fd: OwnedFd) -> io::Result<TcpListener> {
@@ -66,7 +77,7 @@ fn tcp_listener(fd: OwnedFd) -> io::Result<TcpListener> {
     TcpListener::from_std(listener)
 }
 
-impl<R: Resolve, C: Connect> Egress<R, C> {
+impl<R: Resolve> Egress<R> {
     /// Answers one query; audits a refused name (throttled).
     async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
         let now = Instant::now();
@@ -96,7 +107,7 @@ impl<R: Resolve, C: Connect> Egress<R, C> {
     }
 }
 
-async fn serve_dns_udp<R: Resolve, C: Connect>(egress: Arc<Egress<R, C>>, socket: UdpSocket) {
+async fn serve_dns_udp<R: Resolve>(egress: Arc<Egress<R>>, socket: UdpSocket) {
     use std::os::fd::AsRawFd;
     let fd = socket.as_raw_fd();
     let mut buf = vec![0u8; 4096];
@@ -120,7 +131,7 @@ async fn serve_dns_udp<R: Resolve, C: Connect>(egress: Arc<Egress<R, C>>, socket
     }
 }
 
-async fn serve_dns_tcp<R: Resolve, C: Connect>(egress: Arc<Egress<R, C>>, listener: TcpListener) {
+async fn serve_dns_tcp<R: Resolve>(egress: Arc<Egress<R>>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -140,8 +151,8 @@ async fn serve_dns_tcp<R: Resolve, C: Connect>(egress: Arc<Egress<R, C>>, listen
 }
 
 /// DNS over TCP: two-byte length, then the message; several per connection.
-async fn dns_tcp_connection<R: Resolve, C: Connect>(
-    egress: &Egress<R, C>,
+async fn dns_tcp_connection<R: Resolve>(
+    egress: &Egress<R>,
     mut stream: TcpStream,
 ) -> io::Result<()> {
     loop {

@@ -27,14 +27,15 @@ use super::allow::DNS_PORT;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Role {
-    /// A TCP listener of the relay on this port.
-    Relay { port: u16 },
     /// The resolver's TCP listener (port 53).
     DnsTcp,
     /// The resolver's UDP socket for IPv4 (port 53, IP_PKTINFO on).
     DnsUdp4,
     /// The resolver's UDP socket for IPv6 (port 53, IPV6_RECVPKTINFO on).
     DnsUdp6,
+    /// The listener of the seccomp filter that hands every `connect` of the server to airlock
+    /// (`super::handover`).
+    ConnectNotify,
 }
 
 /// The sockets made inside the namespace.
@@ -46,7 +47,7 @@ pub struct NamespaceSockets {
 // ---------------------------------------------------------------- inside the namespace (init)
 
 /// Sets up the namespace and makes the sockets. Runs in `init`, before it drops privileges.
-pub fn setup_namespace(ports: &[u16]) -> io::Result<NamespaceSockets> {
+pub fn setup_namespace() -> io::Result<NamespaceSockets> {
     let lo = loopback_index()?;
     netlink_link_up(lo).map_err(|err| context(err, "bringing loopback up"))?;
     netlink_local_route(libc::AF_INET as u8, lo)
@@ -54,10 +55,7 @@ pub fn setup_namespace(ports: &[u16]) -> io::Result<NamespaceSockets> {
     // Without IPv6 in the kernel (or disabled) there is nothing to route: IPv6 connections fail
     // with "network unreachable", which is what an address not on the list deserves anyway.
     let ipv6 = netlink_local_route(libc::AF_INET6 as u8, lo).is_ok();
-    let mut sockets = Vec::with_capacity(ports.len() + 3);
-    for &port in ports {
-        sockets.push((Role::Relay { port }, tcp_listener(port, ipv6)?));
-    }
+    let mut sockets = Vec::with_capacity(4);
     sockets.push((Role::DnsTcp, tcp_listener(DNS_PORT, ipv6)?));
     sockets.push((Role::DnsUdp4, udp_socket(false)?));
     if ipv6 {

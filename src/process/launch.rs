@@ -101,7 +101,7 @@ pub struct Prepared {
     pub allowed_because: String,
     /// Where the audit events of the server's connections go (needed when its network is an
     /// allow list, or it has an install step; set by the session that owns the audit log).
-    pub net_audit: Option<tokio::sync::mpsc::Sender<crate::net::relay::NetAudit>>,
+    pub net_audit: Option<tokio::sync::mpsc::Sender<crate::net::route::NetAudit>>,
     /// The install step that fetches the server's package first, when it is `npx`/`uvx` and
     /// the package may not be cached (see `crate::fetch`).
     pub fetch: Option<Box<crate::fetch::FetchPlan>>,

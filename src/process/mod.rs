@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::net::relay::{Egress, HostResolver, NetAudit, TcpConnector};
+use crate::net::route::{Egress, HostResolver, NetAudit};
 use crate::net::sys::Channel;
 use crate::sandbox::confine::{Step, encode_plan};
 use crate::sandbox::{EgressPlan, MemoryLimit, NetMode, SandboxPlan, cgroup};
@@ -230,7 +230,6 @@ async fn start_egress(
         egress.allow.clone(),
         audit.clone(),
         crate::net::lookup_cache::Cached::new(HostResolver),
-        TcpConnector,
     );
     crate::net::service::start(Arc::new(relay), sockets).map_err(SpawnError::Egress)
 }

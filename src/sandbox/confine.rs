@@ -589,8 +589,8 @@ fn init(
         None => Vec::new(),
     };
     // Egress by name, with CAP_NET_ADMIN and CAP_NET_BIND_SERVICE still held in the namespace:
-    // loopback, local routes, airlock's listeners, handed over (see `egress`).
-    egress::set_up(plan, egress_channel);
+    // loopback, local routes, the resolver's sockets (handed over below, see `egress`).
+    let egress = egress::set_up(plan, egress_channel);
     creds::apply_rlimits(plan);
     creds::drop_capabilities_keep_setid();
     creds::leave_root(plan);
@@ -631,6 +631,7 @@ fn init(
     {
         fail(Step::Seccomp, err);
     }
+    egress::hand_over(egress);
     // SAFETY: fork in a single-threaded process.
     let server = unsafe { libc::fork() };
     check(Step::Supervise, "fork", server.into());

@@ -195,7 +195,7 @@ impl SandboxPlan {
         let net_by = match (&self.network, self.namespaces.net) {
             (NetMode::Host, _) => "nothing (host network)".to_string(),
             (NetMode::Egress(_), _) => {
-                "private network namespace + airlock's resolver and relay + landlock TCP ports"
+                "private network namespace + airlock's resolver + every connect made by airlock (seccomp hand-over)"
                     .to_string()
             }
             (_, true) => {

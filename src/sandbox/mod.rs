@@ -83,10 +83,6 @@ pub enum PlanError {
     },
     #[error("invalid server name `{0}` (it names the server's private directory)")]
     BadServerName(String),
-    #[error(
-        "server `{server}`: the network allow list names {count} distinct ports; at most {MAX_EGRESS_PORTS} are supported"
-    )]
-    TooManyPorts { server: String, count: usize },
 }
 
 pub mod arguments;

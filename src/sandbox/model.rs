@@ -83,7 +83,7 @@ pub enum Shown {
 #[serde(rename_all = "snake_case")]
 pub enum NetMode {
     None,
-    /// Only what the allow list names, through airlock's resolver and relay (`crate::net`).
+    /// Only what the allow list names, through airlock's resolver and its connect hand-over (`crate::net`).
     Egress(EgressPlan),
     Host,
 }
@@ -92,18 +92,11 @@ pub enum NetMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EgressPlan {
     pub allow: crate::net::AllowList,
-    /// TCP ports the relay listens on (every port the list names); landlock allows connecting
-    /// to these and to 53 (DNS over TCP, answered by airlock) only.
-    pub ports: Vec<u16>,
     /// The abstract unix socket on which airlock waits for the namespace's sockets. Set by
     /// `process::spawn_confined_with` (like `launcher_pid`), so the plan itself stays pure.
     #[serde(default)]
     pub channel: Option<String>,
 }
-
-/// A plan can carry at most this many relay ports (one listening socket each, handed to airlock
-/// in one message).
-pub const MAX_EGRESS_PORTS: usize = 200;
 
 impl From<&Network> for NetMode {
     fn from(network: &Network) -> Self {
@@ -112,7 +105,6 @@ impl From<&Network> for NetMode {
             Network::Host => NetMode::Host,
             Network::Allow(_) => match network.allow_list() {
                 Some(allow) if !allow.is_empty() => NetMode::Egress(EgressPlan {
-                    ports: allow.ports(),
                     allow,
                     channel: None,
                 }),
@@ -127,13 +119,9 @@ impl NetMode {
     pub fn connect_ports(&self) -> Option<Vec<u16>> {
         match self {
             NetMode::None => Some(Vec::new()),
-            NetMode::Egress(egress) => {
-                let mut ports = egress.ports.clone();
-                ports.push(crate::net::allow::DNS_PORT);
-                ports.sort_unstable();
-                ports.dedup();
-                Some(ports)
-            }
+            // airlock makes every connect of the server itself (`crate::net::handover`): the
+            // server's own TCP connects would only be a way around it.
+            NetMode::Egress(_) => Some(Vec::new()),
             NetMode::Host => None,
         }
     }
@@ -245,6 +233,10 @@ pub struct SeccompPlan {
     /// cgroup counts it, and runtimes may use it there).
     #[serde(default)]
     pub deny_uncounted_memory: bool,
+    /// `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` refused: a Fast Open send connects
+    /// without `connect(2)`, which is where airlock holds every connection (egress by name).
+    #[serde(default)]
+    pub deny_fast_open: bool,
 }
 
 /// A runtime cache shown to the server as a private copy-on-write overlayfs (see

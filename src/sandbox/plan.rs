@@ -88,6 +88,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
             deny_unix_sockets: network != NetMode::Host,
             // With egress, UDP reaches only airlock's resolver: nothing leaves the namespace.
             deny_udp: network == NetMode::None,
+            deny_fast_open: matches!(network, NetMode::Egress(_)),
             deny_uncounted_memory: matches!(
                 memory,
                 MemoryLimit::RlimitData {
@@ -230,14 +231,14 @@ fn identity(host: &HostFacts, run_as: RunAs, notes: &mut Vec<String>) -> Option<
     }
 }
 
-/// An allow list needs the private network namespace its resolver and relay live in: without
+/// An allow list needs the private network namespace its resolver lives in: without
 /// user namespaces airlock refuses rather than run the server with more network than asked.
 fn check_egress(
     request: &PlanRequest,
     host: &HostFacts,
     network: &NetMode,
 ) -> Result<(), PlanError> {
-    let NetMode::Egress(egress) = network else {
+    let NetMode::Egress(_) = network else {
         return Ok(());
     };
     if !host.user_namespaces {
@@ -245,12 +246,6 @@ fn check_egress(
             server: request.server.clone(),
             unmet: "a private network namespace for its network allow list".into(),
             have: "no user namespaces".into(),
-        });
-    }
-    if egress.ports.len() > MAX_EGRESS_PORTS {
-        return Err(PlanError::TooManyPorts {
-            server: request.server.clone(),
-            count: egress.ports.len(),
         });
     }
     Ok(())

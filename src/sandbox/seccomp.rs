@@ -398,6 +398,31 @@ pub fn table(plan: &SeccompPlan) -> Vec<Entry> {
     if plan.deny_uncounted_memory {
         table.extend(uncounted_memory_table());
     }
+    if plan.deny_fast_open {
+        // A Fast Open send connects a TCP socket without connect(2), where airlock holds every
+        // connection (`crate::net::handover`); on a disconnected host socket it would reach
+        // anything in the host's network.
+        const FAST_OPEN: u64 = libc::MSG_FASTOPEN as u64;
+        let why = "a Fast Open send connects without connect(2)";
+        table.push(entry!(
+            SYS_sendto,
+            Deny::Acces,
+            When::Args(&[(3, FAST_OPEN, FAST_OPEN)]),
+            why
+        ));
+        table.push(entry!(
+            SYS_sendmsg,
+            Deny::Acces,
+            When::Args(&[(2, FAST_OPEN, FAST_OPEN)]),
+            why
+        ));
+        table.push(entry!(
+            SYS_sendmmsg,
+            Deny::Acces,
+            When::Args(&[(3, FAST_OPEN, FAST_OPEN)]),
+            why
+        ));
+    }
     if plan.deny_udp {
         // Landlock has TCP rules only; UDP would reach any host and port.
         table.push(entry!(
@@ -596,6 +621,7 @@ mod tests {
             deny_unix_sockets: true,
             deny_udp: true,
             deny_uncounted_memory: true,
+            deny_fast_open: true,
         }
     }
 
@@ -647,8 +673,18 @@ mod tests {
             deny_unix_sockets: false,
             deny_udp: false,
             deny_uncounted_memory: false,
+            deny_fast_open: false,
         };
         assert!(table(&full()).len() > table(&open).len());
+        let fast_open = SeccompPlan {
+            deny_fast_open: true,
+            ..open
+        };
+        let added: Vec<&str> = table(&fast_open)[table(&open).len()..]
+            .iter()
+            .map(|entry| entry.name)
+            .collect();
+        assert_eq!(added, ["SYS_sendto", "SYS_sendmsg", "SYS_sendmmsg"]);
     }
 
     #[test]

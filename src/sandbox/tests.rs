@@ -480,7 +480,7 @@ fn derived_grants_never_expose_the_home() {
 }
 
 #[test]
-fn allow_lists_get_a_namespace_the_relay_and_landlock_ports() {
+fn allow_lists_get_a_namespace_the_hand_over_and_no_landlock_port() {
     let mut req = request("/usr/bin/node", &[]);
     let rules = ["api.github.com", "example.org:8443", "*:443"];
     req.sandbox.network = sourced(Network::Allow(
@@ -496,9 +496,14 @@ fn allow_lists_get_a_namespace_the_relay_and_landlock_ports() {
     let NetMode::Egress(egress) = &p.network else {
         panic!("{:?}", p.network)
     };
-    assert_eq!(egress.ports, vec![80, 443, 8443]);
-    assert_eq!(p.network.connect_ports(), Some(vec![53, 80, 443, 8443]));
-    assert!(p.to_string().contains("airlock's resolver and relay"));
+    assert_eq!(egress.allow.ports(), vec![80, 443, 8443]);
+    assert!(
+        p.seccomp.deny_fast_open,
+        "a Fast Open send would connect past airlock"
+    );
+    // airlock makes every connect: the server's own TCP connects are refused by landlock too.
+    assert_eq!(p.network.connect_ports(), Some(vec![]));
+    assert!(p.to_string().contains("every connect made by airlock"));
     let no_userns = HostFacts {
         user_namespaces: false,
         ..HostFacts::full_featured_root()

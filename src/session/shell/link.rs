@@ -66,7 +66,7 @@ pub enum Input {
     Status(oneshot::Sender<Value>),
     Reload(oneshot::Sender<Value>),
     /// A connection event of a server's resolver or relay (`crate::net`).
-    Net(Box<crate::net::relay::NetAudit>),
+    Net(Box<crate::net::route::NetAudit>),
     /// SIGTERM, SIGINT or SIGHUP arrived (`signals::watch`).
     Signal(&'static str),
     /// The host closed its end of airlock's stdout (`signals::watch`).

@@ -96,7 +96,7 @@ pub struct Session {
     pub status_extra: Option<StatusExtra>,
     /// Events from outside the session for its audit log (the HTTP face's refused
     /// authentications).
-    pub outside_audit: Option<mpsc::Receiver<crate::net::relay::NetAudit>>,
+    pub outside_audit: Option<mpsc::Receiver<crate::net::route::NetAudit>>,
 }
 
 /// Builds the `listen` part of the status document when asked.
@@ -162,7 +162,7 @@ struct Loop<HR, HW> {
     config_path: PathBuf,
     started: std::time::SystemTime,
     /// Where servers with a network allow list send their connection events.
-    net_events: mpsc::Sender<crate::net::relay::NetAudit>,
+    net_events: mpsc::Sender<crate::net::route::NetAudit>,
     /// A server with a network allow list was started (its events are awaited at shutdown).
     egress: bool,
     status_extra: Option<StatusExtra>,

@@ -6,7 +6,7 @@ use tokio::sync::mpsc;
 
 use super::link::Input;
 use crate::gateway::remote::Launch;
-use crate::net::relay::NetAudit;
+use crate::net::route::NetAudit;
 
 /// Connection events waiting for the loop (the relay waits when this many are queued).
 const QUEUE: usize = 1024;

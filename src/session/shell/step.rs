@@ -337,7 +337,7 @@ where
                 let _ = reply.send(answer);
             }
             Input::Net(net) => {
-                let crate::net::relay::NetAudit { event, written } = *net;
+                let crate::net::route::NetAudit { event, written } = *net;
                 self.audit.record(event)?;
                 if let Some(written) = written {
                     let _ = written.send(());

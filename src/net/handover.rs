@@ -1,0 +1,794 @@
+//! The connect hand-over: every `connect(2)` the server makes waits, by a seccomp user
+//! notification, for airlock, which makes it on the server's behalf. An allowed connection to a
+//! remote end is made from outside the sandbox and that socket is put in place of the server's
+//! own (`SECCOMP_IOCTL_NOTIF_ADDFD`): the server then talks to the remote end directly, and no
+//! byte passes through airlock. The design, and why each rule below holds, is in
+//! `docs/network.md`, "The connect hand-over".
+//!
+//! The rules:
+//! - airlock never lets the kernel run a server's `connect` ("continue"): between airlock's check
+//!   and the kernel's own reading of the fd and the address, another thread could change either.
+//!   airlock acts on the socket itself (fetched with `pidfd_getfd`) with the address bytes it read.
+//! - A socket airlock handed over is never connected again, `AF_UNSPEC` included: a disconnected
+//!   host socket could listen or Fast-Open-connect in the host's network (seccomp refuses
+//!   `MSG_FASTOPEN` as well).
+//! - Only a socket whose connection is established (blocking socket) or under way (non-blocking)
+//!   is handed over; a failed one is closed here.
+//! - UDP and the resolver's TCP port 53 stay in the sandbox's namespace: airlock connects the
+//!   server's own socket there. Every other kind of socket gets `EACCES` (airlock's credentials
+//!   must never make a connect the server's could not).
+//!
+//! [`classify`] is the decision, pure; the rest is its effectful shell.
+
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+
+use super::addr::canonical;
+use super::allow::DNS_PORT;
+use super::diag;
+use super::event::{CloseEvent, ConnectEvent, Verdict};
+use super::notify::{self, ConnectCall, Received};
+use super::route::{CONNECT_TIMEOUT, Egress, Refused, Resolve, Target};
+use crate::fast_map::FastMap;
+
+/// What the server's socket is, as far as the decision needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketFacts {
+    pub kind: SocketKind,
+    /// airlock handed this socket over (its cookie is one airlock made).
+    pub handed_over: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketKind {
+    Tcp {
+        ipv6: bool,
+    },
+    Udp,
+    /// Any other family, type or protocol.
+    Other,
+}
+
+/// What airlock does with one `connect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Fail it with this errno.
+    Refuse(i32),
+    /// Connect the server's own socket, inside its network namespace.
+    InNamespace,
+    /// Decide by the allow list, then connect from outside and hand the socket over.
+    Outside(SocketAddr),
+}
+
+/// Decides one `connect(socket, addr)`. `listed_port`: whether any entry of the allow list names
+/// that port (a port none names is refused as landlock did before: `EACCES`, not audited).
+pub fn classify(socket: SocketFacts, addr: &[u8], listed_port: impl Fn(u16) -> bool) -> Action {
+    if socket.handed_over {
+        return Action::Refuse(libc::EISCONN);
+    }
+    let ipv6 = match socket.kind {
+        SocketKind::Udp => return Action::InNamespace,
+        SocketKind::Other => return Action::Refuse(libc::EACCES),
+        SocketKind::Tcp { ipv6 } => ipv6,
+    };
+    // An address of another family than the socket's, AF_UNSPEC (disconnecting a socket of the
+    // namespace) or a malformed one: the kernel answers it inside the namespace, where nothing
+    // but the resolver listens.
+    let Some(dialled) = socket_address(addr, ipv6) else {
+        return Action::InNamespace;
+    };
+    if dialled.port() == DNS_PORT {
+        return Action::InNamespace;
+    }
+    if !listed_port(dialled.port()) {
+        return Action::Refuse(libc::EACCES);
+    }
+    Action::Outside(dialled)
+}
+
+/// The address a TCP socket of that family dials, read as the kernel reads a `sockaddr`.
+fn socket_address(addr: &[u8], ipv6: bool) -> Option<SocketAddr> {
+    let family = u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]);
+    let port = u16::from_be_bytes([*addr.get(2)?, *addr.get(3)?]);
+    match (family as i32, ipv6) {
+        (libc::AF_INET, false) if addr.len() >= 16 => {
+            let ip: [u8; 4] = addr[4..8].try_into().ok()?;
+            Some(SocketAddr::V4(SocketAddrV4::new(ip.into(), port)))
+        }
+        (libc::AF_INET6, true) if addr.len() >= 24 => {
+            let ip: [u8; 16] = addr[8..24].try_into().ok()?;
+            Some(SocketAddr::new(canonical(IpAddr::from(ip)), port))
+        }
+        _ => None,
+    }
+}
+
+/// The addresses a socket of the server's family can be connected to (an IPv4 address as
+/// IPv4-mapped on an IPv6 socket; an IPv6 address never on an IPv4 socket).
+pub fn reachable(ips: &[IpAddr], port: u16, ipv6_socket: bool) -> Vec<SocketAddr> {
+    ips.iter()
+        .filter_map(|&ip| match (ip, ipv6_socket) {
+            (IpAddr::V4(v4), false) => Some(SocketAddr::V4(SocketAddrV4::new(v4, port))),
+            (IpAddr::V4(v4), true) => Some(SocketAddr::V6(SocketAddrV6::new(
+                v4.to_ipv6_mapped(),
+                port,
+                0,
+                0,
+            ))),
+            (IpAddr::V6(v6), true) => Some(SocketAddr::V6(SocketAddrV6::new(v6, port, 0, 0))),
+            (IpAddr::V6(_), false) => None,
+        })
+        .collect()
+}
+
+/// One connection handed over, until the kernel reports its socket destroyed.
+#[derive(Debug)]
+struct Open {
+    conn: u64,
+    host: String,
+    port: u16,
+    started: Instant,
+}
+
+/// The sockets one server was handed, by cookie.
+#[derive(Debug, Default)]
+pub struct Handed {
+    open: Mutex<FastMap<u64, Open>>,
+}
+
+impl Handed {
+    fn contains(&self, cookie: u64) -> bool {
+        self.open
+            .lock()
+            .map(|open| open.contains_key(&cookie))
+            // A poisoned lock cannot say: treat every socket as handed over (refused).
+            .unwrap_or(true)
+    }
+
+    fn insert(&self, cookie: u64, open: Open) {
+        if let Ok(mut map) = self.open.lock() {
+            map.insert(cookie, open);
+        }
+    }
+
+    fn remove(&self, cookie: u64) -> Option<Open> {
+        self.open
+            .lock()
+            .ok()
+            .and_then(|mut map| map.remove(&cookie))
+    }
+
+    fn drain(&self) -> Vec<Open> {
+        self.open
+            .lock()
+            .map(|mut map| map.drain().map(|(_, open)| open).collect())
+            .unwrap_or_default()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.open.lock().map(|map| map.is_empty()).unwrap_or(true)
+    }
+}
+
+/// How one notification is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// `connect` returns 0, or fails with this errno (`EINPROGRESS` included).
+    Errno(Option<i32>),
+    /// The caller is gone (killed, or interrupted and restarting): nothing to answer.
+    Gone,
+}
+
+/// Answers the notifications of one sandbox until every process under the filter is gone.
+pub async fn serve<R: Resolve>(egress: Arc<Egress<R>>, handed: Arc<Handed>, listener: OwnedFd) {
+    let listener = match register(listener, Interest::READABLE) {
+        Ok(listener) => Arc::new(listener),
+        Err(err) => {
+            tracing::error!(server = %egress.server, "connect hand-over: {err}");
+            return;
+        }
+    };
+    loop {
+        let mut ready = match listener.readable().await {
+            Ok(ready) => ready,
+            Err(err) => {
+                tracing::error!(server = %egress.server, "connect hand-over: {err}");
+                return;
+            }
+        };
+        match pending(listener.get_ref().as_fd()) {
+            Pending::Notification => {}
+            Pending::Nothing => {
+                ready.clear_ready();
+                continue;
+            }
+            Pending::NoUsers => return,
+        }
+        match notify::receive(listener.get_ref().as_fd()) {
+            Ok(Received::Connect(call)) => {
+                let (egress, handed, listener) = (egress.clone(), handed.clone(), listener.clone());
+                tokio::spawn(async move {
+                    let reply = egress.connect_for(&handed, &listener, call).await;
+                    if let Reply::Errno(errno) = reply {
+                        // ENOENT: the caller went away meanwhile; nothing waits for the answer.
+                        let _ = notify::answer(listener.get_ref().as_fd(), call.id, errno);
+                    }
+                });
+            }
+            Ok(Received::Other { id }) => {
+                let _ = notify::answer(listener.get_ref().as_fd(), id, Some(libc::ENOSYS));
+            }
+            Err(err) if matches!(err.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {}
+            Err(err) => {
+                tracing::error!(server = %egress.server, "connect hand-over: {err}");
+                return;
+            }
+        }
+    }
+}
+
+enum Pending {
+    Notification,
+    Nothing,
+    NoUsers,
+}
+
+/// Polls the listener without waiting: receiving blocks unless a notification is pending.
+fn pending(listener: BorrowedFd<'_>) -> Pending {
+    let mut poll = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one live pollfd, without waiting.
+    let rc = unsafe { libc::poll(&mut poll, 1, 0) };
+    if rc <= 0 {
+        Pending::Nothing
+    } else if poll.revents & libc::POLLIN != 0 {
+        Pending::Notification
+    } else if poll.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+        Pending::NoUsers
+    } else {
+        Pending::Nothing
+    }
+}
+
+fn register<T: AsRawFd>(inner: T, interest: Interest) -> std::io::Result<AsyncFd<T>> {
+    // SAFETY: every caller passes a value that owns its fd (OwnedFd, Socket), so the fd stays
+    // open and the same for the AsyncFd's whole life.
+    unsafe { AsyncFd::register_with_interest(inner, interest) }.map_err(|err| err.into_parts().1)
+}
+
+fn errno_of(err: &std::io::Error) -> i32 {
+    err.raw_os_error().unwrap_or(libc::EIO)
+}
+
+fn facts(socket: &Socket, handed: &Handed) -> Result<SocketFacts, i32> {
+    let domain = socket.domain().map_err(|err| errno_of(&err))?;
+    let kind = match (domain, socket.r#type(), socket.protocol()) {
+        (Domain::IPV4 | Domain::IPV6, Ok(Type::STREAM), Ok(Some(Protocol::TCP) | None)) => {
+            SocketKind::Tcp {
+                ipv6: domain == Domain::IPV6,
+            }
+        }
+        (Domain::IPV4 | Domain::IPV6, Ok(Type::DGRAM), Ok(Some(Protocol::UDP) | None)) => {
+            SocketKind::Udp
+        }
+        _ => SocketKind::Other,
+    };
+    let cookie = socket.cookie().map_err(|err| errno_of(&err))?;
+    Ok(SocketFacts {
+        kind,
+        handed_over: handed.contains(cookie),
+    })
+}
+
+impl<R: Resolve> Egress<R> {
+    /// One `connect` of the server, from reading its arguments to the answer.
+    async fn connect_for(
+        &self,
+        handed: &Handed,
+        listener: &AsyncFd<OwnedFd>,
+        call: ConnectCall,
+    ) -> Reply {
+        let notifications = listener.get_ref().as_fd();
+        let addr = match notify::read_address(call.tid, call.addr, call.addr_len) {
+            Ok(addr) => addr,
+            Err(err) => return Reply::Errno(Some(errno_of(&err))),
+        };
+        let file = match notify::fetch_fd(call.tid, call.fd) {
+            Ok(file) => Socket::from(file),
+            Err(err) => return Reply::Errno(Some(errno_of(&err))),
+        };
+        // The memory read and the fd fetched were the caller's only if its notification is
+        // still pending now (a pid can be reused once its thread is gone).
+        if !notify::still_pending(notifications, call.id) {
+            return Reply::Gone;
+        }
+        let facts = match facts(&file, handed) {
+            Ok(facts) => facts,
+            Err(libc::ENOTSOCK) | Err(libc::EBADF) => return Reply::Errno(Some(libc::ENOTSOCK)),
+            Err(errno) => return Reply::Errno(Some(errno)),
+        };
+        let listed = |port| self.allow.ports().contains(&port);
+        match classify(facts, &addr, listed) {
+            Action::Refuse(errno) => Reply::Errno(Some(errno)),
+            Action::InNamespace => connect_in_namespace(file, addr).await,
+            Action::Outside(dialled) => {
+                let ipv6 = matches!(facts.kind, SocketKind::Tcp { ipv6: true });
+                self.connect_outside(handed, notifications, call, &file, ipv6, dialled)
+                    .await
+            }
+        }
+    }
+
+    async fn connect_outside(
+        &self,
+        handed: &Handed,
+        notifications: BorrowedFd<'_>,
+        call: ConnectCall,
+        file: &Socket,
+        ipv6: bool,
+        dialled: SocketAddr,
+    ) -> Reply {
+        let started = Instant::now();
+        let conn = self.conn_number();
+        let port = dialled.port();
+        let connect_event = |host: &str, verdict| {
+            ConnectEvent {
+                conn,
+                host: host.to_string(),
+                port: Some(port),
+                verdict,
+            }
+            .event(&self.server)
+        };
+        let target = self.target(dialled).await;
+        let addresses = match &target {
+            Ok(target) => reachable(&target.ips, port, ipv6),
+            Err(_) => Vec::new(),
+        };
+        let Target {
+            host,
+            ips: _,
+            entry,
+        } = match (target, addresses.is_empty()) {
+            (Ok(target), false) => target,
+            (refused, _) => {
+                let (Refused { host, reason }, errno) = match refused {
+                    Err(refused) => (refused, libc::ECONNREFUSED),
+                    Ok(target) => {
+                        let ips: Vec<String> = target.ips.iter().map(|ip| ip.to_string()).collect();
+                        let reason = format!(
+                            "{} has only IPv6 addresses and the server's socket is IPv4: {}",
+                            target.host,
+                            ips.join(", ")
+                        );
+                        let host = target.host;
+                        (Refused { host, reason }, libc::ENETUNREACH)
+                    }
+                };
+                self.record(connect_event(&host, Verdict::Refused { reason }), true)
+                    .await;
+                return Reply::Errno(Some(errno));
+            }
+        };
+        let (nonblocking, cloexec) = match (
+            notify::is_nonblocking(file.as_fd()),
+            notify::is_cloexec(call.tid, call.fd),
+        ) {
+            (Ok(nonblocking), Ok(cloexec)) => (nonblocking, cloexec),
+            (Err(err), _) | (_, Err(err)) => return Reply::Errno(Some(errno_of(&err))),
+        };
+        let verdict = |upstream: Option<String>| Verdict::Allowed {
+            rule: entry.rule.to_string(),
+            origin: entry.origin.clone(),
+            upstream,
+        };
+        let close = |error: Option<String>| {
+            CloseEvent {
+                conn,
+                host: host.clone(),
+                port,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration: started.elapsed(),
+                error,
+            }
+            .event(&self.server)
+        };
+        let (upstream, address, established) =
+            match open_upstream(file, &addresses, nonblocking).await {
+                Ok(opened) => opened,
+                Err(Failed { errors, errno }) => {
+                    self.record(connect_event(&host, verdict(None)), false)
+                        .await;
+                    self.record(close(Some(errors.join("; "))), false).await;
+                    return Reply::Errno(Some(errno));
+                }
+            };
+        let cookie = match upstream.cookie() {
+            Ok(cookie) => cookie,
+            Err(err) => return Reply::Errno(Some(errno_of(&err))),
+        };
+        self.record(
+            connect_event(&host, verdict(Some(address.to_string()))),
+            true,
+        )
+        .await;
+        // Known as handed over before the server can name it: a connect on it is refused.
+        handed.insert(
+            cookie,
+            Open {
+                conn,
+                host: host.clone(),
+                port,
+                started,
+            },
+        );
+        if let Err(err) =
+            notify::replace_fd(notifications, call.id, upstream.as_fd(), call.fd, cloexec)
+        {
+            handed.remove(cookie);
+            self.record(
+                close(Some(format!(
+                    "the server's connect ended before the hand-over: {err}"
+                ))),
+                false,
+            )
+            .await;
+            return Reply::Gone;
+        }
+        // The server holds the socket now; airlock's copy closes here.
+        drop(upstream);
+        Reply::Errno((!established).then_some(libc::EINPROGRESS))
+    }
+
+    /// Writes a `net_close` for every connection whose socket the kernel reported destroyed,
+    /// until `stopped` turns true (the sandbox is gone) and every connection is accounted for,
+    /// or [`CLOSE_GRACE`] after that.
+    pub async fn account_closes(&self, handed: &Handed, mut stopped: watch::Receiver<bool>) {
+        let socket = match diag::open().and_then(|fd| register(fd, Interest::READABLE)) {
+            Ok(socket) => socket,
+            Err(err) => {
+                tracing::warn!(
+                    server = %self.server,
+                    "connections handed over will have no byte counts: sock_diag: {err}"
+                );
+                return;
+            }
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut deadline: Option<tokio::time::Instant> = None;
+        loop {
+            if deadline.is_some() && handed.is_empty() {
+                return;
+            }
+            let grace = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ready = socket.readable() => {
+                    let Ok(mut ready) = ready else { return };
+                    match ready.try_io(|inner| recv(inner.get_ref().as_fd(), &mut buf)) {
+                        Ok(Ok(len)) => {
+                            for destroyed in diag::parse(&buf[..len]) {
+                                if let Some(open) = handed.remove(destroyed.cookie) {
+                                    self.record_close(open, Some(diag::payload(&destroyed)), None)
+                                        .await;
+                                }
+                            }
+                        }
+                        Ok(Err(err)) => tracing::warn!(server = %self.server, "sock_diag: {err}"),
+                        Err(_would_block) => {}
+                    }
+                }
+                changed = stopped.changed(), if deadline.is_none() => {
+                    if changed.is_err() || *stopped.borrow() {
+                        deadline = Some(tokio::time::Instant::now() + CLOSE_GRACE);
+                    }
+                }
+                () = grace => {
+                    for open in handed.drain() {
+                        let why = "its end was not seen before the sandbox was gone";
+                        self.record_close(open, None, Some(why.into())).await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn record_close(&self, open: Open, bytes: Option<(u64, u64)>, error: Option<String>) {
+        let (bytes_up, bytes_down) = bytes.unwrap_or((0, 0));
+        let event = CloseEvent {
+            conn: open.conn,
+            host: open.host,
+            port: open.port,
+            bytes_up,
+            bytes_down,
+            duration: open.started.elapsed(),
+            error,
+        }
+        .event(&self.server);
+        self.record(event, false).await;
+    }
+}
+
+/// How long the byte accounting waits, after the sandbox is gone, for its last sockets' ends.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+fn recv(socket: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: recv writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The server's own socket, connected inside its namespace with its own address bytes.
+async fn connect_in_namespace(file: Socket, addr: Vec<u8>) -> Reply {
+    match notify::is_nonblocking(file.as_fd()) {
+        Ok(true) => Reply::Errno(notify::connect_raw(file.as_fd(), &addr)),
+        Ok(false) => {
+            // A blocking connect inside the namespace ends quickly (its only listener is the
+            // resolver's), but it blocks: on the blocking pool.
+            let connected =
+                tokio::task::spawn_blocking(move || notify::connect_raw(file.as_fd(), &addr));
+            Reply::Errno(connected.await.unwrap_or(Some(libc::EIO)))
+        }
+        Err(err) => Reply::Errno(Some(errno_of(&err))),
+    }
+}
+
+/// No address of the target accepted: each with why, and the errno the server gets.
+struct Failed {
+    errors: Vec<String>,
+    errno: i32,
+}
+
+/// Opens airlock's socket to the first address that takes it, with the server's socket options.
+/// For a non-blocking server socket, once the connect is under way (`established` false);
+/// otherwise once it is established.
+async fn open_upstream(
+    model: &Socket,
+    addresses: &[SocketAddr],
+    nonblocking: bool,
+) -> Result<(Socket, SocketAddr, bool), Failed> {
+    let mut errors = Vec::new();
+    let mut errno = libc::ECONNREFUSED;
+    for &address in addresses {
+        match start_connect(model, address) {
+            Ok((socket, true)) => return finish(socket, address, nonblocking, true),
+            Ok((socket, false)) if nonblocking => return Ok((socket, address, false)),
+            Ok((socket, false)) => match wait_connected(socket).await {
+                Ok(socket) => return finish(socket, address, nonblocking, true),
+                Err(err) => {
+                    errno = errno_of(&err);
+                    errors.push(format!("{address}: {err}"));
+                }
+            },
+            Err(err) => {
+                errno = errno_of(&err);
+                errors.push(format!("{address}: {err}"));
+            }
+        }
+    }
+    Err(Failed { errors, errno })
+}
+
+fn finish(
+    socket: Socket,
+    address: SocketAddr,
+    nonblocking: bool,
+    established: bool,
+) -> Result<(Socket, SocketAddr, bool), Failed> {
+    match socket.set_nonblocking(nonblocking) {
+        Ok(()) => Ok((socket, address, established)),
+        Err(err) => Err(Failed {
+            errors: vec![format!("{address}: {err}")],
+            errno: errno_of(&err),
+        }),
+    }
+}
+
+/// A new socket of the server's family, with its options, connecting (non-blocking) to
+/// `address`: `true` if already established.
+fn start_connect(model: &Socket, address: SocketAddr) -> std::io::Result<(Socket, bool)> {
+    let domain = Domain::for_address(address);
+    let socket = Socket::new(domain, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+    copy_options(model, &socket);
+    socket.set_nonblocking(true)?;
+    match socket.connect(&address.into()) {
+        Ok(()) => Ok((socket, true)),
+        Err(err) if err.raw_os_error() == Some(libc::EINPROGRESS) => Ok((socket, false)),
+        Err(err) => Err(err),
+    }
+}
+
+async fn wait_connected(socket: Socket) -> std::io::Result<Socket> {
+    let socket = register(socket, Interest::WRITABLE)?;
+    let waited = tokio::time::timeout(CONNECT_TIMEOUT, socket.writable()).await;
+    match waited {
+        Ok(Ok(mut ready)) => ready.clear_ready(),
+        Ok(Err(err)) => return Err(err),
+        Err(_) => {
+            return Err(std::io::Error::from_raw_os_error(libc::ETIMEDOUT));
+        }
+    }
+    let socket = socket.into_inner();
+    match socket.take_error()? {
+        Some(err) => Err(err),
+        None => Ok(socket),
+    }
+}
+
+/// The options a client commonly sets before `connect` (Nagle off, keep-alive, linger), copied
+/// from the server's socket to the one it gets instead. Best effort: a copy that fails leaves the
+/// default.
+fn copy_options(from: &Socket, to: &Socket) {
+    if let Ok(true) = from.tcp_nodelay() {
+        let _ = to.set_tcp_nodelay(true);
+    }
+    if let Ok(true) = from.keepalive() {
+        let mut keepalive = socket2::TcpKeepalive::new();
+        if let Ok(time) = from.tcp_keepalive_time() {
+            keepalive = keepalive.with_time(time);
+        }
+        if let Ok(interval) = from.tcp_keepalive_interval() {
+            keepalive = keepalive.with_interval(interval);
+        }
+        if let Ok(retries) = from.tcp_keepalive_retries() {
+            keepalive = keepalive.with_retries(retries);
+        }
+        let _ = to.set_tcp_keepalive(&keepalive);
+    }
+    if let Ok(Some(linger)) = from.linger() {
+        let _ = to.set_linger(Some(linger));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
+        // SAFETY: an all-zero sockaddr_in is valid.
+        let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_port = port.to_be();
+        sin.sin_addr.s_addr = u32::from_ne_bytes(ip);
+        // SAFETY: reads the bytes of a plain C struct.
+        unsafe {
+            std::slice::from_raw_parts(
+                (&sin as *const libc::sockaddr_in).cast::<u8>(),
+                std::mem::size_of::<libc::sockaddr_in>(),
+            )
+        }
+        .to_vec()
+    }
+
+    fn v6(ip: std::net::Ipv6Addr, port: u16) -> Vec<u8> {
+        // SAFETY: an all-zero sockaddr_in6 is valid.
+        let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sin6.sin6_port = port.to_be();
+        sin6.sin6_addr.s6_addr = ip.octets();
+        // SAFETY: reads the bytes of a plain C struct.
+        unsafe {
+            std::slice::from_raw_parts(
+                (&sin6 as *const libc::sockaddr_in6).cast::<u8>(),
+                std::mem::size_of::<libc::sockaddr_in6>(),
+            )
+        }
+        .to_vec()
+    }
+
+    const TCP4: SocketFacts = SocketFacts {
+        kind: SocketKind::Tcp { ipv6: false },
+        handed_over: false,
+    };
+    const TCP6: SocketFacts = SocketFacts {
+        kind: SocketKind::Tcp { ipv6: true },
+        handed_over: false,
+    };
+    fn only_443(port: u16) -> bool {
+        port == 443
+    }
+
+    #[test]
+    fn a_handed_over_socket_is_never_connected_again() {
+        let handed = SocketFacts {
+            handed_over: true,
+            ..TCP4
+        };
+        let unspec = [0u8; 16];
+        assert_eq!(
+            classify(handed, &unspec, only_443),
+            Action::Refuse(libc::EISCONN)
+        );
+        assert_eq!(
+            classify(handed, &v4([198, 18, 0, 1], 443), only_443),
+            Action::Refuse(libc::EISCONN)
+        );
+    }
+
+    #[test]
+    fn listed_ports_go_outside_dns_and_udp_stay_inside_others_are_refused() {
+        assert_eq!(
+            classify(TCP4, &v4([198, 18, 0, 1], 443), only_443),
+            Action::Outside("198.18.0.1:443".parse().unwrap())
+        );
+        assert_eq!(
+            classify(TCP4, &v4([1, 2, 3, 4], 53), only_443),
+            Action::InNamespace
+        );
+        assert_eq!(
+            classify(TCP4, &v4([198, 18, 0, 1], 22), only_443),
+            Action::Refuse(libc::EACCES)
+        );
+        let udp = SocketFacts {
+            kind: SocketKind::Udp,
+            handed_over: false,
+        };
+        assert_eq!(
+            classify(udp, &v4([8, 8, 8, 8], 443), only_443),
+            Action::InNamespace
+        );
+        let other = SocketFacts {
+            kind: SocketKind::Other,
+            handed_over: false,
+        };
+        assert_eq!(
+            classify(other, &v4([198, 18, 0, 1], 443), only_443),
+            Action::Refuse(libc::EACCES)
+        );
+    }
+
+    #[test]
+    fn ipv6_sockets_dial_mapped_addresses_as_ipv4() {
+        let mapped = std::net::Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped();
+        assert_eq!(
+            classify(TCP6, &v6(mapped, 443), only_443),
+            Action::Outside("198.18.0.1:443".parse().unwrap())
+        );
+        // The other family, AF_UNSPEC, or too short: the kernel answers inside the namespace.
+        assert_eq!(
+            classify(TCP4, &v6(mapped, 443), only_443),
+            Action::InNamespace
+        );
+        assert_eq!(classify(TCP4, &[0u8; 16], only_443), Action::InNamespace);
+        assert_eq!(
+            classify(TCP4, &v4([198, 18, 0, 1], 443)[..8], only_443),
+            Action::InNamespace
+        );
+        assert_eq!(classify(TCP4, &[], only_443), Action::InNamespace);
+    }
+
+    #[test]
+    fn reachable_addresses_follow_the_socket_family() {
+        let ips: Vec<IpAddr> = vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()];
+        assert_eq!(
+            reachable(&ips, 443, false),
+            vec!["192.0.2.1:443".parse::<SocketAddr>().unwrap()]
+        );
+        assert_eq!(
+            reachable(&ips, 443, true),
+            vec![
+                "[::ffff:192.0.2.1]:443".parse::<SocketAddr>().unwrap(),
+                "[2001:db8::1]:443".parse().unwrap()
+            ]
+        );
+    }
+}
