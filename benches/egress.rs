@@ -1,13 +1,15 @@
 //! Network egress (`src/net`): a client inside the sandbox reaching a loopback server outside it
-//! through airlock's relay (allowed by address: `--network 127.0.0.1:PORT`), against the same
+//! through airlock (allowed by address: `--network 127.0.0.1:PORT`; airlock makes the connect and
+//! hands the socket to the client, `src/net/handover.rs`), against the same
 //! client connecting directly, in the same run.
 //!
 //! - throughput: one connection, the server sends 256 MiB, the client reads it all (median of
 //!   rounds alternating direct and relayed);
 //! - connect latency: connect → first byte from the server (the server writes one byte at accept),
-//!   so the relayed figure includes airlock's accept, decision, audit write and upstream connect;
-//! - memory: airlock's RSS (the `airlock __sandbox-exec` process, which holds the relay) with 100
-//!   relayed connections open at once, against the same process with none.
+//!   so the figure through airlock includes the seccomp notification, airlock's decision, audit
+//!   write and its own connect;
+//! - memory: airlock's RSS (the `airlock __sandbox-exec` process, which holds the hand-over) with
+//!   100 connections open at once, against the same process with none.
 //!
 //! The client is this bench binary itself (`egress-bench-client` mode), so both paths run the
 //! same code. Run: `cargo bench --bench egress`.
@@ -70,7 +72,7 @@ fn main() {
     println!("  direct  {direct_rate:>8.0} MiB/s");
     println!("  relayed {relayed_rate:>8.0} MiB/s  ({ratio:.2}x)");
     summary::summary(
-        "egress relay throughput, 256 MiB (`egress`)",
+        "egress throughput, 256 MiB (`egress`)",
         &format!("{relayed_rate:.0} MiB/s"),
         &format!("{direct_rate:.0} MiB/s"),
         &format!("{ratio:.2}x"),
@@ -103,11 +105,11 @@ fn main() {
 
     // Memory with 100 relayed connections held open.
     let (idle, held) = world.held_rss(&bins.airlock, &network, small);
-    println!("airlock RSS (the process holding the relay):");
+    println!("airlock RSS (the process holding the hand-over):");
     println!("  no connection          {:>6.1} MiB", idle);
     println!("  {HELD} relayed connections {:>6.1} MiB", held);
     summary::summary(
-        "egress airlock RSS, 100 relayed connections (`egress`)",
+        "egress airlock RSS, 100 connections (`egress`)",
         &format!("{held:.1} MiB"),
         &format!("{idle:.1} MiB idle"),
         "-",

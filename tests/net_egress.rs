@@ -5,7 +5,7 @@
 //! The machine reaches only the package registries and itself, so the allow list names one
 //! registry's host, read at run time from npm's configuration; the other registry's host (pip's
 //! index) must not resolve; an HTTP server this test starts on 127.0.0.1, on a port the list
-//! allows for 127.0.0.2 only, must be refused by the relay (and never see a connection). The audit log must show
+//! allows for 127.0.0.2 only, must be refused by airlock (and never see a connection). The audit log must show
 //! each connection and refusal, the allowed one attributed to the tool call that made it.
 //! No test traffic goes anywhere but loopback and the registry.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -88,7 +88,7 @@ struct Case {
     loopback_port: u16,
 }
 
-/// A loopback HTTP server that counts the connections it accepts (the relay must send none).
+/// A loopback HTTP server that counts the connections it accepts (airlock must make none).
 fn loopback_server() -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -136,8 +136,8 @@ impl Case {
     }
 
     fn allow_list(&self) -> Vec<String> {
-        // A neighbouring loopback address on the test server's port: the relay listens on that
-        // port, so a connection to 127.0.0.1 reaches it, and must be refused there.
+        // A neighbouring loopback address on the test server's port: the port is listed, so a
+        // connection to 127.0.0.1 reaches airlock's decision, and must be refused there.
         vec![
             self.allowed.clone(),
             format!("127.0.0.2:{}", self.loopback_port),

@@ -201,6 +201,76 @@ fn a_listen_without_bind_is_unreachable_from_the_host() {
     }
 }
 
+/// Egress by name hands the server a socket of the host's network for each allowed connection
+/// (`src/net/handover.rs`). The server then tries every way to point that socket elsewhere:
+/// connect it again, disconnect it (`AF_UNSPEC`) and listen on it, send with Fast Open on it and
+/// on a fresh socket, and race a disconnect against a thread that swaps the fd between the host
+/// socket and one of the namespace. All refused, and the host's other port hears nothing: as root
+/// and as an ordinary user.
+#[test]
+fn a_handed_over_socket_cannot_be_pointed_anywhere_else() {
+    use std::io::Write;
+    let hostile = world().hostile.display().to_string();
+    for who in everyone() {
+        let allowed = TcpListener::bind("127.0.0.1:0").unwrap();
+        let allowed_port = allowed.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            // Two connections: the first for the attempts, the second for the race. Both held
+            // until the fixture exits.
+            let mut held = Vec::new();
+            for _ in 0..2 {
+                let (mut stream, _) = allowed.accept().unwrap();
+                stream.write_all(b"HELLO").unwrap();
+                held.push(stream);
+            }
+            for mut stream in held {
+                let mut rest = Vec::new();
+                let _ = stream.read_to_end(&mut rest);
+            }
+        });
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        other.set_nonblocking(true).unwrap();
+        let other_port = other.local_addr().unwrap().port().to_string();
+        let network = format!("127.0.0.1:{allowed_port}");
+        let allowed_port = allowed_port.to_string();
+        let out = who
+            .airlock(&[
+                "__sandbox-exec",
+                "--server",
+                "hand-over",
+                "--network",
+                &network,
+                "--",
+                &hostile,
+                "hand-over",
+                &allowed_port,
+                &other_port,
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let context = format!("{who:?}: {}", text(&out));
+        assert!(stdout.contains("CONNECTED"), "{context}");
+        for attempt in [
+            "reconnect",
+            "disconnect (AF_UNSPEC)",
+            "listen on the host socket",
+            "fast open on the host socket",
+            "fast open",
+            "the fd-swap race",
+        ] {
+            assert!(
+                stdout.contains(&format!("REFUSED {attempt}:")),
+                "{attempt}: {context}"
+            );
+        }
+        assert!(!stdout.contains("ESCAPED"), "{context}");
+        assert_eq!(out.status.code(), Some(0), "{context}");
+        assert!(other.accept().is_err(), "the other port heard nothing");
+        server.join().unwrap();
+    }
+}
+
 /// The working directory (a directory of the test world) is not granted, so the server starts in its
 /// private home: a relative path on its command line no longer means what it meant, and the
 /// notice says so (the server's own "no such file" would not).

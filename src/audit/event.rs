@@ -25,7 +25,7 @@ pub enum EventKind {
     /// The server exited.
     Exit,
     /// A connection (or a name lookup) from the server's sandbox, allowed or refused by the
-    /// network allow list; written before any byte of an allowed connection is relayed.
+    /// network allow list; written before the server's `connect` is answered.
     NetConnect,
     /// An allowed connection ended: bytes each way, duration, how it ended.
     NetClose,

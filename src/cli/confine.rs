@@ -238,7 +238,7 @@ async fn relay(plan: SandboxPlan, mut audit: crate::audit::AuditLog) -> Result<i
     for task in [stdout_task, stderr_task].into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
     }
-    // The relay's last events (connections that ended with the sandbox) are written before exit.
+    // The hand-over's last events (connections that ended with the sandbox) are written before exit.
     drop(child);
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     tracing::debug!(?summary, "sandbox ended");

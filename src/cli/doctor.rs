@@ -292,7 +292,7 @@ fn render_network(out: &mut String, plan: &SandboxPlan) {
     let net_by = match (&plan.network, plan.namespaces.net, plan.landlock.net_rules) {
         (NetMode::Host, _, _) => "nothing: host network".to_string(),
         (NetMode::Egress(_), _, _) => {
-            "private network namespace + airlock's resolver and relay".to_string()
+            "private network namespace + airlock's resolver and connect hand-over".to_string()
         }
         (_, true, _) => "private network namespace + landlock TCP + seccomp UDP".to_string(),
         (_, false, true) => "landlock TCP rules + seccomp UDP".to_string(),

@@ -355,7 +355,7 @@ fn is_below(name: &str, parent: &str) -> bool {
         && name.as_bytes()[name.len() - parent.len() - 1] == b'.'
 }
 
-/// The TCP ports a list allows, sorted: the relay listens on each inside the sandbox.
+/// The TCP ports a list allows, sorted: a TCP connect to any other port is refused at once.
 pub fn listening_ports<'a>(rules: impl IntoIterator<Item = &'a NetRule>) -> Vec<u16> {
     let mut ports: Vec<u16> = rules
         .into_iter()
@@ -402,7 +402,7 @@ impl AllowList {
             .find(|entry| entry.rule.allows_address(ip, port))
     }
 
-    /// The TCP ports the relay listens on inside the sandbox.
+    /// The TCP ports a TCP connect of the server may go to (any other is refused).
     pub fn ports(&self) -> Vec<u16> {
         listening_ports(self.rules())
     }

@@ -1,5 +1,5 @@
 //! `airlock explain net:SERVER HOST:PORT`: would the server reach HOST on PORT, and which entry
-//! says so. Pure: the same matching the resolver and the relay use, without resolving anything.
+//! says so. Pure: the same matching the resolver and the connect hand-over use, without resolving anything.
 
 use std::net::IpAddr;
 

@@ -1,11 +1,11 @@
-//! The relay's host-side name lookups, shared and kept briefly.
+//! The connect hand-over's host-side name lookups, shared and kept briefly.
 //!
-//! A package install opens dozens of connections to one registry at once, and each relayed
+//! A package install opens dozens of connections to one registry at once, and each
 //! connection needs the registry's addresses. Asking the host's resolver once per connection sent
 //! dozens of identical queries together, and resolvers that drop queries under such bursts made
 //! clients wait out their 5-second retry (a `bunx` install took 6 to 11 s through airlock against
 //! 1.3 s without). Here concurrent lookups of one name share one query, and an answer is kept for
-//! [`KEEP_FOR`]; a failure is not kept (the next connection asks again). The relay's address
+//! [`KEEP_FOR`]; a failure is not kept (the next connection asks again). airlock's address
 //! checks (private, loopback, link-local ranges) apply to every connection as before: a kept
 //! answer is judged each time it is used.
 

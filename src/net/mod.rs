@@ -3,10 +3,12 @@
 //!
 //! How (the whole design is in `docs/network.md`): the server keeps a private network namespace
 //! in which every address is local. Inside it, airlock holds port 53 ([`resolver`]: allowed names
-//! get a stand-in address from [`standin`], others NXDOMAIN) and every TCP port the list names
-//! ([`relay`]: the dialled address says which name or listed address the server wants; airlock
-//! connects to it from outside the sandbox, refusing private, loopback and link-local addresses
-//! for names). Every connection and refused lookup is audited ([`event`]).
+//! get a stand-in address from [`standin`], others NXDOMAIN), and every `connect` of the server
+//! waits for airlock ([`handover`], a seccomp user notification): the dialled address says which
+//! name or listed address the server wants ([`route`]); airlock connects to it from outside the
+//! sandbox, refusing private, loopback and link-local addresses for names, and puts that socket
+//! in place of the server's. Every connection and refused lookup is audited ([`event`]), with
+//! byte counts from the kernel ([`diag`]).
 //!
 //! Pure parts: [`allow`] (entries, matching, coverage), [`addr`], [`standin`], [`dns`],
 //! [`resolver::respond`], [`route::decide`], [`route::usable_addresses`], [`event`].

@@ -4,7 +4,7 @@
 //! so DNS is no channel out.
 //!
 //! - an allowed name (any entry names it, whatever the port): A → its stand-in address; AAAA and
-//!   other types → no data (so clients use IPv4, which the relay serves);
+//!   other types → no data (so clients use IPv4, which airlock connects);
 //! - any other name: NXDOMAIN, and an A/AAAA lookup is audited as a refused connection (at most
 //!   once a minute per name, see [`RefusalThrottle`]).
 

@@ -88,7 +88,7 @@ pub fn decide(
     }
 }
 
-/// Why a name leads to no address the relay may connect to. The text is the refusal's reason in
+/// Why a name leads to no address airlock may connect to. The text is the refusal's reason in
 /// the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoUsableAddress {
@@ -102,7 +102,7 @@ pub enum NoUsableAddress {
     OnlyNonPublic { name: String, refused: Vec<String> },
 }
 
-/// The addresses of `name` the relay may connect to: public ones, and non-public ones (this
+/// The addresses of `name` airlock may connect to: public ones, and non-public ones (this
 /// host's own addresses among them, `own`) only when an entry lists that address on `port`.
 /// Refuses (with the reason) when none is left.
 pub fn usable_addresses(

@@ -1,4 +1,4 @@
-//! Running the resolver and the relay for one server, on the sockets its sandbox handed over
+//! Running the resolver and the connect hand-over for one server, on the sockets its sandbox handed over
 //! ([`super::sys`]). Everything runs as tasks of airlock's runtime; the returned
 //! [`EgressService`] stops them when dropped (the confined child holds it for its whole life).
 
@@ -21,7 +21,7 @@ use super::sys::{Role, recv_with_destination, send_from};
 /// An idle DNS-over-TCP connection is closed after this long.
 const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
 
-/// The running resolver and relay of one server.
+/// The running resolver and connect hand-over of one server.
 #[derive(Debug)]
 pub struct EgressService {
     tasks: Vec<JoinHandle<()>>,

@@ -1,5 +1,5 @@
 //! Stand-in addresses: the resolver answers an allowed name with an address from
-//! [`STAND_IN_NET`], and the relay maps the address a connection was made to back to the name.
+//! [`STAND_IN_NET`], and the connect hand-over maps the address a connection was made to back to the name.
 //!
 //! One table per running server. The same name keeps its address while it is in the table, so a
 //! client's cached answer stays right. The table is bounded (a server allowed `*` could ask for

@@ -4,13 +4,14 @@
 //!
 //! In the namespace: loopback up, and a *local* route for every address (`local 0.0.0.0/0 dev lo`,
 //! and `::/0` where IPv6 exists), so a connection to any address lands on a socket of this
-//! namespace; then airlock's sockets: one TCP listener per relay port, UDP and TCP port 53 for the
-//! resolver. Nothing else exists in the namespace: no interface leads out.
+//! namespace; then the resolver's sockets, UDP and TCP port 53. Nothing else exists in the
+//! namespace: no interface leads out.
 //!
 //! Hand-over: airlock listens on an abstract unix socket (SOCK_SEQPACKET) whose random name is in
 //! the plan; the helper connects to it before it clones `init` (abstract sockets belong to a
-//! network namespace, and the helper is still in airlock's), `init` inherits the connection and
-//! sends every socket in one message (SCM_RIGHTS) with a JSON header saying what each is. airlock
+//! network namespace, and the helper is still in airlock's), `init` inherits the connection and,
+//! once confined, sends every socket and the listener of its connect filter in one message
+//! (SCM_RIGHTS) with a JSON header saying what each is. airlock
 //! accepts only the connection whose peer (SO_PEERCRED) is the helper it started.
 
 use std::io;

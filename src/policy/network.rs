@@ -2,7 +2,7 @@
 //!
 //! - `"none"` (the default): no network at all;
 //! - `{ allow = ["api.github.com", "*.githubusercontent.com", "example.org:8443", "10.1.2.3:5432"] }`:
-//!   those names and addresses only, through airlock's resolver and relay (see `crate::net`);
+//!   those names and addresses only, through airlock's resolver and connect hand-over (see `crate::net`);
 //! - `[443, 80]`: any name on these ports, the same mechanism (`"*:443"`, `"*:80"`);
 //! - `"host"`: the host's network, unconfined (the explicit opt-out).
 //!
@@ -22,7 +22,7 @@ use crate::net::{AllowEntry, AllowList, NetRule};
 #[serde(rename_all = "snake_case")]
 pub enum Network {
     None,
-    /// The names and addresses on the list, through airlock's resolver and relay.
+    /// The names and addresses on the list, through airlock's resolver and connect hand-over.
     Allow(Vec<Sourced<NetRule>>),
     Host,
 }

@@ -62,7 +62,7 @@ pub struct ConfinedChild {
     child: Child,
     pid: Option<u32>,
     kill_timeout: Duration,
-    /// The resolver and relay of a server with a network allow list (stopped when dropped).
+    /// The resolver and connect hand-over of a server with a network allow list (stopped when dropped).
     egress: Option<crate::net::service::EgressService>,
     /// The sandbox's memory cgroup, when it has one.
     memory_cgroup: Option<std::path::PathBuf>,
@@ -121,7 +121,7 @@ pub async fn spawn_confined(plan: &SandboxPlan) -> Result<ConfinedChild, SpawnEr
     spawn_confined_with(plan, None).await
 }
 
-/// [`spawn_confined`] for any plan: a plan with a network allow list gets its resolver and relay
+/// [`spawn_confined`] for any plan: a plan with a network allow list gets its resolver and connect hand-over
 /// (`crate::net`), whose audit events go to `net_audit`.
 pub async fn spawn_confined_with(
     plan: &SandboxPlan,
@@ -192,7 +192,7 @@ pub async fn spawn_confined_with(
 /// How long the helper has to hand over the namespace's sockets (it does so before anything slow).
 const EGRESS_HANDOVER: Duration = Duration::from_secs(30);
 
-/// Waits for the sandbox's sockets and starts the resolver and relay on them. If the helper dies
+/// Waits for the sandbox's sockets and starts the resolver and the connect hand-over on them. If the helper dies
 /// first, its own message (on its stderr) is the error.
 async fn start_egress(
     child: &mut Child,
@@ -225,13 +225,13 @@ async fn start_egress(
             )));
         }
     };
-    let relay = Egress::new(
+    let egress_state = Egress::new(
         server,
         egress.allow.clone(),
         audit.clone(),
         crate::net::lookup_cache::Cached::new(HostResolver),
     );
-    crate::net::service::start(Arc::new(relay), sockets).map_err(SpawnError::Egress)
+    crate::net::service::start(Arc::new(egress_state), sockets).map_err(SpawnError::Egress)
 }
 
 /// Writes the plan frame synchronously (a plan is a few KiB; the pipe holds 64 KiB) and gives the
@@ -276,7 +276,7 @@ impl ConfinedChild {
         self.pid
     }
 
-    /// Whether airlock serves a network allow list for this server (resolver and relay).
+    /// Whether airlock serves a network allow list for this server (resolver and connect hand-over).
     pub fn has_network_egress(&self) -> bool {
         self.egress.is_some()
     }

@@ -83,7 +83,7 @@ pub fn world() -> &'static World {
         // Not `bin/`: the install prefix of `<x>/bin/prog` is `<x>`, which would grant the secret.
         let hostile = root.join("tools/hostile");
         let status = Command::new("cc")
-            .args(["-O1", "-o"])
+            .args(["-O1", "-pthread", "-o"])
             .arg(&hostile)
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),

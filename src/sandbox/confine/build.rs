@@ -227,7 +227,7 @@ pub(super) fn build(
     let granted = overlay::mount_all(&root, overlays, prepared.owner);
     system_views(&root, &prepared);
     // Extension point: files or sockets that exist only for the sandbox and need the root
-    // writable (a resolver configuration, relay sockets) go in before this line.
+    // writable (a resolver configuration, the resolver's sockets) go in before this line.
     enter_root(&root);
     granted
 }

@@ -65,7 +65,7 @@ pub enum Input {
     },
     Status(oneshot::Sender<Value>),
     Reload(oneshot::Sender<Value>),
-    /// A connection event of a server's resolver or relay (`crate::net`).
+    /// A connection event of a server's resolver or connect hand-over (`crate::net`).
     Net(Box<crate::net::route::NetAudit>),
     /// SIGTERM, SIGINT or SIGHUP arrived (`signals::watch`).
     Signal(&'static str),

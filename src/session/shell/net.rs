@@ -1,6 +1,6 @@
 //! The session's part in network egress (`crate::net`): a server whose network is an allow list
-//! sends the audit events of its connections here; the loop writes each one, then tells the relay
-//! it is written (the relay forwards no byte before that).
+//! sends the audit events of its connections here; the loop writes each one, then tells the
+//! hand-over it is written (the server's `connect` is answered only after that).
 
 use tokio::sync::mpsc;
 
@@ -8,14 +8,14 @@ use super::link::Input;
 use crate::gateway::remote::Launch;
 use crate::net::route::NetAudit;
 
-/// Connection events waiting for the loop (the relay waits when this many are queued).
+/// Connection events waiting for the loop (the hand-over waits when this many are queued).
 const QUEUE: usize = 1024;
 
 /// At shutdown, connection events are written until none came for this long: the connections of
 /// a server end with it, and report their last bytes just after.
 pub const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// The sender servers' relays use; its events reach the loop as [`Input::Net`].
+/// The sender servers' connect hand-overs use; its events reach the loop as [`Input::Net`].
 pub fn forward_to(inputs: &mpsc::UnboundedSender<Input>) -> mpsc::Sender<NetAudit> {
     let (events_tx, events) = mpsc::channel::<NetAudit>(QUEUE);
     forward_from(events, inputs);
