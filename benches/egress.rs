@@ -4,7 +4,7 @@
 //! client connecting directly, in the same run.
 //!
 //! - throughput: one connection, the server sends 256 MiB, the client reads it all (median of
-//!   rounds alternating direct and relayed);
+//!   rounds alternating direct and through_airlock);
 //! - connect latency: connect → first byte from the server (the server writes one byte at accept),
 //!   so the figure through airlock includes the seccomp notification, airlock's decision, audit
 //!   write and its own connect;
@@ -53,12 +53,12 @@ fn main() {
 
     // Throughput.
     let mut direct = Vec::new();
-    let mut relayed = Vec::new();
+    let mut through_airlock = Vec::new();
     for _ in 0..ROUNDS {
         direct.push(parse_secs(
             &world.direct(&["throughput", &bulk.to_string()]),
         ));
-        relayed.push(parse_secs(&world.relayed(
+        through_airlock.push(parse_secs(&world.through_airlock(
             &bins.airlock,
             &network,
             &["throughput", &bulk.to_string()],
@@ -66,14 +66,14 @@ fn main() {
     }
     let mbps = |secs: f64| BULK_BYTES as f64 / secs / (1024.0 * 1024.0);
     let direct_rate = mbps(median(&mut direct));
-    let relayed_rate = mbps(median(&mut relayed));
-    let ratio = relayed_rate / direct_rate;
+    let airlock_rate = mbps(median(&mut through_airlock));
+    let ratio = airlock_rate / direct_rate;
     println!("throughput, 256 MiB from a loopback server ({ROUNDS} rounds, median):");
     println!("  direct  {direct_rate:>8.0} MiB/s");
-    println!("  relayed {relayed_rate:>8.0} MiB/s  ({ratio:.2}x)");
+    println!("  airlock {airlock_rate:>8.0} MiB/s  ({ratio:.2}x)");
     summary::summary(
         "egress throughput, 256 MiB (`egress`)",
-        &format!("{relayed_rate:.0} MiB/s"),
+        &format!("{airlock_rate:.0} MiB/s"),
         &format!("{direct_rate:.0} MiB/s"),
         &format!("{ratio:.2}x"),
         ">= 0.9x",
@@ -83,17 +83,17 @@ fn main() {
     // Connect latency.
     let samples = LATENCY_SAMPLES.to_string();
     let direct = parse_latencies(&world.direct(&["latency", &small.to_string(), &samples]));
-    let relayed = parse_latencies(&world.relayed(
+    let through_airlock = parse_latencies(&world.through_airlock(
         &bins.airlock,
         &network,
         &["latency", &small.to_string(), &samples],
     ));
     let (d50, d99) = (percentile(&direct, 0.5), percentile(&direct, 0.99));
-    let (r50, r99) = (percentile(&relayed, 0.5), percentile(&relayed, 0.99));
+    let (r50, r99) = (percentile(&through_airlock, 0.5), percentile(&through_airlock, 0.99));
     let added = r50 - d50;
     println!("connect → first byte ({LATENCY_SAMPLES} sequential connections):");
     println!("  direct  p50 {d50:>7.1} µs  p99 {d99:>7.1} µs");
-    println!("  relayed p50 {r50:>7.1} µs  p99 {r99:>7.1} µs  (+{added:.1} µs at p50)");
+    println!("  airlock p50 {r50:>7.1} µs  p99 {r99:>7.1} µs  (+{added:.1} µs at p50)");
     summary::summary(
         "egress added connect latency p50 (`egress`)",
         &format!("{r50:.0} µs"),
@@ -103,11 +103,11 @@ fn main() {
         Some(added <= 1000.0),
     );
 
-    // Memory with 100 relayed connections held open.
+    // Memory with 100 through_airlock connections held open.
     let (idle, held) = world.held_rss(&bins.airlock, &network, small);
     println!("airlock RSS (the process holding the hand-over):");
     println!("  no connection          {:>6.1} MiB", idle);
-    println!("  {HELD} relayed connections {:>6.1} MiB", held);
+    println!("  {HELD} connections         {:>6.1} MiB", held);
     summary::summary(
         "egress airlock RSS, 100 connections (`egress`)",
         &format!("{held:.1} MiB"),
@@ -192,7 +192,7 @@ impl World {
         run_to_end(cmd)
     }
 
-    fn relayed_command(&self, airlock: &std::path::Path, network: &str, args: &[&str]) -> Command {
+    fn airlock_command(&self, airlock: &std::path::Path, network: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(airlock);
         cmd.args([
             "__sandbox-exec",
@@ -211,14 +211,14 @@ impl World {
         cmd
     }
 
-    fn relayed(&self, airlock: &std::path::Path, network: &str, args: &[&str]) -> String {
-        run_to_end(self.relayed_command(airlock, network, args))
+    fn through_airlock(&self, airlock: &std::path::Path, network: &str, args: &[&str]) -> String {
+        run_to_end(self.airlock_command(airlock, network, args))
     }
 
-    /// (RSS with the client connected to nothing, RSS with HELD relayed connections), MiB.
+    /// (RSS with the client connected to nothing, RSS with HELD through_airlock connections), MiB.
     fn held_rss(&self, airlock: &std::path::Path, network: &str, port: u16) -> (f64, f64) {
         let mut child = self
-            .relayed_command(
+            .airlock_command(
                 airlock,
                 network,
                 &["hold", &port.to_string(), &HELD.to_string()],
