@@ -89,7 +89,10 @@ fn main() {
         &["latency", &small.to_string(), &samples],
     ));
     let (d50, d99) = (percentile(&direct, 0.5), percentile(&direct, 0.99));
-    let (r50, r99) = (percentile(&through_airlock, 0.5), percentile(&through_airlock, 0.99));
+    let (r50, r99) = (
+        percentile(&through_airlock, 0.5),
+        percentile(&through_airlock, 0.99),
+    );
     let added = r50 - d50;
     println!("connect → first byte ({LATENCY_SAMPLES} sequential connections):");
     println!("  direct  p50 {d50:>7.1} µs  p99 {d99:>7.1} µs");

@@ -14,6 +14,10 @@ pub struct HostFacts {
     pub seccomp: bool,
     /// This process can create a user namespace (and with it pid and net namespaces).
     pub user_namespaces: bool,
+    /// seccomp user notifications that can put a socket in place of the caller's fd
+    /// (`SECCOMP_ADDFD_FLAG_SETFD`, Linux 5.14): egress by name makes every `connect` of the
+    /// server through them (`crate::net::handover`).
+    pub connect_handover: bool,
     /// `v1`, `v2`, `hybrid` or `none`.
     pub cgroup: String,
     /// Where airlock may create a memory cgroup per server; `None`: `RLIMIT_DATA` instead.
@@ -35,6 +39,7 @@ impl HostFacts {
             landlock_abi: landlock_abi(),
             seccomp: seccomp_available(),
             user_namespaces: probe_user_namespace(),
+            connect_handover: seccomp_available() && connect_handover_available(),
             cgroup: cgroup_version().to_string(),
             memory_cgroup: super::cgroup::probe(uid == 0),
             is_root: uid == 0,
@@ -50,6 +55,7 @@ impl HostFacts {
             landlock_abi: 7,
             seccomp: true,
             user_namespaces: true,
+            connect_handover: true,
             cgroup: "v2".to_string(),
             memory_cgroup: Some(MemoryCgroup {
                 version: CgroupVersion::V2,
@@ -100,6 +106,13 @@ pub fn kernel_release() -> Option<String> {
         .map(|text| text.trim().to_string())
 }
 
+/// Whether this kernel has `SECCOMP_ADDFD_FLAG_SETFD` (Linux 5.14). Read from the release; a
+/// release that does not parse counts as having it (the helper's own attempt then says so, exit
+/// 107, rather than refusing a kernel that may well have it).
+fn connect_handover_available() -> bool {
+    kernel_release().and_then(|release| release_older_than(&release, 5, 14)) != Some(true)
+}
+
 /// Whether a kernel release is older than `major.minor`; `None` when it does not parse (then no
 /// version advice is given: it could be wrong).
 pub fn release_older_than(release: &str, major: u32, minor: u32) -> Option<bool> {
@@ -138,6 +151,15 @@ impl fmt::Display for HostFacts {
                 "available"
             } else {
                 "unavailable"
+            }
+        )?;
+        writeln!(
+            f,
+            "connect hand-over (egress by name): {}",
+            if self.connect_handover {
+                "available"
+            } else {
+                "unavailable (needs seccomp user notifications, Linux 5.14)"
             }
         )?;
         writeln!(f, "cgroup: {}", self.cgroup)?;

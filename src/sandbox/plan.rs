@@ -248,6 +248,13 @@ fn check_egress(
             have: "no user namespaces".into(),
         });
     }
+    if !host.connect_handover {
+        return Err(PlanError::Unmet {
+            server: request.server.clone(),
+            unmet: "the connect hand-over of its network allow list (seccomp user notifications that replace an fd)".into(),
+            have: "a kernel older than Linux 5.14".into(),
+        });
+    }
     Ok(())
 }
 

@@ -512,6 +512,17 @@ fn allow_lists_get_a_namespace_the_hand_over_and_no_landlock_port() {
         plan(&req, &no_userns),
         Err(PlanError::Unmet { .. })
     ));
+    let old_kernel = HostFacts {
+        connect_handover: false,
+        ..HostFacts::full_featured_root()
+    };
+    match plan(&req, &old_kernel) {
+        Err(PlanError::Unmet { unmet, have, .. }) => {
+            assert!(unmet.contains("connect hand-over"), "{unmet}");
+            assert!(have.contains("5.14"), "{have}");
+        }
+        other => panic!("{other:?}"),
+    }
     req.sandbox.network = sourced(Network::Host);
     let p = plan(&req, &HostFacts::full_featured_root()).unwrap();
     assert!(!p.namespaces.net && !p.landlock.net_rules && !p.seccomp.deny_unix_sockets);
