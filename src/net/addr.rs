@@ -151,7 +151,8 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 /// private (RFC 1918, IPv6 unique-local), shared address space (100.64.0.0/10, where some clouds
 /// put their metadata service), "this network", multicast, broadcast, the stand-in range, and
 /// IPv6 spellings that embed an IPv4 address (mapped, NAT64, 6to4), which are judged by that
-/// address.
+/// address; local-use NAT64 (`64:ff9b:1::/48`) and Teredo (`2001::/32`), which could lead
+/// anywhere, are refused outright.
 pub fn non_public_reason(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(v4) => v4_reason(v4),
@@ -205,9 +206,16 @@ fn v6_reason(v6: Ipv6Addr) -> Option<&'static str> {
     } else if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         // NAT64's well-known prefix: the gateway would connect to the embedded IPv4 address.
         v4_reason(embedded_v4(segments[6], segments[7]))
+    } else if segments[..3] == [0x64, 0xff9b, 1] {
+        // NAT64's local-use prefix (RFC 8215): the operator chooses where the IPv4 address sits.
+        Some("local-use NAT64 (RFC 8215)")
     } else if segments[0] == 0x2002 {
         // 6to4: the relay router delivers to the embedded IPv4 address.
         v4_reason(embedded_v4(segments[1], segments[2]))
+    } else if segments[..2] == [0x2001, 0] {
+        // Teredo: a tunnel whose far end (an IPv4 address, obfuscated in the low bits) may be
+        // anywhere, this host's LAN included.
+        Some("Teredo tunnel")
     } else if segments[..6] == [0, 0, 0, 0, 0, 0] {
         Some("IPv4-compatible (deprecated)")
     } else {
@@ -283,6 +291,8 @@ mod tests {
             "64:ff9b::a9fe:a9fe",
             "2002:c0a8:0101::1",
             "::7f00:1",
+            "64:ff9b:1::a9fe:a9fe",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
         ] {
             assert!(non_public_reason(ip(refused)).is_some(), "{refused}");
         }

@@ -76,18 +76,24 @@ pub fn open() -> io::Result<OwnedFd> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    // A busy host destroys many sockets; a bigger buffer loses fewer when airlock lags.
+    // A busy host destroys many sockets; a bigger buffer loses fewer when airlock lags. Beyond
+    // `net.core.rmem_max` only with CAP_NET_ADMIN (SO_RCVBUFFORCE); otherwise up to that cap.
     let size: libc::c_int = 4 << 20;
-    // SAFETY: setsockopt reads one c_int from the live local.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt reads one c_int from the live local.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+    }
     Ok(fd)
 }
 

@@ -9,14 +9,20 @@
 //! - airlock never lets the kernel run a server's `connect` ("continue"): between airlock's check
 //!   and the kernel's own reading of the fd and the address, another thread could change either.
 //!   airlock acts on the socket itself (fetched with `pidfd_getfd`) with the address bytes it read.
-//! - A socket airlock handed over is never connected again, `AF_UNSPEC` included: a disconnected
-//!   host socket could listen or Fast-Open-connect in the host's network (seccomp refuses
-//!   `MSG_FASTOPEN` as well).
+//! - A socket airlock handed over, or any socket outside the sandbox's network namespace, is never
+//!   connected again, `AF_UNSPEC` included: a disconnected host socket could listen or
+//!   Fast-Open-connect in the host's network (seccomp refuses `listen` and `MSG_FASTOPEN` as
+//!   well).
 //! - Only a socket whose connection is established (blocking socket) or under way (non-blocking)
 //!   is handed over; a failed one is closed here.
-//! - UDP and the resolver's TCP port 53 stay in the sandbox's namespace: airlock connects the
-//!   server's own socket there. Every other kind of socket gets `EACCES` (airlock's credentials
-//!   must never make a connect the server's could not).
+//! - On the server's own socket airlock does only what cannot block (the server controls that
+//!   socket's options and flags): a UDP association inside the namespace, a TCP disconnect. No TCP
+//!   connect inside the namespace is made (nothing there but the resolver's UDP port), and every
+//!   other kind of socket gets `EACCES` (airlock's credentials must never make a connect the
+//!   server's could not).
+//! - What one sandbox can make airlock hold is bounded: [`MAX_IN_FLIGHT`] notifications at a
+//!   time, an abandoned connect is dropped within [`PENDING_CHECK`], and the server's sockets
+//!   airlock fetched are closed on the sandbox's own closing thread (a last close can linger).
 //!
 //! [`classify`] is the decision, pure; the rest is its effectful shell.
 
@@ -28,7 +34,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::addr::canonical;
 use super::allow::DNS_PORT;
@@ -44,6 +50,8 @@ pub struct SocketFacts {
     pub kind: SocketKind,
     /// airlock handed this socket over (its cookie is one airlock made).
     pub handed_over: bool,
+    /// The socket belongs to the sandbox's network namespace (its netns cookie).
+    pub in_sandbox: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +69,8 @@ pub enum SocketKind {
 pub enum Action {
     /// Fail it with this errno.
     Refuse(i32),
-    /// Connect the server's own socket, inside its network namespace.
+    /// Connect the server's own socket, inside its network namespace: only a UDP association or a
+    /// TCP disconnect (`AF_UNSPEC`), which never wait.
     InNamespace,
     /// Decide by the allow list, then connect from outside and hand the socket over.
     Outside(SocketAddr),
@@ -73,19 +82,24 @@ pub fn classify(socket: SocketFacts, addr: &[u8], listed_port: impl Fn(u16) -> b
     if socket.handed_over {
         return Action::Refuse(libc::EISCONN);
     }
+    if !socket.in_sandbox {
+        // Not made by airlock, yet outside the namespace: nothing the server should hold.
+        return Action::Refuse(libc::EACCES);
+    }
     let ipv6 = match socket.kind {
         SocketKind::Udp => return Action::InNamespace,
         SocketKind::Other => return Action::Refuse(libc::EACCES),
         SocketKind::Tcp { ipv6 } => ipv6,
     };
-    // An address of another family than the socket's, AF_UNSPEC (disconnecting a socket of the
-    // namespace) or a malformed one: the kernel answers it inside the namespace, where nothing
-    // but the resolver listens.
-    let Some(dialled) = socket_address(addr, ipv6) else {
-        return Action::InNamespace;
+    let dialled = match socket_address(addr, ipv6) {
+        Ok(Some(dialled)) => dialled,
+        // AF_UNSPEC: disconnecting a socket of the namespace.
+        Ok(None) => return Action::InNamespace,
+        Err(errno) => return Action::Refuse(errno),
     };
     if dialled.port() == DNS_PORT {
-        return Action::InNamespace;
+        // DNS over TCP is not served: the resolver's UDP answers are never truncated.
+        return Action::Refuse(libc::ECONNREFUSED);
     }
     if !listed_port(dialled.port()) {
         return Action::Refuse(libc::EACCES);
@@ -93,21 +107,37 @@ pub fn classify(socket: SocketFacts, addr: &[u8], listed_port: impl Fn(u16) -> b
     Action::Outside(dialled)
 }
 
-/// The address a TCP socket of that family dials, read as the kernel reads a `sockaddr`.
-fn socket_address(addr: &[u8], ipv6: bool) -> Option<SocketAddr> {
-    let family = u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]);
-    let port = u16::from_be_bytes([*addr.get(2)?, *addr.get(3)?]);
-    match (family as i32, ipv6) {
-        (libc::AF_INET, false) if addr.len() >= 16 => {
-            let ip: [u8; 4] = addr[4..8].try_into().ok()?;
-            Some(SocketAddr::V4(SocketAddrV4::new(ip.into(), port)))
-        }
-        (libc::AF_INET6, true) if addr.len() >= 24 => {
-            let ip: [u8; 16] = addr[8..24].try_into().ok()?;
-            Some(SocketAddr::new(canonical(IpAddr::from(ip)), port))
-        }
-        _ => None,
+/// The address a TCP socket of that family dials, read as the kernel reads a `sockaddr`
+/// (`Ok(None)`: `AF_UNSPEC`), or the kernel's errno for it (`inet_stream_connect`, then
+/// `tcp_v4_connect` or `tcp_v6_connect`: the length is checked before the family).
+fn socket_address(addr: &[u8], ipv6: bool) -> Result<Option<SocketAddr>, i32> {
+    let (Some(&low), Some(&high)) = (addr.first(), addr.get(1)) else {
+        return Err(libc::EINVAL);
+    };
+    let family = i32::from(u16::from_ne_bytes([low, high]));
+    if family == libc::AF_UNSPEC {
+        return Ok(None);
     }
+    let (needed, expected) = if ipv6 {
+        (24, libc::AF_INET6)
+    } else {
+        (16, libc::AF_INET)
+    };
+    if addr.len() < needed {
+        return Err(libc::EINVAL);
+    }
+    if family != expected {
+        return Err(libc::EAFNOSUPPORT);
+    }
+    let port = u16::from_be_bytes([addr[2], addr[3]]);
+    let ip = if ipv6 {
+        let mut ip = [0u8; 16];
+        ip.copy_from_slice(&addr[8..24]);
+        canonical(IpAddr::from(ip))
+    } else {
+        IpAddr::from([addr[4], addr[5], addr[6], addr[7]])
+    };
+    Ok(Some(SocketAddr::new(ip, port)))
 }
 
 /// The addresses a socket of the server's family can be connected to (an IPv4 address as
@@ -137,13 +167,56 @@ struct Open {
     started: Instant,
 }
 
-/// The sockets one server was handed, by cookie.
-#[derive(Debug, Default)]
+/// At most this many `connect`s of one sandbox are worked on at once; the others wait in the
+/// kernel (their threads are blocked in `connect` anyway). Bounds the fds, lookups and tasks one
+/// sandbox can make airlock hold.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// While airlock waits for a blocking connect's remote end, it checks this often whether the
+/// server still waits for it (a thread interrupted by a signal restarts its `connect`, which is
+/// a new notification): an abandoned attempt is dropped.
+pub const PENDING_CHECK: Duration = Duration::from_millis(100);
+
+/// One sandbox's hand-over state: its namespace, the sockets it was handed (by cookie), the
+/// bound on notifications in flight, and the thread that closes what airlock fetched.
+#[derive(Debug)]
 pub struct Handed {
+    /// The netns cookie of the sandbox's network namespace.
+    netns: u64,
     open: Mutex<FastMap<u64, Open>>,
+    permits: Arc<Semaphore>,
+    /// The server's sockets airlock fetched go here to be closed. airlock's copy may be the last
+    /// (the server closed its fd meanwhile), and the last close of a TCP socket with `SO_LINGER`
+    /// and unsent data waits up to the linger time the server chose: on this sandbox's own
+    /// thread, never on the runtime's.
+    closer: mpsc::Sender<Socket>,
 }
 
 impl Handed {
+    /// The state for a sandbox whose network namespace has `netns` as its cookie; starts its
+    /// closing thread, which ends when the state is dropped.
+    pub fn new(netns: u64) -> std::io::Result<Handed> {
+        let (closer, mut to_close) = mpsc::channel::<Socket>(MAX_IN_FLIGHT);
+        std::thread::Builder::new()
+            .name("airlock-net-close".into())
+            .spawn(move || {
+                while let Some(socket) = to_close.blocking_recv() {
+                    drop(socket);
+                }
+            })?;
+        Ok(Handed {
+            netns,
+            open: Mutex::default(),
+            permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            closer,
+        })
+    }
+
+    async fn close_later(&self, socket: Socket) {
+        // If the thread is gone (it never ends first), the socket is closed here.
+        let _ = self.closer.send(socket).await;
+    }
+
     fn contains(&self, cookie: u64) -> bool {
         self.open
             .lock()
@@ -196,6 +269,11 @@ pub async fn serve<R: Resolve>(egress: Arc<Egress<R>>, handed: Arc<Handed>, list
         }
     };
     loop {
+        // Taken before a notification is received, so that past the bound the others wait in
+        // the kernel, not here.
+        let Ok(permit) = handed.permits.clone().acquire_owned().await else {
+            return;
+        };
         let mut ready = match listener.readable().await {
             Ok(ready) => ready,
             Err(err) => {
@@ -220,6 +298,7 @@ pub async fn serve<R: Resolve>(egress: Arc<Egress<R>>, handed: Arc<Handed>, list
                         // ENOENT: the caller went away meanwhile; nothing waits for the answer.
                         let _ = notify::answer(listener.get_ref().as_fd(), call.id, errno);
                     }
+                    drop(permit);
                 });
             }
             Ok(Received::Other { id }) => {
@@ -287,7 +366,28 @@ fn facts(socket: &Socket, handed: &Handed) -> Result<SocketFacts, i32> {
     Ok(SocketFacts {
         kind,
         handed_over: handed.contains(cookie),
+        in_sandbox: netns_cookie(socket.as_fd()).map_err(|err| errno_of(&err))? == handed.netns,
     })
+}
+
+/// The cookie of the network namespace a socket belongs to (`SO_NETNS_COOKIE`, Linux 5.14).
+pub fn netns_cookie(socket: BorrowedFd<'_>) -> std::io::Result<u64> {
+    let mut cookie = 0u64;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the live local.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_NETNS_COOKIE,
+            (&mut cookie as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cookie)
 }
 
 impl<R: Resolve> Egress<R> {
@@ -307,23 +407,39 @@ impl<R: Resolve> Egress<R> {
             Ok(file) => Socket::from(file),
             Err(err) => return Reply::Errno(Some(errno_of(&err))),
         };
+        let reply = self
+            .connect_fetched(handed, notifications, call, &file, &addr)
+            .await;
+        handed.close_later(file).await;
+        reply
+    }
+
+    async fn connect_fetched(
+        &self,
+        handed: &Handed,
+        notifications: BorrowedFd<'_>,
+        call: ConnectCall,
+        file: &Socket,
+        addr: &[u8],
+    ) -> Reply {
         // The memory read and the fd fetched were the caller's only if its notification is
         // still pending now (a pid can be reused once its thread is gone).
         if !notify::still_pending(notifications, call.id) {
             return Reply::Gone;
         }
-        let facts = match facts(&file, handed) {
+        let facts = match facts(file, handed) {
             Ok(facts) => facts,
             Err(libc::ENOTSOCK) | Err(libc::EBADF) => return Reply::Errno(Some(libc::ENOTSOCK)),
             Err(errno) => return Reply::Errno(Some(errno)),
         };
         let listed = |port| self.allow.ports().contains(&port);
-        match classify(facts, &addr, listed) {
+        match classify(facts, addr, listed) {
             Action::Refuse(errno) => Reply::Errno(Some(errno)),
-            Action::InNamespace => connect_in_namespace(file, addr).await,
+            // A UDP association or a TCP disconnect: neither waits, whatever the socket's flags.
+            Action::InNamespace => Reply::Errno(notify::connect_raw(file.as_fd(), addr)),
             Action::Outside(dialled) => {
                 let ipv6 = matches!(facts.kind, SocketKind::Tcp { ipv6: true });
-                self.connect_outside(handed, notifications, call, &file, ipv6, dialled)
+                self.connect_outside(handed, notifications, call, file, ipv6, dialled)
                     .await
             }
         }
@@ -375,8 +491,10 @@ impl<R: Resolve> Egress<R> {
                         (Refused { host, reason }, libc::ENETUNREACH)
                     }
                 };
-                self.record(connect_event(&host, Verdict::Refused { reason }), true)
-                    .await;
+                if self.should_audit_refusal(&format!("{host} port {port}")) {
+                    self.record(connect_event(&host, Verdict::Refused { reason }), true)
+                        .await;
+                }
                 return Reply::Errno(Some(errno));
             }
         };
@@ -404,19 +522,31 @@ impl<R: Resolve> Egress<R> {
             }
             .event(&self.server)
         };
+        let still_waiting = || notify::still_pending(notifications, call.id);
         let (upstream, address, established) =
-            match open_upstream(file, &addresses, nonblocking).await {
+            match open_upstream(file, &addresses, nonblocking, still_waiting).await {
                 Ok(opened) => opened,
-                Err(Failed { errors, errno }) => {
+                Err(Failed {
+                    errors,
+                    errno,
+                    gone,
+                }) => {
                     self.record(connect_event(&host, verdict(None)), false)
                         .await;
                     self.record(close(Some(errors.join("; "))), false).await;
-                    return Reply::Errno(Some(errno));
+                    return if gone {
+                        Reply::Gone
+                    } else {
+                        Reply::Errno(Some(errno))
+                    };
                 }
             };
         let cookie = match upstream.cookie() {
             Ok(cookie) => cookie,
-            Err(err) => return Reply::Errno(Some(errno_of(&err))),
+            Err(err) => {
+                handed.close_later(upstream).await;
+                return Reply::Errno(Some(errno_of(&err)));
+            }
         };
         self.record(
             connect_event(&host, verdict(Some(address.to_string()))),
@@ -433,10 +563,11 @@ impl<R: Resolve> Egress<R> {
                 started,
             },
         );
-        if let Err(err) =
-            notify::replace_fd(notifications, call.id, upstream.as_fd(), call.fd, cloexec)
-        {
+        let replaced =
+            notify::replace_fd(notifications, call.id, upstream.as_fd(), call.fd, cloexec);
+        if let Err(err) = replaced {
             handed.remove(cookie);
+            handed.close_later(upstream).await;
             self.record(
                 close(Some(format!(
                     "the server's connect ended before the hand-over: {err}"
@@ -446,8 +577,9 @@ impl<R: Resolve> Egress<R> {
             .await;
             return Reply::Gone;
         }
-        // The server holds the socket now; airlock's copy closes here.
-        drop(upstream);
+        copy_linger(file, &upstream);
+        // The server holds the socket now; airlock's copy closes on the sandbox's closing thread.
+        handed.close_later(upstream).await;
         Reply::Errno((!established).then_some(libc::EINPROGRESS))
     }
 
@@ -537,34 +669,23 @@ fn recv(socket: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n as usize)
 }
 
-/// The server's own socket, connected inside its namespace with its own address bytes.
-async fn connect_in_namespace(file: Socket, addr: Vec<u8>) -> Reply {
-    match notify::is_nonblocking(file.as_fd()) {
-        Ok(true) => Reply::Errno(notify::connect_raw(file.as_fd(), &addr)),
-        Ok(false) => {
-            // A blocking connect inside the namespace ends quickly (its only listener is the
-            // resolver's), but it blocks: on the blocking pool.
-            let connected =
-                tokio::task::spawn_blocking(move || notify::connect_raw(file.as_fd(), &addr));
-            Reply::Errno(connected.await.unwrap_or(Some(libc::EIO)))
-        }
-        Err(err) => Reply::Errno(Some(errno_of(&err))),
-    }
-}
-
-/// No address of the target accepted: each with why, and the errno the server gets.
+/// No address of the target accepted: each with why, and the errno the server gets; or the
+/// server stopped waiting (`gone`).
 struct Failed {
     errors: Vec<String>,
     errno: i32,
+    gone: bool,
 }
 
 /// Opens airlock's socket to the first address that takes it, with the server's socket options.
 /// For a non-blocking server socket, once the connect is under way (`established` false);
-/// otherwise once it is established.
+/// otherwise once it is established, giving up when `still_waiting` says the server no longer
+/// waits.
 async fn open_upstream(
     model: &Socket,
     addresses: &[SocketAddr],
     nonblocking: bool,
+    still_waiting: impl Fn() -> bool,
 ) -> Result<(Socket, SocketAddr, bool), Failed> {
     let mut errors = Vec::new();
     let mut errno = libc::ECONNREFUSED;
@@ -572,9 +693,17 @@ async fn open_upstream(
         match start_connect(model, address) {
             Ok((socket, true)) => return finish(socket, address, nonblocking, true),
             Ok((socket, false)) if nonblocking => return Ok((socket, address, false)),
-            Ok((socket, false)) => match wait_connected(socket).await {
+            Ok((socket, false)) => match wait_connected(socket, &still_waiting).await {
                 Ok(socket) => return finish(socket, address, nonblocking, true),
-                Err(err) => {
+                Err(Waited::Gone) => {
+                    errors.push(format!("{address}: the server stopped waiting"));
+                    return Err(Failed {
+                        errors,
+                        errno,
+                        gone: true,
+                    });
+                }
+                Err(Waited::Failed(err)) => {
                     errno = errno_of(&err);
                     errors.push(format!("{address}: {err}"));
                 }
@@ -585,7 +714,11 @@ async fn open_upstream(
             }
         }
     }
-    Err(Failed { errors, errno })
+    Err(Failed {
+        errors,
+        errno,
+        gone: false,
+    })
 }
 
 fn finish(
@@ -599,6 +732,7 @@ fn finish(
         Err(err) => Err(Failed {
             errors: vec![format!("{address}: {err}")],
             errno: errno_of(&err),
+            gone: false,
         }),
     }
 }
@@ -617,25 +751,44 @@ fn start_connect(model: &Socket, address: SocketAddr) -> std::io::Result<(Socket
     }
 }
 
-async fn wait_connected(socket: Socket) -> std::io::Result<Socket> {
-    let socket = register(socket, Interest::WRITABLE)?;
-    let waited = tokio::time::timeout(CONNECT_TIMEOUT, socket.writable()).await;
-    match waited {
-        Ok(Ok(mut ready)) => ready.clear_ready(),
-        Ok(Err(err)) => return Err(err),
-        Err(_) => {
-            return Err(std::io::Error::from_raw_os_error(libc::ETIMEDOUT));
+enum Waited {
+    Failed(std::io::Error),
+    Gone,
+}
+
+/// Waits for a connect under way: up to [`CONNECT_TIMEOUT`], looking every [`PENDING_CHECK`]
+/// whether the server still waits.
+async fn wait_connected(
+    socket: Socket,
+    still_waiting: impl Fn() -> bool,
+) -> Result<Socket, Waited> {
+    let socket = register(socket, Interest::WRITABLE).map_err(Waited::Failed)?;
+    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+    loop {
+        match tokio::time::timeout(PENDING_CHECK, socket.writable()).await {
+            Ok(Ok(mut ready)) => {
+                ready.clear_ready();
+                break;
+            }
+            Ok(Err(err)) => return Err(Waited::Failed(err)),
+            Err(_) if !still_waiting() => return Err(Waited::Gone),
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Err(Waited::Failed(std::io::Error::from_raw_os_error(
+                    libc::ETIMEDOUT,
+                )));
+            }
+            Err(_) => {}
         }
     }
     let socket = socket.into_inner();
-    match socket.take_error()? {
-        Some(err) => Err(err),
-        None => Ok(socket),
+    match socket.take_error() {
+        Ok(Some(err)) | Err(err) => Err(Waited::Failed(err)),
+        Ok(None) => Ok(socket),
     }
 }
 
-/// The options a client commonly sets before `connect` (Nagle off, keep-alive, linger), copied
-/// from the server's socket to the one it gets instead. Best effort: a copy that fails leaves the
+/// The options a client commonly sets before `connect` (Nagle off, keep-alive; linger is
+/// [`copy_linger`]), copied from the server's socket to the one it gets instead. Best effort: a copy that fails leaves the
 /// default.
 fn copy_options(from: &Socket, to: &Socket) {
     if let Ok(true) = from.tcp_nodelay() {
@@ -654,6 +807,11 @@ fn copy_options(from: &Socket, to: &Socket) {
         }
         let _ = to.set_tcp_keepalive(&keepalive);
     }
+}
+
+/// The server's `SO_LINGER`, set on the socket it gets only once that is in its hands: until
+/// then airlock may be the one to close it, and a lingering close waits.
+fn copy_linger(from: &Socket, to: &Socket) {
     if let Ok(Some(linger)) = from.linger() {
         let _ = to.set_linger(Some(linger));
     }
@@ -698,57 +856,71 @@ mod tests {
     const TCP4: SocketFacts = SocketFacts {
         kind: SocketKind::Tcp { ipv6: false },
         handed_over: false,
+        in_sandbox: true,
     };
     const TCP6: SocketFacts = SocketFacts {
         kind: SocketKind::Tcp { ipv6: true },
-        handed_over: false,
+        ..TCP4
+    };
+    const UDP: SocketFacts = SocketFacts {
+        kind: SocketKind::Udp,
+        ..TCP4
     };
     fn only_443(port: u16) -> bool {
         port == 443
     }
 
     #[test]
-    fn a_handed_over_socket_is_never_connected_again() {
+    fn a_handed_over_socket_or_one_of_the_host_is_never_connected_again() {
         let handed = SocketFacts {
             handed_over: true,
             ..TCP4
         };
         let unspec = [0u8; 16];
-        assert_eq!(
-            classify(handed, &unspec, only_443),
-            Action::Refuse(libc::EISCONN)
-        );
-        assert_eq!(
-            classify(handed, &v4([198, 18, 0, 1], 443), only_443),
-            Action::Refuse(libc::EISCONN)
-        );
+        for addr in [&unspec[..], &v4([198, 18, 0, 1], 443)] {
+            assert_eq!(
+                classify(handed, addr, only_443),
+                Action::Refuse(libc::EISCONN)
+            );
+        }
+        // A socket of the host's network airlock did not hand over (one accepted from a
+        // listener, had the server one): refused whatever it dials, UDP too.
+        for kind in [TCP4, UDP] {
+            let foreign = SocketFacts {
+                in_sandbox: false,
+                ..kind
+            };
+            for addr in [&unspec[..], &v4([127, 0, 0, 1], 53)] {
+                assert_eq!(
+                    classify(foreign, addr, only_443),
+                    Action::Refuse(libc::EACCES)
+                );
+            }
+        }
     }
 
     #[test]
-    fn listed_ports_go_outside_dns_and_udp_stay_inside_others_are_refused() {
+    fn listed_ports_go_outside_udp_stays_inside_others_are_refused() {
         assert_eq!(
             classify(TCP4, &v4([198, 18, 0, 1], 443), only_443),
             Action::Outside("198.18.0.1:443".parse().unwrap())
         );
+        // DNS over TCP is not served; TCP is never connected inside the namespace.
         assert_eq!(
             classify(TCP4, &v4([1, 2, 3, 4], 53), only_443),
-            Action::InNamespace
+            Action::Refuse(libc::ECONNREFUSED)
         );
         assert_eq!(
             classify(TCP4, &v4([198, 18, 0, 1], 22), only_443),
             Action::Refuse(libc::EACCES)
         );
-        let udp = SocketFacts {
-            kind: SocketKind::Udp,
-            handed_over: false,
-        };
         assert_eq!(
-            classify(udp, &v4([8, 8, 8, 8], 443), only_443),
+            classify(UDP, &v4([8, 8, 8, 8], 443), only_443),
             Action::InNamespace
         );
         let other = SocketFacts {
             kind: SocketKind::Other,
-            handed_over: false,
+            ..TCP4
         };
         assert_eq!(
             classify(other, &v4([198, 18, 0, 1], 443), only_443),
@@ -757,23 +929,35 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_sockets_dial_mapped_addresses_as_ipv4() {
+    fn addresses_are_read_as_the_kernel_reads_them() {
         let mapped = std::net::Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped();
         assert_eq!(
             classify(TCP6, &v6(mapped, 443), only_443),
             Action::Outside("198.18.0.1:443".parse().unwrap())
         );
-        // The other family, AF_UNSPEC, or too short: the kernel answers inside the namespace.
+        // AF_UNSPEC disconnects a socket of the namespace (it never waits).
+        assert_eq!(classify(TCP4, &[0u8; 16], only_443), Action::InNamespace);
+        assert_eq!(classify(TCP4, &[0u8; 2], only_443), Action::InNamespace);
+        // The length first, then the family, as tcp_v4_connect and tcp_v6_connect check.
         assert_eq!(
             classify(TCP4, &v6(mapped, 443), only_443),
-            Action::InNamespace
+            Action::Refuse(libc::EAFNOSUPPORT)
         );
-        assert_eq!(classify(TCP4, &[0u8; 16], only_443), Action::InNamespace);
+        assert_eq!(
+            classify(TCP6, &v4([198, 18, 0, 1], 443), only_443),
+            Action::Refuse(libc::EINVAL)
+        );
+        let mut v4_padded = v4([198, 18, 0, 1], 443);
+        v4_padded.resize(28, 0);
+        assert_eq!(
+            classify(TCP6, &v4_padded, only_443),
+            Action::Refuse(libc::EAFNOSUPPORT)
+        );
         assert_eq!(
             classify(TCP4, &v4([198, 18, 0, 1], 443)[..8], only_443),
-            Action::InNamespace
+            Action::Refuse(libc::EINVAL)
         );
-        assert_eq!(classify(TCP4, &[], only_443), Action::InNamespace);
+        assert_eq!(classify(TCP4, &[], only_443), Action::Refuse(libc::EINVAL));
     }
 
     #[test]

@@ -264,6 +264,16 @@ impl<R: Resolve> Egress<R> {
         }
     }
 
+    /// Whether a refusal of `key` (a name, or `host port N` for a connection) goes to the audit
+    /// log: at most once a minute per key ([`RefusalThrottle`]), so a server that loops over a
+    /// refused connect cannot flood the log.
+    pub(super) fn should_audit_refusal(&self, key: &str) -> bool {
+        self.throttle
+            .lock()
+            .map(|mut throttle| throttle.should_audit(key, Instant::now()))
+            .unwrap_or(true)
+    }
+
     /// Where a connection the server made to `dialled` may go: the decision ([`decide`]), then
     /// for a name its usable addresses ([`usable_addresses`]), resolved outside the sandbox.
     pub(super) async fn target(&self, dialled: SocketAddr) -> Result<Target, Refused> {

@@ -3,23 +3,20 @@
 //! [`EgressService`] stops them when dropped (the confined child holds it for its whole life).
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::event::{ConnectEvent, Verdict};
-use super::handover::Handed;
+use super::handover::{Handed, netns_cookie};
 use super::resolver::respond;
 use super::route::{Egress, Resolve};
 use super::sys::{Role, recv_with_destination, send_from};
-
-/// An idle DNS-over-TCP connection is closed after this long.
-const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
 
 /// The running resolver and connect hand-over of one server.
 #[derive(Debug)]
@@ -46,7 +43,13 @@ pub fn start<R: Resolve>(
 ) -> io::Result<EgressService> {
     let mut tasks = Vec::with_capacity(sockets.len());
     let (stopped, stopped_rx) = watch::channel(false);
-    let handed = Arc::new(Handed::default());
+    // The resolver's sockets are the sandbox's own: their namespace is the sandbox's.
+    let sandbox_namespace = sockets
+        .iter()
+        .find(|(role, _)| *role == Role::DnsUdp4)
+        .map(|(_, fd)| netns_cookie(fd.as_fd()))
+        .ok_or_else(|| io::Error::other("the hand-over carries no resolver socket"))??;
+    let handed = Arc::new(Handed::new(sandbox_namespace)?);
     for (role, fd) in sockets {
         let task = match role {
             Role::ConnectNotify => {
@@ -55,10 +58,6 @@ pub fn start<R: Resolve>(
                 let stopped = stopped_rx.clone();
                 tokio::spawn(async move { accounting.account_closes(&accounted, stopped).await });
                 tokio::spawn(super::handover::serve(egress.clone(), handed.clone(), fd))
-            }
-            Role::DnsTcp => {
-                let listener = tcp_listener(fd)?;
-                tokio::spawn(serve_dns_tcp(egress.clone(), listener))
             }
             Role::DnsUdp4 | Role::DnsUdp6 => {
                 let socket = std::net::UdpSocket::from(fd);
@@ -71,12 +70,6 @@ pub fn start<R: Resolve>(
     Ok(EgressService { tasks, stopped })
 }
 
-fn tcp_listener(fd: OwnedFd) -> io::Result<TcpListener> {
-    let listener = std::net::TcpListener::from(fd);
-    listener.set_nonblocking(true)?;
-    TcpListener::from_std(listener)
-}
-
 impl<R: Resolve> Egress<R> {
     /// Answers one query; audits a refused name (throttled).
     async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
@@ -85,23 +78,18 @@ impl<R: Resolve> Egress<R> {
             let mut table = self.table.lock().ok()?;
             respond(query, &self.allow, &mut table, now)?
         };
-        if let Some(name) = &reply.refused {
-            let audit = self
-                .throttle
-                .lock()
-                .map(|mut throttle| throttle.should_audit(name, now))
-                .unwrap_or(true);
-            if audit {
-                let event = ConnectEvent {
-                    conn: self.conn_number(),
-                    host: name.clone(),
-                    port: None,
-                    verdict: Verdict::Refused {
-                        reason: "the name is not on the network allow list (it does not resolve in the sandbox)".into(),
-                    },
-                };
-                self.record(event.event(&self.server), false).await;
-            }
+        if let Some(name) = &reply.refused
+            && self.should_audit_refusal(name)
+        {
+            let event = ConnectEvent {
+                conn: self.conn_number(),
+                host: name.clone(),
+                port: None,
+                verdict: Verdict::Refused {
+                    reason: "the name is not on the network allow list (it does not resolve in the sandbox)".into(),
+                },
+            };
+            self.record(event.event(&self.server), false).await;
         }
         Some(reply.packet)
     }
@@ -128,46 +116,5 @@ async fn serve_dns_udp<R: Resolve>(egress: Arc<Egress<R>>, socket: UdpSocket) {
                 send_from(fd, &answer, sender, destination)
             });
         }
-    }
-}
-
-async fn serve_dns_tcp<R: Resolve>(egress: Arc<Egress<R>>, listener: TcpListener) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let egress = egress.clone();
-                tokio::spawn(async move {
-                    let _ =
-                        tokio::time::timeout(DNS_TCP_IDLE * 6, dns_tcp_connection(&egress, stream))
-                            .await;
-                });
-            }
-            Err(err) => {
-                tracing::warn!(server = %egress.server, "resolver (TCP): {err}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-}
-
-/// DNS over TCP: two-byte length, then the message; several per connection.
-async fn dns_tcp_connection<R: Resolve>(
-    egress: &Egress<R>,
-    mut stream: TcpStream,
-) -> io::Result<()> {
-    loop {
-        let mut len = [0u8; 2];
-        tokio::time::timeout(DNS_TCP_IDLE, stream.read_exact(&mut len))
-            .await
-            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
-        let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        stream.read_exact(&mut query).await?;
-        let Some(answer) = egress.answer(&query).await else {
-            return Ok(());
-        };
-        let mut framed = Vec::with_capacity(answer.len() + 2);
-        framed.extend_from_slice(&(answer.len() as u16).to_be_bytes());
-        framed.extend_from_slice(&answer);
-        stream.write_all(&framed).await?;
     }
 }

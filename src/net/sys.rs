@@ -28,8 +28,6 @@ use super::allow::DNS_PORT;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Role {
-    /// The resolver's TCP listener (port 53).
-    DnsTcp,
     /// The resolver's UDP socket for IPv4 (port 53, IP_PKTINFO on).
     DnsUdp4,
     /// The resolver's UDP socket for IPv6 (port 53, IPV6_RECVPKTINFO on).
@@ -57,7 +55,6 @@ pub fn setup_namespace() -> io::Result<NamespaceSockets> {
     // with "network unreachable", which is what an address not on the list deserves anyway.
     let ipv6 = netlink_local_route(libc::AF_INET6 as u8, lo).is_ok();
     let mut sockets = Vec::with_capacity(4);
-    sockets.push((Role::DnsTcp, tcp_listener(DNS_PORT, ipv6)?));
     sockets.push((Role::DnsUdp4, udp_socket(false)?));
     if ipv6 {
         sockets.push((Role::DnsUdp6, udp_socket(true)?));
@@ -76,33 +73,6 @@ fn loopback_index() -> io::Result<u32> {
         return Err(context(io::Error::last_os_error(), "finding loopback"));
     }
     Ok(index)
-}
-
-/// A TCP listener on `port` for every address: dual-stack when IPv6 is there.
-fn tcp_listener(port: u16, ipv6: bool) -> io::Result<OwnedFd> {
-    let socket = if ipv6 {
-        let socket = Socket::new(Domain::IPV6, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
-        socket.set_only_v6(false)?;
-        socket.bind(&SockAddr::from(SocketAddrV6::new(
-            Ipv6Addr::UNSPECIFIED,
-            port,
-            0,
-            0,
-        )))?;
-        socket
-    } else {
-        let socket = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
-        socket.bind(&SockAddr::from(SocketAddrV4::new(
-            Ipv4Addr::UNSPECIFIED,
-            port,
-        )))?;
-        socket
-    };
-    socket.set_nonblocking(true)?;
-    socket
-        .listen(1024)
-        .map_err(|err| context(err, &format!("listening on port {port}")))?;
-    Ok(socket.into())
 }
 
 fn udp_socket(ipv6: bool) -> io::Result<OwnedFd> {

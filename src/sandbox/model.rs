@@ -237,6 +237,12 @@ pub struct SeccompPlan {
     /// without `connect(2)`, which is where airlock holds every connection (egress by name).
     #[serde(default)]
     pub deny_fast_open: bool,
+    /// `listen` refused (egress by name): a socket of the host's network handed to the server
+    /// must never listen there (a non-blocking connect's socket that the server shuts down
+    /// before it is established is unconnected again), and inside the namespace nothing could
+    /// reach a listener anyway (airlock makes every connect).
+    #[serde(default)]
+    pub deny_listen: bool,
 }
 
 /// A runtime cache shown to the server as a private copy-on-write overlayfs (see

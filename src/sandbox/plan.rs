@@ -89,6 +89,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
             // With egress, UDP reaches only airlock's resolver: nothing leaves the namespace.
             deny_udp: network == NetMode::None,
             deny_fast_open: matches!(network, NetMode::Egress(_)),
+            deny_listen: matches!(network, NetMode::Egress(_)),
             deny_uncounted_memory: matches!(
                 memory,
                 MemoryLimit::RlimitData {

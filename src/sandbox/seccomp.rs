@@ -423,6 +423,13 @@ pub fn table(plan: &SeccompPlan) -> Vec<Entry> {
             why
         ));
     }
+    if plan.deny_listen {
+        table.push(entry!(
+            SYS_listen,
+            Deny::Acces,
+            "a socket of the host's network handed to the server must not listen there"
+        ));
+    }
     if plan.deny_udp {
         // Landlock has TCP rules only; UDP would reach any host and port.
         table.push(entry!(
@@ -622,6 +629,7 @@ mod tests {
             deny_udp: true,
             deny_uncounted_memory: true,
             deny_fast_open: true,
+            deny_listen: true,
         }
     }
 
@@ -674,17 +682,22 @@ mod tests {
             deny_udp: false,
             deny_uncounted_memory: false,
             deny_fast_open: false,
+            deny_listen: false,
         };
         assert!(table(&full()).len() > table(&open).len());
-        let fast_open = SeccompPlan {
+        let egress = SeccompPlan {
             deny_fast_open: true,
+            deny_listen: true,
             ..open
         };
-        let added: Vec<&str> = table(&fast_open)[table(&open).len()..]
+        let added: Vec<&str> = table(&egress)[table(&open).len()..]
             .iter()
             .map(|entry| entry.name)
             .collect();
-        assert_eq!(added, ["SYS_sendto", "SYS_sendmsg", "SYS_sendmmsg"]);
+        assert_eq!(
+            added,
+            ["SYS_sendto", "SYS_sendmsg", "SYS_sendmmsg", "SYS_listen"]
+        );
     }
 
     #[test]

@@ -501,6 +501,10 @@ fn allow_lists_get_a_namespace_the_hand_over_and_no_landlock_port() {
         p.seccomp.deny_fast_open,
         "a Fast Open send would connect past airlock"
     );
+    assert!(
+        p.seccomp.deny_listen,
+        "a handed-over socket must not listen"
+    );
     // airlock makes every connect: the server's own TCP connects are refused by landlock too.
     assert_eq!(p.network.connect_ports(), Some(vec![]));
     assert!(p.to_string().contains("every connect made by airlock"));
