@@ -250,6 +250,14 @@ impl Handed {
     }
 }
 
+/// The server's `connect` being answered: the listener it waits on, the call, and its socket.
+#[derive(Clone, Copy)]
+struct Caller<'a> {
+    notifications: BorrowedFd<'a>,
+    call: ConnectCall,
+    file: &'a Socket,
+}
+
 /// How one notification is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reply {
@@ -293,10 +301,17 @@ pub async fn serve<R: Resolve>(egress: Arc<Egress<R>>, handed: Arc<Handed>, list
             Ok(Received::Connect(call)) => {
                 let (egress, handed, listener) = (egress.clone(), handed.clone(), listener.clone());
                 tokio::spawn(async move {
-                    let reply = egress.connect_for(&handed, &listener, call).await;
+                    let mut closing = Vec::new();
+                    let reply = egress
+                        .connect_for(&handed, &listener, call, &mut closing)
+                        .await;
                     if let Reply::Errno(errno) = reply {
                         // ENOENT: the caller went away meanwhile; nothing waits for the answer.
                         let _ = notify::answer(listener.get_ref().as_fd(), call.id, errno);
+                    }
+                    // After the answer: the server's thread does not wait for airlock's closes.
+                    for socket in closing {
+                        handed.close_later(socket).await;
                     }
                     drop(permit);
                 });
@@ -391,12 +406,14 @@ pub fn netns_cookie(socket: BorrowedFd<'_>) -> std::io::Result<u64> {
 }
 
 impl<R: Resolve> Egress<R> {
-    /// One `connect` of the server, from reading its arguments to the answer.
+    /// One `connect` of the server, from reading its arguments to the answer. The sockets airlock
+    /// is done with go to `closing` (closed after the answer, on the sandbox's closing thread).
     async fn connect_for(
         &self,
         handed: &Handed,
         listener: &AsyncFd<OwnedFd>,
         call: ConnectCall,
+        closing: &mut Vec<Socket>,
     ) -> Reply {
         let notifications = listener.get_ref().as_fd();
         let addr = match notify::read_address(call.tid, call.addr, call.addr_len) {
@@ -408,9 +425,9 @@ impl<R: Resolve> Egress<R> {
             Err(err) => return Reply::Errno(Some(errno_of(&err))),
         };
         let reply = self
-            .connect_fetched(handed, notifications, call, &file, &addr)
+            .connect_fetched(handed, notifications, call, &file, &addr, closing)
             .await;
-        handed.close_later(file).await;
+        closing.push(file);
         reply
     }
 
@@ -421,6 +438,7 @@ impl<R: Resolve> Egress<R> {
         call: ConnectCall,
         file: &Socket,
         addr: &[u8],
+        closing: &mut Vec<Socket>,
     ) -> Reply {
         // The memory read and the fd fetched were the caller's only if its notification is
         // still pending now (a pid can be reused once its thread is gone).
@@ -439,7 +457,12 @@ impl<R: Resolve> Egress<R> {
             Action::InNamespace => Reply::Errno(notify::connect_raw(file.as_fd(), addr)),
             Action::Outside(dialled) => {
                 let ipv6 = matches!(facts.kind, SocketKind::Tcp { ipv6: true });
-                self.connect_outside(handed, notifications, call, file, ipv6, dialled)
+                let caller = Caller {
+                    notifications,
+                    call,
+                    file,
+                };
+                self.connect_outside(handed, caller, ipv6, dialled, closing)
                     .await
             }
         }
@@ -448,12 +471,16 @@ impl<R: Resolve> Egress<R> {
     async fn connect_outside(
         &self,
         handed: &Handed,
-        notifications: BorrowedFd<'_>,
-        call: ConnectCall,
-        file: &Socket,
+        caller: Caller<'_>,
         ipv6: bool,
         dialled: SocketAddr,
+        closing: &mut Vec<Socket>,
     ) -> Reply {
+        let Caller {
+            notifications,
+            call,
+            file,
+        } = caller;
         let started = Instant::now();
         let conn = self.conn_number();
         let port = dialled.port();
@@ -544,7 +571,7 @@ impl<R: Resolve> Egress<R> {
         let cookie = match upstream.cookie() {
             Ok(cookie) => cookie,
             Err(err) => {
-                handed.close_later(upstream).await;
+                closing.push(upstream);
                 return Reply::Errno(Some(errno_of(&err)));
             }
         };
@@ -567,7 +594,7 @@ impl<R: Resolve> Egress<R> {
             notify::replace_fd(notifications, call.id, upstream.as_fd(), call.fd, cloexec);
         if let Err(err) = replaced {
             handed.remove(cookie);
-            handed.close_later(upstream).await;
+            closing.push(upstream);
             self.record(
                 close(Some(format!(
                     "the server's connect ended before the hand-over: {err}"
@@ -579,7 +606,7 @@ impl<R: Resolve> Egress<R> {
         }
         copy_linger(file, &upstream);
         // The server holds the socket now; airlock's copy closes on the sandbox's closing thread.
-        handed.close_later(upstream).await;
+        closing.push(upstream);
         Reply::Errno((!established).then_some(libc::EINPROGRESS))
     }
 
