@@ -381,6 +381,21 @@ pub struct AllowEntry {
 }
 
 impl AllowList {
+    /// A list of `entries` (each parsed, or the test fails), all from `origin`: for tests.
+    #[cfg(test)]
+    #[allow(clippy::unwrap_used)] // test helper: an entry that does not parse is a broken test
+    pub fn of(entries: &[&str], origin: &str) -> AllowList {
+        AllowList {
+            entries: entries
+                .iter()
+                .map(|text| AllowEntry {
+                    rule: NetRule::parse(text).unwrap(),
+                    origin: origin.into(),
+                })
+                .collect(),
+        }
+    }
+
     pub fn rules(&self) -> impl Iterator<Item = &NetRule> + Clone {
         self.entries.iter().map(|entry| &entry.rule)
     }

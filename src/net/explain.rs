@@ -122,18 +122,9 @@ fn explain_address(allow: &AllowList, ip: IpAddr, port: u16) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::allow::NetRule;
 
     fn list(entries: &[&str]) -> AllowList {
-        AllowList {
-            entries: entries
-                .iter()
-                .map(|text| AllowEntry {
-                    rule: NetRule::parse(text).unwrap(),
-                    origin: "user p.toml:2".into(),
-                })
-                .collect(),
-        }
+        AllowList::of(entries, "user p.toml:2")
     }
 
     #[test]

@@ -102,19 +102,10 @@ impl RefusalThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::allow::{AllowEntry, NetRule};
     use crate::net::dns::{TYPE_A, TYPE_AAAA, encode_query, parse_answer};
 
     fn allow(entries: &[&str]) -> AllowList {
-        AllowList {
-            entries: entries
-                .iter()
-                .map(|text| AllowEntry {
-                    rule: NetRule::parse(text).unwrap(),
-                    origin: "test".into(),
-                })
-                .collect(),
-        }
+        AllowList::of(entries, "test")
     }
 
     fn ask(

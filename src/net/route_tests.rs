@@ -7,18 +7,9 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use super::*;
-use crate::net::allow::NetRule;
 
 fn allow(entries: &[&str]) -> AllowList {
-    AllowList {
-        entries: entries
-            .iter()
-            .map(|text| AllowEntry {
-                rule: NetRule::parse(text).unwrap(),
-                origin: "user policy.toml:3".into(),
-            })
-            .collect(),
-    }
+    AllowList::of(entries, "user policy.toml:3")
 }
 
 fn ip(text: &str) -> IpAddr {
