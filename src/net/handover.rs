@@ -21,8 +21,9 @@
 //!   other kind of socket gets `EACCES` (airlock's credentials must never make a connect the
 //!   server's could not).
 //! - What one sandbox can make airlock hold is bounded: [`MAX_IN_FLIGHT`] notifications at a
-//!   time, an abandoned connect is dropped within [`PENDING_CHECK`], and the server's sockets
-//!   airlock fetched are closed on the sandbox's own closing thread (a last close can linger).
+//!   time, an abandoned connect is dropped within [`PENDING_CHECK`], the fd swap (which waits for
+//!   the server's thread to run) is made on a blocking thread one at a time, and the sockets
+//!   airlock is done with are closed on the sandbox's own closing thread, never lingering.
 //!
 //! [`classify`] is the decision, pure; the rest is its effectful shell.
 
@@ -141,11 +142,13 @@ fn socket_address(addr: &[u8], ipv6: bool) -> Result<Option<SocketAddr>, i32> {
 }
 
 /// The addresses a socket of the server's family can be connected to (an IPv4 address as
-/// IPv4-mapped on an IPv6 socket; an IPv6 address never on an IPv4 socket).
-pub fn reachable(ips: &[IpAddr], port: u16, ipv6_socket: bool) -> Vec<SocketAddr> {
+/// IPv4-mapped on an IPv6 socket unless it is `IPV6_V6ONLY`; an IPv6 address never on an IPv4
+/// socket).
+pub fn reachable(ips: &[IpAddr], port: u16, ipv6_socket: bool, v6only: bool) -> Vec<SocketAddr> {
     ips.iter()
         .filter_map(|&ip| match (ip, ipv6_socket) {
             (IpAddr::V4(v4), false) => Some(SocketAddr::V4(SocketAddrV4::new(v4, port))),
+            (IpAddr::V4(_), true) if v6only => None,
             (IpAddr::V4(v4), true) => Some(SocketAddr::V6(SocketAddrV6::new(
                 v4.to_ipv6_mapped(),
                 port,
@@ -185,6 +188,8 @@ pub struct Handed {
     netns: u64,
     open: Mutex<FastMap<u64, Open>>,
     permits: Arc<Semaphore>,
+    /// Held while a socket is put in the server's fd table (see [`Handed::replace_fd`]).
+    swapping: tokio::sync::Mutex<()>,
     /// The server's sockets airlock fetched go here to be closed. airlock's copy may be the last
     /// (the server closed its fd meanwhile), and the last close of a TCP socket with `SO_LINGER`
     /// and unsent data waits up to the linger time the server chose: on this sandbox's own
@@ -208,8 +213,30 @@ impl Handed {
             netns,
             open: Mutex::default(),
             permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            swapping: tokio::sync::Mutex::new(()),
             closer,
         })
+    }
+
+    /// [`notify::replace_fd`], on a blocking thread and one at a time for this sandbox: the
+    /// kernel returns only once the server's thread has run and taken the socket, and a server
+    /// can keep its own thread from running (`SCHED_IDLE` under busy threads). Waiting here holds
+    /// only this sandbox's next swap, never airlock's runtime, and at most one blocking thread.
+    async fn replace_fd(
+        &self,
+        notifications: BorrowedFd<'_>,
+        call: ConnectCall,
+        socket: &Socket,
+        cloexec: bool,
+    ) -> std::io::Result<()> {
+        let _one_at_a_time = self.swapping.lock().await;
+        let listener = notifications.try_clone_to_owned()?;
+        let socket = socket.try_clone()?;
+        tokio::task::spawn_blocking(move || {
+            notify::replace_fd(listener.as_fd(), call.id, socket.as_fd(), call.fd, cloexec)
+        })
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the fd swap's thread failed")))
     }
 
     async fn close_later(&self, socket: Socket) {
@@ -309,11 +336,12 @@ pub async fn serve<R: Resolve>(egress: Arc<Egress<R>>, handed: Arc<Handed>, list
                         // ENOENT: the caller went away meanwhile; nothing waits for the answer.
                         let _ = notify::answer(listener.get_ref().as_fd(), call.id, errno);
                     }
-                    // After the answer: the server's thread does not wait for airlock's closes.
+                    // After the answer, and with the permit given back: the server's thread does
+                    // not wait for airlock's closes, nor do its next connects.
+                    drop(permit);
                     for socket in closing {
                         handed.close_later(socket).await;
                     }
-                    drop(permit);
                 });
             }
             Ok(Received::Other { id }) => {
@@ -427,6 +455,14 @@ impl<R: Resolve> Egress<R> {
         let reply = self
             .connect_fetched(handed, notifications, call, &file, &addr, closing)
             .await;
+        if netns_cookie(file.as_fd()).ok() != Some(handed.netns) {
+            // A socket of the host's network (one airlock handed over: the server connected it
+            // again). airlock's copy may be its last reference, and the last close of a
+            // connected socket with SO_LINGER waits for its unsent data, as long as the server
+            // chose: switched off, the close returns at once and the kernel still sends the
+            // data. The server's own close, if it comes later, no longer waits either.
+            let _ = file.set_linger(None);
+        }
         closing.push(file);
         reply
     }
@@ -494,8 +530,9 @@ impl<R: Resolve> Egress<R> {
             .event(&self.server)
         };
         let target = self.target(dialled).await;
+        let v6only = ipv6 && file.only_v6().unwrap_or(false);
         let addresses = match &target {
-            Ok(target) => reachable(&target.ips, port, ipv6),
+            Ok(target) => reachable(&target.ips, port, ipv6, v6only),
             Err(_) => Vec::new(),
         };
         let Target {
@@ -509,8 +546,13 @@ impl<R: Resolve> Egress<R> {
                     Err(refused) => (refused, libc::ECONNREFUSED),
                     Ok(target) => {
                         let ips: Vec<String> = target.ips.iter().map(|ip| ip.to_string()).collect();
+                        let (has, socket) = if ipv6 {
+                            ("IPv4", "IPv6-only")
+                        } else {
+                            ("IPv6", "IPv4")
+                        };
                         let reason = format!(
-                            "{} has only IPv6 addresses and the server's socket is IPv4: {}",
+                            "{} has only {has} addresses and the server's socket is {socket}: {}",
                             target.host,
                             ips.join(", ")
                         );
@@ -518,7 +560,9 @@ impl<R: Resolve> Egress<R> {
                         (Refused { host, reason }, libc::ENETUNREACH)
                     }
                 };
-                if self.should_audit_refusal(&format!("{host} port {port}")) {
+                if let Some(suppressed) = self.should_audit_refusal(&format!("{host} port {port}"))
+                {
+                    let reason = Self::with_suppressed(reason, suppressed);
                     self.record(connect_event(&host, Verdict::Refused { reason }), true)
                         .await;
                 }
@@ -590,22 +634,30 @@ impl<R: Resolve> Egress<R> {
                 started,
             },
         );
-        let replaced =
-            notify::replace_fd(notifications, call.id, upstream.as_fd(), call.fd, cloexec);
+        let replaced = handed
+            .replace_fd(notifications, call, &upstream, cloexec)
+            .await;
         if let Err(err) = replaced {
             handed.remove(cookie);
             closing.push(upstream);
-            self.record(
-                close(Some(format!(
-                    "the server's connect ended before the hand-over: {err}"
-                ))),
-                false,
-            )
-            .await;
-            return Reply::Gone;
+            // The caller may still wait (its fd table refused the socket: EMFILE, an fd above
+            // its limit): it gets the error. Otherwise it is gone.
+            let waiting = notify::still_pending(notifications, call.id);
+            let why = if waiting {
+                format!("the socket could not be put in the server's fd table: {err}")
+            } else {
+                format!("the server's connect ended before the hand-over: {err}")
+            };
+            self.record(close(Some(why)), false).await;
+            return if waiting {
+                Reply::Errno(Some(errno_of(&err)))
+            } else {
+                Reply::Gone
+            };
         }
-        copy_linger(file, &upstream);
-        // The server holds the socket now; airlock's copy closes on the sandbox's closing thread.
+        // The server holds the socket now; airlock's copy closes on the sandbox's closing thread,
+        // never lingering (the server could set SO_LINGER and close its fd first).
+        let _ = upstream.set_linger(None);
         closing.push(upstream);
         Reply::Errno((!established).then_some(libc::EINPROGRESS))
     }
@@ -814,12 +866,22 @@ async fn wait_connected(
     }
 }
 
-/// The options a client commonly sets before `connect` (Nagle off, keep-alive; linger is
-/// [`copy_linger`]), copied from the server's socket to the one it gets instead. Best effort: a copy that fails leaves the
-/// default.
+/// The options a client commonly sets before `connect` (Nagle off, keep-alive, timeouts),
+/// copied from the server's socket to the one it gets instead. Best effort: a copy that fails
+/// leaves the default. Not `SO_LINGER`: airlock may close its copy last, and a lingering close
+/// waits.
 fn copy_options(from: &Socket, to: &Socket) {
     if let Ok(true) = from.tcp_nodelay() {
         let _ = to.set_tcp_nodelay(true);
+    }
+    if let Ok(Some(timeout)) = from.read_timeout() {
+        let _ = to.set_read_timeout(Some(timeout));
+    }
+    if let Ok(Some(timeout)) = from.write_timeout() {
+        let _ = to.set_write_timeout(Some(timeout));
+    }
+    if let Ok(Some(timeout)) = from.tcp_user_timeout() {
+        let _ = to.set_tcp_user_timeout(Some(timeout));
     }
     if let Ok(true) = from.keepalive() {
         let mut keepalive = socket2::TcpKeepalive::new();
@@ -833,14 +895,6 @@ fn copy_options(from: &Socket, to: &Socket) {
             keepalive = keepalive.with_retries(retries);
         }
         let _ = to.set_tcp_keepalive(&keepalive);
-    }
-}
-
-/// The server's `SO_LINGER`, set on the socket it gets only once that is in its hands: until
-/// then airlock may be the one to close it, and a lingering close waits.
-fn copy_linger(from: &Socket, to: &Socket) {
-    if let Ok(Some(linger)) = from.linger() {
-        let _ = to.set_linger(Some(linger));
     }
 }
 
@@ -991,15 +1045,19 @@ mod tests {
     fn reachable_addresses_follow_the_socket_family() {
         let ips: Vec<IpAddr> = vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()];
         assert_eq!(
-            reachable(&ips, 443, false),
+            reachable(&ips, 443, false, false),
             vec!["192.0.2.1:443".parse::<SocketAddr>().unwrap()]
         );
         assert_eq!(
-            reachable(&ips, 443, true),
+            reachable(&ips, 443, true, false),
             vec![
                 "[::ffff:192.0.2.1]:443".parse::<SocketAddr>().unwrap(),
                 "[2001:db8::1]:443".parse().unwrap()
             ]
+        );
+        assert_eq!(
+            reachable(&ips, 443, true, true),
+            vec!["[2001:db8::1]:443".parse::<SocketAddr>().unwrap()]
         );
     }
 }

@@ -65,37 +65,55 @@ pub fn respond(
     })
 }
 
-/// Audits a refused name at most once per [`RefusalThrottle::WINDOW`]: a client asks for A and
-/// AAAA, retries, and walks the search list; one event per name says all of it, and a server that
-/// loops over lookups cannot flood the log.
+/// Audits a refused name (or address and port) at most once per [`RefusalThrottle::WINDOW`]: a
+/// client asks for A and AAAA, retries, and walks the search list; one event per name says all
+/// of it, and a server that loops over lookups cannot flood the log. A server that varies the
+/// name or address instead meets a budget: at most [`RefusalThrottle::BUDGET`] refusals are
+/// audited per window, and the next one audited says how many were not.
 #[derive(Debug, Default)]
 pub struct RefusalThrottle {
     last: HashMap<String, Instant>,
+    window_start: Option<Instant>,
+    audited_in_window: u32,
+    suppressed: u64,
 }
 
 impl RefusalThrottle {
     pub const WINDOW: Duration = Duration::from_secs(60);
+    pub const BUDGET: u32 = 600;
     const MAX_NAMES: usize = 4096;
 
-    /// Should this refusal be written to the audit log?
-    pub fn should_audit(&mut self, name: &str, now: Instant) -> bool {
+    /// Should this refusal be written to the audit log? `Some(n)`: yes, and `n` refusals before
+    /// it were not (over the budget).
+    pub fn should_audit(&mut self, name: &str, now: Instant) -> Option<u64> {
         if let Some(last) = self.last.get(name)
             && now.saturating_duration_since(*last) < Self::WINDOW
         {
-            return false;
+            return None;
         }
+        match self.window_start {
+            Some(start) if now.saturating_duration_since(start) < Self::WINDOW => {}
+            _ => {
+                self.window_start = Some(now);
+                self.audited_in_window = 0;
+            }
+        }
+        if self.audited_in_window >= Self::BUDGET {
+            self.suppressed += 1;
+            return None;
+        }
+        self.audited_in_window += 1;
+        let suppressed = std::mem::take(&mut self.suppressed);
         if self.last.len() >= Self::MAX_NAMES {
             self.last
                 .retain(|_, last| now.saturating_duration_since(*last) < Self::WINDOW);
         }
         if self.last.len() < Self::MAX_NAMES {
             self.last.insert(name.to_string(), now);
-            true
-        } else {
-            // Thousands of distinct refused names within a minute: keep auditing, unthrottled
-            // names are the ones worth seeing.
-            true
         }
+        // Else thousands of distinct refused names within a minute: keep auditing them (within
+        // the budget), unthrottled names are the ones worth seeing.
+        Some(suppressed)
     }
 }
 
@@ -187,9 +205,35 @@ mod tests {
     fn refusals_are_audited_once_a_minute_per_name() {
         let mut throttle = RefusalThrottle::default();
         let start = Instant::now();
-        assert!(throttle.should_audit("a.example", start));
-        assert!(!throttle.should_audit("a.example", start + Duration::from_secs(1)));
-        assert!(throttle.should_audit("b.example", start + Duration::from_secs(1)));
-        assert!(throttle.should_audit("a.example", start + RefusalThrottle::WINDOW));
+        assert_eq!(throttle.should_audit("a.example", start), Some(0));
+        assert_eq!(
+            throttle.should_audit("a.example", start + Duration::from_secs(1)),
+            None
+        );
+        assert_eq!(
+            throttle.should_audit("b.example", start + Duration::from_secs(1)),
+            Some(0)
+        );
+        assert_eq!(
+            throttle.should_audit("a.example", start + RefusalThrottle::WINDOW),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn varied_refusals_meet_a_budget_and_the_next_record_counts_the_rest() {
+        let mut throttle = RefusalThrottle::default();
+        let start = Instant::now();
+        let audited = (0..1000)
+            .filter(|i| {
+                throttle
+                    .should_audit(&format!("10.0.{i}.1 port 443"), start)
+                    .is_some()
+            })
+            .count();
+        assert_eq!(audited, RefusalThrottle::BUDGET as usize);
+        let later = start + RefusalThrottle::WINDOW;
+        assert_eq!(throttle.should_audit("10.9.9.9 port 443", later), Some(400));
+        assert_eq!(throttle.should_audit("10.9.9.8 port 443", later), Some(0));
     }
 }

@@ -267,11 +267,23 @@ impl<R: Resolve> Egress<R> {
     /// Whether a refusal of `key` (a name, or `host port N` for a connection) goes to the audit
     /// log: at most once a minute per key ([`RefusalThrottle`]), so a server that loops over a
     /// refused connect cannot flood the log.
-    pub(super) fn should_audit_refusal(&self, key: &str) -> bool {
+    pub(super) fn should_audit_refusal(&self, key: &str) -> Option<u64> {
         self.throttle
             .lock()
             .map(|mut throttle| throttle.should_audit(key, Instant::now()))
-            .unwrap_or(true)
+            .unwrap_or(Some(0))
+    }
+
+    /// A refusal's reason, saying how many refusals before it were not audited (over the budget).
+    pub(super) fn with_suppressed(reason: String, suppressed: u64) -> String {
+        if suppressed == 0 {
+            reason
+        } else {
+            format!(
+                "{reason} ({suppressed} refusals before this one were not recorded: over {} a minute)",
+                RefusalThrottle::BUDGET
+            )
+        }
     }
 
     /// Where a connection the server made to `dialled` may go: the decision ([`decide`]), then

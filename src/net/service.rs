@@ -79,14 +79,16 @@ impl<R: Resolve> Egress<R> {
             respond(query, &self.allow, &mut table, now)?
         };
         if let Some(name) = &reply.refused
-            && self.should_audit_refusal(name)
+            && let Some(suppressed) = self.should_audit_refusal(name)
         {
+            let reason =
+                "the name is not on the network allow list (it does not resolve in the sandbox)";
             let event = ConnectEvent {
                 conn: self.conn_number(),
                 host: name.clone(),
                 port: None,
                 verdict: Verdict::Refused {
-                    reason: "the name is not on the network allow list (it does not resolve in the sandbox)".into(),
+                    reason: Self::with_suppressed(reason.into(), suppressed),
                 },
             };
             self.record(event.event(&self.server), false).await;
