@@ -413,6 +413,41 @@ fn facts(socket: &Socket, handed: &Handed) -> Result<SocketFacts, i32> {
     })
 }
 
+/// What a second `connect` on a socket airlock handed over returns, as the kernel would say it
+/// (`inet_stream_connect`) without ever connecting it again: `EALREADY` while the connection is
+/// being made, the connection's error once it failed (read, and so cleared, as the kernel reads
+/// it; `ECONNABORTED` if none), `EISCONN` once it is made. Clients that poll a non-blocking
+/// connect by calling `connect` again read these.
+fn again_on_handed_over(socket: &Socket) -> i32 {
+    const TCP_SYN_SENT: u8 = 2;
+    const TCP_SYN_RECV: u8 = 3;
+    const TCP_CLOSE: u8 = 7;
+    // `struct tcp_info` starts with `tcpi_state`.
+    let mut info = [0u8; 8];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the live local buffer.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 || len < 1 {
+        return libc::EISCONN;
+    }
+    match info[0] {
+        TCP_SYN_SENT | TCP_SYN_RECV => libc::EALREADY,
+        TCP_CLOSE => match socket.take_error() {
+            Ok(Some(err)) => errno_of(&err),
+            _ => libc::ECONNABORTED,
+        },
+        _ => libc::EISCONN,
+    }
+}
+
 /// The cookie of the network namespace a socket belongs to (`SO_NETNS_COOKIE`, Linux 5.14).
 pub fn netns_cookie(socket: BorrowedFd<'_>) -> std::io::Result<u64> {
     let mut cookie = 0u64;
@@ -488,6 +523,9 @@ impl<R: Resolve> Egress<R> {
         };
         let listed = |port| self.allow.ports().contains(&port);
         match classify(facts, addr, listed) {
+            Action::Refuse(libc::EISCONN) if facts.handed_over => {
+                Reply::Errno(Some(again_on_handed_over(file)))
+            }
             Action::Refuse(errno) => Reply::Errno(Some(errno)),
             // A UDP association or a TCP disconnect: neither waits, whatever the socket's flags.
             Action::InNamespace => Reply::Errno(notify::connect_raw(file.as_fd(), addr)),
@@ -1039,6 +1077,27 @@ mod tests {
             Action::Refuse(libc::EINVAL)
         );
         assert_eq!(classify(TCP4, &[], only_443), Action::Refuse(libc::EINVAL));
+    }
+
+    /// A second connect on a handed-over socket answers as the kernel would: `EISCONN` once
+    /// connected, the connection's error once it failed (a port nobody listens on resets it).
+    #[test]
+    fn a_second_connect_is_answered_by_the_connection_state() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let connected = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        connected
+            .connect(&listener.local_addr().unwrap().into())
+            .unwrap();
+        assert_eq!(again_on_handed_over(&connected), libc::EISCONN);
+        let closed_port = listener.local_addr().unwrap();
+        drop(listener);
+        let refused = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        refused.set_nonblocking(true).unwrap();
+        let _ = refused.connect(&closed_port.into());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(again_on_handed_over(&refused), libc::ECONNREFUSED);
+        // The error is read once, as the kernel reads it.
+        assert_eq!(again_on_handed_over(&refused), libc::ECONNABORTED);
     }
 
     #[test]
