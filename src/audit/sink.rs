@@ -46,6 +46,9 @@ struct SharedFile {
     /// ends there, nobody else wrote since and the tail need not be read.
     end: u64,
     last: LineHash,
+    /// Set between a commit's write and its seal: the lock is held and the checkpoint is behind
+    /// by the records of that write, whose last `seq` this is.
+    unsealed: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -112,22 +115,6 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
     }
 }
 
-/// Holds an exclusive `flock` on the log for one commit.
-struct LockGuard<'a>(&'a File);
-
-impl<'a> LockGuard<'a> {
-    fn exclusive(file: &'a File) -> std::io::Result<LockGuard<'a>> {
-        flock(file, libc::LOCK_EX)?;
-        Ok(LockGuard(file))
-    }
-}
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        let _ = flock(self.0, libc::LOCK_UN);
-    }
-}
-
 /// The hash of the last line of `file` (which is `end` bytes long), and whether that line is
 /// unterminated (a writer died mid-line, or a foreign write): the next record then starts on a
 /// new line, and the chain links to the fragment.
@@ -159,15 +146,32 @@ fn tail_hash(file: &File, end: u64) -> std::io::Result<(LineHash, bool)> {
 }
 
 impl SharedFile {
-    /// Links `records` to the file's current last line and appends them, under the lock.
+    /// Links `records` to the file's current last line and appends them, under the lock, which
+    /// stays held until [`SharedFile::seal`] (the records are in the kernel's hands when this
+    /// returns Ok).
     fn commit(
         &mut self,
         records: &[&[u8]],
         out: &mut Vec<u8>,
-        meta: (&str, u64),
+        seq: u64,
+        session: &str,
     ) -> Result<(), AuditError> {
+        self.seal(session)?;
+        flock(&self.file, libc::LOCK_EX).map_err(write_error(&self.path))?;
+        match self.append(records, out) {
+            Ok(()) => {
+                self.unsealed = Some(seq);
+                Ok(())
+            }
+            Err(err) => {
+                let _ = flock(&self.file, libc::LOCK_UN);
+                Err(err)
+            }
+        }
+    }
+
+    fn append(&mut self, records: &[&[u8]], out: &mut Vec<u8>) -> Result<(), AuditError> {
         let fail = write_error(&self.path);
-        let _lock = LockGuard::exclusive(&self.file).map_err(&fail)?;
         let end = (&self.file).seek(SeekFrom::End(0)).map_err(&fail)?;
         out.clear();
         let mut prev = if end == self.end {
@@ -185,15 +189,27 @@ impl SharedFile {
         (&self.file).write_all(out).map_err(&fail)?;
         self.end = end + out.len() as u64;
         self.last = prev;
+        Ok(())
+    }
+
+    /// Rewrites the checkpoint to cover the last commit and lets go of the lock. A no-op when
+    /// there is nothing to seal.
+    fn seal(&mut self, session: &str) -> Result<(), AuditError> {
+        let Some(seq) = self.unsealed.take() else {
+            return Ok(());
+        };
         let checkpoint = Checkpoint {
             bytes: self.end,
-            last: prev,
-            session: meta.0.to_string(),
-            seq: meta.1,
+            last: self.last,
+            session: session.to_string(),
+            seq,
         };
-        self.checkpoint
+        let written = self
+            .checkpoint
             .write_all_at(&checkpoint.encode(), 0)
-            .map_err(write_error(&self.path))
+            .map_err(write_error(&self.path));
+        let _ = flock(&self.file, libc::LOCK_UN);
+        written
     }
 }
 
@@ -251,6 +267,7 @@ impl AuditLog {
                 // Unknown: the first commit reads the tail.
                 end: u64::MAX,
                 last: GENESIS,
+                unsealed: None,
             },
         ))]))
     }
@@ -380,9 +397,20 @@ impl AuditLog {
     }
 
     /// Writes every staged event, as whole chained lines, with one `write` per sink (no user-space
-    /// buffer is left behind: when this returns Ok the events are in the kernel's hands). On an
-    /// error the staged events are discarded; the caller must not forward what they record.
+    /// buffer is left behind: when this returns Ok the events are in the kernel's hands), and
+    /// seals the log (see [`AuditLog::write_unsealed`]). On an error the staged events are
+    /// discarded; the caller must not forward what they record.
     pub fn commit(&mut self) -> Result<(), AuditError> {
+        self.write_unsealed()?;
+        self.seal()
+    }
+
+    /// [`AuditLog::commit`] without its last step: on a shared file the lock stays held and the
+    /// checkpoint is not yet rewritten until [`AuditLog::seal`]. The records are in the kernel's
+    /// hands when this returns Ok, so a session forwards the calls they record between the two
+    /// and the call does not wait for the checkpoint. Anything that writes to the log seals
+    /// first, and so does dropping it.
+    pub fn write_unsealed(&mut self) -> Result<(), AuditError> {
         let staged = self.stage_deferred();
         if self.staged_ends.is_empty() {
             return staged;
@@ -398,6 +426,17 @@ impl AuditLog {
         result
     }
 
+    /// Finishes the last [`AuditLog::write_unsealed`]: the checkpoint rewritten to cover its
+    /// records, and the lock given back. A no-op when nothing is unsealed.
+    pub fn seal(&mut self) -> Result<(), AuditError> {
+        for sink in &mut self.sinks {
+            if let Sink::File(shared) = sink {
+                shared.seal(&self.session)?;
+            }
+        }
+        Ok(())
+    }
+
     fn write_staged(&mut self) -> Result<(), AuditError> {
         let mut records = Vec::with_capacity(self.staged_ends.len());
         let mut start = 0;
@@ -408,7 +447,7 @@ impl AuditLog {
         let out = &mut self.out;
         for sink in &mut self.sinks {
             match sink {
-                Sink::File(shared) => shared.commit(&records, out, (&self.session, self.seq))?,
+                Sink::File(shared) => shared.commit(&records, out, self.seq, &self.session)?,
                 Sink::Stream { target, last } => {
                     out.clear();
                     for record in &records {
@@ -432,6 +471,14 @@ impl AuditLog {
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        if let Err(err) = self.seal() {
+            tracing::warn!("the audit log's checkpoint could not be rewritten at the end: {err}");
+        }
     }
 }
 
@@ -534,6 +581,52 @@ mod tests {
             let mode = std::fs::metadata(&file).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{}", file.display());
         }
+    }
+
+    #[test]
+    fn an_unsealed_write_holds_the_lock_and_the_seal_covers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let checkpoint =
+            || Checkpoint::parse(&std::fs::read(chain::checkpoint_path(&path)).unwrap());
+        let other_writer_can_lock = || {
+            // flock locks belong to the open file description: another open of the log is
+            // another writer.
+            let other = File::open(&path).unwrap();
+            let locked = crate::lock::flock(&other, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+            locked
+        };
+        let mut log = AuditLog::open_file(&path).unwrap();
+        log.record(Event::new(EventKind::Spawn, "a")).unwrap();
+        assert_eq!(checkpoint().unwrap().seq, 1);
+        log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        log.write_unsealed().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines().count(),
+            2,
+            "the record is written before the seal"
+        );
+        assert_eq!(
+            checkpoint().unwrap().seq,
+            1,
+            "the checkpoint waits for the seal"
+        );
+        assert!(!other_writer_can_lock(), "the lock is held until the seal");
+        log.seal().unwrap();
+        let sealed = checkpoint().unwrap();
+        assert_eq!((sealed.seq, sealed.bytes), (2, text.len() as u64));
+        assert!(other_writer_can_lock());
+        // Whatever writes next seals first, and so does dropping the log.
+        log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        log.write_unsealed().unwrap();
+        log.record(Event::new(EventKind::Outcome, "a")).unwrap();
+        assert_eq!(checkpoint().unwrap().seq, 4);
+        log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        log.write_unsealed().unwrap();
+        drop(log);
+        assert_eq!(checkpoint().unwrap().seq, 5);
+        assert!(other_writer_can_lock());
     }
 
     #[test]

@@ -151,7 +151,9 @@ where
             let _ = self.host_out.send(&self.host_bytes);
             self.host_bytes.clear();
         }
-        self.audit.commit()?;
+        // The records are written before any server gets a byte of this step; the checkpoint
+        // is rewritten after (see `AuditLog::write_unsealed`).
+        self.audit.write_unsealed()?;
         let chunks = std::mem::take(&mut self.server_bytes);
         for chunk in chunks {
             let Some(link) = self.links[chunk.server].as_mut() else {
@@ -177,6 +179,7 @@ where
                 }
             }
         }
+        self.audit.seal()?;
         Ok(())
     }
 
