@@ -10,18 +10,20 @@ pub struct Binaries {
     pub mcp_echo: PathBuf,
 }
 
+/// Set to an airlock binary to measure that one instead of building the working tree's: how two
+/// builds are compared in alternating runs of the same bench binary.
+pub const AIRLOCK_OVERRIDE_ENV: &str = "AIRLOCK_BENCH_AIRLOCK";
+
 /// Builds `airlock` and `examples/mcp_echo` with `--release` and returns their paths.
 pub fn build_release() -> Binaries {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let given = std::env::var_os(AIRLOCK_OVERRIDE_ENV).map(PathBuf::from);
+    let mut build = vec!["build", "--release", "--example", "mcp_echo"];
+    if given.is_none() {
+        build.extend(["--bin", "airlock"]);
+    }
     let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--bin",
-            "airlock",
-            "--example",
-            "mcp_echo",
-        ])
+        .args(build)
         .current_dir(&root)
         .status()
         .expect("cargo build");
@@ -30,7 +32,7 @@ pub fn build_release() -> Binaries {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     Binaries {
-        airlock: target.join("release/airlock"),
+        airlock: given.unwrap_or_else(|| target.join("release/airlock")),
         mcp_echo: target.join("release/examples/mcp_echo"),
     }
 }

@@ -37,6 +37,8 @@ pub struct PatternError {
 pub struct Redactor {
     /// The policy's own `audit.redact` patterns (the built-in shapes live in [`crate::secret`]).
     extra: Vec<Regex>,
+    /// The fewest bytes any of `extra` can match ([`secret::shortest_match`]).
+    extra_shortest: usize,
 }
 
 /// `<head>… [capped: N bytes, sha256 HEX]`: the marker a capped value is logged as.
@@ -72,7 +74,15 @@ impl Redactor {
             })?;
             patterns.push(regex);
         }
-        Ok(Redactor { extra: patterns })
+        let extra_shortest = patterns
+            .iter()
+            .map(|pattern| secret::shortest_match(pattern.as_str()))
+            .min()
+            .unwrap_or(usize::MAX);
+        Ok(Redactor {
+            extra: patterns,
+            extra_shortest,
+        })
     }
 
     /// A copy of `value` as it may be logged: secrets replaced by `[REDACTED]`, large strings
@@ -178,7 +188,9 @@ impl Redactor {
 
     /// `text` with every token shape and policy pattern match replaced by `[REDACTED]`.
     pub fn redact_text(&self, text: &str) -> String {
-        if !secret::any_token_shape(text) && !self.extra.iter().any(|p| p.is_match(text)) {
+        let extra_match =
+            || text.len() >= self.extra_shortest && self.extra.iter().any(|p| p.is_match(text));
+        if !secret::any_token_shape(text) && !extra_match() {
             return text.to_string();
         }
         let mut current = std::borrow::Cow::Borrowed(text);
@@ -211,6 +223,15 @@ mod tests {
                 "list": [{"client-secret": REDACTED}], "token": null
             })
         );
+    }
+
+    #[test]
+    fn a_policy_pattern_shorter_than_any_token_shape_still_redacts() {
+        let redactor = Redactor::new(["k9", "pin-[0-9]{4}"]).unwrap();
+        assert_eq!(redactor.redact_text("k9"), REDACTED);
+        assert_eq!(redactor.redact_text("a pin-1234"), format!("a {REDACTED}"));
+        assert_eq!(redactor.redact_text("k"), "k");
+        assert_eq!(Redactor::new([]).unwrap().redact_text("k9"), "k9");
     }
 
     #[test]
