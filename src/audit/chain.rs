@@ -39,14 +39,18 @@ pub fn line_hash(line: &[u8]) -> LineHash {
 /// and returns the new line's hash. `body` must end with `}`; the link goes in as its last field.
 pub fn append_linked(out: &mut Vec<u8>, body: &[u8], prev: &LineHash) -> LineHash {
     let start = out.len();
+    append_unhashed(out, body, prev);
+    line_hash(&out[start..out.len() - 1])
+}
+
+/// [`append_linked`] without taking the new line's hash: a writer that needs it only for the
+/// next line takes it later (`line_hash` of the line without its `\n`).
+pub fn append_unhashed(out: &mut Vec<u8>, body: &[u8], prev: &LineHash) {
     let without_brace = body.strip_suffix(b"}").unwrap_or(body);
     out.extend_from_slice(without_brace);
     out.extend_from_slice(b",\"prev\":\"");
     hex_into(out, prev);
-    out.extend_from_slice(b"\"}");
-    let hash = line_hash(&out[start..]);
-    out.push(b'\n');
-    hash
+    out.extend_from_slice(b"\"}\n");
 }
 
 /// Parses 64 hex characters.

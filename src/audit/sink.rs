@@ -49,6 +49,12 @@ struct SharedFile {
     /// Set between a commit's write and its seal: the lock is held and the checkpoint is behind
     /// by the records of that write, whose last `seq` this is.
     unsealed: Option<u64>,
+    /// The lines of the last commit as written.
+    out: Vec<u8>,
+    /// Where the last line of `out` starts while `last` is not yet its hash: the hash is taken
+    /// at the seal, after the calls the line records are forwarded, since only the next line
+    /// and the checkpoint need it.
+    unhashed: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -149,16 +155,10 @@ impl SharedFile {
     /// Links `records` to the file's current last line and appends them, under the lock, which
     /// stays held until [`SharedFile::seal`] (the records are in the kernel's hands when this
     /// returns Ok).
-    fn commit(
-        &mut self,
-        records: &[&[u8]],
-        out: &mut Vec<u8>,
-        seq: u64,
-        session: &str,
-    ) -> Result<(), AuditError> {
+    fn commit(&mut self, records: &[&[u8]], seq: u64, session: &str) -> Result<(), AuditError> {
         self.seal(session)?;
         flock(&self.file, libc::LOCK_EX).map_err(write_error(&self.path))?;
-        match self.append(records, out) {
+        match self.append(records) {
             Ok(()) => {
                 self.unsealed = Some(seq);
                 Ok(())
@@ -170,26 +170,43 @@ impl SharedFile {
         }
     }
 
-    fn append(&mut self, records: &[&[u8]], out: &mut Vec<u8>) -> Result<(), AuditError> {
-        let fail = write_error(&self.path);
-        let end = (&self.file).seek(SeekFrom::End(0)).map_err(&fail)?;
-        out.clear();
-        let mut prev = if end == self.end {
-            self.last
+    fn append(&mut self, records: &[&[u8]]) -> Result<(), AuditError> {
+        let end = (&self.file)
+            .seek(SeekFrom::End(0))
+            .map_err(write_error(&self.path))?;
+        let (mut prev, unterminated) = if end == self.end {
+            (self.last_hash(), false)
         } else {
-            let (hash, unterminated) = tail_hash(&self.file, end).map_err(&fail)?;
-            if unterminated {
-                out.push(b'\n');
-            }
-            hash
+            self.unhashed = None;
+            tail_hash(&self.file, end).map_err(write_error(&self.path))?
         };
-        for record in records {
-            prev = chain::append_linked(out, record, &prev);
+        self.out.clear();
+        if unterminated {
+            self.out.push(b'\n');
         }
-        (&self.file).write_all(out).map_err(&fail)?;
-        self.end = end + out.len() as u64;
-        self.last = prev;
+        let Some((last, before)) = records.split_last() else {
+            return Ok(());
+        };
+        for record in before {
+            prev = chain::append_linked(&mut self.out, record, &prev);
+        }
+        let last_start = self.out.len();
+        chain::append_unhashed(&mut self.out, last, &prev);
+        (&self.file)
+            .write_all(&self.out)
+            .map_err(write_error(&self.path))?;
+        self.end = end + self.out.len() as u64;
+        self.unhashed = Some(last_start);
         Ok(())
+    }
+
+    /// The hash of the last line this process wrote, taken now if it was left for later.
+    fn last_hash(&mut self) -> LineHash {
+        if let Some(start) = self.unhashed.take() {
+            let line = &self.out[start..];
+            self.last = chain::line_hash(line.strip_suffix(b"\n").unwrap_or(line));
+        }
+        self.last
     }
 
     /// Rewrites the checkpoint to cover the last commit and lets go of the lock. A no-op when
@@ -200,10 +217,14 @@ impl SharedFile {
         };
         let checkpoint = Checkpoint {
             bytes: self.end,
-            last: self.last,
+            last: self.last_hash(),
             session: session.to_string(),
             seq,
         };
+        if self.out.capacity() > MAX_KEPT_CAPACITY {
+            self.out.clear();
+            self.out.shrink_to(MAX_KEPT_CAPACITY);
+        }
         let written = self
             .checkpoint
             .write_all_at(&checkpoint.encode(), 0)
@@ -268,6 +289,8 @@ impl AuditLog {
                 end: u64::MAX,
                 last: GENESIS,
                 unsealed: None,
+                out: Vec::with_capacity(512),
+                unhashed: None,
             },
         ))]))
     }
@@ -447,7 +470,7 @@ impl AuditLog {
         let out = &mut self.out;
         for sink in &mut self.sinks {
             match sink {
-                Sink::File(shared) => shared.commit(&records, out, self.seq, &self.session)?,
+                Sink::File(shared) => shared.commit(&records, self.seq, &self.session)?,
                 Sink::Stream { target, last } => {
                     out.clear();
                     for record in &records {
@@ -622,11 +645,24 @@ mod tests {
         log.write_unsealed().unwrap();
         log.record(Event::new(EventKind::Outcome, "a")).unwrap();
         assert_eq!(checkpoint().unwrap().seq, 4);
-        log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        // Several records in one write, the last one's hash taken at the seal.
+        for _ in 0..3 {
+            log.stage(Event::new(EventKind::Decision, "a")).unwrap();
+        }
         log.write_unsealed().unwrap();
         drop(log);
-        assert_eq!(checkpoint().unwrap().seq, 5);
+        let sealed = checkpoint().unwrap();
+        assert_eq!(sealed.seq, 7);
         assert!(other_writer_can_lock());
+        let text = std::fs::read(&path).unwrap();
+        let last_line = text[..text.len() - 1]
+            .rsplit(|b| *b == b'\n')
+            .next()
+            .unwrap();
+        assert_eq!(sealed.last, chain::line_hash(last_line));
+        let report = crate::audit::verify::verify(&text, Some(&sealed));
+        assert_eq!(report.problem, None);
+        assert_eq!((report.records, report.uncovered), (7, 0));
     }
 
     #[test]
