@@ -215,10 +215,11 @@ pub fn key_looks_secret(key: &str) -> bool {
             .collect();
         std::borrow::Cow::Owned(folded.into_bytes())
     };
-    if SECRET_KEY_FRAGMENTS
-        .iter()
-        .any(|fragment| memchr::memmem::find(&folded, fragment.as_bytes()).is_some())
-    {
+    if SECRET_KEY_FRAGMENTS.iter().any(|fragment| {
+        folded
+            .windows(fragment.len())
+            .any(|w| w == fragment.as_bytes())
+    }) {
         return true;
     }
     any_key_word(key, |word| {
