@@ -122,11 +122,16 @@ impl Core {
     /// request's `_meta` in the stateless era (every request carries it there).
     fn learn_host(&mut self, method: &str, message: &Value, now: Instant) {
         let params = message.field("params");
-        let before = self.host_facts();
         let opted_in = params.and_then(|p| p.at(&["_meta", "io.modelcontextprotocol/logLevel"]));
         if let Some(level) = opted_in.filter(|_| !self.single()) {
             self.log_level(level.clone(), now);
         }
+        let declared = version::request_version(params);
+        // The common case, every call after the handshake: nothing new about the host.
+        if method != "initialize" && declared.is_none() && self.host.known {
+            return;
+        }
+        let before = self.host_facts();
         if method == "initialize" {
             let params = params.cloned().unwrap_or(Value::Null);
             self.host.capabilities = params.field("capabilities").cloned().unwrap_or(json!({}));
@@ -135,7 +140,7 @@ impl Core {
                 .field("protocolVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string);
-        } else if let Some(declared) = version::request_version(params) {
+        } else if let Some(declared) = declared {
             if let Some(caps) = version::request_capabilities(params) {
                 self.host.capabilities = caps.clone();
             }
@@ -145,8 +150,6 @@ impl Core {
                     .cloned();
             }
             self.host.version = Some(declared.to_string());
-        } else if self.host.known {
-            return;
         }
         if self.host_facts() != before {
             self.share_host_facts();
