@@ -157,6 +157,9 @@ impl SharedFile {
     /// returns Ok).
     fn commit(&mut self, records: &[&[u8]], seq: u64, session: &str) -> Result<(), AuditError> {
         self.seal(session)?;
+        if records.is_empty() {
+            return Ok(());
+        }
         flock(&self.file, libc::LOCK_EX).map_err(write_error(&self.path))?;
         match self.append(records) {
             Ok(()) => {
@@ -184,6 +187,7 @@ impl SharedFile {
         if unterminated {
             self.out.push(b'\n');
         }
+        // `commit` passes at least one record.
         let Some((last, before)) = records.split_last() else {
             return Ok(());
         };
