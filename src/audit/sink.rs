@@ -620,8 +620,7 @@ mod tests {
             // flock locks belong to the open file description: another open of the log is
             // another writer.
             let other = File::open(&path).unwrap();
-            let locked = crate::lock::flock(&other, libc::LOCK_EX | libc::LOCK_NB).is_ok();
-            locked
+            crate::lock::flock(&other, libc::LOCK_EX | libc::LOCK_NB).is_ok()
         };
         let mut log = AuditLog::open_file(&path).unwrap();
         log.record(Event::new(EventKind::Spawn, "a")).unwrap();
