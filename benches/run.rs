@@ -21,22 +21,23 @@ fn call(id: usize) -> Vec<u8> {
     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello {id}\"}}}}}}\n").into_bytes()
 }
 
-fn round_trips(peer: &mut Peer) -> Vec<Duration> {
+/// Sequential calls before each round's timed ones.
+const WARM_UP: usize = 40;
+
+/// One round of sequential calls (`ROUND_TRIPS / ROUNDS` timed), appended to `times`.
+fn round_trips(peer: &mut Peer, times: &mut Vec<Duration>) {
     let mut line = String::new();
-    let mut times = Vec::with_capacity(ROUND_TRIPS);
-    for id in 0..ROUND_TRIPS + 200 {
+    for id in 0..ROUND_TRIPS / ROUNDS + WARM_UP {
         let message = call(id);
         let started = Instant::now();
         peer.stdin.write_all(&message).expect("write");
         line.clear();
         peer.stdout.read_line(&mut line).expect("read");
-        if id >= 200 {
+        if id >= WARM_UP {
             times.push(started.elapsed());
         }
         assert!(line.contains("hello"), "bad answer: {line}");
     }
-    times.sort();
-    times
 }
 
 fn pipelined(peer: &mut Peer) -> f64 {
@@ -115,8 +116,10 @@ fn write_policy(work: &Path, server: &Path) -> (PathBuf, PathBuf) {
 
 /// What one side (direct, floor proxy, airlock run) measured.
 struct Side {
-    /// Sorted round-trip times.
+    /// Sorted round-trip times, every round's.
     round_trips: Vec<Duration>,
+    /// Each round's p50 of sequential calls (µs).
+    round_p50s: Vec<f64>,
     /// Pipelined throughput of each round (calls/s).
     rounds: Vec<f64>,
     /// The median of `rounds`.
@@ -154,13 +157,30 @@ fn measure(airlock: &Path, server: &Path, policy: &Path, audit: &Path) -> Measur
         start(&me, &[server_arg], &[(floor::PROXY_ENV, "threads")]),
         start(airlock, &args, &[]),
     ];
-    let round_trip_times: Vec<Vec<Duration>> = peers.iter_mut().map(round_trips).collect();
+    // Sequential calls in rounds too: where the scheduler places a proxy's threads and the
+    // server on the two vCPUs changes its round-trip time by several µs (the floor proxy's p50
+    // flips between about 12 and 19 µs from one placement to the next), and one placement
+    // should not decide a whole side.
+    let mut round_trip_times: [Vec<Duration>; 3] =
+        std::array::from_fn(|_| Vec::with_capacity(ROUND_TRIPS));
+    let mut round_p50s: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS));
     let mut tps: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS));
     for round in 0..ROUNDS {
         for turn in 0..3 {
             let side = (round + turn) % 3;
+            let before = round_trip_times[side].len();
+            round_trips(&mut peers[side], &mut round_trip_times[side]);
+            let mut this_round = round_trip_times[side][before..].to_vec();
+            this_round.sort();
+            round_p50s[side].push(us(percentile(&this_round, 0.5)));
+        }
+        for turn in 0..3 {
+            let side = (round + turn) % 3;
             tps[side].push(pipelined(&mut peers[side]));
         }
+    }
+    for times in &mut round_trip_times {
+        times.sort();
     }
     let rss = vm_hwm_kib(peers[2].child.id());
     for peer in peers {
@@ -169,14 +189,14 @@ fn measure(airlock: &Path, server: &Path, policy: &Path, audit: &Path) -> Measur
     let decisions = std::fs::read_to_string(audit)
         .map(|t| t.matches("\"event\":\"decision\"").count())
         .unwrap_or(0);
-    let mut sides = round_trip_times
-        .into_iter()
-        .zip(tps)
-        .map(|(round_trips, mut rounds)| Side {
+    let mut sides = round_trip_times.into_iter().zip(round_p50s).zip(tps).map(
+        |((round_trips, round_p50s), mut rounds)| Side {
             round_trips,
+            round_p50s,
             throughput: median(&mut rounds),
             rounds,
-        });
+        },
+    );
     let mut next = || sides.next().expect("three sides");
     Measured {
         direct: next(),
@@ -233,10 +253,24 @@ fn print_table(m: &Measured) {
         spread(&m.floor.rounds),
         spread(&m.gated.rounds)
     );
+    let above: Vec<String> = m
+        .gated
+        .round_p50s
+        .iter()
+        .zip(&m.floor.round_p50s)
+        .map(|(gated, floor)| format!("{:+.1}", gated - floor))
+        .collect();
+    println!(
+        "p50 of each round: direct {}, floor {}, airlock run {} µs; airlock above the floor {} µs",
+        rounded(&m.direct.round_p50s),
+        rounded(&m.floor.round_p50s),
+        rounded(&m.gated.round_p50s),
+        above.join(" ")
+    );
     println!(
         "audit: {} decision events for {} calls",
         m.decisions,
-        ROUND_TRIPS + 200 + PIPELINED * ROUNDS
+        ROUND_TRIPS + WARM_UP * ROUNDS + PIPELINED * ROUNDS
     );
 }
 
@@ -298,4 +332,9 @@ fn print_summaries(m: &Measured) {
             Some(mib <= 15.0),
         );
     }
+}
+
+fn rounded(values: &[f64]) -> String {
+    let shown: Vec<String> = values.iter().map(|v| format!("{v:.1}")).collect();
+    shown.join(" ")
 }
