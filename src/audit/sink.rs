@@ -91,7 +91,7 @@ pub struct AuditLog {
     staged: Vec<u8>,
     /// Where each staged record ends in `staged`.
     staged_ends: Vec<usize>,
-    /// The chained lines of one commit, reused.
+    /// The chained lines of one commit to a stream sink, reused (a shared file keeps its own).
     out: Vec<u8>,
     /// Tool calls in flight, to attribute connections (only when a server has network egress).
     calls: Option<super::calls::CallsInFlight>,
