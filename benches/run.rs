@@ -10,7 +10,9 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const ROUND_TRIPS: usize = 3000;
+/// Sequential calls timed per side, over all rounds: about a second a side. With 600 per round a
+/// side's p50 moved by up to 1.5 µs from one run of the same build to the next.
+const ROUND_TRIPS: usize = 50_000;
 const PIPELINED: usize = 30000;
 const IN_FLIGHT: usize = 64;
 /// Pipelined throughput on a 2-core VM swings by ±30 % from run to run (scheduling, vCPU wake-ups),
@@ -22,7 +24,7 @@ fn call(id: usize) -> Vec<u8> {
 }
 
 /// Sequential calls before each round's timed ones.
-const WARM_UP: usize = 40;
+const WARM_UP: usize = 1000;
 
 /// One round of sequential calls (`ROUND_TRIPS / ROUNDS` timed), appended to `times`.
 fn round_trips(peer: &mut Peer, times: &mut Vec<Duration>) {
