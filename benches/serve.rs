@@ -27,6 +27,9 @@ const REAL_ROUND_TRIPS: usize = 1000;
 const WARMUP: usize = 200;
 /// Calls to server-everything on every path before any is timed (Node's JIT).
 const JIT_WARM_UP: usize = 3000;
+/// Sequential calls to server-everything timed per path, over all rounds (about 2 s a path).
+/// With 200 per round a path's p50 moved by several µs from one run to the next.
+const OFFICIAL_ROUND_TRIPS: usize = 50_000;
 const READY_RUNS: usize = 5;
 /// Calls per pipelined round.
 const PIPELINED: usize = 30000;
@@ -427,7 +430,7 @@ fn measure_official(setup: &Setup, others: &Others, me: &Path) -> Option<Officia
         for turn in 0..3 {
             let side = (round + turn) % 3;
             let (peer, tool) = &mut peers[side];
-            let this_round = round_trips(peer, tool, "message", REAL_ROUND_TRIPS / ROUNDS);
+            let this_round = round_trips(peer, tool, "message", OFFICIAL_ROUND_TRIPS / ROUNDS);
             round_p50s[side].push(us(percentile(&this_round, 0.5)));
             times[side].extend(this_round);
         }
