@@ -4,6 +4,10 @@
 //! rotating rounds), and airlock's own peak RSS (VmHWM).
 //!
 //! Run: `cargo bench --bench run` (builds `airlock` and `examples/mcp_echo` with `--release`).
+//!
+//! To judge a change, set `AIRLOCK_BENCH_BASELINE` to another airlock binary (the build before
+//! it): that binary is measured as a fourth side in the same rotating rounds, and each round's
+//! p50 difference is printed. Separate runs of one build differ by more than most changes do.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::io::{BufRead, Write};
@@ -96,10 +100,14 @@ fn main() {
     } = binaries::build_release();
     let work = tempfile::tempdir().expect("tempdir");
     let (policy, audit) = write_policy(work.path(), &server);
-    let measured = measure(&airlock, &server, &policy, &audit);
+    let baseline = std::env::var_os(BASELINE_ENV).map(PathBuf::from);
+    let measured = measure(&airlock, baseline, &server, &policy, &audit);
     print_table(&measured);
     print_summaries(&measured);
 }
+
+/// Set to an airlock binary to measure it beside this build, in the same rounds.
+const BASELINE_ENV: &str = "AIRLOCK_BENCH_BASELINE";
 
 /// A policy that lets `server` launch and read its own directory; and where the audit goes.
 fn write_policy(work: &Path, server: &Path) -> (PathBuf, PathBuf) {
@@ -132,52 +140,71 @@ struct Measured {
     direct: Side,
     floor: Side,
     gated: Side,
+    /// `AIRLOCK_BENCH_BASELINE`'s binary, measured the same way, when set.
+    baseline: Option<(PathBuf, Side)>,
     /// airlock's peak RSS (KiB).
     rss: Option<u64>,
     /// Decision events in the audit log.
     decisions: usize,
 }
 
-/// Starts the three peers, measures them in a rotating order, stops them.
-fn measure(airlock: &Path, server: &Path, policy: &Path, audit: &Path) -> Measured {
+/// `airlock run`'s arguments for the bench's server, audited to `log`.
+fn run_args<'a>(policy: &'a str, log: &'a str, server: &'a str) -> [&'a str; 7] {
+    ["run", "--policy", policy, "--audit", log, "--", server]
+}
+
+/// Starts the peers (three, or four with a baseline), measures them in a rotating order, stops
+/// them.
+fn measure(
+    airlock: &Path,
+    baseline: Option<PathBuf>,
+    server: &Path,
+    policy: &Path,
+    audit: &Path,
+) -> Measured {
     let server_arg = server.to_str().expect("utf8");
-    let args = [
-        "run",
-        "--policy",
-        policy.to_str().expect("utf8"),
-        "--audit",
-        audit.to_str().expect("utf8"),
-        "--",
-        server_arg,
-    ];
+    let policy_arg = policy.to_str().expect("utf8");
+    let args = run_args(policy_arg, audit.to_str().expect("utf8"), server_arg);
     // All peers stay up for the whole run and are measured in turn, in a rotating order, so a
     // slow phase of the machine does not land on one side only. The floor is a proxy that only
     // copies bytes (blocking threads): what any stdio proxy costs on this machine.
     let me = std::env::current_exe().expect("current exe");
-    let mut peers = [
+    let mut peers = vec![
         start(server, &[], &[]),
         start(&me, &[server_arg], &[(floor::PROXY_ENV, "threads")]),
         start(airlock, &args, &[]),
     ];
+    if let Some(baseline) = &baseline {
+        // Its own log, so the decisions counted below are this build's.
+        let log = audit.with_extension("baseline.jsonl");
+        let log_arg = log.to_str().expect("utf8");
+        peers.push(start(
+            baseline,
+            &run_args(policy_arg, log_arg, server_arg),
+            &[],
+        ));
+    }
+    let sides = peers.len();
     // Sequential calls in rounds too: where the scheduler places a proxy's threads and the
     // server on the two vCPUs changes its round-trip time by several µs (the floor proxy's p50
     // flips between about 12 and 19 µs from one placement to the next), and one placement
     // should not decide a whole side.
-    let mut round_trip_times: [Vec<Duration>; 3] =
-        std::array::from_fn(|_| Vec::with_capacity(ROUND_TRIPS));
-    let mut round_p50s: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS));
-    let mut tps: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(ROUNDS));
+    let mut round_trip_times: Vec<Vec<Duration>> = (0..sides)
+        .map(|_| Vec::with_capacity(ROUND_TRIPS))
+        .collect();
+    let mut round_p50s: Vec<Vec<f64>> = (0..sides).map(|_| Vec::with_capacity(ROUNDS)).collect();
+    let mut tps: Vec<Vec<f64>> = (0..sides).map(|_| Vec::with_capacity(ROUNDS)).collect();
     for round in 0..ROUNDS {
-        for turn in 0..3 {
-            let side = (round + turn) % 3;
+        for turn in 0..sides {
+            let side = (round + turn) % sides;
             let before = round_trip_times[side].len();
             round_trips(&mut peers[side], &mut round_trip_times[side]);
             let mut this_round = round_trip_times[side][before..].to_vec();
             this_round.sort();
             round_p50s[side].push(us(percentile(&this_round, 0.5)));
         }
-        for turn in 0..3 {
-            let side = (round + turn) % 3;
+        for turn in 0..sides {
+            let side = (round + turn) % sides;
             tps[side].push(pipelined(&mut peers[side]));
         }
     }
@@ -204,6 +231,7 @@ fn measure(airlock: &Path, server: &Path, policy: &Path, audit: &Path) -> Measur
         direct: next(),
         floor: next(),
         gated: next(),
+        baseline: baseline.map(|binary| (binary, next())),
         rss,
         decisions,
     }
@@ -269,6 +297,23 @@ fn print_table(m: &Measured) {
         rounded(&m.gated.round_p50s),
         above.join(" ")
     );
+    if let Some((binary, baseline)) = &m.baseline {
+        let differences: Vec<String> = m
+            .gated
+            .round_p50s
+            .iter()
+            .zip(&baseline.round_p50s)
+            .map(|(gated, baseline)| format!("{:+.1}", gated - baseline))
+            .collect();
+        println!(
+            "baseline {}: p50 {:.1} µs, of each round {} µs; this build minus the baseline {} µs; throughput {:.0} /s",
+            binary.display(),
+            us(percentile(&baseline.round_trips, 0.5)),
+            rounded(&baseline.round_p50s),
+            differences.join(" "),
+            baseline.throughput
+        );
+    }
     println!(
         "audit: {} decision events for {} calls",
         m.decisions,
