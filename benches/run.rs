@@ -283,34 +283,20 @@ fn print_table(m: &Measured) {
         spread(&m.floor.rounds),
         spread(&m.gated.rounds)
     );
-    let above: Vec<String> = m
-        .gated
-        .round_p50s
-        .iter()
-        .zip(&m.floor.round_p50s)
-        .map(|(gated, floor)| format!("{:+.1}", gated - floor))
-        .collect();
     println!(
         "p50 of each round: direct {}, floor {}, airlock run {} µs; airlock above the floor {} µs",
         rounded(&m.direct.round_p50s),
         rounded(&m.floor.round_p50s),
         rounded(&m.gated.round_p50s),
-        above.join(" ")
+        differences(&m.gated.round_p50s, &m.floor.round_p50s)
     );
     if let Some((binary, baseline)) = &m.baseline {
-        let differences: Vec<String> = m
-            .gated
-            .round_p50s
-            .iter()
-            .zip(&baseline.round_p50s)
-            .map(|(gated, baseline)| format!("{:+.1}", gated - baseline))
-            .collect();
         println!(
             "baseline {}: p50 {:.1} µs, of each round {} µs; this build minus the baseline {} µs; throughput {:.0} /s",
             binary.display(),
             us(percentile(&baseline.round_trips, 0.5)),
             rounded(&baseline.round_p50s),
-            differences.join(" "),
+            differences(&m.gated.round_p50s, &baseline.round_p50s),
             baseline.throughput
         );
     }
@@ -379,6 +365,16 @@ fn print_summaries(m: &Measured) {
             Some(mib <= 15.0),
         );
     }
+}
+
+/// Each round's `values` minus the same round's `reference`, signed, e.g. `+6.7 -0.1`.
+fn differences(values: &[f64], reference: &[f64]) -> String {
+    let shown: Vec<String> = values
+        .iter()
+        .zip(reference)
+        .map(|(value, reference)| format!("{:+.1}", value - reference))
+        .collect();
+    shown.join(" ")
 }
 
 fn rounded(values: &[f64]) -> String {
