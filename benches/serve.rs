@@ -65,10 +65,14 @@ impl Peer {
         }
     }
 
+    /// One `write` per message, line and newline together, as hosts send them (the SDKs write
+    /// `JSON + "\n"` as one string). Two writes would wake every reader on the path twice, once
+    /// for a line without its end: that cost a proxy path several µs a call and direct nothing.
     fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).expect("write");
-        self.stdin.write_all(b"\n").expect("write");
-        self.stdin.flush().expect("flush");
+        let mut message = Vec::with_capacity(line.len() + 1);
+        message.extend_from_slice(line.as_bytes());
+        message.push(b'\n');
+        self.stdin.write_all(&message).expect("write");
     }
 
     fn read(&mut self) -> String {
