@@ -40,6 +40,7 @@ both_modes!(
     a_server_that_stops_reading_gets_requests_answered_with_errors,
     a_servers_terminal_escapes_on_stderr_are_shown_not_acted,
     a_project_policy_may_not_blank_the_audit_log,
+    an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -883,4 +884,53 @@ fn a_project_policy_may_not_blank_the_audit_log(mode: Mode) {
         "nothing on stdout for a load error"
     );
     assert!(world.events("decision").is_empty());
+}
+
+/// The outcome of a call to a slow server is held until the next call goes out (see
+/// `HOLD_OUTCOMES_OF_CALLS_FROM` in the session shell); a host that sends nothing more still finds
+/// it on record within `HOLD_AT_MOST` (100 ms), with the session up, and in order: each
+/// outcome after its own decision, every call's outcome once.
+fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    for id in 1..=3 {
+        let answer = client.call(id, &world.tool("echo"), json!({"text": "x"}));
+        assert!(Client::text(&answer).contains('x'), "{answer}");
+    }
+    let answered = Instant::now();
+    let on_record = support::wait_until(SECS(5), || world.events("outcome").len() == 3);
+    let waited = answered.elapsed();
+    assert!(
+        on_record,
+        "outcomes: {:?}, with the session still up",
+        world.events("outcome")
+    );
+    assert!(
+        client.wait(Duration::from_millis(20)).is_none(),
+        "the session is still up"
+    );
+    assert!(waited < SECS(2), "the last outcome took {waited:?}");
+    let calls: Vec<(String, Value)> = world
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "decision" || e["event"] == "outcome")
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap().to_string(),
+                e["request_id"].clone(),
+            )
+        })
+        .collect();
+    for id in 1..=3 {
+        let decision = calls
+            .iter()
+            .position(|c| *c == ("decision".into(), json!(id)));
+        let outcome = calls
+            .iter()
+            .position(|c| *c == ("outcome".into(), json!(id)));
+        assert!(
+            matches!((decision, outcome), (Some(d), Some(o)) if d < o),
+            "{calls:?}"
+        );
+    }
 }

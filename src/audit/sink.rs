@@ -12,10 +12,10 @@ use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::chain::{self, Checkpoint, GENESIS, LineHash};
-use super::event::{Event, write_rfc3339};
+use super::event::{Event, EventKind, write_rfc3339};
 use crate::lock::flock;
 
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +97,13 @@ pub struct AuditLog {
     calls: Option<super::calls::CallsInFlight>,
     /// Events kept by [`AuditLog::defer`], staged in order before anything else.
     deferred: Vec<Event>,
+    /// Outcomes kept by [`AuditLog::hold`], and when the first of them was held.
+    held: Vec<Event>,
+    held_since: Option<Instant>,
 }
+
+/// How long [`AuditLog::hold`] may keep an outcome when no call goes out to take it along.
+pub const HOLD_AT_MOST: Duration = Duration::from_millis(100);
 
 /// A fresh random session id: 16 hex digits.
 pub fn new_session_id() -> String {
@@ -323,6 +329,8 @@ impl AuditLog {
             out: Vec::with_capacity(512),
             calls: None,
             deferred: Vec::new(),
+            held: Vec::new(),
+            held_since: None,
         }
     }
 
@@ -362,7 +370,9 @@ impl AuditLog {
     /// next [`AuditLog::commit`] (or `record`) links and writes every staged event in one
     /// `write`. This lets a session record the decisions of all the calls that arrived together
     /// with one syscall, still before any of them is forwarded.
-    pub fn stage(&mut self, event: Event) -> Result<(), AuditError> {
+    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
+        self.observe(&mut event);
+        self.release_held();
         self.stage_deferred()?;
         self.stage_now(event)
     }
@@ -372,8 +382,45 @@ impl AuditLog {
     /// until the host's answers of that step are out: an answer does not wait for the encoding
     /// of its own `outcome`, and every `decision` is still written before its call is forwarded
     /// (the commit that precedes forwarding stages whatever is deferred).
-    pub fn defer(&mut self, event: Event) {
+    pub fn defer(&mut self, mut event: Event) {
+        self.observe(&mut event);
+        if event.event != EventKind::Decision {
+            self.release_held();
+        }
         self.deferred.push(event);
+    }
+
+    /// Keeps an `outcome` to be written later than [`AuditLog::defer`] would: nothing waits for
+    /// it, and a session writes it where it costs no call any time, after it forwards the next
+    /// call (while the server works on it) or when [`HOLD_AT_MOST`] has passed
+    /// ([`AuditLog::held_until`]). Only decisions are written before it: anything else staged or
+    /// deferred after it releases it first, and so does dropping the log. Connection attribution
+    /// sees it now, as the call has ended.
+    pub fn hold(&mut self, mut event: Event) {
+        self.observe(&mut event);
+        self.held_since.get_or_insert_with(Instant::now);
+        self.held.push(event);
+    }
+
+    /// When the held outcomes are due, if any are held.
+    pub fn held_until(&self) -> Option<Instant> {
+        self.held_since.map(|since| since + HOLD_AT_MOST)
+    }
+
+    /// Queues the held outcomes behind what is deferred: the next `commit` or `write_unsealed`
+    /// writes them.
+    pub fn release_held(&mut self) {
+        if self.held_since.take().is_some() {
+            self.deferred.append(&mut self.held);
+        }
+    }
+
+    /// Connection attribution follows events in the order they happen, which is the order they
+    /// reach the log: a held outcome is seen when it is held.
+    fn observe(&mut self, event: &mut Event) {
+        if let Some(calls) = &mut self.calls {
+            calls.observe(event);
+        }
     }
 
     fn stage_deferred(&mut self) -> Result<(), AuditError> {
@@ -392,10 +439,7 @@ impl AuditLog {
         result
     }
 
-    fn stage_now(&mut self, mut event: Event) -> Result<(), AuditError> {
-        if let Some(calls) = &mut self.calls {
-            calls.observe(&mut event);
-        }
+    fn stage_now(&mut self, event: Event) -> Result<(), AuditError> {
         self.seq += 1;
         let start = self.staged.len();
         // The stamp is written by hand in front of the event's own fields: `{"ts":..,"session":
@@ -420,7 +464,7 @@ impl AuditLog {
 
     /// Whether events are staged and not yet written.
     pub fn has_staged(&self) -> bool {
-        !self.staged_ends.is_empty() || !self.deferred.is_empty()
+        !self.staged_ends.is_empty() || !self.deferred.is_empty() || !self.held.is_empty()
     }
 
     /// Writes every staged event, as whole chained lines, with one `write` per sink (no user-space
@@ -503,8 +547,11 @@ impl AuditLog {
 
 impl Drop for AuditLog {
     fn drop(&mut self) {
-        if let Err(err) = self.seal() {
-            tracing::warn!("the audit log's checkpoint could not be rewritten at the end: {err}");
+        self.release_held();
+        if let Err(err) = self.commit() {
+            tracing::warn!(
+                "the audit log could not be finished (its last records or its checkpoint): {err}"
+            );
         }
     }
 }
@@ -547,6 +594,87 @@ mod tests {
             );
         }
         assert!(lines[0].starts_with(r#"{"ts":""#));
+    }
+
+    fn servers_in_order(log: &AuditLog) -> Vec<String> {
+        let text = String::from_utf8(log.memory_contents().to_vec()).unwrap();
+        parse_lines(&text)
+            .iter()
+            .map(|r| r["server"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn only_decisions_are_written_before_a_held_outcome() {
+        let mut log = AuditLog::memory();
+        log.hold(Event::new(EventKind::Outcome, "held"));
+        assert!(log.held_until().is_some());
+        log.defer(Event::new(EventKind::Decision, "decision"));
+        log.commit().unwrap();
+        assert_eq!(
+            servers_in_order(&log),
+            ["decision"],
+            "the outcome is still held"
+        );
+        assert!(log.has_staged());
+        // Anything else releases it first: an exit is never written before an outcome.
+        log.defer(Event::new(EventKind::Exit, "exit"));
+        assert_eq!(log.held_until(), None);
+        log.commit().unwrap();
+        log.hold(Event::new(EventKind::Outcome, "held again"));
+        log.record(Event::new(EventKind::Dropped, "dropped"))
+            .unwrap();
+        assert_eq!(
+            servers_in_order(&log),
+            ["decision", "held", "exit", "held again", "dropped"]
+        );
+        let seqs: Vec<u64> = parse_lines(&String::from_utf8_lossy(log.memory_contents()))
+            .iter()
+            .map(|r| r["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, [1, 2, 3, 4, 5], "seq follows the file's order");
+    }
+
+    #[test]
+    fn a_held_outcome_is_written_when_released_or_when_the_log_is_dropped() {
+        let mut log = AuditLog::memory();
+        log.hold(Event::new(EventKind::Outcome, "a"));
+        log.release_held();
+        log.commit().unwrap();
+        assert_eq!(servers_in_order(&log), ["a"]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open_file(&path).unwrap();
+        log.hold(Event::new(EventKind::Outcome, "held at the end"));
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(parse_lines(&text)[0]["server"], "held at the end");
+    }
+
+    #[test]
+    fn a_held_outcome_ends_its_call_for_connection_attribution_at_once() {
+        let mut log = AuditLog::memory();
+        log.attribute_connections();
+        let mut decision = Event::new(EventKind::Decision, "gh");
+        decision.decision = Some("allow".into());
+        decision.request_id = Some(serde_json::json!(1));
+        log.defer(decision);
+        let mut outcome = Event::new(EventKind::Outcome, "gh");
+        outcome.request_id = Some(serde_json::json!(1));
+        log.hold(outcome);
+        // Call 2 starts before call 1's outcome is written: a connection now is call 2's.
+        let mut second = Event::new(EventKind::Decision, "gh");
+        second.decision = Some("allow".into());
+        second.request_id = Some(serde_json::json!(2));
+        log.defer(second);
+        log.record(Event::new(EventKind::NetConnect, "gh")).unwrap();
+        let text = String::from_utf8(log.memory_contents().to_vec()).unwrap();
+        let connect = parse_lines(&text)
+            .into_iter()
+            .find(|r| r["event"] == "net_connect")
+            .unwrap();
+        assert_eq!(connect["request_id"], 2);
     }
 
     #[test]
