@@ -63,11 +63,35 @@ pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (u32, u32, u6
     out
 }
 
+const WORLD_PREFIX: &str = "airlock-sandbox-";
+
+/// Removes the worlds of test processes that have ended. A world lives in a static, which is
+/// never dropped, so without this every test process would leave its world in the temp dir
+/// (a full run leaves about a hundred, a few MiB each).
+fn sweep_ended_worlds(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(WORLD_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            // Another test process may be sweeping the same world: whoever gets there first.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// One world per test process; the fixture binary is shared across processes by content hash.
 pub fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let root = std::env::temp_dir().join(format!("airlock-sandbox-{}", std::process::id()));
+        let temp = std::env::temp_dir();
+        sweep_ended_worlds(&temp);
+        let root = temp.join(format!("{WORLD_PREFIX}{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         for dir in [
             "", "tools", "secret", "state", "config", "org", "home", "grant", "sockets",
