@@ -888,49 +888,36 @@ fn a_project_policy_may_not_blank_the_audit_log(mode: Mode) {
 
 /// The outcome of a call to a slow server is held until the next call goes out (see
 /// `HOLD_OUTCOMES_OF_CALLS_FROM` in the session shell); a host that sends nothing more still finds
-/// it on record within `HOLD_AT_MOST` (100 ms), with the session up, and in order: each
-/// outcome after its own decision, every call's outcome once.
+/// it on record within `HOLD_AT_MOST` (100 ms; 1 s allowed here for a loaded machine), with the
+/// session up. Also when the last answer is followed by a line that is not JSON: recording that
+/// line releases the held outcome, and both are written at once, not at the next call.
 fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits(mode: Mode) {
     let (world, mut client) = start(mode, Setup::fixture(""));
     client.initialize("2025-06-18");
-    for id in 1..=3 {
-        let answer = client.call(id, &world.tool("echo"), json!({"text": "x"}));
-        assert!(Client::text(&answer).contains('x'), "{answer}");
+    for (tool, id, dropped) in [("echo", 1, 0), ("echo", 2, 0), ("stray", 3, 1)] {
+        let answer = client.call(id, &world.tool(tool), json!({"text": "x"}));
+        assert!(!Client::text(&answer).is_empty(), "{answer}");
+        let answered = Instant::now();
+        let on_record = support::wait_until(SECS(5), || {
+            world.events("outcome").len() as i64 == id && world.events("dropped").len() == dropped
+        });
+        let waited = answered.elapsed();
+        assert!(
+            on_record,
+            "after call {id}, with the session still up: outcomes {:?}, dropped {:?}",
+            world.events("outcome"),
+            world.events("dropped")
+        );
+        assert!(waited < SECS(1), "call {id}'s outcome took {waited:?}");
     }
-    let answered = Instant::now();
-    let on_record = support::wait_until(SECS(5), || world.events("outcome").len() == 3);
-    let waited = answered.elapsed();
-    assert!(
-        on_record,
-        "outcomes: {:?}, with the session still up",
-        world.events("outcome")
-    );
     assert!(
         client.wait(Duration::from_millis(20)).is_none(),
         "the session is still up"
     );
-    assert!(waited < SECS(2), "the last outcome took {waited:?}");
-    let calls: Vec<(String, Value)> = world
-        .audit()
-        .into_iter()
-        .filter(|e| e["event"] == "decision" || e["event"] == "outcome")
-        .map(|e| {
-            (
-                e["event"].as_str().unwrap().to_string(),
-                e["request_id"].clone(),
-            )
-        })
+    let ids: Vec<Value> = world
+        .events("outcome")
+        .iter()
+        .map(|e| e["request_id"].clone())
         .collect();
-    for id in 1..=3 {
-        let decision = calls
-            .iter()
-            .position(|c| *c == ("decision".into(), json!(id)));
-        let outcome = calls
-            .iter()
-            .position(|c| *c == ("outcome".into(), json!(id)));
-        assert!(
-            matches!((decision, outcome), (Some(d), Some(o)) if d < o),
-            "{calls:?}"
-        );
-    }
+    assert_eq!(ids, [json!(1), json!(2), json!(3)], "each outcome once");
 }

@@ -370,8 +370,7 @@ impl AuditLog {
     /// next [`AuditLog::commit`] (or `record`) links and writes every staged event in one
     /// `write`. This lets a session record the decisions of all the calls that arrived together
     /// with one syscall, still before any of them is forwarded.
-    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
-        self.observe(&mut event);
+    pub fn stage(&mut self, event: Event) -> Result<(), AuditError> {
         self.release_held();
         self.stage_deferred()?;
         self.stage_now(event)
@@ -382,8 +381,7 @@ impl AuditLog {
     /// until the host's answers of that step are out: an answer does not wait for the encoding
     /// of its own `outcome`, and every `decision` is still written before its call is forwarded
     /// (the commit that precedes forwarding stages whatever is deferred).
-    pub fn defer(&mut self, mut event: Event) {
-        self.observe(&mut event);
+    pub fn defer(&mut self, event: Event) {
         if event.event != EventKind::Decision {
             self.release_held();
         }
@@ -394,10 +392,10 @@ impl AuditLog {
     /// it, and a session writes it where it costs no call any time, after it forwards the next
     /// call (while the server works on it) or when [`HOLD_AT_MOST`] has passed
     /// ([`AuditLog::held_until`]). Only decisions are written before it: anything else staged or
-    /// deferred after it releases it first, and so does dropping the log. Connection attribution
-    /// sees it now, as the call has ended.
-    pub fn hold(&mut self, mut event: Event) {
-        self.observe(&mut event);
+    /// deferred after it releases it first, and so does dropping the log. (So connection
+    /// attribution, which follows the log's order, sees it before any `net_connect` that comes
+    /// after it; the decisions that overtake it are of other calls.)
+    pub fn hold(&mut self, event: Event) {
         self.held_since.get_or_insert_with(Instant::now);
         self.held.push(event);
     }
@@ -412,14 +410,6 @@ impl AuditLog {
     pub fn release_held(&mut self) {
         if self.held_since.take().is_some() {
             self.deferred.append(&mut self.held);
-        }
-    }
-
-    /// Connection attribution follows events in the order they happen, which is the order they
-    /// reach the log: a held outcome is seen when it is held.
-    fn observe(&mut self, event: &mut Event) {
-        if let Some(calls) = &mut self.calls {
-            calls.observe(event);
         }
     }
 
@@ -439,7 +429,10 @@ impl AuditLog {
         result
     }
 
-    fn stage_now(&mut self, event: Event) -> Result<(), AuditError> {
+    fn stage_now(&mut self, mut event: Event) -> Result<(), AuditError> {
+        if let Some(calls) = &mut self.calls {
+            calls.observe(&mut event);
+        }
         self.seq += 1;
         let start = self.staged.len();
         // The stamp is written by hand in front of the event's own fields: `{"ts":..,"session":
@@ -462,9 +455,10 @@ impl AuditLog {
         Ok(())
     }
 
-    /// Whether events are staged and not yet written.
+    /// Whether events are staged or deferred and not yet written (held outcomes not counted:
+    /// they have their own time, [`AuditLog::held_until`]).
     pub fn has_staged(&self) -> bool {
-        !self.staged_ends.is_empty() || !self.deferred.is_empty() || !self.held.is_empty()
+        !self.staged_ends.is_empty() || !self.deferred.is_empty()
     }
 
     /// Writes every staged event, as whole chained lines, with one `write` per sink (no user-space
@@ -616,7 +610,7 @@ mod tests {
             ["decision"],
             "the outcome is still held"
         );
-        assert!(log.has_staged());
+        assert!(!log.has_staged(), "a held outcome is not staged");
         // Anything else releases it first: an exit is never written before an outcome.
         log.defer(Event::new(EventKind::Exit, "exit"));
         assert_eq!(log.held_until(), None);
@@ -650,31 +644,6 @@ mod tests {
         drop(log);
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(parse_lines(&text)[0]["server"], "held at the end");
-    }
-
-    #[test]
-    fn a_held_outcome_ends_its_call_for_connection_attribution_at_once() {
-        let mut log = AuditLog::memory();
-        log.attribute_connections();
-        let mut decision = Event::new(EventKind::Decision, "gh");
-        decision.decision = Some("allow".into());
-        decision.request_id = Some(serde_json::json!(1));
-        log.defer(decision);
-        let mut outcome = Event::new(EventKind::Outcome, "gh");
-        outcome.request_id = Some(serde_json::json!(1));
-        log.hold(outcome);
-        // Call 2 starts before call 1's outcome is written: a connection now is call 2's.
-        let mut second = Event::new(EventKind::Decision, "gh");
-        second.decision = Some("allow".into());
-        second.request_id = Some(serde_json::json!(2));
-        log.defer(second);
-        log.record(Event::new(EventKind::NetConnect, "gh")).unwrap();
-        let text = String::from_utf8(log.memory_contents().to_vec()).unwrap();
-        let connect = parse_lines(&text)
-            .into_iter()
-            .find(|r| r["event"] == "net_connect")
-            .unwrap();
-        assert_eq!(connect["request_id"], 2);
     }
 
     #[test]

@@ -86,6 +86,11 @@ where
         if !self.host_bytes.is_empty() {
             self.flush()?;
         }
+        // Events staged outside the core's actions (a junk line's record, which also releases a
+        // held outcome) are written now, not whenever the next step flushes.
+        if self.audit.has_staged() {
+            self.audit.commit()?;
+        }
         if self
             .audit
             .held_until()
