@@ -41,6 +41,7 @@ both_modes!(
     a_servers_terminal_escapes_on_stderr_are_shown_not_acted,
     a_project_policy_may_not_blank_the_audit_log,
     an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits,
+    a_listing_reaches_the_host_with_only_the_spellings_airlock_checked,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -892,7 +893,7 @@ fn a_project_policy_may_not_blank_the_audit_log(mode: Mode) {
 /// session up. Also when the last answer is followed by a line that is not JSON: recording that
 /// line releases the held outcome, and both are written at once, not at the next call.
 fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture(""));
+    let (world, mut client) = start(mode, Setup::fixture("--stray"));
     client.initialize("2025-06-18");
     for (tool, id, dropped) in [("echo", 1, 0), ("echo", 2, 0), ("stray", 3, 1)] {
         let answer = client.call(id, &world.tool(tool), json!({"text": "x"}));
@@ -920,4 +921,34 @@ fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits(mode: Mode
         .map(|e| e["request_id"].clone())
         .collect();
     assert_eq!(ids, [json!(1), json!(2), json!(3)], "each outcome once");
+}
+
+/// A Go host matches keys regardless of case (and `ſ` as `s`), cJSON stops a key at a NUL: a
+/// server's `"Tools"` list beside its `"tools"`, or a tool's `"Description"` beside its
+/// `"description"`, would reach such a host in place of what airlock filtered and pinned. The
+/// listing reaches the host with the exact spellings only, and the tools still work.
+fn a_listing_reaches_the_host_with_only_the_spellings_airlock_checked(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--lenient-keys"));
+    client.initialize("2025-06-18");
+    let listed = client.request(1, "tools/list", json!({}));
+    let text = listed.to_string();
+    for other_spelling in [
+        "\"Tools\"",
+        "\"NextCursor\"",
+        "\"Description\"",
+        "\u{017F}",
+        "\\u0000",
+        "unchecked",
+        "IGNORE PREVIOUS",
+    ] {
+        assert!(!text.contains(other_spelling), "{other_spelling} in {text}");
+    }
+    let tools = listed["result"]["tools"].as_array().expect("a listing");
+    let echo = tools
+        .iter()
+        .find(|tool| tool["name"] == world.tool("echo"))
+        .expect("echo is listed");
+    assert_eq!(echo["description"], "Echo text", "{echo}");
+    let answer = client.call(2, &world.tool("echo"), json!({"text": "still works"}));
+    assert!(Client::text(&answer).contains("still works"), "{answer}");
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::{Effects, Gate};
 use crate::audit::{Event, EventKind, Outcome};
+use crate::mcp::lenient::drop_other_spellings;
 use crate::mcp::message::{code, error_response, notification};
 use crate::pins::decide::refusal_text;
 use crate::pins::{Kind, PinGuard, Reason, Settings, Verdict};
@@ -53,6 +54,7 @@ impl Gate {
     /// definition the server offers), then, for tools, the policy (unless `--show-denied`).
     /// Pin events go to the audit log. Returns how many items were removed.
     pub fn filter_listing(&mut self, kind: Kind, result: &mut Value, fx: &mut Effects) -> usize {
+        self.keep_exact_spellings(kind, result);
         if kind == Kind::Tool {
             // The names as the server spelled them, before pins or the policy hide any.
             self.learn_tools(result, fx);
@@ -71,6 +73,30 @@ impl Gate {
             removed += self.filter_tools(result);
         }
         removed
+    }
+
+    /// Takes out of a listing what a lenient host would read otherwise than airlock does
+    /// ([`crate::mcp::lenient`]): other spellings of the list's key and of `nextCursor`, and of
+    /// each definition's pinned fields. Without this, a `"Description"` that no pin covers, or a
+    /// `"Tools"` list that nothing filtered, would reach a Go host in place of what was checked.
+    fn keep_exact_spellings(&self, kind: Kind, result: &mut Value) {
+        let (_, list_key) = kind.list_method();
+        let Some(object) = result.as_object_mut() else {
+            return;
+        };
+        let mut removed = drop_other_spellings(object, &[list_key, "nextCursor"]);
+        if let Some(Value::Array(items)) = object.get_mut(list_key) {
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                removed.extend(drop_other_spellings(item, kind.pinned_fields()));
+            }
+        }
+        if let Some(first) = removed.first() {
+            tracing::warn!(
+                server = %self.config.server,
+                "took {} key(s) out of a {kind} listing that a lenient host would read as others, e.g. {first:?}",
+                removed.len()
+            );
+        }
     }
 
     /// The pin check of one use of definition `name` of `kind`. An approval noticed here (the

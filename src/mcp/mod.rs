@@ -7,6 +7,7 @@
 
 pub mod field;
 pub mod framing;
+pub mod lenient;
 pub mod message;
 pub mod peek;
 pub mod strict;
