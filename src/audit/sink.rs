@@ -413,6 +413,16 @@ impl AuditLog {
         }
     }
 
+    /// Writes the held outcomes now (with anything deferred before them). A no-op when none are
+    /// held.
+    pub fn commit_held(&mut self) -> Result<(), AuditError> {
+        if self.held_since.is_none() {
+            return Ok(());
+        }
+        self.release_held();
+        self.commit()
+    }
+
     fn stage_deferred(&mut self) -> Result<(), AuditError> {
         if self.deferred.is_empty() {
             return Ok(());

@@ -5,8 +5,8 @@
 //! outcome: the step's events are encoded once the host's bytes are out).
 //!
 //! The outcome of a call to a slow server waits longer still: it is written after the next call
-//! goes out, while the server works on that one, or at the latest [`crate::audit::sink::HOLD_AT_MOST`] after
-//! the answer (see [`may_hold`]).
+//! goes out, while the server works on that one, or at the latest
+//! [`crate::audit::sink::HOLD_AT_MOST`] after the answer (see [`may_hold`]).
 
 use std::time::{Duration, Instant};
 
@@ -96,8 +96,7 @@ where
             .held_until()
             .is_some_and(|due| due <= Instant::now())
         {
-            self.audit.release_held();
-            self.audit.commit()?;
+            self.audit.commit_held()?;
         }
         self.arm_timer();
         Ok(())
@@ -220,9 +219,8 @@ where
             }
         }
         self.audit.seal()?;
-        if forwarding && self.audit.held_until().is_some() {
-            self.audit.release_held();
-            self.audit.commit()?;
+        if forwarding {
+            self.audit.commit_held()?;
         }
         Ok(())
     }
