@@ -170,6 +170,13 @@ struct World {
     root: std::path::PathBuf,
 }
 
+/// The bench's state dir goes when the bench ends (a run used to leave it in the temp dir).
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
 impl World {
     fn new() -> World {
         let root =
