@@ -315,6 +315,8 @@ fn the_uv_quickstart_shape_runs_from_its_project() {
         .env_clear()
         .env("HOME", &home.home)
         .env("PATH", "/usr/bin:/bin")
+        // uv leaves a lock file in the temp dir: the throwaway home's, not the machine's.
+        .env("TMPDIR", &home.home)
         .output()
         .unwrap();
     assert!(
