@@ -17,6 +17,7 @@ use support::{Client, Mode, Setup, World, start, start_again};
 
 both_modes!(
     no_other_spelling_of_a_denied_or_unlisted_tool_reaches_the_server,
+    a_key_a_lenient_server_reads_as_another_never_steers_it,
     a_call_before_any_listing_is_decided_against_the_servers_own_listing,
     a_tool_added_after_list_changed_is_callable_by_its_listed_name_only,
     the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory,
@@ -112,6 +113,66 @@ fn no_other_spelling_of_a_denied_or_unlisted_tool_reaches_the_server(mode: Mode)
         assert_eq!(decision["decision"], "deny", "{decision}");
         assert_eq!(decision["rule"], "airlock: not a listed tool", "{decision}");
     }
+}
+
+/// The host's side of the same reading: a server reading keys as Go's `encoding/json` does takes
+/// `"Name"` after `"name"` for the tool, `"ARGUMENTS"` for the arguments, `"PARAMS"` for the
+/// params and `"Method"` for the method. A host (or an HTTP client) sending both spellings must
+/// not get a call past the gate that decided on the exact ones: the server reads only those.
+fn a_key_a_lenient_server_reads_as_another_never_steers_it(mode: Mode) {
+    let (setup, log) = lenient_setup();
+    let dir = log.parent().unwrap().to_path_buf();
+    let secret = dir.join("secret");
+    let setup = setup.policy(&format!(
+        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = {:?}",
+        secret.display().to_string()
+    ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    client.request(1, "tools/list", json!({}));
+    let echo = world.tool("echo");
+    let open = dir.join("open").display().to_string();
+    let inside = secret.join("key").display().to_string();
+
+    client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": echo, "arguments": {"text": "hi"}, "Name": "write_file"}}));
+    let answer = client.answer(json!(2), Duration::from_secs(10));
+    assert_eq!(Client::text(&answer), "echo ran: hi", "{answer}");
+
+    client.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": echo, "arguments": {"path": open}, "ARGUMENTS": {"path": inside}}}));
+    let answer = client.answer(json!(3), Duration::from_secs(10));
+    assert_eq!(
+        Client::text(&answer),
+        format!("echo ran: {open}"),
+        "{answer}"
+    );
+
+    client.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": echo, "arguments": {"text": "hi"}},
+        "PARAMS": {"name": "write_file"},
+        "pa\u{017F}ams\u{0}": {"name": "write_file"}}));
+    let answer = client.answer(json!(4), Duration::from_secs(10));
+    assert_eq!(Client::text(&answer), "echo ran: hi", "{answer}");
+
+    // In `serve` the gateway answers a ping itself; in `run` the server gets it.
+    client.send(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "ping", "Method": "tools/call",
+        "params": {"name": "write_file"}}),
+    );
+    let answer = client.answer(json!(5), Duration::from_secs(10));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+
+    assert_eq!(
+        reached(&log),
+        vec!["\"echo\"\techo".to_string(); 3],
+        "only echo ran, as decided"
+    );
+    let decisions = world.events("decision");
+    assert!(
+        decisions.iter().all(|d| d["tool"] != "write_file"),
+        "{decisions:?}"
+    );
 }
 
 fn a_call_before_any_listing_is_decided_against_the_servers_own_listing(mode: Mode) {

@@ -4,38 +4,93 @@
 //! `"Description"` or `"deſcription"` beside its `"description"` is, to such a host, the
 //! description, while airlock pinned and filtered the one spelled exactly.
 //!
-//! Airlock reads exact keys. Where what it read decides what the host may see (a listing it
-//! filters and pins), it takes out the other spellings of those keys, so every host reads what
-//! airlock read. Pure.
+//! Servers read keys the same ways: a Go server (`encoding/json`) takes `"Name"` after `"name"`
+//! in a `tools/call` for the tool's name, and `"Method"` for the method.
+//!
+//! Airlock reads exact keys. Where what it read decides what the other side may see or do (a
+//! listing it filters and pins, a request it gates), it takes out the other spellings of those
+//! keys, so every reader reads what airlock read. Pure.
 
 use serde_json::{Map, Value};
+
+/// The keys of a JSON-RPC message's envelope.
+const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+/// The members of a request's `params` the gate reads: the tool or prompt and its arguments,
+/// the resource, and `_meta` (progress token, caller identity).
+const PARAMS_KEYS: [&str; 4] = ["name", "arguments", "uri", "_meta"];
+/// The members of `params._meta` airlock reads.
+const META_KEYS: [&str; 2] = ["progressToken", crate::gate::META_IDENTITY];
+
+/// One character as a lenient reader compares it: the two characters outside ASCII whose simple
+/// case folding reaches an ASCII letter are that letter, ASCII letters are lowercase.
+fn fold(c: char) -> char {
+    match c {
+        '\u{017F}' => 's',
+        '\u{212A}' => 'k',
+        c => c.to_ascii_lowercase(),
+    }
+}
 
 /// `key` as a lenient host compares it: up to its first NUL, each letter folded. Two keys with
 /// the same lenient form are one key to such a host.
 pub fn lenient_form(key: &str) -> String {
     let key = key.split('\0').next().unwrap_or_default();
-    key.chars()
-        .map(|c| match c {
-            // The two characters outside ASCII whose simple case folding reaches an ASCII letter.
-            '\u{017F}' => 's',
-            '\u{212A}' => 'k',
-            c => c.to_ascii_lowercase(),
-        })
-        .collect()
+    key.chars().map(fold).collect()
 }
 
-/// Removes the members of `object` that a lenient host would read as one of `keys` but that are
-/// not spelled exactly so. Returns the removed keys (for a warning).
+/// Whether a lenient reader takes `key` for `name` ([`lenient_form`] of both equal), without
+/// allocating: this runs on every key of every host request's envelope.
+pub fn reads_as(key: &str, name: &str) -> bool {
+    let key = key.split('\0').next().unwrap_or_default();
+    key.chars().map(fold).eq(name.chars().map(fold))
+}
+
+/// Removes the members of `object` that a lenient reader would read as one of `keys` but that
+/// are not spelled exactly so. Returns the removed keys (for a warning).
 pub fn drop_other_spellings(object: &mut Map<String, Value>, keys: &[&str]) -> Vec<String> {
-    let forms: Vec<String> = keys.iter().map(|key| lenient_form(key)).collect();
+    let is_other_spelling =
+        |key: &str| !keys.contains(&key) && keys.iter().any(|name| reads_as(key, name));
+    // Nothing to take out is the rule: look before `retain` rebuilds the map's index.
+    if !object.keys().any(|key| is_other_spelling(key)) {
+        return Vec::new();
+    }
     let mut removed = Vec::new();
     object.retain(|key, _| {
-        let other_spelling = !keys.contains(&key.as_str()) && forms.contains(&lenient_form(key));
+        let other_spelling = is_other_spelling(key);
         if other_spelling {
             removed.push(key.clone());
         }
         !other_spelling
     });
+    removed
+}
+
+/// Takes out of a message from the host (or each message of a batch) the other spellings of
+/// the envelope's keys, of the `params` members the gate reads and of the `_meta` members
+/// airlock reads, so a lenient server acts on the method, tool, arguments and ids airlock
+/// decided on. Returns the removed keys with their place (`params.Name`), empty for any
+/// message an honest host sends.
+pub fn keep_exact_request_keys(message: &mut Value) -> Vec<String> {
+    let mut removed = Vec::new();
+    match message {
+        Value::Array(items) => {
+            for item in items {
+                removed.extend(keep_exact_request_keys(item));
+            }
+        }
+        Value::Object(envelope) => {
+            removed.extend(drop_other_spellings(envelope, &ENVELOPE_KEYS));
+            if let Some(Value::Object(params)) = envelope.get_mut("params") {
+                let dropped = drop_other_spellings(params, &PARAMS_KEYS);
+                removed.extend(dropped.into_iter().map(|key| format!("params.{key}")));
+                if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+                    let dropped = drop_other_spellings(meta, &META_KEYS);
+                    removed.extend(dropped.into_iter().map(|key| format!("params._meta.{key}")));
+                }
+            }
+        }
+        _ => {}
+    }
     removed
 }
 
@@ -85,5 +140,84 @@ mod tests {
                 "Extra": "not a named key"
             })
         );
+    }
+
+    #[test]
+    fn reads_as_agrees_with_the_lenient_form() {
+        for (key, name) in [
+            ("Name", "name"),
+            ("NAME\0tail", "name"),
+            ("na\u{017F}e", "name"),
+            ("\u{212A}ey", "key"),
+            ("progresstoken", "progressToken"),
+            ("names", "name"),
+            ("nam", "name"),
+            ("n\u{e4}me", "name"),
+            ("", "name"),
+        ] {
+            assert_eq!(
+                reads_as(key, name),
+                lenient_form(key) == lenient_form(name),
+                "{key:?} against {name:?}"
+            );
+        }
+        assert!(reads_as("ARGUMENTS", "arguments"));
+        assert!(!reads_as("argument", "arguments"));
+    }
+
+    #[test]
+    fn a_request_keeps_only_the_exact_spellings_of_what_the_gate_reads() {
+        let mut message = json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "ID": 2,
+            "method": "ping",
+            "Method": "tools/call",
+            "params": {
+                "name": "echo",
+                "Name": "write_file",
+                "arguments": {"Path": "kept: argument keys are the policy's to read"},
+                "ARGUMENTS": {"path": "/etc/shadow"},
+                "Uri": "file:///etc",
+                "_META": {},
+                "_meta": {"progressToken": 1, "ProgressToken": 2, "other": 3},
+                "cursor": "kept: not read by the gate"
+            },
+            "extra": "kept"
+        });
+        let mut removed = keep_exact_request_keys(&mut message);
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "ID",
+                "Method",
+                "params.ARGUMENTS",
+                "params.Name",
+                "params.Uri",
+                "params._META",
+                "params._meta.ProgressToken"
+            ]
+        );
+        assert_eq!(
+            message,
+            json!({
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "ping",
+                "params": {
+                    "name": "echo",
+                    "arguments": {"Path": "kept: argument keys are the policy's to read"},
+                    "_meta": {"progressToken": 1, "other": 3},
+                    "cursor": "kept: not read by the gate"
+                },
+                "extra": "kept"
+            })
+        );
+        let mut batch = json!([{"jsonrpc": "2.0", "method": "x", "METHOD": "y"}, 3]);
+        assert_eq!(keep_exact_request_keys(&mut batch), ["METHOD"]);
+        let mut honest = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {}, "_meta": {"progressToken": 1}}});
+        assert!(keep_exact_request_keys(&mut honest).is_empty());
     }
 }

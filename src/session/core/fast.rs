@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::{Action, Core, Origin, era};
 use crate::gate::Effects;
 use crate::mcp::Field;
+use crate::mcp::lenient::keep_exact_request_keys;
 use crate::mcp::message::id_key;
 use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, peek, splice_id};
@@ -55,20 +56,27 @@ impl Core {
     /// One line from the host (within the size limit). Err when it is not JSON.
     ///
     /// In `Single` a request the gate lets through unchanged goes on as these bytes, unless
-    /// another reader could read them otherwise than the gate did (a key twice in one object),
+    /// another reader could read them otherwise than the gate did (a key twice in one object, a
+    /// key a lenient server reads as one the gate read: [`keep_exact_spellings`]),
     /// or the gate takes something out of it (a caller identity in `_meta`): then the server
     /// gets what the gate read, re-encoded.
     pub fn on_host_line(&mut self, line: &[u8], now: Instant) -> Result<(), serde_json::Error> {
         let Parsed {
-            value: message,
+            value: mut message,
             duplicate_keys,
         } = parse_noting_duplicate_keys(line)?;
+        let lookalike_keys = keep_exact_spellings(&mut message);
         // Requests only: an answer of the host's goes to the server by another path.
         let request = message.field("method").is_some();
-        if self.single() && request && !duplicate_keys && !carries_identity(&message) {
+        if self.single()
+            && request
+            && !duplicate_keys
+            && !lookalike_keys
+            && !carries_identity(&message)
+        {
             self.host_line = message.field("id").map(|id| (id_key(id), line.to_vec()));
         }
-        self.on_host(message, now);
+        self.dispatch_host(message, now);
         self.host_line = None;
         Ok(())
     }
@@ -165,6 +173,20 @@ impl Core {
         self.out.push(Action::ToHostBytes(bytes));
         true
     }
+}
+
+/// Takes other spellings of the keys airlock reads out of a host message
+/// ([`keep_exact_request_keys`]); true when there were any (the message is then re-encoded from
+/// what is left, never forwarded as the bytes that came).
+pub(super) fn keep_exact_spellings(message: &mut Value) -> bool {
+    let removed = keep_exact_request_keys(message);
+    if let Some(first) = removed.first() {
+        tracing::warn!(
+            "took {} key(s) out of a message from the host that a lenient server would read as keys airlock decided on, e.g. {first:?}",
+            removed.len()
+        );
+    }
+    !removed.is_empty()
 }
 
 /// Whether a host message names a caller identity, which the gate takes out before forwarding.

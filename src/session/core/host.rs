@@ -14,7 +14,13 @@ use crate::mcp::{Class, classify, salvage_id};
 
 impl Core {
     /// One message from the host (already parsed as JSON).
-    pub fn on_host(&mut self, message: Value, now: Instant) {
+    pub fn on_host(&mut self, mut message: Value, now: Instant) {
+        super::fast::keep_exact_spellings(&mut message);
+        self.dispatch_host(message, now);
+    }
+
+    /// [`Core::on_host`] once the message holds only the spellings airlock reads.
+    pub(super) fn dispatch_host(&mut self, message: Value, now: Instant) {
         match classify(&message) {
             Err(invalid) => {
                 let id = salvage_id(&message);
