@@ -10,9 +10,10 @@ use unicode_normalization::UnicodeNormalization;
 
 /// The reading of a key that ignores case, whitespace, invisible characters (zero-width spaces,
 /// the byte-order mark: JavaScript's `trim()` removes it; bidirectional isolates) and Unicode
-/// compatibility forms (NFKC). Erring towards "the same key" is the safe side: more keys fall
-/// under a rule.
+/// compatibility forms (NFKC), and everything from a NUL on (cJSON ends a key there). Erring
+/// towards "the same key" is the safe side: more keys fall under a rule.
 pub fn fold_key(key: &str) -> String {
+    let key = key.split('\0').next().unwrap_or_default();
     key.nfkc()
         .filter(|c| !c.is_whitespace() && !is_invisible(*c))
         .flat_map(char::to_lowercase)
@@ -80,6 +81,9 @@ mod tests {
             "pa\u{034F}th",
             "path\u{FE0F}",
             "pa\u{3164}th",
+            // A NUL ends the key for cJSON; the long s and the Kelvin sign fold to ASCII.
+            "path\u{0}.txt",
+            "PATH\u{0}",
         ] {
             assert_eq!(fold_key(key), fold_key("path"), "{key:?}");
         }
@@ -95,6 +99,7 @@ mod tests {
             }
         }
         assert_ne!(fold_key("paths"), fold_key("path"));
+        assert_eq!(fold_key("ta\u{017F}\u{212A}"), fold_key("task"));
     }
 
     #[test]
