@@ -1,6 +1,7 @@
 //! Keys as lenient hosts read them. Go's `encoding/json` matches an object key to a struct
 //! field regardless of case, with Unicode simple folding (`ſ` is `s`, the Kelvin sign `K` is
-//! `k`), and the last matching key wins; cJSON stops a key at a NUL. So a listing's
+//! `k`), and the last matching key wins; .NET's case-insensitive options read `ı` as `i`; cJSON
+//! stops a key at a NUL. So a listing's
 //! `"Description"` or `"deſcription"` beside its `"description"` is, to such a host, the
 //! description, while airlock pinned and filtered the one spelled exactly.
 //!
@@ -15,18 +16,31 @@ use serde_json::{Map, Value};
 
 /// The keys of a JSON-RPC message's envelope.
 const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
-/// The members of a request's `params` the gate reads: the tool or prompt and its arguments,
-/// the resource, and `_meta` (progress token, caller identity).
-const PARAMS_KEYS: [&str; 4] = ["name", "arguments", "uri", "_meta"];
+/// The members of a message's `params` airlock decides or routes on: the tool or prompt and its
+/// arguments, the resource, `_meta` (progress token, caller identity), and the ids that name
+/// another request or a task (each HTTP client may name only its own) and a completion's
+/// reference.
+const PARAMS_KEYS: [&str; 7] = [
+    "name",
+    "arguments",
+    "uri",
+    "_meta",
+    "requestId",
+    "taskId",
+    "ref",
+];
 /// The members of `params._meta` airlock reads.
 const META_KEYS: [&str; 2] = ["progressToken", crate::gate::META_IDENTITY];
 
-/// One character as a lenient reader compares it: the two characters outside ASCII whose simple
-/// case folding reaches an ASCII letter are that letter, ASCII letters are lowercase.
+/// One character as a lenient reader compares it: ASCII letters lowercase, and the characters
+/// outside ASCII whose simple case mapping reaches an ASCII letter that letter: the long s and
+/// the Kelvin sign (Go's folding), the dotless and the dotted I (.NET's `OrdinalIgnoreCase`
+/// compares uppercase, and `ı` is `I` there; a simple lowercase makes `İ` an `i`).
 fn fold(c: char) -> char {
     match c {
         '\u{017F}' => 's',
         '\u{212A}' => 'k',
+        '\u{0131}' | '\u{0130}' => 'i',
         c => c.to_ascii_lowercase(),
     }
 }
@@ -106,6 +120,8 @@ mod tests {
         assert_eq!(lenient_form("de\u{017F}cription"), "description");
         assert_eq!(lenient_form("\u{212A}ind"), "kind");
         assert_eq!(lenient_form("name\0x"), "name");
+        assert_eq!(lenient_form("\u{0130}d"), "id");
+        assert_eq!(lenient_form("descr\u{0131}ption"), "description");
         // Other letters keep their own form: `é` is not `e` to any of these readers.
         assert_eq!(lenient_form("nämé"), "nämé");
     }
@@ -149,6 +165,8 @@ mod tests {
             ("NAME\0tail", "name"),
             ("na\u{017F}e", "name"),
             ("\u{212A}ey", "key"),
+            ("ur\u{0131}", "uri"),
+            ("\u{0130}D", "id"),
             ("progresstoken", "progressToken"),
             ("names", "name"),
             ("nam", "name"),
@@ -179,6 +197,7 @@ mod tests {
                 "arguments": {"Path": "kept: argument keys are the policy's to read"},
                 "ARGUMENTS": {"path": "/etc/shadow"},
                 "Uri": "file:///etc",
+                "TaskId": "another client's",
                 "_META": {},
                 "_meta": {"progressToken": 1, "ProgressToken": 2, "other": 3},
                 "cursor": "kept: not read by the gate"
@@ -194,6 +213,7 @@ mod tests {
                 "Method",
                 "params.ARGUMENTS",
                 "params.Name",
+                "params.TaskId",
                 "params.Uri",
                 "params._META",
                 "params._meta.ProgressToken"

@@ -16,6 +16,13 @@ pub fn fold_key(key: &str) -> String {
     let key = key.split('\0').next().unwrap_or_default();
     key.nfkc()
         .filter(|c| !c.is_whitespace() && !is_invisible(*c))
+        // The dotless and the dotted I are `i` to a reader comparing by simple case mappings
+        // (.NET's `OrdinalIgnoreCase` uppercases `ı` to `I`); `to_lowercase` keeps `ı` and makes
+        // `İ` an `i` with a combining dot.
+        .map(|c| match c {
+            '\u{0131}' | '\u{0130}' => 'i',
+            c => c,
+        })
         .flat_map(char::to_lowercase)
         .collect()
 }
@@ -100,6 +107,8 @@ mod tests {
         }
         assert_ne!(fold_key("paths"), fold_key("path"));
         assert_eq!(fold_key("ta\u{017F}\u{212A}"), fold_key("task"));
+        assert_eq!(fold_key("f\u{0131}le"), fold_key("file"));
+        assert_eq!(fold_key("F\u{0130}LE"), fold_key("file"));
     }
 
     #[test]
