@@ -1,25 +1,26 @@
-//! Keys as lenient hosts read them. Go's `encoding/json` matches an object key to a struct
+//! Keys as lenient readers read them. Go's `encoding/json` matches an object key to a struct
 //! field regardless of case, with Unicode simple folding (`ſ` is `s`, the Kelvin sign `K` is
-//! `k`), and the last matching key wins; .NET's case-insensitive options read `ı` as `i`; cJSON
-//! stops a key at a NUL. So a listing's
-//! `"Description"` or `"deſcription"` beside its `"description"` is, to such a host, the
-//! description, while airlock pinned and filtered the one spelled exactly.
-//!
-//! Servers read keys the same ways: a Go server (`encoding/json`) takes `"Name"` after `"name"`
-//! in a `tools/call` for the tool's name, and `"Method"` for the method.
+//! `k`), and the last matching key wins; .NET's case-insensitive options read `ı` as `i`;
+//! Python's `casefold()` makes `ß` `ss`; cJSON stops a key at a NUL; hand-written readers trim
+//! and normalise keys. So a listing's `"Description"` or `"deſcription"` beside its
+//! `"description"` is, to such a host, the description, while airlock pinned and filtered the
+//! one spelled exactly; and a server reading `"Name"` after `"name"` in a `tools/call` runs
+//! another tool than the gate decided on.
 //!
 //! Airlock reads exact keys. Where what it read decides what the other side may see or do (a
-//! listing it filters and pins, a request it gates), it takes out the other spellings of those
-//! keys, so every reader reads what airlock read. Pure.
+//! listing it filters and pins, a request it gates or routes), it takes out the other spellings
+//! of those keys, so every reader reads what airlock read. Two keys are one key when they fold
+//! alike ([`crate::policy::keys::fold_key`], the reading argument rules use). Pure.
 
 use serde_json::{Map, Value};
+
+use crate::policy::keys::fold_key;
 
 /// The keys of a JSON-RPC message's envelope.
 const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The members of a message's `params` airlock decides or routes on: the tool or prompt and its
-/// arguments, the resource, `_meta` (progress token, caller identity), and the ids that name
-/// another request or a task (each HTTP client may name only its own) and a completion's
-/// reference.
+/// arguments, the resource, `_meta` (progress token, caller identity), the ids that name
+/// another request or a task, and a completion's reference.
 const PARAMS_KEYS: [&str; 7] = [
     "name",
     "arguments",
@@ -31,40 +32,24 @@ const PARAMS_KEYS: [&str; 7] = [
 ];
 /// The members of `params._meta` airlock reads.
 const META_KEYS: [&str; 2] = ["progressToken", crate::gate::META_IDENTITY];
+/// The members of a completion's `params.ref` the gateway routes on.
+const REF_KEYS: [&str; 3] = ["type", "name", "uri"];
 
-/// One character as a lenient reader compares it: ASCII letters lowercase, and the characters
-/// outside ASCII whose simple case mapping reaches an ASCII letter that letter: the long s and
-/// the Kelvin sign (Go's folding), the dotless and the dotted I (.NET's `OrdinalIgnoreCase`
-/// compares uppercase, and `ı` is `I` there; a simple lowercase makes `İ` an `i`).
-fn fold(c: char) -> char {
-    match c {
-        '\u{017F}' => 's',
-        '\u{212A}' => 'k',
-        '\u{0131}' | '\u{0130}' => 'i',
-        c => c.to_ascii_lowercase(),
-    }
-}
-
-/// `key` as a lenient host compares it: up to its first NUL, each letter folded. Two keys with
-/// the same lenient form are one key to such a host.
+/// `key` as a lenient reader compares it ([`fold_key`]). Two keys with the same lenient form
+/// are one key to such a reader.
 pub fn lenient_form(key: &str) -> String {
-    let key = key.split('\0').next().unwrap_or_default();
-    key.chars().map(fold).collect()
-}
-
-/// Whether a lenient reader takes `key` for `name` ([`lenient_form`] of both equal), without
-/// allocating: this runs on every key of every host request's envelope.
-pub fn reads_as(key: &str, name: &str) -> bool {
-    let key = key.split('\0').next().unwrap_or_default();
-    key.chars().map(fold).eq(name.chars().map(fold))
+    fold_key(key)
 }
 
 /// Removes the members of `object` that a lenient reader would read as one of `keys` but that
 /// are not spelled exactly so. Returns the removed keys (for a warning).
 pub fn drop_other_spellings(object: &mut Map<String, Value>, keys: &[&str]) -> Vec<String> {
-    let is_other_spelling =
-        |key: &str| !keys.contains(&key) && keys.iter().any(|name| reads_as(key, name));
-    // Nothing to take out is the rule: look before `retain` rebuilds the map's index.
+    // Every key spelled exactly is the rule (an honest message): nothing is folded then.
+    if object.keys().all(|key| keys.contains(&key.as_str())) {
+        return Vec::new();
+    }
+    let forms: Vec<String> = keys.iter().map(|key| fold_key(key)).collect();
+    let is_other_spelling = |key: &str| !keys.contains(&key) && forms.contains(&fold_key(key));
     if !object.keys().any(|key| is_other_spelling(key)) {
         return Vec::new();
     }
@@ -100,6 +85,10 @@ pub fn keep_exact_request_keys(message: &mut Value) -> Vec<String> {
                 if let Some(Value::Object(meta)) = params.get_mut("_meta") {
                     let dropped = drop_other_spellings(meta, &META_KEYS);
                     removed.extend(dropped.into_iter().map(|key| format!("params._meta.{key}")));
+                }
+                if let Some(Value::Object(reference)) = params.get_mut("ref") {
+                    let dropped = drop_other_spellings(reference, &REF_KEYS);
+                    removed.extend(dropped.into_iter().map(|key| format!("params.ref.{key}")));
                 }
             }
         }
@@ -159,28 +148,35 @@ mod tests {
     }
 
     #[test]
-    fn reads_as_agrees_with_the_lenient_form() {
+    fn the_spellings_lenient_readers_merge_are_one_key() {
         for (key, name) in [
             ("Name", "name"),
             ("NAME\0tail", "name"),
-            ("na\u{017F}e", "name"),
+            ("ta\u{017F}kId", "taskId"),
             ("\u{212A}ey", "key"),
             ("ur\u{0131}", "uri"),
             ("\u{0130}D", "id"),
             ("progresstoken", "progressToken"),
-            ("names", "name"),
-            ("nam", "name"),
-            ("n\u{e4}me", "name"),
-            ("", "name"),
+            (" name", "name"),
+            ("\u{ff4e}\u{ff41}\u{ff4d}\u{ff45}", "name"),
+            ("argu\u{200b}ments", "arguments"),
+            ("reque\u{fb06}Id", "requestId"),
+            ("progre\u{df}Token", "progressToken"),
+            ("PROGRE\u{1e9e}TOKEN", "progressToken"),
         ] {
             assert_eq!(
-                reads_as(key, name),
-                lenient_form(key) == lenient_form(name),
+                lenient_form(key),
+                lenient_form(name),
                 "{key:?} against {name:?}"
             );
         }
-        assert!(reads_as("ARGUMENTS", "arguments"));
-        assert!(!reads_as("argument", "arguments"));
+        for (key, name) in [("names", "name"), ("nam", "name"), ("n\u{e4}me", "name")] {
+            assert_ne!(
+                lenient_form(key),
+                lenient_form(name),
+                "{key:?} against {name:?}"
+            );
+        }
     }
 
     #[test]
@@ -198,6 +194,9 @@ mod tests {
                 "ARGUMENTS": {"path": "/etc/shadow"},
                 "Uri": "file:///etc",
                 "TaskId": "another client's",
+                "\u{ff4e}ame": "fullwidth n",
+                "reque\u{fb06}Id": 3,
+                "ref": {"type": "ref/prompt", "name": "p", "Name": "hidden"},
                 "_META": {},
                 "_meta": {"progressToken": 1, "ProgressToken": 2, "other": 3},
                 "cursor": "kept: not read by the gate"
@@ -216,7 +215,10 @@ mod tests {
                 "params.TaskId",
                 "params.Uri",
                 "params._META",
-                "params._meta.ProgressToken"
+                "params._meta.ProgressToken",
+                "params.ref.Name",
+                "params.reque\u{fb06}Id",
+                "params.\u{ff4e}ame"
             ]
         );
         assert_eq!(
@@ -229,6 +231,7 @@ mod tests {
                     "name": "echo",
                     "arguments": {"Path": "kept: argument keys are the policy's to read"},
                     "_meta": {"progressToken": 1, "other": 3},
+                    "ref": {"type": "ref/prompt", "name": "p"},
                     "cursor": "kept: not read by the gate"
                 },
                 "extra": "kept"

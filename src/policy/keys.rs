@@ -10,11 +10,13 @@ use unicode_normalization::UnicodeNormalization;
 
 /// The reading of a key that ignores case, whitespace, invisible characters (zero-width spaces,
 /// the byte-order mark: JavaScript's `trim()` removes it; bidirectional isolates) and Unicode
-/// compatibility forms (NFKC), and everything from a NUL on (cJSON ends a key there). Erring
+/// compatibility forms (NFKC), `ß` as `ss` (full case folding), and everything from a NUL on
+/// (cJSON ends a key there). Erring
 /// towards "the same key" is the safe side: more keys fall under a rule.
 pub fn fold_key(key: &str) -> String {
     let key = key.split('\0').next().unwrap_or_default();
-    key.nfkc()
+    let folded: String = key
+        .nfkc()
         .filter(|c| !c.is_whitespace() && !is_invisible(*c))
         // The dotless and the dotted I are `i` to a reader comparing by simple case mappings
         // (.NET's `OrdinalIgnoreCase` uppercases `ı` to `I`); `to_lowercase` keeps `ı` and makes
@@ -24,7 +26,13 @@ pub fn fold_key(key: &str) -> String {
             c => c,
         })
         .flat_map(char::to_lowercase)
-        .collect()
+        .collect();
+    // Full case folding (Python's `casefold()`) makes `ß` (and `ẞ`, lowercased above) `ss`.
+    if folded.contains('\u{df}') {
+        folded.replace('\u{df}', "ss")
+    } else {
+        folded
+    }
 }
 
 /// Characters that render as nothing: every format character (general category Cf: zero-width
@@ -109,6 +117,8 @@ mod tests {
         assert_eq!(fold_key("ta\u{017F}\u{212A}"), fold_key("task"));
         assert_eq!(fold_key("f\u{0131}le"), fold_key("file"));
         assert_eq!(fold_key("F\u{0130}LE"), fold_key("file"));
+        assert_eq!(fold_key("addre\u{df}"), fold_key("address"));
+        assert_eq!(fold_key("ADDRE\u{1e9e}"), fold_key("address"));
     }
 
     #[test]
