@@ -18,6 +18,7 @@ use support::{Client, Mode, Setup, World, start, start_again};
 both_modes!(
     no_other_spelling_of_a_denied_or_unlisted_tool_reaches_the_server,
     a_key_a_lenient_server_reads_as_another_never_steers_it,
+    a_method_spelled_otherwise_is_refused_not_passed_on,
     a_call_before_any_listing_is_decided_against_the_servers_own_listing,
     a_tool_added_after_list_changed_is_callable_by_its_listed_name_only,
     the_filesystem_server_never_sees_a_spelling_into_a_denied_subdirectory,
@@ -172,6 +173,42 @@ fn a_key_a_lenient_server_reads_as_another_never_steers_it(mode: Mode) {
     assert!(
         decisions.iter().all(|d| d["tool"] != "write_file"),
         "{decisions:?}"
+    );
+}
+
+/// A method airlock does not know goes on in `run` as it came; `"tools/call\u0000"` or
+/// `"Tools/Call"` is a `tools/call` to a server reading method names leniently, and would run
+/// ungated and unaudited. Such a spelling of a method airlock handles is refused and recorded.
+fn a_method_spelled_otherwise_is_refused_not_passed_on(mode: Mode) {
+    let (world, mut client, log) = lenient(mode);
+    client.request(1, "tools/list", json!({}));
+    for (n, method) in ["tools/call\u{0}", "Tools/Call", "tools/call "]
+        .into_iter()
+        .enumerate()
+    {
+        let id = 10 + n as i64;
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": method,
+            "params": {"name": "write_file", "arguments": {"text": "x"}}}));
+        let answer = client.answer(json!(id), Duration::from_secs(10));
+        assert_eq!(answer["error"]["code"], -32600, "{method:?}: {answer}");
+    }
+    // A notification has no answer to carry the refusal: it is dropped.
+    client.send(json!({"jsonrpc": "2.0", "method": "TOOLS/CALL", "ID": 20,
+        "params": {"name": "write_file", "arguments": {"text": "x"}}}));
+    let echo = client.call(21, &world.tool("echo"), json!({"text": "after"}));
+    assert_eq!(Client::text(&echo), "echo ran: after", "{echo}");
+    assert_eq!(reached(&log), vec!["\"echo\"\techo".to_string()]);
+    let dropped: Vec<Value> = world
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "dropped" && e["server"] == "host")
+        .collect();
+    assert_eq!(dropped.len(), 4, "{dropped:?}");
+    assert!(
+        dropped.iter().all(|e| e["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("\"tools/call\""))),
+        "{dropped:?}"
     );
 }
 

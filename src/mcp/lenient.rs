@@ -35,6 +35,49 @@ const META_KEYS: [&str; 2] = ["progressToken", crate::gate::META_IDENTITY];
 /// The members of a completion's `params.ref` the gateway routes on.
 const REF_KEYS: [&str; 3] = ["type", "name", "uri"];
 
+/// The methods a host sends that airlock reads, decides or routes on.
+const HOST_METHODS: [&str; 23] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+    "subscriptions/listen",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+];
+
+/// The method airlock handles that a lenient server would take `method` for, when `method` is
+/// not spelled exactly so: `"tools/call\u0000"` is `tools/call` to a server cutting strings at a
+/// NUL, `"Tools/Call"` or `"tools/call "` to one that normalises names. Airlock would treat such
+/// a method as one it does not know (in `run`, forward it ungated), so it refuses it instead.
+pub fn lookalike_method(method: &str) -> Option<&'static str> {
+    if HOST_METHODS.contains(&method) {
+        return None;
+    }
+    let folded = fold_key(method);
+    // The methods are ASCII without spaces: their fold is their ASCII lowercase.
+    HOST_METHODS
+        .iter()
+        .find(|known| known.eq_ignore_ascii_case(&folded))
+        .copied()
+}
+
 /// `key` as a lenient reader compares it ([`fold_key`]). Two keys with the same lenient form
 /// are one key to such a reader.
 pub fn lenient_form(key: &str) -> String {
@@ -145,6 +188,27 @@ mod tests {
                 "Extra": "not a named key"
             })
         );
+    }
+
+    #[test]
+    fn a_method_spelled_otherwise_than_one_airlock_handles_is_named() {
+        for (method, meant) in [
+            ("tools/call\u{0}", Some("tools/call")),
+            ("Tools/Call", Some("tools/call")),
+            (" tools/call", Some("tools/call")),
+            ("tools\u{200b}/call", Some("tools/call")),
+            ("LOGGING/SETLEVEL", Some("logging/setLevel")),
+            (
+                "notifications/cancelled\u{0}x",
+                Some("notifications/cancelled"),
+            ),
+            ("tools/call", None),
+            ("logging/setLevel", None),
+            ("tools/calls", None),
+            ("vendor/custom", None),
+        ] {
+            assert_eq!(lookalike_method(method), meant, "{method:?}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::{Core, Topology, era};
 use crate::audit::{Event, EventKind};
 use crate::mcp::Field;
+use crate::mcp::lenient::lookalike_method;
 use crate::mcp::message::{code, has_id_key, id_key};
 use crate::mcp::version;
 use crate::mcp::{Class, classify, salvage_id};
@@ -21,6 +22,9 @@ impl Core {
 
     /// [`Core::on_host`] once the message holds only the spellings airlock reads.
     pub(super) fn dispatch_host(&mut self, message: Value, now: Instant) {
+        if self.refuse_lookalike_method(&message) {
+            return;
+        }
         match classify(&message) {
             Err(invalid) => {
                 let id = salvage_id(&message);
@@ -106,6 +110,32 @@ impl Core {
                 .pending_initialize
                 .as_ref()
                 .is_some_and(|(id, _, _)| has_id_key(id, key))
+    }
+
+    /// A method spelled otherwise than one airlock handles ([`lookalike_method`]) is refused
+    /// (a request gets an Invalid Request error, a notification is dropped) and recorded: airlock
+    /// would pass it on as a method it does not know, and a lenient server would run it as the
+    /// method it looks like, ungated.
+    fn refuse_lookalike_method(&mut self, message: &Value) -> bool {
+        let Some(method) = message.field("method").and_then(Value::as_str) else {
+            return false;
+        };
+        let Some(meant) = lookalike_method(method) else {
+            return false;
+        };
+        let shown = self.redactor.loggable_name(method);
+        let text = format!(
+            "invalid request: method {shown:?} is not {meant:?} as spelled; airlock refuses other spellings of the methods it decides on"
+        );
+        tracing::warn!("refused a message from the host: {text}");
+        let mut event = Event::new(EventKind::Dropped, "host");
+        event.request_id = message.field("id").cloned();
+        event.reason = Some(text.clone());
+        self.audit(event);
+        if let Some(id) = message.field("id") {
+            self.reply_error(id.clone(), code::INVALID_REQUEST, &text);
+        }
+        true
     }
 
     /// A request whose id is already in flight is a host bug; it is handled once: the second is
