@@ -149,6 +149,11 @@ fn a_key_a_lenient_server_reads_as_another_never_steers_it(mode: Mode) {
         "{answer}"
     );
 
+    // A value too: a server reading the path as a C string stops at the NUL, inside `secret`.
+    let cut = format!("{inside}\u{0}/../../open");
+    let denied = client.call(6, &echo, json!({"path": cut}));
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+
     client.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
         "params": {"name": echo, "arguments": {"text": "hi"}},
         "PARAMS": {"name": "write_file"},

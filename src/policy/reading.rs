@@ -178,6 +178,14 @@ pub fn file_url_to_path(raw: &str) -> Option<PathBuf> {
 /// where decoding does not give text.
 fn spellings(path: &str, source: &str) -> Vec<(Option<String>, String)> {
     let mut out = vec![(Some(path.to_string()), source.to_string())];
+    // No path holds a NUL: a server in C (or any that passes the value to the kernel as a C
+    // string) reads up to it, so `/secret/key\0/../../open` is `/secret/key` there.
+    if let Some(nul) = path.find('\0') {
+        out.push((
+            Some(path[..nul].to_string()),
+            format!("{source}, up to its NUL (as a C string)"),
+        ));
+    }
     if has_escape(path) {
         out.push((decode(path), format!("{source}, percent-decoded")));
         let segments_first = normalize_path(Path::new(path))
@@ -319,6 +327,11 @@ mod tests {
         assert_eq!(
             resolved("file:///etc/passwd?x=1"),
             vec![some("/etc/passwd?x=1"), some("/etc/passwd")]
+        );
+        // A C string ends at its NUL.
+        assert_eq!(
+            resolved("/etc/passwd\u{0}/../../tmp/x"),
+            vec![some("/tmp/x"), some("/etc/passwd")]
         );
     }
 
