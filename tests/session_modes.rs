@@ -274,13 +274,17 @@ fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode) {
     );
 }
 
-/// Two requests with one id in flight: one decision, one outcome, one answer.
+/// Two requests with one id in flight: one decision, one outcome, one answer. `5.0` is that id
+/// too: a JavaScript server parses it as `5`.
 fn duplicate_host_ids_in_flight_are_handled_once(mode: Mode) {
     let (world, mut client) = start(mode, Setup::fixture(""));
     client.initialize("2025-06-18");
     let slow = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":world.tool("slow"),"arguments":{"seconds":0.3}}});
     client.send(slow.clone());
-    client.send(slow);
+    client.send(slow.clone());
+    let mut as_float = slow;
+    as_float["id"] = json!(5.0);
+    client.send(as_float);
     let answer = client.answer(json!(5), SECS(10));
     assert_eq!(Client::text(&answer), "slow done");
     client.close_stdin();

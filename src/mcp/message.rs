@@ -101,7 +101,9 @@ pub fn classify(value: &Value) -> Result<Class<'_>, Invalid> {
     Err(Invalid::Shape)
 }
 
-/// A map key for an id that keeps `1` and `"1"` apart.
+/// A map key for an id that keeps `1` and `"1"` apart, and takes `1.0` (or `1e0`) for `1`: a
+/// JavaScript server parses them as one number, so two requests in flight with them are one id
+/// to it (and its answers name `1`).
 pub fn id_key(id: &Value) -> String {
     use std::fmt::Write as _;
     // Built by hand: this runs several times per message, and `format!` of a `Value` goes
@@ -120,6 +122,8 @@ pub fn id_key(id: &Value) -> String {
                 key.push_str(itoa::Buffer::new().format(unsigned));
             } else if let Some(signed) = number.as_i64() {
                 key.push_str(itoa::Buffer::new().format(signed));
+            } else if let Some(integral) = number.as_f64().and_then(integral_value) {
+                key.push_str(itoa::Buffer::new().format(integral));
             } else {
                 let _ = write!(key, "{number}");
             }
@@ -129,6 +133,14 @@ pub fn id_key(id: &Value) -> String {
         }
     }
     key
+}
+
+/// A float with no fractional part as the integer it is (within `i64`; beyond it a float is no
+/// id anyone sends).
+fn integral_value(value: f64) -> Option<i64> {
+    // 2^63 as f64 is exact; every finite integral float below it in magnitude fits an i64.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (value.is_finite() && value.fract() == 0.0 && value.abs() < LIMIT).then_some(value as i64)
 }
 
 /// Whether `id_key(id) == key`, without building the key: the scans of in-flight ids run for
@@ -293,6 +305,10 @@ mod tests {
             json!(-7),
             json!(18446744073709551615u64),
             json!(1.5),
+            json!(1.0),
+            json!(-7.0),
+            json!(-0.0),
+            json!(1e300),
             json!("1"),
             json!("s:x"),
             json!(""),
@@ -309,6 +325,12 @@ mod tests {
         }
         // A key whose digits parse to the same integer but are not its spelling.
         assert!(!has_id_key(&json!(1), "n:01"));
+        // An integral float is the integer to a JavaScript server, so to airlock.
+        assert_eq!(id_key(&json!(1.0)), id_key(&json!(1)));
+        assert_eq!(id_key(&json!(-7.0)), id_key(&json!(-7)));
+        assert_eq!(id_key(&json!(-0.0)), id_key(&json!(0)));
+        assert_ne!(id_key(&json!(1.5)), id_key(&json!(1)));
+        assert_ne!(id_key(&json!(1.0)), id_key(&json!("1")));
     }
 
     #[test]
