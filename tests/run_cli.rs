@@ -400,6 +400,43 @@ fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
     assert!(!passed.contains("not passed to the server"), "{passed}");
 }
 
+/// A policy written for `fs` says nothing about a server `airlock run` named after its command
+/// (`fixture_server`): its deny would silently fall away, so run says which name to give.
+#[test]
+fn a_policy_naming_only_other_servers_is_pointed_out_when_the_name_was_derived() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(
+        dir.path(),
+        "[sandbox]\nrun_as = \"root\"\n[tools]\ndeny = [\"mcp:fs__write_file\"]\n",
+    );
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let start = |extra: &[&str]| {
+        let out = airlock(dir.path())
+            .arg("run")
+            .arg("--policy")
+            .arg(&policy)
+            .args(extra)
+            .arg("--")
+            .arg("/usr/bin/python3")
+            .arg(&fixture)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("airlock run");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let derived = start(&[]);
+    assert!(
+        derived.contains("name server \"fs\" but none names this one")
+            && derived.contains("called \"fixture_server\"")
+            && derived.contains("--name"),
+        "{derived}"
+    );
+    let named = start(&["--name", "fs"]);
+    assert!(!named.contains("none names this one"), "{named}");
+}
+
 /// A server's own `--project DIR` (an option many servers take) grants nothing: only uv's own
 /// `--project`/`--directory`, before the script, name a project airlock grants. The server
 /// reads a file in DIR and says what happened.

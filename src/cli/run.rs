@@ -135,6 +135,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let cwd = std::env::current_dir().context("the current directory")?;
     let grants = args.server.grants(&cwd)?;
     let policy = Arc::new(policy_for(args.session.policy.clone(), &name, &grants)?);
+    if args.server.name.is_none()
+        && let Some(others) = crate::policy::names::rules_name_only_others(&policy, &name)
+    {
+        tracing::warn!(
+            server = %name,
+            "the policy's tool rules name server {} but none names this one, which is called {name:?} after its command: if they are meant for it, give it that name with --name before the `--`",
+            others.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(", ")
+        );
+    }
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
     let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;

@@ -212,6 +212,33 @@ pub fn undeclared_warnings(policy: &Policy, known: &[&str]) -> Vec<SourceWarning
     warnings
 }
 
+/// When `airlock run` named its server after its command (no `--name`): the servers the
+/// policy's written rules name, if none of them is this one. A policy written for `fs` then
+/// silently misses `server-filesystem`, the name the command gave; the caller says so.
+/// `None` when a rule names this server (or matches it through a wildcard), or when no rule is
+/// written at all.
+pub fn rules_name_only_others(policy: &Policy, name: &str) -> Option<Vec<String>> {
+    let written: Vec<&ToolEntry> = policy
+        .tools
+        .entries()
+        .iter()
+        .filter(|entry| entry.written.as_ref().is_some_and(|w| w.global))
+        .collect();
+    if written
+        .iter()
+        .any(|entry| entry.pattern.server.matches(name))
+    {
+        return None;
+    }
+    let mut others: Vec<String> = written
+        .iter()
+        .map(|entry| entry.pattern.server.to_string())
+        .collect();
+    others.sort();
+    others.dedup();
+    (!others.is_empty()).then_some(others)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +402,31 @@ mod tests {
         assert_eq!(
             describe(&pattern("mcp:*__exec*")),
             "tools \"exec*\" of servers \"*\""
+        );
+    }
+
+    #[test]
+    fn a_policy_whose_rules_all_name_other_servers_is_noticed() {
+        let policy = |text: &str| {
+            let source = crate::policy::LayerSource {
+                layer: crate::policy::Layer::User,
+                path: std::path::PathBuf::from("policy.toml"),
+                text: format!("version = 1\n[tools]\n{text}\n"),
+            };
+            crate::policy::load(&[source], &[]).unwrap()
+        };
+        let written_for_fs = policy("deny = [\"mcp:fs__write_file\", \"mcp:git*\"]");
+        assert_eq!(
+            rules_name_only_others(&written_for_fs, "server-filesystem"),
+            Some(vec!["fs".to_string(), "git*".to_string()])
+        );
+        assert_eq!(rules_name_only_others(&written_for_fs, "fs"), None);
+        assert_eq!(rules_name_only_others(&written_for_fs, "github"), None);
+        let everyone = policy("deny = [\"mcp:fs__write_file\", \"mcp:*__delete_*\"]");
+        assert_eq!(rules_name_only_others(&everyone, "server-filesystem"), None);
+        assert_eq!(
+            rules_name_only_others(&policy(""), "server-filesystem"),
+            None
         );
     }
 }
