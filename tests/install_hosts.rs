@@ -628,3 +628,95 @@ fn a_wrapper_whose_airlock_is_gone_is_pointed_at_this_one() {
     user.ok(&["uninstall", "cursor"]);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
 }
+
+/// A server whose command is not on the launch allowlist would vanish from the host after
+/// `install` (its `airlock run` line refuses to start it): install says so with the fix, and
+/// the fix (`--trust` on the run line) is what `check` and the run line itself then honour.
+#[test]
+fn install_warns_of_a_command_the_policy_will_not_launch_and_trust_on_the_run_line_fixes_it() {
+    let user = User::new();
+    let own = user.home.join("own");
+    std::fs::create_dir_all(&own).unwrap();
+    let script = own.join("own-server");
+    // The fixture server as a program of its own, outside every runtime on the allowlist.
+    let server = std::fs::read_to_string(fixtures().join("report_server.py")).unwrap();
+    let body = server.split_once('\n').unwrap().1;
+    std::fs::write(&script, format!("#!{}\n{body}", real_python())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let policy = user.home.join(".config/airlock/policy.toml");
+    let text = std::fs::read_to_string(&policy)
+        .unwrap()
+        .replace("read = [", &format!("read = [\"{}\", ", own.display()));
+    std::fs::write(&policy, text).unwrap();
+    let cursor = user.home.join(".cursor/mcp.json");
+    user.place("cursor/mcp.json", &cursor);
+    let mut config = read_config(&cursor);
+    config["mcpServers"]["own"] = json!({"command": script.display().to_string(), "args": []});
+    std::fs::write(&cursor, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+
+    let out = user.ok(&["install", "cursor"]);
+    let warning = out
+        .lines()
+        .find(|l| l.contains("warning:"))
+        .unwrap_or_else(|| panic!("no warning: {out}"));
+    assert!(
+        warning.contains("server \"own\"")
+            && warning.contains("not on the launch allowlist")
+            && warning.contains("\"--trust\" before \"--\""),
+        "{warning}"
+    );
+    assert_eq!(out.matches("warning:").count(), 1, "only own: {out}");
+    let check = user.airlock(&["check", "--config", cursor.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(2), "own may not launch yet");
+
+    // The fix as the warning says: `--trust` before `--` on own's run line.
+    let mut config = read_config(&cursor);
+    let args = config["mcpServers"]["own"]["args"].as_array_mut().unwrap();
+    let dashes = args.iter().position(|a| a == "--").unwrap();
+    args.insert(dashes, json!("--trust"));
+    std::fs::write(&cursor, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    let check = user.airlock(&["check", "--config", cursor.to_str().unwrap()]);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let entry = &config["mcpServers"]["own"];
+    let mut child = Command::new(entry["command"].as_str().unwrap())
+        .args(
+            entry["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap()),
+        )
+        .current_dir(&user.project)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &user.home)
+        .env("XDG_CONFIG_HOME", user.home.join(".config"))
+        .env("XDG_STATE_HOME", user.home.join(".local/state"))
+        .env("AIRLOCK_ORG_POLICY_DIR", user.home.join("no-org-policy"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::{BufRead, Write};
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n")
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    drop(stdin);
+    let _ = child.wait();
+    assert!(
+        line.contains("\"serverInfo\""),
+        "the trusted run line starts it: {line}"
+    );
+}

@@ -227,6 +227,54 @@ fn print_report(out: &mut String, target: &Target, rewrite: &Rewrite, dry_run: b
     }
 }
 
+/// For each entry this install wraps: what stops `airlock run` from starting its command under
+/// the policy as it stands (not on the launch allowlist, not found), so a wrapped server does
+/// not just vanish from the host after its restart. Judged with this shell's `PATH` from the
+/// current directory; the host may start it with another `PATH`.
+fn launch_warnings(rewrite: &Rewrite, file: &Path) -> Vec<String> {
+    use crate::install::entry::{Action, Shape};
+    use crate::policy::LaunchVerdict;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let path_var = std::env::var_os("PATH");
+    let mut warnings = Vec::new();
+    for (facts, action) in &rewrite.entries {
+        let (Action::Wrap { .. }, Shape::Stdio { command, .. }) = (action, &facts.shape) else {
+            continue;
+        };
+        let name = crate::install::entry::server_name(&facts.name);
+        let resolved = match crate::paths::resolve_command(command, path_var.as_deref(), &cwd) {
+            Ok(resolved) => resolved,
+            Err(err) => {
+                warnings.push(format!(
+                    "{name}: its command {command:?} is not found from here ({err}): the host may not start it through airlock either"
+                ));
+                continue;
+            }
+        };
+        let policy = match super::active_policy::load_active_for_server(None, &name, &[]) {
+            Ok(policy) => policy,
+            Err(err) => {
+                warnings.push(format!(
+                    "{name}: the policy does not load, so every wrapped server will be refused until it is fixed: {err}"
+                ));
+                break;
+            }
+        };
+        let fix = format!(
+            "add \"--trust\" before \"--\" in its args in {}",
+            file.display()
+        );
+        if let LaunchVerdict::Refused { message, fix } =
+            policy.launch.verdict(&name, &resolved, false, &fix)
+        {
+            warnings.push(format!(
+                "{message}: the host cannot start it through airlock as wrapped. Fix: {fix}"
+            ));
+        }
+    }
+    warnings
+}
+
 pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
     let env = host_env()?;
     let Some(id) = &args.host else {
@@ -255,6 +303,9 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
         let planned = plan::plan_install(&text, target.format, host, &target.maps, &options)
             .map_err(|err| edit_error(&target.path, &text, &err))?;
         print_report(&mut out, &target, &planned.rewrite, args.target.dry_run);
+        for warning in launch_warnings(&planned.rewrite, &target.path) {
+            let _ = writeln!(out, "  warning: {warning}");
+        }
         if let Some(gateway) = &planned.gateway {
             let how = if gateway.added { "added" } else { "kept" };
             let _ = writeln!(

@@ -258,10 +258,12 @@ struct Wrapped {
     command: String,
     args: Vec<String>,
     allow_env: Vec<String>,
+    /// `--trust`: the run line opts the command out of the launch allowlist.
+    trust: bool,
 }
 
-/// `airlock run --name N [--allow-env=K,...] -- CMD ARGS...`, as `airlock install` writes an
-/// entry named `N`. `None` for anything else: another name (the policy would apply to another
+/// `airlock run --name N [--allow-env=K,...] [--trust] -- CMD ARGS...`, as `airlock install`
+/// writes an entry named `N` (and a user adds `--trust` to it). `None` for anything else: another name (the policy would apply to another
 /// server than the host runs), or a flag whose meaning a gateway's config could not keep. Pure.
 fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
     if args.first().map(String::as_str) != Some("run") {
@@ -271,7 +273,12 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
     let mut flags = args[1..dashes].iter();
     let mut named = None;
     let mut allow_env = Vec::new();
+    let mut trust = false;
     while let Some(flag) = flags.next() {
+        if flag == "--trust" {
+            trust = true;
+            continue;
+        }
         let (key, value) = match flag.split_once('=') {
             Some((key, value)) => (key, value.to_string()),
             None => (flag.as_str(), flags.next()?.clone()),
@@ -290,6 +297,7 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
         command: command.clone(),
         args: rest.to_vec(),
         allow_env,
+        trust,
     })
 }
 
@@ -402,7 +410,11 @@ fn raw_server(
         .as_ref()
         .filter(|command| is_this_airlock(&command.value))
         .and_then(|_| unwrap_airlock_run(name, &args));
+    // The run line decides trust for a wrapped entry: a `"trust"` key beside it reaches no
+    // airlock.
+    let mut trust = flag("trust").unwrap_or(false);
     if let Some(wrapped) = wrapped {
+        trust = wrapped.trust;
         warnings.push(SourceWarning::new(
             path,
             field_at("command"),
@@ -440,7 +452,7 @@ fn raw_server(
         url,
         headers: headers.unwrap_or_default(),
         headers_at: field_at("headers"),
-        trust: flag("trust").unwrap_or(false),
+        trust,
         startup_timeout,
         tool_timeout,
         idle_timeout,

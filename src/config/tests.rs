@@ -301,12 +301,25 @@ fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
     }},
     "flags": {{ "command": {this:?}, "args": ["run", "--name", "flags", "--allow-read=/srv", "--", "node", "s.js"] }},
     "renamed": {{ "command": {this:?}, "args": ["run", "--name", "github", "--", "node", "s.js"] }},
-    "other": {{ "command": "/usr/local/bin/airlock", "args": ["run", "--name", "other", "--", "node", "s.js"] }}
+    "other": {{ "command": "/usr/local/bin/airlock", "args": ["run", "--name", "other", "--", "node", "s.js"] }},
+    "trusted": {{ "command": {this:?}, "args": ["run", "--name", "trusted", "--trust", "--", "/opt/own/server"] }},
+    "keyed": {{ "command": {this:?}, "args": ["run", "--name", "keyed", "--", "/opt/own/server"], "trust": true }}
   }}
 }}"#
     );
     let config = parse(Path::new("claude.json"), text, &env).unwrap();
     let fs = &config.servers[0];
+    assert!(!fs.trust);
+    // The run line decides trust: its `--trust`, not a key beside it that reaches no airlock.
+    let trusted = &config.servers[4];
+    assert_eq!(trusted.command.as_deref(), Some("/opt/own/server"));
+    assert!(trusted.trust, "--trust on the run line");
+    let keyed = &config.servers[5];
+    assert_eq!(keyed.command.as_deref(), Some("/opt/own/server"));
+    assert!(
+        !keyed.trust,
+        "a \"trust\" key beside a run line reaches no airlock"
+    );
     assert_eq!(fs.command.as_deref(), Some("npx"));
     assert_eq!(fs.args, ["-y", "pkg", "/tmp"]);
     assert_eq!(fs.env["GITHUB_TOKEN"].value, "t");

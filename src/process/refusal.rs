@@ -21,6 +21,9 @@ impl DeclaredIn {
             DeclaredIn::CommandLine => {
                 "pass `--trust` (`airlock run --trust -- CMD ...`)".to_string()
             }
+            DeclaredIn::Config(file) if is_json(file) => format!(
+                "in {file}, add \"--trust\" before \"--\" in the args of \"{server}\" (the `airlock run` line `airlock install` wrote), or, for `airlock serve --config {file}`, \"trust\": true to the entry"
+            ),
             DeclaredIn::Config(file) => {
                 format!("add `trust = true` to [servers.{server}] in {file}")
             }
@@ -36,6 +39,11 @@ impl DeclaredIn {
             }
         }
     }
+}
+
+/// A host's `mcpServers` file rather than an airlock TOML config.
+fn is_json(file: &str) -> bool {
+    file.ends_with(".json") || file.ends_with(".jsonc")
 }
 
 /// What the disk says about a command path that did not resolve.
@@ -211,5 +219,10 @@ mod tests {
         );
         let key = DeclaredIn::Config("airlock.toml".into()).trust_fix("fs");
         assert_eq!(key, "add `trust = true` to [servers.fs] in airlock.toml");
+        let json = DeclaredIn::Config("/home/me/.claude.json".into()).trust_fix("fs");
+        assert!(
+            json.contains("\"--trust\" before \"--\"") && !json.contains("[servers."),
+            "{json}"
+        );
     }
 }
