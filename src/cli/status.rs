@@ -14,7 +14,9 @@ use crate::sandbox::{AirlockDirs, HostFacts};
 
 /// Show every running `airlock run` and gateway: servers, pids, uptime, calls, denials, last error.
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  airlock status\n  airlock status --json")]
+#[command(
+    after_help = "Example:\n  airlock status\n  airlock status --json\n\nExit status: 0, also when nothing is running (then an empty list: `[]` with --json)."
+)]
 pub struct StatusArgs {
     /// Print the raw status documents (one JSON array).
     #[arg(long)]
@@ -134,12 +136,16 @@ pub fn run(args: StatusArgs) -> Result<ExitCode, CliError> {
             gateways_dir(&dirs.state_dir).display()
         ))
     })?;
+    // Nothing running is an answer, not a failure: an empty list (exit 0), said on stderr.
     if reports.is_empty() {
         eprintln!(
             "airlock: no running `airlock run` or `airlock serve` found (looked in {})",
             gateways_dir(&dirs.state_dir).display()
         );
-        return Ok(ExitCode::from(super::EXIT_FAILURE));
+        if args.json {
+            println!("[]");
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     if args.json {
         let all: Vec<Value> = reports
