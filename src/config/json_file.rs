@@ -173,8 +173,43 @@ pub(super) fn parse(
     if let Some(err) = SourceError::all(errors) {
         return Err(err);
     }
-    let warnings = validator.warnings;
+    let mut warnings = validator.warnings;
+    if let Some(unread) = project_servers(&root) {
+        let offset = find_key(text, "projects", 0).unwrap_or(0);
+        warnings.push(SourceWarning::new(
+            path,
+            EntryText { path, text, offset }.at(),
+            format!(
+                "{unread} not read here: only the top-level `{key}` is (`airlock install` wraps them too, each under its own name)"
+            ),
+        ));
+    }
     Ok((format, servers, separator, warnings))
+}
+
+/// Claude Code's per-directory servers (`projects.<dir>.mcpServers` in `~/.claude.json`, where
+/// `claude mcp add` puts a server by default), counted for a warning: a config is the file's
+/// top-level servers, and these would collide by name across directories.
+fn project_servers(root: &Value) -> Option<String> {
+    let projects = root.get("projects")?.as_object()?;
+    let mut servers = 0;
+    let mut directories = 0;
+    for project in projects.values() {
+        let count = project
+            .get("mcpServers")
+            .and_then(Value::as_object)
+            .map_or(0, |map| map.len());
+        if count > 0 {
+            servers += count;
+            directories += 1;
+        }
+    }
+    (servers > 0).then(|| {
+        format!(
+            "{servers} server(s) under `projects.<dir>.mcpServers` ({directories} director{})",
+            if directories == 1 { "y" } else { "ies" }
+        )
+    })
 }
 
 /// "did you mean "command"?" for a key that looks like a misspelt key airlock reads.

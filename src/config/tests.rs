@@ -286,6 +286,33 @@ fn mcp_servers_json_is_detected_and_loaded() {
     );
 }
 
+/// `~/.claude.json` keeps servers per directory too; a config reads the top-level ones and says
+/// how many others it did not read, so `check` never passes them silently.
+#[test]
+fn claude_codes_per_directory_servers_are_named_as_not_read() {
+    let text = r#"{
+  "mcpServers": { "top": { "command": "npx", "args": ["-y", "pkg"] } },
+  "projects": {
+    "/home/me/a": { "mcpServers": { "mem": { "command": "npx" }, "git": { "command": "uvx" } } },
+    "/home/me/b": { "mcpServers": {} },
+    "/home/me/c": { "mcpServers": { "fs": { "command": "npx" } } }
+  }
+}"#;
+    let config = parse(Path::new(".claude.json"), text.to_string(), &env).unwrap();
+    assert_eq!(config.servers.len(), 1);
+    let warning = config
+        .warnings
+        .iter()
+        .find(|w| w.message.contains("projects.<dir>.mcpServers"))
+        .expect("a warning");
+    assert!(
+        warning.message.starts_with("3 server(s)") && warning.message.contains("2 directories"),
+        "{}",
+        warning.message
+    );
+    assert_eq!(warning.position.map(|p| p.line), Some(3));
+}
+
 /// An entry `airlock install` wrapped (with this airlock, under its own name) reads as the
 /// command it wraps, with only the env `--allow-env` passes; anything else stays as written.
 #[test]
