@@ -536,3 +536,45 @@ fn name_dir(name: &str) -> &'static str {
         _ => "org",
     }
 }
+
+/// `airlock test NAME` of a server whose package is not cached yet fetches it first, as `run`
+/// and `serve` do, and then reports the handshake (it once failed with npm's `ENOTCACHED`).
+#[test]
+fn airlock_test_fetches_an_uncached_package_first() {
+    let who = everyone()[0];
+    let home = setup("test", who);
+    assert!(!home.npm_cache().exists());
+    let config = home.root.join("config/airlock.toml");
+    let quoted: Vec<String> = home
+        .server_args()
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.fs]\ncommand = \"npx\"\nargs = [{}]\n",
+            quoted.join(", ")
+        ),
+    )
+    .unwrap();
+    home.who.own(&config);
+    let argv = home.airlock_argv(&[
+        "test".to_string(),
+        "fs".into(),
+        "--config".into(),
+        config.display().to_string(),
+    ]);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    home.env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("not cached yet: the install step fetches it first"),
+        "{shown}"
+    );
+    assert!(stdout.contains("read_file"), "the server's tools: {shown}");
+}

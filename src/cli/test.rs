@@ -94,6 +94,17 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // An uncached npx/uvx package is fetched first, as `run` and `serve` do (its install
+    // step's records go to stderr with the test's other audit lines); that may take a while.
+    let fetching = prepared.needs_fetch();
+    if fetching {
+        println!("note:     its package is not cached yet: the install step fetches it first");
+    }
+    let timeout = if fetching {
+        timeout + crate::fetch::step::FETCH_TIMEOUT
+    } else {
+        timeout
+    };
     let outcome = runtime.block_on(start_and_handshake(prepared, timeout));
     report(outcome, server, &policy, &config.separator)
 }
@@ -119,8 +130,10 @@ async fn start_and_handshake(
     mut prepared: crate::process::launch::Prepared,
     timeout: Duration,
 ) -> Result<Found, (String, String)> {
-    if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) {
-        // The test writes no audit log: its connections go to stderr, as audit lines.
+    if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) || prepared.needs_fetch()
+    {
+        // The test writes no audit log: its connections and its install step go to stderr,
+        // as audit lines.
         prepared.net_audit = Some(crate::net::route::audit_to_stderr());
     }
     let started = Instant::now();
