@@ -178,6 +178,66 @@ fn an_exposed_address_without_authentication_is_refused_at_start() {
     );
 }
 
+/// Two clients of one gateway, a server offering tasks: a task, its status and its result are
+/// the creating client's. The other client cannot read, list or cancel it by its id (a
+/// server's task ids are a counter here, as they often are).
+#[test]
+fn a_task_is_its_creating_clients_only() {
+    let world = World::new();
+    let config =
+        fixture_server().replace("fixture_server.py\"]", "fixture_server.py\", \"--tasks\"]");
+    let gateway = world.listen(&config, &[]);
+    let open = || {
+        let reply = post(&gateway.url, &[], &initialize("2025-11-25"));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let id = reply.header("mcp-session-id").expect("a session id");
+        let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+        assert_eq!(
+            post(&gateway.url, &[("mcp-session-id", id.as_str())], &note).status,
+            202
+        );
+        id
+    };
+    let (mine, theirs) = (open(), open());
+    let ask = |session: &str, id: i64, method: &str, params: Value| {
+        let message = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        post(&gateway.url, &[("mcp-session-id", session)], &message).json()
+    };
+    let created = ask(
+        &mine,
+        1,
+        "tools/call",
+        json!({"name":"fixture__echo","arguments":{"text":"mine"},"task":{"ttl":60000}}),
+    );
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string();
+    for (n, method) in ["tasks/get", "tasks/result", "tasks/cancel"]
+        .iter()
+        .enumerate()
+    {
+        let refused = ask(&theirs, 10 + n as i64, method, json!({"taskId": task}));
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+    }
+    let listed = ask(&theirs, 20, "tasks/list", json!({}));
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
+
+    let result = ask(&mine, 2, "tasks/result", json!({"taskId": task}));
+    assert_eq!(text_of(&result), "fixture: mine", "{result}");
+    let listed = ask(&mine, 3, "tasks/list", json!({}));
+    assert_eq!(
+        listed["result"]["tasks"][0]["taskId"],
+        task.as_str(),
+        "{listed}"
+    );
+    let status = ask(&mine, 4, "tasks/get", json!({"taskId": task}));
+    assert_eq!(
+        status["result"]["status"], "completed",
+        "not cancelled by the other: {status}"
+    );
+}
+
 #[test]
 fn limits_answer_with_clear_errors() {
     let world = World::new();

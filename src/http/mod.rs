@@ -33,6 +33,7 @@ pub mod session;
 pub mod settings;
 pub mod sse;
 pub mod streams;
+pub mod tasks;
 pub mod wire;
 
 pub use auth::Identity;

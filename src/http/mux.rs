@@ -27,6 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{Map, Value, json};
 
 use super::hub::SessionKey;
+use super::tasks::{TaskOwners, named_task};
 use crate::mcp::message::{
     Class, classify, code, error_response, id_key, request, result_response,
 };
@@ -88,6 +89,8 @@ struct InFlight {
     /// The server it is for, when the method names one (`tools/call`, `prompts/get`).
     server: Option<String>,
     progress: Option<Value>,
+    /// A `tasks/list`: its answer keeps only the session's own tasks.
+    lists_tasks: bool,
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +118,8 @@ pub struct Mux {
     subscriptions: HashMap<String, BTreeSet<SessionKey>>,
     /// Ids of requests the mux sent on its own behalf (answers are dropped).
     own: BTreeSet<String>,
+    /// The session that created each task (`tasks.rs`).
+    tasks: TaskOwners,
 }
 
 /// The client capabilities the core is told: all of them (see the module docs).
@@ -225,6 +230,13 @@ impl Mux {
                     return local;
                 }
             }
+            // Another session's task is unknown to this one, as a server says of any task.
+            "tasks/get" | "tasks/result" | "tasks/cancel"
+                if named_task(&message).and_then(|task| self.tasks.owner(task)) != Some(key) =>
+            {
+                let answer = error_response(id, code::INVALID_PARAMS, "Unknown task", None);
+                return vec![to(key, answer, None)];
+            }
             _ => {}
         }
         let fresh = self.core_id(key, &id);
@@ -245,6 +257,7 @@ impl Mux {
                 id,
                 server,
                 progress,
+                lists_tasks: method == "tasks/list",
             },
         );
         vec![Out::ToCore(message)]
@@ -437,6 +450,10 @@ impl Mux {
         let Some(request) = self.requests.remove(key) else {
             return Vec::new();
         };
+        self.tasks.note_created(request.key, &message);
+        if request.lists_tasks {
+            self.tasks.keep_own(request.key, &mut message);
+        }
         message["id"] = request.id;
         vec![to(request.key, message, None)]
     }
@@ -550,6 +567,13 @@ impl Mux {
                     None => Vec::new(),
                 }
             }
+            // A task's status is its creator's to see.
+            "notifications/tasks/status" => {
+                match named_task(&message).and_then(|task| self.tasks.owner(task)) {
+                    Some(key) => vec![to(key, message, None)],
+                    None => Vec::new(),
+                }
+            }
             "notifications/resources/updated" => {
                 let uri = message
                     .pointer("/params/uri")
@@ -595,6 +619,7 @@ impl Mux {
     /// sent to it refused.
     pub fn close(&mut self, key: SessionKey) -> Vec<Out> {
         self.clients.remove(&key);
+        self.tasks.forget(key);
         let mut out = Vec::new();
         let mine: Vec<String> = self
             .requests

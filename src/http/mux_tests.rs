@@ -265,3 +265,39 @@ fn the_stdio_host_keeps_its_ids_unless_they_could_be_the_muxs_own() {
     let forwarded = to_core(mux.from_client(0, cancel));
     assert_eq!(forwarded["params"]["requestId"], again["id"], "{forwarded}");
 }
+
+#[test]
+fn a_task_its_status_and_its_result_are_the_creating_sessions_only() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    let mut create = call(5, "fixture__echo");
+    create["params"]["task"] = json!({"ttl": 60000});
+    let sent = core_msgs(&mux.from_client(1, create));
+    let answer = json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"task":{"taskId":"t-1","status":"working"}}});
+    assert_eq!(session_msgs(&mux.from_core(answer))[0].0, 1);
+    // The status goes to session 1 only; a task nobody here created, to nobody.
+    let status = |task: &str| json!({"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":task,"status":"completed"}});
+    let got = session_msgs(&mux.from_core(status("t-1")));
+    assert_eq!(got.iter().map(|m| m.0).collect::<Vec<_>>(), vec![1]);
+    assert!(session_msgs(&mux.from_core(status("t-9"))).is_empty());
+    // Session 2 may not name it: answered here, nothing reaches the core.
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let ask = json!({"jsonrpc":"2.0","id":8,"method":method,"params":{"taskId":"t-1"}});
+        let outs = mux.from_client(2, ask.clone());
+        assert!(core_msgs(&outs).is_empty(), "{method}");
+        assert_eq!(
+            session_msgs(&outs)[0].1["error"]["code"],
+            -32602,
+            "{method}"
+        );
+        assert_eq!(core_msgs(&mux.from_client(1, ask)).len(), 1, "{method}");
+    }
+    // A listing shows each session its own tasks.
+    let list = json!({"jsonrpc":"2.0","id":9,"method":"tasks/list"});
+    let sent = core_msgs(&mux.from_client(2, list));
+    let all = json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"tasks":[{"taskId":"t-1"},{"taskId":"t-2"}]}});
+    let got = session_msgs(&mux.from_core(all));
+    assert_eq!(got[0].1["result"]["tasks"], json!([]));
+    // A session that ends takes its tasks along.
+    mux.close(1);
+    assert!(session_msgs(&mux.from_core(status("t-1"))).is_empty());
+}
