@@ -464,3 +464,12 @@ fn a_tilde_cwd_is_refused_with_the_home_written_through_the_environment() {
         Some(Path::new("/home/me/projects/w"))
     );
 }
+
+/// The example config the README points to loads as written.
+#[test]
+fn the_example_config_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/airlock.toml");
+    let config = crate::config::load_file(&path).unwrap();
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["fs", "everything"]);
+}
