@@ -508,6 +508,23 @@ fn parent_alive(release_r: &OwnedFd) -> bool {
     rc >= 0 && (poll.revents & libc::POLLHUP) == 0
 }
 
+/// Arguments of `argv` (after the program) that read as relative paths, at most three: not an
+/// option, absolute path, URL (it may carry a token) or scoped npm package (`@scope/name`), nor
+/// text with spaces in it (a `sh -c` script or a sentence).
+fn relative_paths(argv: &[String]) -> Vec<&str> {
+    argv.iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|arg| {
+            !arg.starts_with(['-', '/', '@'])
+                && arg.contains('/')
+                && !arg.contains("://")
+                && !arg.contains(char::is_whitespace)
+        })
+        .take(3)
+        .collect()
+}
+
 /// The working directory, as the server's uid: the planned one, or, when the server cannot use
 /// it (not in its root, or not enterable by its uid), its private home, with one notice.
 fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
@@ -525,17 +542,7 @@ fn enter_working_dir(plan: &SandboxPlan, prepared: &Prepared) {
     };
     // A relative path on the command line (`python3 ../tools/server.py`) meant the working
     // directory the server does not get: say so, or the server's own error is a riddle.
-    let relative: Vec<&str> = plan
-        .argv
-        .iter()
-        .skip(1)
-        .map(String::as_str)
-        // Not a URL (it may carry a token) nor a scoped npm package (`@scope/name`).
-        .filter(|arg| {
-            !arg.starts_with(['-', '/', '@']) && arg.contains('/') && !arg.contains("://")
-        })
-        .take(3)
-        .collect();
+    let relative = relative_paths(&plan.argv);
     let hint = if relative.is_empty() {
         String::new()
     } else {
@@ -689,4 +696,30 @@ fn exec(prepared: &Prepared) -> ! {
 /// The step's name for a helper exit code (used by doctor and the exit summaries).
 pub fn describe_exit(code: i32) -> Option<&'static str> {
     Step::from_code(code).map(Step::name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_paths;
+
+    #[test]
+    fn only_arguments_that_read_as_relative_paths_are_named() {
+        let argv: Vec<String> = [
+            "python3",
+            "../tools/server.py",
+            "-m",
+            "/abs/path",
+            "@scope/pkg",
+            "https://example.com/x",
+            "cat /x >&2; echo done",
+            "data/in.json",
+            "plain",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            relative_paths(&argv),
+            ["../tools/server.py", "data/in.json"]
+        );
+    }
 }
