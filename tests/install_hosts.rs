@@ -720,3 +720,17 @@ fn install_warns_of_a_command_the_policy_will_not_launch_and_trust_on_the_run_li
         "the trusted run line starts it: {line}"
     );
 }
+
+/// With no host file here, `install` says where it looked, and how to name a file elsewhere.
+#[test]
+fn install_without_any_host_file_says_where_it_looked() {
+    let user = User::new();
+    let out = user.ok(&["install"]);
+    assert!(out.starts_with("No MCP host configuration found"), "{out}");
+    let cursor = user.home.join(".cursor/mcp.json");
+    assert!(
+        out.contains(&format!("Cursor [cursor] {}", cursor.display())),
+        "{out}"
+    );
+    assert!(out.contains("--config PATH"), "{out}");
+}

@@ -590,8 +590,17 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
     if found == 0 {
         let _ = writeln!(
             out,
-            "No MCP host configuration found (hosts airlock knows: {}).",
+            "No MCP host configuration found (hosts airlock knows: {}). Looked for:",
             hosts::ids().join(", ")
+        );
+        for host in hosts::HOSTS {
+            for path in host.files.iter().filter_map(|file| env.path_of(file)) {
+                let _ = writeln!(out, "  {} [{}] {}", host.name, host.id, path.display());
+            }
+        }
+        let _ = writeln!(
+            out,
+            "A host file elsewhere: `airlock install HOST --config PATH`."
         );
     } else {
         let _ = writeln!(
