@@ -110,6 +110,26 @@ impl Home {
         ]
     }
 
+    /// An airlock.toml with the server as `fs`, owned by the user.
+    fn fs_config(&self) -> PathBuf {
+        let config = self.root.join("config/airlock.toml");
+        let quoted: Vec<String> = self
+            .server_args()
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect();
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.fs]\ncommand = \"npx\"\nargs = [{}]\n",
+                quoted.join(", ")
+            ),
+        )
+        .unwrap();
+        self.who.own(&config);
+        config
+    }
+
     /// The host's command line for `mode` (no `--` before the server command).
     fn host_command(&self, mode: Mode) -> (Vec<String>, &'static str) {
         let audit = self.audit().display().to_string();
@@ -120,21 +140,7 @@ impl Home {
                 (self.airlock_argv(&args), "")
             }
             Mode::Serve => {
-                let config = self.root.join("config/airlock.toml");
-                let quoted: Vec<String> = self
-                    .server_args()
-                    .iter()
-                    .map(|a| format!("{a:?}"))
-                    .collect();
-                std::fs::write(
-                    &config,
-                    format!(
-                        "[servers.fs]\ncommand = \"npx\"\nargs = [{}]\n",
-                        quoted.join(", ")
-                    ),
-                )
-                .unwrap();
-                self.who.own(&config);
+                let config = self.fs_config();
                 let args = [
                     "serve".to_string(),
                     "--config".into(),
@@ -544,21 +550,7 @@ fn airlock_test_fetches_an_uncached_package_first() {
     let who = everyone()[0];
     let home = setup("test", who);
     assert!(!home.npm_cache().exists());
-    let config = home.root.join("config/airlock.toml");
-    let quoted: Vec<String> = home
-        .server_args()
-        .iter()
-        .map(|a| format!("{a:?}"))
-        .collect();
-    std::fs::write(
-        &config,
-        format!(
-            "[servers.fs]\ncommand = \"npx\"\nargs = [{}]\n",
-            quoted.join(", ")
-        ),
-    )
-    .unwrap();
-    home.who.own(&config);
+    let config = home.fs_config();
     let argv = home.airlock_argv(&[
         "test".to_string(),
         "fs".into(),

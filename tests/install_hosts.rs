@@ -56,17 +56,20 @@ impl User {
     }
 
     fn airlock_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        Command::new(AIRLOCK)
-            .args(args)
-            .current_dir(cwd)
+        self.own_env(Command::new(AIRLOCK).args(args).current_dir(cwd))
+            .output()
+            .unwrap()
+    }
+
+    /// This user's environment only: their home and airlock dirs, the test's `PATH`.
+    fn own_env<'a>(&self, command: &'a mut Command) -> &'a mut Command {
+        command
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("XDG_STATE_HOME", self.home.join(".local/state"))
             .env("AIRLOCK_ORG_POLICY_DIR", self.home.join("no-org-policy"))
-            .output()
-            .unwrap()
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -684,21 +687,13 @@ fn install_warns_of_a_command_the_policy_will_not_launch_and_trust_on_the_run_li
         String::from_utf8_lossy(&check.stderr)
     );
     let entry = &config["mcpServers"]["own"];
-    let mut child = Command::new(entry["command"].as_str().unwrap())
-        .args(
-            entry["args"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap()),
-        )
-        .current_dir(&user.project)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &user.home)
-        .env("XDG_CONFIG_HOME", user.home.join(".config"))
-        .env("XDG_STATE_HOME", user.home.join(".local/state"))
-        .env("AIRLOCK_ORG_POLICY_DIR", user.home.join("no-org-policy"))
+    let mut command = Command::new(entry["command"].as_str().unwrap());
+    let args = entry["args"].as_array().unwrap().iter();
+    command
+        .args(args.map(|a| a.as_str().unwrap()))
+        .current_dir(&user.project);
+    let mut child = user
+        .own_env(&mut command)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

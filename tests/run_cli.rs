@@ -49,6 +49,27 @@ fn audit_events(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// `airlock run --policy POLICY EXTRA -- python3 <the serve fixture>` with no host input and
+/// `env` set: what it wrote on stderr.
+fn fixture_run_stderr(dir: &Path, policy: &Path, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let out = airlock(dir)
+        .arg("run")
+        .arg("--policy")
+        .arg(policy)
+        .args(extra)
+        .arg("--")
+        .arg("/usr/bin/python3")
+        .arg(&fixture)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("airlock run");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["event"] == kind).count()
 }
@@ -370,24 +391,8 @@ fn interop_server_filesystem_writes_inside_its_grant_only() {
 fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
-    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
-    let start = |extra: &[&str]| {
-        let mut command = airlock(dir.path());
-        command
-            .arg("run")
-            .arg("--policy")
-            .arg(&policy)
-            .args(extra)
-            .arg("--")
-            .arg("/usr/bin/python3")
-            .arg(&fixture)
-            .env("API_KEY", "sk-do-not-show-me-0123456789")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let out = command.output().expect("airlock run");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let secret = [("API_KEY", "sk-do-not-show-me-0123456789")];
+    let start = |extra: &[&str]| fixture_run_stderr(dir.path(), &policy, extra, &secret);
     let withheld = start(&[]);
     assert!(
         withheld.contains("not passed to the server")
@@ -409,23 +414,7 @@ fn a_policy_naming_only_other_servers_is_pointed_out_when_the_name_was_derived()
         dir.path(),
         "[sandbox]\nrun_as = \"root\"\n[tools]\ndeny = [\"mcp:fs__write_file\"]\n",
     );
-    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
-    let start = |extra: &[&str]| {
-        let out = airlock(dir.path())
-            .arg("run")
-            .arg("--policy")
-            .arg(&policy)
-            .args(extra)
-            .arg("--")
-            .arg("/usr/bin/python3")
-            .arg(&fixture)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .expect("airlock run");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let start = |extra: &[&str]| fixture_run_stderr(dir.path(), &policy, extra, &[]);
     let derived = start(&[]);
     assert!(
         derived.contains("name server \"fs\" but none names this one")
