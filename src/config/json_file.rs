@@ -463,7 +463,13 @@ fn raw_server(
             at: field_at("command"),
         });
         args = wrapped.args;
-        env.retain(|key, _| wrapped.allow_env.contains(key));
+        // As `run` passes them: exact names, and `PREFIX_*` families.
+        env.retain(|key, _| {
+            wrapped
+                .allow_env
+                .iter()
+                .any(|pattern| crate::sandbox::env_name_matches(pattern, key))
+        });
     } else if command.as_ref().is_some_and(|command| {
         std::path::Path::new(&command.value).file_name() == Some(std::ffi::OsStr::new("airlock"))
     }) {
