@@ -27,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{Map, Value, json};
 
 use super::hub::SessionKey;
-use super::tasks::{TaskOwners, named_task};
+use super::tasks::{Owner, TaskOwners, named_task, related_task};
 use crate::mcp::message::{
     Class, classify, code, error_response, id_key, request, result_response,
 };
@@ -40,6 +40,8 @@ use crate::session::core::{LATEST_HANDSHAKE, META_SERVER};
 enum Unroutable {
     #[error("the call it is about is no longer in flight")]
     CallEnded,
+    #[error("the task it is about belongs to no session here")]
+    TaskNotHere,
     #[error("it names no server")]
     NoServer,
     #[error("no client has a request in flight on server `{server}`")]
@@ -91,6 +93,9 @@ struct InFlight {
     progress: Option<Value>,
     /// A `tasks/list`: its answer keeps only the session's own tasks.
     lists_tasks: bool,
+    /// The task a `tasks/get`, `tasks/result` or `tasks/cancel` names: a server's request about
+    /// that task goes on this request's stream.
+    task: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -230,9 +235,10 @@ impl Mux {
                     return local;
                 }
             }
-            // Another session's task is unknown to this one, as a server says of any task.
+            // Another's task is unknown to this client, as a server says of any task.
             "tasks/get" | "tasks/result" | "tasks/cancel"
-                if named_task(&message).and_then(|task| self.tasks.owner(task)) != Some(key) =>
+                if named_task(&message).and_then(|task| self.tasks.owner(task))
+                    != Some(&self.task_owner(key)) =>
             {
                 let answer = error_response(id, code::INVALID_PARAMS, "Unknown task", None);
                 return vec![to(key, answer, None)];
@@ -258,6 +264,7 @@ impl Mux {
                 server,
                 progress,
                 lists_tasks: method == "tasks/list",
+                task: named_task(&message).map(str::to_string),
             },
         );
         vec![Out::ToCore(message)]
@@ -450,12 +457,21 @@ impl Mux {
         let Some(request) = self.requests.remove(key) else {
             return Vec::new();
         };
-        self.tasks.note_created(request.key, &message);
+        let owner = self.task_owner(request.key);
         if request.lists_tasks {
-            self.tasks.keep_own(request.key, &mut message);
+            self.tasks.keep_own(&owner, &mut message);
         }
+        self.tasks.note_created(owner, &message);
         message["id"] = request.id;
         vec![to(request.key, message, None)]
+    }
+
+    /// Who session `key`'s tasks belong to: the session, or a stateless client's identity.
+    fn task_owner(&self, key: SessionKey) -> Owner {
+        match self.clients.get(&key) {
+            Some(client) if client.stateless => Owner::Stateless(client.identity.clone()),
+            _ => Owner::Session(key),
+        }
     }
 
     /// Sessions with a request in flight on `server`.
@@ -476,6 +492,16 @@ impl Mux {
                 Some(request) => Ok((request.key, Some(request.id.clone()))),
                 None => Err(Unroutable::CallEnded),
             };
+        }
+        // A task's question is its creator's, on the stream of the request naming the task.
+        if let Some(task) = related_task(message) {
+            let key = self.tasks.session(task).ok_or(Unroutable::TaskNotHere)?;
+            let related = self
+                .requests
+                .values()
+                .find(|r| r.key == key && r.task.as_deref() == Some(task))
+                .map(|r| r.id.clone());
+            return Ok((key, related));
         }
         let Some(server) = meta
             .and_then(|m| m.get(META_SERVER))
@@ -569,7 +595,7 @@ impl Mux {
             }
             // A task's status is its creator's to see.
             "notifications/tasks/status" => {
-                match named_task(&message).and_then(|task| self.tasks.owner(task)) {
+                match named_task(&message).and_then(|task| self.tasks.session(task)) {
                     Some(key) => vec![to(key, message, None)],
                     None => Vec::new(),
                 }

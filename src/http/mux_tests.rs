@@ -301,3 +301,54 @@ fn a_task_its_status_and_its_result_are_the_creating_sessions_only() {
     mux.close(1);
     assert!(session_msgs(&mux.from_core(status("t-1"))).is_empty());
 }
+
+#[test]
+fn a_tasks_question_goes_to_its_creator_and_a_stateless_clients_task_outlives_its_request() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    for key in [1, 2] {
+        mux.from_client(key, init(0, "2025-11-25", json!({"elicitation": {}})));
+    }
+    let mut create = call(5, "fixture__ask");
+    create["params"]["task"] = json!({});
+    let sent = core_msgs(&mux.from_client(1, create));
+    let created = json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"task":{"taskId":"t-1","status":"input_required"}}});
+    mux.from_core(created);
+    // Session 2 has a call in flight on the same server; session 1 waits on its task's result.
+    core_msgs(&mux.from_client(2, call(7, "fixture__slow")));
+    let waiting = json!({"jsonrpc":"2.0","id":8,"method":"tasks/result","params":{"taskId":"t-1"}});
+    core_msgs(&mux.from_client(1, waiting));
+    let question = |task: &str| {
+        json!({"jsonrpc":"2.0","id":"airlock-gw-1","method":"elicitation/create","params":{"message":"pin?","_meta":{
+        META_SERVER: "fixture", "io.modelcontextprotocol/related-task": {"taskId": task}}}})
+    };
+    let got = session_msgs(&mux.from_core(question("t-1")));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].0, &got[0].2),
+        (1, &Some(json!(8))),
+        "on the tasks/result stream"
+    );
+    // A task nobody here created: refused, not given to whoever calls that server.
+    let outs = mux.from_core(question("t-9"));
+    assert!(session_msgs(&outs).is_empty());
+    assert_eq!(core_msgs(&outs).len(), 1, "a refusal to the core");
+
+    // A stateless client's task is its identity's, after its request's session has ended.
+    mux.open(3, Some("ci".into()), true);
+    let mut create = call(1, "fixture__echo");
+    create["params"]["task"] = json!({});
+    let sent = core_msgs(&mux.from_client(3, create));
+    mux.from_core(json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"task":{"taskId":"t-2"}}}));
+    mux.close(3);
+    let get = json!({"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-2"}});
+    mux.open(4, Some("ci".into()), true);
+    assert_eq!(
+        core_msgs(&mux.from_client(4, get.clone())).len(),
+        1,
+        "the same identity"
+    );
+    mux.open(5, Some("other".into()), true);
+    let refused = mux.from_client(5, get.clone());
+    assert!(core_msgs(&refused).is_empty(), "another identity");
+    assert!(core_msgs(&mux.from_client(2, get)).is_empty(), "a session");
+}

@@ -1,7 +1,8 @@
-//! Tasks (protocol 2025-11-25) belong to the session that created them. A server's task ids
-//! are its own (often a counter), and one gateway serves every session: without this, any
-//! client could read another's task status and result (`tasks/get`, `tasks/result`,
-//! `tasks/list`), cancel it, or receive its `notifications/tasks/status`. Pure: the mux asks.
+//! Tasks (protocol 2025-11-25) belong to whoever created them. A server's task ids are its own
+//! (often a counter), and one gateway serves every session: without this, any client could read
+//! another's task status and result (`tasks/get`, `tasks/result`, `tasks/list`), cancel it,
+//! receive its `notifications/tasks/status`, or answer the questions it asks its creator
+//! (`elicitation/create` tagged with the task). Pure: the mux asks.
 
 use std::collections::HashMap;
 
@@ -10,10 +11,18 @@ use serde_json::Value;
 use super::hub::SessionKey;
 use crate::mcp::Field;
 
-/// Which session created each task the gateway has seen created.
+/// Who created a task: a session, or, for a stateless (2026-07-28) client, which has no session
+/// that outlives one request, its identity (`None`: unauthenticated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    Session(SessionKey),
+    Stateless(Option<String>),
+}
+
+/// Which owner created each task the gateway has seen created.
 #[derive(Debug, Default)]
 pub struct TaskOwners {
-    owners: HashMap<String, SessionKey>,
+    owners: HashMap<String, Owner>,
 }
 
 /// The task id a message names: a request's `params.taskId`, a status notification's
@@ -22,26 +31,46 @@ pub fn named_task(message: &Value) -> Option<&str> {
     message.at(&["params", "taskId"]).and_then(Value::as_str)
 }
 
+/// The task a server's request is about (`_meta["io.modelcontextprotocol/related-task"]`).
+pub fn related_task(message: &Value) -> Option<&str> {
+    message
+        .at(&[
+            "params",
+            "_meta",
+            "io.modelcontextprotocol/related-task",
+            "taskId",
+        ])
+        .and_then(Value::as_str)
+}
+
 impl TaskOwners {
-    /// Notes the task session `key`'s request created, when its answer is a `CreateTaskResult`
+    /// Notes the task `owner`'s request created, when its answer is a `CreateTaskResult`
     /// (`result.task.taskId`).
-    pub fn note_created(&mut self, key: SessionKey, answer: &Value) {
+    pub fn note_created(&mut self, owner: Owner, answer: &Value) {
         if let Some(task) = answer
             .at(&["result", "task", "taskId"])
             .and_then(Value::as_str)
         {
-            self.owners.insert(task.to_string(), key);
+            self.owners.insert(task.to_string(), owner);
         }
     }
 
-    /// The session that created `task`.
-    pub fn owner(&self, task: &str) -> Option<SessionKey> {
-        self.owners.get(task).copied()
+    /// Who created `task`.
+    pub fn owner(&self, task: &str) -> Option<&Owner> {
+        self.owners.get(task)
     }
 
-    /// Takes out of a `tasks/list` answer for session `key` the tasks other sessions created (or
-    /// that no session of this gateway created).
-    pub fn keep_own(&self, key: SessionKey, answer: &mut Value) {
+    /// The session that created `task`, when a session did.
+    pub fn session(&self, task: &str) -> Option<SessionKey> {
+        match self.owner(task) {
+            Some(Owner::Session(key)) => Some(*key),
+            _ => None,
+        }
+    }
+
+    /// Takes out of a `tasks/list` answer for `owner` the tasks others created (or that nobody
+    /// here created).
+    pub fn keep_own(&self, owner: &Owner, answer: &mut Value) {
         let Some(Value::Array(tasks)) = answer
             .get_mut("result")
             .and_then(|result| result.get_mut("tasks"))
@@ -51,13 +80,13 @@ impl TaskOwners {
         tasks.retain(|task| {
             task.field("taskId")
                 .and_then(Value::as_str)
-                .is_some_and(|id| self.owner(id) == Some(key))
+                .is_some_and(|id| self.owner(id) == Some(owner))
         });
     }
 
-    /// Forgets the tasks of a session that ended.
+    /// Forgets the tasks of a session that ended (a stateless client's outlive its requests).
     pub fn forget(&mut self, key: SessionKey) {
-        self.owners.retain(|_, owner| *owner != key);
+        self.owners.retain(|_, owner| *owner != Owner::Session(key));
     }
 }
 
@@ -69,22 +98,34 @@ mod tests {
     #[test]
     fn a_task_is_its_creators_only() {
         let mut owners = TaskOwners::default();
-        owners.note_created(1, &json!({"result": {"task": {"taskId": "t-1"}}}));
-        owners.note_created(2, &json!({"result": {"task": {"taskId": "t-2"}}}));
-        owners.note_created(2, &json!({"result": {"content": []}}));
-        assert_eq!(owners.owner("t-1"), Some(1));
-        assert_eq!(owners.owner("t-2"), Some(2));
-        assert_eq!(owners.owner("t-3"), None);
+        let created = |task: &str| json!({"result": {"task": {"taskId": task}}});
+        owners.note_created(Owner::Session(1), &created("t-1"));
+        owners.note_created(Owner::Session(2), &created("t-2"));
+        owners.note_created(Owner::Stateless(Some("ci".into())), &created("t-3"));
+        owners.note_created(Owner::Session(2), &json!({"result": {"content": []}}));
+        assert_eq!(owners.session("t-1"), Some(1));
+        assert_eq!(owners.session("t-3"), None);
+        assert_eq!(
+            owners.owner("t-3"),
+            Some(&Owner::Stateless(Some("ci".into())))
+        );
+        assert_eq!(owners.owner("t-9"), None);
         let mut listed = json!({"result": {"tasks": [
             {"taskId": "t-1"}, {"taskId": "t-2"}, {"taskId": "t-9"}, {"status": "no id"}
         ]}});
-        owners.keep_own(1, &mut listed);
+        owners.keep_own(&Owner::Session(1), &mut listed);
         assert_eq!(listed, json!({"result": {"tasks": [{"taskId": "t-1"}]}}));
         owners.forget(1);
         assert_eq!(owners.owner("t-1"), None);
+        assert!(
+            owners.owner("t-3").is_some(),
+            "a stateless client's task stays"
+        );
         assert_eq!(
             named_task(&json!({"params": {"taskId": "t-2"}})),
             Some("t-2")
         );
+        let asked = json!({"params": {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t-2"}}}});
+        assert_eq!(related_task(&asked), Some("t-2"));
     }
 }
