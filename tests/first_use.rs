@@ -544,29 +544,31 @@ fn name_dir(name: &str) -> &'static str {
 }
 
 /// `airlock test NAME` of a server whose package is not cached yet fetches it first, as `run`
-/// and `serve` do, and then reports the handshake (it once failed with npm's `ENOTCACHED`).
+/// and `serve` do, and then reports the handshake (it once failed with npm's `ENOTCACHED`); as
+/// root and as an ordinary user.
 #[test]
 fn airlock_test_fetches_an_uncached_package_first() {
-    let who = everyone()[0];
-    let home = setup("test", who);
-    assert!(!home.npm_cache().exists());
-    let config = home.fs_config();
-    let argv = home.airlock_argv(&[
-        "test".to_string(),
-        "fs".into(),
-        "--config".into(),
-        config.display().to_string(),
-    ]);
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
-    home.env(&mut cmd);
-    let out = cmd.output().unwrap();
-    let shown = text(&out);
-    assert!(out.status.success(), "{shown}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("not cached yet: the install step fetches it first"),
-        "{shown}"
-    );
-    assert!(stdout.contains("read_file"), "the server's tools: {shown}");
+    for who in everyone() {
+        let home = setup("test", who);
+        assert!(!home.npm_cache().exists());
+        let config = home.fs_config();
+        let argv = home.airlock_argv(&[
+            "test".to_string(),
+            "fs".into(),
+            "--config".into(),
+            config.display().to_string(),
+        ]);
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        home.env(&mut cmd);
+        let out = cmd.output().unwrap();
+        let shown = format!("as {}: {}", who.tag(), text(&out));
+        assert!(out.status.success(), "{shown}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("not cached yet: the install step fetches it first"),
+            "{shown}"
+        );
+        assert!(stdout.contains("read_file"), "the server's tools: {shown}");
+    }
 }
