@@ -178,6 +178,39 @@ fn an_exposed_address_without_authentication_is_refused_at_start() {
     );
 }
 
+/// A client that cancels its call is done with it: the call's stream ends without an answer,
+/// and the id is the client's to use again (it was "already in flight" until the session ended).
+#[test]
+fn a_cancelled_call_ends_its_stream_and_frees_its_id() {
+    let world = World::new();
+    let gateway = world.listen(&fixture_server(), &[]);
+    let session = session(&gateway.url, &[]);
+    let url = gateway.url.clone();
+    let waiting_session = session.clone();
+    let started = std::time::Instant::now();
+    let slow = std::thread::spawn(move || {
+        let call = call(5, "fixture__slow", json!({"seconds": 30}));
+        post(&url, &[("mcp-session-id", waiting_session.as_str())], &call)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"changed my mind"}});
+    let headers = [("mcp-session-id", session.as_str())];
+    assert_eq!(post(&gateway.url, &headers, &cancel).status, 202);
+    let ended = slow.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the stream ended with the cancellation"
+    );
+    assert!(!ended.body.contains("slow done"), "{}", ended.body);
+    let again = post(
+        &gateway.url,
+        &headers,
+        &call(5, "fixture__echo", json!({"text": "id 5 again"})),
+    );
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(text_of(&again.json()), "fixture: id 5 again");
+}
+
 /// Two clients of one gateway, a server offering tasks: a task, its status and its result are
 /// the creating client's. The other client cannot read, list or cancel it by its id (a
 /// server's task ids are a counter here, as they often are).

@@ -383,6 +383,8 @@ impl Mux {
                 let Some(fresh) = self.find_request(key, &original) else {
                     return Vec::new();
                 };
+                // The request is over for the client: its id is free, a late answer dropped.
+                self.requests.remove(&id_key(&fresh));
                 message["params"]["requestId"] = fresh;
                 vec![Out::ToCore(message)]
             }

@@ -71,6 +71,11 @@ pub async fn handle(
         Err(response) => return *response,
     };
     if !is_request {
+        if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+            && let Some(id) = message.pointer("/params/requestId")
+        {
+            session.state().cancelled(id);
+        }
         hub.backend().message(session.info.key, message);
         return body::empty(202);
     }

@@ -198,6 +198,18 @@ impl SessionState {
         Some(id)
     }
 
+    /// The client cancelled its request `id`: no answer will come (the server is told not to
+    /// send one), so its stream ends and the id may be used again.
+    pub fn cancelled(&mut self, id: &Value) {
+        let Some(number) = self.pending.get(&id_key(id)).copied() else {
+            return;
+        };
+        if let Some(stream) = self.streams.get_mut(&number) {
+            send(stream, Frame::End);
+        }
+        self.finish(number);
+    }
+
     /// Where `message` goes. `related`: the id of the request the gateway says it belongs to.
     pub fn target(&self, message: &Value, related: Option<&Value>) -> Target {
         match classify(message) {
