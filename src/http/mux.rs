@@ -40,7 +40,7 @@ use crate::session::core::{LATEST_HANDSHAKE, META_SERVER};
 enum Unroutable {
     #[error("the call it is about is no longer in flight")]
     CallEnded,
-    #[error("the task it is about belongs to no session here")]
+    #[error("the task it is about belongs to no session here (or to another server)")]
     TaskNotHere,
     #[error("it names no server")]
     NoServer,
@@ -463,7 +463,8 @@ impl Mux {
         if request.lists_tasks {
             self.tasks.keep_own(&owner, &mut message);
         }
-        self.tasks.note_created(owner, &message);
+        self.tasks
+            .note_created(owner, request.server.clone(), &message);
         message["id"] = request.id;
         vec![to(request.key, message, None)]
     }
@@ -495,9 +496,17 @@ impl Mux {
                 None => Err(Unroutable::CallEnded),
             };
         }
-        // A task's question is its creator's, on the stream of the request naming the task.
+        // A task's question is its creator's, on the stream of the request naming the task; only
+        // the server the task was created on may ask about it.
         if let Some(task) = related_task(message) {
-            let key = self.tasks.session(task).ok_or(Unroutable::TaskNotHere)?;
+            let server = meta
+                .and_then(|m| m.get(META_SERVER))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let key = self
+                .tasks
+                .session_on(task, server)
+                .ok_or(Unroutable::TaskNotHere)?;
             let related = self
                 .requests
                 .values()

@@ -317,10 +317,14 @@ fn a_tasks_question_goes_to_its_creator_and_a_stateless_clients_task_outlives_it
     core_msgs(&mux.from_client(2, call(7, "fixture__slow")));
     let waiting = json!({"jsonrpc":"2.0","id":8,"method":"tasks/result","params":{"taskId":"t-1"}});
     core_msgs(&mux.from_client(1, waiting));
-    let question = |task: &str| {
+    let asked_by = |server: &str, task: &str| {
         json!({"jsonrpc":"2.0","id":"airlock-gw-1","method":"elicitation/create","params":{"message":"pin?","_meta":{
-        META_SERVER: "fixture", "io.modelcontextprotocol/related-task": {"taskId": task}}}})
+        META_SERVER: server, "io.modelcontextprotocol/related-task": {"taskId": task}}}})
     };
+    let question = |task: &str| asked_by("fixture", task);
+    // Another server naming the task reaches nobody.
+    let outs = mux.from_core(asked_by("other", "t-1"));
+    assert!(session_msgs(&outs).is_empty(), "{:?}", session_msgs(&outs));
     let got = session_msgs(&mux.from_core(question("t-1")));
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(

@@ -19,10 +19,10 @@ pub enum Owner {
     Stateless(Option<String>),
 }
 
-/// Which owner created each task the gateway has seen created.
+/// Which owner created each task the gateway has seen created, and on which server.
 #[derive(Debug, Default)]
 pub struct TaskOwners {
-    owners: HashMap<String, Owner>,
+    owners: HashMap<String, (Owner, Option<String>)>,
 }
 
 /// The task id a message names: a request's `params.taskId`, a status notification's
@@ -44,26 +44,36 @@ pub fn related_task(message: &Value) -> Option<&str> {
 }
 
 impl TaskOwners {
-    /// Notes the task `owner`'s request created, when its answer is a `CreateTaskResult`
-    /// (`result.task.taskId`).
-    pub fn note_created(&mut self, owner: Owner, answer: &Value) {
+    /// Notes the task `owner`'s request to `server` created, when its answer is a
+    /// `CreateTaskResult` (`result.task.taskId`).
+    pub fn note_created(&mut self, owner: Owner, server: Option<String>, answer: &Value) {
         if let Some(task) = answer
             .at(&["result", "task", "taskId"])
             .and_then(Value::as_str)
         {
-            self.owners.insert(task.to_string(), owner);
+            self.owners.insert(task.to_string(), (owner, server));
         }
     }
 
     /// Who created `task`.
     pub fn owner(&self, task: &str) -> Option<&Owner> {
-        self.owners.get(task)
+        self.owners.get(task).map(|(owner, _)| owner)
     }
 
     /// The session that created `task`, when a session did.
     pub fn session(&self, task: &str) -> Option<SessionKey> {
         match self.owner(task) {
             Some(Owner::Session(key)) => Some(*key),
+            _ => None,
+        }
+    }
+
+    /// The session that created `task` on `server`: a server's question about a task goes to
+    /// its creator only when that server is the one the task was created on (another server
+    /// naming the id must not reach that client).
+    pub fn session_on(&self, task: &str, server: &str) -> Option<SessionKey> {
+        match self.owners.get(task) {
+            Some((Owner::Session(key), Some(on))) if on == server => Some(*key),
             _ => None,
         }
     }
@@ -86,7 +96,8 @@ impl TaskOwners {
 
     /// Forgets the tasks of a session that ended (a stateless client's outlive its requests).
     pub fn forget(&mut self, key: SessionKey) {
-        self.owners.retain(|_, owner| *owner != Owner::Session(key));
+        self.owners
+            .retain(|_, (owner, _)| *owner != Owner::Session(key));
     }
 }
 
@@ -99,10 +110,25 @@ mod tests {
     fn a_task_is_its_creators_only() {
         let mut owners = TaskOwners::default();
         let created = |task: &str| json!({"result": {"task": {"taskId": task}}});
-        owners.note_created(Owner::Session(1), &created("t-1"));
-        owners.note_created(Owner::Session(2), &created("t-2"));
-        owners.note_created(Owner::Stateless(Some("ci".into())), &created("t-3"));
-        owners.note_created(Owner::Session(2), &json!({"result": {"content": []}}));
+        let on = |server: &str| Some(server.to_string());
+        owners.note_created(Owner::Session(1), on("a"), &created("t-1"));
+        owners.note_created(Owner::Session(2), on("b"), &created("t-2"));
+        owners.note_created(
+            Owner::Stateless(Some("ci".into())),
+            on("a"),
+            &created("t-3"),
+        );
+        owners.note_created(
+            Owner::Session(2),
+            on("a"),
+            &json!({"result": {"content": []}}),
+        );
+        assert_eq!(owners.session_on("t-1", "a"), Some(1));
+        assert_eq!(
+            owners.session_on("t-1", "b"),
+            None,
+            "another server's question"
+        );
         assert_eq!(owners.session("t-1"), Some(1));
         assert_eq!(owners.session("t-3"), None);
         assert_eq!(

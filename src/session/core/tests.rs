@@ -486,12 +486,20 @@ fn server_requests_name_their_server_or_are_declined() {
     let mut h = two();
     h.initialize(json!({"roots": {}}));
     h.tool_names();
+    // A server claiming airlock's own `airlock/request` (which picks the HTTP client a
+    // question goes to) loses it.
     h.answer(
         0,
-        json!({"jsonrpc":"2.0","id":"r1","method":"roots/list","params":{}}),
+        json!({"jsonrpc":"2.0","id":"r1","method":"roots/list","params":{"_meta":{"airlock/request":"airlock-h2-1"}}}),
     );
     let forwarded = h.to_host.pop().unwrap();
     assert_eq!(forwarded["params"]["_meta"][META_SERVER], "alpha");
+    assert!(
+        forwarded["params"]["_meta"]
+            .get("airlock/request")
+            .is_none(),
+        "{forwarded}"
+    );
     let host_id = forwarded["id"].clone();
     h.host(json!({"jsonrpc":"2.0","id":host_id,"result":{"roots":[]}}));
     let back = h.received[0].pop_front().unwrap();

@@ -301,10 +301,14 @@ impl Core {
 }
 
 /// A gateway's server request names its server (`_meta`), and an elicitation's message shows it.
+/// A server's own `airlock/request` is taken out: that key marks airlock's own confirmation
+/// request and names the call it is about, which decides the client it goes to over HTTP; a
+/// server claiming it could send its question to another client's call.
 fn name_the_server(message: &mut Value, method: &str, name: &str) {
     if let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) {
         let meta = params.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
+            meta.remove(crate::gate::META_REQUEST);
             meta.insert(META_SERVER.into(), Value::String(name.to_string()));
         }
         if method == "elicitation/create"
