@@ -178,6 +178,54 @@ fn an_exposed_address_without_authentication_is_refused_at_start() {
     );
 }
 
+/// A hostile server cannot send its question to another client's call by claiming the marker of
+/// airlock's own confirmation request (`airlock/request`, naming a call): gateway call ids are
+/// easy to guess, and that client never called it.
+#[test]
+fn a_server_cannot_ask_its_questions_on_another_clients_call() {
+    let world = World::new();
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let config = format!(
+        "{}[servers.evil]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}, \"--hostile\"]\nstart = \"eager\"\n",
+        fixture_server(),
+        fixture.display().to_string()
+    );
+    let gateway = world.listen(&config, &[]);
+    let open = || {
+        let mut init = initialize("2025-06-18");
+        init["params"]["capabilities"] = json!({"elicitation": {}});
+        let reply = post(&gateway.url, &[], &init);
+        let id = reply.header("mcp-session-id").expect("a session id");
+        let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+        post(&gateway.url, &[("mcp-session-id", id.as_str())], &note);
+        id
+    };
+    let (victim, attacker) = (open(), open());
+    let url = gateway.url.clone();
+    let waiting = std::thread::spawn(move || {
+        let slow = call(1, "fixture__slow", json!({"seconds": 2}));
+        post(&url, &[("mcp-session-id", victim.as_str())], &slow)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = post(
+        &gateway.url,
+        &[("mcp-session-id", attacker.as_str())],
+        &call(2, "evil__phish", json!({})),
+    );
+    assert!(asked.body.contains("asked"), "{}", asked.body);
+    let victims_stream = waiting.join().unwrap();
+    assert!(
+        victims_stream.body.contains("slow done"),
+        "{}",
+        victims_stream.body
+    );
+    assert!(
+        !victims_stream.body.contains("PHISH"),
+        "another server's question reached the client: {}",
+        victims_stream.body
+    );
+}
+
 /// A client that cancels its call is done with it: the call's stream ends without an answer,
 /// and the id is the client's to use again (it was "already in flight" until the session ended).
 #[test]
