@@ -310,8 +310,11 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
     let mut allow_env = Vec::new();
     let mut trust = false;
     while let Some(flag) = flags.next() {
+        // `run` refuses a flag given twice, so such a line starts nothing: read as written.
         if flag == "--trust" {
-            trust = true;
+            if std::mem::replace(&mut trust, true) {
+                return None;
+            }
             continue;
         }
         let (key, value) = match flag.split_once('=') {
@@ -319,7 +322,7 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
             None => (flag.as_str(), flags.next()?.clone()),
         };
         match key {
-            "--name" => named = Some(value),
+            "--name" if named.is_none() => named = Some(value),
             "--allow-env" => allow_env.extend(value.split(',').map(str::to_string)),
             _ => return None,
         }

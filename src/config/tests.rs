@@ -330,7 +330,8 @@ fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
     "renamed": {{ "command": {this:?}, "args": ["run", "--name", "github", "--", "node", "s.js"] }},
     "other": {{ "command": "/usr/local/bin/airlock", "args": ["run", "--name", "other", "--", "node", "s.js"] }},
     "trusted": {{ "command": {this:?}, "args": ["run", "--name", "trusted", "--trust", "--allow-env=FX_*", "--", "/opt/own/server"], "env": {{ "FX_TOKEN": "t", "OTHER": "o" }} }},
-    "keyed": {{ "command": {this:?}, "args": ["run", "--name", "keyed", "--", "/opt/own/server"], "trust": true }}
+    "keyed": {{ "command": {this:?}, "args": ["run", "--name", "keyed", "--", "/opt/own/server"], "trust": true }},
+    "twice": {{ "command": {this:?}, "args": ["run", "--name", "twice", "--trust", "--trust", "--", "/opt/own/server"] }}
   }}
 }}"#
     );
@@ -351,6 +352,11 @@ fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
     assert!(
         !keyed.trust,
         "a \"trust\" key beside a run line reaches no airlock"
+    );
+    // `run` refuses a flag given twice: the line starts nothing, and is read as written.
+    assert_ne!(
+        config.servers[6].command.as_deref(),
+        Some("/opt/own/server")
     );
     assert_eq!(fs.command.as_deref(), Some("npx"));
     assert_eq!(fs.args, ["-y", "pkg", "/tmp"]);

@@ -20,8 +20,9 @@ use crate::policy::keys::fold_key;
 const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 /// The members of a message's `params` airlock decides or routes on: the tool or prompt and its
 /// arguments, the resource, `_meta` (progress token, caller identity), the ids that name
-/// another request or a task, and a completion's reference.
-const PARAMS_KEYS: [&str; 7] = [
+/// another request or a task, a completion's reference, and what an `initialize` declares (the
+/// era and the capabilities airlock notes, e.g. whether it may ask for confirmation).
+const PARAMS_KEYS: [&str; 9] = [
     "name",
     "arguments",
     "uri",
@@ -29,9 +30,18 @@ const PARAMS_KEYS: [&str; 7] = [
     "requestId",
     "taskId",
     "ref",
+    "protocolVersion",
+    "capabilities",
 ];
-/// The members of `params._meta` airlock reads.
-const META_KEYS: [&str; 2] = ["progressToken", crate::gate::META_IDENTITY];
+/// The members of `params._meta` airlock reads: the progress token, the caller identity, and a
+/// 2026-07-28 request's era, capabilities and log level.
+const META_KEYS: [&str; 5] = [
+    "progressToken",
+    crate::gate::META_IDENTITY,
+    crate::mcp::version::META_PROTOCOL_VERSION,
+    crate::mcp::version::META_CLIENT_CAPABILITIES,
+    "io.modelcontextprotocol/logLevel",
+];
 /// The members of a completion's `params.ref` the gateway routes on.
 const REF_KEYS: [&str; 3] = ["type", "name", "uri"];
 
@@ -262,7 +272,9 @@ mod tests {
                 "reque\u{fb06}Id": 3,
                 "ref": {"type": "ref/prompt", "name": "p", "Name": "hidden"},
                 "_META": {},
-                "_meta": {"progressToken": 1, "ProgressToken": 2, "other": 3},
+                "_meta": {"progressToken": 1, "ProgressToken": 2, "other": 3,
+                    "IO.modelcontextprotocol/protocolVersion": "2024-11-05"},
+                "ProtocolVersion": "2024-11-05",
                 "cursor": "kept: not read by the gate"
             },
             "extra": "kept"
@@ -276,9 +288,11 @@ mod tests {
                 "Method",
                 "params.ARGUMENTS",
                 "params.Name",
+                "params.ProtocolVersion",
                 "params.TaskId",
                 "params.Uri",
                 "params._META",
+                "params._meta.IO.modelcontextprotocol/protocolVersion",
                 "params._meta.ProgressToken",
                 "params.ref.Name",
                 "params.reque\u{fb06}Id",
