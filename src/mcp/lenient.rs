@@ -94,15 +94,23 @@ pub fn lenient_form(key: &str) -> String {
     fold_key(key)
 }
 
+/// Whether a lenient reader takes `key` for one of `names` (all printable ASCII, as every key
+/// airlock reads is). A key of printable ASCII folds to its ASCII lowercase, so it is compared
+/// without allocating: hosts put keys of their own in `_meta` on every call.
+fn reads_as_one_of(key: &str, names: &[&str]) -> bool {
+    if key.bytes().all(|b| b.is_ascii_graphic()) {
+        return names.iter().any(|name| name.eq_ignore_ascii_case(key));
+    }
+    let folded = fold_key(key);
+    names.iter().any(|name| fold_key(name) == folded)
+}
+
 /// Removes the members of `object` that a lenient reader would read as one of `keys` but that
 /// are not spelled exactly so. Returns the removed keys (for a warning).
 pub fn drop_other_spellings(object: &mut Map<String, Value>, keys: &[&str]) -> Vec<String> {
-    // Every key spelled exactly is the rule (an honest message): nothing is folded then.
-    if object.keys().all(|key| keys.contains(&key.as_str())) {
-        return Vec::new();
-    }
-    let forms: Vec<String> = keys.iter().map(|key| fold_key(key)).collect();
-    let is_other_spelling = |key: &str| !keys.contains(&key) && forms.contains(&fold_key(key));
+    let is_other_spelling = |key: &str| !keys.contains(&key) && reads_as_one_of(key, keys);
+    // Nothing to take out is the rule (an honest message): look before `retain` rebuilds the
+    // map's index.
     if !object.keys().any(|key| is_other_spelling(key)) {
         return Vec::new();
     }
@@ -198,6 +206,27 @@ mod tests {
                 "Extra": "not a named key"
             })
         );
+    }
+
+    #[test]
+    fn the_ascii_shortcut_agrees_with_the_fold() {
+        let names = ["progressToken", "airlock/identity", "name", "_meta"];
+        for key in [
+            "PROGRESSTOKEN",
+            "progresstoken",
+            "Airlock/Identity",
+            "claudecode/toolUseId",
+            "NAME",
+            "names",
+            "_META",
+            "x",
+        ] {
+            let by_fold = names.iter().any(|name| fold_key(name) == fold_key(key));
+            assert_eq!(reads_as_one_of(key, &names), by_fold, "{key:?}");
+        }
+        assert!(reads_as_one_of(" name", &names));
+        assert!(reads_as_one_of("na\u{0}x", &["na"]));
+        assert!(reads_as_one_of("\u{ff4e}ame", &names));
     }
 
     #[test]
