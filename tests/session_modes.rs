@@ -779,7 +779,7 @@ fn list_changed_and_task_status_reach_the_host(mode: Mode) {
     while !wanted.iter().all(|w| methods.iter().any(|m| m == w)) && Instant::now() < deadline {
         if let Some(message) = client.next(SECS(1)) {
             if message["method"] == "notifications/tasks/status" {
-                assert_eq!(message["params"]["taskId"], "t-1", "{message}");
+                assert_eq!(message["params"]["taskId"], world.task("t-1"), "{message}");
             }
             if let Some(method) = message["method"].as_str() {
                 methods.push(method.to_string());

@@ -1,5 +1,6 @@
-//! Tasks (protocol 2025-11-25) belong to whoever created them. A server's task ids are its own
-//! (often a counter), and one gateway serves every session: without this, any client could read
+//! Tasks (protocol 2025-11-25) belong to whoever created them. Task ids are guessable (servers
+//! often count; the core names each for its server, `a__t-1`), and one gateway serves every
+//! session: without this, any client could read
 //! another's task status and result (`tasks/get`, `tasks/result`, `tasks/list`), cancel it,
 //! receive its `notifications/tasks/status`, or answer the questions it asks its creator
 //! (`elicitation/create` tagged with the task). Pure: the mux asks.

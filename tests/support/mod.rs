@@ -203,6 +203,11 @@ impl World {
         }
     }
 
+    /// The id the host sees of the server's task `task`: a gateway names it as it names tools.
+    pub fn task(&self, task: &str) -> String {
+        self.tool(task)
+    }
+
     /// The audit log's complete records (a line still being written, without its newline yet,
     /// is not a record).
     pub fn audit(&self) -> Vec<Value> {

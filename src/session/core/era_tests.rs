@@ -351,9 +351,15 @@ fn tasks_follow_the_server_that_created_them_and_capabilities_say_so() {
     h.host(call(json!(1), "beta__read"));
     let created = h.received[1].pop_front().unwrap();
     h.answer(1, json!({"jsonrpc":"2.0","id":created["id"],"result":{"task":{"taskId":"t-9","status":"working"}}}));
-    h.take_host(json!(1));
-    h.host(json!({"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-9"}}));
-    assert_eq!(h.received[1].pop_front().unwrap()["method"], "tasks/get");
+    let answer = h.take_host(json!(1));
+    assert_eq!(
+        answer["result"]["task"]["taskId"], "beta__t-9",
+        "named for its server"
+    );
+    h.host(json!({"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"beta__t-9"}}));
+    let forwarded = h.received[1].pop_front().unwrap();
+    assert_eq!(forwarded["method"], "tasks/get");
+    assert_eq!(forwarded["params"]["taskId"], "t-9", "the server's own id");
     h.host(json!({"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"nope"}}));
     assert_eq!(h.take_host(json!(3))["error"]["code"], code::INVALID_PARAMS);
 }

@@ -105,11 +105,9 @@ impl Core {
         if server.life.generation != generation || !server.alive {
             return true;
         }
-        // A gateway notes which server owns a task it creates (`result.task`); any other answer
-        // of a server offering tasks passes as it came.
-        let gateway_shapes = !self.single()
-            && (era::stateless(&self.host)
-                || (answer.task && server.has_capability("tasks") == Some(true)));
+        // A gateway names the task an answer creates (`result.task`) for the host; answers to
+        // the host's `tasks/*` requests are told apart below.
+        let gateway_shapes = !self.single() && (era::stateless(&self.host) || answer.task);
         // A gateway notes which server a `resource_link` in a tool result points into, so the
         // host can read it before listing resources ([`Core::note_linked_resources`]).
         let links_resources = !self.single()
@@ -131,6 +129,7 @@ impl Core {
         let Some(Origin::Host {
             host_id,
             initialize: false,
+            about_task: false,
             ..
         }) = server.outbound.get(&key)
         else {

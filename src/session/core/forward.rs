@@ -97,6 +97,7 @@ impl Core {
             .unwrap_or_default();
         let initialize = method == "initialize";
         let cacheable = super::era::cacheable(method);
+        let about_task = !single && matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel");
         let input_carrier = !single && super::mrtr::carries_input(method);
         let declared = input_carrier
             .then(|| crate::mcp::version::request_capabilities(message.field("params")).cloned())
@@ -132,6 +133,7 @@ impl Core {
             cacheable,
             input_carrier,
             declared,
+            about_task,
         };
         // The host's own id goes on unchanged in `Single`: its key is the host's key.
         let down_key = if identity {

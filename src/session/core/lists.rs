@@ -24,6 +24,8 @@ pub enum ListKind {
     Prompts,
     Resources,
     ResourceTemplates,
+    /// Tasks (2025-11-25), each named for the server that made it ([`super::tasks`]).
+    Tasks,
 }
 
 impl ListKind {
@@ -33,6 +35,7 @@ impl ListKind {
             "prompts/list" => ListKind::Prompts,
             "resources/list" => ListKind::Resources,
             "resources/templates/list" => ListKind::ResourceTemplates,
+            "tasks/list" => ListKind::Tasks,
             _ => return None,
         })
     }
@@ -43,6 +46,7 @@ impl ListKind {
             ListKind::Prompts => "prompts/list",
             ListKind::Resources => "resources/list",
             ListKind::ResourceTemplates => "resources/templates/list",
+            ListKind::Tasks => "tasks/list",
         }
     }
 
@@ -52,6 +56,7 @@ impl ListKind {
             ListKind::Prompts => "prompts",
             ListKind::Resources => "resources",
             ListKind::ResourceTemplates => "resourceTemplates",
+            ListKind::Tasks => "tasks",
         }
     }
 
@@ -61,7 +66,7 @@ impl ListKind {
             ListKind::Tools => Some(crate::pins::Kind::Tool),
             ListKind::Prompts => Some(crate::pins::Kind::Prompt),
             ListKind::ResourceTemplates => Some(crate::pins::Kind::ResourceTemplate),
-            ListKind::Resources => None,
+            ListKind::Resources | ListKind::Tasks => None,
         }
     }
 
@@ -70,6 +75,7 @@ impl ListKind {
             ListKind::Tools => "tools",
             ListKind::Prompts => "prompts",
             ListKind::Resources | ListKind::ResourceTemplates => "resources",
+            ListKind::Tasks => "tasks",
         }
     }
 }
@@ -455,6 +461,13 @@ impl Core {
                             self.templates.push((uri.to_string(), prefix, index));
                         }
                         all.push(template);
+                    }
+                }
+                ListKind::Tasks => {
+                    let name = &self.servers[index].name;
+                    for mut task in items.remove(&index).unwrap_or_default() {
+                        super::tasks::name_listed(&mut task, name, &separator);
+                        all.push(task);
                     }
                 }
             }

@@ -40,6 +40,7 @@ mod reload;
 mod roots;
 mod routing;
 mod subscriptions;
+mod tasks;
 mod upstream;
 
 #[cfg(test)]
@@ -193,6 +194,9 @@ enum Origin {
         /// The client capabilities such a request declared in its `_meta`: the only inputs the
         /// host may be asked for through it.
         declared: Option<Value>,
+        /// A gateway's `tasks/get`, `tasks/result` or `tasks/cancel`: the answer names the task
+        /// for the host ([`tasks`]).
+        about_task: bool,
     },
     Initialize,
     /// airlock's own `tools/list` (at start, or after `list_changed`).
@@ -353,8 +357,6 @@ pub struct Core {
     snapshots: FastMap<ListKind, (u64, Vec<Value>)>,
     snapshot_generation: u64,
     resource_owner: FastMap<String, usize>,
-    /// Task id → the server that created it (tasks, 2025-11-25).
-    task_owner: FastMap<String, usize>,
     /// URI template (and its literal prefix) → server.
     templates: Vec<(String, String, usize)>,
     batches: Batches,
@@ -411,7 +413,6 @@ impl Core {
             snapshots: FastMap::default(),
             snapshot_generation: 0,
             resource_owner: FastMap::default(),
-            task_owner: FastMap::default(),
             templates: Vec::new(),
             batches: Batches::default(),
             parked: FastMap::default(),

@@ -280,6 +280,8 @@ impl Core {
         };
         if let Some(mut answer) = parked.answer {
             answer["id"] = host_id.clone();
+            let name = &self.servers[index].name;
+            super::tasks::name_in_answer(&mut answer, false, name, self.separator());
             self.answer_through_gate(index, answer, now);
             return None;
         }

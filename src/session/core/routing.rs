@@ -44,9 +44,7 @@ impl Core {
             }
             "completion/complete" => self.host_complete(message, id, now),
             "subscriptions/listen" => self.host_listen(&message, id, now),
-            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list" => {
-                self.host_task(message, id, now)
-            }
+            "tasks/get" | "tasks/result" | "tasks/cancel" => self.host_task(message, id, now),
             other => match ListKind::from_method(other) {
                 Some(kind) if !self.offers_list(kind) => self.reply_error(
                     id,
@@ -70,36 +68,17 @@ impl Core {
         !era::stateless(&self.host) || self.capabilities().get(kind.capability()).is_some()
     }
 
-    /// Tasks (2025-11-25): a task's requests go to the server that created it (airlock noted
-    /// the owner of every task id a server returned); `tasks/list` to the one server that
-    /// offers tasks.
-    fn host_task(&mut self, message: Value, id: Value, now: Instant) {
-        let owner = match message.at(&["params", "taskId"]).and_then(Value::as_str) {
-            Some(task) => self.task_owner.get(task).copied(),
-            None => {
-                let mut offering = (0..self.servers.len()).filter(|&i| {
-                    !self.servers[i].retiring
-                        && self.servers[i].has_capability("tasks") == Some(true)
-                });
-                match (offering.next(), offering.next()) {
-                    (Some(index), None) => Some(index),
-                    _ => None,
-                }
-            }
-        };
-        let listing = message.field("method").and_then(Value::as_str) == Some("tasks/list");
+    /// Tasks (2025-11-25): a task's requests go to the server its host-facing id names, with
+    /// that server's own id ([`tasks`](super::tasks)); `tasks/list` is aggregated like the
+    /// other lists.
+    fn host_task(&mut self, mut message: Value, id: Value, now: Instant) {
+        let separator = self.separator().to_string();
+        let owner = super::tasks::take_server_of(&mut message, &separator)
+            .and_then(|name| self.server_index(&name));
         match owner {
             Some(index) => self.forward_request(index, message, id, now),
-            // No server offers tasks (the capability was offered before they were known).
-            None if listing && !self.any_offers_tasks() => self.reply(id, json!({"tasks": []})),
             None => self.reply_error(id, code::INVALID_PARAMS, "Unknown task"),
         }
-    }
-
-    fn any_offers_tasks(&self) -> bool {
-        self.servers
-            .iter()
-            .any(|s| !s.retiring && s.has_capability("tasks") == Some(true))
     }
 
     fn resource_not_found(&mut self, id: Value, uri: &str) {

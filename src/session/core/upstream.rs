@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::lists::ListKind;
 use super::mrtr::INPUT_METHODS;
-use super::{Action, Core, META_SERVER, Origin, era};
+use super::{Action, Core, META_SERVER, Origin, era, tasks};
 use crate::gate::{Effects, OWN_ID_PREFIX, Verdict};
 use crate::mcp::Field;
 use crate::mcp::message::{code, error_response, id_key, result_response};
@@ -64,15 +64,16 @@ impl Core {
             return;
         };
         let mut message = message;
-        let (host_id, progress, initialize, cacheable) = match origin {
+        let (host_id, progress, initialize, cacheable, about_task) = match origin {
             Origin::Host { .. } if self.parked_answer(index, key, &message) => return,
             Origin::Host {
                 host_id,
                 progress,
                 initialize,
                 cacheable,
+                about_task,
                 ..
-            } => (host_id, progress, initialize, cacheable),
+            } => (host_id, progress, initialize, cacheable, about_task),
             Origin::Ignore => return,
             internal => {
                 // Only airlock's own requests look inside, taking the parts rather than
@@ -103,14 +104,10 @@ impl Core {
             self.host.initialized = true;
         }
         message["id"] = host_id;
-        if !self.single()
-            && let Some(task) = message
-                .at(&["result", "task", "taskId"])
-                .and_then(Value::as_str)
-        {
-            self.task_owner.insert(task.to_string(), index);
-        }
         if !self.single() {
+            let separator = self.separator();
+            let name = &self.servers[index].name;
+            tasks::name_in_answer(&mut message, about_task, name, separator);
             self.note_linked_resources(index, &message);
         }
         if cacheable
@@ -133,9 +130,13 @@ impl Core {
         index: usize,
         id: Value,
         method: &str,
-        message: Value,
+        mut message: Value,
         now: Instant,
     ) {
+        if !self.single() {
+            let name = &self.servers[index].name;
+            tasks::name_in_server_message(&mut message, method, name, self.separator());
+        }
         if !self.single() && era::stateless(&self.host) && INPUT_METHODS.contains(&method) {
             self.ask_host_for_input(index, id, message, now);
             return;
@@ -163,7 +164,6 @@ impl Core {
         };
         self.inbound
             .insert(id_key(&host_id), (index, generation, id));
-        let mut message = message;
         message["id"] = host_id;
         if !self.single() {
             name_the_server(&mut message, method, &name);
@@ -224,6 +224,7 @@ impl Core {
         }
         let name = self.servers[index].name.clone();
         let mut message = message;
+        tasks::name_in_server_message(&mut message, method, &name, self.separator());
         match method {
             "notifications/progress" => {
                 let Some(token) = message.at(&["params", "progressToken"]) else {

@@ -1,0 +1,95 @@
+//! Tasks (protocol 2025-11-25) behind a gateway, end to end (real binary, confined fixture
+//! servers): two servers that number their tasks the same way (`t-1`, `t-2`, …) each keep
+//! their own. The host sees every task id named for its server, as tool names are, and each
+//! `tasks/*` request reaches the server that made the task.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod serve_support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use serve_support::*;
+
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+#[test]
+fn two_servers_numbering_tasks_alike_each_keep_their_own() {
+    let world = World::new();
+    let config = world.config(&[("a", "--name a --tasks", ""), ("b", "--name b --tasks", "")]);
+    let mut client = world.serve(&config);
+    let init = client.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}),
+    );
+    assert!(
+        init["result"]["capabilities"]["tasks"].is_object(),
+        "{init}"
+    );
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    client.tools(1);
+
+    let mut create = |id: i64, server: &str| {
+        let params = json!({"name": format!("{server}__echo"), "arguments": {"text": server},
+            "task": {"ttl": 60000}});
+        let created = client.request(id, "tools/call", params);
+        created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task: {created}"))
+            .to_string()
+    };
+    let (of_a, of_b) = (create(2, "a"), create(3, "b"));
+    assert_eq!((of_a.as_str(), of_b.as_str()), ("a__t-1", "b__t-1"));
+
+    for (n, (task, server)) in [(&of_a, "a"), (&of_b, "b")].into_iter().enumerate() {
+        let id = 10 + n as i64;
+        let result = client.request(id, "tasks/result", json!({"taskId": task}));
+        assert_eq!(
+            Client::text(&result),
+            format!("{server}: {server}"),
+            "{result}"
+        );
+        assert_eq!(
+            result["result"]["_meta"][RELATED_TASK]["taskId"],
+            task.as_str()
+        );
+    }
+    let cancelled = client.request(20, "tasks/cancel", json!({"taskId": of_b}));
+    assert_eq!(cancelled["result"]["taskId"], of_b.as_str(), "{cancelled}");
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let got = client.request(21, "tasks/get", json!({"taskId": of_a}));
+    assert_eq!(got["result"]["taskId"], of_a.as_str(), "{got}");
+    assert_eq!(
+        got["result"]["status"], "completed",
+        "b's cancel left a's task: {got}"
+    );
+
+    let listed = client.request(22, "tasks/list", json!({}));
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert_eq!(ids, [of_a.as_str(), of_b.as_str()], "{listed}");
+
+    // The server's own id names no server: no task of the gateway is called that.
+    let unknown = client.request(23, "tasks/get", json!({"taskId": "t-1"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    let statuses: Vec<Value> = client
+        .backlog
+        .iter()
+        .filter(|m| m["method"] == "notifications/tasks/status")
+        .map(|m| m["params"]["taskId"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(of_a), json!(of_b)], "{:?}", client.backlog);
+
+    drop(client.stdin.take());
+    assert!(wait_until(Duration::from_secs(5), || client
+        .child
+        .try_wait()
+        .unwrap()
+        .is_some()));
+}
