@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::{Client, Mode, Setup, start};
 
+#[path = "session_modes/broken_peers.rs"]
+mod broken_peers;
+use broken_peers::*;
+
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
 both_modes!(
@@ -184,150 +188,6 @@ fn a_host_on_sockets_that_goes_away_ends_the_session_at_once(mode: Mode) {
     assert!(gone.elapsed() < SECS(5), "{:?}", gone.elapsed());
     let outcomes = world.events("outcome");
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
-}
-
-/// 5000 junk lines: a bounded number of audit events and stderr lines, and MCP still flows.
-fn junk_from_a_server_is_capped_in_audit_and_stderr(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture(""));
-    client.initialize("2025-06-18");
-    let answer = client.call(1, &world.tool("junk"), json!({}));
-    assert_eq!(Client::text(&answer), "after junk");
-    let answer = client.call(2, &world.tool("echo"), json!({"text": "still"}));
-    assert!(Client::text(&answer).contains("still"));
-    client.close_stdin();
-    client.wait(SECS(10)).expect("exits");
-    let dropped = world.events("dropped");
-    assert!(
-        (10..=12).contains(&dropped.len()),
-        "10 recorded one by one, then one summary: {}",
-        dropped.len()
-    );
-    let summary = dropped.last().unwrap();
-    assert_eq!(summary["detail"]["lines"], 4990, "{summary}");
-    let stderr = client.stderr();
-    let warnings = stderr.matches("dropped a line").count();
-    assert_eq!(warnings, 10, "{}", &stderr[..stderr.len().min(2000)]);
-}
-
-/// A second answer to one id, and a line that is not UTF-8: never forwarded.
-fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
-    client.initialize("2025-06-18");
-    let answer = client.call(1, &world.tool("dup"), json!({}));
-    assert_eq!(Client::text(&answer), "first");
-    let answer = client.call(2, &world.tool("badutf8"), json!({}));
-    assert_eq!(Client::text(&answer), "after bad bytes");
-    client.close_stdin();
-    let rest = client.rest(SECS(10));
-    assert!(
-        rest.iter().all(|m| m["id"] != 1 && m["id"] != 2),
-        "{rest:?}"
-    );
-    let reasons: Vec<String> = world
-        .events("dropped")
-        .iter()
-        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
-        .collect();
-    assert!(
-        reasons.iter().any(|r| r.contains("no request in flight")),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.iter().any(|r| r.contains("not UTF-8")),
-        "{reasons:?}"
-    );
-}
-
-/// A server's answer that names its id twice, first (spelled `\u0069d`) as another of the host's
-/// calls, or names it again as `"ID"`: the host gets one id, the one airlock routed and audited. A host whose parser keeps the
-/// first of two keys would otherwise take it for the answer to that other call. (The harness
-/// fails any test on a line from airlock that names a key twice.)
-fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
-    client.initialize("2025-06-18");
-    // Call 6 is still in flight when call 5's answer names it.
-    client.send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
-        "params": {"name": world.tool("slow"), "arguments": {"seconds": 1}}}));
-    let answer = client.call(5, &world.tool("twoids"), json!({"other": 6}));
-    assert_eq!(Client::text(&answer), "two ids");
-    // The same in another spelling: Go's encoding/json reads `"ID"` as `id`, and `"ERROR"` as
-    // an error airlock would not have audited.
-    let answer = client.call(7, &world.tool("upperid"), json!({"other": 6}));
-    assert_eq!(Client::text(&answer), "upper id");
-    assert_eq!(answer.as_object().map(|o| o.len()), Some(3), "{answer}");
-    let six = client.answer(json!(6), SECS(10));
-    assert_eq!(Client::text(&six), "slow done");
-    client.close_stdin();
-    assert!(client.rest(SECS(10)).iter().all(|m| m.get("id").is_none()));
-    let outcomes: Vec<(Value, Value)> = world
-        .events("outcome")
-        .iter()
-        .map(|e| (e["request_id"].clone(), e["tool"].clone()))
-        .collect();
-    assert!(
-        outcomes.contains(&(json!(5), json!("twoids"))),
-        "{outcomes:?}"
-    );
-    assert!(
-        outcomes.contains(&(json!(6), json!("slow"))),
-        "{outcomes:?}"
-    );
-}
-
-/// Two requests with one id in flight: one decision, one outcome, one answer. `5.0` is that id
-/// too: a JavaScript server parses it as `5`.
-fn duplicate_host_ids_in_flight_are_handled_once(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture(""));
-    client.initialize("2025-06-18");
-    let slow = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":world.tool("slow"),"arguments":{"seconds":0.3}}});
-    client.send(slow.clone());
-    client.send(slow.clone());
-    let mut as_float = slow;
-    as_float["id"] = json!(5.0);
-    client.send(as_float);
-    let answer = client.answer(json!(5), SECS(10));
-    assert_eq!(Client::text(&answer), "slow done");
-    client.close_stdin();
-    let rest = client.rest(SECS(10));
-    assert!(rest.iter().all(|m| m["id"] != 5), "one answer: {rest:?}");
-    assert_eq!(world.events("decision").len(), 1);
-    assert_eq!(world.events("outcome").len(), 1);
-}
-
-/// The server dies with calls pending: each gets a tool result `isError: true` naming the
-/// server and why, in both modes; each call has its outcome.
-fn a_call_pending_when_the_server_dies_gets_one_shape_of_answer(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture(""));
-    client.initialize("2025-06-18");
-    let hang = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":world.tool("hang"),"arguments":{}}});
-    client.send(hang);
-    let crash = client.call(2, &world.tool("crash"), json!({}));
-    let hung = client.answer(json!(1), SECS(10));
-    for answer in [&crash, &hung] {
-        assert_eq!(answer["result"]["isError"], true, "{answer}");
-        let text = Client::text(answer);
-        assert!(
-            text.contains("fixture") && text.contains("exited"),
-            "{text}"
-        );
-    }
-    // Outcomes are written right after the answers (which do not wait for the log).
-    assert!(support::wait_until(SECS(5), || world
-        .events("outcome")
-        .len()
-        == 2));
-    let outcomes = world.events("outcome");
-    assert!(
-        outcomes.iter().all(|e| e["outcome"] == "error"),
-        "{outcomes:?}"
-    );
-    assert!(support::wait_until(SECS(5), || !world
-        .events("exit")
-        .is_empty()));
-    let exit = &world.events("exit")[0];
-    assert_eq!(exit["detail"]["ended_by"], "exited", "{exit}");
-    assert_eq!(exit["detail"]["code"], 7, "{exit}");
-    assert_eq!(exit["reason"], "exited on its own");
 }
 
 fn timeouts_answer_the_host_and_cancel_at_the_server(mode: Mode) {
@@ -792,58 +652,6 @@ fn list_changed_and_task_status_reach_the_host(mode: Mode) {
             "{method} in {methods:?}"
         );
     }
-}
-
-/// A server that stops reading its input: every request is still answered (with an error:
-/// the tool timeout, or at once when the queue toward it is full), nothing freezes, and what
-/// the server keeps writing still reaches the host.
-fn a_server_that_stops_reading_gets_requests_answered_with_errors(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture("--extra").tool_timeout(3));
-    client.initialize("2025-06-18");
-    let answer = client.call(1, &world.tool("deaf"), json!({}));
-    assert_eq!(Client::text(&answer), "deaf now");
-    // 20 MiB of calls: more than the pipe and airlock's 16 MiB queue toward the server.
-    let text = "z".repeat(1024 * 1024);
-    let tool = world.tool("echo");
-    let mut stdin = client.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        for id in 10..30 {
-            let line = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}});
-            writeln!(stdin, "{line}").expect("airlock keeps reading the host");
-        }
-        stdin.flush().unwrap();
-        stdin
-    });
-    let started = Instant::now();
-    let mut logs = 0;
-    let mut answered = Vec::new();
-    while answered.len() < 20 && started.elapsed() < SECS(30) {
-        let Some(message) = client.next(SECS(1)) else {
-            continue;
-        };
-        if message["method"] == "notifications/message" {
-            logs += 1;
-        } else if let Some(id) = message["id"].as_i64() {
-            // A tool call's error is a tool result with isError (timeouts are -32001).
-            let error = message.get("error").is_some() || message["result"]["isError"] == true;
-            assert!(error, "{message}");
-            answered.push(id);
-        }
-    }
-    client.stdin = Some(writer.join().unwrap());
-    answered.sort();
-    assert_eq!(
-        answered,
-        (10..30).collect::<Vec<_>>(),
-        "every request answered"
-    );
-    assert!(
-        logs > 5,
-        "the server's output still flows: {logs} log lines"
-    );
-    client.signal(libc::SIGTERM);
-    assert_eq!(client.wait(SECS(10)), Some(0));
-    assert_eq!(world.events("outcome").len(), 21, "one outcome per call");
 }
 
 /// A server's stderr reaches the user's terminal with its name in front: escape sequences that
