@@ -1,7 +1,8 @@
 //! Tasks (protocol 2025-11-25) behind a gateway, end to end (real binary, confined fixture
 //! servers): two servers that number their tasks the same way (`t-1`, `t-2`, …) each keep
 //! their own. The host sees every task id named for its server, as tool names are, and each
-//! `tasks/*` request reaches the server that made the task.
+//! `tasks/*` request reaches the server that made the task. A hostile server can neither name
+//! another server's task to the host nor read the host's own tasks.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod serve_support;
@@ -92,4 +93,53 @@ fn two_servers_numbering_tasks_alike_each_keep_their_own() {
         .try_wait()
         .unwrap()
         .is_some()));
+}
+
+/// A hostile server names another server's task in other spellings of `task` and `taskId` (a
+/// lenient host, reading keys case-insensitively, would take them for the keys) and in a related
+/// task, and asks the host for the result of a task the host runs: none of it gets through.
+#[test]
+fn a_hostile_server_cannot_name_another_servers_task_nor_read_the_hosts() {
+    let world = World::new();
+    let config = world.config(&[
+        ("a", "--name a --tasks", ""),
+        ("b", "--name b --tasks --hostile", ""),
+    ]);
+    let mut client = world.serve(&config);
+    let host_tasks = json!({"list": {}, "requests": {"elicitation": {"create": {}}}});
+    let init = client.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":"2025-11-25","capabilities":{"tasks":host_tasks,"elicitation":{}},
+            "clientInfo":{"name":"test","version":"1"}}),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    client.tools(1);
+
+    let spoofed = client.call(2, "b__spoof_task", json!({"other": "a__t-1"}));
+    assert_eq!(Client::text(&spoofed), "spoofed", "{spoofed}");
+    assert!(spoofed["result"].get("Task").is_none(), "{spoofed}");
+    assert_eq!(
+        spoofed["result"]["_meta"][RELATED_TASK]["taskId"], "b__a__t-1",
+        "named under b's own prefix: {spoofed}"
+    );
+    // The server's own request was declined by airlock, never put to the host.
+    let answers = client.call(3, "b__answers", json!({}));
+    let answers: Value = serde_json::from_str(&Client::text(&answers)).expect("answers");
+    assert_eq!(answers["steal"]["error"]["code"], -32601, "{answers}");
+    let status = client
+        .backlog
+        .iter()
+        .find(|m| m["method"] == "notifications/tasks/status")
+        .unwrap_or_else(|| panic!("no status: {:?}", client.backlog));
+    assert_eq!(
+        status["params"],
+        json!({"taskId": "b__x", "status": "failed"})
+    );
+    assert!(
+        client.backlog.iter().all(|m| m["method"] != "tasks/result"),
+        "{:?}",
+        client.backlog
+    );
 }

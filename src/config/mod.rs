@@ -227,6 +227,14 @@ pub enum NameError {
         "server name {name:?} contains {separator:?}, which separates server from tool in namespaced names"
     )]
     ContainsSeparator { name: String, separator: String },
+    #[error(
+        "server name {name:?} runs into the separator {separator:?}: `{name}{separator}tool` would read as another server's name; drop the trailing {trailing:?}"
+    )]
+    RunsIntoSeparator {
+        name: String,
+        separator: String,
+        trailing: String,
+    },
     #[error("separator {0:?} must be 1 to 4 of `_`, `-`, `.`")]
     Separator(String),
 }
@@ -251,6 +259,18 @@ pub fn check_server_name(name: &str, separator: &str) -> Result<(), NameError> {
             name: name.to_string(),
             separator: separator.to_string(),
         });
+    }
+    // `a_` with `__`: `a___tool` is read as server `a` and tool `_tool`, since a namespaced name is
+    // split at the first separator. ("__" is every policy pattern's separator.)
+    for separator in ["__", separator] {
+        let joined = format!("{name}{separator}");
+        if let Some(at) = joined.find(separator).filter(|&at| at < name.len()) {
+            return Err(NameError::RunsIntoSeparator {
+                name: name.to_string(),
+                separator: separator.to_string(),
+                trailing: name[at..].to_string(),
+            });
+        }
     }
     Ok(())
 }

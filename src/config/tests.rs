@@ -189,6 +189,24 @@ fn bad_server_names_are_rejected() {
         10,
         "\"_\"",
     );
+    // `a_` beside `a`: `a___t` would be split as server `a`, tool `_t`.
+    let runs_in = assert_error("[servers.a_]\ncommand = \"npx\"\n", 1, 10, "runs into");
+    assert!(
+        runs_in.to_string().contains("drop the trailing \"_\""),
+        "{runs_in}"
+    );
+    assert_error(
+        "[gateway]\nseparator = \"_-_\"\n[servers.x_-]\ncommand = \"npx\"\n",
+        3,
+        10,
+        "runs into the separator \"_-_\"",
+    );
+    assert!(check_server_name("a_b", "-").is_ok());
+    assert!(
+        check_server_name("a-", "-.").is_ok(),
+        "a--.tool splits after a-"
+    );
+    assert!(check_server_name("a.", "..").is_err());
 }
 
 #[test]

@@ -35,12 +35,7 @@ pub fn named_task(message: &Value) -> Option<&str> {
 /// The task a server's request is about (`_meta["io.modelcontextprotocol/related-task"]`).
 pub fn related_task(message: &Value) -> Option<&str> {
     message
-        .at(&[
-            "params",
-            "_meta",
-            "io.modelcontextprotocol/related-task",
-            "taskId",
-        ])
+        .at(&["params", "_meta", crate::mcp::RELATED_TASK, "taskId"])
         .and_then(Value::as_str)
 }
 

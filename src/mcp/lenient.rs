@@ -91,7 +91,7 @@ pub fn lookalike_method(method: &str) -> Option<&'static str> {
 /// Whether a lenient reader takes `key` for one of `names` (all printable ASCII, as every key
 /// airlock reads is). A key of printable ASCII folds to its ASCII lowercase, so it is compared
 /// without allocating: hosts put keys of their own in `_meta` on every call.
-fn reads_as_one_of(key: &str, names: &[&str]) -> bool {
+pub fn reads_as_one_of(key: &str, names: &[&str]) -> bool {
     if key.bytes().all(|b| b.is_ascii_graphic()) {
         return names.iter().any(|name| name.eq_ignore_ascii_case(key));
     }

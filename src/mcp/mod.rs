@@ -21,3 +21,6 @@ pub use message::{
 };
 pub use peek::{Peek, peek, splice_id};
 pub use version::Era;
+
+/// The `_meta` key that ties a message to a task (protocol 2025-11-25).
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";

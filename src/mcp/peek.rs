@@ -14,6 +14,9 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::RELATED_TASK;
+use super::lenient::reads_as_one_of;
+
 /// What a message is, as far as the gate's handling of server messages goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Peek {
@@ -26,8 +29,9 @@ pub enum Peek {
         is_error: bool,
         /// `result.isError` is `true` (a tool-level error).
         tool_error: bool,
-        /// `result` is an object with a `task` key (a task-augmented request's `CreateTaskResult`:
-        /// a gateway notes which server owns the task, so it takes the full path).
+        /// `result` is an object that names a task, in any spelling a lenient reader takes for
+        /// it: a `task` key (a task-augmented request's `CreateTaskResult`) or a related task in
+        /// its `_meta`. A gateway names tasks for their server, so it takes the full path.
         task: bool,
         /// `error.message`, when it is a string.
         error_message: Option<String>,
@@ -336,19 +340,22 @@ impl<'de> Deserialize<'de> for ResultProbe {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResultProbe, A::Error> {
                 let mut probe = ResultProbe::default();
-                let mut seen_is_error = false;
-                while let Some(key) = map.next_key::<KeyIs>()? {
-                    match key.0 {
-                        Some("isError") => {
+                let (mut seen_is_error, mut seen_task) = (false, false);
+                while let Some(key) = map.next_key::<ResultKey>()? {
+                    match key {
+                        ResultKey::IsError => {
                             probe.repeated |= std::mem::replace(&mut seen_is_error, true);
                             probe.is_error = map.next_value::<TrueProbe>()?.0;
                         }
-                        Some("task") => {
-                            probe.repeated |= probe.task;
+                        ResultKey::Task { exact } => {
+                            probe.repeated |= exact && std::mem::replace(&mut seen_task, true);
                             probe.task = true;
                             map.next_value::<IgnoredAny>()?;
                         }
-                        _ => {
+                        ResultKey::Meta => {
+                            probe.task |= map.next_value::<RelatedTaskProbe>()?.0;
+                        }
+                        ResultKey::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
                     }
@@ -356,6 +363,69 @@ impl<'de> Deserialize<'de> for ResultProbe {
                 Ok(probe)
             }
             accept_scalars!(ResultProbe::default());
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A key of `result`, as far as the probe cares: `isError` exactly (what the gate reads of the
+/// outcome), and the keys a lenient reader takes for `task` or `_meta` (a task to name).
+enum ResultKey {
+    IsError,
+    Task { exact: bool },
+    Meta,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ResultKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ResultKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<ResultKey, E> {
+                Ok(match key {
+                    "isError" => ResultKey::IsError,
+                    key if reads_as_one_of(key, &["task"]) => ResultKey::Task {
+                        exact: key == "task",
+                    },
+                    key if reads_as_one_of(key, &["_meta"]) => ResultKey::Meta,
+                    _ => ResultKey::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(V)
+    }
+}
+
+/// For a result's `_meta`: whether it has a key a lenient reader takes for the related task's.
+struct RelatedTaskProbe(bool);
+
+impl<'de> Deserialize<'de> for RelatedTaskProbe {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RelatedTaskProbe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<RelatedTaskProbe, E> {
+                Ok(RelatedTaskProbe(false))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RelatedTaskProbe, A::Error> {
+                let mut related = false;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    related |= reads_as_one_of(&key, &[RELATED_TASK]);
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Ok(RelatedTaskProbe(related))
+            }
+            accept_scalars!(RelatedTaskProbe(false));
         }
         deserializer.deserialize_any(V)
     }

@@ -194,9 +194,15 @@ impl Core {
             .client_info
             .clone()
             .unwrap_or_else(era::server_info);
+        // The host's tasks (run for servers' own requests) are not offered on: one server could
+        // read another's through them (see `tasks`).
+        let mut capabilities = self.host.capabilities.clone();
+        if let Some(capabilities) = capabilities.as_object_mut() {
+            capabilities.remove("tasks");
+        }
         let params = json!({
             "protocolVersion": self.downstream_version(),
-            "capabilities": self.host.capabilities,
+            "capabilities": capabilities,
             "clientInfo": client_info,
         });
         self.internal_request(index, "initialize", params, Origin::Initialize, now);

@@ -244,6 +244,10 @@ impl Core {
             }
             let mut message = message;
             message["id"] = original;
+            if !self.single() {
+                let name = &self.servers[index].name;
+                super::tasks::unname_in_host_answer(&mut message, name, self.separator());
+            }
             self.note_offered_roots(index, &message);
             self.send_raw(index, message, now);
             return;

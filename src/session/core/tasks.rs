@@ -8,15 +8,19 @@
 //! the task (a server name never contains the separator), and a host's `tasks/*` request goes
 //! back to that server with the server's own id. `Single` passes ids as they are.
 //!
+//! A server's other spellings of these keys (`TaskId`, `ｔａｓｋ`, `_Meta`: what a lenient host
+//! reads as the key) are taken out first, so a host reads no id airlock did not name. Tasks the
+//! host runs for a server's own requests are not offered to a gateway's servers (one server could
+//! read another's): the host's `tasks` capability is not passed on, and a server's `tasks/*`
+//! request to the host is declined.
+//!
 //! Pure: functions of the message and the server's name.
 
 use serde_json::Value;
 
 use crate::gateway::names::split;
-use crate::mcp::Field;
-
-/// The `_meta` key that ties a message to a task.
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+use crate::mcp::lenient::drop_other_spellings;
+use crate::mcp::{Field, RELATED_TASK};
 
 /// The host-facing id of a task `server` made.
 fn host_facing(task: &str, server: &str, separator: &str) -> String {
@@ -30,11 +34,26 @@ fn rename(slot: Option<&mut Value>, server: &str, separator: &str) {
     }
 }
 
+/// Takes out of `holder` (when an object) the other spellings of `keys`, and hands it back.
+fn exact<'a>(holder: Option<&'a mut Value>, keys: &[&str]) -> Option<&'a mut Value> {
+    let holder = holder?;
+    if let Value::Object(object) = &mut *holder {
+        let removed = drop_other_spellings(object, keys);
+        if let Some(first) = removed.first() {
+            tracing::warn!(
+                "took {} key(s) out of a server's message that a lenient host would read as a task's, e.g. {first:?}",
+                removed.len()
+            );
+        }
+    }
+    Some(holder)
+}
+
+/// The task id of `holder`'s `_meta` related-task, its other spellings taken out on the way.
 fn related_task_slot(holder: Option<&mut Value>) -> Option<&mut Value> {
-    holder?
-        .field_mut("_meta")?
-        .field_mut(RELATED_TASK)?
-        .field_mut("taskId")
+    let meta = exact(holder, &["_meta"])?.field_mut("_meta");
+    let related = exact(meta, &[RELATED_TASK])?.field_mut(RELATED_TASK);
+    exact(related, &["taskId"])?.field_mut("taskId")
 }
 
 /// A server's answer to a host request: the task a `CreateTaskResult` made (`result.task`), the
@@ -47,14 +66,16 @@ pub fn name_in_answer(
     server: &str,
     separator: &str,
 ) {
-    let Some(result) = message.field_mut("result") else {
+    let keys: &[&str] = if answers_task_request {
+        &["task", "taskId"]
+    } else {
+        &["task"]
+    };
+    let Some(result) = exact(message.field_mut("result"), keys) else {
         return;
     };
-    rename(
-        result.field_mut("task").and_then(|t| t.field_mut("taskId")),
-        server,
-        separator,
-    );
+    let task = exact(result.field_mut("task"), &["taskId"]);
+    rename(task.and_then(|t| t.field_mut("taskId")), server, separator);
     if answers_task_request {
         rename(result.field_mut("taskId"), server, separator);
     }
@@ -63,7 +84,11 @@ pub fn name_in_answer(
 
 /// One task of a server's `tasks/list` page.
 pub fn name_listed(task: &mut Value, server: &str, separator: &str) {
-    rename(task.field_mut("taskId"), server, separator);
+    rename(
+        exact(Some(task), &["taskId"]).and_then(|t| t.field_mut("taskId")),
+        server,
+        separator,
+    );
 }
 
 /// A server's request or notification: the task its `_meta` relates it to, and the task a
@@ -71,7 +96,7 @@ pub fn name_listed(task: &mut Value, server: &str, separator: &str) {
 pub fn name_in_server_message(message: &mut Value, method: &str, server: &str, separator: &str) {
     let params = message.field_mut("params");
     if method == "notifications/tasks/status" {
-        if let Some(params) = params {
+        if let Some(params) = exact(params, &["taskId"]) {
             rename(params.field_mut("taskId"), server, separator);
             rename(related_task_slot(Some(params)), server, separator);
         }
@@ -80,12 +105,45 @@ pub fn name_in_server_message(message: &mut Value, method: &str, server: &str, s
     rename(related_task_slot(params), server, separator);
 }
 
+/// The host's answer to a server's request: the related task its `_meta` names goes back to the
+/// server as the server's own id when it is one of that server's; a task of another server's is
+/// not the server's to see, and is taken out.
+pub fn unname_in_host_answer(message: &mut Value, server: &str, separator: &str) {
+    let Some(meta) = exact(message.field_mut("result"), &["_meta"])
+        .and_then(|result| exact(result.field_mut("_meta"), &[RELATED_TASK]))
+    else {
+        return;
+    };
+    let own = meta
+        .at(&[RELATED_TASK, "taskId"])
+        .and_then(Value::as_str)
+        .and_then(|task| split(task, separator))
+        .filter(|(named, task)| *named == server && !task.is_empty())
+        .map(|(_, task)| task.to_string());
+    match own {
+        Some(task) => meta[RELATED_TASK]["taskId"] = Value::String(task),
+        None => {
+            if let Some(meta) = meta.as_object_mut() {
+                meta.remove(RELATED_TASK);
+            }
+        }
+    }
+}
+
+/// Whether a server's request to the host is about the host's own tasks (`tasks/get`, ...).
+pub fn about_host_tasks(method: &str) -> bool {
+    matches!(
+        method,
+        "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list"
+    )
+}
+
 /// A host's `tasks/get`, `tasks/result` or `tasks/cancel`: the server the task's id names and the
 /// server's own id, put back into the request. `None` (nothing changed) when the id names no
 /// server: no server made such a task.
 pub fn take_server_of(message: &mut Value, separator: &str) -> Option<String> {
     let slot = message.field_mut("params")?.field_mut("taskId")?;
-    let (server, task) = split(slot.as_str()?, separator)?;
+    let (server, task) = split(slot.as_str()?, separator).filter(|(_, task)| !task.is_empty())?;
     let server = server.to_string();
     *slot = Value::String(task.to_string());
     Some(server)

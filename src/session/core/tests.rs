@@ -57,6 +57,8 @@ struct Harness {
     tools: Vec<Vec<&'static str>>,
     /// Requests and notifications each server received (beyond the handshake).
     received: Vec<VecDeque<Value>>,
+    /// The last `initialize` each server received.
+    initializes: Vec<Value>,
     to_host: Vec<Value>,
     audit: Vec<Event>,
     /// Servers whose spawn fails.
@@ -85,6 +87,7 @@ impl Harness {
             now,
             tools,
             received: vec![VecDeque::new(); count],
+            initializes: vec![Value::Null; count],
             to_host: Vec::new(),
             audit: Vec::new(),
             broken: vec![false; count],
@@ -156,6 +159,11 @@ impl Harness {
         let id = message.get("id").cloned();
         match message.get("method").and_then(Value::as_str) {
             Some("initialize") => {
+                // A reload adds server slots.
+                if self.initializes.len() <= server {
+                    self.initializes.resize(server + 1, Value::Null);
+                }
+                self.initializes[server] = message.clone();
                 let answer = json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}});
                 self.router.on_server(server, generation, answer, self.now);
             }
@@ -701,6 +709,9 @@ fn a_server_replaced_while_a_call_is_in_flight_stops_once_the_call_is_answered()
 
 #[path = "era_tests.rs"]
 mod era;
+
+#[path = "tasks_tests.rs"]
+mod tasks;
 
 #[path = "reload_tests.rs"]
 mod reload;

@@ -196,6 +196,9 @@ impl Core {
         };
         match method {
             "ping" => Some(result_response(id.clone(), json!({}))),
+            method if tasks::about_host_tasks(method) => {
+                decline("a gateway does not offer its servers the host's tasks")
+            }
             _ if era::stateless(&self.host) => decline(
                 "the host speaks protocol 2026-07-28, which has no server-to-client requests",
             ),

@@ -1,0 +1,185 @@
+//! Tasks through a gateway of two servers: every id a server sends is named for it, in any
+//! spelling a lenient host reads, and no server reaches another's tasks (or the host's).
+
+use super::*;
+
+const RELATED: &str = crate::mcp::RELATED_TASK;
+
+/// A `beta__read` call from the host, answered by beta with `result` (through the full path).
+fn beta_answers(h: &mut Harness, id: i64, result: Value) -> Value {
+    h.host(call(json!(id), "beta__read"));
+    let created = h.received[1].pop_front().unwrap();
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","id":created["id"],"result":result}),
+    );
+    h.take_host(json!(id))
+}
+
+/// The same, the answer given as the line a server writes (the fast path when it may).
+fn beta_answers_line(h: &mut Harness, id: i64, result: Value) -> Value {
+    h.host(call(json!(id), "beta__read"));
+    let created = h.received[1].pop_front().unwrap();
+    let line = json!({"jsonrpc":"2.0","id":created["id"],"result":result}).to_string();
+    let generation = h.generation[1];
+    h.router
+        .on_server_line(1, generation, line.as_bytes(), h.now)
+        .unwrap();
+    h.drive();
+    h.take_host(json!(id))
+}
+
+#[test]
+fn another_spelling_of_a_task_key_never_reaches_the_host() {
+    let mut h = two();
+    h.initialize(json!({}));
+    // A lenient host (last key wins, case folded) would read alpha's id from these.
+    let answer = beta_answers(
+        &mut h,
+        1,
+        json!({"task":{"taskId":"x","TaskId":"alpha__t-1","status":"working"}}),
+    );
+    assert_eq!(
+        answer["result"]["task"],
+        json!({"taskId":"beta__x","status":"working"})
+    );
+    let answer = beta_answers_line(
+        &mut h,
+        2,
+        json!({"Task":{"taskId":"alpha__t-1","status":"working"}}),
+    );
+    assert!(answer["result"].get("Task").is_none(), "{answer}");
+    let answer = beta_answers_line(
+        &mut h,
+        3,
+        json!({"ｔａｓｋ":{"taskId":"alpha__t-1","status":"working"}}),
+    );
+    assert!(answer["result"].get("ｔａｓｋ").is_none(), "{answer}");
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","method":"notifications/tasks/status",
+            "params":{"taskId":"x","TaskId":"alpha__t-1","status":"failed"}}),
+    );
+    let status = h
+        .to_host
+        .iter()
+        .find(|m| m["method"] == "notifications/tasks/status")
+        .unwrap();
+    assert_eq!(
+        status["params"],
+        json!({"taskId":"beta__x","status":"failed"})
+    );
+}
+
+#[test]
+fn a_related_task_in_any_answer_is_named_for_its_server_on_either_path() {
+    let mut h = two();
+    h.initialize(json!({}));
+    for (id, key) in [(1, RELATED), (2, "IO.modelcontextprotocol/Related-Task")] {
+        let answer = beta_answers_line(
+            &mut h,
+            id,
+            json!({"content":[],"_meta":{key:{"taskId":"alpha__t-1"}}}),
+        );
+        assert_eq!(
+            answer["result"]["_meta"],
+            if key == RELATED {
+                json!({RELATED:{"taskId":"beta__alpha__t-1"}})
+            } else {
+                json!({})
+            },
+            "{answer}"
+        );
+    }
+    // An answer naming no task still takes the fast path, as the bytes the server sent.
+    let plain = beta_answers_line(&mut h, 3, json!({"content":[],"_meta":{"x":1}}));
+    assert_eq!(plain["result"]["_meta"], json!({"x":1}));
+}
+
+#[test]
+fn no_task_id_without_its_servers_name_reaches_a_server() {
+    let mut h = two();
+    h.initialize(json!({}));
+    for (id, task) in [(1, "t-1"), (2, "beta__"), (3, "gamma__t-1")] {
+        h.host(json!({"jsonrpc":"2.0","id":id,"method":"tasks/get","params":{"taskId":task}}));
+        assert_eq!(
+            h.take_host(json!(id))["error"]["code"],
+            code::INVALID_PARAMS,
+            "{task}"
+        );
+    }
+    assert!(h.received.iter().all(|r| r.is_empty()));
+}
+
+#[test]
+fn servers_are_not_offered_the_hosts_tasks_and_cannot_ask_for_them() {
+    let mut h = two();
+    let host_caps = json!({"elicitation":{"form":{}},
+        "tasks":{"list":{},"requests":{"elicitation":{"create":{}}}}});
+    h.initialize(host_caps);
+    h.host(call(json!(1), "alpha__read"));
+    h.host(call(json!(2), "beta__read"));
+    for server in [0, 1] {
+        let handshake = h.initializes[server].clone();
+        assert!(
+            handshake["params"]["capabilities"].get("tasks").is_none(),
+            "{handshake}"
+        );
+        assert!(
+            handshake["params"]["capabilities"]
+                .get("elicitation")
+                .is_some()
+        );
+    }
+    for (n, method) in ["tasks/get", "tasks/result", "tasks/cancel", "tasks/list"]
+        .iter()
+        .enumerate()
+    {
+        let id = format!("b{n}");
+        h.answer(
+            1,
+            json!({"jsonrpc":"2.0","id":id,"method":method,"params":{"taskId":"h-1"}}),
+        );
+        assert!(
+            h.to_host.iter().all(|m| m["method"] != *method),
+            "{method} reached the host"
+        );
+        let declined = h.received[1]
+            .iter()
+            .find(|m| m["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("{method} unanswered: {:?}", h.received[1]));
+        assert_eq!(declined["error"]["code"], code::METHOD_NOT_FOUND);
+    }
+}
+
+#[test]
+fn the_hosts_answer_names_the_related_task_as_the_server_knows_it() {
+    let mut h = two();
+    h.initialize(json!({"elicitation":{"form":{}}}));
+    h.host(call(json!(1), "alpha__read"));
+    h.received[0].pop_front().unwrap();
+    let ask = |h: &mut Harness, id: &str| {
+        let question = json!({"jsonrpc":"2.0","id":id,"method":"elicitation/create",
+            "params":{"mode":"form","message":"?","requestedSchema":{"type":"object","properties":{}},
+                "_meta":{RELATED:{"taskId":"t-1"}}}});
+        h.answer(0, question);
+        let asked = h.to_host.pop().unwrap();
+        assert_eq!(asked["params"]["_meta"][RELATED]["taskId"], "alpha__t-1");
+        asked["id"].clone()
+    };
+    let asked = ask(&mut h, "e1");
+    h.host(
+        json!({"jsonrpc":"2.0","id":asked,"result":{"action":"decline",
+        "_meta":{RELATED:{"taskId":"alpha__t-1"}}}}),
+    );
+    let got = h.received[0].pop_front().unwrap();
+    assert_eq!(got["result"]["_meta"][RELATED]["taskId"], "t-1", "{got}");
+    // Another server's task is not alpha's to see.
+    let asked = ask(&mut h, "e2");
+    h.host(
+        json!({"jsonrpc":"2.0","id":asked,"result":{"action":"decline",
+        "_meta":{RELATED:{"taskId":"beta__t-1"}}}}),
+    );
+    let got = h.received[0].pop_front().unwrap();
+    assert_eq!(got["result"]["_meta"], json!({}), "{got}");
+}
