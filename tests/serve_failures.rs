@@ -37,12 +37,7 @@ fn every_failure_stays_with_its_server() {
 
     assert_status_names_each_failure(&world);
 
-    drop(client.stdin.take());
-    assert!(wait_until(Duration::from_secs(5), || client
-        .child
-        .try_wait()
-        .unwrap()
-        .is_some()));
+    assert!(client.close_and_wait(Duration::from_secs(5)));
     let events = world.audit();
     let dropped = events
         .iter()

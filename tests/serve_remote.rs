@@ -368,13 +368,7 @@ fn a_remote_server_that_dies_mid_call_fails_its_pending_calls_and_restarts_on_th
     let again = client.call(5, "hdr__echo", json!({"text": "two"}));
     assert_eq!(Client::text(&again), "hdr: two", "{again}");
 
-    drop(client.stdin.take());
-    assert!(wait_until(Duration::from_secs(5), || client
-        .child
-        .try_wait()
-        .ok()
-        .flatten()
-        .is_some()));
+    assert!(client.close_and_wait(Duration::from_secs(5)));
     let stderr = client.stderr();
     assert!(!stderr.contains(TOKEN), "token on stderr");
     let log = world.audit();

@@ -87,12 +87,7 @@ fn two_servers_numbering_tasks_alike_each_keep_their_own() {
         .collect();
     assert_eq!(statuses, [json!(of_a), json!(of_b)], "{:?}", client.backlog);
 
-    drop(client.stdin.take());
-    assert!(wait_until(Duration::from_secs(5), || client
-        .child
-        .try_wait()
-        .unwrap()
-        .is_some()));
+    assert!(client.close_and_wait(Duration::from_secs(5)));
 }
 
 /// A hostile server names another server's task in other spellings of `task` and `taskId` (a

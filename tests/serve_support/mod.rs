@@ -209,6 +209,13 @@ impl Client {
             .to_string()
     }
 
+    /// Closes airlock's stdin, as a host that goes away does; true once airlock has exited
+    /// within `within`.
+    pub fn close_and_wait(&mut self, within: Duration) -> bool {
+        drop(self.stdin.take());
+        wait_until(within, || self.child.try_wait().ok().flatten().is_some())
+    }
+
     pub fn stderr(&mut self) -> String {
         let mut text = String::new();
         if let Some(mut err) = self.child.stderr.take() {
