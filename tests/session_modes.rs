@@ -46,6 +46,7 @@ both_modes!(
     a_project_policy_may_not_blank_the_audit_log,
     an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits,
     a_listing_reaches_the_host_with_only_the_spellings_airlock_checked,
+    a_refused_task_augmented_call_is_an_error_naming_the_rule,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -763,4 +764,30 @@ fn a_listing_reaches_the_host_with_only_the_spellings_airlock_checked(mode: Mode
     assert_eq!(echo["description"], "Echo text", "{echo}");
     let answer = client.call(2, &world.tool("echo"), json!({"text": "still works"}));
     assert!(Client::text(&answer).contains("still works"), "{answer}");
+}
+
+/// A task-augmented call (2025-11-25) that the policy refuses: the official SDK clients validate
+/// its answer as a `CreateTaskResult`, so a tool result would be dropped as malformed with the
+/// reason in it. airlock answers a JSON-RPC error naming the rule; a plain call still gets the
+/// tool result a model reads.
+fn a_refused_task_augmented_call_is_an_error_naming_the_rule(mode: Mode) {
+    let setup = Setup::fixture("--tasks").policy("[tools]\ndeny = [\"mcp:fixture__echo\"]");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-11-25");
+    client.request(1, "tools/list", json!({}));
+    let params =
+        json!({"name": world.tool("echo"), "arguments": {"text": "x"}, "task": {"ttl": 60000}});
+    let refused = client.request(2, "tools/call", params);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let text = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(text.contains("mcp:fixture__echo"), "{refused}");
+    let plain = client.call(3, &world.tool("echo"), json!({"text": "x"}));
+    assert_eq!(plain["result"]["isError"], true, "{plain}");
+    // Both refusals are on record as decisions (the log is written after the answers).
+    let recorded = || world.events("decision").len() == 2;
+    assert!(
+        support::wait_until(SECS(5), recorded),
+        "{:?}",
+        world.audit()
+    );
 }

@@ -13,7 +13,7 @@ use super::{CallVerdict, Effects, Gate, META_REQUEST, Verdict, describe, pinned}
 use crate::audit::{Event, EventKind, Outcome};
 use crate::mcp::Field;
 use crate::mcp::message::{
-    code, error_response, id_key, request, result_response, tool_error_result,
+    code, error_response, failed_call_answer, id_key, request, task_augmented,
 };
 use crate::mcp::version;
 use crate::policy::{Action, Call, SchemaMode};
@@ -137,6 +137,7 @@ impl Gate {
             return Verdict::Drop;
         };
         let tool = tool.to_string();
+        let task = task_augmented(&message);
         let arguments = params.and_then(|p| p.field("arguments"));
         // A timeout too large to add to the clock is no deadline at all.
         let deadline = self
@@ -146,7 +147,7 @@ impl Gate {
         match self.listed.check(&tool) {
             Listed::Yes => {}
             Listed::No => {
-                self.refuse_unlisted(&tool, id, arguments, now, fx);
+                self.refuse_unlisted(&tool, id, task, arguments, now, fx);
                 return Verdict::Drop;
             }
             Listed::NotYet => {
@@ -155,7 +156,7 @@ impl Gate {
                 let (verdict, event) = self.decide_call(&tool, arguments, params, &id);
                 if let CallVerdict::Deny(text) = verdict {
                     fx.audit.push(event);
-                    self.refuse(&tool, id, text, now, now, fx);
+                    self.refuse(&tool, id, task, text, now, now, fx);
                     return Verdict::Drop;
                 }
                 self.await_listing(Held::new(message, id, tool, now, deadline), fx);
@@ -166,7 +167,7 @@ impl Gate {
             pinned::PinCheck::Pass => None,
             pinned::PinCheck::Warned(text) => Some(text),
             pinned::PinCheck::Refused(refusal) => {
-                self.refuse_pinned_call(&tool, id, arguments, refusal, now, fx);
+                self.refuse_pinned_call(&tool, id, task, arguments, refusal, now, fx);
                 return Verdict::Drop;
             }
         };
@@ -178,13 +179,13 @@ impl Gate {
         fx.audit.push(event);
         match verdict {
             CallVerdict::Allow => {
-                let what = Tracked::ToolsCall { tool };
+                let what = Tracked::ToolsCall { tool, task };
                 self.pending
                     .insert(id_key(&id), Pending::new(id, what, now, deadline));
                 Verdict::Forward(message)
             }
             CallVerdict::Deny(text) => {
-                self.refuse(&tool, id, text, now, now, fx);
+                self.refuse(&tool, id, task, text, now, now, fx);
                 Verdict::Drop
             }
             CallVerdict::Ask(question) => {
@@ -226,11 +227,14 @@ impl Gate {
         self.held.insert(own_key, held);
     }
 
-    /// Answers a call here with an `isError` tool result and records the outcome.
+    /// Answers a call here with an `isError` tool result (a JSON-RPC error when the call is
+    /// `task`-augmented) and records the outcome.
+    #[allow(clippy::too_many_arguments)] // the call's parts, its reason and its times
     pub(super) fn refuse(
         &mut self,
         tool: &str,
         id: Value,
+        task: bool,
         text: String,
         started: Instant,
         now: Instant,
@@ -245,7 +249,7 @@ impl Gate {
         ));
         self.answered_here.insert(id_key(&id));
         fx.to_host
-            .push(result_response(id, tool_error_result(&text)));
+            .push(failed_call_answer(id, &text, task, code::INVALID_PARAMS));
     }
 
     pub(super) fn resolve_held(
@@ -322,8 +326,12 @@ impl Gate {
         );
         event.reason = Some(reason);
         fx.audit.push(event);
+        let task = task_augmented(&held.call);
         if approved {
-            let what = Tracked::ToolsCall { tool: held.tool };
+            let what = Tracked::ToolsCall {
+                tool: held.tool,
+                task,
+            };
             let pending = Pending::new(held.id.clone(), what, held.started, held.deadline);
             self.pending.insert(id_key(&held.id), pending);
             fx.to_server.push(held.call);
@@ -332,7 +340,7 @@ impl Gate {
                 "airlock denied the call to tool \"{}\" of server \"{}\": the user {answered}.",
                 held.tool, self.config.server
             );
-            self.refuse(&held.tool, held.id, text, held.started, now, fx);
+            self.refuse(&held.tool, held.id, task, text, held.started, now, fx);
         }
     }
 

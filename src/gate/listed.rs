@@ -21,7 +21,7 @@ use super::track::{Held, Pending, Tracked};
 use super::{Effects, Gate};
 use crate::audit::{EventKind, Outcome};
 use crate::mcp::Field;
-use crate::mcp::message::{code, error_response, id_key};
+use crate::mcp::message::{code, error_response, id_key, task_augmented};
 use crate::policy::Action;
 
 /// The rule named on the decision of a call to a name the server did not list.
@@ -155,6 +155,7 @@ impl Gate {
         &mut self,
         tool: &str,
         id: Value,
+        task: bool,
         arguments: Option<&Value>,
         now: Instant,
         fx: &mut Effects,
@@ -172,7 +173,7 @@ impl Gate {
             "Unknown tool: {tool} (server \"{}\" lists no tool of this exact name)",
             self.config.server
         );
-        self.refuse(tool, id, text, now, now, fx);
+        self.refuse(tool, id, task, text, now, now, fx);
     }
 
     /// Takes a waiting call out by its host id key.
@@ -228,7 +229,10 @@ impl Gate {
             }
             GiveUp::Failed(reason) => {
                 self.answered_here.insert(id_key(&held.id));
-                let what = Tracked::ToolsCall { tool: held.tool };
+                let what = Tracked::ToolsCall {
+                    task: task_augmented(&held.call),
+                    tool: held.tool,
+                };
                 let pending = Pending::new(held.id, what, held.started, None);
                 self.unanswered(pending, &reason, now, fx);
             }

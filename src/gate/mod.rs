@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome, Redactor};
 use crate::mcp::message::{
-    code, error_response, id_key, notification, result_response, tool_error_result,
+    code, error_response, failed_call_answer, id_key, notification, task_augmented,
 };
 use crate::mcp::{Class, classify, version};
 use crate::policy::reading::PathContext;
@@ -417,7 +417,7 @@ impl Gate {
             return Verdict::Drop;
         }
         if let Some(pending) = self.pending.remove(&key)
-            && let Tracked::ToolsCall { tool } = &pending.what
+            && let Tracked::ToolsCall { tool, .. } = &pending.what
         {
             let elapsed = now.saturating_duration_since(pending.started);
             fx.audit
@@ -525,7 +525,7 @@ impl Gate {
         now: Instant,
         fx: &mut Effects,
     ) {
-        let Tracked::ToolsCall { tool } = pending.what else {
+        let Tracked::ToolsCall { tool, .. } = pending.what else {
             return;
         };
         let (outcome, reason) = if is_error {
@@ -577,7 +577,7 @@ impl Gate {
             let Some(pending) = self.pending.remove(&key) else {
                 continue;
             };
-            let Tracked::ToolsCall { tool } = &pending.what else {
+            let Tracked::ToolsCall { tool, .. } = &pending.what else {
                 continue;
             };
             let reason = format!("airlock: tool call timed out after {seconds}s");
@@ -629,7 +629,7 @@ impl Gate {
     /// request a JSON-RPC `-32000` error. One shape for run and serve.
     fn unanswered(&self, pending: Pending, message: &str, now: Instant, fx: &mut Effects) {
         match &pending.what {
-            Tracked::ToolsCall { tool } => {
+            Tracked::ToolsCall { tool, task } => {
                 let elapsed = now.saturating_duration_since(pending.started);
                 let reason = Some(message.to_string());
                 fx.audit.push(self.outcome_event(
@@ -639,8 +639,12 @@ impl Gate {
                     elapsed,
                     reason,
                 ));
-                fx.to_host
-                    .push(result_response(pending.id, tool_error_result(message)));
+                fx.to_host.push(failed_call_answer(
+                    pending.id,
+                    message,
+                    *task,
+                    code::SERVER_EXITED,
+                ));
             }
             _ => {
                 let answer = error_response(pending.id, code::SERVER_EXITED, message, None);
@@ -685,7 +689,10 @@ impl Gate {
         let held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
         self.held_by_call.clear();
         for call in held {
-            let what = Tracked::ToolsCall { tool: call.tool };
+            let what = Tracked::ToolsCall {
+                task: task_augmented(&call.call),
+                tool: call.tool,
+            };
             let pending = Pending::new(call.id, what, call.started, None);
             self.unanswered(pending, &message, now, fx);
         }

@@ -138,10 +138,12 @@ impl Gate {
     }
 
     /// A `tools/call` of a hidden tool: the decision (deny, rule `pins`) and the refusal.
+    #[allow(clippy::too_many_arguments)] // the call's parts, the refusal and the time
     pub(super) fn refuse_pinned_call(
         &mut self,
         tool: &str,
         id: Value,
+        task: bool,
         arguments: Option<&Value>,
         refusal: Refusal,
         now: std::time::Instant,
@@ -160,7 +162,7 @@ impl Gate {
         event.source = Some(source);
         event.reason = Some(text.clone());
         fx.audit.push(event);
-        self.refuse(tool, id, text, now, now, fx);
+        self.refuse(tool, id, task, text, now, now, fx);
     }
 
     /// A `prompts/get` or `resources/read` that pins refuse: answered here with an error, and

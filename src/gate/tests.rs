@@ -428,6 +428,46 @@ fn server_death_answers_every_pending_request() {
     assert_eq!(gate.in_flight(), 0);
 }
 
+/// A task-augmented call's requestor takes a `CreateTaskResult` or an error: airlock's refusal,
+/// or the news that the server died, reaches it as a JSON-RPC error with the same text.
+#[test]
+fn a_task_augmented_call_fails_with_an_error_not_a_tool_result() {
+    let mut gate = gate();
+    let now = Instant::now();
+    let task_call = |id: i64, tool: &str| {
+        let mut message = call(json!(id), tool);
+        message["params"]["task"] = json!({"ttl": 60000});
+        message
+    };
+    let mut fx = Effects::default();
+    assert_eq!(
+        gate.on_host(task_call(1, "delete_file"), now, &mut fx),
+        Verdict::Drop
+    );
+    let refused = &fx.to_host[0];
+    assert_eq!(refused["error"]["code"], code::INVALID_PARAMS, "{refused}");
+    let text = refused["error"]["message"].as_str().unwrap();
+    assert!(text.contains("mcp:fs__delete_*"), "{text}");
+    assert_eq!(
+        kinds(&fx),
+        vec![
+            (EventKind::Decision, Some("deny".into()), None),
+            (EventKind::Outcome, None, Some(Outcome::Denied))
+        ]
+    );
+
+    let mut fx = Effects::default();
+    assert!(matches!(
+        gate.on_host(task_call(2, "read_file"), now, &mut fx),
+        Verdict::Forward(_)
+    ));
+    let mut fx = Effects::default();
+    gate.on_server_gone("exit code 1", now, &mut fx, &|_| false);
+    let gone = &fx.to_host[0];
+    assert_eq!(gone["error"]["code"], code::SERVER_EXITED, "{gone}");
+    assert!(gone.get("result").is_none());
+}
+
 fn identified_call(id: Value, tool: &str, identity: &str) -> Value {
     let mut message = call(id, tool);
     message["params"]["_meta"] = json!({META_IDENTITY: identity});

@@ -16,6 +16,8 @@ pub(super) enum Tracked {
     Listing(crate::pins::Kind),
     ToolsCall {
         tool: String,
+        /// Task-augmented (`params.task`): a failure is answered as a JSON-RPC error.
+        task: bool,
     },
     Other,
 }

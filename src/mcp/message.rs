@@ -238,6 +238,27 @@ pub fn tool_error_result(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
+/// Whether a request is task-augmented (`params.task`, protocol 2025-11-25): its requestor takes
+/// a `CreateTaskResult` or an error as the answer, never a plain result.
+pub fn task_augmented(request: &Value) -> bool {
+    request
+        .get("params")
+        .and_then(|params| params.get("task"))
+        .is_some_and(Value::is_object)
+}
+
+/// The answer to a `tools/call` airlock refuses or its server never answers: a tool result with
+/// `isError: true` ([`tool_error_result`]), or, for a task-augmented call, a JSON-RPC error with
+/// `code` and the same text (its requestor validates the answer as a `CreateTaskResult`, and
+/// would drop a tool result, and with it the reason, as malformed).
+pub fn failed_call_answer(id: Value, text: &str, task_augmented: bool, code: i64) -> Value {
+    if task_augmented {
+        error_response(id, code, text, None)
+    } else {
+        result_response(id, tool_error_result(text))
+    }
+}
+
 /// The answer to a host line that is not a message airlock can read: too long (`-32600`, the
 /// line was never buffered whole) or not JSON (`-32700`). The id is unknown: `null`.
 pub fn unreadable_line_reply(problem: &Unreadable) -> Value {

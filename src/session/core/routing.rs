@@ -13,7 +13,7 @@ use super::lists::ListKind;
 use super::{Core, Origin, era};
 use crate::gateway::names::{NameTable, split};
 use crate::mcp::Field;
-use crate::mcp::message::{code, tool_error_result};
+use crate::mcp::message::{code, failed_call_answer, task_augmented};
 
 impl Core {
     /// A request of a gateway's host: answered by airlock, or routed to one server.
@@ -143,8 +143,9 @@ impl Core {
         };
         let Some((index, original)) = self.route_name(&self.tools, name) else {
             let text = format!("Unknown tool: {name} (no server of this gateway lists it)");
-            let answer = tool_error_result(&text);
-            self.reply(id, answer);
+            let task = task_augmented(&message);
+            let answer = failed_call_answer(id, &text, task, code::INVALID_PARAMS);
+            self.send_host(answer);
             return;
         };
         let mut message = message;
