@@ -82,10 +82,11 @@ impl Core {
                     caps[plain] = json!({});
                 }
             }
-            // Tasks (2025-11-25): offered when a server offers them; their requests are the
-            // server's own (routed like any other).
+            // Tasks (2025-11-25): offered when a server offers them, what each offers merged
+            // (one server's `list` never takes away another's task-augmented calls); their
+            // requests are the server's own (routed like any other).
             if let Some(tasks) = server_caps.field("tasks") {
-                caps["tasks"] = tasks.clone();
+                merge_into(&mut caps["tasks"], tasks);
             }
             if let Some(extensions) = server_caps.field("extensions").and_then(Value::as_object) {
                 let merged = caps
@@ -293,4 +294,36 @@ impl Core {
 /// offers (listing, cancelling, task-augmented `tools/call`).
 fn optimistic_tasks() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+}
+
+/// Merges `from` into `into`, objects member by member (an object is kept over a non-object).
+fn merge_into(into: &mut Value, from: &Value) {
+    match (into.as_object_mut(), from.as_object()) {
+        (Some(into), Some(from)) => {
+            for (key, value) in from {
+                merge_into(into.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (Some(_), None) => {}
+        (None, _) => *into = from.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_each_server_offers_of_tasks_is_merged() {
+        let mut offered = Value::Null;
+        merge_into(
+            &mut offered,
+            &json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        );
+        merge_into(&mut offered, &json!({"list": {}, "requests": true}));
+        assert_eq!(
+            offered,
+            json!({"cancel": {}, "requests": {"tools": {"call": {}}}, "list": {}})
+        );
+    }
 }

@@ -264,7 +264,12 @@ impl Core {
         let alive = self.servers[index].life.generation == parked.generation;
         for (key, server_id) in &parked.asks {
             let answer = match responses.get(key) {
-                Some(response) => result_response(server_id.clone(), response.clone()),
+                Some(response) => {
+                    let mut answer = result_response(server_id.clone(), response.clone());
+                    let name = &self.servers[index].name;
+                    super::tasks::unname_in_host_answer(&mut answer, name, self.separator());
+                    answer
+                }
                 None => {
                     let text = "airlock: the host gave no response to this input request";
                     error_response(server_id.clone(), code::INTERNAL_ERROR, text, None)

@@ -19,7 +19,7 @@
 use serde_json::Value;
 
 use crate::gateway::names::split;
-use crate::mcp::lenient::drop_other_spellings;
+use crate::mcp::lenient::{drop_other_spellings, reads_as_one_of};
 use crate::mcp::{Field, RELATED_TASK};
 
 /// The host-facing id of a task `server` made.
@@ -95,7 +95,7 @@ pub fn name_listed(task: &mut Value, server: &str, separator: &str) {
 /// `notifications/tasks/status` describes.
 pub fn name_in_server_message(message: &mut Value, method: &str, server: &str, separator: &str) {
     let params = message.field_mut("params");
-    if method == "notifications/tasks/status" {
+    if method == STATUS {
         if let Some(params) = exact(params, &["taskId"]) {
             rename(params.field_mut("taskId"), server, separator);
             rename(related_task_slot(Some(params)), server, separator);
@@ -114,6 +114,7 @@ pub fn unname_in_host_answer(message: &mut Value, server: &str, separator: &str)
     else {
         return;
     };
+    exact(meta.field_mut(RELATED_TASK), &["taskId"]);
     let own = meta
         .at(&[RELATED_TASK, "taskId"])
         .and_then(Value::as_str)
@@ -130,12 +131,30 @@ pub fn unname_in_host_answer(message: &mut Value, server: &str, separator: &str)
     }
 }
 
-/// Whether a server's request to the host is about the host's own tasks (`tasks/get`, ...).
+/// Whether a server's request to the host is about the host's own tasks (`tasks/get`, ...), in
+/// any spelling a lenient host reads as one.
 pub fn about_host_tasks(method: &str) -> bool {
-    matches!(
+    reads_as_one_of(
         method,
-        "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list"
+        &["tasks/get", "tasks/result", "tasks/cancel", "tasks/list"],
     )
+}
+
+/// A server's notification spelled otherwise than `notifications/tasks/status` but read as it by
+/// a lenient host: it would name a task airlock did not name, so it is dropped.
+pub fn lookalike_status(method: &str) -> bool {
+    method != STATUS && reads_as_one_of(method, &[STATUS])
+}
+
+const STATUS: &str = "notifications/tasks/status";
+
+/// A server's request made task-augmented (`params.task`, any spelling): the host's tasks are not
+/// offered to a gateway's servers, so the host runs it as a plain request, whose answer comes
+/// back to the server that asked.
+pub fn make_plain(request: &mut Value) {
+    if let Some(Value::Object(params)) = request.field_mut("params") {
+        params.retain(|key, _| !reads_as_one_of(key, &["task"]));
+    }
 }
 
 /// A host's `tasks/get`, `tasks/result` or `tasks/cancel`: the server the task's id names and the

@@ -183,3 +183,86 @@ fn the_hosts_answer_names_the_related_task_as_the_server_knows_it() {
     let got = h.received[0].pop_front().unwrap();
     assert_eq!(got["result"]["_meta"], json!({}), "{got}");
 }
+
+#[test]
+fn a_servers_lookalike_task_methods_never_reach_the_host() {
+    let mut h = two();
+    h.initialize(json!({"elicitation":{"form":{}}}));
+    h.host(call(json!(1), "beta__read"));
+    h.received[1].pop_front().unwrap();
+    let before = h.to_host.len();
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","id":"s1","method":"Tasks/Result","params":{"taskId":"h-1"}}),
+    );
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","method":"Notifications/Tasks/Status",
+            "params":{"taskId":"alpha__t-1","status":"cancelled"}}),
+    );
+    assert_eq!(h.to_host.len(), before, "{:?}", &h.to_host[before..]);
+    let declined = h.received[1].pop_front().unwrap();
+    assert_eq!(declined["id"], "s1");
+    assert_eq!(declined["error"]["code"], code::METHOD_NOT_FOUND);
+}
+
+#[test]
+fn a_servers_task_augmented_request_reaches_the_host_as_a_plain_one() {
+    let mut h = two();
+    h.initialize(
+        json!({"elicitation":{"form":{}},"tasks":{"requests":{"elicitation":{"create":{}}}}}),
+    );
+    h.host(call(json!(1), "alpha__read"));
+    h.received[0].pop_front().unwrap();
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":"e1","method":"elicitation/create",
+            "params":{"mode":"form","message":"?","requestedSchema":{"type":"object","properties":{}},
+                "task":{"ttl":60000},"Task":{"ttl":1}}}),
+    );
+    let asked = h.to_host.pop().unwrap();
+    assert_eq!(asked["method"], "elicitation/create");
+    assert!(asked["params"].get("task").is_none(), "{asked}");
+    assert!(asked["params"].get("Task").is_none(), "{asked}");
+}
+
+/// 2026-07-28: the host answers a server's question in the retry's `inputResponses`; the related
+/// task in them goes back as the server's own id, another server's is taken out.
+#[test]
+fn input_responses_name_the_related_task_as_the_server_knows_it() {
+    for (named, expected) in [
+        ("alpha__t-1", json!({RELATED:{"taskId":"t-1"}})),
+        ("beta__t-1", json!({})),
+    ] {
+        let mut h = two();
+        let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},
+            "io.modelcontextprotocol/clientInfo":{"name":"m","version":"2"}});
+        let ask = json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+            "params":{"name":"alpha__read","arguments":{},"_meta":meta.clone()}});
+        h.host(ask);
+        h.received[0].pop_front().unwrap();
+        h.answer(
+            0,
+            json!({"jsonrpc":"2.0","id":"s1","method":"elicitation/create",
+                "params":{"mode":"form","message":"?","requestedSchema":{"type":"object","properties":{}},
+                    "_meta":{RELATED:{"taskId":"t-1"}}}}),
+        );
+        let asked = h.take_host(json!(1))["result"].clone();
+        let (key, input) = asked["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        assert_eq!(input["params"]["_meta"][RELATED]["taskId"], "alpha__t-1");
+        let mut retry = json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+            "params":{"name":"alpha__read","arguments":{},"_meta":meta}});
+        retry["params"]["requestState"] = asked["requestState"].clone();
+        retry["params"]["inputResponses"] =
+            json!({key.clone(): {"action":"decline","_meta":{RELATED:{"taskId":named}}}});
+        h.host(retry);
+        let got = h.received[0].iter().find(|m| m["id"] == "s1").unwrap();
+        assert_eq!(got["result"]["_meta"], expected, "{named}: {got}");
+    }
+}

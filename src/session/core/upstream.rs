@@ -136,6 +136,7 @@ impl Core {
         if !self.single() {
             let name = &self.servers[index].name;
             tasks::name_in_server_message(&mut message, method, name, self.separator());
+            tasks::make_plain(&mut message);
         }
         if !self.single() && era::stateless(&self.host) && INPUT_METHODS.contains(&method) {
             self.ask_host_for_input(index, id, message, now);
@@ -223,6 +224,13 @@ impl Core {
         }
         if self.single() {
             self.passthrough_notification(index, method, message);
+            return;
+        }
+        if tasks::lookalike_status(method) {
+            let reason = format!(
+                "a task status spelled {method:?}, which a host could read as one airlock did not name"
+            );
+            self.dropped(index, reason);
             return;
         }
         let name = self.servers[index].name.clone();
