@@ -226,6 +226,9 @@ struct Downstream {
     outbound: FastMap<String, Origin>,
     /// Downstream progress token key → the host's token.
     progress: FastMap<String, Value>,
+    /// The server's task id → the downstream progress token key of the request that created it:
+    /// a task's progress token stays valid until the task ends (2025-11-25).
+    task_progress: FastMap<String, String>,
     /// Host requests waiting for Ready (already gated), with their downstream ids.
     queue: Vec<Value>,
     capabilities: Option<Value>,
@@ -476,6 +479,7 @@ impl Core {
             next_id: 0,
             outbound: FastMap::default(),
             progress: FastMap::default(),
+            task_progress: FastMap::default(),
             queue: Vec::new(),
             capabilities: None,
             server_info: None,

@@ -82,6 +82,44 @@ pub fn name_in_answer(
     rename(related_task_slot(Some(result)), server, separator);
 }
 
+/// The task a server's answer created (`CreateTaskResult`), by the server's own id.
+pub fn created(answer: &Value) -> Option<&str> {
+    answer
+        .at(&["result", "task", "taskId"])
+        .and_then(Value::as_str)
+}
+
+/// A status that ends a task: its progress token is released.
+fn terminal(status: Option<&Value>) -> bool {
+    matches!(
+        status.and_then(Value::as_str),
+        Some("completed" | "failed" | "cancelled")
+    )
+}
+
+/// The task (the server's own id) a server's answer to a host's `tasks/*` request shows ended: a
+/// `tasks/get` or `tasks/cancel` answer in a final status, or a `tasks/result` answer (given
+/// once the task ended), which names its task in `_meta`.
+pub fn ended_in_answer(answer: &Value) -> Option<&str> {
+    let result = answer.field("result")?;
+    if let Some(task) = result.at(&["_meta", RELATED_TASK, "taskId"]) {
+        return task.as_str();
+    }
+    if terminal(result.field("status")) {
+        return result.field("taskId").and_then(Value::as_str);
+    }
+    None
+}
+
+/// The task a server's `notifications/tasks/status` shows ended.
+pub fn ended_in_status(notification: &Value) -> Option<&str> {
+    let params = notification.field("params")?;
+    if terminal(params.field("status")) {
+        return params.field("taskId").and_then(Value::as_str);
+    }
+    None
+}
+
 /// One task of a server's `tasks/list` page.
 pub fn name_listed(task: &mut Value, server: &str, separator: &str) {
     rename(

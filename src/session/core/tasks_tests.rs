@@ -266,3 +266,40 @@ fn input_responses_name_the_related_task_as_the_server_knows_it() {
         assert_eq!(got["result"]["_meta"], expected, "{named}: {got}");
     }
 }
+
+/// A task-augmented call's progress token stays valid until its task ends (2025-11-25): the
+/// server's progress on it reaches the host after the `CreateTaskResult`, not after the end.
+#[test]
+fn a_tasks_progress_reaches_the_host_until_the_task_ends() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.host(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"beta__read",
+        "arguments":{},"task":{"ttl":60000},"_meta":{"progressToken":"p1"}}}),
+    );
+    let sent = h.received[1].pop_front().unwrap();
+    let token = sent["params"]["_meta"]["progressToken"].clone();
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","id":sent["id"],"result":{"task":{"taskId":"t-1","status":"working"}}}),
+    );
+    h.take_host(json!(1));
+    let progress = json!({"jsonrpc":"2.0","method":"notifications/progress",
+        "params":{"progressToken":token,"progress":1}});
+    let progressed = |h: &Harness| {
+        h.to_host
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .count()
+    };
+    h.answer(1, progress.clone());
+    assert_eq!(progressed(&h), 1, "{:?}", h.to_host);
+    assert_eq!(h.to_host.last().unwrap()["params"]["progressToken"], "p1");
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","method":"notifications/tasks/status",
+            "params":{"taskId":"t-1","status":"completed"}}),
+    );
+    h.answer(1, progress);
+    assert_eq!(progressed(&h), 1, "the token ended with its task");
+}

@@ -50,6 +50,15 @@ impl Core {
         }
     }
 
+    /// A task of the server at `index` ended (`ended`, the server's own id): the progress token
+    /// of the request that created it is released.
+    fn task_progress_ends(&mut self, index: usize, ended: Option<&str>) {
+        let server = &mut self.servers[index];
+        if let Some(token) = ended.and_then(|task| server.task_progress.remove(task)) {
+            server.progress.remove(&token);
+        }
+    }
+
     fn dropped(&mut self, server: usize, reason: String) {
         self.out.push(Action::Dropped { server, reason });
     }
@@ -97,7 +106,20 @@ impl Core {
         };
         self.host_requests.remove(&id_key(&host_id));
         if let Some(token) = progress {
-            self.servers[index].progress.remove(&token);
+            let created = tasks::created(&message).filter(|_| !self.single());
+            let server = &mut self.servers[index];
+            // A task it created carries the request's progress token on until the task ends.
+            match created {
+                Some(task) => {
+                    server.task_progress.insert(task.to_string(), token);
+                }
+                None => {
+                    server.progress.remove(&token);
+                }
+            }
+        }
+        if about_task {
+            self.task_progress_ends(index, tasks::ended_in_answer(&message));
         }
         if initialize && let Some(negotiated) = message.at(&["result", "protocolVersion"]) {
             self.host.version = negotiated.as_str().map(str::to_string);
@@ -232,6 +254,9 @@ impl Core {
             );
             self.dropped(index, reason);
             return;
+        }
+        if method == "notifications/tasks/status" {
+            self.task_progress_ends(index, tasks::ended_in_status(&message));
         }
         let name = self.servers[index].name.clone();
         let mut message = message;
