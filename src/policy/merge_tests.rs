@@ -423,6 +423,32 @@ fn launch_audit_and_rule_load_errors_have_positions_and_fixes() {
     ]);
 }
 
+/// A rule is quoted as written: `**` compiles to `*` (either matches across `/`), but the
+/// refusal, `explain` and the audit's `rule` show `**/x.txt`, which a search of the log finds.
+#[test]
+fn a_glob_rule_is_quoted_as_written() {
+    let policy = load(
+        &[user(
+            "version = 1\n[[tools.rule]]\ntool = \"mcp:fs__write_file\"\naction = \"deny\"\nargument = \"path\"\nglob = \"/data/**/x.txt\"\n",
+        )],
+        &[],
+    )
+    .unwrap();
+    let arguments = json!({"path": "/data/a/b/x.txt"});
+    let decision = policy.decide(&Call {
+        server: "fs",
+        tool: "write_file",
+        arguments: Some(&arguments),
+        identity: None,
+    });
+    assert_eq!(decision.action, Action::Deny);
+    assert!(
+        decision.rule.contains("path glob \"/data/**/x.txt\""),
+        "{}",
+        decision.rule
+    );
+}
+
 #[test]
 fn argument_rules_from_a_file_normalise_paths() {
     let policy = load(

@@ -23,7 +23,9 @@ use crate::paths as path;
 #[derive(Debug, Clone)]
 pub enum ArgMatcher {
     Prefix(String),
-    Glob(Glob),
+    /// The compiled glob and the text as the policy wrote it (`**` compiles to `*`: refusals,
+    /// `explain` and the audit quote what the user wrote, which a search of the log finds).
+    Glob(Glob, String),
     Regex(regex::Regex),
 }
 
@@ -85,7 +87,7 @@ impl Condition {
             }
             ArgMatcher::Prefix(prefix) if self.normalize_path => path::is_under(value, prefix),
             ArgMatcher::Prefix(prefix) => value.starts_with(prefix.as_str()),
-            ArgMatcher::Glob(glob) => glob.matches(value),
+            ArgMatcher::Glob(glob, _) => glob.matches(value),
             ArgMatcher::Regex(regex) => regex.is_match(value),
         })
     }
@@ -201,7 +203,7 @@ impl Condition {
     fn describe(&self) -> String {
         let (kind, what) = match &self.matcher {
             ArgMatcher::Prefix(prefix) => ("prefix", prefix.clone()),
-            ArgMatcher::Glob(glob) => ("glob", glob.to_string()),
+            ArgMatcher::Glob(_, written) => ("glob", written.clone()),
             ArgMatcher::Regex(regex) => ("regex", regex.as_str().to_string()),
         };
         let negation = if self.negate { "not " } else { "" };

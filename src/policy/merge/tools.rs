@@ -62,7 +62,13 @@ pub(super) fn compile_condition(
     .map(|(name, _)| *name)
     .collect();
     let (matcher, path_like) = match (&decl.glob, &decl.regex, &decl.prefix, chosen.len()) {
-        (Some(glob), None, None, 1) => (ArgMatcher::Glob(Glob::parse(glob.get_ref())), true),
+        (Some(glob), None, None, 1) => {
+            let written = glob.get_ref();
+            (
+                ArgMatcher::Glob(Glob::parse(written), written.clone()),
+                true,
+            )
+        }
         (None, Some(regex), None, 1) => {
             let compiled = regex::Regex::new(regex.get_ref()).map_err(|err| {
                 ctx.error(&regex.span(), format!("`regex` does not compile: {err}"))
