@@ -236,6 +236,7 @@ fn explain_prints_decision_rule_and_layer() {
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(out.contains("decision: deny"), "{out}");
+    assert!(!out.contains("sandbox:"), "{out}");
     assert!(
         out.contains("tools.rule deny \"mcp:fs__write_file\" when path not prefix \"/tmp/\""),
         "{out}"
@@ -256,6 +257,11 @@ fn explain_prints_decision_rule_and_layer() {
         "{out}"
     );
     assert!(out.contains("layer:    builtin"), "{out}");
+    // An allow is the policy's word on the call, not on what the server may touch.
+    assert!(
+        out.contains("sandbox:  this is the policy's decision"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -154,6 +154,14 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
          unknown tool, whatever the rules say"
     );
     print_readings(&policy, &call, &context, &decision);
+    if decision.action != crate::policy::Action::Deny {
+        // "allow" is the gate's word on the call, not on what the server may touch.
+        println!(
+            "sandbox:  this is the policy's decision on the call; what the server can then read, \
+             write or reach is its sandbox's, whatever the arguments name (`airlock check` shows \
+             each server's grants)"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
