@@ -254,6 +254,11 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
     let message = plain_types(err.message().trim());
     let fix = if message.starts_with("unknown field") || message.starts_with("unknown variant") {
         Some(unknown_name_fix(&message))
+    } else if message.starts_with("invalid type") && message.contains("expected a whole number") {
+        Some(
+            "write a whole number without quotes (a timeout counts whole seconds: `300` for 5 minutes)"
+                .to_string(),
+        )
     } else if message.starts_with("invalid type") {
         Some("give the value the type the message names".to_string())
     } else if message.starts_with("missing field") {
@@ -423,6 +428,11 @@ mod tests {
         assert_eq!(
             err.message,
             "invalid type: string \"30\", expected a whole number"
+        );
+        let fix = err.fix.unwrap_or_default();
+        assert!(
+            fix.contains("without quotes") && fix.contains("`300`"),
+            "{fix}"
         );
     }
 

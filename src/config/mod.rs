@@ -275,6 +275,21 @@ pub fn check_server_name(name: &str, separator: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// A valid name close to `name`, for the fix of a refused one: each separator (and `__`) becomes
+/// `-`, what runs into the separator at the end goes (`a__b` → `a-b`, `fs_` → `fs`); `my-server`
+/// when that is no valid name either.
+pub fn suggest_server_name(name: &str, separator: &str) -> String {
+    let mut suggestion = sanitize_server_name(&name.replace("__", "-").replace(separator, "-"));
+    while !suggestion.is_empty() && check_server_name(&suggestion, separator).is_err() {
+        suggestion.pop();
+    }
+    if suggestion.is_empty() {
+        "my-server".into()
+    } else {
+        suggestion
+    }
+}
+
 /// Turns any text into a valid server name: characters outside `[A-Za-z0-9_.-]` become `-`, runs
 /// of `_` collapse (never `__`), leading and trailing `-_.` go, at most 64 characters, `server` if
 /// nothing is left. `airlock run` derives names with it; `airlock install` names host entries.
@@ -465,8 +480,9 @@ impl Validator<'_> {
         let mut errors = Vec::new();
         let name = raw.name.clone();
         let named = check_server_name(&name, self.separator).map_err(|err| {
+            let suggestion = suggest_server_name(&name, self.separator);
             self.error(raw.at, err.to_string())
-                .with_fix("rename the server, e.g. \"my-server\"")
+                .with_fix(format!("rename the server, e.g. {suggestion:?}"))
         });
         collect(&mut errors, named);
         let transport = collect(&mut errors, self.transport(&raw));

@@ -195,6 +195,18 @@ fn bad_server_names_are_rejected() {
         runs_in.to_string().contains("drop the trailing \"_\""),
         "{runs_in}"
     );
+    // The fix names a valid name close to the one given.
+    assert_eq!(
+        runs_in.fix.as_deref(),
+        Some("rename the server, e.g. \"a\"")
+    );
+    let doubled = assert_error("[servers.a__b]\ncommand = \"npx\"\n", 1, 10, "\"__\"");
+    assert_eq!(
+        doubled.fix.as_deref(),
+        Some("rename the server, e.g. \"a-b\"")
+    );
+    assert_eq!(suggest_server_name("my_srv", "_"), "my-srv");
+    assert_eq!(suggest_server_name("___", "__"), "server");
     assert_error(
         "[gateway]\nseparator = \"_-_\"\n[servers.x_-]\ncommand = \"npx\"\n",
         3,

@@ -301,6 +301,18 @@ fn assert_load_errors(cases: &[(&str, usize, usize, &str)]) {
     }
 }
 
+/// A pattern without `mcp:` gets the pattern it meant as its fix.
+#[test]
+fn a_pattern_missing_mcp_gets_the_one_it_meant() {
+    let err = load(
+        &[user("version = 1\n[tools]\ndeny = [\"fs__write_file\"]\n")],
+        &[],
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("write \"mcp:fs__write_file\""), "{text}");
+}
+
 #[test]
 fn version_and_tools_load_errors_have_positions_and_fixes() {
     assert_load_errors(&[

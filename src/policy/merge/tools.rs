@@ -27,8 +27,16 @@ pub(super) fn parse_pattern(
         PatternScope::Server(server) => ToolPattern::for_server(server, text.get_ref()),
     };
     parsed.map_err(|err| {
-        ctx.error(&text.span(), err.0)
-            .with_fix("write patterns as mcp:<server>__<tool>, with * and ? as wildcards")
+        let written = text.get_ref();
+        // `fs__write_file` (no `mcp:`) is the common slip: name the pattern it meant.
+        let fix = match matches!(scope, PatternScope::Global)
+            && !written.starts_with("mcp")
+            && ToolPattern::parse(&format!("mcp:{written}")).is_ok()
+        {
+            true => format!("write \"mcp:{written}\""),
+            false => "write patterns as mcp:<server>__<tool>, with * and ? as wildcards".into(),
+        };
+        ctx.error(&text.span(), err.0).with_fix(fix)
     })
 }
 
