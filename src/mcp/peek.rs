@@ -343,9 +343,15 @@ impl<'de> Deserialize<'de> for ResultProbe {
                 let (mut seen_is_error, mut seen_task) = (false, false);
                 while let Some(key) = map.next_key::<ResultKey>()? {
                     match key {
-                        ResultKey::IsError => {
+                        ResultKey::IsError { exact: true } => {
                             probe.repeated |= std::mem::replace(&mut seen_is_error, true);
                             probe.is_error = map.next_value::<TrueProbe>()?.0;
+                        }
+                        // `IsError`: a lenient host could read another outcome than the one
+                        // airlock audits; the full path takes it out.
+                        ResultKey::IsError { exact: false } => {
+                            probe.repeated = true;
+                            map.next_value::<IgnoredAny>()?;
                         }
                         ResultKey::Task { exact } => {
                             probe.repeated |= exact && std::mem::replace(&mut seen_task, true);
@@ -368,10 +374,11 @@ impl<'de> Deserialize<'de> for ResultProbe {
     }
 }
 
-/// A key of `result`, as far as the probe cares: `isError` exactly (what the gate reads of the
-/// outcome), and the keys a lenient reader takes for `task` or `_meta` (a task to name).
+/// A key of `result`, as far as the probe cares: `isError` (what the gate reads of the outcome;
+/// another spelling of it is told apart), and the keys a lenient reader takes for `task` or
+/// `_meta` (a task to name).
 enum ResultKey {
-    IsError,
+    IsError { exact: bool },
     Task { exact: bool },
     Meta,
     Other,
@@ -387,7 +394,10 @@ impl<'de> Deserialize<'de> for ResultKey {
             }
             fn visit_str<E: de::Error>(self, key: &str) -> Result<ResultKey, E> {
                 Ok(match key {
-                    "isError" => ResultKey::IsError,
+                    "isError" => ResultKey::IsError { exact: true },
+                    key if reads_as_one_of(key, &["isError"]) => {
+                        ResultKey::IsError { exact: false }
+                    }
                     key if reads_as_one_of(key, &["task"]) => ResultKey::Task {
                         exact: key == "task",
                     },
@@ -667,6 +677,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":6,"result":{},"extra":1}"#,
             // What the gate reads of the outcome, twice: the host could read the first.
             r#"{"jsonrpc":"2.0","id":6,"result":{"isError":true,"isError":false}}"#,
+            // ... or in another spelling, which a lenient host reads as the outcome.
+            r#"{"jsonrpc":"2.0","id":6,"result":{"content":[],"IsError":true}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"result":{"isError":false,"ISERROR":true}}"#,
             r#"{"jsonrpc":"2.0","id":6,"result":{"task":{},"ta\u0073k":{}}}"#,
             r#"{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"a","message":"b"}}"#,
             // result and error together, or either twice: which one the host takes is its own.

@@ -72,6 +72,8 @@ pub(super) fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode
     let answer = client.call(7, &world.tool("upperid"), json!({"other": 6}));
     assert_eq!(Client::text(&answer), "upper id");
     assert_eq!(answer.as_object().map(|o| o.len()), Some(3), "{answer}");
+    // `IsError` is an outcome airlock did not audit (it read no `isError`): taken out.
+    assert!(answer["result"].get("IsError").is_none(), "{answer}");
     let six = client.answer(json!(6), SECS(10));
     assert_eq!(Client::text(&six), "slow done");
     client.close_stdin();
@@ -89,6 +91,9 @@ pub(super) fn an_answer_naming_its_id_twice_reaches_the_host_with_one(mode: Mode
         outcomes.contains(&(json!(6), json!("slow"))),
         "{outcomes:?}"
     );
+    let seven = world.events("outcome");
+    let seven = seven.iter().find(|e| e["request_id"] == 7).unwrap();
+    assert_eq!(seven["outcome"], "ok", "what the host reads: {seven}");
 }
 
 /// Two requests with one id in flight: one decision, one outcome, one answer. `5.0` is that id
