@@ -463,6 +463,10 @@ impl Mux {
         if request.lists_tasks {
             self.tasks.keep_own(&owner, &mut message);
         }
+        if let Some(token) = request.progress.clone() {
+            self.tasks
+                .keep_progress(key.to_string(), request.key, token, &message);
+        }
         self.tasks
             .note_created(owner, request.server.clone(), &message);
         message["id"] = request.id;
@@ -587,8 +591,14 @@ impl Mux {
                 let Some(token) = message.pointer("/params/progressToken") else {
                     return Vec::new();
                 };
-                let Some(request) = self.requests.get(&id_key(token)) else {
-                    return Vec::new();
+                let token = id_key(token);
+                let Some(request) = self.requests.get(&token) else {
+                    // A task's, after the request that created it was answered.
+                    let Some((key, own)) = self.tasks.progress(&token) else {
+                        return Vec::new();
+                    };
+                    message["params"]["progressToken"] = own.clone();
+                    return vec![to(key, message, None)];
                 };
                 let (key, related) = (request.key, request.id.clone());
                 message["params"]["progressToken"] =
@@ -606,6 +616,7 @@ impl Mux {
             }
             // A task's status is its creator's to see.
             "notifications/tasks/status" => {
+                self.tasks.status(&message);
                 match named_task(&message).and_then(|task| self.tasks.session(task)) {
                     Some(key) => vec![to(key, message, None)],
                     None => Vec::new(),

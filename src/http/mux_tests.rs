@@ -356,3 +356,28 @@ fn a_tasks_question_goes_to_its_creator_and_a_stateless_clients_task_outlives_it
     assert!(core_msgs(&refused).is_empty(), "another identity");
     assert!(core_msgs(&mux.from_client(2, get)).is_empty(), "a session");
 }
+
+/// A task-augmented call's progress token stays valid until its task ends (2025-11-25): the
+/// server's progress after the `CreateTaskResult` still reaches the creating session, under the
+/// client's own token; after a final status, nobody.
+#[test]
+fn a_tasks_progress_reaches_its_session_until_the_task_ends() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    let mut create = call(5, "fixture__echo");
+    create["params"]["task"] = json!({"ttl": 60000});
+    create["params"]["_meta"] = json!({"progressToken": "mine"});
+    let sent = core_msgs(&mux.from_client(1, create))[0].clone();
+    let token = sent["params"]["_meta"]["progressToken"].clone();
+    let answer = json!({"jsonrpc":"2.0","id":sent["id"],"result":{"task":{"taskId":"fixture__t-1","status":"working"}}});
+    mux.from_core(answer);
+    let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":token,"progress":1}});
+    let got = session_msgs(&mux.from_core(progress.clone()));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].0, &got[0].1["params"]["progressToken"]),
+        (1, &json!("mine"))
+    );
+    let done = json!({"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"fixture__t-1","status":"completed"}});
+    mux.from_core(done);
+    assert!(session_msgs(&mux.from_core(progress)).is_empty());
+}

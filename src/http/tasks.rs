@@ -20,10 +20,13 @@ pub enum Owner {
     Stateless(Option<String>),
 }
 
-/// Which owner created each task the gateway has seen created, and on which server.
+/// Which owner created each task the gateway has seen created, and on which server; and the
+/// progress tokens that live on with a task after the request that created it was answered.
 #[derive(Debug, Default)]
 pub struct TaskOwners {
     owners: HashMap<String, (Owner, Option<String>)>,
+    /// The mux's progress token (key) → the session, the client's own token, the task.
+    progress: HashMap<String, (SessionKey, Value, String)>,
 }
 
 /// The task id a message names: a request's `params.taskId`, a status notification's
@@ -94,6 +97,46 @@ impl TaskOwners {
     pub fn forget(&mut self, key: SessionKey) {
         self.owners
             .retain(|_, (owner, _)| *owner != Owner::Session(key));
+        self.progress.retain(|_, (session, _, _)| *session != key);
+    }
+
+    /// A task-augmented request of session `key` with a progress token was answered: when the
+    /// answer created a task, the token stays valid until the task ends (2025-11-25), and the
+    /// server's progress on it (under the mux's token `token_key`) still reaches the session.
+    pub fn keep_progress(
+        &mut self,
+        token_key: String,
+        key: SessionKey,
+        token: Value,
+        answer: &Value,
+    ) {
+        if let Some(task) = answer
+            .at(&["result", "task", "taskId"])
+            .and_then(Value::as_str)
+        {
+            self.progress
+                .insert(token_key, (key, token, task.to_string()));
+        }
+    }
+
+    /// The session and the client's own token for the mux's progress token of a created task.
+    pub fn progress(&self, token_key: &str) -> Option<(SessionKey, &Value)> {
+        self.progress
+            .get(token_key)
+            .map(|(key, token, _)| (*key, token))
+    }
+
+    /// A status notification: a final status ends the task's progress token.
+    pub fn status(&mut self, notification: &Value) {
+        let status = notification
+            .at(&["params", "status"])
+            .and_then(Value::as_str);
+        if let (Some("completed" | "failed" | "cancelled"), Some(task)) =
+            (status, named_task(notification))
+        {
+            let task = task.to_string();
+            self.progress.retain(|_, (_, _, of)| *of != task);
+        }
     }
 }
 
