@@ -46,10 +46,7 @@ impl TaskOwners {
     /// Notes the task `owner`'s request to `server` created, when its answer is a
     /// `CreateTaskResult` (`result.task.taskId`).
     pub fn note_created(&mut self, owner: Owner, server: Option<String>, answer: &Value) {
-        if let Some(task) = answer
-            .at(&["result", "task", "taskId"])
-            .and_then(Value::as_str)
-        {
+        if let Some(task) = crate::mcp::created_task(answer) {
             self.owners.insert(task.to_string(), (owner, server));
         }
     }
@@ -110,10 +107,7 @@ impl TaskOwners {
         token: Value,
         answer: &Value,
     ) {
-        if let Some(task) = answer
-            .at(&["result", "task", "taskId"])
-            .and_then(Value::as_str)
-        {
+        if let Some(task) = crate::mcp::created_task(answer) {
             self.progress
                 .insert(token_key, (key, token, task.to_string()));
         }
@@ -128,12 +122,8 @@ impl TaskOwners {
 
     /// A status notification: a final status ends the task's progress token.
     pub fn status(&mut self, notification: &Value) {
-        let status = notification
-            .at(&["params", "status"])
-            .and_then(Value::as_str);
-        if let (Some("completed" | "failed" | "cancelled"), Some(task)) =
-            (status, named_task(notification))
-        {
+        let ended = crate::mcp::task_ended(notification.at(&["params", "status"]));
+        if let (true, Some(task)) = (ended, named_task(notification)) {
             let task = task.to_string();
             self.progress.retain(|_, (_, _, of)| *of != task);
         }

@@ -24,3 +24,18 @@ pub use version::Era;
 
 /// The `_meta` key that ties a message to a task (protocol 2025-11-25).
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// The task an answer created (a `CreateTaskResult`'s `result.task.taskId`).
+pub fn created_task(answer: &serde_json::Value) -> Option<&str> {
+    answer
+        .at(&["result", "task", "taskId"])
+        .and_then(serde_json::Value::as_str)
+}
+
+/// Whether a task's status is final (`completed`, `failed`, `cancelled`): the task has ended.
+pub fn task_ended(status: Option<&serde_json::Value>) -> bool {
+    matches!(
+        status.and_then(serde_json::Value::as_str),
+        Some("completed" | "failed" | "cancelled")
+    )
+}

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::gateway::names::split;
 use crate::mcp::lenient::{drop_other_spellings, reads_as_one_of};
-use crate::mcp::{Field, RELATED_TASK};
+use crate::mcp::{Field, RELATED_TASK, task_ended};
 
 /// The host-facing id of a task `server` made.
 fn host_facing(task: &str, server: &str, separator: &str) -> String {
@@ -82,21 +82,6 @@ pub fn name_in_answer(
     rename(related_task_slot(Some(result)), server, separator);
 }
 
-/// The task a server's answer created (`CreateTaskResult`), by the server's own id.
-pub fn created(answer: &Value) -> Option<&str> {
-    answer
-        .at(&["result", "task", "taskId"])
-        .and_then(Value::as_str)
-}
-
-/// A status that ends a task: its progress token is released.
-fn terminal(status: Option<&Value>) -> bool {
-    matches!(
-        status.and_then(Value::as_str),
-        Some("completed" | "failed" | "cancelled")
-    )
-}
-
 /// The task (the server's own id) a server's answer to a host's `tasks/*` request shows ended: a
 /// `tasks/get` or `tasks/cancel` answer in a final status, or a `tasks/result` answer (given
 /// once the task ended), which names its task in `_meta`.
@@ -105,7 +90,7 @@ pub fn ended_in_answer(answer: &Value) -> Option<&str> {
     if let Some(task) = result.at(&["_meta", RELATED_TASK, "taskId"]) {
         return task.as_str();
     }
-    if terminal(result.field("status")) {
+    if task_ended(result.field("status")) {
         return result.field("taskId").and_then(Value::as_str);
     }
     None
@@ -114,7 +99,7 @@ pub fn ended_in_answer(answer: &Value) -> Option<&str> {
 /// The task a server's `notifications/tasks/status` shows ended.
 pub fn ended_in_status(notification: &Value) -> Option<&str> {
     let params = notification.field("params")?;
-    if terminal(params.field("status")) {
+    if task_ended(params.field("status")) {
         return params.field("taskId").and_then(Value::as_str);
     }
     None

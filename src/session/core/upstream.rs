@@ -106,7 +106,7 @@ impl Core {
         };
         self.host_requests.remove(&id_key(&host_id));
         if let Some(token) = progress {
-            let created = tasks::created(&message).filter(|_| !self.single());
+            let created = crate::mcp::created_task(&message).filter(|_| !self.single());
             let server = &mut self.servers[index];
             // A task it created carries the request's progress token on until the task ends.
             match created {
