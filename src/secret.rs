@@ -232,6 +232,11 @@ pub fn key_looks_secret(key: &str) -> bool {
 /// Whether `word` lowercased is `lower`, without building the lowercased copy (this runs for
 /// every argument key of every call).
 fn lowercase_equals(word: &str, lower: &str) -> bool {
+    if word.is_ascii() {
+        // Only ASCII letters lowercase to ASCII ones here; other letters (the Kelvin sign to
+        // `k`) take the general path.
+        return word.eq_ignore_ascii_case(lower);
+    }
     word.chars().flat_map(char::to_lowercase).eq(lower.chars())
 }
 

@@ -105,6 +105,112 @@ impl Event {
     }
 }
 
+impl EventKind {
+    /// The name written in the record, as serde writes it.
+    fn name(self) -> &'static str {
+        match self {
+            EventKind::Policy => "policy",
+            EventKind::Spawn => "spawn",
+            EventKind::Decision => "decision",
+            EventKind::Elicitation => "elicitation",
+            EventKind::Outcome => "outcome",
+            EventKind::Dropped => "dropped",
+            EventKind::Exit => "exit",
+            EventKind::NetConnect => "net_connect",
+            EventKind::NetClose => "net_close",
+            EventKind::Pin => "pin",
+            EventKind::Install => "install",
+            EventKind::Auth => "auth",
+        }
+    }
+}
+
+impl Outcome {
+    /// The name written in the record, as serde writes it.
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Denied => "denied",
+            Outcome::Timeout => "timeout",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl Event {
+    /// Appends the event's JSON, byte for byte what `serde_json::to_writer` writes for it (the
+    /// test below holds the two together), without its generic machinery: the field names are
+    /// written as they are and a value string is copied when nothing in it needs an escape.
+    /// Every `tools/call` encodes a decision before it is forwarded, so this is on its path.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(b"{\"event\":\"");
+        out.extend_from_slice(self.event.name().as_bytes());
+        out.extend_from_slice(b"\",\"server\":");
+        write_str(out, &self.server)?;
+        let texts = [
+            ("identity", &self.identity),
+            ("tool", &self.tool),
+            ("decision", &self.decision),
+            ("rule", &self.rule),
+            ("layer", &self.layer),
+            ("source", &self.source),
+        ];
+        for (key, text) in texts {
+            if let Some(text) = text {
+                write_key(out, key);
+                write_str(out, text)?;
+            }
+        }
+        if let Some(id) = &self.request_id {
+            write_key(out, "request_id");
+            serde_json::to_writer(&mut *out, id)?;
+        }
+        if let Some(duration) = self.duration_ms {
+            write_key(out, "duration_ms");
+            serde_json::to_writer(&mut *out, &duration)?;
+        }
+        if let Some(outcome) = self.outcome {
+            write_key(out, "outcome");
+            out.push(b'"');
+            out.extend_from_slice(outcome.name().as_bytes());
+            out.push(b'"');
+        }
+        if let Some(args) = &self.args {
+            write_key(out, "args");
+            serde_json::to_writer(&mut *out, args)?;
+        }
+        if let Some(reason) = &self.reason {
+            write_key(out, "reason");
+            write_str(out, reason)?;
+        }
+        if let Some(detail) = &self.detail {
+            write_key(out, "detail");
+            serde_json::to_writer(&mut *out, detail)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// `,"key":` for a field name that needs no escape.
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// A JSON string: copied between quotes when no byte needs an escape, serde's encoding otherwise.
+fn write_str(out: &mut Vec<u8>, text: &str) -> Result<(), serde_json::Error> {
+    if text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        return serde_json::to_writer(&mut *out, text);
+    }
+    out.push(b'"');
+    out.extend_from_slice(text.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
 /// Milliseconds with microsecond precision: fast calls would all read 0 otherwise.
 pub fn millis(duration: Duration) -> f64 {
     (duration.as_micros() as f64) / 1000.0
@@ -284,6 +390,79 @@ mod tests {
             "2024-03-01T12",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_hand_encoding_is_serdes_byte_for_byte() {
+        let kinds = [
+            EventKind::Policy,
+            EventKind::Spawn,
+            EventKind::Decision,
+            EventKind::Elicitation,
+            EventKind::Outcome,
+            EventKind::Dropped,
+            EventKind::Exit,
+            EventKind::NetConnect,
+            EventKind::NetClose,
+            EventKind::Pin,
+            EventKind::Install,
+            EventKind::Auth,
+        ];
+        let outcomes = [
+            Outcome::Ok,
+            Outcome::Error,
+            Outcome::Denied,
+            Outcome::Timeout,
+            Outcome::Cancelled,
+        ];
+        let texts = [
+            "fs",
+            "",
+            "quote \" and \\ back",
+            "tab\tnew\nline\u{1}",
+            "é ∑ 😀",
+            "</script>",
+        ];
+        let mut events = Vec::new();
+        for (i, kind) in kinds.iter().enumerate() {
+            let text = texts[i % texts.len()];
+            // Only the kind and server.
+            events.push(Event::new(*kind, text));
+            // Every field present.
+            let mut full = Event::new(*kind, texts[(i + 1) % texts.len()]);
+            full.identity = Some(text.into());
+            full.tool = Some(texts[(i + 2) % texts.len()].into());
+            full.decision = Some("allow".into());
+            full.rule = Some(text.into());
+            full.layer = Some("user".into());
+            full.source = Some("/p/policy.toml:3".into());
+            full.request_id = Some(if i % 2 == 0 {
+                serde_json::json!(i)
+            } else {
+                serde_json::json!(text)
+            });
+            full.duration_ms = Some([0.0, 1.5, 0.046, 1e21, f64::NAN, -0.0][i % 6]);
+            full.outcome = Some(outcomes[i % outcomes.len()]);
+            full.args = Some(serde_json::json!({"path": text, "n": [1, 2.5, null, {"k": true}]}));
+            full.reason = Some(texts[(i + 3) % texts.len()].into());
+            full.detail = Some(serde_json::json!({"code": -1, "why": text}));
+            events.push(full.clone());
+            // Some present, some not.
+            full.identity = None;
+            full.rule = None;
+            full.duration_ms = None;
+            full.args = None;
+            events.push(full);
+        }
+        for event in events {
+            let mut hand = Vec::new();
+            event.encode_into(&mut hand).unwrap();
+            let serde = serde_json::to_vec(&event).unwrap();
+            assert_eq!(
+                String::from_utf8(hand).unwrap(),
+                String::from_utf8(serde).unwrap()
+            );
         }
     }
 

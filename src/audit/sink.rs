@@ -97,6 +97,8 @@ pub struct AuditLog {
     calls: Option<super::calls::CallsInFlight>,
     /// Events kept by [`AuditLog::defer`], staged in order before anything else.
     deferred: Vec<Event>,
+    /// Deferred events already encoded into `staged`, dropped once written.
+    encoded: Vec<Event>,
     /// Outcomes kept by [`AuditLog::hold`], and when the first of them was held.
     held: Vec<Event>,
     held_since: Option<Instant>,
@@ -329,6 +331,7 @@ impl AuditLog {
             out: Vec::with_capacity(512),
             calls: None,
             deferred: Vec::new(),
+            encoded: Vec::new(),
             held: Vec::new(),
             held_since: None,
         }
@@ -370,10 +373,10 @@ impl AuditLog {
     /// next [`AuditLog::commit`] (or `record`) links and writes every staged event in one
     /// `write`. This lets a session record the decisions of all the calls that arrived together
     /// with one syscall, still before any of them is forwarded.
-    pub fn stage(&mut self, event: Event) -> Result<(), AuditError> {
+    pub fn stage(&mut self, mut event: Event) -> Result<(), AuditError> {
         self.release_held();
         self.stage_deferred()?;
-        self.stage_now(event)
+        self.stage_now(&mut event)
     }
 
     /// Keeps the event to be stamped and encoded at the next [`AuditLog::stage`], `record` or
@@ -429,19 +432,22 @@ impl AuditLog {
         }
         let mut events = std::mem::take(&mut self.deferred);
         let mut result = Ok(());
-        for event in events.drain(..) {
+        for event in &mut events {
             if result.is_ok() {
                 result = self.stage_now(event);
             }
         }
+        // Dropped after the write that carries them (`write_unsealed`): freeing them is no
+        // part of a call's way to its server.
+        self.encoded.append(&mut events);
         // The emptied buffer is kept for the next step's events.
         self.deferred = events;
         result
     }
 
-    fn stage_now(&mut self, mut event: Event) -> Result<(), AuditError> {
+    fn stage_now(&mut self, event: &mut Event) -> Result<(), AuditError> {
         if let Some(calls) = &mut self.calls {
-            calls.observe(&mut event);
+            calls.observe(event);
         }
         self.seq += 1;
         let start = self.staged.len();
@@ -455,7 +461,7 @@ impl AuditLog {
         self.staged
             .extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
         let event_start = self.staged.len();
-        if let Err(err) = serde_json::to_writer(&mut self.staged, &event) {
+        if let Err(err) = event.encode_into(&mut self.staged) {
             self.staged.truncate(start);
             self.seq -= 1;
             return Err(err.into());
@@ -488,9 +494,11 @@ impl AuditLog {
     pub fn write_unsealed(&mut self) -> Result<(), AuditError> {
         let staged = self.stage_deferred();
         if self.staged_ends.is_empty() {
+            self.encoded.clear();
             return staged;
         }
         let result = staged.and_then(|()| self.write_staged());
+        self.encoded.clear();
         self.staged.clear();
         self.staged_ends.clear();
         for buffer in [&mut self.staged, &mut self.out] {

@@ -47,10 +47,15 @@ impl LineAssembler {
     /// Takes bytes from `available` up to and including its first newline. Returns how many
     /// bytes were taken and the frame they completed, if any.
     pub(crate) fn feed(&mut self, available: &[u8]) -> (usize, Option<Frame>) {
-        let (chunk_len, consumed, complete) = match available.iter().position(|&b| b == b'\n') {
+        let (chunk_len, consumed, complete) = match memchr::memchr(b'\n', available) {
             Some(pos) => (pos, pos + 1, true),
             None => (available.len(), available.len(), false),
         };
+        if complete && self.line.is_empty() && self.discarding.is_none() {
+            // The common case: a whole line in one read. It becomes its frame in one allocation
+            // of its own size, and the buffer for split lines is left alone.
+            return (consumed, self.whole_line(&available[..chunk_len]));
+        }
         match self.discarding.as_mut() {
             Some(seen) => *seen += chunk_len,
             None if self.line.len() + chunk_len > self.max_line_bytes => {
@@ -63,6 +68,18 @@ impl LineAssembler {
             return (consumed, None);
         }
         (consumed, self.finish())
+    }
+
+    /// A line that arrived whole, by the rules of [`LineAssembler::finish`].
+    fn whole_line(&self, line: &[u8]) -> Option<Frame> {
+        if line.len() > self.max_line_bytes {
+            return Some(Frame::Oversized { bytes: line.len() });
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        Some(Frame::Line(line.to_vec()))
     }
 
     /// The frame ending here (at a newline or at end of stream), if it is not blank.

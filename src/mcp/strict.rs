@@ -94,7 +94,8 @@ impl<'de> Visitor<'de> for Noting<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
+        // Room for a JSON-RPC envelope's keys: growing from empty rehashes at the fourth.
+        let mut object = Map::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(key) = map.next_key::<String>()? {
             let value = map.next_value_seed(self)?;
             if object.insert(key, value).is_some() {

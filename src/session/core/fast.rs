@@ -81,6 +81,16 @@ impl Core {
         Ok(())
     }
 
+    /// Frees what [`Core::keep_spent`] kept. The shell calls it once a step's bytes are written.
+    pub fn free_spent(&mut self) {
+        self.spent.clear();
+    }
+
+    /// Keeps a request whose bytes went on as the host sent them, to be freed later.
+    pub(super) fn keep_spent(&mut self, message: Value) {
+        self.spent.push(message);
+    }
+
     /// The bytes the host sent for request `host_key`, when it goes on unchanged (`Single`, its
     /// own id); never another message's.
     pub(super) fn take_host_line(&mut self, host_key: &str) -> Option<Vec<u8>> {

@@ -148,7 +148,8 @@ impl Core {
         match raw {
             // Only an unchanged request has its bytes kept: its id is the host's, `down_key`.
             Some(bytes) if self.servers[index].life.is_ready() && self.servers[index].alive => {
-                self.send_bytes(index, bytes, Some(down_key), now)
+                self.send_bytes(index, bytes, Some(down_key), now);
+                self.keep_spent(message);
             }
             _ => self.deliver(index, message, now),
         }

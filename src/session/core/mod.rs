@@ -374,6 +374,9 @@ pub struct Core {
     pins: Option<crate::pins::PinStore>,
     /// `Single`: the id key and line of the host request being handled (see [`fast`]).
     host_line: Option<(String, Vec<u8>)>,
+    /// Requests forwarded as the host's own bytes, whose parsed form is freed after the bytes
+    /// are out ([`Core::free_spent`]) rather than on the call's way to its server.
+    spent: Vec<Value>,
     /// The host closed its input (see [`Core::host_closed`]).
     host_gone: bool,
     /// When the host is gone: the latest its pending answers are awaited.
@@ -424,6 +427,7 @@ impl Core {
             listens: Vec::new(),
             pins: None,
             host_line: None,
+            spent: Vec::new(),
             host_gone: false,
             answers_due_by: None,
             server_input_closed: false,

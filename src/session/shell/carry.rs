@@ -80,6 +80,7 @@ where
             }
             self.actions = actions;
             self.flush()?;
+            self.core.free_spent();
         }
         // Bytes queued outside the core (an unreadable line's error answer) go out now, not with
         // whatever the core says next: the host may be waiting for that answer alone.
