@@ -14,17 +14,38 @@ use crate::mcp::Field;
 
 /// Who created a task: a session, or, for a stateless (2026-07-28) client, which has no session
 /// that outlives one request, its identity (`None`: unauthenticated).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Owner {
     Session(SessionKey),
     Stateless(Option<String>),
+}
+
+/// How many tasks of one owner the gateway remembers. A session's are forgotten when it ends,
+/// but a stateless client's owner outlives every request, and a long session may create tasks
+/// without end: past this, the owner's oldest task that has ended (a final status was seen) is
+/// forgotten first, else its oldest. A forgotten task is `Unknown task` to everyone, its creator
+/// included (never another's to read), as it is once its server has let it go.
+pub const MAX_TASKS_PER_OWNER: usize = 1024;
+
+/// What the gateway knows of one task.
+#[derive(Debug)]
+struct Created {
+    owner: Owner,
+    server: Option<String>,
+    /// Creation order (oldest first), among all tasks.
+    order: u64,
+    /// A final status was seen.
+    ended: bool,
 }
 
 /// Which owner created each task the gateway has seen created, and on which server; and the
 /// progress tokens that live on with a task after the request that created it was answered.
 #[derive(Debug, Default)]
 pub struct TaskOwners {
-    owners: HashMap<String, (Owner, Option<String>)>,
+    owners: HashMap<String, Created>,
+    /// How many tasks each owner has in `owners`.
+    counts: HashMap<Owner, usize>,
+    next_order: u64,
     /// The mux's progress token (key) → the session, the client's own token, the task.
     progress: HashMap<String, (SessionKey, Value, String)>,
 }
@@ -46,14 +67,57 @@ impl TaskOwners {
     /// Notes the task `owner`'s request to `server` created, when its answer is a
     /// `CreateTaskResult` (`result.task.taskId`).
     pub fn note_created(&mut self, owner: Owner, server: Option<String>, answer: &Value) {
-        if let Some(task) = crate::mcp::created_task(answer) {
-            self.owners.insert(task.to_string(), (owner, server));
+        let Some(task) = crate::mcp::created_task(answer) else {
+            return;
+        };
+        // The same id again (a server that reuses ids) is the newer task's.
+        self.remove(task);
+        if self.counts.get(&owner).copied().unwrap_or(0) >= MAX_TASKS_PER_OWNER {
+            self.forget_oldest_of(&owner);
+        }
+        self.next_order += 1;
+        *self.counts.entry(owner.clone()).or_default() += 1;
+        let created = Created {
+            owner,
+            server,
+            order: self.next_order,
+            ended: false,
+        };
+        self.owners.insert(task.to_string(), created);
+    }
+
+    /// Forgets `owner`'s oldest ended task, or its oldest when none has ended.
+    fn forget_oldest_of(&mut self, owner: &Owner) {
+        let oldest = self
+            .owners
+            .iter()
+            .filter(|(_, created)| created.owner == *owner)
+            .min_by_key(|(_, created)| (!created.ended, created.order))
+            .map(|(task, _)| task.clone());
+        if let Some(task) = oldest {
+            self.remove(&task);
+        }
+    }
+
+    fn remove(&mut self, task: &str) {
+        let Some(created) = self.owners.remove(task) else {
+            return;
+        };
+        self.uncount(&created.owner);
+    }
+
+    fn uncount(&mut self, owner: &Owner) {
+        if let Some(count) = self.counts.get_mut(owner) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.counts.remove(owner);
+            }
         }
     }
 
     /// Who created `task`.
     pub fn owner(&self, task: &str) -> Option<&Owner> {
-        self.owners.get(task).map(|(owner, _)| owner)
+        self.owners.get(task).map(|created| &created.owner)
     }
 
     /// The session that created `task`, when a session did.
@@ -69,7 +133,11 @@ impl TaskOwners {
     /// naming the id must not reach that client).
     pub fn session_on(&self, task: &str, server: &str) -> Option<SessionKey> {
         match self.owners.get(task) {
-            Some((Owner::Session(key), Some(on))) if on == server => Some(*key),
+            Some(Created {
+                owner: Owner::Session(key),
+                server: Some(on),
+                ..
+            }) if on == server => Some(*key),
             _ => None,
         }
     }
@@ -92,8 +160,9 @@ impl TaskOwners {
 
     /// Forgets the tasks of a session that ended (a stateless client's outlive its requests).
     pub fn forget(&mut self, key: SessionKey) {
-        self.owners
-            .retain(|_, (owner, _)| *owner != Owner::Session(key));
+        let session = Owner::Session(key);
+        self.owners.retain(|_, created| created.owner != session);
+        self.counts.remove(&session);
         self.progress.retain(|_, (session, _, _)| *session != key);
     }
 
@@ -120,10 +189,14 @@ impl TaskOwners {
             .map(|(key, token, _)| (*key, token))
     }
 
-    /// A status notification: a final status ends the task's progress token.
+    /// A status notification: a final status ends the task's progress token, and makes the
+    /// task the first of its owner's to be forgotten ([`MAX_TASKS_PER_OWNER`]).
     pub fn status(&mut self, notification: &Value) {
         let ended = crate::mcp::task_ended(notification.at(&["params", "status"]));
         if let (true, Some(task)) = (ended, named_task(notification)) {
+            if let Some(created) = self.owners.get_mut(task) {
+                created.ended = true;
+            }
             let task = task.to_string();
             self.progress.retain(|_, (_, _, of)| *of != task);
         }
@@ -182,5 +255,40 @@ mod tests {
         );
         let asked = json!({"params": {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t-2"}}}});
         assert_eq!(related_task(&asked), Some("t-2"));
+    }
+
+    #[test]
+    fn an_owner_is_remembered_for_a_bounded_number_of_tasks_the_ended_forgotten_first() {
+        let mut owners = TaskOwners::default();
+        let created = |task: &str| json!({"result": {"task": {"taskId": task}}});
+        let ended = |task: &str| json!({"method": "notifications/tasks/status", "params": {"taskId": task, "status": "completed"}});
+        let stateless = Owner::Stateless(None);
+        let other = Owner::Session(7);
+        owners.note_created(other.clone(), None, &created("other-1"));
+        for n in 0..MAX_TASKS_PER_OWNER {
+            owners.note_created(stateless.clone(), None, &created(&format!("s-{n}")));
+        }
+        owners.status(&ended("s-5"));
+        owners.status(&ended("s-9"));
+        // Full: the next one forgets the oldest ended task (s-5), then s-9, then the oldest.
+        owners.note_created(stateless.clone(), None, &created("s-new-1"));
+        assert_eq!(owners.owner("s-5"), None);
+        assert_eq!(owners.owner("s-0"), Some(&stateless));
+        owners.note_created(stateless.clone(), None, &created("s-new-2"));
+        assert_eq!(owners.owner("s-9"), None);
+        owners.note_created(stateless.clone(), None, &created("s-new-3"));
+        assert_eq!(owners.owner("s-0"), None, "then the oldest");
+        assert_eq!(owners.owner("s-1"), Some(&stateless));
+        assert_eq!(owners.owners.len(), MAX_TASKS_PER_OWNER + 1);
+        // Another owner's tasks are never the ones forgotten.
+        assert_eq!(owners.owner("other-1"), Some(&other));
+        // A reused id is the newer task's, counted once.
+        owners.note_created(other.clone(), None, &created("s-new-3"));
+        assert_eq!(owners.owner("s-new-3"), Some(&other));
+        assert_eq!(owners.counts[&stateless], MAX_TASKS_PER_OWNER - 1);
+        assert_eq!(owners.counts[&other], 2);
+        owners.forget(7);
+        assert_eq!(owners.counts.get(&other), None);
+        assert_eq!(owners.owner("other-1"), None);
     }
 }
