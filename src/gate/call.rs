@@ -53,9 +53,7 @@ impl Gate {
         event.request_id = Some(id.clone());
         event.args = arguments.map(|args| self.redactor.redact(args));
         event.tool = Some(tool.to_string());
-        event.rule = Some(decision.rule.clone());
-        event.layer = Some(decision.layer.to_string());
-        event.source = Some(decision.source.clone());
+        event.layer = Some(decision.layer.as_str().to_string());
         let verdict = match decision.action {
             Action::Allow => CallVerdict::Allow,
             Action::Deny => CallVerdict::Deny(format!(
@@ -82,14 +80,14 @@ impl Gate {
                 }
             },
         };
-        event.decision = Some(
-            match verdict {
-                CallVerdict::Allow => Action::Allow,
-                CallVerdict::Deny(_) => Action::Deny,
-                CallVerdict::Ask(_) => Action::Ask,
-            }
-            .to_string(),
-        );
+        let action = match verdict {
+            CallVerdict::Allow => Action::Allow,
+            CallVerdict::Deny(_) => Action::Deny,
+            CallVerdict::Ask(_) => Action::Ask,
+        };
+        event.decision = Some(action.as_str().to_string());
+        event.rule = Some(decision.rule);
+        event.source = Some(decision.source);
         (verdict, event)
     }
 

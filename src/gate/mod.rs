@@ -360,6 +360,9 @@ impl Gate {
         {
             self.host.version = Some(declared.to_string());
         }
+        if method == "tools/call" {
+            return self.host_call(message, id, now, fx);
+        }
         let key = id_key(&id);
         let what = match method {
             "initialize" => {
@@ -375,7 +378,6 @@ impl Gate {
                 self.initialize_key = Some(key.clone());
                 Tracked::Other
             }
-            "tools/call" => return self.host_call(message, id, now, fx),
             "tools/list" => Tracked::Listing(crate::pins::Kind::Tool),
             "prompts/list" => Tracked::Listing(crate::pins::Kind::Prompt),
             "resources/templates/list" => Tracked::Listing(crate::pins::Kind::ResourceTemplate),

@@ -14,6 +14,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::mcp::Field;
 use crate::policy::keys::fold_key;
 
 /// The keys of a JSON-RPC message's envelope.
@@ -134,14 +135,14 @@ pub fn keep_exact_request_keys(message: &mut Value) -> Vec<String> {
         }
         Value::Object(envelope) => {
             removed.extend(drop_other_spellings(envelope, &ENVELOPE_KEYS));
-            if let Some(Value::Object(params)) = envelope.get_mut("params") {
+            if let Some(Value::Object(params)) = envelope.field_mut("params") {
                 let dropped = drop_other_spellings(params, &PARAMS_KEYS);
                 removed.extend(dropped.into_iter().map(|key| format!("params.{key}")));
-                if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+                if let Some(Value::Object(meta)) = params.field_mut("_meta") {
                     let dropped = drop_other_spellings(meta, &META_KEYS);
                     removed.extend(dropped.into_iter().map(|key| format!("params._meta.{key}")));
                 }
-                if let Some(Value::Object(reference)) = params.get_mut("ref") {
+                if let Some(Value::Object(reference)) = params.field_mut("ref") {
                     let dropped = drop_other_spellings(reference, &REF_KEYS);
                     removed.extend(dropped.into_iter().map(|key| format!("params.ref.{key}")));
                 }

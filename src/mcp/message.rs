@@ -247,8 +247,7 @@ pub fn tool_error_result(text: &str) -> Value {
 /// a `CreateTaskResult` or an error as the answer, never a plain result.
 pub fn task_augmented(request: &Value) -> bool {
     request
-        .get("params")
-        .and_then(|params| params.get("task"))
+        .at(&["params", "task"])
         .is_some_and(Value::is_object)
 }
 

@@ -37,13 +37,20 @@ pub enum Action {
     Deny,
 }
 
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Action {
+    /// The word policies and the audit log use.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Action::Allow => "allow",
             Action::Ask => "ask",
             Action::Deny => "deny",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -86,15 +93,22 @@ pub enum Layer {
     Builtin,
 }
 
-impl fmt::Display for Layer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Layer {
+    /// The layer's name, as `airlock check` and the audit log write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Layer::Org => "org",
             Layer::User => "user",
             Layer::Config => "config",
             Layer::Project => "project",
             Layer::Builtin => "builtin",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

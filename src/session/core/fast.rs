@@ -13,7 +13,7 @@ use super::{Action, Core, Origin, era};
 use crate::gate::Effects;
 use crate::mcp::Field;
 use crate::mcp::lenient::keep_exact_request_keys;
-use crate::mcp::message::id_key;
+use crate::mcp::message::{has_id_key, id_key};
 use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, peek, splice_id};
 
@@ -74,7 +74,7 @@ impl Core {
             && !lookalike_keys
             && !carries_identity(&message)
         {
-            self.host_line = message.field("id").map(|id| (id_key(id), line.to_vec()));
+            self.host_line = message.field("id").map(|id| (id.clone(), line.to_vec()));
         }
         self.dispatch_host(message, now);
         self.host_line = None;
@@ -95,7 +95,7 @@ impl Core {
     /// own id); never another message's.
     pub(super) fn take_host_line(&mut self, host_key: &str) -> Option<Vec<u8>> {
         match self.host_line.take() {
-            Some((key, bytes)) if key == host_key => Some(bytes),
+            Some((id, bytes)) if has_id_key(&id, host_key) => Some(bytes),
             _ => None,
         }
     }
@@ -145,8 +145,10 @@ impl Core {
         else {
             return false;
         };
-        let host_key = id_key(host_id);
-        let bytes = if host_id == answer.id {
+        let same_id = host_id == answer.id;
+        // The same id has the same key: built again only for another id (a gateway's).
+        let other_key = (!same_id).then(|| id_key(host_id));
+        let bytes = if same_id {
             line.to_vec()
         } else {
             // The host's id in place of the server's, where `peek` found it.
@@ -155,11 +157,12 @@ impl Core {
                 None => return false,
             }
         };
+        let host_key = other_key.as_deref().unwrap_or(&key);
         let mut fx = Effects::default();
         let gate = &mut self.servers[index].gate;
         let (is_error, tool_error) = (answer.is_error, answer.tool_error);
         if !gate.on_answer_peeked(
-            &host_key,
+            host_key,
             is_error,
             tool_error,
             answer.error_message,
@@ -177,7 +180,7 @@ impl Core {
         {
             server.progress.remove(&token);
         }
-        self.host_requests.remove(&host_key);
+        self.host_requests.remove(host_key);
         self.apply_gate(index, fx, now);
         self.out.push(Action::ToHostBytes(bytes));
         true

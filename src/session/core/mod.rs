@@ -372,8 +372,8 @@ pub struct Core {
     listens: Vec<subscriptions::Listen>,
     /// Where the servers' pins live; `None`: no pins (the core's own tests).
     pins: Option<crate::pins::PinStore>,
-    /// `Single`: the id key and line of the host request being handled (see [`fast`]).
-    host_line: Option<(String, Vec<u8>)>,
+    /// `Single`: the id and line of the host request being handled (see [`fast`]).
+    host_line: Option<(Value, Vec<u8>)>,
     /// Requests forwarded as the host's own bytes, whose parsed form is freed after the bytes
     /// are out ([`Core::free_spent`]) rather than on the call's way to its server.
     spent: Vec<Value>,
