@@ -21,7 +21,11 @@ pub struct Parsed {
 pub fn parse_noting_duplicate_keys(line: &[u8]) -> Result<Parsed, serde_json::Error> {
     let duplicate = Cell::new(false);
     let mut deserializer = serde_json::Deserializer::from_slice(line);
-    let value = Noting(&duplicate).deserialize(&mut deserializer)?;
+    let envelope = Noting {
+        duplicate: &duplicate,
+        envelope: true,
+    };
+    let value = envelope.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(Parsed {
         value,
@@ -31,7 +35,21 @@ pub fn parse_noting_duplicate_keys(line: &[u8]) -> Result<Parsed, serde_json::Er
 
 /// Builds a `Value` and sets the flag when an object repeats a key.
 #[derive(Clone, Copy)]
-struct Noting<'a>(&'a Cell<bool>);
+struct Noting<'a> {
+    duplicate: &'a Cell<bool>,
+    /// The line's outermost value: an object there is a JSON-RPC envelope.
+    envelope: bool,
+}
+
+impl Noting<'_> {
+    /// The seed for a value inside this one.
+    fn inner(self) -> Self {
+        Noting {
+            envelope: false,
+            ..self
+        }
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for Noting<'_> {
     type Value = Value;
@@ -87,19 +105,25 @@ impl<'de> Visitor<'de> for Noting<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(self)? {
+        while let Some(item) = seq.next_element_seed(self.inner())? {
             items.push(item);
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        // Room for a JSON-RPC envelope's keys: growing from empty rehashes at the fourth.
-        let mut object = Map::with_capacity(map.size_hint().unwrap_or(4));
+        // An envelope gets room for its keys at once (growing from empty rehashes at the
+        // fourth); any other object starts empty, as `{}` costs nothing then: reserving for
+        // every object would let a 4 MiB line of `{},{},...` take eight times the memory.
+        let mut object = if self.envelope {
+            Map::with_capacity(4)
+        } else {
+            Map::new()
+        };
         while let Some(key) = map.next_key::<String>()? {
-            let value = map.next_value_seed(self)?;
+            let value = map.next_value_seed(self.inner())?;
             if object.insert(key, value).is_some() {
-                self.0.set(true);
+                self.duplicate.set(true);
             }
         }
         Ok(Value::Object(object))
