@@ -381,3 +381,30 @@ fn a_tasks_progress_reaches_its_session_until_the_task_ends() {
     mux.from_core(done);
     assert!(session_msgs(&mux.from_core(progress)).is_empty());
 }
+
+/// Past `MAX_TASKS_PER_OWNER` tasks, the mux forgets the owner's oldest: naming it is then
+/// answered here as an unknown task, even by its creator, while another session's task stays
+/// its own.
+#[test]
+fn a_sessions_oldest_task_is_forgotten_past_the_bound_and_never_anothers() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    let create = |mux: &mut Mux, session: SessionKey, task: &str| {
+        let mut call = call(5, "fixture__echo");
+        call["params"]["task"] = json!({"ttl": 60000});
+        let sent = core_msgs(&mux.from_client(session, call));
+        let answer = json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"task":{"taskId":task,"status":"working"}}});
+        assert_eq!(session_msgs(&mux.from_core(answer))[0].0, session);
+    };
+    create(&mut mux, 2, "other");
+    for n in 0..=crate::http::tasks::MAX_TASKS_PER_OWNER {
+        create(&mut mux, 1, &format!("t-{n}"));
+    }
+    let get =
+        |task: &str| json!({"jsonrpc":"2.0","id":8,"method":"tasks/get","params":{"taskId":task}});
+    let outs = mux.from_client(1, get("t-0"));
+    assert!(core_msgs(&outs).is_empty(), "the oldest is forgotten");
+    assert_eq!(session_msgs(&outs)[0].1["error"]["code"], -32602);
+    assert_eq!(core_msgs(&mux.from_client(1, get("t-1"))).len(), 1);
+    assert_eq!(core_msgs(&mux.from_client(2, get("other"))).len(), 1);
+    assert!(core_msgs(&mux.from_client(2, get("t-1"))).is_empty());
+}
