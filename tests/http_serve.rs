@@ -319,6 +319,51 @@ fn a_task_is_its_creating_clients_only() {
     );
 }
 
+/// What the gateway remembers of who made a task is bounded (1,024 tasks a client): past it the
+/// client's oldest task is forgotten and answered as unknown, to its creator too, while its
+/// newer tasks and another client's stay theirs.
+#[test]
+fn a_clients_oldest_task_is_forgotten_past_the_bound_and_never_anothers() {
+    let world = World::new();
+    // A thousand calls at once: no rate limit in the way.
+    let config = format!(
+        "{}\n[http]\nrate_limit = 0\n",
+        fixture_server().replace("fixture_server.py\"]", "fixture_server.py\", \"--tasks\"]")
+    );
+    let gateway = world.listen(&config, &[]);
+    let open = || {
+        let reply = post(&gateway.url, &[], &initialize("2025-11-25"));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.header("mcp-session-id").expect("a session id")
+    };
+    let (mine, theirs) = (open(), open());
+    let ask = |session: &str, id: i64, method: &str, params: Value| {
+        let message = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        post(&gateway.url, &[("mcp-session-id", session)], &message).json()
+    };
+    let create = |session: &str, id: i64| {
+        let created = ask(
+            session,
+            id,
+            "tools/call",
+            json!({"name":"fixture__echo","arguments":{"text":"t"},"task":{"ttl":60000}}),
+        );
+        created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task: {created}"))
+            .to_string()
+    };
+    let other = create(&theirs, 1);
+    // One more than the bound.
+    let tasks: Vec<String> = (0..1025).map(|n| create(&mine, 100 + n)).collect();
+    let oldest = ask(&mine, 2, "tasks/get", json!({"taskId": tasks[0]}));
+    assert_eq!(oldest["error"]["code"], -32602, "{oldest}");
+    let next = ask(&mine, 3, "tasks/get", json!({"taskId": tasks[1]}));
+    assert!(next["result"]["status"].is_string(), "{next}");
+    let kept = ask(&theirs, 4, "tasks/get", json!({"taskId": other}));
+    assert!(kept["result"]["status"].is_string(), "{kept}");
+}
+
 #[test]
 fn limits_answer_with_clear_errors() {
     let world = World::new();
