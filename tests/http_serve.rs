@@ -337,9 +337,21 @@ fn a_clients_oldest_task_is_forgotten_past_the_bound_and_never_anothers() {
         reply.header("mcp-session-id").expect("a session id")
     };
     let (mine, theirs) = (open(), open());
+    // The answer, whether it came as JSON or at the end of a stream (a task's status
+    // notification may ride along with it).
     let ask = |session: &str, id: i64, method: &str, params: Value| {
         let message = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
-        post(&gateway.url, &[("mcp-session-id", session)], &message).json()
+        let reply = post(&gateway.url, &[("mcp-session-id", session)], &message);
+        if reply.body.trim_start().starts_with('{') {
+            return reply.json();
+        }
+        reply
+            .body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no answer to {id}: {}", reply.body))
     };
     let create = |session: &str, id: i64| {
         let created = ask(
