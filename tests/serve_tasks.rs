@@ -138,3 +138,48 @@ fn a_hostile_server_cannot_name_another_servers_task_nor_read_the_hosts() {
         client.backlog
     );
 }
+
+/// A server that crashed and started again counts its tasks from `t-1` again: the host's id of
+/// the first process's task names that start, so it is `Unknown task` now (the process that
+/// had it is gone), never the status or result of the new process's task of the same number.
+#[test]
+fn a_task_of_a_crashed_server_is_unknown_not_the_restarted_servers_task_of_the_same_number() {
+    let world = World::new();
+    let config = world.config(&[("a", "--name a --tasks", "")]);
+    let mut client = world.serve(&config);
+    let init = client.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    client.tools(1);
+    let before = create_echo_task(&mut client, 2, "before");
+    assert_eq!(before, "a__t-1");
+
+    let crashed = client.call(3, "a__crash", json!({}));
+    assert_eq!(crashed["result"]["isError"], true, "{crashed}");
+    let after = create_echo_task(&mut client, 4, "after");
+    assert_eq!(after, "a__~2~t-1", "the second start's t-1");
+
+    let stale = client.request(5, "tasks/result", json!({"taskId": before}));
+    assert_eq!(stale["error"]["code"], -32602, "{stale}");
+    let result = client.request(6, "tasks/result", json!({"taskId": after}));
+    assert_eq!(Client::text(&result), "a: after", "{result}");
+    assert_eq!(
+        result["result"]["_meta"][RELATED_TASK]["taskId"],
+        after.as_str()
+    );
+    assert!(client.close_and_wait(Duration::from_secs(5)));
+}
+
+/// Calls `a__echo` as a task; its host-facing id.
+fn create_echo_task(client: &mut Client, id: i64, text: &str) -> String {
+    let params = json!({"name": "a__echo", "arguments": {"text": text}, "task": {"ttl": 60000}});
+    let created = client.request(id, "tools/call", params);
+    created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string()
+}

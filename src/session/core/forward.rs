@@ -352,6 +352,9 @@ impl Core {
         }
         let server = &mut self.servers[index];
         let generation = server.life.begin_start(now);
+        let starts = self.starts.entry(server.name.clone()).or_default();
+        *starts += 1;
+        server.start = *starts;
         server.alive = false;
         server.handshake_sent = false;
         self.out.push(Action::Start {

@@ -245,8 +245,7 @@ impl Core {
             let mut message = message;
             message["id"] = original;
             if !self.single() {
-                let name = &self.servers[index].name;
-                super::tasks::unname_in_host_answer(&mut message, name, self.separator());
+                super::tasks::unname_in_host_answer(&mut message, self.task_maker(index));
             }
             self.note_offered_roots(index, &message);
             self.send_raw(index, message, now);

@@ -464,9 +464,8 @@ impl Core {
                     }
                 }
                 ListKind::Tasks => {
-                    let name = &self.servers[index].name;
                     for mut task in items.remove(&index).unwrap_or_default() {
-                        super::tasks::name_listed(&mut task, name, &separator);
+                        super::tasks::name_listed(&mut task, self.task_maker(index));
                         all.push(task);
                     }
                 }

@@ -222,6 +222,9 @@ struct Downstream {
     retiring: bool,
     /// airlock's `initialize` went out for the current generation.
     handshake_sent: bool,
+    /// Which start of a server of this name the current generation is, counted over the
+    /// session (reloads included): it names the server's tasks for the host ([`tasks`]).
+    start: u64,
     next_id: u64,
     outbound: FastMap<String, Origin>,
     /// Downstream progress token key → the host's token.
@@ -383,6 +386,9 @@ pub struct Core {
     answers_due_by: Option<Instant>,
     /// `Single`: the server's input was closed after the host's.
     server_input_closed: bool,
+    /// How many times a server of each name has started in this session: a reload's new
+    /// server of a name goes on counting (see [`Downstream::start`]).
+    starts: FastMap<String, u64>,
     shutting_down: bool,
     /// See [`Core::trust_identity_meta`].
     trust_identity: bool,
@@ -431,6 +437,7 @@ impl Core {
             host_gone: false,
             answers_due_by: None,
             server_input_closed: false,
+            starts: FastMap::default(),
             shutting_down: false,
             trust_identity: false,
             out: Vec::new(),
@@ -480,6 +487,7 @@ impl Core {
             alive: false,
             retiring: false,
             handshake_sent: false,
+            start: 0,
             next_id: 0,
             outbound: FastMap::default(),
             progress: FastMap::default(),
@@ -519,6 +527,16 @@ impl Core {
     /// `airlock run`'s shape of session.
     pub fn is_single(&self) -> bool {
         self.single()
+    }
+
+    /// Who makes the tasks of server `index` now: its name and current start.
+    fn task_maker(&self, index: usize) -> tasks::Maker<'_> {
+        let server = &self.servers[index];
+        tasks::Maker {
+            server: &server.name,
+            start: server.start,
+            separator: self.separator(),
+        }
     }
 
     /// The separator of namespaced names (a gateway's; `Single` renames nothing).

@@ -266,8 +266,7 @@ impl Core {
             let answer = match responses.get(key) {
                 Some(response) => {
                     let mut answer = result_response(server_id.clone(), response.clone());
-                    let name = &self.servers[index].name;
-                    super::tasks::unname_in_host_answer(&mut answer, name, self.separator());
+                    super::tasks::unname_in_host_answer(&mut answer, self.task_maker(index));
                     answer
                 }
                 None => {
@@ -285,8 +284,7 @@ impl Core {
         };
         if let Some(mut answer) = parked.answer {
             answer["id"] = host_id.clone();
-            let name = &self.servers[index].name;
-            super::tasks::name_in_answer(&mut answer, false, name, self.separator());
+            super::tasks::name_in_answer(&mut answer, false, self.task_maker(index));
             self.answer_through_gate(index, answer, now);
             return None;
         }

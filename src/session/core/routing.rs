@@ -70,11 +70,20 @@ impl Core {
 
     /// Tasks (2025-11-25): a task's requests go to the server its host-facing id names, with
     /// that server's own id ([`tasks`](super::tasks)); `tasks/list` is aggregated like the
-    /// other lists.
+    /// other lists. Only the very process that made the task is asked: after a restart (or a
+    /// reload's replacement) the new process may have a task of the same id, which is not this
+    /// one, and the one that made it is gone with its tasks.
     fn host_task(&mut self, mut message: Value, id: Value, now: Instant) {
         let separator = self.separator().to_string();
-        let owner = super::tasks::take_server_of(&mut message, &separator)
-            .and_then(|name| self.server_index(&name));
+        let owner =
+            super::tasks::take_maker_of(&mut message, &separator).and_then(|(name, start)| {
+                self.servers.iter().position(|server| {
+                    server.name == name
+                        && server.start == start
+                        && server.alive
+                        && server.life.is_ready()
+                })
+            });
         match owner {
             Some(index) => self.forward_request(index, message, id, now),
             None => self.reply_error(id, code::INVALID_PARAMS, "Unknown task"),

@@ -303,3 +303,116 @@ fn a_tasks_progress_reaches_the_host_until_the_task_ends() {
     h.answer(1, progress);
     assert_eq!(progressed(&h), 1, "the token ended with its task");
 }
+
+/// A `tasks/get` of `task` from the host: what beta receives (its own id), else the host's
+/// answer.
+fn beta_gets(h: &mut Harness, id: i64, task: &str) -> Result<Value, Value> {
+    h.host(json!({"jsonrpc":"2.0","id":id,"method":"tasks/get","params":{"taskId":task}}));
+    match h.received[1].pop_front() {
+        Some(request) => Ok(request["params"]["taskId"].clone()),
+        None => Err(h.take_host(json!(id))),
+    }
+}
+
+#[test]
+fn a_task_of_a_server_that_started_again_is_unknown_and_never_the_new_processs() {
+    let mut h = two();
+    h.initialize(json!({}));
+    let working = json!({"task":{"taskId":"t-1","status":"working"}});
+    let first = beta_answers(&mut h, 1, working.clone());
+    assert_eq!(first["result"]["task"]["taskId"], "beta__t-1");
+    assert_eq!(beta_gets(&mut h, 2, "beta__t-1"), Ok(json!("t-1")));
+
+    // beta dies with its tasks; its next start counts its ids from 1 again.
+    let generation = h.generation[1];
+    h.router.on_server_closed(1, generation, h.now);
+    h.drive();
+    h.to_host.clear();
+    h.host(call(json!(3), "beta__read"));
+    h.tick(lifecycle::backoff(1));
+    assert_eq!(h.starts[1], 2);
+    let created = h.received[1].pop_front().expect("sent after the restart");
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","id":created["id"],"result":working}),
+    );
+    let second = h.take_host(json!(3));
+    assert_eq!(second["result"]["task"]["taskId"], "beta__~2~t-1");
+
+    let stale = beta_gets(&mut h, 4, "beta__t-1").expect_err("not passed on");
+    assert_eq!(stale["error"]["code"], code::INVALID_PARAMS, "{stale}");
+    assert_eq!(beta_gets(&mut h, 5, "beta__~2~t-1"), Ok(json!("t-1")));
+    // A start that has not happened is no task's either.
+    let future = beta_gets(&mut h, 6, "beta__~3~t-1").expect_err("not passed on");
+    assert_eq!(future["error"]["code"], code::INVALID_PARAMS);
+}
+
+#[test]
+fn a_reloads_replacement_goes_on_counting_starts_and_the_old_process_keeps_its_tasks() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.tool_names();
+    let working = json!({"task":{"taskId":"t-1","status":"working"}});
+    // A call in flight keeps the old alpha running after the reload.
+    h.host(call(json!(1), "alpha__read"));
+    let in_flight = h.received[0].pop_front().unwrap();
+    h.host(call(json!(2), "alpha__read"));
+    let created = h.received[0].pop_front().unwrap();
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":created["id"],"result":working}),
+    );
+    assert_eq!(
+        h.take_host(json!(2))["result"]["task"]["taskId"],
+        "alpha__t-1"
+    );
+
+    let reloaded = ["alpha", "beta"]
+        .map(|name| Reloaded {
+            spec: spec(name),
+            launch_changed: name == "alpha",
+        })
+        .to_vec();
+    let redactor = Arc::new(Redactor::new([]).unwrap());
+    h.router.reload(reloaded, policy(), redactor, h.now);
+    // The replacement is slot 2.
+    h.tools.push(vec!["read", "write"]);
+    h.received.push(VecDeque::new());
+    h.broken.push(false);
+    h.starts.push(0);
+    h.stops.push(0);
+    h.generation.push(0);
+    h.drive();
+    h.host(call(json!(3), "alpha__read"));
+    let created = h.received[2]
+        .pop_front()
+        .expect("the replacement takes new calls");
+    h.answer(
+        2,
+        json!({"jsonrpc":"2.0","id":created["id"],"result":working}),
+    );
+    assert_eq!(
+        h.take_host(json!(3))["result"]["task"]["taskId"],
+        "alpha__~2~t-1"
+    );
+
+    let get = |id: i64, task: &str| json!({"jsonrpc":"2.0","id":id,"method":"tasks/get","params":{"taskId":task}});
+    h.host(get(4, "alpha__t-1"));
+    let old = h.received[0].pop_front().expect("the old process is asked");
+    assert_eq!(old["params"]["taskId"], "t-1");
+    h.host(get(5, "alpha__~2~t-1"));
+    let new = h.received[2].pop_front().expect("the new process is asked");
+    assert_eq!(new["params"]["taskId"], "t-1");
+
+    let status = json!({"taskId":"t-1","status":"working"});
+    h.answer(0, json!({"jsonrpc":"2.0","id":old["id"],"result":status}));
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":in_flight["id"],"result":{"content":[]}}),
+    );
+    assert_eq!(h.take_host(json!(4))["result"]["taskId"], "alpha__t-1");
+    assert_eq!(h.stops[0], 1, "the old process is done");
+    h.host(get(6, "alpha__t-1"));
+    assert!(h.received.iter().all(VecDeque::is_empty));
+    assert_eq!(h.take_host(json!(6))["error"]["code"], code::INVALID_PARAMS);
+}

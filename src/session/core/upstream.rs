@@ -127,9 +127,7 @@ impl Core {
         }
         message["id"] = host_id;
         if !self.single() {
-            let separator = self.separator();
-            let name = &self.servers[index].name;
-            tasks::name_in_answer(&mut message, about_task, name, separator);
+            tasks::name_in_answer(&mut message, about_task, self.task_maker(index));
             self.note_linked_resources(index, &message);
         }
         if cacheable
@@ -156,8 +154,7 @@ impl Core {
         now: Instant,
     ) {
         if !self.single() {
-            let name = &self.servers[index].name;
-            tasks::name_in_server_message(&mut message, method, name, self.separator());
+            tasks::name_in_server_message(&mut message, method, self.task_maker(index));
             tasks::make_plain(&mut message);
         }
         if !self.single() && era::stateless(&self.host) && INPUT_METHODS.contains(&method) {
@@ -260,7 +257,7 @@ impl Core {
         }
         let name = self.servers[index].name.clone();
         let mut message = message;
-        tasks::name_in_server_message(&mut message, method, &name, self.separator());
+        tasks::name_in_server_message(&mut message, method, self.task_maker(index));
         match method {
             "notifications/progress" => {
                 let Some(token) = message.at(&["params", "progressToken"]) else {
