@@ -14,6 +14,9 @@ use support::{Client, Mode, Setup, start};
 #[path = "session_modes/broken_peers.rs"]
 mod broken_peers;
 use broken_peers::*;
+#[path = "session_modes/forwarding.rs"]
+mod forwarding;
+use forwarding::*;
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
@@ -47,6 +50,7 @@ both_modes!(
     an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits,
     a_listing_reaches_the_host_with_only_the_spellings_airlock_checked,
     a_refused_task_augmented_call_is_an_error_naming_the_rule,
+    an_allowed_call_goes_on_as_the_bytes_the_host_sent,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the
@@ -520,40 +524,6 @@ fn a_host_that_never_reads_stderr_freezes_nothing(mode: Mode) {
         .unwrap_or_else(|| panic!("a count: {notice}"));
     assert!(count > 1000, "{notice}");
     assert_eq!(world.events("exit").len(), 1);
-}
-
-/// `run` forwards an allowed call as the bytes the host sent (spacing, key order, number
-/// spellings, escapes: what a byte-copy proxy would deliver), except a line another parser could
-/// read otherwise than the gate did (a key twice): that one is re-encoded from the gate's reading.
-#[test]
-fn run_forwards_an_allowed_call_byte_for_byte() {
-    let (_world, mut client) = start(Mode::Run, Setup::fixture("--extra"));
-    client.initialize("2025-06-18");
-    // As hosts do: listed first (a call before any listing waits for airlock's own).
-    client.request(1, "tools/list", json!({}));
-    let line = r#"{ "params" : {"arguments":{"n":1.50,"e":"caf\u00e9","z":[ ]},"name":"raw"}, "id":7,"method":"tools/call","jsonrpc":"2.0"}"#;
-    let stdin = client.stdin.as_mut().unwrap();
-    writeln!(stdin, "{line}").unwrap();
-    stdin.flush().unwrap();
-    let answer = client.answer(json!(7), SECS(10));
-    assert_eq!(
-        Client::text(&answer),
-        line,
-        "the server got the host's bytes"
-    );
-    let twice = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","name":"raw","arguments":{}}}"#;
-    let stdin = client.stdin.as_mut().unwrap();
-    writeln!(stdin, "{twice}").unwrap();
-    stdin.flush().unwrap();
-    let answer = client.answer(json!(8), SECS(10));
-    let seen = Client::text(&answer);
-    assert_ne!(seen, twice);
-    assert_eq!(seen.matches("\"name\"").count(), 1, "{seen}");
-    let seen: Value = serde_json::from_str(&seen).unwrap();
-    assert_eq!(
-        seen["params"]["name"], "raw",
-        "the name the gate decided on"
-    );
 }
 
 /// serve offers the host the `tasks` capability of a server that has it whether the server

@@ -1,8 +1,10 @@
 //! The common case, fast: an answer from a server to a host request is passed on without
 //! building a `Value` tree of it (a tool result can be megabytes, and parsing and encoding it
 //! again costs more than everything else on the round trip), and in `Single` a host request
-//! airlock forwards unchanged goes on as the bytes the host sent. Whatever needs a look inside
-//! (a list to filter or aggregate, an era to shape, a batch, a translation) takes the full path
+//! airlock forwards unchanged goes on as the bytes the host sent. A gateway's `tools/call` goes
+//! on as the host's bytes with two values put in: the gateway's own id and the tool's name as
+//! its server knows it, where the parse found the host's. Whatever needs a look inside (a list
+//! to filter or aggregate, an era to shape, a batch, a translation) takes the full path
 //! ([`Core::on_server`], [`Core::on_host`]); both paths apply the same rules.
 
 use std::time::Instant;
@@ -14,7 +16,7 @@ use crate::gate::Effects;
 use crate::mcp::Field;
 use crate::mcp::lenient::keep_exact_request_keys;
 use crate::mcp::message::{has_id_key, id_key};
-use crate::mcp::strict::{Parsed, parse_noting_duplicate_keys};
+use crate::mcp::strict::{Parsed, Spans, parse_noting_duplicate_keys};
 use crate::mcp::{Peek, peek, splice_id};
 
 impl Core {
@@ -64,17 +66,24 @@ impl Core {
         let Parsed {
             value: mut message,
             duplicate_keys,
+            spans,
         } = parse_noting_duplicate_keys(line)?;
         let lookalike_keys = keep_exact_spellings(&mut message);
         // Requests only: an answer of the host's goes to the server by another path.
-        let request = message.field("method").is_some();
-        if self.single()
-            && request
-            && !duplicate_keys
-            && !lookalike_keys
-            && !carries_identity(&message)
-        {
-            self.host_line = message.field("id").map(|id| (id.clone(), line.to_vec()));
+        let method = message.field("method").and_then(Value::as_str);
+        // A gateway changes more of other requests (ids inside, the envelope of an era), and a
+        // 2026-07-28 host's envelope is not its servers' to see.
+        let kept_as_bytes = if self.single() {
+            method.is_some()
+        } else {
+            method == Some("tools/call") && !era::stateless(&self.host)
+        };
+        if kept_as_bytes && !duplicate_keys && !lookalike_keys && !carries_identity(&message) {
+            self.host_line = message.field("id").map(|id| HostLine {
+                id: id.clone(),
+                bytes: line.to_vec(),
+                spans,
+            });
         }
         self.dispatch_host(message, now);
         self.host_line = None;
@@ -91,11 +100,10 @@ impl Core {
         self.spent.push(message);
     }
 
-    /// The bytes the host sent for request `host_key`, when it goes on unchanged (`Single`, its
-    /// own id); never another message's.
-    pub(super) fn take_host_line(&mut self, host_key: &str) -> Option<Vec<u8>> {
+    /// The bytes the host sent for request `host_key`, as they came; never another message's.
+    pub(super) fn take_host_line(&mut self, host_key: &str) -> Option<HostLine> {
         match self.host_line.take() {
-            Some((id, bytes)) if has_id_key(&id, host_key) => Some(bytes),
+            Some(line) if has_id_key(&line.id, host_key) => Some(line),
             _ => None,
         }
     }
@@ -184,6 +192,36 @@ impl Core {
         self.apply_gate(index, fx, now);
         self.out.push(Action::ToHostBytes(bytes));
         true
+    }
+}
+
+/// A host request as it came, read with no key twice, no other spelling of a key airlock reads
+/// and no caller identity (so every reader reads these bytes as the gate did).
+pub(super) struct HostLine {
+    pub id: Value,
+    pub bytes: Vec<u8>,
+    pub spans: Spans,
+}
+
+impl HostLine {
+    /// The line with `id` in place of the host's id and `name` in place of `params.name`,
+    /// everything else as the host wrote it. `None` when the parse did not find both.
+    pub fn with_id_and_name(&self, id: &Value, name: &str) -> Option<Vec<u8>> {
+        let (id_at, name_at) = (self.spans.id?, self.spans.name?);
+        let name = Value::from(name);
+        let (first, second) = if id_at.0 < name_at.0 {
+            ((id_at, id), (name_at, &name))
+        } else {
+            ((name_at, &name), (id_at, id))
+        };
+        let line = &self.bytes;
+        let mut out = Vec::with_capacity(line.len() + 32);
+        out.extend_from_slice(line.get(..first.0.0)?);
+        serde_json::to_writer(&mut out, first.1).ok()?;
+        out.extend_from_slice(line.get(first.0.1..second.0.0)?);
+        serde_json::to_writer(&mut out, second.1).ok()?;
+        out.extend_from_slice(line.get(second.0.1..)?);
+        Some(out)
     }
 }
 

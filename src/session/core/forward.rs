@@ -96,6 +96,7 @@ impl Core {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let initialize = method == "initialize";
+        let tool_call = method == "tools/call";
         let cacheable = super::era::cacheable(method);
         let about_task = !single && matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel");
         let input_carrier = !single && super::mrtr::carries_input(method);
@@ -115,7 +116,10 @@ impl Core {
         } else {
             server.next_id += 1;
             let fresh = Value::from(server.next_id);
-            message["id"] = fresh.clone();
+            match message.field_mut("id") {
+                Some(slot) => *slot = fresh.clone(),
+                None => message["id"] = fresh.clone(),
+            }
             fresh
         };
         let mut progress = None;
@@ -126,6 +130,7 @@ impl Core {
             message["params"]["_meta"]["progressToken"] = down_token;
             progress = Some(key);
         }
+        let token_renamed = progress.is_some();
         let origin = Origin::Host {
             host_id,
             progress,
@@ -142,11 +147,21 @@ impl Core {
             id_key(&down_id)
         };
         server.outbound.insert(down_key.clone(), origin);
-        // Unchanged: the bytes the host sent go on (when the server can take them now).
-        let raw = identity.then(|| self.take_host_line(&host_key)).flatten();
+        // The bytes the host sent go on (when the server can take them now): as they came in
+        // `Single` with the host's own id, or with the gateway's id and the server's tool name
+        // put in (its progress token would be a third change: such a call is encoded).
+        let raw = self.take_host_line(&host_key).and_then(|line| {
+            if identity {
+                Some(line.bytes)
+            } else if single || token_renamed || !tool_call {
+                None
+            } else {
+                let name = message.at(&["params", "name"]).and_then(Value::as_str)?;
+                line.with_id_and_name(&down_id, name)
+            }
+        });
         self.host_requests.insert(host_key, (index, down_id));
         match raw {
-            // Only an unchanged request has its bytes kept: its id is the host's, `down_key`.
             Some(bytes) if self.servers[index].life.is_ready() && self.servers[index].alive => {
                 self.send_bytes(index, bytes, Some(down_key), now);
                 self.keep_spent(message);

@@ -375,8 +375,9 @@ pub struct Core {
     listens: Vec<subscriptions::Listen>,
     /// Where the servers' pins live; `None`: no pins (the core's own tests).
     pins: Option<crate::pins::PinStore>,
-    /// `Single`: the id and line of the host request being handled (see [`fast`]).
-    host_line: Option<(Value, Vec<u8>)>,
+    /// The host request being handled, as it came, when it may go on as its own bytes (see
+    /// [`fast`]).
+    host_line: Option<fast::HostLine>,
     /// Requests forwarded as the host's own bytes, whose parsed form is freed after the bytes
     /// are out ([`Core::free_spent`]) rather than on the call's way to its server.
     spent: Vec<Value>,

@@ -158,7 +158,13 @@ impl Core {
             return;
         };
         let mut message = message;
-        message["params"]["name"] = Value::String(original);
+        // Found by scanning (read just above), not by hashing the keys again.
+        if let Some(slot) = message
+            .field_mut("params")
+            .and_then(|p| p.field_mut("name"))
+        {
+            *slot = Value::String(original);
+        }
         self.forward_request(index, message, id, now);
     }
 
