@@ -32,8 +32,10 @@ pub struct Spans {
 }
 
 /// Parses `line` as `serde_json::from_slice::<Value>` does (last duplicate wins), noting any
-/// repeated key and the [`Spans`] on the way (one pass, no second parse).
-pub fn parse_noting_duplicate_keys(line: &[u8]) -> Result<Parsed, serde_json::Error> {
+/// repeated key on the way (one pass, no second parse), and with `spans` the [`Spans`] (which
+/// costs reading those two values twice: only a gateway needs them).
+pub fn parse_noting_duplicate_keys(line: &[u8], spans: bool) -> Result<Parsed, serde_json::Error> {
+    let noting_spans = spans;
     let duplicate = Cell::new(false);
     let spans = Cell::new(Spans::default());
     let mut deserializer = serde_json::Deserializer::from_slice(line);
@@ -41,7 +43,11 @@ pub fn parse_noting_duplicate_keys(line: &[u8]) -> Result<Parsed, serde_json::Er
         duplicate: &duplicate,
         spans: &spans,
         line,
-        place: Place::Envelope,
+        place: if noting_spans {
+            Place::Envelope
+        } else {
+            Place::Unspanned
+        },
     };
     let value = envelope.deserialize(&mut deserializer)?;
     deserializer.end()?;
@@ -60,6 +66,8 @@ enum Place {
     /// The envelope's `params`.
     Params,
     Elsewhere,
+    /// The line's outermost value, when no spans are asked for.
+    Unspanned,
 }
 
 /// Builds a `Value` and sets the flag when an object repeats a key.
@@ -185,7 +193,7 @@ impl<'de> Visitor<'de> for Noting<'_> {
         // An envelope gets room for its keys at once (growing from empty rehashes at the
         // fourth); any other object starts empty, as `{}` costs nothing then: reserving for
         // every object would let a 4 MiB line of `{},{},...` take eight times the memory.
-        let mut object = if self.place == Place::Envelope {
+        let mut object = if matches!(self.place, Place::Envelope | Place::Unspanned) {
             Map::with_capacity(4)
         } else {
             Map::new()
@@ -229,23 +237,29 @@ mod tests {
             br#"[{"a":1},{"a":2,"b":{"c":1,"c":2}}]"#,
             br#" "x" "#,
         ];
-        let noted: Vec<bool> = lines
-            .iter()
-            .map(|line| {
-                let parsed = parse_noting_duplicate_keys(line).unwrap();
-                let plain: Value = serde_json::from_slice(line).unwrap();
-                assert_eq!(parsed.value, plain, "{}", String::from_utf8_lossy(line));
-                parsed.duplicate_keys
-            })
-            .collect();
-        assert_eq!(noted, vec![false, true, true, false]);
+        for spans in [false, true] {
+            let noted: Vec<bool> = lines
+                .iter()
+                .map(|line| {
+                    let parsed = parse_noting_duplicate_keys(line, spans).unwrap();
+                    let plain: Value = serde_json::from_slice(line).unwrap();
+                    assert_eq!(parsed.value, plain, "{}", String::from_utf8_lossy(line));
+                    assert_eq!(
+                        parsed.spans.id.is_some(),
+                        spans && line.starts_with(b"{\"j")
+                    );
+                    parsed.duplicate_keys
+                })
+                .collect();
+            assert_eq!(noted, vec![false, true, true, false]);
+        }
     }
 
     #[test]
     fn what_serde_json_refuses_is_refused() {
         for line in [&b"{not json"[..], b"{\"a\":1} trailing", b"\"\\ud800\""] {
             assert!(
-                parse_noting_duplicate_keys(line).is_err(),
+                parse_noting_duplicate_keys(line, true).is_err(),
                 "{}",
                 String::from_utf8_lossy(line)
             );
@@ -284,7 +298,7 @@ mod tests {
             (br#""id""#, None, None),
         ];
         for (line, id, name) in cases {
-            let parsed = parse_noting_duplicate_keys(line).unwrap();
+            let parsed = parse_noting_duplicate_keys(line, true).unwrap();
             let shown = String::from_utf8_lossy(line);
             let plain: Value = serde_json::from_slice(line).unwrap();
             assert_eq!(parsed.value, plain, "{shown}");
@@ -303,7 +317,7 @@ mod tests {
         ] {
             assert!(serde_json::from_slice::<Value>(line).is_err());
             assert!(
-                parse_noting_duplicate_keys(line).is_err(),
+                parse_noting_duplicate_keys(line, true).is_err(),
                 "{}",
                 String::from_utf8_lossy(line)
             );
@@ -319,7 +333,7 @@ mod tests {
                 format!(r#"{{"params":{{"name":{}}}}}"#, nested(depth)),
             ] {
                 let plain = serde_json::from_slice::<Value>(line.as_bytes());
-                let strict = parse_noting_duplicate_keys(line.as_bytes());
+                let strict = parse_noting_duplicate_keys(line.as_bytes(), true);
                 assert_eq!(plain.is_ok(), strict.is_ok(), "{depth}: {line}");
                 if let (Ok(plain), Ok(strict)) = (plain, strict) {
                     assert_eq!(plain, strict.value);

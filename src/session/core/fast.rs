@@ -67,7 +67,7 @@ impl Core {
             value: mut message,
             duplicate_keys,
             spans,
-        } = parse_noting_duplicate_keys(line)?;
+        } = parse_noting_duplicate_keys(line, !self.single())?;
         let lookalike_keys = keep_exact_spellings(&mut message);
         // Requests only: an answer of the host's goes to the server by another path.
         let method = message.field("method").and_then(Value::as_str);
