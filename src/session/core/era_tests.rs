@@ -432,3 +432,78 @@ fn tasks_are_offered_alike_whether_servers_start_lazily_or_eagerly() {
     let known = eager.router.capabilities();
     assert!(known.get("tasks").is_none(), "{known}");
 }
+
+#[test]
+fn a_hosts_first_2026_call_reaches_its_server_without_the_envelope_on_the_bytes_path() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.tool_names();
+    // The call that makes the host a 2026-07-28 one, as the line it sent.
+    let call = modern(
+        json!(7),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    );
+    h.router
+        .on_host_line(call.to_string().as_bytes(), h.now)
+        .unwrap();
+    h.drive();
+    let received = h.received[0].pop_front().expect("forwarded");
+    assert!(
+        received["params"].get("_meta").is_none(),
+        "the envelope reached the server: {received}"
+    );
+}
+
+#[test]
+fn a_parked_answer_of_a_process_that_died_names_its_task_for_that_process() {
+    let mut h = two();
+    let mut first = modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"beta__read","arguments":{},"task":{"ttl":60000}}),
+    );
+    first["params"]["_meta"]["progressToken"] = json!("p1");
+    h.host(first);
+    let call = h.received[1].pop_front().unwrap();
+    h.answer(1, json!({"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}));
+    let asked = h.take_host(json!(1))["result"].clone();
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let key = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // The call's answer (a task) comes before the host's retry, and is parked.
+    h.answer(
+        1,
+        json!({"jsonrpc":"2.0","id":call["id"],"result":{"task":{"taskId":"t-1","status":"working"}}}),
+    );
+    // beta dies and starts again before the retry.
+    let generation = h.generation[1];
+    h.router.on_server_closed(1, generation, h.now);
+    h.drive();
+    h.host(modern(
+        json!(2),
+        "tools/call",
+        json!({"name":"beta__read","arguments":{}}),
+    ));
+    h.tick(lifecycle::backoff(1));
+    assert_eq!(h.starts[1], 2);
+    let mut retry = modern(
+        json!(3),
+        "tools/call",
+        json!({"name":"beta__read","arguments":{},"task":{"ttl":60000}}),
+    );
+    retry["params"]["inputResponses"] =
+        json!({key: {"role":"assistant","content":{"type":"text","text":"ok"},"model":"m"}});
+    retry["params"]["requestState"] = asked["requestState"].clone();
+    h.host(retry);
+    let done = h.take_host(json!(3));
+    assert_eq!(
+        done["result"]["task"]["taskId"], "beta__t-1",
+        "the first process's task, not the second's t-1: {done}"
+    );
+}

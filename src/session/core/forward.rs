@@ -105,7 +105,8 @@ impl Core {
             .flatten();
         // The gateway speaks the handshake era to its servers: a 2026-07-28 host's envelope
         // (read above and by the host dispatch) is not theirs to see.
-        if !single && super::era::stateless(&self.host) {
+        let envelope_taken_out = !single && super::era::stateless(&self.host);
+        if envelope_taken_out {
             crate::mcp::version::strip_envelope(&mut message);
         }
         let host_key = id_key(&host_id);
@@ -149,11 +150,13 @@ impl Core {
         server.outbound.insert(down_key.clone(), origin);
         // The bytes the host sent go on (when the server can take them now): as they came in
         // `Single` with the host's own id, or with the gateway's id and the server's tool name
-        // put in (its progress token would be a third change: such a call is encoded).
+        // put in. A renamed progress token or a 2026-07-28 envelope taken out would be a third
+        // change: such a call is encoded. (The host's first 2026-07-28 request may have been
+        // kept as bytes before it made the host stateless: the check is here, where it counts.)
         let raw = self.take_host_line(&host_key).and_then(|line| {
             if identity {
                 Some(line.bytes)
-            } else if single || token_renamed || !tool_call {
+            } else if single || token_renamed || envelope_taken_out || !tool_call {
                 None
             } else {
                 let name = message.at(&["params", "name"]).and_then(Value::as_str)?;

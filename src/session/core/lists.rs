@@ -187,11 +187,19 @@ impl Core {
                     .filter_listing(pinned, &mut result, &mut fx);
                 self.apply_gate(index, fx, now);
             }
-            let page = result
+            let mut page = result
                 .get(kind.key())
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
+            // Named now, for the process that listed them: were the server to die and start
+            // again before the other servers answer, its next start could make tasks of the
+            // same ids, and these are not those.
+            if kind == ListKind::Tasks {
+                for task in &mut page {
+                    super::tasks::name_listed(task, self.task_maker(index));
+                }
+            }
             let items = self.aggregations[position].items.entry(index).or_default();
             items.extend(page);
             if let Some(cursor) = next_cursor(&result) {
@@ -463,12 +471,8 @@ impl Core {
                         all.push(template);
                     }
                 }
-                ListKind::Tasks => {
-                    for mut task in items.remove(&index).unwrap_or_default() {
-                        super::tasks::name_listed(&mut task, self.task_maker(index));
-                        all.push(task);
-                    }
-                }
+                // Named as they came ([`Core::list_page`]).
+                ListKind::Tasks => all.extend(items.remove(&index).unwrap_or_default()),
             }
         }
         all

@@ -41,6 +41,9 @@ pub const INPUT_METHODS: [&str; 3] = ["sampling/createMessage", "elicitation/cre
 pub(super) struct Parked {
     server: usize,
     generation: u64,
+    /// The server's start then (see [`Downstream::start`](super::Downstream)): a task its final
+    /// answer creates is that process's, even if the server has started again since.
+    start: u64,
     /// Input key → the server's own request id.
     asks: Vec<(String, Value)>,
     /// The server's request (downstream key) that continues once the host answers, if any.
@@ -205,6 +208,7 @@ impl Core {
             Parked {
                 server: index,
                 generation,
+                start: self.servers[index].start,
                 asks,
                 continuing,
                 answer: None,
@@ -284,7 +288,11 @@ impl Core {
         };
         if let Some(mut answer) = parked.answer {
             answer["id"] = host_id.clone();
-            super::tasks::name_in_answer(&mut answer, false, self.task_maker(index));
+            let maker = super::tasks::Maker {
+                start: parked.start,
+                ..self.task_maker(index)
+            };
+            super::tasks::name_in_answer(&mut answer, false, maker);
             self.answer_through_gate(index, answer, now);
             return None;
         }

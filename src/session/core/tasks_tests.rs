@@ -416,3 +416,41 @@ fn a_reloads_replacement_goes_on_counting_starts_and_the_old_process_keeps_its_t
     assert!(h.received.iter().all(VecDeque::is_empty));
     assert_eq!(h.take_host(json!(6))["error"]["code"], code::INVALID_PARAMS);
 }
+
+#[test]
+fn a_task_list_of_a_process_that_died_before_the_list_settled_is_named_for_that_process() {
+    let mut h = two();
+    let tasks =
+        json!({"tools":{"listChanged":true},"tasks":{"list":{},"requests":{"tools":{"call":{}}}}});
+    h.capabilities = vec![tasks.clone(), tasks];
+    h.initialize(json!({}));
+    h.tool_names();
+    h.host(json!({"jsonrpc":"2.0","id":1,"method":"tasks/list"}));
+    let asked = |h: &mut Harness, server: usize| {
+        let request = h.received[server].pop_front().expect("asked for its tasks");
+        assert_eq!(request["method"], "tasks/list");
+        request["id"].clone()
+    };
+    let (of_alpha, of_beta) = (asked(&mut h, 0), asked(&mut h, 1));
+    let listed = |id: Value| json!({"jsonrpc":"2.0","id":id,"result":{"tasks":[{"taskId":"t-1","status":"working"}]}});
+    h.answer(1, listed(of_beta));
+    // beta dies and starts again (its next start counts from t-1 too) before alpha answers.
+    let generation = h.generation[1];
+    h.router.on_server_closed(1, generation, h.now);
+    h.drive();
+    h.host(call(json!(2), "beta__read"));
+    h.tick(lifecycle::backoff(1));
+    assert_eq!(h.starts[1], 2);
+    h.answer(0, listed(of_alpha));
+    let ids: Vec<Value> = h.take_host(json!(1))["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|task| task["taskId"].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        [json!("alpha__t-1"), json!("beta__t-1")],
+        "not beta__~2~t-1"
+    );
+}

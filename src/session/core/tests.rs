@@ -66,6 +66,8 @@ struct Harness {
     starts: Vec<u32>,
     stops: Vec<u32>,
     generation: Vec<u64>,
+    /// What each server's `initialize` answer declares.
+    capabilities: Vec<Value>,
 }
 
 impl Harness {
@@ -94,6 +96,7 @@ impl Harness {
             starts: vec![0; count],
             stops: vec![0; count],
             generation: vec![0; count],
+            capabilities: vec![json!({"tools":{"listChanged":true}}); count],
         }
     }
 
@@ -164,7 +167,12 @@ impl Harness {
                     self.initializes.resize(server + 1, Value::Null);
                 }
                 self.initializes[server] = message.clone();
-                let answer = json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}});
+                let capabilities = self
+                    .capabilities
+                    .get(server)
+                    .cloned()
+                    .unwrap_or_else(|| json!({"tools":{"listChanged":true}}));
+                let answer = json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-06-18","capabilities":capabilities,"serverInfo":{"name":"s","version":"1"}}});
                 self.router.on_server(server, generation, answer, self.now);
             }
             Some("tools/list") => {
