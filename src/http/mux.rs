@@ -463,12 +463,12 @@ impl Mux {
         if request.lists_tasks {
             self.tasks.keep_own(&owner, &mut message);
         }
+        self.tasks
+            .note_created(owner, request.server.clone(), &message);
         if let Some(token) = request.progress.clone() {
             self.tasks
                 .keep_progress(key.to_string(), request.key, token, &message);
         }
-        self.tasks
-            .note_created(owner, request.server.clone(), &message);
         message["id"] = request.id;
         vec![to(request.key, message, None)]
     }

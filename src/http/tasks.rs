@@ -36,6 +36,8 @@ struct Created {
     order: u64,
     /// A final status was seen.
     ended: bool,
+    /// The mux's progress token (key) the task carries on, if any: it goes with the task.
+    progress: Option<String>,
 }
 
 /// Which owner created each task the gateway has seen created, and on which server; and the
@@ -46,8 +48,9 @@ pub struct TaskOwners {
     /// How many tasks each owner has in `owners`.
     counts: HashMap<Owner, usize>,
     next_order: u64,
-    /// The mux's progress token (key) → the session, the client's own token, the task.
-    progress: HashMap<String, (SessionKey, Value, String)>,
+    /// The mux's progress token (key) → the session and the client's own token, for tasks in
+    /// `owners` only (each names its own in [`Created::progress`]).
+    progress: HashMap<String, (SessionKey, Value)>,
 }
 
 /// The task id a message names: a request's `params.taskId`, a status notification's
@@ -82,6 +85,7 @@ impl TaskOwners {
             server,
             order: self.next_order,
             ended: false,
+            progress: None,
         };
         self.owners.insert(task.to_string(), created);
     }
@@ -99,10 +103,14 @@ impl TaskOwners {
         }
     }
 
+    /// Forgets `task`, and the progress token it carried.
     fn remove(&mut self, task: &str) {
         let Some(created) = self.owners.remove(task) else {
             return;
         };
+        if let Some(token_key) = &created.progress {
+            self.progress.remove(token_key);
+        }
         self.uncount(&created.owner);
     }
 
@@ -163,12 +171,13 @@ impl TaskOwners {
         let session = Owner::Session(key);
         self.owners.retain(|_, created| created.owner != session);
         self.counts.remove(&session);
-        self.progress.retain(|_, (session, _, _)| *session != key);
+        self.progress.retain(|_, (session, _)| *session != key);
     }
 
     /// A task-augmented request of session `key` with a progress token was answered: when the
-    /// answer created a task, the token stays valid until the task ends (2025-11-25), and the
-    /// server's progress on it (under the mux's token `token_key`) still reaches the session.
+    /// answer created a task (noted first with [`TaskOwners::note_created`]), the token stays
+    /// valid until the task ends (2025-11-25) or is forgotten, and the server's progress on it
+    /// (under the mux's token `token_key`) still reaches the session.
     pub fn keep_progress(
         &mut self,
         token_key: String,
@@ -176,29 +185,35 @@ impl TaskOwners {
         token: Value,
         answer: &Value,
     ) {
-        if let Some(task) = crate::mcp::created_task(answer) {
-            self.progress
-                .insert(token_key, (key, token, task.to_string()));
+        let Some(created) =
+            crate::mcp::created_task(answer).and_then(|task| self.owners.get_mut(task))
+        else {
+            return;
+        };
+        if let Some(old) = created.progress.replace(token_key.clone()) {
+            self.progress.remove(&old);
         }
+        self.progress.insert(token_key, (key, token));
     }
 
     /// The session and the client's own token for the mux's progress token of a created task.
     pub fn progress(&self, token_key: &str) -> Option<(SessionKey, &Value)> {
         self.progress
             .get(token_key)
-            .map(|(key, token, _)| (*key, token))
+            .map(|(key, token)| (*key, token))
     }
 
     /// A status notification: a final status ends the task's progress token, and makes the
     /// task the first of its owner's to be forgotten ([`MAX_TASKS_PER_OWNER`]).
     pub fn status(&mut self, notification: &Value) {
         let ended = crate::mcp::task_ended(notification.at(&["params", "status"]));
-        if let (true, Some(task)) = (ended, named_task(notification)) {
-            if let Some(created) = self.owners.get_mut(task) {
-                created.ended = true;
+        if let (true, Some(task)) = (ended, named_task(notification))
+            && let Some(created) = self.owners.get_mut(task)
+        {
+            created.ended = true;
+            if let Some(token_key) = created.progress.take() {
+                self.progress.remove(&token_key);
             }
-            let task = task.to_string();
-            self.progress.retain(|_, (_, _, of)| *of != task);
         }
     }
 }
@@ -290,5 +305,34 @@ mod tests {
         owners.forget(7);
         assert_eq!(owners.counts.get(&other), None);
         assert_eq!(owners.owner("other-1"), None);
+    }
+
+    #[test]
+    fn a_tasks_progress_token_goes_when_the_task_ends_or_is_forgotten() {
+        let mut owners = TaskOwners::default();
+        let created = |task: &str| json!({"result": {"task": {"taskId": task}}});
+        let session = Owner::Session(3);
+        let create = |owners: &mut TaskOwners, n: usize| {
+            let answer = created(&format!("t-{n}"));
+            owners.note_created(session.clone(), None, &answer);
+            owners.keep_progress(format!("p-{n}"), 3, json!(n), &answer);
+        };
+        for n in 0..MAX_TASKS_PER_OWNER {
+            create(&mut owners, n);
+        }
+        assert_eq!(owners.progress("p-0"), Some((3, &json!(0))));
+        // Past the bound the oldest task is forgotten, and its token with it.
+        create(&mut owners, MAX_TASKS_PER_OWNER);
+        assert_eq!(owners.owner("t-0"), None);
+        assert_eq!(owners.progress("p-0"), None);
+        assert_eq!(owners.progress.len(), MAX_TASKS_PER_OWNER);
+        // A final status ends it too.
+        owners.status(&json!({"method": "notifications/tasks/status",
+            "params": {"taskId": "t-1", "status": "failed"}}));
+        assert_eq!(owners.progress("p-1"), None);
+        assert_eq!(owners.progress("p-2"), Some((3, &json!(2))));
+        // A token for an answer that created no task the gateway knows is not kept.
+        owners.keep_progress("p-x".into(), 3, json!("x"), &json!({"result": {}}));
+        assert_eq!(owners.progress("p-x"), None);
     }
 }
