@@ -103,6 +103,23 @@ fn check_prints_the_merged_policy_with_origins_and_each_servers_argv() {
     // The per-server config layer shows up with its origin.
     assert!(out.contains("tools.deny \"delete_*\""), "{out}");
     assert!(out.trim_end().ends_with("OK"), "{out}");
+    // The system paths every server gets alike are counted on one line, so the server's own
+    // grants stand out; `--full` lists each of them.
+    assert!(
+        out.contains("system 29 paths every server gets alike ("),
+        "{out}"
+    );
+    assert!(out.contains("the devices /dev/null (read-write)"), "{out}");
+    assert!(!out.contains("/etc/ld.so.cache"), "{out}");
+    let full = scratch.airlock(&["check", "--full", "--config", &fixture("airlock.toml")]);
+    let full = stdout(&full);
+    assert!(
+        full.contains("read  /etc/ld.so.cache  (dynamic linker cache;"),
+        "{full}"
+    );
+    assert!(full.contains("write /dev/null  (device;"), "{full}");
+    assert!(!full.contains("every server gets alike"), "{full}");
+    assert!(full.contains("write /tmp/airlock-fixture"), "{full}");
 }
 
 #[test]

@@ -29,6 +29,10 @@ pub struct CheckArgs {
     pub policy: Option<String>,
     #[command(flatten)]
     pub server: super::server_line::ServerFlags,
+    /// List every path of each sandbox, the system paths every server gets alike included
+    /// (by default they are counted on one line).
+    #[arg(long)]
+    pub full: bool,
     /// A server command line, as `airlock run` would start it: check what it would be granted
     /// (the paths on its own command line and the --allow-* flags, each with its source).
     #[arg(trailing_var_arg = true, value_name = "CMD")]
@@ -263,7 +267,12 @@ pub fn install_line(fetch: &crate::fetch::FetchPlan) -> String {
     }
 }
 
-fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext) -> ServerReport {
+fn report_server(
+    server: &ServerConfig,
+    policy: &Policy,
+    context: &LaunchContext,
+    full: bool,
+) -> ServerReport {
     let mut text = String::new();
     let mut ok = true;
     let state = if server.enabled { "" } else { " (disabled)" };
@@ -282,7 +291,12 @@ fn report_server(server: &ServerConfig, policy: &Policy, context: &LaunchContext
                     let _ = writeln!(text, "    argv     {}", argv.join(" "));
                     let _ = writeln!(text, "    launch   allowed: {}", prepared.allowed_because);
                     let _ = writeln!(text, "    sandbox");
-                    for line in prepared.plan.to_string().lines() {
+                    let plan = if full {
+                        format!("{:#}", prepared.plan)
+                    } else {
+                        prepared.plan.to_string()
+                    };
+                    for line in plan.lines() {
                         let _ = writeln!(text, "      {line}");
                     }
                     // A disabled server never starts: its registry is not worth asking npm for.
@@ -339,7 +353,7 @@ fn run_command_line(args: CheckArgs) -> Result<ExitCode, CliError> {
     let audit_path = super::session::policy_audit_path(&policy)?;
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let _ = writeln!(out, "\nServer (the command line)");
-    let report = report_server(&server, &policy, &context);
+    let report = report_server(&server, &policy, &context, args.full);
     out.push_str(&report.text);
     print!("{out}");
     if report.ok {
@@ -437,7 +451,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
         );
         let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
         for server in &config.servers {
-            let report = report_server(server, &policy, &context);
+            let report = report_server(server, &policy, &context, args.full);
             all_ok &= report.ok;
             out.push_str(&report.text);
         }

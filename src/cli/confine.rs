@@ -165,7 +165,7 @@ pub fn sandbox_exec(args: SandboxExecArgs) -> Result<ExitCode, CliError> {
     let mut plan = build_plan(&args)?;
     if args.show_plan {
         crate::sandbox::host::observe_owners(&mut plan);
-        eprint!("{plan}");
+        eprint!("{plan:#}");
     }
     // A current-thread runtime: the helper's parent-death signal is tied to the spawning thread,
     // which here is the main thread and lives as long as airlock.

@@ -1,8 +1,14 @@
 //! How a plan reads to a person: `airlock check`, `__sandbox-exec --show-plan`.
+//!
+//! `{plan}` is the brief view: the system paths every server gets alike (programs, libraries,
+//! the linker's, TLS and name-resolution files, devices) are counted on one line, so what is
+//! particular to this server (its command line's paths, the policy's grants, derived grants, its
+//! caches) stands out. `{plan:#}` lists every path.
 
 use std::fmt;
 use std::path::Path;
 
+use super::grants::is_system_rule;
 use super::root::shows_dir;
 use super::{FsAccess, FsRule, NetMode, SandboxPlan, Shown};
 
@@ -125,7 +131,39 @@ impl SandboxPlan {
                 "  filesystem (the host's, landlock allowing only these; everything else denied):"
             )?,
         }
-        for rule in &self.fs {
+        let brief = !f.alternate();
+        let (system, listed): (Vec<&FsRule>, Vec<&FsRule>) = self
+            .fs
+            .iter()
+            .partition(|rule| brief && is_system_rule(rule));
+        if let Some(first) = system.first() {
+            let mut kinds: Vec<&str> = Vec::new();
+            let mut devices: Vec<String> = Vec::new();
+            for rule in &system {
+                if rule.shown == Shown::Device {
+                    let access = match rule.access {
+                        FsAccess::ReadWrite => " (read-write)",
+                        FsAccess::ReadExec => "",
+                    };
+                    devices.push(format!("{}{access}", rule.path.display()));
+                    continue;
+                }
+                // "user names (no password hashes: ...)" counts as "user names".
+                let kind = rule.reason.split(" (").next().unwrap_or(&rule.reason);
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
+            }
+            writeln!(
+                f,
+                "    system {} paths every server gets alike ({}; {}), and the devices {}; `--full` lists each",
+                system.len() - devices.len(),
+                kinds.join(", "),
+                self.reach(first),
+                devices.join(", ")
+            )?;
+        }
+        for rule in listed {
             let access = match rule.access {
                 FsAccess::ReadExec => "read ",
                 FsAccess::ReadWrite => "write",

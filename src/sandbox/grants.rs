@@ -59,6 +59,17 @@ pub(super) const DEVICES: &[(&str, FsAccess, &str)] = &[
     ("/dev/random", FsAccess::ReadExec, "randomness"),
 ];
 
+/// Whether `rule` is one of [`SYSTEM_READ`] or [`DEVICES`] as [`system_rules`] makes them: the
+/// same for every server, so the brief view of a plan counts them instead of listing them.
+pub(super) fn is_system_rule(rule: &FsRule) -> bool {
+    let path = rule.path.as_os_str();
+    SYSTEM_READ.iter().any(|(p, reason)| {
+        path == *p && rule.reason == *reason && rule.access == FsAccess::ReadExec
+    }) || DEVICES
+        .iter()
+        .any(|(p, access, reason)| path == *p && rule.reason == *reason && rule.access == *access)
+}
+
 /// The system rules: [`SYSTEM_READ`], [`DEVICES`], `/proc` and the cgroup view. With a constructed
 /// root, `/proc` is the server's own procfs (a fresh mount for its pid namespace: no host process
 /// exists in it) and `/sys/fs/cgroup` its own cgroup when it has a v2 one (else absent); without
