@@ -367,22 +367,8 @@ fn a_reloads_replacement_goes_on_counting_starts_and_the_old_process_keeps_its_t
         "alpha__t-1"
     );
 
-    let reloaded = ["alpha", "beta"]
-        .map(|name| Reloaded {
-            spec: spec(name),
-            launch_changed: name == "alpha",
-        })
-        .to_vec();
-    let redactor = Arc::new(Redactor::new([]).unwrap());
-    h.router.reload(reloaded, policy(), redactor, h.now);
     // The replacement is slot 2.
-    h.tools.push(vec!["read", "write"]);
-    h.received.push(VecDeque::new());
-    h.broken.push(false);
-    h.starts.push(0);
-    h.stops.push(0);
-    h.generation.push(0);
-    h.drive();
+    h.reload_replacing_alpha();
     h.host(call(json!(3), "alpha__read"));
     let created = h.received[2]
         .pop_front()

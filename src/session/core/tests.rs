@@ -221,6 +221,27 @@ impl Harness {
         self.to_host.remove(position)
     }
 
+    /// Reloads `two()`'s servers with alpha's launch changed: alpha (slot 0) retires and its
+    /// replacement, slot 2, starts at once.
+    fn reload_replacing_alpha(&mut self) -> ReloadSummary {
+        let reloaded = ["alpha", "beta"]
+            .map(|name| Reloaded {
+                spec: spec(name),
+                launch_changed: name == "alpha",
+            })
+            .to_vec();
+        let redactor = Arc::new(Redactor::new([]).unwrap());
+        let summary = self.router.reload(reloaded, policy(), redactor, self.now);
+        self.tools.push(vec!["read", "write"]);
+        self.received.push(VecDeque::new());
+        self.broken.push(false);
+        self.starts.push(0);
+        self.stops.push(0);
+        self.generation.push(0);
+        self.drive();
+        summary
+    }
+
     fn tool_names(&mut self) -> Vec<String> {
         self.host(json!({"jsonrpc":"2.0","id":"list","method":"tools/list"}));
         let list = self.take_host(json!("list"));
@@ -681,23 +702,9 @@ fn a_server_replaced_while_a_call_is_in_flight_stops_once_the_call_is_answered()
     h.tool_names();
     h.host(call(json!(1), "alpha__read"));
     let in_flight = h.received[0].pop_front().unwrap();
-    let reloaded = ["alpha", "beta"]
-        .map(|name| Reloaded {
-            spec: spec(name),
-            launch_changed: name == "alpha",
-        })
-        .to_vec();
-    let redactor = Arc::new(Redactor::new([]).unwrap());
-    let summary = h.router.reload(reloaded, policy(), redactor, h.now);
-    assert_eq!(summary.retired, vec![0]);
     // The replacement is slot 2.
-    h.tools.push(vec!["read", "write"]);
-    h.received.push(VecDeque::new());
-    h.broken.push(false);
-    h.starts.push(0);
-    h.stops.push(0);
-    h.generation.push(0);
-    h.drive();
+    let summary = h.reload_replacing_alpha();
+    assert_eq!(summary.retired, vec![0]);
     assert_eq!(h.starts[2], 1, "the replacement starts at once");
     assert_eq!(
         h.stops[0], 0,
