@@ -106,7 +106,7 @@ fn check_prints_the_merged_policy_with_origins_and_each_servers_argv() {
     // The system paths every server gets alike are counted on one line, so the server's own
     // grants stand out; `--full` lists each of them.
     assert!(
-        out.contains("system 29 paths every server gets alike ("),
+        out.contains("system 29 paths every server gets alike, where this host has them ("),
         "{out}"
     );
     assert!(out.contains("the devices /dev/null (read-write)"), "{out}");

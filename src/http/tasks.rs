@@ -48,9 +48,11 @@ pub struct TaskOwners {
     /// How many tasks each owner has in `owners`.
     counts: HashMap<Owner, usize>,
     next_order: u64,
-    /// The mux's progress token (key) → the session and the client's own token, for tasks in
-    /// `owners` only (each names its own in [`Created::progress`]).
-    progress: HashMap<String, (SessionKey, Value)>,
+    /// The mux's progress token (key) → the session, the client's own token and the task that
+    /// carries it, for tasks in `owners` only (each names its own in [`Created::progress`]). A
+    /// key is the core's request id, which a stdio host's own ids may make again: the newest
+    /// task to carry a key has it.
+    progress: HashMap<String, (SessionKey, Value, String)>,
 }
 
 /// The task id a message names: a request's `params.taskId`, a status notification's
@@ -109,9 +111,20 @@ impl TaskOwners {
             return;
         };
         if let Some(token_key) = &created.progress {
-            self.progress.remove(token_key);
+            self.drop_token(token_key, task);
         }
         self.uncount(&created.owner);
+    }
+
+    /// Forgets progress token `token_key` when `task` is still the one carrying it.
+    fn drop_token(&mut self, token_key: &str, task: &str) {
+        if self
+            .progress
+            .get(token_key)
+            .is_some_and(|(_, _, of)| of == task)
+        {
+            self.progress.remove(token_key);
+        }
     }
 
     fn uncount(&mut self, owner: &Owner) {
@@ -171,7 +184,7 @@ impl TaskOwners {
         let session = Owner::Session(key);
         self.owners.retain(|_, created| created.owner != session);
         self.counts.remove(&session);
-        self.progress.retain(|_, (session, _)| *session != key);
+        self.progress.retain(|_, (session, _, _)| *session != key);
     }
 
     /// A task-augmented request of session `key` with a progress token was answered: when the
@@ -185,22 +198,31 @@ impl TaskOwners {
         token: Value,
         answer: &Value,
     ) {
-        let Some(created) =
-            crate::mcp::created_task(answer).and_then(|task| self.owners.get_mut(task))
-        else {
+        let Some(task) = crate::mcp::created_task(answer).map(str::to_string) else {
             return;
         };
-        if let Some(old) = created.progress.replace(token_key.clone()) {
-            self.progress.remove(&old);
+        let Some(created) = self.owners.get_mut(&task) else {
+            return;
+        };
+        let old = created.progress.replace(token_key.clone());
+        if let Some(old) = old.filter(|old| *old != token_key) {
+            self.drop_token(&old, &task);
         }
-        self.progress.insert(token_key, (key, token));
+        let carried = (key, token, task.clone());
+        if let Some((_, _, before)) = self.progress.insert(token_key.clone(), carried)
+            && before != task
+            && let Some(earlier) = self.owners.get_mut(&before)
+            && earlier.progress.as_deref() == Some(token_key.as_str())
+        {
+            earlier.progress = None;
+        }
     }
 
     /// The session and the client's own token for the mux's progress token of a created task.
     pub fn progress(&self, token_key: &str) -> Option<(SessionKey, &Value)> {
         self.progress
             .get(token_key)
-            .map(|(key, token)| (*key, token))
+            .map(|(key, token, _)| (*key, token))
     }
 
     /// A status notification: a final status ends the task's progress token, and makes the
@@ -212,7 +234,8 @@ impl TaskOwners {
         {
             created.ended = true;
             if let Some(token_key) = created.progress.take() {
-                self.progress.remove(&token_key);
+                let task = task.to_string();
+                self.drop_token(&token_key, &task);
             }
         }
     }
@@ -334,5 +357,24 @@ mod tests {
         // A token for an answer that created no task the gateway knows is not kept.
         owners.keep_progress("p-x".into(), 3, json!("x"), &json!({"result": {}}));
         assert_eq!(owners.progress("p-x"), None);
+    }
+
+    #[test]
+    fn a_progress_token_made_again_belongs_to_the_newest_task_only() {
+        let mut owners = TaskOwners::default();
+        let created = |task: &str| json!({"result": {"task": {"taskId": task}}});
+        let ended = |task: &str| {
+            json!({"method": "notifications/tasks/status",
+            "params": {"taskId": task, "status": "completed"}})
+        };
+        // A stdio host used its request id 5 twice, once for each task: the same key.
+        for (task, token) in [("t-1", "a"), ("t-2", "b")] {
+            owners.note_created(Owner::Session(0), None, &created(task));
+            owners.keep_progress("5".into(), 0, json!(token), &created(task));
+        }
+        owners.status(&ended("t-1"));
+        assert_eq!(owners.progress("5"), Some((0, &json!("b"))), "t-2's still");
+        owners.status(&ended("t-2"));
+        assert_eq!(owners.progress("5"), None);
     }
 }

@@ -156,7 +156,7 @@ impl SandboxPlan {
             }
             writeln!(
                 f,
-                "    system {} paths every server gets alike ({}; {}), and the devices {}; `--full` lists each",
+                "    system {} paths every server gets alike, where this host has them ({}; {}), and the devices {}; `--full` lists each",
                 system.len() - devices.len(),
                 kinds.join(", "),
                 self.reach(first),

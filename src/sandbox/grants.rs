@@ -59,15 +59,33 @@ pub(super) const DEVICES: &[(&str, FsAccess, &str)] = &[
     ("/dev/random", FsAccess::ReadExec, "randomness"),
 ];
 
-/// Whether `rule` is one of [`SYSTEM_READ`] or [`DEVICES`] as [`system_rules`] makes them: the
-/// same for every server, so the brief view of a plan counts them instead of listing them.
+/// Joins the reasons of a path granted more than once.
+const ALSO: &str = "; also: ";
+
+/// Whether `rule` is one of [`SYSTEM_READ`] or [`DEVICES`] exactly as [`system_rules`] makes
+/// them, with no other grant merged into it (which would add its reason, and may widen its
+/// access or make it an idmapped bind): the same for every server, so the brief view of a plan
+/// counts them instead of listing them.
 pub(super) fn is_system_rule(rule: &FsRule) -> bool {
     let path = rule.path.as_os_str();
-    SYSTEM_READ.iter().any(|(p, reason)| {
-        path == *p && rule.reason == *reason && rule.access == FsAccess::ReadExec
-    }) || DEVICES
-        .iter()
-        .any(|(p, access, reason)| path == *p && rule.reason == *reason && rule.access == *access)
+    let plain = rule.owner.is_none() && rule.derived_via.is_none() && rule.named_by.is_none();
+    let system = || {
+        SYSTEM_READ.iter().any(|(p, reason)| {
+            path == *p
+                && rule.reason == *reason
+                && rule.access == FsAccess::ReadExec
+                && rule.shown == Shown::Bind
+        })
+    };
+    let device = || {
+        DEVICES.iter().any(|(p, access, reason)| {
+            path == *p
+                && rule.reason == *reason
+                && rule.access == *access
+                && rule.shown == Shown::Device
+        })
+    };
+    plain && (system() || device())
 }
 
 /// The system rules: [`SYSTEM_READ`], [`DEVICES`], `/proc` and the cgroup view. With a constructed
@@ -421,6 +439,12 @@ impl FsRules {
         };
         if self.seen.contains(&path) {
             if let Some(rule) = self.rules.iter_mut().find(|rule| rule.path == path) {
+                // Every reason the path is granted for is shown (a policy's grant of a system
+                // path is not only the system's).
+                if !rule.reason.split(ALSO).any(|known| known == reason) {
+                    rule.reason.push_str(ALSO);
+                    rule.reason.push_str(reason);
+                }
                 rule.access = rule.access.max(access);
                 if shown == Shown::IdmappedBind {
                     rule.shown = shown;

@@ -370,3 +370,35 @@ fn the_python_project_a_server_comes_from_is_found_three_ways() {
         "never the home"
     );
 }
+
+/// The brief view counts only the system paths exactly as every server gets them: a policy's
+/// grant of one (here an idmapped bind, root's files reached as their owner) is listed with
+/// both reasons, in both views.
+#[test]
+fn the_brief_view_lists_a_system_path_the_policy_also_grants() {
+    let plan = plan(&with_read("/etc/ssl"), &HostFacts::full_featured_root()).unwrap();
+    let ssl = plan
+        .fs
+        .iter()
+        .find(|rule| rule.path == Path::new("/etc/ssl"))
+        .unwrap();
+    assert_eq!(ssl.shown, Shown::IdmappedBind);
+    assert!(
+        ssl.reason.starts_with("TLS certificates; also: "),
+        "{}",
+        ssl.reason
+    );
+    for view in [plan.to_string(), format!("{plan:#}")] {
+        assert!(
+            view.contains("read  /etc/ssl  (TLS certificates; also: "),
+            "{view}"
+        );
+    }
+    let brief = plan.to_string();
+    assert!(
+        brief.contains("system 28 paths every server gets alike"),
+        "{brief}"
+    );
+    assert!(!brief.contains("/etc/ld.so.cache"), "{brief}");
+    assert!(format!("{plan:#}").contains("read  /etc/ld.so.cache  (dynamic linker cache;"));
+}
