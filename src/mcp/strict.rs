@@ -32,10 +32,12 @@ pub struct Spans {
 }
 
 /// Parses `line` as `serde_json::from_slice::<Value>` does (last duplicate wins), noting any
-/// repeated key on the way (one pass, no second parse), and with `spans` the [`Spans`] (which
-/// costs reading those two values twice: only a gateway needs them).
-pub fn parse_noting_duplicate_keys(line: &[u8], spans: bool) -> Result<Parsed, serde_json::Error> {
-    let noting_spans = spans;
+/// repeated key on the way (one pass, no second parse), and with `note_spans` the [`Spans`]
+/// (which costs reading those two values twice: only a gateway needs them).
+pub fn parse_noting_duplicate_keys(
+    line: &[u8],
+    note_spans: bool,
+) -> Result<Parsed, serde_json::Error> {
     let duplicate = Cell::new(false);
     let spans = Cell::new(Spans::default());
     let mut deserializer = serde_json::Deserializer::from_slice(line);
@@ -43,7 +45,7 @@ pub fn parse_noting_duplicate_keys(line: &[u8], spans: bool) -> Result<Parsed, s
         duplicate: &duplicate,
         spans: &spans,
         line,
-        place: if noting_spans {
+        place: if note_spans {
             Place::Envelope
         } else {
             Place::Unspanned
