@@ -51,6 +51,8 @@ both_modes!(
     a_listing_reaches_the_host_with_only_the_spellings_airlock_checked,
     a_refused_task_augmented_call_is_an_error_naming_the_rule,
     an_allowed_call_goes_on_as_the_bytes_the_host_sent,
+    a_carriage_return_cannot_split_a_call_into_two_for_the_server,
+    a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the

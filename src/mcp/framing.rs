@@ -22,6 +22,23 @@ pub enum Frame {
     Oversized { bytes: usize },
 }
 
+/// Turns every carriage return in a message line into a tab, in place (same length: offsets
+/// into the line stay true).
+///
+/// In valid JSON a raw `\r` can only be whitespace between tokens (inside a string it must be
+/// escaped), where a tab means the same. But many readers also end a line at a lone `\r`
+/// (Python's text streams, Java's and .NET's `readLine`, Node's `readline`): a line with `\r`
+/// between tokens would reach such a peer as several messages, one of them a request or an
+/// answer airlock never read as one, so never gated or audited. A `\r` inside a string becomes
+/// a tab, still a control character the parse refuses: nothing invalid turns valid.
+pub fn tab_for_carriage_return(line: &mut [u8]) {
+    let mut from = 0;
+    while let Some(at) = memchr::memchr(b'\r', &line[from..]) {
+        line[from + at] = b'\t';
+        from += at + 1;
+    }
+}
+
 /// The line rules every reader follows, on bytes it has already read: an oversized line is
 /// skipped to its newline while only its bytes are counted; `\r\n` is accepted; blank lines are
 /// keep-alive noise, not messages; a last line without `\n` still counts at end of stream.
@@ -169,6 +186,21 @@ mod tests {
 
     fn line(text: &str) -> Frame {
         Frame::Line(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_carriage_return_becomes_a_tab_between_tokens_and_stays_refused_in_a_string() {
+        let mut smuggled = b"{\"a\":\r{\"id\":1}\r,\"b\":\r\r2}".to_vec();
+        tab_for_carriage_return(&mut smuggled);
+        assert_eq!(smuggled, b"{\"a\":\t{\"id\":1}\t,\"b\":\t\t2}".to_vec());
+        let read: serde_json::Value = serde_json::from_slice(&smuggled).unwrap();
+        assert_eq!(read, serde_json::json!({"a": {"id": 1}, "b": 2}));
+        let mut in_string = b"{\"a\":\"x\ry\"}".to_vec();
+        tab_for_carriage_return(&mut in_string);
+        assert!(serde_json::from_slice::<serde_json::Value>(&in_string).is_err());
+        let mut plain = b"{}".to_vec();
+        tab_for_carriage_return(&mut plain);
+        assert_eq!(plain, b"{}".to_vec());
     }
 
     #[tokio::test]

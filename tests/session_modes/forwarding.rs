@@ -46,3 +46,84 @@ pub(super) fn an_allowed_call_goes_on_as_the_bytes_the_host_sent(mode: Mode) {
         "the name the gate decided on"
     );
 }
+
+/// A bare `\r` between a line's tokens is JSON whitespace to the gate, but a line end to many
+/// readers (this Python server's `for line in sys.stdin`, Java's and .NET's `readLine`): a
+/// denied call hidden between two of them inside an allowed call's arguments must not reach the
+/// server as a message of its own. The server gets one line, the one the gate read.
+pub(super) fn a_carriage_return_cannot_split_a_call_into_two_for_the_server(mode: Mode) {
+    let setup = Setup::fixture("--extra").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    client.request(1, "tools/list", json!({}));
+    let hidden = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{}","arguments":{{}}}}}}"#,
+        world.tool("pid")
+    );
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{}","arguments":{{"x":{}}}}}}}"#,
+        world.tool("raw"),
+        format_args!("\r{hidden}\r")
+    );
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let answer = client.answer(json!(7), SECS(10));
+    let seen = Client::text(&answer);
+    assert!(!seen.contains('\r'), "{seen:?}");
+    let seen: Value = serde_json::from_str(&seen)
+        .unwrap_or_else(|err| panic!("the server got one whole message ({err}): {answer}"));
+    assert_eq!(seen["params"]["name"], "raw", "{seen}");
+    assert_eq!(
+        seen["params"]["arguments"]["x"]["params"]["name"],
+        world.tool("pid")
+    );
+    let decided: Vec<Value> = world
+        .events("decision")
+        .iter()
+        .map(|e| e["tool"].clone())
+        .collect();
+    assert_eq!(decided, vec![json!("raw")]);
+}
+
+/// The same the other way: a server's answer with a forged answer between bare `\r`s reaches
+/// the host without a `\r` a host's reader could end a line at.
+pub(super) fn a_carriage_return_cannot_split_an_answer_into_two_for_the_host(mode: Mode) {
+    use std::io::BufRead;
+    let (world, mut child) = support::start_raw(mode, Setup::fixture("--hostile"));
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":world.tool("crlf"),"arguments":{}}}),
+    ];
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let answer = loop {
+        let mut line = Vec::new();
+        assert!(
+            stdout.read_until(b'\n', &mut line).unwrap() > 0,
+            "airlock's output ended"
+        );
+        if serde_json::from_slice::<Value>(&line).unwrap()["id"] == 3 {
+            break line;
+        }
+    };
+    assert!(
+        !answer.contains(&b'\r'),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(
+        answer["result"]["x"]["id"], 99,
+        "the answer is the server's, whole"
+    );
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+}

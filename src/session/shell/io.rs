@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::mcp::Frame;
-use crate::mcp::framing::LineAssembler;
+use crate::mcp::framing::{LineAssembler, tab_for_carriage_return};
 
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -52,7 +52,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 return Poll::Ready(Ok(Some(frame)));
             }
             if self.eof {
-                return Poll::Ready(Ok(self.lines.finish()));
+                return Poll::Ready(Ok(self.lines.finish().map(message_line)));
             }
             let mut read = ReadBuf::new(&mut self.buf);
             match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
@@ -75,10 +75,23 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             let (consumed, frame) = self.lines.feed(&self.buf[self.start..self.end]);
             self.start += consumed;
             if frame.is_some() {
-                return frame;
+                return frame.map(message_line);
             }
         }
         None
+    }
+}
+
+/// A frame of a message stream (the host's, a server's stdout): a line reaches the core with no
+/// `\r` another reader could end a line at ([`tab_for_carriage_return`]), so whatever airlock
+/// passes on as these bytes is read as the one message airlock read.
+fn message_line(frame: Frame) -> Frame {
+    match frame {
+        Frame::Line(mut line) => {
+            tab_for_carriage_return(&mut line);
+            Frame::Line(line)
+        }
+        oversized => oversized,
     }
 }
 
