@@ -213,10 +213,10 @@ fn timeouts_answer_the_host_and_cancel_at_the_server(mode: Mode) {
 }
 
 /// The decision event carries the host's request id in both modes, and the session's policy
-/// event the digest and the sources.
+/// event the digest `airlock check` prints for the same inputs, and every input it covers.
 fn decisions_are_audited_with_the_hosts_id_and_the_policy_digest(mode: Mode) {
-    let setup = Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
-    let (world, mut client) = start(mode, setup);
+    let setup = || Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
+    let (world, mut client) = start(mode, setup());
     client.initialize("2025-06-18");
     let denied = client.call(41, &world.tool("pid"), json!({}));
     assert_eq!(denied["result"]["isError"], true);
@@ -236,13 +236,26 @@ fn decisions_are_audited_with_the_hosts_id_and_the_policy_digest(mode: Mode) {
         .into_iter()
         .find(|e| e["event"] == "policy")
         .unwrap();
-    assert_eq!(policy["detail"]["digest"].as_str().unwrap().len(), 64);
+    let digest = policy["detail"]["digest"].as_str().unwrap();
+    let check = support::check_command(&world, &setup()).output().unwrap();
+    let printed = String::from_utf8_lossy(&check.stdout);
     assert!(
-        policy["detail"]["sources"]
-            .to_string()
-            .contains("policy.toml"),
-        "{policy}"
+        printed.contains(&format!("digest   sha256:{digest}\n")),
+        "{policy}\n{printed}"
     );
+    let sources: Vec<&str> = policy["detail"]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|source| source.as_str().unwrap())
+        .collect();
+    let mut expected = vec![format!("user {}", world.path("policy.toml").display())];
+    if mode == Mode::Serve {
+        // The config file is the config layer's input (its servers' own blocks).
+        expected.push(format!("config {}", world.path("airlock.toml").display()));
+    }
+    expected.push("builtin builtin:default.toml".into());
+    assert_eq!(sources, expected, "{printed}");
 }
 
 /// 2025-03-26 had JSON-RPC batches: each request is gated on its own, the answers come back as

@@ -80,15 +80,10 @@ pub fn render_policy(policy: &Policy) -> String {
 /// The layers the policy was merged from, and its digest.
 fn render_layers(out: &mut String, policy: &Policy) {
     let _ = writeln!(out, "Policy layers (highest authority first):");
-    for (layer, path) in &policy.sources {
-        let _ = writeln!(out, "  {:<8} {}", layer.to_string(), path.display());
+    for name in policy.source_names() {
+        let (layer, what) = name.split_once(' ').unwrap_or((&name, ""));
+        let _ = writeln!(out, "  {layer:<8} {what}");
     }
-    let _ = writeln!(
-        out,
-        "  {:<8} {}",
-        "builtin",
-        crate::policy::presets::DEFAULT_NAME
-    );
     let _ = writeln!(out, "  digest   sha256:{}", policy.digest);
 }
 

@@ -79,11 +79,7 @@ pub fn default_config_places() -> Vec<PathBuf> {
 /// Loads the config and the policy merged with its per-server blocks.
 pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Policy), CliError> {
     let searched = config.is_none().then(default_config_places);
-    let mut config = crate::config::load_found(&config_path(config), searched.as_deref())?;
-    // The file itself, not the path as given: `airlock status` and `airlock reload` run from
-    // other directories, and the origins of its per-server blocks (in the sandbox plan) must
-    // read the same at start and at each reload, which re-reads this file.
-    config.path = std::path::absolute(&config.path).unwrap_or(config.path);
+    let config = crate::config::load_found(&config_path(config), searched.as_deref())?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }

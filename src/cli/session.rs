@@ -69,12 +69,8 @@ pub fn policy_audit_path(policy: &Policy) -> Result<Option<PathBuf>, CliError> {
 /// came from). `server` is the server's name in `run`, `gateway` in `serve`.
 pub fn policy_event(server: &str, policy: &Policy) -> Event {
     let mut event = Event::new(EventKind::Policy, server);
-    let sources: Vec<String> = policy
-        .sources
-        .iter()
-        .map(|(layer, path)| format!("{layer} {}", path.display()))
-        .collect();
-    event.detail = Some(serde_json::json!({"digest": policy.digest, "sources": sources}));
+    event.detail =
+        Some(serde_json::json!({"digest": policy.digest, "sources": policy.source_names()}));
     event
 }
 

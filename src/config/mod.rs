@@ -191,7 +191,13 @@ pub fn load_found(path: &Path, searched: Option<&[PathBuf]>) -> Result<Config, S
         };
         SourceError::new(path, None, format!("cannot read config: {err}")).with_fix(fix)
     })?;
-    parse(path, text, &|name| std::env::var(name).ok())
+    let mut config = parse(path, text, &|name| std::env::var(name).ok())?;
+    // From here on the file itself, not the path as given: `airlock status` and `airlock
+    // reload` run from other directories, the origins of its per-server blocks must read the
+    // same at start and at each reload (which re-reads this file), and the policy digest, which
+    // covers the path, must be the same in `airlock check` as in the session's audit log.
+    config.path = std::path::absolute(&config.path).unwrap_or(config.path);
+    Ok(config)
 }
 
 /// Parses config text; `lookup` resolves `${env:NAME}`.

@@ -165,3 +165,34 @@ fn an_org_lock_wins_over_every_allow_flag() {
         .to_string();
     assert!(err.starts_with("--allow-env:2:"), "{err}");
 }
+
+/// Everything the digest covers is named where the digest is shown: the policy files by layer,
+/// each command-line flag once, and the built-in default; a flag's grants change the digest.
+#[test]
+fn the_sources_name_every_input_of_the_digest_in_authority_order() {
+    use command_line::Flag;
+    let write = flag(Flag::Write, &["/tmp/out"]);
+    let env = flag(Flag::Env, &["TOKEN"]);
+    let files = [project("version = 1\n"), user("version = 1\n")];
+    let policy = load(&files, &[write.as_override("fs"), env.as_override("fs")]).unwrap();
+    assert_eq!(
+        policy.source_names(),
+        vec![
+            "user /home/me/.config/airlock/policy.toml",
+            "config --allow-write (command line)",
+            "config --allow-env (command line)",
+            "project /repo/.airlock/policy.toml",
+            "builtin builtin:default.toml",
+        ]
+    );
+    let without_flags = load(&files, &[]).unwrap();
+    assert_ne!(policy.digest, without_flags.digest);
+    assert_eq!(
+        without_flags.source_names(),
+        vec![
+            "user /home/me/.config/airlock/policy.toml",
+            "project /repo/.airlock/policy.toml",
+            "builtin builtin:default.toml"
+        ]
+    );
+}

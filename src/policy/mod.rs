@@ -349,9 +349,13 @@ pub struct Policy {
     pub server_sandbox: std::collections::BTreeMap<String, SandboxPolicy>,
     pub audit: AuditPolicy,
     pub pins: PinsPolicy,
-    /// The files that were merged, highest authority first.
+    /// The policy files that were merged, highest authority first.
     pub sources: Vec<(Layer, PathBuf)>,
-    /// SHA-256 over the merged files' contents, for the audit log.
+    /// The config layer's inputs: the server config file (`serve`) and the command line's
+    /// `--allow-*` flags (`run`), each once, in the order they were merged.
+    pub config_sources: Vec<PathBuf>,
+    /// SHA-256 over every input of the merge (the built-in default, each file's path and
+    /// contents, the config layer's), for the audit log and `airlock check`.
     pub digest: String,
 }
 
@@ -366,6 +370,40 @@ impl Policy {
     /// directory `context` names will. Pure: same policy, call and context, same decision.
     pub fn decide_in(&self, call: &Call<'_>, context: &reading::PathContext) -> Decision {
         self.tools.decide_in(call, context)
+    }
+
+    /// Every input the digest covers, highest authority first, as `airlock check` and the
+    /// audit log's `policy` event name them (`user /home/me/.config/airlock/policy.toml`,
+    /// `config --allow-write (command line)`, `builtin builtin:default.toml`).
+    pub fn source_names(&self) -> Vec<String> {
+        let named = |(layer, path): &(Layer, PathBuf)| format!("{layer} {}", path.display());
+        let above_config = self
+            .sources
+            .iter()
+            .filter(|(layer, _)| *layer < Layer::Config)
+            .map(named);
+        let config = self.config_sources.iter().map(|path| {
+            let shown = path.display().to_string();
+            if shown.starts_with("--") {
+                format!("{} {shown} (command line)", Layer::Config)
+            } else {
+                format!("{} {shown}", Layer::Config)
+            }
+        });
+        let below_config = self
+            .sources
+            .iter()
+            .filter(|(layer, _)| *layer > Layer::Config)
+            .map(named);
+        above_config
+            .chain(config)
+            .chain(below_config)
+            .chain(std::iter::once(format!(
+                "{} {}",
+                Layer::Builtin,
+                presets::DEFAULT_NAME
+            )))
+            .collect()
     }
 
     /// The sandbox for `server`: its own merged block if the config declared one, else the global.

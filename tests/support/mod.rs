@@ -373,6 +373,22 @@ fn spawn_with(world: &World, setup: &Setup, stdin: Stdio, stdout: Stdio) -> Chil
         .expect("airlock")
 }
 
+/// `airlock check` of what `start` launched in `world`: the same policy, and the same config
+/// (`serve`) or server command line (`run`).
+pub fn check_command(world: &World, setup: &Setup) -> Command {
+    let policy = world.path("policy.toml").display().to_string();
+    let mut cmd = match world.mode {
+        Mode::Run => {
+            let mut args = vec!["check", "--name", &setup.name, "--policy", &policy, "--"];
+            args.extend(setup.command.iter().map(String::as_str));
+            world.command(&args)
+        }
+        Mode::Serve => world.command(&["check", "--config", "airlock.toml", "--policy", &policy]),
+    };
+    cmd.current_dir(world.path(""));
+    cmd
+}
+
 /// A host speaking to airlock's stdio, one JSON message per line.
 pub struct Client {
     pub child: Child,

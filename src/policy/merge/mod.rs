@@ -512,7 +512,8 @@ fn compile(
 
 /// SHA-256 over every input of the merge, each field framed by a tag and its length, so no two
 /// different sets of files share a digest by shifting bytes from one field into the next (a path
-/// ending where a text begins).
+/// ending where a text begins). The built-in default is an input too: two airlock versions
+/// whose defaults differ run different policies from the same files.
 pub(super) fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) -> String {
     fn field(hasher: &mut Sha256, tag: u8, bytes: &[u8]) {
         hasher.update([tag]);
@@ -520,6 +521,7 @@ pub(super) fn digest(sources: &[LayerSource], servers: &[ServerOverride<'_>]) ->
         hasher.update(bytes);
     }
     let mut hasher = Sha256::new();
+    field(&mut hasher, b'b', presets::DEFAULT.as_bytes());
     for source in sources {
         field(&mut hasher, b'l', source.layer.to_string().as_bytes());
         field(
@@ -632,6 +634,12 @@ pub fn load(
     }
 
     let digest = digest(sources, servers);
+    let mut config_sources: Vec<PathBuf> = Vec::new();
+    for server in servers {
+        if !config_sources.iter().any(|path| path == server.path) {
+            config_sources.push(server.path.to_path_buf());
+        }
+    }
     let gate_schema = draft.gate_schema.clone();
     let (launch, tools, sandbox, audit, pins) = compile(draft);
     Ok(Policy {
@@ -643,6 +651,7 @@ pub fn load(
         audit,
         pins,
         sources: ordered.iter().map(|s| (s.layer, s.path.clone())).collect(),
+        config_sources,
         digest,
     })
 }
