@@ -17,6 +17,9 @@ use broken_peers::*;
 #[path = "session_modes/forwarding.rs"]
 mod forwarding;
 use forwarding::*;
+#[path = "session_modes/value_readings.rs"]
+mod value_readings;
+use value_readings::*;
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
@@ -53,6 +56,7 @@ both_modes!(
     an_allowed_call_goes_on_as_the_bytes_the_host_sent,
     a_carriage_return_cannot_split_a_call_into_two_for_the_server,
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
+    an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the

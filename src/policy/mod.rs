@@ -16,6 +16,7 @@ pub mod pattern;
 pub mod presets;
 pub mod reading;
 pub mod rules;
+pub mod value_texts;
 
 use std::fmt;
 use std::path::PathBuf;

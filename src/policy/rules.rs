@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::keys;
 use super::pattern::{Glob, GlobToken, ToolPattern};
 use super::reading::{PathContext, Reading, read_path};
+use super::value_texts;
 use super::{Action, Call, Decision, Origin, Sourced};
 use crate::paths as path;
 
@@ -138,7 +139,9 @@ impl Condition {
     /// aside); two such keys are ambiguous, which fails closed like an unreadable path. A list
     /// argument (say, several paths) must satisfy an `allow` rule with every element, while a
     /// `deny` or `ask` rule fires on any element: a list can never smuggle one forbidden value past
-    /// a rule. A missing argument never matches (so it satisfies only a `negate` condition).
+    /// a rule. Each value is also judged as whatever a lenient server may read it as (`1e0` as
+    /// `1`, a list sent as a JSON string as its elements: [`value_texts`]). A missing argument
+    /// never matches (so it satisfies only a `negate` condition).
     pub fn evaluate(
         &self,
         arguments: Option<&Value>,
@@ -167,20 +170,12 @@ impl Condition {
                 return (action != Action::Allow, trace);
             }
         };
-        let texts: Vec<String> = match value {
+        let texts = match value {
             None | Some(Value::Null) => {
                 trace.note = Some("absent".to_string());
                 return (self.negate, trace);
             }
-            Some(Value::String(text)) => vec![text.clone()],
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| match item {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-            Some(other) => vec![other.to_string()],
+            Some(value) => value_texts::texts(value, self.normalize_path),
         };
         let mut results = Vec::with_capacity(texts.len());
         for text in &texts {
