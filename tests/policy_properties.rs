@@ -341,6 +341,7 @@ proptest! {
             bases: vec![PathBuf::from("/srv/given")],
             fallback_cwd: None,
             user_homes: vec![PathBuf::from("/home/me")],
+            follow_links: false,
         };
         let decision = policy.decide_in(
             &Call { server: "fs", tool: "read_file", arguments: Some(&arguments), identity: None },

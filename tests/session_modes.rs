@@ -57,6 +57,7 @@ both_modes!(
     a_carriage_return_cannot_split_a_call_into_two_for_the_server,
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
+    a_path_rule_fires_through_the_links_along_the_path,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the

@@ -245,6 +245,7 @@ fn server_path_context(server: &str, cwd: Option<PathBuf>) -> PathContext {
         bases: Vec::new(),
         fallback_cwd: None,
         user_homes: crate::process::launch::user_homes(dirs.home.as_deref()),
+        follow_links: true,
     }
 }
 

@@ -368,7 +368,8 @@ impl Policy {
     }
 
     /// Decides one call, reading path arguments the way the server whose HOME and working
-    /// directory `context` names will. Pure: same policy, call and context, same decision.
+    /// directory `context` names will. Pure, but for the links along a path when `context`
+    /// follows them (a local server's): same policy, call, context and links, same decision.
     pub fn decide_in(&self, call: &Call<'_>, context: &reading::PathContext) -> Decision {
         self.tools.decide_in(call, context)
     }

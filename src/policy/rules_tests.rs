@@ -229,6 +229,7 @@ fn server_context() -> PathContext {
         bases: Vec::new(),
         fallback_cwd: None,
         user_homes: vec![PathBuf::from("/home/me")],
+        follow_links: false,
     }
 }
 

@@ -161,6 +161,7 @@ impl Prepared {
             .then(|| self.plan.private_home.clone()),
             bases,
             user_homes: user_homes(self.user_home.as_deref()),
+            follow_links: true,
         }
     }
 

@@ -59,3 +59,42 @@ prefix = "/srv/secret/"
     assert_eq!(decisions[..8], vec!["deny"; 8]);
     assert_eq!(decisions[8..], vec!["allow"; 3]);
 }
+
+/// A path is read as the kernel will resolve it for the server, through the links along it:
+/// `link/b` where `link` points into a denied directory is in it, and so is `up/../c` where `up`
+/// points to a directory inside it (lexically `c` would be beside `up`). A path with no link
+/// along it is read as written.
+pub(super) fn a_path_rule_fires_through_the_links_along_the_path(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().canonicalize().unwrap().join("data");
+    std::fs::create_dir_all(data.join("secret/sub")).unwrap();
+    std::fs::create_dir_all(data.join("public")).unwrap();
+    std::os::unix::fs::symlink("secret", data.join("link")).unwrap();
+    std::os::unix::fs::symlink("secret/sub", data.join("up")).unwrap();
+    let setup = Setup::fixture("").policy(&format!(
+        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = {:?}\n",
+        data.join("secret").display().to_string()
+    ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let path = |rest: &str| data.join(rest).display().to_string();
+    for (id, (written, denied)) in [
+        ("secret/a", true),
+        ("link/b", true),
+        ("up/../c", true),
+        ("public/../link/d", true),
+        ("public/e", false),
+        ("up/../../public/f", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = client.call(
+            id as i64 + 1,
+            &world.tool("echo"),
+            json!({"text": "through", "path": path(written)}),
+        );
+        let reached = Client::text(&answer).contains("fixture: through");
+        assert_eq!(reached, !denied, "{written}: {answer}");
+    }
+}
