@@ -17,6 +17,9 @@ use broken_peers::*;
 #[path = "session_modes/forwarding.rs"]
 mod forwarding;
 use forwarding::*;
+#[path = "session_modes/audit_records.rs"]
+mod audit_records;
+use audit_records::*;
 #[path = "session_modes/value_readings.rs"]
 mod value_readings;
 use value_readings::*;
@@ -217,52 +220,6 @@ fn timeouts_answer_the_host_and_cancel_at_the_server(mode: Mode) {
     assert_eq!(outcome["request_id"], 1);
 }
 
-/// The decision event carries the host's request id in both modes, and the session's policy
-/// event the digest `airlock check` prints for the same inputs, and every input it covers.
-fn decisions_are_audited_with_the_hosts_id_and_the_policy_digest(mode: Mode) {
-    let setup = || Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
-    let (world, mut client) = start(mode, setup());
-    client.initialize("2025-06-18");
-    let denied = client.call(41, &world.tool("pid"), json!({}));
-    assert_eq!(denied["result"]["isError"], true);
-    assert!(Client::text(&denied).contains("mcp:fixture__pid"));
-    let allowed = client.call(
-        42,
-        &world.tool("echo"),
-        json!({"text": "x", "token": "s3cret"}),
-    );
-    assert!(Client::text(&allowed).contains('x'));
-    let decisions = world.events("decision");
-    let ids: Vec<&Value> = decisions.iter().map(|e| &e["request_id"]).collect();
-    assert_eq!(ids, vec![&json!(41), &json!(42)]);
-    assert_eq!(decisions[1]["args"]["token"], "[REDACTED]");
-    let policy = world
-        .audit()
-        .into_iter()
-        .find(|e| e["event"] == "policy")
-        .unwrap();
-    let digest = policy["detail"]["digest"].as_str().unwrap();
-    let check = support::check_command(&world, &setup()).output().unwrap();
-    let printed = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        printed.contains(&format!("digest   sha256:{digest}\n")),
-        "{policy}\n{printed}"
-    );
-    let sources: Vec<&str> = policy["detail"]["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|source| source.as_str().unwrap())
-        .collect();
-    let mut expected = vec![format!("user {}", world.path("policy.toml").display())];
-    if mode == Mode::Serve {
-        // The config file is the config layer's input (its servers' own blocks).
-        expected.push(format!("config {}", world.path("airlock.toml").display()));
-    }
-    expected.push("builtin builtin:default.toml".into());
-    assert_eq!(sources, expected, "{printed}");
-}
-
 /// 2025-03-26 had JSON-RPC batches: each request is gated on its own, the answers come back as
 /// one array.
 fn batches_are_answered_together_in_2025_03_26(mode: Mode) {
@@ -305,17 +262,6 @@ fn a_cancelled_batch_member_does_not_hold_back_the_others(mode: Mode) {
         rest.iter().all(|m| m["id"] != 1),
         "no answer to the cancelled: {rest:?}"
     );
-}
-
-/// An unknown tool is answered by airlock (the server never sees the name) as the official
-/// SDKs' servers answer it: a tool result with `isError: true` naming the tool.
-fn unknown_tools_get_an_unknown_tool_result(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture(""));
-    client.initialize("2025-06-18");
-    let answer = client.call(1, &world.tool("no_such_tool"), json!({}));
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let text = Client::text(&answer);
-    assert!(text.starts_with("Unknown tool: no_such_tool"), "{text}");
 }
 
 /// SIGTERM: every server through the kill sequence, then the exit event.

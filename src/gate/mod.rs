@@ -49,6 +49,7 @@ mod caller;
 mod listed;
 use crate::mcp::Field;
 pub use caller::{META_IDENTITY, META_REQUEST};
+pub use listed::UNLISTED_RULE;
 
 /// Prefix of every id airlock itself puts in the host-facing id space.
 pub const OWN_ID_PREFIX: &str = "airlock-";

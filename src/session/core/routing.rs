@@ -11,9 +11,13 @@ use serde_json::{Value, json};
 
 use super::lists::ListKind;
 use super::{Core, Origin, era};
+use crate::audit::{Event, EventKind, Outcome};
+use crate::gate::META_IDENTITY;
+use crate::gate::UNLISTED_RULE;
 use crate::gateway::names::{NameTable, split};
 use crate::mcp::Field;
 use crate::mcp::message::{code, failed_call_answer, task_augmented};
+use crate::policy::Action;
 
 impl Core {
     /// A request of a gateway's host: answered by airlock, or routed to one server.
@@ -151,10 +155,7 @@ impl Core {
             return;
         };
         let Some((index, original)) = self.route_name(&self.tools, name) else {
-            let text = format!("Unknown tool: {name} (no server of this gateway lists it)");
-            let task = task_augmented(&message);
-            let answer = failed_call_answer(id, &text, task, code::INVALID_PARAMS);
-            self.send_host(answer);
+            self.refuse_unrouted(&message, name, id);
             return;
         };
         let mut message = message;
@@ -166,6 +167,40 @@ impl Core {
             *slot = Value::String(original);
         }
         self.forward_request(index, message, id, now);
+    }
+
+    /// A call no server of this gateway lists: audited as every call is (a decision, then a
+    /// `denied` outcome, under the gateway's own name, as a server's gate audits a name its
+    /// server did not list) and answered as an unknown tool.
+    fn refuse_unrouted(&mut self, message: &Value, name: &str, id: Value) {
+        let identity = message
+            .at(&["params", "_meta", META_IDENTITY])
+            .and_then(Value::as_str)
+            .filter(|_| self.trust_identity)
+            .map(String::from);
+        let shown = self.redactor.loggable_name(name);
+        let mut decision = Event::new(EventKind::Decision, "gateway");
+        decision.identity = identity.clone();
+        decision.request_id = Some(id.clone());
+        decision.tool = Some(shown.clone());
+        decision.args = message
+            .at(&["params", "arguments"])
+            .map(|arguments| self.redactor.redact(arguments));
+        decision.decision = Some(Action::Deny.to_string());
+        decision.rule = Some(UNLISTED_RULE.into());
+        decision.reason = Some("no server of this gateway lists a tool of this name".into());
+        self.audit(decision);
+        let mut outcome = Event::new(EventKind::Outcome, "gateway");
+        outcome.identity = identity;
+        outcome.request_id = Some(id.clone());
+        outcome.tool = Some(shown);
+        outcome.outcome = Some(Outcome::Denied);
+        outcome.duration_ms = Some(0.0);
+        self.audit(outcome);
+        let text = format!("Unknown tool: {name} (no server of this gateway lists it)");
+        let task = task_augmented(message);
+        let answer = failed_call_answer(id, &text, task, code::INVALID_PARAMS);
+        self.send_host(answer);
     }
 
     /// A namespaced name → (server, original): listed names first, then `server<sep>rest` for a

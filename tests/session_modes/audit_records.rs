@@ -1,0 +1,98 @@
+//! What every call leaves in the audit log, whichever way it ends.
+
+use super::*;
+
+/// The decision event carries the host's request id in both modes, and the session's policy
+/// event the digest `airlock check` prints for the same inputs, and every input it covers.
+pub(super) fn decisions_are_audited_with_the_hosts_id_and_the_policy_digest(mode: Mode) {
+    let setup = || Setup::fixture("").policy("[tools]\ndeny = [\"mcp:fixture__pid\"]");
+    let (world, mut client) = start(mode, setup());
+    client.initialize("2025-06-18");
+    let denied = client.call(41, &world.tool("pid"), json!({}));
+    assert_eq!(denied["result"]["isError"], true);
+    assert!(Client::text(&denied).contains("mcp:fixture__pid"));
+    let allowed = client.call(
+        42,
+        &world.tool("echo"),
+        json!({"text": "x", "token": "s3cret"}),
+    );
+    assert!(Client::text(&allowed).contains('x'));
+    let decisions = world.events("decision");
+    let ids: Vec<&Value> = decisions.iter().map(|e| &e["request_id"]).collect();
+    assert_eq!(ids, vec![&json!(41), &json!(42)]);
+    assert_eq!(decisions[1]["args"]["token"], "[REDACTED]");
+    let policy = world
+        .audit()
+        .into_iter()
+        .find(|e| e["event"] == "policy")
+        .unwrap();
+    let digest = policy["detail"]["digest"].as_str().unwrap();
+    let check = support::check_command(&world, &setup()).output().unwrap();
+    let printed = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        printed.contains(&format!("digest   sha256:{digest}\n")),
+        "{policy}\n{printed}"
+    );
+    let sources: Vec<&str> = policy["detail"]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|source| source.as_str().unwrap())
+        .collect();
+    let mut expected = vec![format!("user {}", world.path("policy.toml").display())];
+    if mode == Mode::Serve {
+        // The config file is the config layer's input (its servers' own blocks).
+        expected.push(format!("config {}", world.path("airlock.toml").display()));
+    }
+    expected.push("builtin builtin:default.toml".into());
+    assert_eq!(sources, expected, "{printed}");
+}
+
+/// An unknown tool is answered by airlock (the server never sees the name) as the official
+/// SDKs' servers answer it: a tool result with `isError: true` naming the tool.
+pub(super) fn unknown_tools_get_an_unknown_tool_result(mode: Mode) {
+    // A second server (`serve` only), so a name without a server's prefix routes to none.
+    let other = format!(
+        "[servers.other]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}, \"--name\", \"other\"]",
+        support::fixture().display().to_string()
+    );
+    let (world, mut client) = start(mode, Setup::fixture("").serve_config(&other));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("no_such_tool"), json!({}));
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = Client::text(&answer);
+    assert!(text.starts_with("Unknown tool: no_such_tool"), "{text}");
+    // Audited as every call is, with the rule that refused it (a refusal's records may follow
+    // its answer).
+    assert!(support::wait_until(SECS(5), || !world
+        .events("outcome")
+        .is_empty()));
+    let decisions = world.events("decision");
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    assert_eq!(decisions[0]["decision"], "deny");
+    assert_eq!(decisions[0]["rule"], "airlock: not a listed tool");
+    if mode == Mode::Serve {
+        let answer = client.call(2, "no_such_tool", json!({"token": "s3cret"}));
+        let text = Client::text(&answer);
+        assert!(text.starts_with("Unknown tool: no_such_tool"), "{text}");
+        let gateway = || -> Vec<Value> {
+            world
+                .audit()
+                .into_iter()
+                .filter(|e| e["server"] == "gateway" && e["request_id"] == 2)
+                .collect()
+        };
+        assert!(support::wait_until(SECS(5), || gateway().len() == 2));
+        let gateway = gateway();
+        let kinds: Vec<&Value> = gateway.iter().map(|e| &e["event"]).collect();
+        assert_eq!(
+            kinds,
+            [&json!("decision"), &json!("outcome")],
+            "{gateway:?}"
+        );
+        assert_eq!(gateway[0]["rule"], "airlock: not a listed tool");
+        assert_eq!(gateway[0]["tool"], "no_such_tool");
+        assert_eq!(gateway[0]["args"]["token"], "[REDACTED]");
+        assert_eq!(gateway[1]["outcome"], "denied");
+    }
+}
