@@ -263,11 +263,18 @@ fn assert_status_saw_each_server(report: &Value) {
 
 fn assert_audited_and_cleaned_up(audit: &Path, state: &Path) {
     let events = events(audit);
-    let decisions = events.iter().filter(|e| e["event"] == "decision").count();
+    let decisions: Vec<&Value> = events.iter().filter(|e| e["event"] == "decision").collect();
     assert_eq!(
-        decisions, 6,
-        "one decision per routed call (not for the unknown tool)"
+        decisions.len(),
+        7,
+        "one decision per call, the unknown tool's too"
     );
+    let unrouted: Vec<&&Value> = decisions
+        .iter()
+        .filter(|e| e["server"] == "gateway")
+        .collect();
+    assert_eq!(unrouted.len(), 1, "{unrouted:?}");
+    assert_eq!(unrouted[0]["rule"], "airlock: not a listed tool");
     assert!(
         events
             .iter()

@@ -280,7 +280,7 @@ fn report_server(
             // The same resolution, allowlist check and sandbox plan that `run`/`serve` use.
             match launch::prepare(server, policy, context) {
                 Ok(mut prepared) => {
-                    crate::sandbox::host::observe_owners(&mut prepared.plan);
+                    crate::sandbox::host::observe_host(&mut prepared.plan);
                     let argv: Vec<String> =
                         prepared.plan.argv.iter().map(|w| shell_quote(w)).collect();
                     let _ = writeln!(text, "    argv     {}", argv.join(" "));

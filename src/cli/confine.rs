@@ -164,7 +164,7 @@ fn build_plan(args: &SandboxExecArgs) -> Result<SandboxPlan, CliError> {
 pub fn sandbox_exec(args: SandboxExecArgs) -> Result<ExitCode, CliError> {
     let mut plan = build_plan(&args)?;
     if args.show_plan {
-        crate::sandbox::host::observe_owners(&mut plan);
+        crate::sandbox::host::observe_host(&mut plan);
         eprint!("{plan:#}");
     }
     // A current-thread runtime: the helper's parent-death signal is tied to the spawning thread,

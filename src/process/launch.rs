@@ -297,6 +297,14 @@ pub fn prepare(
             argument.source
         );
     }
+    for missing in crate::sandbox::host::missing_policy_grants(&plan) {
+        let path = missing.path.display();
+        tracing::warn!(
+            server = %name,
+            "{path} is granted ({}) but does not exist on this host, so the server cannot reach it. Fix: create it first (`mkdir -p {path}` for a directory), or correct the grant",
+            missing.reason
+        );
+    }
     let fetch = fetch_plan(&request, &plan, &context.host);
     Ok(Prepared {
         plan,

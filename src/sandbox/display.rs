@@ -132,10 +132,12 @@ impl SandboxPlan {
             )?,
         }
         let brief = !f.alternate();
-        let (system, listed): (Vec<&FsRule>, Vec<&FsRule>) = self
+        let (mut system, listed): (Vec<&FsRule>, Vec<&FsRule>) = self
             .fs
             .iter()
             .partition(|rule| brief && is_system_rule(rule));
+        // "Where this host has them": one this host lacks is not counted.
+        system.retain(|rule| !rule.missing);
         if let Some(first) = system.first() {
             let mut kinds: Vec<&str> = Vec::new();
             let mut devices: Vec<String> = Vec::new();
@@ -212,6 +214,9 @@ impl SandboxPlan {
             FsAccess::ReadExec => "read-only",
             FsAccess::ReadWrite => "read-write",
         };
+        if rule.missing {
+            return "missing on this host: skipped, the server cannot reach it".to_string();
+        }
         match (self.root.is_some(), rule.shown) {
             (false, _) => format!("host path, as far as {whom}'s permissions go"),
             (true, Shown::Bind) => format!("bound {mode}, as far as {whom}'s permissions go"),

@@ -401,11 +401,14 @@ pub(super) fn policy_rules(
                     path: protected_path,
                 });
             }
-            fs.push(path, access, &format!("policy grant ({origin})"), shown);
+            fs.push(path, access, &format!("{POLICY_GRANT} ({origin})"), shown);
         }
     }
     Ok(())
 }
+
+/// How a rule the policy's `read`/`write` lists (or the `--allow-*` flags) made begins its reason.
+pub const POLICY_GRANT: &str = "policy grant";
 
 /// Deduplicated landlock rules: a path granted twice keeps the widest access.
 #[derive(Default)]
@@ -465,6 +468,7 @@ impl FsRules {
             owner: None,
             derived_via: from.via,
             named_by: from.named_by,
+            missing: false,
         });
     }
 

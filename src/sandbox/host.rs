@@ -85,19 +85,35 @@ impl HostFacts {
 
 /// The running kernel's release (`6.18.4-arch1`), from procfs; `None` when it cannot be read.
 /// For `airlock check` and `--show-plan`: who owns each idmapped path on disk, so the plan says
-/// whose files the server reaches there. The helper looks again when it builds the bind.
-pub fn observe_owners(plan: &mut super::SandboxPlan) {
+/// whose files the server reaches there, and which paths do not exist here (the helper skips
+/// them). The helper looks again when it builds the root.
+pub fn observe_host(plan: &mut super::SandboxPlan) {
     use std::os::unix::fs::MetadataExt;
-    for rule in plan
-        .fs
-        .iter_mut()
-        .filter(|rule| rule.shown == super::Shown::IdmappedBind)
-    {
-        rule.owner = std::fs::metadata(&rule.path).ok().map(|meta| super::Owner {
-            uid: meta.uid(),
-            gid: meta.gid(),
-        });
+    for rule in &mut plan.fs {
+        let meta = std::fs::metadata(&rule.path);
+        rule.missing = is_missing(&meta);
+        if rule.shown == super::Shown::IdmappedBind {
+            rule.owner = meta.ok().map(|meta| super::Owner {
+                uid: meta.uid(),
+                gid: meta.gid(),
+            });
+        }
     }
+}
+
+/// The policy's own grants (its `read`/`write` lists, the `--allow-*` flags) that do not exist
+/// on this host: the server will not reach them, which a user who asked for them should hear
+/// (a directory to create first, a typo), not find out from the server's errors.
+pub fn missing_policy_grants(plan: &super::SandboxPlan) -> Vec<&super::FsRule> {
+    plan.fs
+        .iter()
+        .filter(|rule| rule.reason.contains(super::grants::POLICY_GRANT))
+        .filter(|rule| is_missing(&std::fs::metadata(&rule.path)))
+        .collect()
+}
+
+fn is_missing(meta: &std::io::Result<std::fs::Metadata>) -> bool {
+    matches!(meta, Err(err) if err.kind() == std::io::ErrorKind::NotFound)
 }
 
 pub fn kernel_release() -> Option<String> {

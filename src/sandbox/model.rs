@@ -47,6 +47,10 @@ pub struct FsRule {
     /// grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub named_by: Option<PathBuf>,
+    /// The path did not exist when `airlock check` looked (`sandbox::host::observe_host`): the
+    /// helper skips it, so the server cannot reach it. Shown, never acted on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 /// Who owns a path on disk. An idmapped bind shows these ids as the server's: the server reaches

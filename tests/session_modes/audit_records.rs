@@ -96,3 +96,31 @@ pub(super) fn unknown_tools_get_an_unknown_tool_result(mode: Mode) {
         assert_eq!(gateway[1]["outcome"], "denied");
     }
 }
+
+/// A grant of a path this host does not have is skipped by the sandbox: the user hears it when
+/// the server is planned (stderr, with the fix), and `airlock check` shows it as missing rather
+/// than as bound. The server still starts and works.
+pub(super) fn a_granted_path_that_does_not_exist_is_named_not_silently_dropped(mode: Mode) {
+    let scratch = tempfile::tempdir().unwrap();
+    let missing = scratch.path().join("not-yet");
+    let setup =
+        || Setup::fixture("").policy(&format!("write = [{:?}]", missing.display().to_string()));
+    let (world, mut client) = start(mode, setup());
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("echo"), json!({"text": "works"}));
+    assert!(Client::text(&answer).contains("works"), "{answer}");
+    client.close_stdin();
+    client.wait(SECS(10));
+    let stderr = client.stderr();
+    let told = format!("{} is granted (policy grant", missing.display());
+    assert!(stderr.contains(&told), "{stderr}");
+    assert!(stderr.contains("mkdir -p"), "{stderr}");
+    let check = support::check_command(&world, &setup()).output().unwrap();
+    let printed = String::from_utf8_lossy(&check.stdout);
+    let shown = format!("write {}  (policy grant", missing.display());
+    let line = printed
+        .lines()
+        .find(|line| line.trim_start().starts_with(&shown))
+        .unwrap_or_else(|| panic!("{printed}"));
+    assert!(line.contains("missing on this host"), "{line}");
+}
