@@ -254,13 +254,8 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
     let message = plain_types(err.message().trim());
     let fix = if message.starts_with("unknown field") || message.starts_with("unknown variant") {
         Some(unknown_name_fix(&message))
-    } else if message.starts_with("invalid type") && message.contains("expected a whole number") {
-        Some(
-            "write a whole number without quotes (a timeout counts whole seconds: `300` for 5 minutes)"
-                .to_string(),
-        )
     } else if message.starts_with("invalid type") {
-        Some("give the value the type the message names".to_string())
+        Some(type_fix(&message))
     } else if message.starts_with("missing field") {
         Some("add the missing key".to_string())
     } else {
@@ -276,6 +271,27 @@ pub fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) -> Source
 }
 
 /// serde's Rust type names in a message, in words: `expected u64` → `expected a whole number`.
+/// The fix for a value of the wrong type, shown in TOML: what to write instead.
+fn type_fix(message: &str) -> String {
+    let expected = message.split_once("expected").map_or("", |(_, rest)| rest);
+    if expected.contains("whole number") {
+        "write a whole number without quotes, e.g. `512`".to_string()
+    } else if expected.contains("a number") {
+        "write a number without quotes, e.g. `1.5`".to_string()
+    } else if expected.contains("true or false") {
+        "write `true` or `false`, without quotes".to_string()
+    } else if expected.contains("sequence") || expected.contains("array") {
+        "write a list in brackets, e.g. `[\"a\", \"b\"]` (one item is `[\"a\"]`)".to_string()
+    } else if expected.contains("string") {
+        "write the value in double quotes, e.g. `\"value\"`".to_string()
+    } else if expected.contains("map") || expected.contains("table") || expected.contains("struct")
+    {
+        "write a table: a `[section]` of its own, or `{ key = \"value\" }`".to_string()
+    } else {
+        "give the value the type the message names".to_string()
+    }
+}
+
 fn plain_types(message: &str) -> String {
     let mut plain = message.to_string();
     for int in [
@@ -420,20 +436,28 @@ mod tests {
     fn type_errors_name_types_in_words() {
         #[derive(Debug, serde::Deserialize)]
         #[allow(dead_code)]
-        struct Timeouts {
-            startup_timeout: u64,
+        struct Values {
+            memory_mb: Option<u64>,
+            read: Option<Vec<String>>,
+            command: Option<String>,
+            trust: Option<bool>,
         }
-        let text = "startup_timeout = \"30\"\n";
-        let err = parse_toml_all::<Timeouts>(Path::new("a.toml"), text).unwrap_err();
+        let fix_for = |text: &str| {
+            let err = parse_toml_all::<Values>(Path::new("a.toml"), text).unwrap_err();
+            (err.message, err.fix.unwrap_or_default())
+        };
+        let (message, fix) = fix_for("memory_mb = \"lots\"\n");
         assert_eq!(
-            err.message,
-            "invalid type: string \"30\", expected a whole number"
+            message,
+            "invalid type: string \"lots\", expected a whole number"
         );
-        let fix = err.fix.unwrap_or_default();
-        assert!(
-            fix.contains("without quotes") && fix.contains("`300`"),
-            "{fix}"
-        );
+        assert_eq!(fix, "write a whole number without quotes, e.g. `512`");
+        let (_, fix) = fix_for("read = \"~/x\"\n");
+        assert!(fix.contains("list in brackets"), "{fix}");
+        let (_, fix) = fix_for("command = 3\n");
+        assert!(fix.contains("double quotes"), "{fix}");
+        let (_, fix) = fix_for("trust = \"yes\"\n");
+        assert!(fix.contains("`true` or `false`"), "{fix}");
     }
 
     #[test]

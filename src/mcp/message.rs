@@ -266,26 +266,19 @@ pub fn failed_call_answer(id: Value, text: &str, task_augmented: bool, code: i64
 /// The answer to a host line that is not a message airlock can read: too long (`-32600`, the
 /// line was never buffered whole) or not JSON (`-32700`). The id is unknown: `null`.
 pub fn unreadable_line_reply(problem: &Unreadable) -> Value {
-    match problem {
-        Unreadable::Oversized { bytes, limit } => error_response(
-            Value::Null,
-            code::INVALID_REQUEST,
-            &format!("message of {bytes} bytes exceeds airlock's limit of {limit} bytes"),
-            None,
-        ),
-        Unreadable::NotJson(err) => error_response(
-            Value::Null,
-            code::PARSE_ERROR,
-            &format!("parse error: {err}"),
-            None,
-        ),
-    }
+    let code = match problem {
+        Unreadable::Oversized { .. } => code::INVALID_REQUEST,
+        Unreadable::NotJson(_) => code::PARSE_ERROR,
+    };
+    error_response(Value::Null, code, &problem.to_string(), None)
 }
 
-/// Why a line could not be read as JSON.
-#[derive(Debug)]
+/// Why a line could not be read as JSON (the text is the host's answer and airlock's warning).
+#[derive(Debug, thiserror::Error)]
 pub enum Unreadable {
+    #[error("message of {bytes} bytes exceeds airlock's limit of {limit} bytes")]
     Oversized { bytes: usize, limit: usize },
+    #[error("parse error: {0}")]
     NotJson(serde_json::Error),
 }
 

@@ -24,6 +24,12 @@ pub(super) fn junk_from_a_server_is_capped_in_audit_and_stderr(mode: Mode) {
     let stderr = client.stderr();
     let warnings = stderr.matches("dropped a line").count();
     assert_eq!(warnings, 10, "{}", &stderr[..stderr.len().min(2000)]);
+    // Each warning shows the line's start, so a banner is told from corruption.
+    assert!(
+        stderr.contains("(the line: \"JUNK line 0: this is not JSON-RPC {{{\")"),
+        "{}",
+        &stderr[..stderr.len().min(2000)]
+    );
 }
 
 /// A second answer to one id, and a line that is not UTF-8: never forwarded.

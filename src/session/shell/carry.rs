@@ -62,6 +62,9 @@ fn encode_into(out: &mut Vec<u8>, value: &Value) {
     out.push(b'\n');
 }
 
+/// How much of a dropped line the warning shows.
+const JUNK_SHOWN_BYTES: usize = 80;
+
 impl<HR, HW> Loop<HR, HW>
 where
     HR: AsyncRead + Unpin,
@@ -130,7 +133,7 @@ where
                 generation,
                 message,
             } => self.gather(server, generation, &message),
-            Action::Dropped { server, reason } => self.junk(server, reason, json!({}))?,
+            Action::Dropped { server, reason } => self.junk(server, reason, json!({}), None)?,
             Action::Start { server, generation } => {
                 self.flush()?;
                 self.start(server, generation);
@@ -232,11 +235,15 @@ where
     }
 
     /// Junk from a server: recorded one by one up to a bound, then only counted.
+    /// `line`: the dropped line, when there is one to show: its start goes into the warning
+    /// (control characters shown, not acted), so a user tells a stray banner from corruption;
+    /// the audit record keeps only the reason and the size.
     pub(super) fn junk(
         &mut self,
         server: usize,
         reason: String,
         detail: Value,
+        line: Option<&[u8]>,
     ) -> Result<(), ShellError> {
         let Some(link) = self.links.get_mut(server).and_then(|l| l.as_mut()) else {
             return Ok(());
@@ -244,7 +251,17 @@ where
         if !link.junk.note() {
             return Ok(());
         }
-        tracing::warn!(server = %self.names[server], "dropped a line from the server: {reason}");
+        let start = line.map(|line| {
+            let text = String::from_utf8_lossy(&line[..line.len().min(JUNK_SHOWN_BYTES)]);
+            let more = if line.len() > JUNK_SHOWN_BYTES {
+                "…"
+            } else {
+                ""
+            };
+            format!(" (the line: \"{}{more}\")", super::stderr::shown(&text))
+        });
+        let start = start.unwrap_or_default();
+        tracing::warn!(server = %self.names[server], "dropped a line from the server: {reason}{start}");
         let mut event = Event::new(EventKind::Dropped, &self.names[server]);
         event.reason = Some(reason);
         event.detail = Some(detail);

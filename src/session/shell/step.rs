@@ -206,7 +206,7 @@ where
                 .map_err(Unreadable::NotJson),
         };
         if let Err(problem) = read {
-            tracing::warn!("unreadable message from the host: {problem:?}");
+            tracing::warn!("unreadable message from the host: {problem}");
             self.queue_host(&unreadable_line_reply(&problem));
         }
     }
@@ -227,17 +227,17 @@ where
                 let max = self.max_line_bytes;
                 let reason = format!("line of {bytes} bytes exceeds the limit of {max} bytes");
                 let detail = json!({"bytes": bytes, "limit": max});
-                return self.junk(server, reason, detail);
+                return self.junk(server, reason, detail, None);
             }
             Frame::Line(line) => line,
         };
         if let Err(err) = std::str::from_utf8(&line) {
             let reason = format!("not UTF-8: {err}");
-            return self.junk(server, reason, json!({"bytes": line.len()}));
+            return self.junk(server, reason, json!({"bytes": line.len()}), Some(&line));
         }
         if let Err(err) = self.core.on_server_line(server, generation, &line, now) {
             let reason = format!("not JSON: {err}");
-            self.junk(server, reason, json!({"bytes": line.len()}))?;
+            self.junk(server, reason, json!({"bytes": line.len()}), Some(&line))?;
         }
         Ok(())
     }
@@ -318,7 +318,7 @@ where
                 message,
             } => self.core.on_server(server, generation, message, now),
             Input::RemoteDropped { server, reason } => {
-                self.junk(server, reason, json!({}))?;
+                self.junk(server, reason, json!({}), None)?;
             }
             Input::RemoteEnded {
                 server,
