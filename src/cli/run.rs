@@ -37,6 +37,7 @@ const SPAWN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Run one stdio MCP server confined, gating and auditing every tool call.
 #[derive(Debug, Args)]
 #[command(
+    override_usage = "airlock run [OPTIONS] [--] <CMD>...",
     after_help = "Example (in a host's MCP config):\n  \"command\": \"airlock\",\n  \"args\": [\"run\", \"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me/notes\"]\n\nThe first word that is not an airlock option starts the server's command; everything after it\nis the server's own. `airlock run -- CMD ...` works too."
 )]
 pub struct RunArgs {
