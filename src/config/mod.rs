@@ -445,7 +445,7 @@ impl Validator<'_> {
                     .error(
                         at,
                         format!(
-                            "server {server:?}: `{key}` uses ${{env:{name}}}, which is not set"
+                            "server {server:?}: `{key}` uses the variable {name}, which is not set"
                         ),
                     )
                     .with_fix(format!(
@@ -455,7 +455,7 @@ impl Validator<'_> {
             self.warnings.push(SourceWarning::new(
                 self.path,
                 at,
-                format!("server {server:?}: `{key}` uses ${{env:{name}}}, which is not set; it expands to \"\""),
+                format!("server {server:?}: `{key}` uses the variable {name}, which is not set; it expands to \"\""),
             ));
         }
         Ok((expanded.value, expanded.interpolated))
@@ -565,9 +565,15 @@ impl Validator<'_> {
 
     fn expand_args(&mut self, raw: &RawServer) -> Result<Vec<String>, SourceError> {
         let at = raw.command.as_ref().and_then(|c| c.at);
+        // The elements have no positions of their own: each is named by its index.
         raw.args
             .iter()
-            .map(|arg| Ok(self.expand(&raw.name, "args", arg, at)?.0))
+            .enumerate()
+            .map(|(index, arg)| {
+                Ok(self
+                    .expand(&raw.name, &format!("args[{index}]"), arg, at)?
+                    .0)
+            })
             .collect()
     }
 

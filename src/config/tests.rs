@@ -255,6 +255,15 @@ fn unset_variables_warn_unless_strict() {
     assert_eq!(config.servers[0].env["A"].value, "");
     assert!(config.warnings[0].message.contains("NOPE"));
     assert_eq!(config.warnings[0].position.map(|p| p.line), Some(3));
+    // An `args` element is named by its index, in the spelling the user wrote it.
+    let config =
+        parse_text("[servers.x]\ncommand = \"npx\"\nargs = [\"-y\", \"pkg\", \"${NOPE_DIR}\"]\n")
+            .unwrap();
+    let warning = &config.warnings[0].message;
+    assert!(
+        warning.contains("`args[2]` uses the variable NOPE_DIR, which is not set"),
+        "{warning}"
+    );
     assert_error(
         "strict_env = true\n[servers.x]\ncommand = \"npx\"\nenv = { A = \"${env:NOPE}\" }\n",
         4,
