@@ -345,11 +345,19 @@ pub fn parse_toml_partial<T: serde::de::DeserializeOwned>(
             }
             Err(err) => {
                 let message = err.message().trim();
-                // A value set aside for an earlier error is not missing as well.
-                let knock_on = message.starts_with("missing field")
-                    && removed
-                        .iter()
-                        .any(|key| message.contains(&format!("`{key}`")));
+                // A value set aside for an earlier error is not missing as well, nor is the key
+                // a misspelt one set aside was meant to be (`prefx` for `prefix`).
+                let missing = message
+                    .strip_prefix("missing field")
+                    .and_then(|rest| rest.split('`').nth(1));
+                let knock_on = missing.is_some_and(|field| {
+                    removed.iter().any(|key| key == field)
+                        || did_you_mean(
+                            field,
+                            &removed.iter().map(String::as_str).collect::<Vec<_>>(),
+                        )
+                        .is_some()
+                });
                 if !knock_on {
                     errors.push(from_toml_error(file, text, &err));
                 }
@@ -369,7 +377,49 @@ pub fn parse_toml_partial<T: serde::de::DeserializeOwned>(
 
 /// Removes the entry an error at `span` is about, wherever it is; returns its key.
 fn remove_entry(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Option<String> {
-    remove_at(table, span).or_else(|| remove_holding(table, span))
+    remove_table_of_array(table, span)
+        .or_else(|| remove_at(table, span))
+        .or_else(|| remove_holding(table, span))
+}
+
+/// Removes the table of an array of tables whose header is at `span`. An error about one such
+/// table (`[[tools.rule]]` missing a key) points at its header, which is also the span of the
+/// whole array: only that table is set aside, so the array's other tables still reach the checks
+/// that run after parsing.
+fn remove_table_of_array(table: &mut toml::de::DeTable<'_>, span: &Range<usize>) -> Option<String> {
+    use toml::de::DeValue;
+    for (key, value) in table.iter_mut() {
+        let hit = match value.get_mut() {
+            DeValue::Table(inner) => remove_table_of_array(inner, span),
+            DeValue::Array(items) => {
+                let index = items.iter().position(|item| {
+                    matches!(item.get_ref(), DeValue::Table(_)) && item.span() == *span
+                });
+                match index {
+                    Some(index) => {
+                        // `DeArray` has no `remove`: rebuilt without that table (its only
+                        // flag is the parser's own).
+                        let before = std::mem::replace(items, toml::de::DeArray::new());
+                        for (at, item) in before.iter().enumerate() {
+                            if at != index {
+                                items.push(item.clone());
+                            }
+                        }
+                        Some(key.get_ref().to_string())
+                    }
+                    None => items.iter_mut().find_map(|item| match item.get_mut() {
+                        DeValue::Table(inner) => remove_table_of_array(inner, span),
+                        _ => None,
+                    }),
+                }
+            }
+            _ => None,
+        };
+        if hit.is_some() {
+            return hit;
+        }
+    }
+    None
 }
 
 /// Removes the entry whose key or value is at `span`.
@@ -458,6 +508,61 @@ mod tests {
         assert!(fix.contains("double quotes"), "{fix}");
         let (_, fix) = fix_for("trust = \"yes\"\n");
         assert!(fix.contains("`true` or `false`"), "{fix}");
+    }
+
+    /// One bad table of an array of tables is set aside alone: the array's other tables still
+    /// reach the checks that run after parsing.
+    #[test]
+    fn a_bad_table_of_an_array_of_tables_is_set_aside_alone() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Rule {
+            action: Action,
+            prefix: String,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        #[allow(dead_code)]
+        enum Action {
+            Allow,
+            Deny,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Tools {
+            rule: Vec<Rule>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct File {
+            tools: Tools,
+        }
+        for (text, bad_line) in [
+            (
+                "[[tools.rule]]\naction = \"forbid\"\nprefix = \"a\"\n[[tools.rule]]\naction = \"deny\"\nprefix = \"b\"\n",
+                2,
+            ),
+            (
+                "[[tools.rule]]\naction = \"deny\"\nprefix = \"a\"\n[[tools.rule]]\naction = \"deny\"\nprefx = \"b\"\n",
+                6,
+            ),
+            (
+                "[[tools.rule]]\nprefix = \"a\"\n[[tools.rule]]\naction = \"allow\"\nprefix = \"b\"\n",
+                1,
+            ),
+        ] {
+            let (file, errors) = parse_toml_partial::<File>(Path::new("p.toml"), text);
+            let lines: Vec<Option<usize>> =
+                errors.iter().map(|e| e.position.map(|p| p.line)).collect();
+            assert_eq!(lines, vec![Some(bad_line)], "{text}: {errors:?}");
+            let kept: Vec<String> = file
+                .unwrap_or_else(|| panic!("{text}: {errors:?}"))
+                .tools
+                .rule
+                .into_iter()
+                .map(|rule| rule.prefix)
+                .collect();
+            assert_eq!(kept.len(), 1, "{text}: the good rule is kept");
+        }
     }
 
     #[test]

@@ -174,6 +174,39 @@ fn every_error_of_a_file_is_reported_with_a_did_you_mean_for_typos() {
     }
 }
 
+/// A bad rule of `[[tools.rule]]` does not hide the checks of the others: each rule's problem is
+/// reported in the same run, whether it is a bad key or value or a bad combination.
+#[test]
+fn every_bad_rule_of_an_array_of_rules_is_reported_at_once() {
+    let rule = |body: &str| format!("[[tools.rule]]\ntool = \"mcp:fs__read\"\n{body}\n");
+    let text = [
+        "version = 1\n".to_string(),
+        rule("action = \"forbid\"\nargument = \"path\"\nprefix = \"/x\""),
+        rule("action = \"deny\"\nargument = \"path\"\nprefix = \"rel/\""),
+        rule("action = \"deny\"\nargument = \"path\"\nprefix = \"/x\"\nregex = \"^a\""),
+        rule("action = \"deny\"\nargument = \"path\"\nprefx = \"/x\""),
+    ]
+    .concat();
+    let case = Case::new(SERVERS, &text);
+    let (code, _, stderr) = case.check();
+    assert_eq!(code, Some(2), "{stderr}");
+    let policy = case.file("policy.toml");
+    assert_reported(
+        &stderr,
+        &policy,
+        &[
+            ("4:10", "unknown variant `forbid`"),
+            ("11:10", "`prefix` \"rel/\" is relative"),
+            ("12:1", "needs exactly one of `glob`, `regex`, `prefix`"),
+            ("22:1", "unknown field `prefx`"),
+        ],
+    );
+    assert!(
+        !stderr.contains("missing field `prefix`"),
+        "a knock-on of the typo: {stderr}"
+    );
+}
+
 /// Asserts `stderr` reports each of `(position, text)` as `file:position: ...text...`.
 fn assert_reported(stderr: &str, file: &str, expected: &[(&str, &str)]) {
     for (at, text) in expected {
