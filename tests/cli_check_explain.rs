@@ -103,11 +103,14 @@ fn check_prints_the_merged_policy_with_origins_and_each_servers_argv() {
     // The per-server config layer shows up with its origin.
     assert!(out.contains("tools.deny \"delete_*\""), "{out}");
     assert!(out.trim_end().ends_with("OK"), "{out}");
-    // The system paths every server gets alike are counted on one line, so the server's own
-    // grants stand out; `--full` lists each of them.
+    // The system paths every server gets alike are on one line; `--full` lists each of them.
     assert!(
-        out.contains("system 29 paths every server gets alike, where this host has them ("),
+        out.contains(" paths every server gets alike, where this host has them ("),
         "{out}"
+    );
+    assert!(
+        !out.contains("private home (HOME); missing"),
+        "made at start: {out}"
     );
     assert!(out.contains("the devices /dev/null (read-write)"), "{out}");
     assert!(!out.contains("/etc/ld.so.cache"), "{out}");

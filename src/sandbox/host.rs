@@ -89,9 +89,13 @@ impl HostFacts {
 /// them). The helper looks again when it builds the root.
 pub fn observe_host(plan: &mut super::SandboxPlan) {
     use std::os::unix::fs::MetadataExt;
+    // airlock makes these itself when the server starts (on the host's disk or in the root).
+    let made_by_airlock = [plan.private_home.clone(), plan.private_tmp.clone()];
     for rule in &mut plan.fs {
         let meta = std::fs::metadata(&rule.path);
-        rule.missing = is_missing(&meta);
+        rule.missing = is_missing(&meta)
+            && rule.shown != super::Shown::Constructed
+            && !made_by_airlock.contains(&rule.path);
         if rule.shown == super::Shown::IdmappedBind {
             rule.owner = meta.ok().map(|meta| super::Owner {
                 uid: meta.uid(),
