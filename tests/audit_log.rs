@@ -187,7 +187,7 @@ fn verify_accepts_an_untouched_log_and_names_each_kind_of_tampering() {
         "{stdout}"
     );
 
-    let cases: [(&str, Box<LineEdit>, &str); 5] = [
+    let cases: [(&str, Box<LineEdit>, &str); 6] = [
         (
             "edited.jsonl",
             Box::new(|lines: &mut Vec<String>| {
@@ -213,6 +213,17 @@ fn verify_accepts_an_untouched_log_and_names_each_kind_of_tampering() {
                 lines.pop();
             }),
             "the log was cut",
+        ),
+        (
+            // The last record edited shorter: still there, so not "cut".
+            "shortened.jsonl",
+            Box::new(|lines: &mut Vec<String>| {
+                let last = lines.pop().unwrap();
+                // One digit fewer in the timestamp's fraction: valid JSON, same session and seq.
+                let fraction = last.find('.').unwrap() + 1;
+                lines.push(format!("{}{}", &last[..fraction], &last[fraction + 1..]));
+            }),
+            "line 16 was edited: it is the checkpoint's last record",
         ),
         (
             // A record forged after the end, chained to the last line as airlock would.

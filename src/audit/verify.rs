@@ -372,6 +372,22 @@ pub fn verify(log: &[u8], checkpoint: Option<&Checkpoint>) -> Report {
 /// Compares the log's end with the checkpoint written after the last append.
 fn check_tail(lines: &[Line<'_>], length: u64, checkpoint: &Checkpoint) -> Option<Problem> {
     let who = format!("session {} #{}", checkpoint.session, checkpoint.seq);
+    // The checkpoint's own last record is still the last line, only shorter: edited, not cut.
+    let last_is_the_checkpoints = lines.last().is_some_and(|line| {
+        matches!(link_of(line.bytes), Ok(Some(link))
+            if link.session == checkpoint.session && link.seq == checkpoint.seq)
+    });
+    if length < checkpoint.bytes && last_is_the_checkpoints {
+        return problem(
+            lines.len(),
+            Tamper::Edited,
+            format!(
+                "line {} was edited: it is the checkpoint's last record ({who}), but the log now ends at byte {length}, not {}",
+                lines.len(),
+                checkpoint.bytes
+            ),
+        );
+    }
     if length < checkpoint.bytes {
         return problem(
             lines.len() + 1,
