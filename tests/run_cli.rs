@@ -180,6 +180,12 @@ fn refuses_a_command_outside_the_allowlist_and_an_unpinnable_audit_path() {
         stderr.contains("allow_commands") && stderr.contains("/true"),
         "{stderr}"
     );
+    // The fix writes the whole list: one of only the new command would replace the built-in
+    // list and refuse every other server.
+    assert!(
+        stderr.contains(r#"`allow_commands = ["npx", "node", "uvx", "uv", "python", "python3", "deno", "bun", "bunx", "true"]` under [launch]"#),
+        "{stderr}"
+    );
     assert!(out.stdout.is_empty());
 
     let org = dir.path().join("org");

@@ -464,8 +464,17 @@ impl LaunchPolicy {
             }
         );
         let fix = if self.allow_trust.value {
+            // The whole list to write: the first layer that sets it replaces the built-in one,
+            // so a list of only the new command would refuse every other server.
+            let mut listed: Vec<String> = self
+                .allow_commands
+                .iter()
+                .map(|entry| format!("{:?}", entry.value))
+                .collect();
+            listed.push(format!("{basename:?}"));
             format!(
-                "if you trust this program, {trust_fix}, or add {basename:?} to launch.allow_commands in your user policy"
+                "if you trust this program, {trust_fix}, or allow it for every server in your user policy: `allow_commands = [{}]` under [launch] (the whole list: the first policy to set it replaces the built-in one)",
+                listed.join(", ")
             )
         } else {
             format!(
