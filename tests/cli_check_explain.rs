@@ -92,6 +92,8 @@ fn check_prints_the_merged_policy_with_origins_and_each_servers_argv() {
     // The secret from the environment is masked, never printed.
     assert!(out.contains("API_TOKEN=sk-****cdef"), "{out}");
     assert!(!out.contains("sk-live-0123456789abcdef"), "{out}");
+    let notes = format!("NOTES={}", scratch.path("home/notes").display());
+    assert!(out.contains(&notes), "a path from HOME is no secret: {out}");
     // Each stdio server's sandbox plan is shown, with the server's own grant from its block.
     assert!(out.contains("sandbox for `fs`: landlock"), "{out}");
     assert!(out.contains("write /tmp/airlock-fixture"), "{out}");

@@ -32,10 +32,28 @@ pub struct Expanded {
     pub value: String,
     /// Names that were referenced, unset, and had no fallback (`HOME` for a `~` without a home).
     pub unset: Vec<String>,
-    /// True when the template referenced any variable (its value may have come from the
-    /// environment: config treats such values as secrets).
+    /// True when the template referenced a variable that may hold a secret: any but the
+    /// well-known locations ([`NOT_SECRET`]), whose values are paths and names everyone may
+    /// see. Config treats such values as secrets (masked in `airlock check`).
     pub interpolated: bool,
 }
+
+/// Variables that name where things are and who the user is, never a credential: a value built
+/// from them is not masked (`${HOME}/mcp-memory` is shown as the path it is).
+pub const NOT_SECRET: [&str; 12] = [
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "PWD",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    "LANG",
+    "TZ",
+];
 
 /// Why a template cannot be expanded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -159,7 +177,9 @@ impl Expander<'_> {
         if !valid_name(var.name()) {
             return Err(TemplateError::BadName(text.to_string()));
         }
-        out.interpolated = true;
+        if !NOT_SECRET.contains(&var.name()) {
+            out.interpolated = true;
+        }
         match ((self.lookup)(var), fallback) {
             (Some(value), _) => out.value.push_str(&value),
             (None, Some(fallback)) => {
@@ -210,10 +230,9 @@ mod tests {
         let out = expand("Bearer ${env:TOKEN}", &env).unwrap();
         assert_eq!(out.value, "Bearer sk-abc");
         assert!(out.interpolated);
-        assert_eq!(
-            expand("${HOME}/notes", &env).unwrap().value,
-            "/home/me/notes"
-        );
+        let home = expand("${HOME}/notes", &env).unwrap();
+        assert_eq!(home.value, "/home/me/notes");
+        assert!(!home.interpolated, "a path under HOME is no secret");
     }
 
     #[test]
