@@ -62,6 +62,7 @@ both_modes!(
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
     a_path_rule_fires_through_the_links_along_the_path,
     a_granted_path_that_does_not_exist_is_named_not_silently_dropped,
+    a_server_that_dies_at_start_is_told_with_its_last_stderr_line,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the

@@ -229,7 +229,7 @@ async fn relay(plan: SandboxPlan, mut audit: crate::audit::AuditLog) -> Result<i
         status = child.wait() => {
             let status = status.context("waiting for the sandbox")?;
             use std::os::unix::process::ExitStatusExt;
-            crate::process::ExitSummary { status: Some(status), code: status.code(), signal: status.signal(), ended_by: crate::process::EndedBy::StdinClosed, helper_step: None, helper_message: None }
+            crate::process::ExitSummary { status: Some(status), code: status.code(), signal: status.signal(), ended_by: crate::process::EndedBy::StdinClosed, helper_step: None, helper_message: None, last_words: None }
         }
         _ = &mut eof_rx => child.shutdown(kill_timeout).await,
         _ = sigterm.recv() => { stdin_task.abort(); child.shutdown(kill_timeout).await }

@@ -84,6 +84,9 @@ pub struct ExitSummary {
     /// The helper's own words for that failure (its last `airlock-confine: ` stderr line), when
     /// the stderr relay caught it.
     pub helper_message: Option<String>,
+    /// The server's last stderr line, for a server that ended by itself with a failure (its
+    /// reason in its own words), when the stderr relay caught it.
+    pub last_words: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +114,7 @@ impl ExitSummary {
             ended_by,
             helper_step: code.and_then(Step::from_code).map(Step::name),
             helper_message: None,
+            last_words: None,
         }
     }
 }
@@ -346,6 +350,7 @@ impl ConfinedChild {
                 ended_by: EndedBy::Unknown,
                 helper_step: None,
                 helper_message: None,
+                last_words: None,
             },
         }
     }

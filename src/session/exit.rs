@@ -100,6 +100,7 @@ mod tests {
             ended_by,
             helper_step: None,
             helper_message: None,
+            last_words: None,
         }
     }
 

@@ -209,3 +209,27 @@ pub(super) fn a_server_that_stops_reading_gets_requests_answered_with_errors(mod
     assert_eq!(client.wait(SECS(10)), Some(0));
     assert_eq!(world.events("outcome").len(), 21, "one outcome per call");
 }
+
+/// A server that dies at start is told to the host with its own last words on stderr (redacted
+/// as anything quoted to the host is), not only its exit code: the model reads why.
+pub(super) fn a_server_that_dies_at_start_is_told_with_its_last_stderr_line(mode: Mode) {
+    let script = "import sys\nsys.stderr.write('starting\\nfatal: the key ghp_0123456789abcdefghijklmnopqrstuvwxyzAB was refused\\n')\nsys.exit(3)\n";
+    let (world, mut client) = start(mode, Setup::command(&["/usr/bin/python3", "-c", script]));
+    client.send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}));
+    let first = client.answer(json!(1), SECS(10));
+    let told = match mode {
+        Mode::Run => first.to_string(),
+        Mode::Serve => {
+            client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+            client
+                .call(2, &world.tool("anything"), json!({}))
+                .to_string()
+        }
+    };
+    assert!(told.contains("exit code 3"), "{told}");
+    assert!(
+        told.contains("its last line on stderr: fatal: the key [REDACTED] was refused"),
+        "{told}"
+    );
+    assert!(!told.contains("ghp_0123"), "{told}");
+}

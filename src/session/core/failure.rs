@@ -83,7 +83,9 @@ impl Core {
                 }
             }
             Phase::Starting | Phase::Ready if alive => {
-                let reason = format!("it exited ({detail})");
+                // The detail may quote the server's stderr, which reaches the host's answers
+                // too: redacted as anything quoted there is.
+                let reason = format!("it exited ({})", self.redactor.loggable_text(detail));
                 self.server_failed(index, reason, false, false, now);
             }
             _ => self.servers[index].alive = false,

@@ -154,12 +154,18 @@ pub fn attach(
             _ = stop_rx => true,
         };
         let mut summary = child.shutdown(kill_timeout).await;
-        // A sandbox that could not be set up: its helper's own words (its stderr ends with it).
-        if summary.helper_step.is_some()
+        // A sandbox that could not be set up, or a server that failed by itself: its own words
+        // (its stderr ends with them; every process of the sandbox is gone by now, so the
+        // relay ends at once).
+        let failed_by_itself = !stopped && summary.code.is_some_and(|code| code != 0);
+        if (summary.helper_step.is_some() || failed_by_itself)
             && let Some(relay) = relay
-            && let Ok(Ok(line)) = tokio::time::timeout(HELPER_WORDS_WAIT, relay).await
+            && let Ok(Ok(end)) = tokio::time::timeout(HELPER_WORDS_WAIT, relay).await
         {
-            summary.helper_message = line;
+            summary.helper_message = end.helper_line;
+            if failed_by_itself && summary.helper_step.is_none() {
+                summary.last_words = end.last_line;
+            }
         }
         let _ = inputs.send(Input::Exited {
             server,

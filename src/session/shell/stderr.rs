@@ -13,31 +13,60 @@ pub const MAX_STDERR_LINE: usize = 64 * 1024;
 /// How the confine helper's failure lines start (`airlock-confine: <step>: <why>`).
 pub const HELPER_PREFIX: &str = "airlock-confine: ";
 
+/// Longest part of a server's last stderr line kept for the host's error text.
+const LAST_WORDS_BYTES: usize = 200;
+
+/// What the relay saw by the end of the stream.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StderrEnd {
+    /// The last line the confine helper wrote about a failure (without its prefix), so the exit
+    /// of a sandbox that could not be set up can be told in the helper's own words.
+    pub helper_line: Option<String>,
+    /// The server's last non-blank line (as shown: control characters escaped; its first 200
+    /// bytes), so a server that dies at once can be told with its own reason (`fatal: missing
+    /// API key`) and not only its exit code.
+    pub last_line: Option<String>,
+}
+
 /// Relays until end of stream (or a read error, which ends the relay like end of stream would).
-/// Returns the last line the confine helper wrote about a failure (without its prefix), so the
-/// exit of a sandbox that could not be set up can be told in the helper's own words.
 pub async fn relay_stderr<R: AsyncRead + Unpin>(
     reader: R,
     server: &str,
     sink: &mut (dyn Write + Send),
-) -> Option<String> {
+) -> StderrEnd {
     let mut lines = LineReader::new(BufReader::new(reader), MAX_STDERR_LINE);
-    let mut helper_line = None;
+    let mut end = StderrEnd::default();
     while let Ok(Some(frame)) = lines.next_frame().await {
         let _ = match frame {
             Frame::Line(line) => {
                 let text = String::from_utf8_lossy(&line);
                 if let Some(why) = text.strip_prefix(HELPER_PREFIX) {
-                    helper_line = Some(why.trim_end().to_string());
+                    end.helper_line = Some(why.trim_end().to_string());
                 }
-                writeln!(sink, "[{server}] {}", shown(&text))
+                let shown = shown(&text);
+                if !shown.trim().is_empty() {
+                    end.last_line = Some(first_bytes(shown.trim(), LAST_WORDS_BYTES));
+                }
+                writeln!(sink, "[{server}] {shown}")
             }
             Frame::Oversized { bytes } => {
                 writeln!(sink, "[{server}] ({bytes}-byte line not shown)")
             }
         };
     }
-    helper_line
+    end
+}
+
+/// The first `limit` bytes of `text`, cut at a character boundary, `…` marking a cut.
+fn first_bytes(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut cut = limit;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
 }
 
 /// A server's stderr text as it may reach the user's terminal: control characters (escape
@@ -82,11 +111,20 @@ mod tests {
     async fn prefixes_each_line() {
         let mut out = Vec::new();
         let input: &[u8] = b"starting\nairlock-confine: landlock: refused\nready\r\n";
-        let helper = relay_stderr(input, "fs", &mut out).await;
+        let end = relay_stderr(input, "fs", &mut out).await;
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "[fs] starting\n[fs] airlock-confine: landlock: refused\n[fs] ready\n"
         );
-        assert_eq!(helper.as_deref(), Some("landlock: refused"));
+        assert_eq!(end.helper_line.as_deref(), Some("landlock: refused"));
+        assert_eq!(end.last_line.as_deref(), Some("ready"));
+        let long = format!("fatal: {}\n\n", "é".repeat(300));
+        let end = relay_stderr(long.as_bytes(), "fs", &mut Vec::new()).await;
+        let last = end.last_line.unwrap();
+        assert!(
+            last.starts_with("fatal: é") && last.ends_with('…'),
+            "{last}"
+        );
+        assert!(last.len() <= 200 + '…'.len_utf8(), "{}", last.len());
     }
 }

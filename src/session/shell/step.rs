@@ -292,11 +292,13 @@ where
                 if let Some(why) = stopped_because {
                     detail["stopped_because"] = json!(why);
                 }
-                if !stopped
-                    && summary.code.is_some_and(|code| code != 0)
-                    && let Some(hint) = self.unfetched_hint(server)
-                {
-                    text = format!("{text}; {hint}");
+                if !stopped && summary.code.is_some_and(|code| code != 0) {
+                    if let Some(words) = &summary.last_words {
+                        text = format!("{text}; its last line on stderr: {words}");
+                    }
+                    if let Some(hint) = self.unfetched_hint(server) {
+                        text = format!("{text}; {hint}");
+                    }
                 }
                 let signalled = matches!(summary.ended_by, EndedBy::Sigterm | EndedBy::Sigkill);
                 let reason = if stopped && signalled {
