@@ -305,6 +305,14 @@ pub fn prepare(
             missing.reason
         );
     }
+    let ungranted = crate::sandbox::ungranted_env_paths(&plan);
+    if !ungranted.is_empty() {
+        tracing::warn!(
+            server = %name,
+            "its environment names a path it is not granted ({}): a server that keeps its data there cannot reach it. Fix: add `--allow-write=DIR` (or `--allow-read=FILE`) for it, or the same in its `sandbox` block",
+            ungranted.join(", ")
+        );
+    }
     let fetch = fetch_plan(&request, &plan, &context.host);
     Ok(Prepared {
         plan,

@@ -4,6 +4,32 @@
 use super::vars::Vars;
 use super::{CacheOverlayPlan, NetMode, PlanRequest, RuntimeProfile};
 
+/// The server's variables whose value is one absolute path the plan grants nothing for (not a
+/// grant or under one, not the private dirs or a cache view): a server that keeps its data
+/// where such a variable says (server-memory's `MEMORY_FILE_PATH`) fails there, or writes into
+/// nothing that lasts. Only names come back: a value starting with `/` may as well be a secret.
+/// Said, not granted: the path may as well be a credential the user would not hand over. Pure.
+pub fn ungranted_env_paths(plan: &super::SandboxPlan) -> Vec<&str> {
+    let text = |path: &std::path::Path| path.to_string_lossy().into_owned();
+    let mut covered: Vec<String> = plan.fs.iter().map(|rule| text(&rule.path)).collect();
+    covered.extend([text(&plan.private_home), text(&plan.private_tmp)]);
+    for overlay in &plan.cache_overlays {
+        covered.extend([text(&overlay.lower), text(&overlay.target)]);
+    }
+    plan.env
+        .iter()
+        .filter(|(name, value)| {
+            name != "PATH"
+                && value.starts_with('/')
+                && !value.contains(':')
+                && !covered
+                    .iter()
+                    .any(|granted| crate::paths::is_under(value, granted))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 pub(super) fn build_env(
     request: &PlanRequest,
     vars: &Vars<'_>,

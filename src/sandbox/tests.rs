@@ -150,6 +150,37 @@ fn environment_is_cleared_then_whitelisted() {
     );
 }
 
+/// A variable whose value is a path the server is not granted is named (never its value); one
+/// under a grant, the private dirs, or airlock's own are not.
+#[test]
+fn variables_naming_a_path_without_a_grant_are_named() {
+    let mut req = with_read("/srv/data");
+    req.env.extend([
+        (
+            "MEMORY_FILE_PATH".to_string(),
+            "/home/me/mcp/memory.jsonl".to_string(),
+        ),
+        ("DATA_FILE".to_string(), "/srv/data/x.json".to_string()),
+        ("SEARCH_PATH".to_string(), "/a:/b".to_string()),
+        ("NAME".to_string(), "plain".to_string()),
+    ]);
+    let plan = plan(&req, &HostFacts::full_featured_root()).unwrap();
+    assert_eq!(ungranted_env_paths(&plan), vec!["MEMORY_FILE_PATH"]);
+    let plan = plan_for_npx();
+    assert!(ungranted_env_paths(&plan).is_empty(), "{:?}", plan.env);
+}
+
+fn plan_for_npx() -> SandboxPlan {
+    plan(
+        &request(
+            "/usr/bin/npx",
+            &["-y", "@modelcontextprotocol/server-everything"],
+        ),
+        &HostFacts::full_featured_root(),
+    )
+    .unwrap()
+}
+
 #[test]
 fn npx_sees_the_npm_cache_through_a_private_overlay() {
     let plan = plan(
