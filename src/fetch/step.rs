@@ -200,11 +200,7 @@ pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetch
                     plan.runner.packages().join(" "),
                     registries.join(", ")
                 ),
-                format!(
-                    "check that {} is reachable from this machine, or {}",
-                    registries.join(" and "),
-                    prime_fix(&plan.runner)
-                ),
+                install_fix(&why, &registries, &plan.runner),
             ));
         }
     };
@@ -729,6 +725,33 @@ async fn run_install(
             line: telling_line(&tail),
         }),
     }
+}
+
+/// What to do about a failed install: a registry that answered it has no such package is a
+/// name to check, not a network to check.
+fn install_fix(why: &InstallFailed, registries: &[String], runner: &Runner) -> String {
+    let text = why.to_string();
+    let not_found = [
+        "E404",
+        "npm error 404",
+        "is not in this registry",
+        "not found in the package registry",
+        "No solution found",
+    ]
+    .iter()
+    .any(|sign| text.contains(sign));
+    if not_found {
+        return format!(
+            "check the package name and version ({}): {} answered that it has no such package (a typo, or a private package whose registry npm or uv is not configured for)",
+            runner.packages().join(" "),
+            registries.join(" and ")
+        );
+    }
+    format!(
+        "check that {} is reachable from this machine, or {}",
+        registries.join(" and "),
+        prime_fix(runner)
+    )
 }
 
 /// The line of a failed install's stderr that says what went wrong: npm's `request to ... failed`

@@ -147,3 +147,34 @@ fn a_failed_install_is_told_by_its_telling_line() {
         "b"
     );
 }
+
+/// A registry that says it has no such package gets "check the name", not "check the network".
+#[test]
+fn a_package_the_registry_does_not_have_is_a_name_to_check() {
+    let runner = Runner::Npx {
+        packages: vec!["@scope/server-typo".into()],
+    };
+    let registries = vec!["registry.example".to_string()];
+    let missing = InstallFailed::Exited {
+        status: "exited with 1".into(),
+        line: telling_line(&lines(
+            "npm error code E404\nnpm error 404 Not Found - GET https://registry.example/@scope%2fserver-typo - Not found\nnpm error 404  '@scope/server-typo@*' is not in this registry.",
+        )),
+    };
+    let fix = install_fix(&missing, &registries, &runner);
+    assert!(
+        fix.starts_with("check the package name and version (@scope/server-typo)"),
+        "{fix}"
+    );
+    let unreachable = InstallFailed::Exited {
+        status: "exited with 1".into(),
+        line:
+            "npm error network request to https://registry.example/x failed, reason: ECONNREFUSED"
+                .into(),
+    };
+    let fix = install_fix(&unreachable, &registries, &runner);
+    assert!(
+        fix.starts_with("check that registry.example is reachable"),
+        "{fix}"
+    );
+}
