@@ -33,7 +33,7 @@ fn gate_with(text: &str, timeout: Option<Duration>, show_denied: bool) -> Gate {
             bases: Vec::new(),
             fallback_cwd: None,
             user_homes: vec![PathBuf::from("/home/me")],
-            follow_links: false,
+            link_roots: Vec::new(),
         },
     };
     let mut gate = Gate::new(config, policy(text), Arc::new(Redactor::new([]).unwrap()));

@@ -9,6 +9,7 @@ pub mod command_line;
 pub mod discover;
 pub mod file;
 pub mod keys;
+pub mod links;
 pub mod merge;
 pub mod names;
 pub mod network;

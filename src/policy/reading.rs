@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::links::{self, Linked};
 use crate::paths::normalize_path;
 
 /// What the gate knows about the server's own view of paths.
@@ -35,11 +36,11 @@ pub struct PathContext {
     /// link): a rule's `prefix = "~/..."` means it, as a grant's `~` does (the server's own `~`
     /// is its private home, above). Empty: unknown, and such a rule fails closed.
     pub user_homes: Vec<PathBuf>,
-    /// The server's paths are this host's (a local server, whose root binds what it is granted
-    /// at the same places): a path is also read through the links this host has along it, as
-    /// the kernel will resolve it for the server ([`through_links`]). Off for a remote server
-    /// and in tests of the lexical readings.
-    pub follow_links: bool,
+    /// For a local server (whose root binds what it is granted at the same places): its
+    /// paths, under which a path is also read through the links this host has along it, as the
+    /// kernel will resolve it for the server ([`super::links`]). Empty for a remote server and
+    /// in tests of the lexical readings: nothing is looked up.
+    pub link_roots: Vec<PathBuf>,
 }
 
 /// One reading of a path argument.
@@ -82,17 +83,33 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
             let lexical = reading.resolved.clone();
             let how = reading.how.clone();
             push(reading);
-            if let Some(linked) = absolute
-                .filter(|_| context.follow_links)
-                .and_then(|absolute| through_links(&absolute))
-                .map(|linked| linked.to_string_lossy().into_owned())
-                .filter(|linked| Some(linked) != lexical.as_ref())
+            if lexical
+                .as_deref()
+                .is_some_and(links::names_a_process_handle)
             {
-                push(Reading {
-                    resolved: Some(linked),
-                    how: format!("{how}, through the links this host has along it"),
-                    holds: None,
-                });
+                push(unresolved(
+                    "a path through what a process has open (/proc/self, /dev/fd): the server's kernel reads it for the server",
+                ));
+            }
+            let Some(absolute) = absolute.filter(|_| !context.link_roots.is_empty()) else {
+                return;
+            };
+            match links::through_links(&absolute, &context.link_roots) {
+                Linked::At(linked) => {
+                    let linked = linked.to_string_lossy().into_owned();
+                    if Some(&linked) != lexical.as_ref() {
+                        push(Reading {
+                            resolved: Some(linked),
+                            how: format!("{how}, through the links this host has along it"),
+                            holds: None,
+                        });
+                    }
+                }
+                Linked::TooFar => push(unresolved(&format!(
+                    "more than {} links or {} components to follow",
+                    links::MAX_LINKS,
+                    links::MAX_STEPS
+                ))),
             }
         };
         read_as(
@@ -125,60 +142,6 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
         }
     }
     readings
-}
-
-/// Most components of a path followed through links: a longer path is not a file name a tool
-/// is given, and each component costs a lookup.
-const MAX_LINKED_COMPONENTS: usize = 64;
-
-/// `absolute` (not yet normalised) as the kernel resolves it on this host: the part of it that
-/// exists, with every link in it followed and each `..` taken after the link before it
-/// (`granted/link/../x` is where `link` points, then up), then the rest, which does not exist
-/// yet, normalised. The lexical reading alone would put `granted/link/b` outside a `secret`
-/// directory the link points into. `None` when no part of it can be looked up.
-///
-/// A link made after the decision is not seen: the sandbox's grants, not argument rules, bound
-/// what a server can reach (docs/run.md, "The gate").
-pub fn through_links(absolute: &Path) -> Option<PathBuf> {
-    use std::path::Component;
-    let components: Vec<Component<'_>> = absolute.components().collect();
-    if components.len() > MAX_LINKED_COMPONENTS || !absolute.is_absolute() {
-        return None;
-    }
-    // `real` never holds a link, so its parent is the physical parent. One lookup a component,
-    // one more for each link.
-    let mut real = PathBuf::from("/");
-    for (at, component) in components.iter().enumerate() {
-        match component {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                real.pop();
-            }
-            Component::Normal(name) => {
-                let next = real.join(name);
-                match std::fs::symlink_metadata(&next) {
-                    Ok(meta) if meta.file_type().is_symlink() => match std::fs::canonicalize(&next)
-                    {
-                        Ok(target) => real = target,
-                        // A dangling link: the server would create its target.
-                        Err(_) => {
-                            return Some(normalize_path(&rest_after(&real, &components[at..])));
-                        }
-                    },
-                    Ok(_) => real = next,
-                    Err(_) => return Some(normalize_path(&rest_after(&real, &components[at..]))),
-                }
-            }
-        }
-    }
-    Some(real)
-}
-
-/// `real` with `rest` (components that do not exist yet) after it.
-fn rest_after(real: &Path, rest: &[std::path::Component<'_>]) -> PathBuf {
-    let mut joined = real.to_path_buf();
-    joined.extend(rest);
-    joined
 }
 
 fn is_relative(path: &str) -> bool {
@@ -351,29 +314,6 @@ fn resolve(path: &str, context: &PathContext, how: &str) -> Reading {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_path_is_read_through_the_links_along_it_and_the_rest_as_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join("secret/sub")).unwrap();
-        std::os::unix::fs::symlink("secret", root.join("link")).unwrap();
-        std::os::unix::fs::symlink("secret/sub", root.join("up")).unwrap();
-        std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
-        let read = |rest: &str| through_links(&root.join(rest)).unwrap();
-        assert_eq!(read("link/b"), root.join("secret/b"));
-        assert_eq!(read("up/../c"), root.join("secret/c"));
-        assert_eq!(read("up/../../x/./y"), root.join("x/y"));
-        assert_eq!(
-            read("new/../z"),
-            root.join("z"),
-            "a part that does not exist is lexical"
-        );
-        assert_eq!(read("dangling/f"), root.join("dangling/f"));
-        assert_eq!(read("secret/sub"), root.join("secret/sub"));
-        let deep = format!("/{}", vec!["d"; MAX_LINKED_COMPONENTS + 1].join("/"));
-        assert_eq!(through_links(Path::new(&deep)), None);
-    }
-
     fn context() -> PathContext {
         PathContext {
             home: Some(PathBuf::from("/state/servers/fs/home")),
@@ -381,7 +321,7 @@ mod tests {
             bases: Vec::new(),
             fallback_cwd: None,
             user_homes: vec![PathBuf::from("/home/me")],
-            follow_links: false,
+            link_roots: Vec::new(),
         }
     }
 

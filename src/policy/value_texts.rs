@@ -2,11 +2,17 @@
 //! it as.
 //!
 //! Servers are lenient where the gate must not be: the official Python SDK (pydantic in lax
-//! mode) takes `1.0`, `1e0`, `true`, `" 1"` and `"1_0"` for an integer, and parses a string it
-//! is given for a list (`"[\"/a\"]"`) as JSON; JavaScript's `Number()` takes `"0x10"`. A rule
-//! that compared only the value's own spelling would let `{"pid": 1e0}` past `regex = "^1$"`.
-//! So a value is judged as each of its readings, as a path is ([`super::reading`]): a `deny` or
-//! `ask` fires on any, an `allow` needs all.
+//! mode) takes `1.0`, `1e0`, `true`, `" 1"` and `"1_0"` for an integer, `1`, `"yes"` and `"on"`
+//! for `true`, and parses a string it is given for a list (`"[\"/a\"]"`) as JSON (Python's
+//! `json.loads`, which also takes `NaN` and lone surrogates); JavaScript's `Number()` takes
+//! `"0x10"`. A `deny` or `ask` rule that compared only the value's own spelling would let
+//! `{"pid": 1e0}` past `regex = "^1$"`, so for those a value is judged as each of its readings
+//! and fires on any (a value that looks like a list but cannot be read fires too: it fails
+//! closed). An `allow` rule judges the value as written: it holds only for what it was written
+//! to match, and a reading it did not foresee (`true` also read as `1`) must not refuse a plain
+//! call.
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -14,70 +20,162 @@ use serde_json::Value;
 /// more parse a server would have to choose to make.
 const MAX_NESTED_LISTS: usize = 2;
 
+/// What a value is judged as.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Texts {
+    /// Each text once, the value as written first.
+    pub texts: Vec<String>,
+    /// A string that a server may parse as a list but airlock cannot read (nested past serde's
+    /// limit, a number past f64): judged as failing closed.
+    pub unreadable: bool,
+}
+
 /// Every text `value` is judged as. `as_path`: the rule reads values as paths, where a number
-/// is never meant, so strings are taken as written (and lists inside strings still opened).
-pub fn texts(value: &Value, as_path: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    collect(value, as_path, MAX_NESTED_LISTS, &mut out);
-    out
+/// is never meant, so strings are taken as written (lists inside strings are still opened).
+/// `every_reading`: a `deny`/`ask` rule's (all readings); else an `allow` rule's (as written).
+pub fn texts(value: &Value, as_path: bool, every_reading: bool) -> Texts {
+    let mut out = Collected::default();
+    if every_reading {
+        out.readings(value, as_path, MAX_NESTED_LISTS);
+    } else {
+        match value {
+            Value::String(text) => out.push(text.clone()),
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::String(text) => out.push(text.clone()),
+                        other => out.push(other.to_string()),
+                    }
+                }
+            }
+            other => out.push(other.to_string()),
+        }
+    }
+    Texts {
+        texts: out.texts,
+        unreadable: out.unreadable,
+    }
 }
 
-fn collect(value: &Value, as_path: bool, depth: usize, out: &mut Vec<String>) {
-    let push = |text: String, out: &mut Vec<String>| {
-        if !out.contains(&text) {
-            out.push(text);
+#[derive(Default)]
+struct Collected {
+    texts: Vec<String>,
+    seen: HashSet<String>,
+    unreadable: bool,
+}
+
+impl Collected {
+    fn push(&mut self, text: String) {
+        if self.seen.insert(text.clone()) {
+            self.texts.push(text);
         }
+    }
+
+    fn readings(&mut self, value: &Value, as_path: bool, depth: usize) {
+        match value {
+            Value::String(text) => {
+                self.push(text.clone());
+                if !as_path {
+                    if let Some(integer) = exact_integer(text) {
+                        self.push(integer);
+                    }
+                    if let Some(number) = lax_number(text) {
+                        self.push_number(number);
+                    }
+                    if let Some(flag) = lax_bool(text) {
+                        self.push(flag.to_string());
+                    }
+                }
+                match json_list(text) {
+                    Listed::Items(items) if depth > 0 => {
+                        for item in &items {
+                            self.readings(item, as_path, depth - 1);
+                        }
+                    }
+                    Listed::Unreadable => self.unreadable = true,
+                    Listed::Items(_) | Listed::NotAList => {}
+                }
+            }
+            Value::Array(items) if depth > 0 => {
+                for item in items {
+                    self.readings(item, as_path, depth - 1);
+                }
+            }
+            Value::Number(number) => {
+                self.push(number.to_string());
+                if let Some(float) = number.as_f64().filter(|_| number.is_f64()) {
+                    self.push_number(float);
+                }
+                if !as_path && let Some(flag) = number.as_f64().and_then(bool_of_number) {
+                    self.push(flag.to_string());
+                }
+            }
+            Value::Bool(flag) => {
+                self.push(flag.to_string());
+                if !as_path {
+                    self.push(u8::from(*flag).to_string());
+                }
+            }
+            other => self.push(other.to_string()),
+        }
+    }
+
+    /// `x` as the text a rule on a number expects: a whole number as an integer (`1.0` as
+    /// `1`), anything else as Rust writes it.
+    fn push_number(&mut self, x: f64) {
+        if !x.is_finite() {
+            return;
+        }
+        // Below 2^53 every whole f64 is exactly the integer it names (larger ones come from
+        // their digits: `exact_integer`).
+        if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+            self.push(format!("{}", x as i64));
+        } else {
+            self.push(x.to_string());
+        }
+    }
+}
+
+/// `1` and `0` are `true` and `false` to a lax boolean.
+fn bool_of_number(x: f64) -> Option<bool> {
+    match x {
+        1.0 => Some(true),
+        0.0 => Some(false),
+        _ => None,
+    }
+}
+
+/// The boolean pydantic's lax mode reads `text` as, if any.
+fn lax_bool(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "t" | "yes" | "y" | "on" => Some(true),
+        "0" | "false" | "f" | "no" | "n" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// The integer a whole number written as a string names, from its digits (exact at any size,
+/// where an f64 would round `9007199254740993`): `" +0_42.000 "` is `42`.
+fn exact_integer(text: &str) -> Option<String> {
+    let trimmed = text.trim();
+    let (sign, unsigned) = match trimmed.as_bytes().first()? {
+        b'-' => ("-", &trimmed[1..]),
+        b'+' => ("", &trimmed[1..]),
+        _ => ("", trimmed),
     };
-    match value {
-        Value::String(text) => {
-            push(text.clone(), out);
-            if !as_path && let Some(number) = lax_number(text) {
-                for reading in number_texts(number) {
-                    push(reading, out);
-                }
-            }
-            if depth > 0
-                && let Some(Value::Array(items)) = json_list(text)
-            {
-                for item in &items {
-                    collect(item, as_path, depth - 1, out);
-                }
-            }
-        }
-        Value::Array(items) if depth > 0 => {
-            for item in items {
-                collect(item, as_path, depth - 1, out);
-            }
-        }
-        Value::Number(number) => {
-            push(number.to_string(), out);
-            if let Some(float) = number.as_f64().filter(|_| number.is_f64()) {
-                for reading in number_texts(float) {
-                    push(reading, out);
-                }
-            }
-        }
-        Value::Bool(flag) => {
-            push(flag.to_string(), out);
-            if !as_path {
-                push(u8::from(*flag).to_string(), out);
-            }
-        }
-        other => push(other.to_string(), out),
+    let digits = without_digit_underscores(unsigned)?;
+    let (whole, fraction) = digits.split_once('.').unwrap_or((&digits, ""));
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b == b'0')
+    {
+        return None;
     }
-}
-
-/// `x` as the texts a rule on a number expects: a whole number as an integer (`1.0` as `1`),
-/// anything else as Rust writes it.
-fn number_texts(x: f64) -> Vec<String> {
-    if !x.is_finite() {
-        return Vec::new();
-    }
-    // Below 2^53 every whole f64 is exactly the integer it names.
-    if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
-        return vec![format!("{}", x as i64)];
-    }
-    vec![x.to_string()]
+    let significant = whole.trim_start_matches('0');
+    Some(match significant {
+        "" => "0".to_string(),
+        digits => format!("{sign}{digits}"),
+    })
 }
 
 /// The number a lenient server reads `text` as, if any: surrounding whitespace ignored, `_`
@@ -130,14 +228,82 @@ fn without_digit_underscores(text: &str) -> Option<String> {
     Some(out)
 }
 
-/// `text` parsed as JSON when it looks like a list (as a lenient server parses a string it was
-/// given for a list).
-fn json_list(text: &str) -> Option<Value> {
+/// What a string that may hold a list holds.
+enum Listed {
+    Items(Vec<Value>),
+    /// It starts like a list but is no JSON a lenient parser reads either.
+    NotAList,
+    /// It is a list to Python's `json.loads` but past what airlock reads (nested deeper than
+    /// serde's limit, a number past f64).
+    Unreadable,
+}
+
+/// `text` parsed as a JSON list the way a lenient server does, when it looks like one. Python's
+/// `json.loads` also takes `NaN`, `Infinity` and lone surrogate escapes: a text serde refuses is
+/// read again with those made readable, so a list cannot hide an element behind them.
+fn json_list(text: &str) -> Listed {
     let trimmed = text.trim();
     if !trimmed.starts_with('[') {
-        return None;
+        return Listed::NotAList;
     }
-    serde_json::from_str(trimmed).ok()
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Array(items)) => Listed::Items(items),
+        Ok(_) => Listed::NotAList,
+        Err(err) if past_serde(&err) => Listed::Unreadable,
+        Err(_) => match serde_json::from_str::<Value>(&pythonic_json_made_standard(trimmed)) {
+            Ok(Value::Array(items)) => Listed::Items(items),
+            Err(err) if past_serde(&err) => Listed::Unreadable,
+            _ => Listed::NotAList,
+        },
+    }
+}
+
+fn past_serde(err: &serde_json::Error) -> bool {
+    let message = err.to_string();
+    message.contains("recursion limit exceeded") || message.contains("number out of range")
+}
+
+/// `text` with what Python's `json.loads` accepts and JSON does not replaced outside strings
+/// (`NaN`, `Infinity`, `-Infinity` as `null`) and inside them (a surrogate escape as U+FFFD).
+fn pythonic_json_made_standard(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut in_string = false;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            if c == '\\' {
+                let bytes = rest.as_bytes();
+                let surrogate = bytes.len() >= 6
+                    && bytes[1] == b'u'
+                    && bytes[2].eq_ignore_ascii_case(&b'd')
+                    && matches!(bytes[3].to_ascii_lowercase(), b'8'..=b'9' | b'a'..=b'f')
+                    && bytes[4].is_ascii_hexdigit()
+                    && bytes[5].is_ascii_hexdigit();
+                if surrogate {
+                    out.push_str("\\ufffd");
+                    rest = &rest[6..];
+                    continue;
+                }
+                let pair: String = rest.chars().take(2).collect();
+                out.push_str(&pair);
+                rest = &rest[pair.len()..];
+                continue;
+            }
+            in_string = c != '"';
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(token) = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|token| rest.starts_with(token))
+        {
+            out.push_str("null");
+            rest = &rest[token.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -145,8 +311,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A deny rule's readings of `value`.
     fn read(value: Value) -> Vec<String> {
-        texts(&value, false)
+        texts(&value, false, true).texts
     }
 
     #[test]
@@ -159,6 +326,17 @@ mod tests {
         }
         assert_eq!(read(json!(1.5)), vec!["1.5"]);
         assert_eq!(read(json!(-3)), vec!["-3"]);
+        // Past 2^53 a string's digits are read exactly, not through an f64.
+        for spelling in [
+            "9007199254740993.0",
+            "9_007_199_254_740_993",
+            " 9007199254740993 ",
+        ] {
+            assert!(
+                read(json!(spelling)).contains(&"9007199254740993".to_string()),
+                "{spelling}"
+            );
+        }
     }
 
     #[test]
@@ -171,6 +349,7 @@ mod tests {
             ("0x10", "16"),
             ("-0b11", "-3"),
             ("+7", "7"),
+            ("007", "7"),
         ] {
             let readings = read(json!(spelling));
             assert_eq!(readings[0], spelling, "the value as written comes first");
@@ -180,27 +359,99 @@ mod tests {
             );
         }
         assert_eq!(read(json!(true)), vec!["true", "1"]);
-        for not_a_number in ["", "abc", "1__0", "_1", "1_", "inf", "nan", "0x", "1.2.3"] {
+        for not_a_number in ["abc", "1__0", "_1", "1_", "inf", "nan", "0x", "1.2.3"] {
             assert_eq!(read(json!(not_a_number)), vec![not_a_number.to_string()]);
         }
     }
 
     #[test]
+    fn what_a_lax_boolean_takes_reads_as_the_boolean_too() {
+        for (spelling, flag) in [
+            (json!(1), "true"),
+            (json!(1.0), "true"),
+            (json!(0), "false"),
+            (json!("1"), "true"),
+            (json!("yes"), "true"),
+            (json!(" On "), "true"),
+            (json!("t"), "true"),
+            (json!("Y"), "true"),
+            (json!("TRUE"), "true"),
+            (json!("off"), "false"),
+        ] {
+            assert!(
+                read(spelling.clone()).contains(&flag.to_string()),
+                "{spelling}"
+            );
+        }
+    }
+
+    #[test]
     fn a_list_given_as_a_string_is_read_element_by_element_too() {
-        let readings = texts(&json!("[\"/secret/x\", \"/ok\"]"), true);
+        let readings = texts(&json!("[\"/secret/x\", \"/ok\"]"), true, true).texts;
         assert_eq!(readings[1..], ["/secret/x".to_string(), "/ok".to_string()]);
-        let nested = texts(&json!(["[\"/a\", \"[\\\"/b\\\"]\"]"]), true);
+        let nested = texts(&json!(["[\"/a\", \"[\\\"/b\\\"]\"]"]), true, true).texts;
         assert!(nested.contains(&"/a".to_string()), "{nested:?}");
         assert!(
             !nested.contains(&"/b".to_string()),
             "bounded depth: {nested:?}"
         );
-        assert_eq!(texts(&json!("[not json"), true), vec!["[not json"]);
+        assert_eq!(
+            texts(&json!("[not json"), true, true).texts,
+            vec!["[not json"]
+        );
+    }
+
+    /// Python's `json.loads` reads `NaN`, `Infinity` and lone surrogates, serde does not: the
+    /// list's other elements are still read; a list past serde's limits fails closed.
+    #[test]
+    fn a_list_only_a_lenient_parser_reads_is_still_read_or_fails_closed() {
+        for list in [
+            r#"["/srv/secret/x", "\ud800"]"#,
+            r#"["/srv/secret/x", NaN]"#,
+            r#"["/srv/secret/x", -Infinity]"#,
+            r#"["/srv/secret/x", "NaN é \u00e9 \"q\""]"#,
+        ] {
+            let read = texts(&json!(list), true, true);
+            assert!(
+                read.texts.contains(&"/srv/secret/x".to_string()),
+                "{list}: {read:?}"
+            );
+        }
+        let huge = texts(&json!(r#"["/srv/secret/x", 1e400]"#), true, true);
+        assert!(huge.unreadable, "{huge:?}");
+        let deep = format!(
+            "[\"/srv/secret/x\", {}{}]",
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        assert!(texts(&json!(deep), true, true).unreadable);
     }
 
     #[test]
     fn a_path_rule_takes_strings_as_written() {
-        assert_eq!(texts(&json!("1_0"), true), vec!["1_0"]);
-        assert_eq!(texts(&json!(["/a", 2]), true), vec!["/a", "2"]);
+        assert_eq!(texts(&json!("1_0"), true, true).texts, vec!["1_0"]);
+        assert_eq!(texts(&json!(["/a", 2]), true, true).texts, vec!["/a", "2"]);
+    }
+
+    /// An allow rule holds for what it was written to match: no reading it did not foresee.
+    #[test]
+    fn an_allow_rule_judges_the_value_as_written() {
+        assert_eq!(texts(&json!(true), false, false).texts, vec!["true"]);
+        assert_eq!(texts(&json!("0644"), false, false).texts, vec!["0644"]);
+        assert_eq!(texts(&json!(["a", 2]), false, false).texts, vec!["a", "2"]);
+    }
+
+    /// Many values cost each one lookup, not one per value seen before.
+    #[test]
+    fn a_long_list_is_read_in_linear_time() {
+        let many: Vec<Value> = (0..200_000).map(|n| json!(n)).collect();
+        let started = std::time::Instant::now();
+        let read = texts(&Value::Array(many), false, true);
+        assert!(read.texts.len() >= 200_000);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -62,39 +62,57 @@ prefix = "/srv/secret/"
 
 /// A path is read as the kernel will resolve it for the server, through the links along it:
 /// `link/b` where `link` points into a denied directory is in it, and so is `up/../c` where `up`
-/// points to a directory inside it (lexically `c` would be beside `up`). A path with no link
-/// along it is read as written.
+/// points to a directory inside it (lexically `c` would be beside `up`), a dangling link's
+/// target, and a path padded past any small bound. A path with no link along it is read as
+/// written; a prefix with a link in it holds for the paths under its target; a path through
+/// `/proc/self` fails closed. Links are followed only where the server can look (its grants).
 pub(super) fn a_path_rule_fires_through_the_links_along_the_path(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().canonicalize().unwrap().join("data");
     std::fs::create_dir_all(data.join("secret/sub")).unwrap();
-    std::fs::create_dir_all(data.join("public")).unwrap();
+    std::fs::create_dir_all(data.join("public/d")).unwrap();
     std::os::unix::fs::symlink("secret", data.join("link")).unwrap();
     std::os::unix::fs::symlink("secret/sub", data.join("up")).unwrap();
+    std::os::unix::fs::symlink("../secret/new", data.join("public/dangle")).unwrap();
+    std::os::unix::fs::symlink("public", data.join("alias")).unwrap();
+    let rule = |argument: &str, negate: bool, prefix: &str| {
+        format!(
+            "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = {argument:?}\nnegate = {negate}\nprefix = {:?}\n",
+            data.join(prefix).display().to_string()
+        )
+    };
     let setup = Setup::fixture("").policy(&format!(
-        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = {:?}\n",
-        data.join("secret").display().to_string()
+        "read = [{:?}]\n{}{}",
+        data.display().to_string(),
+        rule("path", false, "secret"),
+        rule("dest", true, "alias"),
     ));
     let (world, mut client) = start(mode, setup);
     client.initialize("2025-06-18");
     let path = |rest: &str| data.join(rest).display().to_string();
-    for (id, (written, denied)) in [
-        ("secret/a", true),
-        ("link/b", true),
-        ("up/../c", true),
-        ("public/../link/d", true),
-        ("public/e", false),
-        ("up/../../public/f", false),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let answer = client.call(
-            id as i64 + 1,
-            &world.tool("echo"),
-            json!({"text": "through", "path": path(written)}),
-        );
+    let padded = format!("public/{}../link/x", "d/../".repeat(80));
+    let cases = [
+        ("path", path("secret/a"), true),
+        ("path", path("link/b"), true),
+        ("path", path("up/../c"), true),
+        ("path", path("public/../link/d"), true),
+        ("path", path("public/dangle"), true),
+        ("path", path(&padded), true),
+        ("path", "/proc/self/cwd/x".to_string(), true),
+        ("path", path("public/e"), false),
+        ("path", path("up/../../public/f"), false),
+        // `dest` must be under `alias`, a link to `public`: its target's paths are.
+        ("dest", path("public/g"), false),
+        ("dest", path("alias/h"), false),
+        ("dest", path("secret/i"), true),
+    ];
+    for (id, (argument, value, denied)) in cases.into_iter().enumerate() {
+        // Both arguments each time (a `negate` rule fires on an absent one), the other harmless.
+        let mut arguments =
+            json!({"text": "through", "path": path("public/ok"), "dest": path("public/ok")});
+        arguments[argument] = json!(value);
+        let answer = client.call(id as i64 + 1, &world.tool("echo"), arguments);
         let reached = Client::text(&answer).contains("fixture: through");
-        assert_eq!(reached, !denied, "{written}: {answer}");
+        assert_eq!(reached, !denied, "{argument} {value}: {answer}");
     }
 }
