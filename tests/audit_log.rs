@@ -533,3 +533,25 @@ fn a_large_argument_is_logged_capped_with_its_size_and_hash() {
     );
     assert_eq!(record["args"]["note"], "small");
 }
+
+/// What `airlock audit` prints of a record is shown, never acted: a tool name a host chose with
+/// a line break and terminal escapes in it stays on its one line, its escapes visible.
+#[test]
+fn show_prints_control_characters_as_text() {
+    let world = World::new();
+    run_default(
+        &world,
+        &[("evil\r\n2026-01-01 forged\u{1b}]0;TITLE\u{7}", json!({}))],
+    );
+    let shown = world.airlock(&["audit", "--event", "decision"]);
+    let out = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        !out.contains('\r') && !out.contains('\u{1b}') && !out.contains('\u{7}'),
+        "{out:?}"
+    );
+    assert!(
+        out.contains("evil\\x0d\\x0a2026-01-01 forged\\x1b]0;TITLE\\x07"),
+        "{out}"
+    );
+}

@@ -243,12 +243,23 @@ pub enum NameError {
     },
     #[error("separator {0:?} must be 1 to 4 of `_`, `-`, `.`")]
     Separator(String),
+    #[error(
+        "server name {0:?} is airlock's own in the audit log (its records about the gateway itself and the host go under it)"
+    )]
+    Reserved(String),
 }
+
+/// Names the audit log gives airlock's own records: no server may take one, or its records would
+/// read as airlock's (and the other way round) in `airlock audit` and its summary.
+pub const RESERVED_SERVER_NAMES: [&str; 2] = ["gateway", "host"];
 
 /// Checks a server name: 1–64 of `[A-Za-z0-9_.-]`, and never the namespace separator.
 pub fn check_server_name(name: &str, separator: &str) -> Result<(), NameError> {
     if name.is_empty() || name.len() > 64 {
         return Err(NameError::Length(name.to_string()));
+    }
+    if RESERVED_SERVER_NAMES.contains(&name) {
+        return Err(NameError::Reserved(name.to_string()));
     }
     if let Some(bad) = name
         .chars()
@@ -286,6 +297,9 @@ pub fn check_server_name(name: &str, separator: &str) -> Result<(), NameError> {
 /// when that is no valid name either.
 pub fn suggest_server_name(name: &str, separator: &str) -> String {
     let mut suggestion = sanitize_server_name(&name.replace("__", "-").replace(separator, "-"));
+    if RESERVED_SERVER_NAMES.contains(&suggestion.as_str()) {
+        suggestion.push_str("-server");
+    }
     while !suggestion.is_empty() && check_server_name(&suggestion, separator).is_err() {
         suggestion.pop();
     }

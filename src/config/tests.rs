@@ -214,6 +214,10 @@ fn bad_server_names_are_rejected() {
         "runs into the separator \"_-_\"",
     );
     assert!(check_server_name("a_b", "-").is_ok());
+    for reserved in RESERVED_SERVER_NAMES {
+        assert!(check_server_name(reserved, "__").is_err(), "{reserved}");
+        assert_eq!(suggest_server_name(reserved, "__"), format!("{reserved}-server"));
+    }
     assert!(
         check_server_name("a-", "-.").is_ok(),
         "a--.tool splits after a-"

@@ -1,5 +1,6 @@
 //! `airlock audit [show]` and `airlock audit summary`: records, filtered, for people or for jq.
 
+use crate::session::shell::stderr::shown;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -73,7 +74,9 @@ fn emit(out: &mut impl Write, line: &[u8], record: &Value, json: bool) -> bool {
     let written = if json {
         out.write_all(line).and_then(|()| out.write_all(b"\n"))
     } else {
-        writeln!(out, "{}", format_record(record))
+        // A log is text anyone who could write it chose: its control characters are shown, not
+        // acted (a tool name with `\r\n` would forge a line, escapes would drive the terminal).
+        writeln!(out, "{}", shown(&format_record(record)))
     };
     written.is_ok()
 }
@@ -215,6 +218,7 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     );
     for (name, row) in &servers {
         let net = format!("{}/{}", row.net_allowed, row.net_refused);
+        let name = shown(name);
         let _ = writeln!(
             out,
             "{name:<24} {:>7} {:>7} {:>7} {:>10} {:>10} {:>7} {net:>10} {:>8}",
