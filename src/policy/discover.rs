@@ -120,7 +120,13 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
                 text,
             });
         }
-        Some(path) => sources.push(read_required(Layer::User, Path::new(path))?),
+        Some(path) => {
+            let mut source = read_required(Layer::User, Path::new(path))?;
+            // The file itself, not the path as given, as a config's: the digest covers the
+            // path, and `./policy.toml` and its full path are one policy.
+            source.path = std::path::absolute(&source.path).unwrap_or(source.path);
+            sources.push(source);
+        }
         None => {
             if let Some(path) = inputs.user_dirs.user_policy()
                 && let Some(source) = read_if_present(Layer::User, &path)?
