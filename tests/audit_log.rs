@@ -541,7 +541,10 @@ fn show_prints_control_characters_as_text() {
     let world = World::new();
     run_default(
         &world,
-        &[("evil\r\n2026-01-01 forged\u{1b}]0;TITLE\u{7}", json!({}))],
+        &[(
+            "evil\r\n2026-01-01 forged\u{1b}]0;TITLE\u{7}\u{2028}\u{200b}",
+            json!({}),
+        )],
     );
     let shown = world.airlock(&["audit", "--event", "decision"]);
     let out = String::from_utf8_lossy(&shown.stdout);
@@ -551,7 +554,7 @@ fn show_prints_control_characters_as_text() {
         "{out:?}"
     );
     assert!(
-        out.contains("evil\\x0d\\x0a2026-01-01 forged\\x1b]0;TITLE\\x07"),
+        out.contains("evil\\x0d\\x0a2026-01-01 forged\\x1b]0;TITLE\\x07\\u{2028}\\u{200b}"),
         "{out}"
     );
 }

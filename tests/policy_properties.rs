@@ -341,8 +341,7 @@ proptest! {
             bases: vec![PathBuf::from("/srv/given")],
             fallback_cwd: None,
             user_homes: vec![PathBuf::from("/home/me")],
-            link_roots: Vec::new(),
-        };
+            };
         let decision = policy.decide_in(
             &Call { server: "fs", tool: "read_file", arguments: Some(&arguments), identity: None },
             &context,

@@ -60,7 +60,7 @@ both_modes!(
     a_carriage_return_cannot_split_a_call_into_two_for_the_server,
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
-    a_path_rule_fires_through_the_links_along_the_path,
+    a_path_through_a_process_handle_fails_closed,
     a_granted_path_that_does_not_exist_is_named_not_silently_dropped,
     a_server_that_dies_at_start_is_told_with_its_last_stderr_line,
 );

@@ -245,9 +245,6 @@ fn server_path_context(server: &str, cwd: Option<PathBuf>) -> PathContext {
         bases: Vec::new(),
         fallback_cwd: None,
         user_homes: crate::process::launch::user_homes(dirs.home.as_deref()),
-        // No plan to take the server's paths from: links are followed anywhere but /proc and
-        // /dev (a server's root shows its grants only; `--config` gives the exact reading).
-        link_roots: vec![PathBuf::from("/")],
     }
 }
 

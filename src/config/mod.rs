@@ -196,7 +196,7 @@ pub fn load_found(path: &Path, searched: Option<&[PathBuf]>) -> Result<Config, S
     // reload` run from other directories, the origins of its per-server blocks must read the
     // same at start and at each reload (which re-reads this file), and the policy digest, which
     // covers the path, must be the same in `airlock check` as in the session's audit log.
-    config.path = std::path::absolute(&config.path).unwrap_or(config.path);
+    config.path = std::fs::canonicalize(&config.path).unwrap_or(config.path);
     Ok(config)
 }
 

@@ -216,7 +216,10 @@ fn bad_server_names_are_rejected() {
     assert!(check_server_name("a_b", "-").is_ok());
     for reserved in RESERVED_SERVER_NAMES {
         assert!(check_server_name(reserved, "__").is_err(), "{reserved}");
-        assert_eq!(suggest_server_name(reserved, "__"), format!("{reserved}-server"));
+        assert_eq!(
+            suggest_server_name(reserved, "__"),
+            format!("{reserved}-server")
+        );
     }
     assert!(
         check_server_name("a-", "-.").is_ok(),

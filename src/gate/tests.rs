@@ -33,7 +33,6 @@ fn gate_with(text: &str, timeout: Option<Duration>, show_denied: bool) -> Gate {
             bases: Vec::new(),
             fallback_cwd: None,
             user_homes: vec![PathBuf::from("/home/me")],
-            link_roots: Vec::new(),
         },
     };
     let mut gate = Gate::new(config, policy(text), Arc::new(Redactor::new([]).unwrap()));

@@ -122,9 +122,9 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
         }
         Some(path) => {
             let mut source = read_required(Layer::User, Path::new(path))?;
-            // The file itself, not the path as given, as a config's: the digest covers the
-            // path, and `./policy.toml` and its full path are one policy.
-            source.path = std::path::absolute(&source.path).unwrap_or(source.path);
+            // The file itself, not the path as given: the digest covers the path, and
+            // `./policy.toml`, `sub/../policy.toml` and a link to it are one policy.
+            source.path = std::fs::canonicalize(&source.path).unwrap_or(source.path);
             sources.push(source);
         }
         None => {

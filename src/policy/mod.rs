@@ -9,7 +9,6 @@ pub mod command_line;
 pub mod discover;
 pub mod file;
 pub mod keys;
-pub mod links;
 pub mod merge;
 pub mod names;
 pub mod network;

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::links::{self, Linked};
 use crate::paths::normalize_path;
 
 /// What the gate knows about the server's own view of paths.
@@ -36,11 +35,6 @@ pub struct PathContext {
     /// link): a rule's `prefix = "~/..."` means it, as a grant's `~` does (the server's own `~`
     /// is its private home, above). Empty: unknown, and such a rule fails closed.
     pub user_homes: Vec<PathBuf>,
-    /// For a local server (whose root binds what it is granted at the same places): its
-    /// paths, under which a path is also read through the links this host has along it, as the
-    /// kernel will resolve it for the server ([`super::links`]). Empty for a remote server and
-    /// in tests of the lexical readings: nothing is looked up.
-    pub link_roots: Vec<PathBuf>,
 }
 
 /// One reading of a path argument.
@@ -79,69 +73,57 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
             push(unresolved("bytes that do not decode to a path"));
             continue;
         };
-        let mut read_as = |reading: Reading, absolute: Option<PathBuf>| {
-            let lexical = reading.resolved.clone();
-            let how = reading.how.clone();
-            push(reading);
-            if lexical
+        let mut read_as = |reading: Reading| {
+            let process_handle = reading
+                .resolved
                 .as_deref()
-                .is_some_and(links::names_a_process_handle)
-            {
+                .is_some_and(names_a_process_handle);
+            push(reading);
+            if process_handle {
                 push(unresolved(
                     "a path through what a process has open (/proc/self, /dev/fd): the server's kernel reads it for the server",
                 ));
             }
-            let Some(absolute) = absolute.filter(|_| !context.link_roots.is_empty()) else {
-                return;
-            };
-            match links::through_links(&absolute, &context.link_roots) {
-                Linked::At(linked) => {
-                    let linked = linked.to_string_lossy().into_owned();
-                    if Some(&linked) != lexical.as_ref() {
-                        push(Reading {
-                            resolved: Some(linked),
-                            how: format!("{how}, through the links this host has along it"),
-                            holds: None,
-                        });
-                    }
-                }
-                Linked::TooFar => push(unresolved(&format!(
-                    "more than {} links or {} components to follow",
-                    links::MAX_LINKS,
-                    links::MAX_STEPS
-                ))),
-            }
         };
-        read_as(
-            resolve(&candidate, context, &how),
-            absolute(&candidate, context),
-        );
+        read_as(resolve(&candidate, context, &how));
         if is_relative(&candidate) {
             if let Some(home) = &context.fallback_cwd {
-                read_as(
-                    against_dir(
-                        &candidate,
-                        home,
-                        &how,
-                        "its private home, where it starts if it cannot use its working directory",
-                    ),
-                    Some(home.join(&candidate)),
-                );
+                read_as(against_dir(
+                    &candidate,
+                    home,
+                    &how,
+                    "its private home, where it starts if it cannot use its working directory",
+                ));
             }
             for base in &context.bases {
-                read_as(
-                    against_dir(
-                        &candidate,
-                        base,
-                        &how,
-                        "a directory on the server's command line",
-                    ),
-                    Some(base.join(&candidate)),
-                );
+                read_as(against_dir(
+                    &candidate,
+                    base,
+                    &how,
+                    "a directory on the server's command line",
+                ));
             }
         }
     }
     readings
+}
+
+/// Whether a reading names what a process has open (its `cwd`, `root`, `fd/N`, its own
+/// `/proc` entry, `/dev/fd`, `/dev/stdin`): the server's kernel reads those for the server, which
+/// the gate cannot, so such a reading fails closed.
+pub fn names_a_process_handle(path: &str) -> bool {
+    let path = Path::new(path);
+    let mut components = path.components().skip(1);
+    match (
+        components.next().and_then(|c| c.as_os_str().to_str()),
+        components.next().and_then(|c| c.as_os_str().to_str()),
+    ) {
+        (Some("proc"), Some(entry)) => {
+            entry == "self" || entry == "thread-self" || entry.bytes().all(|b| b.is_ascii_digit())
+        }
+        (Some("dev"), Some(entry)) => matches!(entry, "fd" | "stdin" | "stdout" | "stderr"),
+        _ => false,
+    }
 }
 
 fn is_relative(path: &str) -> bool {
@@ -265,20 +247,6 @@ fn decode(text: &str) -> Option<String> {
     }
 }
 
-/// One candidate path made absolute the way the server would, not yet normalised; `None` when
-/// it cannot be (see [`resolve`]).
-fn absolute(path: &str, context: &PathContext) -> Option<PathBuf> {
-    if crate::paths::after_tilde(path).is_some() {
-        crate::paths::expand_tilde(path, context.home.as_deref())
-    } else if path.starts_with('~') {
-        None
-    } else if Path::new(path).is_absolute() {
-        Some(PathBuf::from(path))
-    } else {
-        context.cwd.as_ref().map(|cwd| cwd.join(path))
-    }
-}
-
 /// One candidate path, made absolute the way the server would, then normalised.
 fn resolve(path: &str, context: &PathContext, how: &str) -> Reading {
     let absolute = if crate::paths::after_tilde(path).is_some() {
@@ -314,6 +282,22 @@ fn resolve(path: &str, context: &PathContext, how: &str) -> Reading {
 mod tests {
     use super::*;
 
+    #[test]
+    fn process_handles_are_told_apart() {
+        for handle in [
+            "/proc/self/cwd/x",
+            "/proc/thread-self/root",
+            "/proc/42/fd/3",
+            "/dev/fd/0",
+            "/dev/stdin",
+        ] {
+            assert!(names_a_process_handle(handle), "{handle}");
+        }
+        for plain in ["/proc/cpuinfo", "/dev/null", "/srv/proc/self", "/"] {
+            assert!(!names_a_process_handle(plain), "{plain}");
+        }
+    }
+
     fn context() -> PathContext {
         PathContext {
             home: Some(PathBuf::from("/state/servers/fs/home")),
@@ -321,7 +305,6 @@ mod tests {
             bases: Vec::new(),
             fallback_cwd: None,
             user_homes: vec![PathBuf::from("/home/me")],
-            link_roots: Vec::new(),
         }
     }
 

@@ -56,26 +56,6 @@ pub struct ArgumentTrace {
     pub note: Option<String>,
 }
 
-/// Values of one argument read through the host's links; the rest fail closed.
-pub const MAX_LINKED_VALUES: usize = 1024;
-
-/// Whether a path reading is under `prefix`. A value is also read through the host's links, so
-/// the prefix is too: a prefix with a link in it (`/home` -> `/var/home`, a linked `~/notes`)
-/// would otherwise miss every value read through that link.
-fn under_prefix(value: &str, prefix: &str, context: &PathContext) -> bool {
-    if path::is_under(value, prefix) {
-        return true;
-    }
-    if context.link_roots.is_empty() {
-        return false;
-    }
-    let everywhere = [std::path::PathBuf::from("/")];
-    matches!(
-        super::links::through_links(std::path::Path::new(prefix), &everywhere),
-        super::links::Linked::At(real) if path::is_under(value, &real.to_string_lossy())
-    )
-}
-
 /// One rule's reading of the call's arguments (see [`ToolRules::argument_traces`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleTrace {
@@ -102,14 +82,11 @@ impl Condition {
                     return None;
                 }
                 context.user_homes.iter().any(|home| {
-                    path::expand_tilde(prefix, Some(home)).is_some_and(|prefix| {
-                        under_prefix(value, &prefix.to_string_lossy(), context)
-                    })
+                    path::expand_tilde(prefix, Some(home))
+                        .is_some_and(|prefix| path::is_under(value, &prefix.to_string_lossy()))
                 })
             }
-            ArgMatcher::Prefix(prefix) if self.normalize_path => {
-                under_prefix(value, prefix, context)
-            }
+            ArgMatcher::Prefix(prefix) if self.normalize_path => path::is_under(value, prefix),
             ArgMatcher::Prefix(prefix) => value.starts_with(prefix.as_str()),
             ArgMatcher::Glob(glob, _) => glob.matches(value),
             ArgMatcher::Regex(regex) => regex.is_match(value),
@@ -120,13 +97,7 @@ impl Condition {
     /// judged on every reading (see [`super::reading`]): an `allow` needs every reading to hold,
     /// a `deny`/`ask` fires on any; a value with an unresolvable reading never satisfies an
     /// `allow` and always fires a `deny`/`ask`.
-    fn value_holds(
-        &self,
-        raw: &str,
-        action: Action,
-        context: &PathContext,
-        past_link_budget: bool,
-    ) -> (bool, ValueTrace) {
+    fn value_holds(&self, raw: &str, action: Action, context: &PathContext) -> (bool, ValueTrace) {
         if !self.normalize_path {
             let trace = ValueTrace {
                 raw: raw.to_string(),
@@ -136,15 +107,6 @@ impl Condition {
             return (matched != self.negate, trace);
         }
         let mut readings = read_path(raw, context);
-        if past_link_budget {
-            readings.push(Reading {
-                resolved: None,
-                how: format!(
-                    "one of more than {MAX_LINKED_VALUES} paths in this argument, past those followed through links"
-                ),
-                holds: None,
-            });
-        }
         let fail_closed = action != Action::Allow;
         for reading in &mut readings {
             reading.holds = Some(match &reading.resolved {
@@ -224,21 +186,8 @@ impl Condition {
         }
         let texts = read.texts;
         let mut results = Vec::with_capacity(texts.len());
-        // Past the first values, a path is not followed through links (each costs lookups, and
-        // a 4 MiB line holds many): it fails closed instead.
-        let unlinked =
-            (texts.len() > MAX_LINKED_VALUES && !context.link_roots.is_empty()).then(|| {
-                PathContext {
-                    link_roots: Vec::new(),
-                    ..context.clone()
-                }
-            });
-        for (index, text) in texts.iter().enumerate() {
-            let (context, past) = match &unlinked {
-                Some(unlinked) if index >= MAX_LINKED_VALUES => (unlinked, true),
-                _ => (context, false),
-            };
-            let (held, value_trace) = self.value_holds(text, action, context, past);
+        for text in &texts {
+            let (held, value_trace) = self.value_holds(text, action, context);
             results.push(held);
             trace.values.push(value_trace);
         }

@@ -161,12 +161,6 @@ impl Prepared {
             .then(|| self.plan.private_home.clone()),
             bases,
             user_homes: user_homes(self.user_home.as_deref()),
-            link_roots: self
-                .plan
-                .mounted_paths()
-                .into_iter()
-                .map(Path::to_path_buf)
-                .collect(),
         }
     }
 

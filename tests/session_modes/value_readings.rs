@@ -60,59 +60,31 @@ prefix = "/srv/secret/"
     assert_eq!(decisions[8..], vec!["allow"; 3]);
 }
 
-/// A path is read as the kernel will resolve it for the server, through the links along it:
-/// `link/b` where `link` points into a denied directory is in it, and so is `up/../c` where `up`
-/// points to a directory inside it (lexically `c` would be beside `up`), a dangling link's
-/// target, and a path padded past any small bound. A path with no link along it is read as
-/// written; a prefix with a link in it holds for the paths under its target; a path through
-/// `/proc/self` fails closed. Links are followed only where the server can look (its grants).
-pub(super) fn a_path_rule_fires_through_the_links_along_the_path(mode: Mode) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().canonicalize().unwrap().join("data");
-    std::fs::create_dir_all(data.join("secret/sub")).unwrap();
-    std::fs::create_dir_all(data.join("public/d")).unwrap();
-    std::os::unix::fs::symlink("secret", data.join("link")).unwrap();
-    std::os::unix::fs::symlink("secret/sub", data.join("up")).unwrap();
-    std::os::unix::fs::symlink("../secret/new", data.join("public/dangle")).unwrap();
-    std::os::unix::fs::symlink("public", data.join("alias")).unwrap();
-    let rule = |argument: &str, negate: bool, prefix: &str| {
-        format!(
-            "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = {argument:?}\nnegate = {negate}\nprefix = {:?}\n",
-            data.join(prefix).display().to_string()
-        )
-    };
-    let setup = Setup::fixture("").policy(&format!(
-        "read = [{:?}]\n{}{}",
-        data.display().to_string(),
-        rule("path", false, "secret"),
-        rule("dest", true, "alias"),
-    ));
+/// A path through what a process has open (`/proc/self/cwd`, `/dev/fd`) is read by the
+/// server's kernel for the server, which the gate cannot do: it fails closed, under a deny rule
+/// whatever it names. Other paths are read as written, normalised.
+pub(super) fn a_path_through_a_process_handle_fails_closed(mode: Mode) {
+    let setup = Setup::fixture("").policy(
+        "[[tools.rule]]\ntool = \"mcp:fixture__echo\"\naction = \"deny\"\nargument = \"path\"\nprefix = \"/srv/secret\"\n",
+    );
     let (world, mut client) = start(mode, setup);
     client.initialize("2025-06-18");
-    let path = |rest: &str| data.join(rest).display().to_string();
-    let padded = format!("public/{}../link/x", "d/../".repeat(80));
     let cases = [
-        ("path", path("secret/a"), true),
-        ("path", path("link/b"), true),
-        ("path", path("up/../c"), true),
-        ("path", path("public/../link/d"), true),
-        ("path", path("public/dangle"), true),
-        ("path", path(&padded), true),
-        ("path", "/proc/self/cwd/x".to_string(), true),
-        ("path", path("public/e"), false),
-        ("path", path("up/../../public/f"), false),
-        // `dest` must be under `alias`, a link to `public`: its target's paths are.
-        ("dest", path("public/g"), false),
-        ("dest", path("alias/h"), false),
-        ("dest", path("secret/i"), true),
+        ("/srv/secret/a", true),
+        ("/srv/public/../secret/b", true),
+        ("/proc/self/cwd/x", true),
+        ("/proc/thread-self/root/srv/secret/c", true),
+        ("/dev/fd/3", true),
+        ("/srv/public/d", false),
+        ("/proc/cpuinfo", false),
     ];
-    for (id, (argument, value, denied)) in cases.into_iter().enumerate() {
-        // Both arguments each time (a `negate` rule fires on an absent one), the other harmless.
-        let mut arguments =
-            json!({"text": "through", "path": path("public/ok"), "dest": path("public/ok")});
-        arguments[argument] = json!(value);
-        let answer = client.call(id as i64 + 1, &world.tool("echo"), arguments);
+    for (id, (path, denied)) in cases.into_iter().enumerate() {
+        let answer = client.call(
+            id as i64 + 1,
+            &world.tool("echo"),
+            json!({"text": "through", "path": path}),
+        );
         let reached = Client::text(&answer).contains("fixture: through");
-        assert_eq!(reached, !denied, "{argument} {value}: {answer}");
+        assert_eq!(reached, !denied, "{path}: {answer}");
     }
 }

@@ -71,12 +71,21 @@ fn first_bytes(text: &str, limit: usize) -> String {
 
 /// A server's stderr text as it may reach the user's terminal: control characters (escape
 /// sequences that would retitle the window, write the clipboard, or move the cursor back over the
-/// `[server]` prefix to forge an airlock line) and bidirectional overrides are shown as `\xNN` /
-/// `\u{NNNN}` instead of acting. Tabs stay. Pure.
+/// `[server]` prefix to forge an airlock line), bidirectional controls, and the invisible marks
+/// and separators that make one name look like another (zero-width spaces and joiners, the
+/// line and paragraph separators, the byte-order mark) are shown as `\xNN` / `\u{NNNN}` instead
+/// of acting. Tabs stay. Pure.
 pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     let acts = |c: char| {
         (c.is_control() && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(
+                c,
+                '\u{061c}'
+                    | '\u{200b}'..='\u{200f}'
+                    | '\u{2028}'..='\u{202e}'
+                    | '\u{2060}'..='\u{2069}'
+                    | '\u{feff}'
+            )
     };
     if !text.chars().any(acts) {
         return std::borrow::Cow::Borrowed(text);
