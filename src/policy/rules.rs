@@ -139,9 +139,10 @@ impl Condition {
     /// aside); two such keys are ambiguous, which fails closed like an unreadable path. A list
     /// argument (say, several paths) must satisfy an `allow` rule with every element, while a
     /// `deny` or `ask` rule fires on any element: a list can never smuggle one forbidden value past
-    /// a rule. Each value is also judged as whatever a lenient server may read it as (`1e0` as
-    /// `1`, a list sent as a JSON string as its elements: [`value_texts`]). A missing argument
-    /// never matches (so it satisfies only a `negate` condition).
+    /// a rule. For a `deny`/`ask` rule each value is also judged as whatever a lenient server may
+    /// read it as (`1e0` as `1`, a list sent as a JSON string as its elements: [`value_texts`]);
+    /// an `allow` rule judges it as written. A missing argument never matches (so it satisfies
+    /// only a `negate` condition).
     pub fn evaluate(
         &self,
         arguments: Option<&Value>,
