@@ -99,12 +99,19 @@ pub(super) fn unknown_tools_get_an_unknown_tool_result(mode: Mode) {
 
 /// A grant of a path this host does not have is skipped by the sandbox: the user hears it when
 /// the server is planned (stderr, with the fix), and `airlock check` shows it as missing rather
-/// than as bound. The server still starts and works.
+/// than as bound; so is a variable of the server's environment that names a path it is not
+/// granted. The server still starts and works.
 pub(super) fn a_granted_path_that_does_not_exist_is_named_not_silently_dropped(mode: Mode) {
     let scratch = tempfile::tempdir().unwrap();
     let missing = scratch.path().join("not-yet");
-    let setup =
-        || Setup::fixture("").policy(&format!("write = [{:?}]", missing.display().to_string()));
+    let setup = || {
+        Setup::fixture("")
+            .policy(&format!(
+                "write = [{:?}]\nenv = [\"DATA_FILE\"]",
+                missing.display().to_string()
+            ))
+            .airlock_env("DATA_FILE", "/srv/not-granted/data.json")
+    };
     let (world, mut client) = start(mode, setup());
     client.initialize("2025-06-18");
     let answer = client.call(1, &world.tool("echo"), json!({"text": "works"}));
@@ -115,6 +122,12 @@ pub(super) fn a_granted_path_that_does_not_exist_is_named_not_silently_dropped(m
     let told = format!("{} is granted (policy grant", missing.display());
     assert!(stderr.contains(&told), "{stderr}");
     assert!(stderr.contains("mkdir -p"), "{stderr}");
+    // A variable passed to the server that names a path it is not granted: named, not its value.
+    assert!(
+        stderr.contains("its environment names a path it is not granted (DATA_FILE)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("/srv/not-granted"), "{stderr}");
     let check = support::check_command(&world, &setup()).output().unwrap();
     let printed = String::from_utf8_lossy(&check.stdout);
     let shown = format!("write {}  (policy grant", missing.display());

@@ -101,6 +101,8 @@ pub struct Setup {
     pub run_as: &'static str,
     /// A project policy (`.airlock/policy.toml` in the directory airlock starts in), if any.
     pub project_policy: Option<String>,
+    /// Variables of airlock's own environment (what a host's config sets), besides HOME and XDG.
+    pub airlock_env: Vec<(String, String)>,
 }
 
 impl Setup {
@@ -121,6 +123,7 @@ impl Setup {
             serve_config: String::new(),
             run_as: "root",
             project_policy: None,
+            airlock_env: Vec::new(),
         }
     }
 
@@ -158,6 +161,12 @@ impl Setup {
 
     pub fn cwd(mut self, dir: &std::path::Path) -> Setup {
         self.cwd = Some(dir.to_path_buf());
+        self
+    }
+
+    /// A variable of airlock's own environment, as a host's config sets one.
+    pub fn airlock_env(mut self, name: &str, value: &str) -> Setup {
+        self.airlock_env.push((name.to_string(), value.to_string()));
         self
     }
 
@@ -366,6 +375,7 @@ fn spawn_with(world: &World, setup: &Setup, stdin: Stdio, stdout: Stdio) -> Chil
             cmd
         }
     };
+    cmd.envs(setup.airlock_env.iter().map(|(k, v)| (k, v)));
     cmd.stdin(stdin)
         .stdout(stdout)
         .stderr(Stdio::piped())
