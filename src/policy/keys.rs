@@ -41,7 +41,7 @@ pub fn fold_key(key: &str) -> String {
 /// Hangul fillers, Khmer inherent vowels, Mongolian and other variation selectors). A lenient
 /// server that drops them (as Python's `unicodedata`-based cleanups of Cf do) reads `pa\u{2066}th` as
 /// `path`; so must the gate. A fixed list would miss the next one.
-fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     use unicode_general_category::{GeneralCategory, get_general_category};
     get_general_category(c) == GeneralCategory::Format
         || matches!(

@@ -76,16 +76,13 @@ fn first_bytes(text: &str, limit: usize) -> String {
 /// line and paragraph separators, the byte-order mark) are shown as `\xNN` / `\u{NNNN}` instead
 /// of acting. Tabs stay. Pure.
 pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    // The invisible set is the gate's own (`policy::keys::is_invisible`: every format character
+    // and the other default-ignorables, bidi controls among them), plus the line and paragraph
+    // separators, which are not format characters but break a line for some terminals.
     let acts = |c: char| {
         (c.is_control() && c != '\t')
-            || matches!(
-                c,
-                '\u{061c}'
-                    | '\u{200b}'..='\u{200f}'
-                    | '\u{2028}'..='\u{202e}'
-                    | '\u{2060}'..='\u{2069}'
-                    | '\u{feff}'
-            )
+            || crate::policy::keys::is_invisible(c)
+            || matches!(c, '\u{2028}' | '\u{2029}')
     };
     if !text.chars().any(acts) {
         return std::borrow::Cow::Borrowed(text);
