@@ -79,8 +79,12 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     // The invisible set is the gate's own (`policy::keys::is_invisible`: every format character
     // and the other default-ignorables, bidi controls among them), plus the line and paragraph
     // separators, which are not format characters but break a line for some terminals.
+    // ASCII first: a server may write megabytes, and the category lookup is for the rest only.
     let acts = |c: char| {
-        (c.is_control() && c != '\t')
+        if c.is_ascii() {
+            return c.is_ascii_control() && c != '\t';
+        }
+        c.is_control()
             || crate::policy::keys::is_invisible(c)
             || matches!(c, '\u{2028}' | '\u{2029}')
     };
