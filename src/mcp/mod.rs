@@ -22,6 +22,17 @@ pub use message::{
 pub use peek::{Peek, peek, splice_id};
 pub use version::Era;
 
+/// `T` read from one line as `serde_json::from_slice` reads it. A line that is UTF-8 as a whole
+/// (every line that can parse: any byte above ASCII must be inside a string) is read as text, so
+/// serde_json does not check each of its strings again; any other line is read as bytes, for
+/// serde_json's own error at the right place.
+pub fn from_line<'a, T: serde::Deserialize<'a>>(line: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(line) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(line),
+    }
+}
+
 /// The `_meta` key that ties a message to a task (protocol 2025-11-25).
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
@@ -38,4 +49,26 @@ pub fn task_ended(status: Option<&serde_json::Value>) -> bool {
         status.and_then(serde_json::Value::as_str),
         Some("completed" | "failed" | "cancelled")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    #[test]
+    fn a_line_reads_as_serde_json_reads_its_bytes() {
+        let lines: [&[u8]; 6] = [
+            br#"{"id":1,"result":{"text":"caf\u00e9 \"x\""}}"#,
+            "{\"text\":\"café ☃\"}".as_bytes(),
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":1}\xff",
+            b"[1,2",
+            b"  \"\\ud800\"  ",
+        ];
+        for line in lines {
+            let read = super::from_line::<Value>(line).map_err(|e| e.to_string());
+            let plain = serde_json::from_slice::<Value>(line).map_err(|e| e.to_string());
+            assert_eq!(read, plain, "{}", String::from_utf8_lossy(line));
+        }
+    }
 }

@@ -68,7 +68,7 @@ pub fn peek(line: &[u8]) -> Option<Peek> {
     if *first != b'{' {
         return None;
     }
-    let envelope: Envelope<'_> = serde_json::from_slice(line).ok()?;
+    let envelope: Envelope<'_> = super::from_line(line).ok()?;
     let id_at = envelope.id_at(line);
     Some(envelope.classify(id_at))
 }

@@ -40,7 +40,6 @@ pub fn parse_noting_duplicate_keys(
 ) -> Result<Parsed, serde_json::Error> {
     let duplicate = Cell::new(false);
     let spans = Cell::new(Spans::default());
-    let mut deserializer = serde_json::Deserializer::from_slice(line);
     let envelope = Noting {
         duplicate: &duplicate,
         spans: &spans,
@@ -51,13 +50,27 @@ pub fn parse_noting_duplicate_keys(
             Place::Unspanned
         },
     };
-    let value = envelope.deserialize(&mut deserializer)?;
-    deserializer.end()?;
+    // As `super::from_line` reads: text when the whole line is UTF-8 (its strings are not
+    // checked again), bytes otherwise (serde_json's own error).
+    let value = match std::str::from_utf8(line) {
+        Ok(text) => read_all(envelope, serde_json::Deserializer::from_str(text))?,
+        Err(_) => read_all(envelope, serde_json::Deserializer::from_slice(line))?,
+    };
     Ok(Parsed {
         value,
         duplicate_keys: duplicate.get(),
         spans: spans.get(),
     })
+}
+
+/// The one value of a whole line, and nothing after it but whitespace.
+fn read_all<'de, R: serde_json::de::Read<'de>>(
+    seed: Noting<'_>,
+    mut deserializer: serde_json::Deserializer<R>,
+) -> Result<Value, serde_json::Error> {
+    let value = seed.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
 }
 
 /// Where in the line a value is, as far as [`Spans`] go.
@@ -259,7 +272,22 @@ mod tests {
 
     #[test]
     fn what_serde_json_refuses_is_refused() {
-        for line in [&b"{not json"[..], b"{\"a\":1} trailing", b"\"\\ud800\""] {
+        for line in [
+            &b"{not json"[..],
+            b"{\"a\":1} trailing",
+            b"\"\\ud800\"",
+            b"{\"a\":\"\xff\"}",
+            b"{\"\xc3\":1}",
+        ] {
+            let strict = parse_noting_duplicate_keys(line, true).err();
+            let plain = serde_json::from_slice::<Value>(line).err();
+            // The same error at the same place as serde_json's own reading of the bytes.
+            assert_eq!(
+                strict.map(|e| e.to_string()),
+                plain.map(|e| e.to_string()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
             assert!(
                 parse_noting_duplicate_keys(line, true).is_err(),
                 "{}",
