@@ -50,7 +50,7 @@ impl Core {
                 return Ok(());
             }
         }
-        let message = serde_json::from_slice(line)?;
+        let message = crate::mcp::from_line(line)?;
         self.on_server(index, generation, message, now);
         Ok(())
     }

@@ -378,13 +378,8 @@ where
             Err(err) => {
                 let permanent = err.is_permanent();
                 let detail = json!({"failed": true});
+                // The core's warning says why (once); `run` ends with its own summary line.
                 self.record(EventKind::Spawn, server, detail, Some(err.to_string()))?;
-                if self.single {
-                    crate::session::stderr_queue::say(format_args!(
-                        "airlock: cannot start server `{}`: {err}",
-                        self.names[server]
-                    ));
-                }
                 self.core
                     .on_spawn_failed(server, generation, err.to_string(), permanent, now);
                 return Ok(self.single.then_some(EndReason::ServerEnded));
