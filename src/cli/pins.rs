@@ -18,6 +18,7 @@ use crate::pins::diff::side_by_side;
 use crate::pins::record::{Approved, Change, MIN_REVIEWED_HASH, Review, ServerPins, Unreviewed};
 use crate::pins::{Kind, PinStore};
 use crate::sandbox::paths::AirlockDirs;
+use crate::session::shell::stderr::shown;
 
 /// Review and approve changed tool, prompt and resource-template definitions.
 #[derive(Debug, Args)]
@@ -148,6 +149,7 @@ fn list(store: &PinStore, server: Option<&str>, json: bool) -> Result<ExitCode, 
             let pinned = record.pinned.get(&kind);
             for (name, pin) in pinned.into_iter().flatten() {
                 let waiting = record.pending_for(kind, name);
+                let name = shown(name);
                 let status = match waiting {
                     Some(_) => "CHANGED, waiting for approval",
                     None => "pinned",
@@ -174,6 +176,7 @@ fn list(store: &PinStore, server: Option<&str>, json: bool) -> Result<ExitCode, 
                 }
             }
             for (name, waiting) in record.pending.get(&kind).into_iter().flatten() {
+                let name = shown(name);
                 if waiting.change == Change::New {
                     let _ = writeln!(
                         out,
@@ -231,6 +234,8 @@ fn render_diff(record: &ServerPins, name: Option<&str>) -> Option<String> {
     for (kind, pending_name, pending) in record.waiting(name) {
         let pin = record.pin(kind, pending_name);
         let hash = short(&pending.sha256);
+        // A name is the server's text too: escapes and invisible characters as codes.
+        let pending_name = shown(pending_name);
         hashes.push(hash);
         let _ = writeln!(
             out,

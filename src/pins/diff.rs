@@ -43,21 +43,77 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// A field's value as lines: text as text, anything else as indented JSON.
+/// A field's value as lines: text as text, anything else as indented JSON. Every line is as
+/// `shown` prints server text: a terminal escape, a bidi control or an invisible character
+/// (tag characters spell words a model reads and a person does not see) is written out as its
+/// code, so the reviewer sees everything the hash approves.
 fn render(value: Option<&Value>, width: usize) -> Vec<String> {
+    let shown = |line: &str| crate::session::shell::stderr::shown(line).into_owned();
     match value {
         None => vec!["(absent)".to_string()],
-        Some(Value::String(text)) => wrap(text, width),
+        Some(Value::String(text)) => text
+            .split('\n')
+            .flat_map(|line| wrap(&shown(line), width))
+            .collect(),
         Some(other) => serde_json::to_string_pretty(other)
             .unwrap_or_default()
             .lines()
-            .flat_map(|line| wrap(line, width))
+            .flat_map(|line| wrap(&shown(line), width))
             .collect(),
     }
 }
 
+/// The most cells (left lines × right lines) the alignment table may take: 32 MiB. Past it the
+/// lines between the common start and end are paired in order: a definition of tens of
+/// thousands of lines (a server's text, so as large as it likes) would take gigabytes.
+const MAX_TABLE_CELLS: usize = 4 << 20;
+
 /// Aligns two line lists on their longest common subsequence: (marker, left, right) rows.
 fn align(left: &[String], right: &[String]) -> Vec<(char, String, String)> {
+    let start = left.iter().zip(right).take_while(|(l, r)| l == r).count();
+    let end = left[start..]
+        .iter()
+        .rev()
+        .zip(right[start..].iter().rev())
+        .take_while(|(l, r)| l == r)
+        .count();
+    let mut rows: Vec<(char, String, String)> = left[..start]
+        .iter()
+        .map(|line| (SAME, line.clone(), line.clone()))
+        .collect();
+    let (middle_left, middle_right) = (
+        &left[start..left.len() - end],
+        &right[start..right.len() - end],
+    );
+    let cells = (middle_left.len() + 1).saturating_mul(middle_right.len() + 1);
+    if cells > MAX_TABLE_CELLS {
+        let pairs = middle_left.len().max(middle_right.len());
+        for index in 0..pairs {
+            let (l, r) = (middle_left.get(index), middle_right.get(index));
+            let marker = match (l, r) {
+                (Some(_), Some(_)) => CHANGED,
+                (Some(_), None) => REMOVED,
+                _ => ADDED,
+            };
+            rows.push((
+                marker,
+                l.cloned().unwrap_or_default(),
+                r.cloned().unwrap_or_default(),
+            ));
+        }
+    } else {
+        rows.extend(align_by_table(middle_left, middle_right));
+    }
+    rows.extend(
+        left[left.len() - end..]
+            .iter()
+            .map(|line| (SAME, line.clone(), line.clone())),
+    );
+    rows
+}
+
+/// [`align`] with the full table of common subsequence lengths.
+fn align_by_table(left: &[String], right: &[String]) -> Vec<(char, String, String)> {
     let (n, m) = (left.len(), right.len());
     let mut table = vec![vec![0usize; m + 1]; n + 1];
     for i in (0..n).rev() {
@@ -218,6 +274,61 @@ mod tests {
                 .iter()
                 .any(|l| l.starts_with('~') && l.contains("(absent)") && l.ends_with("│ x")),
             "{fresh:#?}"
+        );
+    }
+
+    #[test]
+    fn hidden_text_is_shown_as_codes_on_both_sides() {
+        let old = json!({"description": "Echo text"});
+        let hidden: String = "Echo text"
+            .chars()
+            .chain(
+                "ignore"
+                    .chars()
+                    .map(|c| char::from_u32(0xE0000 + c as u32).unwrap()),
+            )
+            .collect();
+        let new =
+            json!({"description": format!("{hidden}\u{1b}[8m conceal\u{202e}"), "x": ["\u{200b}"]});
+        let text = side_by_side(&["description"], Some(&old), &new, 200).join("\n");
+        assert!(text.contains("Echo text\\u{e0069}\\u{e0067}"), "{text}");
+        assert!(text.contains("\\x1b[8m conceal\\u{202e}"), "{text}");
+        assert!(text.contains("\\u{200b}"), "{text}");
+        assert!(
+            !text.chars().any(|c| c == '\u{1b}'
+                || c == '\u{202e}'
+                || c == '\u{200b}'
+                || ('\u{e0000}'..='\u{e007f}').contains(&c)),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn a_huge_change_is_aligned_in_bounded_memory() {
+        let lines = |tag: &str| (0..60_000).map(|i| format!("{tag}{i}")).collect::<Vec<_>>();
+        let (mut old, mut new) = (lines("a"), lines("b"));
+        old.insert(0, "same start".into());
+        new.insert(0, "same start".into());
+        old.push("same end".into());
+        new.push("same end".into());
+        // 60,000 × 60,000 cells would be 29 GB.
+        let rows = align(&old, &new);
+        assert_eq!(rows.len(), 60_002);
+        assert_eq!(rows[0], (SAME, "same start".into(), "same start".into()));
+        assert_eq!(rows[1], (CHANGED, "a0".into(), "b0".into()));
+        assert_eq!(rows[60_001].0, SAME);
+        // Small changes still align on what did not change.
+        let small = align(
+            &["x".into(), "k".into(), "y".into()],
+            &["k".into(), "z".into()],
+        );
+        assert_eq!(
+            small,
+            vec![
+                (REMOVED, "x".into(), String::new()),
+                (SAME, "k".into(), "k".into()),
+                (CHANGED, "y".into(), "z".into()),
+            ]
         );
     }
 
