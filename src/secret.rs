@@ -356,6 +356,18 @@ pub fn mask_in_config_text(text: &str) -> String {
     .into_owned()
 }
 
+/// A command line as the audit log and `airlock status` may keep it: masked as
+/// [`mask_in_config_text`] masks a host's config entry (the value after `--api-key` or in
+/// `--password=...`, token shapes anywhere, a URL's user info and query), since the same
+/// arguments come from there. Nothing when the masking cannot be read back (not expected).
+pub fn mask_argv(argv: &[String]) -> Vec<String> {
+    let Ok(text) = serde_json::to_string(argv) else {
+        return Vec::new();
+    };
+    serde_json::from_str(&mask_in_config_text(&text))
+        .unwrap_or_else(|_| vec!["****".to_string(); argv.len()])
+}
+
 /// `text` with the part `pick` chooses of each match of `pattern` masked (nothing when it
 /// chooses none, or a part already masked).
 fn mask_groups<'t>(
@@ -525,6 +537,39 @@ mod tests {
                 .iter()
                 .all(|shape| any_token_shape(shape.example))
         );
+    }
+
+    #[test]
+    fn a_command_line_keeps_no_credential() {
+        let argv: Vec<String> = [
+            "python3",
+            "srv.py",
+            "postgres://user:hunter2pass@localhost/db",
+            "--api-key=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+            "--password",
+            "plainpw123",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "say \"hi\"",
+            "--port",
+            "5432",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let masked = mask_argv(&argv);
+        assert_eq!(masked.len(), argv.len());
+        let text = masked.join(" ");
+        for secret in [
+            "hunter2pass",
+            "abcdefghijklmnop",
+            "plainpw123",
+            "ghp_abcdefghij",
+        ] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert_eq!(masked[0..2], argv[0..2]);
+        assert_eq!(masked[2], "postgres://localhost/db");
+        assert_eq!(masked[7..], argv[7..]);
     }
 
     #[test]

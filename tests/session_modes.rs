@@ -27,6 +27,7 @@ use value_readings::*;
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
 both_modes!(
+    the_spawn_record_keeps_no_credential_of_the_command_line,
     no_deadlock_with_large_concurrent_requests_while_the_server_writes,
     no_deadlock_when_the_host_writes_everything_before_reading,
     host_eof_closes_the_servers_input_at_once_and_keeps_its_status,

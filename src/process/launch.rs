@@ -164,10 +164,12 @@ impl Prepared {
         }
     }
 
-    /// The spawn audit event's detail: the resolved argv and the sandbox summary.
+    /// The spawn audit event's detail: the resolved argv (credentials in it masked, as
+    /// `install --dry-run` masks them: a host's entry often carries its password in `args`) and
+    /// the sandbox summary.
     pub fn spawn_detail(&self) -> Value {
         json!({
-            "argv": self.plan.argv,
+            "argv": crate::secret::mask_argv(&self.plan.argv),
             "sandbox": self.plan.audit_summary(),
             "weaker_than_asked": self.plan.weaker_than_asked,
             "not_granted": self.plan.not_granted,

@@ -137,3 +137,32 @@ pub(super) fn a_granted_path_that_does_not_exist_is_named_not_silently_dropped(m
         .unwrap_or_else(|| panic!("{printed}"));
     assert!(line.contains("missing on this host"), "{line}");
 }
+
+/// A server's command line often carries credentials (a host entry's `args`: a database URL
+/// with its password, `--api-key=...`): the spawn record keeps the command, masked as
+/// `install --dry-run` masks it, never the credentials.
+pub(super) fn the_spawn_record_keeps_no_credential_of_the_command_line(mode: Mode) {
+    let args = "postgres://user:hunter2pass@localhost/db --api-key=sk-proj-abcdefghijklmnopqrstuvwxyz0123 --password plainpw123 --port 5432";
+    let (world, mut client) = start(mode, Setup::fixture(args));
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
+    assert!(Client::text(&answer).contains('x'), "{answer}");
+    let spawns = world.events("spawn");
+    let argv = spawns
+        .iter()
+        .find_map(|event| event["detail"]["argv"].as_array())
+        .unwrap_or_else(|| panic!("{spawns:?}"));
+    let shown: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+    assert!(shown.contains(&"postgres://localhost/db"), "{shown:?}");
+    assert!(
+        shown.contains(&"--port") && shown.contains(&"5432"),
+        "{shown:?}"
+    );
+    let log = std::fs::read_to_string(world.path("audit.jsonl")).unwrap();
+    for secret in ["hunter2pass", "abcdefghijklmnop", "plainpw123"] {
+        assert!(
+            !log.contains(secret),
+            "{secret} in the audit log: {shown:?}"
+        );
+    }
+}
