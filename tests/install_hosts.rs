@@ -729,3 +729,46 @@ fn install_without_any_host_file_says_where_it_looked() {
     );
     assert!(out.contains("--config PATH"), "{out}");
 }
+
+/// A binary not called `airlock` (a release asset named for its platform) knows its own
+/// wrappers: installing twice wraps nothing twice, and after the host edited the file,
+/// uninstall still unwraps what it wrapped.
+#[test]
+fn an_airlock_under_another_name_installs_once_and_uninstalls() {
+    let user = User::new();
+    let path = user.home.join(".cursor/mcp.json");
+    let original = user.place("cursor/mcp.json", &path);
+    let renamed = user.home.join("bin/airlock-x86_64-linux");
+    std::fs::create_dir_all(renamed.parent().unwrap()).unwrap();
+    std::fs::copy(AIRLOCK, &renamed).unwrap();
+    let run = |args: &[&str]| {
+        let out = user
+            .own_env(Command::new(&renamed).args(args).current_dir(&user.project))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&["install", "cursor"]);
+    let wrapped = std::fs::read_to_string(&path).unwrap();
+    let again = run(&["install", "cursor"]);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), wrapped, "{again}");
+    let report = read_config(&path)["mcpServers"]["report"].clone();
+    assert_eq!(report["command"], renamed.to_str().unwrap(), "{wrapped}");
+    assert_eq!(report["args"][0], "run", "{wrapped}");
+
+    // The host rewrites the file (one more server): no byte-for-byte restore, the unwrap path.
+    let mut edited = read_config(&path);
+    edited["mcpServers"]["added"] = json!({"command": "true"});
+    std::fs::write(&path, serde_json::to_string_pretty(&edited).unwrap()).unwrap();
+    run(&["uninstall", "cursor"]);
+    let mut restored = read_config(&path);
+    restored["mcpServers"]
+        .as_object_mut()
+        .unwrap()
+        .remove("added");
+    assert_eq!(
+        restored,
+        to_json(&original, &jsonc::parse(&original).unwrap())
+    );
+}

@@ -502,9 +502,11 @@ fn unwrap_remaining(
     let gateway = remaining
         .iter()
         .find_map(|s| s.gateway.as_ref().map(|(name, _)| name.as_str()));
+    let airlock = airlock_command()?;
     let scope = UninstallScope {
         wrapped: saved.map(|_| names.as_slice()),
         gateway,
+        airlock: &airlock,
     };
     plan::plan_uninstall(text, target.format, host, &target.maps, scope, &restore)
         .map_err(|err| edit_error(&target.path, text, &err))

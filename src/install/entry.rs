@@ -95,10 +95,12 @@ pub enum AirlockUse {
     Serve,
 }
 
-/// Whether `command args` already goes through airlock.
-pub fn airlock_use(command: &str, args: &[String]) -> Option<AirlockUse> {
+/// Whether `command args` already goes through airlock: a program named `airlock`, or `this`
+/// (the running airlock's own path, which install writes, whatever the binary is called: a
+/// release asset may be `airlock-x86_64-linux`).
+pub fn airlock_use(command: &str, args: &[String], this: &str) -> Option<AirlockUse> {
     let program = Path::new(command).file_name()?.to_str()?;
-    if program != "airlock" {
+    if program != "airlock" && command != this {
         return None;
     }
     match args.first().map(String::as_str) {
@@ -172,7 +174,7 @@ pub fn decide_install(
             args,
             env_keys,
             ..
-        } => match airlock_use(command, args) {
+        } => match airlock_use(command, args, airlock) {
             Some(AirlockUse::Run { .. }) if same_airlock(command) => {
                 Action::Keep(Kept::AlreadyWrapped)
             }
@@ -229,6 +231,8 @@ pub struct UninstallScope<'a> {
     pub wrapped: Option<&'a [String]>,
     /// The name of the gateway entry that install added, if any.
     pub gateway: Option<&'a str>,
+    /// The running airlock's own path (see [`airlock_use`]).
+    pub airlock: &'a str,
 }
 
 /// What `uninstall` does to one entry.
@@ -236,7 +240,7 @@ pub fn decide_uninstall(facts: &EntryFacts, scope: UninstallScope<'_>) -> Action
     let Shape::Stdio { command, args, .. } = &facts.shape else {
         return Action::Keep(Kept::NotWrapped);
     };
-    match airlock_use(command, args) {
+    match airlock_use(command, args, scope.airlock) {
         Some(AirlockUse::Run { inner }) => {
             let ours = scope
                 .wrapped
@@ -366,6 +370,7 @@ mod tests {
         let scope = UninstallScope {
             wrapped: None,
             gateway: None,
+            airlock: "/usr/local/bin/airlock",
         };
         let undo = decide_uninstall(&wrapped, scope);
         assert_eq!(
@@ -381,6 +386,7 @@ mod tests {
         let scope = UninstallScope {
             wrapped: Some(&names),
             gateway: None,
+            airlock: "/usr/local/bin/airlock",
         };
         assert_eq!(
             decide_uninstall(&hand_made, scope),
@@ -435,13 +441,29 @@ mod tests {
     fn airlock_is_recognised_by_its_basename_and_subcommand() {
         let args = strings(&["run", "--name", "x", "--", "npx", "pkg"]);
         assert_eq!(
-            airlock_use("/home/me/.cargo/bin/airlock", &args),
+            airlock_use("/home/me/.cargo/bin/airlock", &args, "/opt/airlock"),
             Some(AirlockUse::Run { inner: 4 })
         );
-        assert_eq!(airlock_use("airlock-other", &args), None);
-        assert_eq!(airlock_use("airlock", &strings(&["run", "--"])), None);
+        assert_eq!(airlock_use("airlock-other", &args, "/opt/airlock"), None);
+        // The running binary is recognised by its path, whatever its name.
         assert_eq!(
-            airlock_use("airlock", &strings(&["serve", "--config", "x"])),
+            airlock_use(
+                "/opt/airlock-x86_64-linux",
+                &args,
+                "/opt/airlock-x86_64-linux"
+            ),
+            Some(AirlockUse::Run { inner: 4 })
+        );
+        assert_eq!(
+            airlock_use("airlock", &strings(&["run", "--"]), "/opt/airlock"),
+            None
+        );
+        assert_eq!(
+            airlock_use(
+                "airlock",
+                &strings(&["serve", "--config", "x"]),
+                "/opt/airlock"
+            ),
             Some(AirlockUse::Serve)
         );
     }

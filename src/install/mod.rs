@@ -167,7 +167,7 @@ pub fn plan_install(
             gateway: None,
         });
     };
-    if let Some(name) = gateway_entry_serving(&first.entries, config_path) {
+    if let Some(name) = gateway_entry_serving(&first.entries, config_path, &options.airlock) {
         // An earlier install's gateway serves this config: the new servers join the old ones.
         let config = merge_gateway_config(options.gateway_existing.as_deref(), &first.removed)
             .map_err(|err| EditError {
@@ -213,14 +213,18 @@ pub fn plan_install(
 }
 
 /// The name of the main map's `airlock serve --config <config>` entry, if there is one.
-fn gateway_entry_serving(entries: &[(EntryFacts, Action)], config: &Path) -> Option<String> {
+fn gateway_entry_serving(
+    entries: &[(EntryFacts, Action)],
+    config: &Path,
+    airlock: &str,
+) -> Option<String> {
     let config = config.display().to_string();
     entries.iter().find_map(|(facts, _)| {
         let entry::Shape::Stdio { command, args, .. } = &facts.shape else {
             return None;
         };
         let serves = facts.map == 0
-            && entry::airlock_use(command, args) == Some(entry::AirlockUse::Serve)
+            && entry::airlock_use(command, args, airlock) == Some(entry::AirlockUse::Serve)
             && args
                 .windows(2)
                 .any(|pair| pair[0] == "--config" && pair[1] == config);

@@ -26,6 +26,7 @@ fn uninstall_all(id: &str, text: &str) -> Rewrite {
     let scope = UninstallScope {
         wrapped: None,
         gateway: None,
+        airlock: "/usr/local/bin/airlock",
     };
     plan_uninstall(text, file.format, host, file.server_maps, scope, &[]).unwrap()
 }
@@ -302,6 +303,7 @@ fn gateway_moves_remote_servers_behind_airlock_serve_and_uninstall_puts_them_bac
     let scope = UninstallScope {
         wrapped: Some(&["local".to_string()]),
         gateway: Some(GATEWAY_ENTRY),
+        airlock: "/usr/local/bin/airlock",
     };
     let undone = plan_uninstall(
         after,
