@@ -189,6 +189,30 @@ fn a_3_gib_write_into_tmpdir_or_home_is_stopped_at_disk_mb() {
     }
 }
 
+/// Empty directories take no space, but each is kernel memory of the host: the scratch disk
+/// holds as many inodes as `disk_mb` has 4 KiB pages (262,144 for 1024 MiB), not the kernel's
+/// default of millions.
+#[test]
+fn a_million_empty_directories_stop_at_the_scratch_disks_inodes() {
+    for who in everyone() {
+        let out = who.hostile(&[], &["inodebomb", "TMPDIR"]);
+        assert_refused(&out);
+        let line = stdout(&out);
+        assert!(
+            line.contains("No space left on device"),
+            "{who:?}: {}",
+            text(&out)
+        );
+        let made: u64 = line
+            .split(" after ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(u64::MAX);
+        assert!(made <= 1024 * 256, "{who:?}: {}", text(&out));
+    }
+}
+
 /// chmod/chown/utime/setxattr/rename/link on the user's own files outside its write grants:
 /// refused for an ordinary user too (landlock has no right for metadata; the constructed root has
 /// no such file, and a read grant is a read-only bind). Links and moves aim into a write grant,

@@ -63,8 +63,16 @@ fn enter_staging(prepared: &Prepared) {
     .unwrap_or_else(|err| fail_root("creating the root tmpfs", err));
     sys::attach(&root, &open_dir(Path::new("/tmp/newroot")))
         .unwrap_or_else(|err| fail_root("attaching the root tmpfs", err));
+    // As many inodes as 4 KiB pages: a file with any content takes a page of `disk_mb` anyway,
+    // so the count binds only on empty files, directories and links, which otherwise cost the
+    // host's kernel memory (about 1 KiB each, up to the default of half of RAM's pages) that
+    // `disk_mb` does not count.
     let scratch = tmpfs(&[
         (c"size", format!("{}m", prepared.scratch_mb)),
+        (
+            c"nr_inodes",
+            prepared.scratch_mb.saturating_mul(256).to_string(),
+        ),
         (c"mode", "0755".into()),
     ])
     .unwrap_or_else(|err| fail_root("creating the scratch disk (tmpfs)", err));
