@@ -133,6 +133,53 @@ fn a_foreign_origin_or_host_is_refused() {
         &initialize("2025-06-18"),
     );
     assert_eq!(local.status, 200, "{}", local.body);
+
+    // What a proxy in front may read otherwise: two Host (or Origin) headers, a foreign host in
+    // an absolute-form target beside a local Host header.
+    let body = initialize("2025-06-18").to_string();
+    let json = "content-type: application/json\r\naccept: application/json, text/event-stream\r\n";
+    for (head, status) in [
+        (
+            format!("POST /mcp HTTP/1.1\r\nhost: localhost\r\nhost: evil.example\r\n{json}"),
+            400,
+        ),
+        (
+            format!(
+                "POST /mcp HTTP/1.1\r\nhost: localhost\r\norigin: http://localhost\r\norigin: http://evil.example\r\n{json}"
+            ),
+            400,
+        ),
+        (
+            format!("POST http://evil.example/mcp HTTP/1.1\r\nhost: localhost\r\n{json}"),
+            403,
+        ),
+        (
+            format!("POST http://localhost/mcp HTTP/1.1\r\nhost: localhost\r\n{json}"),
+            200,
+        ),
+    ] {
+        let reply = RawConnection::open(&gateway.url)
+            .send(&head, &body)
+            .unwrap();
+        assert_eq!(reply.status, status, "{head}{}", reply.body);
+    }
+
+    // A page may POST text/plain or a form anywhere without a CORS preflight: not a message.
+    for content_type in ["text/plain", "application/x-www-form-urlencoded", ""] {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: {content_type}\r\naccept: application/json, text/event-stream\r\n"
+        );
+        let reply = RawConnection::open(&gateway.url)
+            .send(&head, &body)
+            .unwrap();
+        assert_eq!(reply.status, 415, "{content_type}: {}", reply.body);
+    }
+    let no_type =
+        "POST /mcp HTTP/1.1\r\nhost: localhost\r\naccept: application/json, text/event-stream\r\n";
+    let reply = RawConnection::open(&gateway.url)
+        .send(no_type, &body)
+        .unwrap();
+    assert_eq!(reply.status, 415, "{}", reply.body);
 }
 
 #[test]

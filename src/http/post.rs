@@ -37,6 +37,15 @@ pub async fn handle(
         Ok(accepts_json) => accepts_json,
         Err(response) => return super::server::answer_unread(request, *response).await,
     };
+    if !wire::is_json_body(get(header::CONTENT_TYPE.as_str())) {
+        let response = body::error(
+            415,
+            Value::Null,
+            code::INVALID_REQUEST,
+            "Unsupported Media Type: a message is POSTed as Content-Type: application/json",
+        );
+        return super::server::answer_unread(request, response).await;
+    }
     let message = match read_message(service, request.into_body()).await {
         Ok(message) => message,
         Err(response) => return response,

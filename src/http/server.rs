@@ -169,7 +169,26 @@ impl Service {
             );
             return answer_unread(request, response).await;
         }
-        let host = header_str(request.headers(), header::HOST.as_str());
+        let repeated = [header::HOST, header::ORIGIN]
+            .into_iter()
+            .find(|name| request.headers().get_all(name).iter().count() > 1);
+        if let Some(name) = repeated {
+            // Which one a proxy in front read is anybody's guess (RFC 9112, 3.2: a 400).
+            let response = body::error(
+                400,
+                serde_json::Value::Null,
+                -32000,
+                &format!("bad request: more than one {name} header"),
+            );
+            return answer_unread(request, response).await;
+        }
+        // A request in absolute form (`POST http://name/mcp`) names its host in the target,
+        // which takes the place of the Host header (RFC 9112, 3.2.2), and HTTP/2 has it there too:
+        // that name is the one to judge.
+        let authority = request.uri().authority().map(|a| a.as_str().to_string());
+        let host = authority
+            .as_deref()
+            .or_else(|| header_str(request.headers(), header::HOST.as_str()));
         if let Err(refusal) = self.guard.check(host, origin.as_deref()) {
             tracing::warn!("refused a request: {refusal}");
             let response = body::error(403, serde_json::Value::Null, -32000, &refusal.to_string());

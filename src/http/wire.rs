@@ -204,6 +204,20 @@ pub fn status_for(stateless: bool, answer: &Value) -> u16 {
 }
 
 /// Whether an `Accept` header value admits a media type (`*/*` and `type/*` count).
+/// Whether a POST's `Content-Type` is `application/json` (any parameters, any case). Anything
+/// else is refused: a web page may POST `text/plain` or a form to any origin without a CORS
+/// preflight, and a body it sends that way must not reach the gate as a message.
+pub fn is_json_body(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|value| {
+        value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case("application/json")
+    })
+}
+
 pub fn accepts(accept: Option<&str>, media: &str) -> bool {
     let Some(accept) = accept else {
         return false;
@@ -223,6 +237,28 @@ pub fn accepts(accept: Option<&str>, media: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_json_body_is_a_message() {
+        for json in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            " application/json ;x=y",
+        ] {
+            assert!(is_json_body(Some(json)), "{json}");
+        }
+        for other in [
+            None,
+            Some(""),
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+            Some("multipart/form-data; boundary=x"),
+            Some("application/jsonx"),
+            Some("application/json-seq"),
+        ] {
+            assert!(!is_json_body(other), "{other:?}");
+        }
+    }
 
     fn call(name: &str) -> Value {
         json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":name,"_meta":{

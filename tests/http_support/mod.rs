@@ -370,11 +370,17 @@ impl RawConnection {
     /// POSTs `body` to `/mcp` and reads the answer; `None` when the connection was closed (or
     /// failed) before a whole answer came.
     pub fn post(&mut self, body: &str) -> Option<RawReply> {
+        self.send(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n",
+            body,
+        )
+    }
+
+    /// Sends `head` (the request line and headers, each line ending in CRLF) with
+    /// `content-length` and `body`, and reads the answer as [`RawConnection::post`] does.
+    pub fn send(&mut self, head: &str, body: &str) -> Option<RawReply> {
         use std::io::{Read, Write};
-        let request = format!(
-            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
+        let request = format!("{head}content-length: {}\r\n\r\n{body}", body.len());
         self.reader.get_mut().write_all(request.as_bytes()).ok()?;
         let mut status_line = String::new();
         if self.reader.read_line(&mut status_line).ok()? == 0 {
