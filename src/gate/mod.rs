@@ -377,8 +377,11 @@ impl Gate {
                     }
                 }
                 self.initialize_key = Some(key.clone());
-                Tracked::Other
+                // Its answer's `instructions` go through the pins, as a listing does.
+                Tracked::Listing(crate::pins::Kind::Instructions)
             }
+            // The 2026-07-28 era's discovery answer carries the instructions too.
+            "server/discover" => Tracked::Listing(crate::pins::Kind::Instructions),
             "tools/list" => Tracked::Listing(crate::pins::Kind::Tool),
             "prompts/list" => Tracked::Listing(crate::pins::Kind::Prompt),
             "resources/templates/list" => Tracked::Listing(crate::pins::Kind::ResourceTemplate),

@@ -54,6 +54,9 @@ impl Gate {
     /// definition the server offers), then, for tools, the policy (unless `--show-denied`).
     /// Pin events go to the audit log. Returns how many items were removed.
     pub fn filter_listing(&mut self, kind: Kind, result: &mut Value, fx: &mut Effects) -> usize {
+        if kind == Kind::Instructions {
+            return self.filter_instructions(result, fx);
+        }
         self.keep_exact_spellings(kind, result);
         if kind == Kind::Tool {
             // The names as the server spelled them, before pins or the policy hide any.
@@ -73,6 +76,41 @@ impl Gate {
             removed += self.filter_tools(result);
         }
         removed
+    }
+
+    /// The server's `initialize` answer: its `instructions` (which many hosts put in the model's
+    /// system prompt, so a rug pull can live there as well as in a tool's description) go through
+    /// the pins as a one-item listing of [`Kind::Instructions`]. Text that is not trusted (changed
+    /// since it was pinned, or new under quarantine) is taken out of the answer; the host starts
+    /// without instructions, as with a server that sends none. Other spellings a lenient host
+    /// would read as `instructions` are taken out first.
+    fn filter_instructions(&mut self, result: &mut Value, fx: &mut Effects) -> usize {
+        let Some(object) = result.as_object_mut() else {
+            return 0;
+        };
+        let removed = drop_other_spellings(object, &["instructions"]);
+        if let Some(first) = removed.first() {
+            tracing::warn!(server = %self.config.server, "took {first:?} out of the initialize answer: a lenient host would read it as the instructions");
+        }
+        let Some(guard) = &mut self.pins else {
+            return 0;
+        };
+        let items: Vec<Value> = object
+            .get("instructions")
+            .map(crate::pins::Definition::instructions_item)
+            .into_iter()
+            .collect();
+        let mut listing = json!({ "instructions": items });
+        let now = crate::audit::event::rfc3339(std::time::SystemTime::now());
+        let filtered = guard.filter_listing(Kind::Instructions, &mut listing, &now);
+        for warning in &filtered.warnings {
+            tracing::warn!(server = %self.config.server, "{warning}");
+        }
+        fx.audit.extend(filtered.events);
+        if filtered.hidden > 0 {
+            object.remove("instructions");
+        }
+        filtered.hidden
     }
 
     /// Takes out of a listing what a lenient host would read otherwise than airlock does
@@ -221,15 +259,18 @@ impl Gate {
     }
 }
 
-/// The notification that tells a host a list it holds changed.
-pub fn list_changed_notification(kind: Kind) -> Value {
+/// The notification that tells a host a list it holds changed; none for the server's
+/// instructions, which a host reads once, at `initialize` (approved, they reach the host's next
+/// session).
+pub fn list_changed_notification(kind: Kind) -> Option<Value> {
     let capability = match kind {
         Kind::Tool => "tools",
         Kind::Prompt => "prompts",
         Kind::ResourceTemplate => "resources",
+        Kind::Instructions => return None,
     };
-    notification(
+    Some(notification(
         &format!("notifications/{capability}/list_changed"),
         json!({}),
-    )
+    ))
 }

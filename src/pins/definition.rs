@@ -1,23 +1,35 @@
 //! What a pin covers: the parts of a tool, prompt or resource template definition that tell a
-//! model (or a person) what it does, in a canonical form (object keys sorted, no whitespace),
-//! hashed with SHA-256. Two listings that differ only in key order or spacing pin the same.
+//! model (or a person) what it does, and the server's `instructions` (which many hosts put in
+//! the model's system prompt), in a canonical form (object keys sorted, no whitespace), hashed
+//! with SHA-256. Two listings that differ only in key order or spacing pin the same.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::hash::sha256_hex;
 
-/// The three kinds of definitions airlock pins.
+/// The kinds of definitions airlock pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Tool,
     Prompt,
     ResourceTemplate,
+    /// The `instructions` of the server's `initialize` answer: one definition, named
+    /// [`INSTRUCTIONS`], pinned as the listings are ([`Definition::instructions`]).
+    Instructions,
 }
 
+/// The name of the one definition of [`Kind::Instructions`].
+pub const INSTRUCTIONS: &str = "instructions";
+
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::ResourceTemplate];
+    pub const ALL: [Kind; 4] = [
+        Kind::Tool,
+        Kind::Prompt,
+        Kind::ResourceTemplate,
+        Kind::Instructions,
+    ];
 
     /// The fields of a definition that are pinned. Anything else (`_meta`, `icons`, unknown
     /// fields) may change freely: it is presentation or bookkeeping, not what the model reads.
@@ -32,6 +44,7 @@ impl Kind {
                 "annotations",
             ],
             Kind::Prompt => &["name", "title", "description", "arguments"],
+            Kind::Instructions => &["name", "instructions"],
             Kind::ResourceTemplate => &[
                 "name",
                 "title",
@@ -49,6 +62,8 @@ impl Kind {
             Kind::Tool => ("tools/list", "tools"),
             Kind::Prompt => ("prompts/list", "prompts"),
             Kind::ResourceTemplate => ("resources/templates/list", "resourceTemplates"),
+            // Not a list: the guard sees a one-item listing made of the `initialize` answer.
+            Kind::Instructions => ("initialize", "instructions"),
         }
     }
 
@@ -58,6 +73,7 @@ impl Kind {
             Kind::Tool => "tool",
             Kind::Prompt => "prompt",
             Kind::ResourceTemplate => "resource template",
+            Kind::Instructions => "server instructions",
         }
     }
 }
@@ -97,6 +113,11 @@ pub fn canonical(value: &Value) -> Value {
 }
 
 impl Definition {
+    /// The listing item a server's `instructions` are pinned as (see [`Kind::Instructions`]).
+    pub fn instructions_item(text: &Value) -> Value {
+        serde_json::json!({"name": INSTRUCTIONS, "instructions": text})
+    }
+
     /// Reads one listed item; `None` when it has no string `name`.
     pub fn from_listed(kind: Kind, item: &Value) -> Option<Definition> {
         let name = item.get("name")?.as_str()?.to_string();

@@ -364,8 +364,10 @@ impl Core {
     ) {
         if kind == crate::pins::Kind::Tool && !self.single() {
             self.relist_tools(index, now);
-        } else if self.host.initialized || self.single() {
-            self.send_host(crate::gate::list_changed_notification(kind));
+        } else if (self.host.initialized || self.single())
+            && let Some(notification) = crate::gate::list_changed_notification(kind)
+        {
+            self.send_host(notification);
         }
     }
 
