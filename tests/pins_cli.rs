@@ -353,18 +353,15 @@ fn on_a_terminal_approve_shows_what_waits_and_asks() {
 
 /// A rug pull hidden from the reviewer: a terminal escape that conceals the rest of a line,
 /// and tag characters (read by a model, invisible to a person). `diff` and `list` print each as
-/// its code, so what the hash approves is what the reviewer saw. A description of 60,000 lines
+/// its code, so what the hash approves is what the reviewer saw. A description of 20,000 lines
 /// on each side is diffed in bounded memory.
 #[test]
 fn diff_shows_hidden_text_as_codes_and_a_huge_change_in_bounded_memory() {
     let home = tempfile::tempdir().unwrap();
     let store = PinStore::in_state_dir(&home.path().join("state/airlock"));
-    let long = |tag: &str| {
-        (0..60_000)
-            .map(|i| format!("{tag}{i}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    // 20,000 one-letter lines: within the 64 KiB a pinned definition may take, and an
+    // alignment table of 20,001 x 20,001 cells (3.2 GB) without the diff's bound.
+    let long = |tag: &str| vec![tag; 20_000].join("\n");
     observe(
         &store,
         &[tool("echo", "Echo text"), tool("big", &long("a"))],
@@ -402,8 +399,7 @@ fn diff_shows_hidden_text_as_codes_and_a_huge_change_in_bounded_memory() {
     }
     assert!(listed.contains("big\\u{202e}"), "{listed}");
 
-    // 60,000 × 60,000 lines: the full alignment table would be 29 GB. Under a 2 GiB address
-    // space the diff still comes out.
+    // Under a 2 GiB address space the diff still comes out.
     let big = Command::new("prlimit")
         .arg("--as=2147483648")
         .arg(AIRLOCK)
@@ -420,10 +416,9 @@ fn diff_shows_hidden_text_as_codes_and_a_huge_change_in_bounded_memory() {
         "{:?}",
         String::from_utf8_lossy(&big.stderr)
     );
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("~ a59999") && l.ends_with("│ b59999")),
-        "{}",
-        &text[..text.len().min(2000)]
-    );
+    let changed_rows = text
+        .lines()
+        .filter(|l| l.starts_with("~ a") && l.ends_with("│ b"))
+        .count();
+    assert_eq!(changed_rows, 20_000, "{}", &text[..text.len().min(2000)]);
 }

@@ -43,7 +43,18 @@ pub enum Reason {
     Unlisted,
     /// The server's pins cannot be read (the text says why and how to fix it): nothing is trusted.
     Unreadable(String),
+    /// Past what one server's pins may hold ([`MAX_DEFINITIONS_PER_KIND`],
+    /// [`MAX_DEFINITION_BYTES`]): not recorded, so never trusted.
+    OverLimit,
 }
+
+/// The most definitions of one kind a server's pins record (pinned and waiting together), and
+/// the largest definition they record. Both come from the server: a server that answers every
+/// page with new definitions and a next cursor would otherwise grow its pin file (rewritten
+/// whole at each page) until the disk is full. So one kind takes at most 32 MiB; a real server
+/// lists tens of tools of a few KiB each.
+pub const MAX_DEFINITIONS_PER_KIND: usize = 500;
+pub const MAX_DEFINITION_BYTES: usize = 64 * 1024;
 
 /// What to do with one definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +217,7 @@ fn judge(
                 Verdict::Show
             }
         }
+        Some(_) | None if over_limit(record, definition) => untrusted(settings, Reason::OverLimit),
         Some(pin) => {
             if record.set_pending(definition, Change::Changed, now) {
                 events.push(event(PinEventKind::Changed { hidden }, Some(pin.sha256)));
@@ -248,6 +260,19 @@ fn judge(
             }
         }
     }
+}
+
+/// Whether recording `definition` (not pinned as it is) would take the server's pins past
+/// their bounds. A definition that already waits (a listing seen again) is within them.
+fn over_limit(record: &ServerPins, definition: &Definition) -> bool {
+    let (kind, name) = (definition.kind, definition.name.as_str());
+    if record.pending_for(kind, name).is_some() {
+        return false;
+    }
+    let recorded = record.pinned.get(&kind).map_or(0, BTreeMap::len)
+        + record.pending.get(&kind).map_or(0, BTreeMap::len);
+    definition.bytes > MAX_DEFINITION_BYTES
+        || (record.pin(kind, name).is_none() && recorded >= MAX_DEFINITIONS_PER_KIND)
 }
 
 /// May the host use (call, get, read) the definition `name` of `kind`? `seen` is the hash this
@@ -338,6 +363,11 @@ pub fn refusal_text(server: &str, kind: Kind, name: &str, reason: &Reason) -> St
             kind.noun()
         ),
         Reason::Unreadable(why) => format!("{what}: {why}"),
+        Reason::OverLimit => format!(
+            "{what}: the server lists more than {MAX_DEFINITIONS_PER_KIND} {}s, or this definition is over {} KiB, so airlock does not record it and it stays hidden (a server's pins are bounded).",
+            kind.noun(),
+            MAX_DEFINITION_BYTES / 1024
+        ),
     }
 }
 

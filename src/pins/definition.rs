@@ -93,6 +93,8 @@ pub struct Definition {
     pub canonical: Value,
     /// SHA-256 (hex) of `canonical`'s compact encoding.
     pub sha256: String,
+    /// The length of that encoding: what pinning it adds to the pin store.
+    pub bytes: usize,
 }
 
 /// `value` with object keys sorted at every depth.
@@ -128,12 +130,13 @@ impl Definition {
             }
         }
         let canonical = canonical(&Value::Object(pinned));
-        let sha256 = sha256_hex(canonical.to_string().as_bytes());
+        let encoded = canonical.to_string();
         Some(Definition {
             kind,
             name,
+            sha256: sha256_hex(encoded.as_bytes()),
+            bytes: encoded.len(),
             canonical,
-            sha256,
         })
     }
 }

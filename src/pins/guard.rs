@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::decide::{
-    PinEvent, PinEventKind, Reason, Settings, Verdict, decide_use, observe_listing,
-    template_matches,
+    MAX_DEFINITION_BYTES, MAX_DEFINITIONS_PER_KIND, PinEvent, PinEventKind, Reason, Settings,
+    Verdict, decide_use, observe_listing, template_matches,
 };
 use super::definition::{Definition, Kind};
 use super::record::ServerPins;
@@ -195,6 +195,25 @@ impl PinGuard {
             if let Some(warning) = warning {
                 filtered.warnings.push(warning);
             }
+        }
+        let over_limit = seen
+            .verdicts
+            .values()
+            .filter(|v| {
+                matches!(
+                    v,
+                    Verdict::Hide(Reason::OverLimit) | Verdict::Warn(Reason::OverLimit)
+                )
+            })
+            .count();
+        if over_limit > 0 {
+            // One line a page, not one a definition: this is what an endless listing produces.
+            filtered.warnings.push(format!(
+                "server {:?}: {over_limit} {}(s) of this listing not pinned: past {MAX_DEFINITIONS_PER_KIND} of a kind or over {} KiB each (never trusted)",
+                self.server,
+                kind.noun(),
+                MAX_DEFINITION_BYTES / 1024
+            ));
         }
         seen.verdicts
     }

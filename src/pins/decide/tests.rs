@@ -392,3 +392,77 @@ fn approving_one_name_of_a_quarantined_server_exposes_that_name_only() {
         assert!(later.verdicts["p"].is_hidden(), "{pinning:?}");
     }
 }
+
+#[test]
+fn a_servers_pins_stay_bounded_whatever_it_lists() {
+    let many = |from: usize, to: usize| -> Vec<Definition> {
+        (from..to).map(|i| tool(&format!("t{i}"), "x")).collect()
+    };
+    // An endless listing: pages of new tools, each with a next cursor.
+    let first = observe_listing(None, "fx", Kind::Tool, &many(0, 600), false, ENFORCE, "t0");
+    let record = first.record.unwrap();
+    assert_eq!(record.pinned[&Kind::Tool].len(), MAX_DEFINITIONS_PER_KIND);
+    let hidden = |verdicts: &BTreeMap<String, Verdict>| {
+        verdicts
+            .values()
+            .filter(|v| **v == Verdict::Hide(Reason::OverLimit))
+            .count()
+    };
+    assert_eq!(hidden(&first.verdicts), 100);
+    let second = observe_listing(
+        Some(&record),
+        "fx",
+        Kind::Tool,
+        &many(600, 1200),
+        true,
+        ENFORCE,
+        "t1",
+    );
+    assert_eq!(hidden(&second.verdicts), 600);
+    let after = second.record.unwrap();
+    assert_eq!(after.pinned[&Kind::Tool].len(), MAX_DEFINITIONS_PER_KIND);
+    assert!(
+        after
+            .pending
+            .get(&Kind::Tool)
+            .is_none_or(BTreeMap::is_empty)
+    );
+    // Under `warn` such a definition is shown with the warning, still not recorded.
+    let warned = observe_listing(
+        Some(&record),
+        "fx",
+        Kind::Tool,
+        &many(600, 601),
+        true,
+        WARN,
+        "t2",
+    );
+    assert_eq!(warned.verdicts["t600"], Verdict::Warn(Reason::OverLimit));
+    assert_eq!(
+        warned.record.unwrap().pinned[&Kind::Tool].len(),
+        MAX_DEFINITIONS_PER_KIND
+    );
+
+    // One definition over the size bound is not recorded, new or changed.
+    let huge = "x".repeat(MAX_DEFINITION_BYTES);
+    let record = pinned_ab();
+    let seen = observe_listing(
+        Some(&record),
+        "fx",
+        Kind::Tool,
+        &[tool("a", &huge), tool("b", "B"), tool("c", &huge)],
+        true,
+        ENFORCE,
+        "t3",
+    );
+    assert_eq!(seen.verdicts["a"], Verdict::Hide(Reason::OverLimit));
+    assert_eq!(seen.verdicts["c"], Verdict::Hide(Reason::OverLimit));
+    assert_eq!(seen.verdicts["b"], Verdict::Show);
+    assert!(!seen.changed, "nothing recorded: {:?}", seen.record);
+    // The refusal says why.
+    let text = refusal_text("fx", Kind::Tool, "c", &Reason::OverLimit);
+    assert!(
+        text.contains("more than 500 tools") && text.contains("64 KiB"),
+        "{text}"
+    );
+}
