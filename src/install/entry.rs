@@ -121,6 +121,72 @@ pub fn server_name(key: &str) -> String {
     crate::config::sanitize_server_name(key)
 }
 
+/// The `--name` of an `airlock run` command line (`run --name NAME ...`), if it has one.
+pub fn run_name(args: &[String]) -> Option<&str> {
+    let at = args.iter().position(|arg| arg == "--name")?;
+    args.get(at + 1).map(String::as_str)
+}
+
+/// The `--name` each entry of one install gets, unique among the entries that start different
+/// commands: a name is what a server's pins, policy patterns and audit records go by, so "my
+/// server" and "my-server" (both `my-server` once made a valid name) must not share one. The
+/// second gets `my-server-2`. Entries that start the same command line keep one name (one
+/// server declared in two projects). Fed every entry in file order.
+#[derive(Debug, Default)]
+pub struct UniqueNames {
+    /// Name taken, and the command line (the server's own) it was taken for.
+    taken: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl UniqueNames {
+    /// Notes the name `action` gives (or an entry already wrapped has) and, for a new wrap whose
+    /// name another command line holds, changes it to the first free `NAME-N`.
+    pub fn settle(&mut self, facts: &EntryFacts, action: &mut Action) {
+        let Shape::Stdio { command, args, .. } = &facts.shape else {
+            return;
+        };
+        match action {
+            Action::Wrap { prepend, .. } => {
+                let line: Vec<String> = std::iter::once(command.clone())
+                    .chain(args.iter().cloned())
+                    .collect();
+                let Some(slot) = prepend
+                    .iter()
+                    .position(|arg| arg == "--name")
+                    .map(|at| at + 1)
+                    .filter(|at| *at < prepend.len())
+                else {
+                    return;
+                };
+                let base = prepend[slot].clone();
+                let mut name = base.clone();
+                let mut n = 1;
+                while self.taken.get(&name).is_some_and(|other| *other != line) {
+                    n += 1;
+                    let suffix = format!("-{n}");
+                    let stem: String = base.chars().take(64 - suffix.len()).collect();
+                    name = format!("{stem}{suffix}");
+                }
+                self.taken.insert(name.clone(), line);
+                prepend[slot] = name;
+            }
+            Action::Keep(Kept::AlreadyWrapped | Kept::WrappedByOther(_))
+            | Action::Repoint { .. } => {
+                let inner = args
+                    .iter()
+                    .position(|arg| arg == "--")
+                    .map_or(args.len(), |at| at + 1);
+                if let Some(name) = run_name(args) {
+                    self.taken
+                        .entry(name.to_string())
+                        .or_insert_with(|| args[inner..].to_vec());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The arguments `airlock run` gets in front of the server's own command line.
 pub fn run_prefix(name: &str, env_keys: &[String]) -> Vec<String> {
     let mut prefix = vec!["run".to_string(), "--name".to_string(), server_name(name)];

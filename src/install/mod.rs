@@ -154,8 +154,12 @@ pub fn plan_install(
 ) -> Result<InstallPlan, EditError> {
     let gateway = options.gateway_config.is_some();
     let locate = |command: &str| std::fs::canonicalize(command).ok();
-    let mut decide =
-        |facts: &EntryFacts| entry::decide_install(facts, &options.airlock, gateway, &locate);
+    let mut names = entry::UniqueNames::default();
+    let mut decide = |facts: &EntryFacts| {
+        let mut action = entry::decide_install(facts, &options.airlock, gateway, &locate);
+        names.settle(facts, &mut action);
+        action
+    };
     let first = rewrite(text, format, host, maps, &mut decide, &[])?;
     let Some(config_path) = options
         .gateway_config
@@ -388,9 +392,9 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
         .iter()
         .map(|(facts, action)| {
             let what = match action {
-                Action::Wrap { .. } => format!(
+                Action::Wrap { prepend, .. } => format!(
                     "wrapped in `airlock run --name {}`",
-                    entry::server_name(&facts.name)
+                    entry::run_name(prepend).unwrap_or(&entry::server_name(&facts.name))
                 ),
                 Action::Unwrap { command, .. } => format!("unwrapped: starts `{command}` again"),
                 Action::Repoint { command } => format!(

@@ -510,3 +510,56 @@ fn an_env_path_is_reported_as_not_granted_with_the_flag_that_grants_it() {
     let lines = summary_lines(&install("claude-desktop", plain)).join("\n");
     assert!(!lines.contains("does not grant"), "{lines}");
 }
+
+#[test]
+fn different_servers_whose_keys_make_one_name_get_names_apart() {
+    let text = r#"{
+  "mcpServers": {
+    "my server": {"command": "npx", "args": ["pkg-one"]},
+    "my-server": {"command": "npx", "args": ["pkg-two"]},
+    "my_server": {"command": "npx", "args": ["pkg-one"]}
+  }
+}"#;
+    let rewritten = install("cursor", text).text;
+    let name_of = |key: &str| {
+        let (_, args) = argv("cursor", &rewritten, key);
+        entry::run_name(&args).unwrap().to_string()
+    };
+    assert_eq!(name_of("my server"), "my-server");
+    assert_eq!(name_of("my-server"), "my-server-2");
+    // A third key of its own name: unique already.
+    assert_eq!(name_of("my_server"), "my_server");
+    // Installing again changes nothing (every entry is wrapped; names stay).
+    assert_eq!(install("cursor", &rewritten).text, rewritten);
+    let summary = summary_lines(&install("cursor", text)).join("\n");
+    assert!(summary.contains("`airlock run --name my-server-2`"), "{summary}");
+}
+
+#[test]
+fn one_server_in_two_projects_keeps_one_name() {
+    let text = r#"{
+  "projects": {
+    "/a": {"mcpServers": {"gh": {"command": "npx", "args": ["gh-mcp"]}}},
+    "/b": {"mcpServers": {"gh": {"command": "npx", "args": ["gh-mcp"]}}},
+    "/c": {"mcpServers": {"gh": {"command": "npx", "args": ["other-gh"]}}}
+  }
+}"#;
+    let host = host("claude-code");
+    let file = &host.files[0];
+    let options = InstallOptions {
+        airlock: AIRLOCK.into(),
+        gateway_config: None,
+        gateway_existing: None,
+    };
+    let plan = plan_install(text, file.format, host, file.server_maps, &options).unwrap();
+    let names: Vec<String> = plan
+        .rewrite
+        .entries
+        .iter()
+        .filter_map(|(_, action)| match action {
+            Action::Wrap { prepend, .. } => entry::run_name(prepend).map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, vec!["gh", "gh", "gh-2"]);
+}
