@@ -217,9 +217,14 @@ pub fn neither_command_nor_url<'a>(keys: impl Iterator<Item = &'a str>) -> Strin
     }
 }
 
-/// Whether an `env` value names a file or directory by absolute path. Pure.
-pub fn looks_like_path(value: &str) -> bool {
-    (value.starts_with('/') && value.len() > 1) || value.starts_with("~/")
+/// Whether `env` entry `key = value` names one file or directory by absolute path. Not `PATH`,
+/// and not a list (`a:b`): the same rule as `run`'s warning (`sandbox::ungranted_env_paths`),
+/// since the sandbox gives every server the system's programs and a search list is not one
+/// file a grant could cover. Pure.
+pub fn looks_like_path(key: &str, value: &str) -> bool {
+    key != "PATH"
+        && !value.contains(':')
+        && ((value.starts_with('/') && value.len() > 1) || value.starts_with("~/"))
 }
 
 /// What `install` does to one entry. `airlock` is the command the host will start; `locate`

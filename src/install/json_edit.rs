@@ -113,7 +113,11 @@ fn shape(entry: &Node, host: &Host) -> Shape {
         let env_keys = env.iter().map(|m| m.key.clone()).collect();
         let path_env = env
             .iter()
-            .filter(|m| m.value.as_str().is_some_and(super::entry::looks_like_path))
+            .filter(|m| {
+                m.value
+                    .as_str()
+                    .is_some_and(|value| super::entry::looks_like_path(&m.key, value))
+            })
             .map(|m| m.key.clone())
             .collect();
         return Shape::Stdio {

@@ -505,8 +505,9 @@ fn an_env_path_is_reported_as_not_granted_with_the_flag_that_grants_it() {
     let toml = "[mcp_servers.memory]\ncommand = \"npx\"\nargs = [\"x\"]\nenv = { MEMORY_FILE_PATH = \"~/mem/m.jsonl\" }\n";
     let lines = summary_lines(&install("codex", toml)).join("\n");
     assert!(lines.contains("(MEMORY_FILE_PATH)"), "{lines}");
-    let plain =
-        r#"{"mcpServers": {"a": {"command": "npx", "args": [], "env": {"LEVEL": "debug"}}}}"#;
+    // The search list and other lists of paths are no one file a grant covers: not flagged.
+    let plain = r#"{"mcpServers": {"a": {"command": "npx", "args": [], "env": {"LEVEL": "debug",
+        "PATH": "/usr/local/bin:/usr/bin", "PYTHONPATH": "/opt/a:/opt/b"}}}}"#;
     let lines = summary_lines(&install("claude-desktop", plain)).join("\n");
     assert!(!lines.contains("does not grant"), "{lines}");
 }
@@ -532,7 +533,10 @@ fn different_servers_whose_keys_make_one_name_get_names_apart() {
     // Installing again changes nothing (every entry is wrapped; names stay).
     assert_eq!(install("cursor", &rewritten).text, rewritten);
     let summary = summary_lines(&install("cursor", text)).join("\n");
-    assert!(summary.contains("`airlock run --name my-server-2`"), "{summary}");
+    assert!(
+        summary.contains("`airlock run --name my-server-2`"),
+        "{summary}"
+    );
 }
 
 #[test]

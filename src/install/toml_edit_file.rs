@@ -54,7 +54,11 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
             .map(|table| {
                 table
                     .iter()
-                    .filter(|(_, value)| value.as_str().is_some_and(super::entry::looks_like_path))
+                    .filter(|(key, value)| {
+                        value
+                            .as_str()
+                            .is_some_and(|value| super::entry::looks_like_path(key, value))
+                    })
                     .map(|(key, _)| key.to_string())
                     .collect()
             })
