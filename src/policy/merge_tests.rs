@@ -627,6 +627,24 @@ fn gate_schema_defaults_to_warn_and_only_an_unlocked_layer_lowers_it() {
         &[],
     );
     assert!(project_lowers.is_err());
+    // Below the builtin default as well: a project policy may only raise it.
+    let project_turns_off = load(
+        &[project("version = 1\n[tools]\ngate_schema = \"off\"\n")],
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        project_turns_off.to_string().contains("may only narrow"),
+        "{project_turns_off}"
+    );
+    let locked_default = load(
+        &[
+            org("version = 1\n[tools]\nlocked = true\n"),
+            user("version = 1\n[tools]\ngate_schema = \"off\"\n"),
+        ],
+        &[],
+    );
+    assert!(locked_default.is_err());
     let locked = load(
         &[
             org("version = 1\n[tools]\nlocked = true\ngate_schema = \"enforce\"\n"),

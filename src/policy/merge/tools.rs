@@ -292,7 +292,9 @@ pub(super) fn merge_gate_schema(
         ctx,
         &value.span(),
         &format!("`tools.gate_schema = \"{proposed}\"`"),
-        proposed < mode.value && mode.origin.layer != Layer::Builtin,
+        // Below the builtin default too: a project policy (a cloned repository's, or one a
+        // server with a write grant planted) may only raise it.
+        proposed < mode.value,
     )?;
     *mode = ctx.sourced(proposed, &value.span());
     Ok(())
