@@ -445,7 +445,7 @@ fn a_hosts_first_2026_call_reaches_its_server_without_the_envelope_on_the_bytes_
         json!({"name":"alpha__read","arguments":{}}),
     );
     h.router
-        .on_host_line(call.to_string().as_bytes(), h.now)
+        .on_host_line(call.to_string().into_bytes(), h.now)
         .unwrap();
     h.drive();
     let received = h.received[0].pop_front().expect("forwarded");

@@ -62,12 +62,12 @@ impl Core {
     /// key a lenient server reads as one the gate read: [`keep_exact_spellings`]),
     /// or the gate takes something out of it (a caller identity in `_meta`): then the server
     /// gets what the gate read, re-encoded.
-    pub fn on_host_line(&mut self, line: &[u8], now: Instant) -> Result<(), serde_json::Error> {
+    pub fn on_host_line(&mut self, line: Vec<u8>, now: Instant) -> Result<(), serde_json::Error> {
         let Parsed {
             value: mut message,
             duplicate_keys,
             spans,
-        } = parse_noting_duplicate_keys(line, !self.single())?;
+        } = parse_noting_duplicate_keys(&line, !self.single())?;
         let lookalike_keys = keep_exact_spellings(&mut message);
         // Requests only: an answer of the host's goes to the server by another path.
         let method = message.field("method").and_then(Value::as_str);
@@ -81,7 +81,8 @@ impl Core {
         if kept_as_bytes && !duplicate_keys && !lookalike_keys && !carries_identity(&message) {
             self.host_line = message.field("id").map(|id| HostLine {
                 id: id.clone(),
-                bytes: line.to_vec(),
+                // The line itself moves on: no copy of it on the call's path.
+                bytes: line,
                 spans,
             });
         }

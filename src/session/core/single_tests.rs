@@ -249,7 +249,7 @@ fn stateless_requests_pass_without_a_handshake_and_crash_answers_are_unified() {
 fn unchanged_messages_go_on_as_the_bytes_that_came() {
     let mut s = Single::new();
     let call = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50}}}"#;
-    s.core.on_host_line(call, s.now).unwrap();
+    s.core.on_host_line(call.to_vec(), s.now).unwrap();
     s.drive();
     assert_eq!(s.raw_to_server, vec![call.to_vec()], "byte for byte");
     let answer = br#"{"id":5,"jsonrpc":"2.0","result":{"content":[],"x":1.50}}"#;

@@ -202,7 +202,7 @@ where
             }),
             Frame::Line(line) => self
                 .core
-                .on_host_line(&line, now)
+                .on_host_line(line, now)
                 .map_err(Unreadable::NotJson),
         };
         if let Err(problem) = read {
