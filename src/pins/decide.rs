@@ -263,16 +263,19 @@ fn judge(
 }
 
 /// Whether recording `definition` (not pinned as it is) would take the server's pins past
-/// their bounds. A definition that already waits (a listing seen again) is within them.
+/// their bounds: over the size bound whatever waits under its name (a waiting entry is replaced
+/// by the next version), or a name more than the count allows.
 fn over_limit(record: &ServerPins, definition: &Definition) -> bool {
+    if definition.bytes > MAX_DEFINITION_BYTES {
+        return true;
+    }
     let (kind, name) = (definition.kind, definition.name.as_str());
-    if record.pending_for(kind, name).is_some() {
+    if record.pin(kind, name).is_some() || record.pending_for(kind, name).is_some() {
         return false;
     }
     let recorded = record.pinned.get(&kind).map_or(0, BTreeMap::len)
         + record.pending.get(&kind).map_or(0, BTreeMap::len);
-    definition.bytes > MAX_DEFINITION_BYTES
-        || (record.pin(kind, name).is_none() && recorded >= MAX_DEFINITIONS_PER_KIND)
+    recorded >= MAX_DEFINITIONS_PER_KIND
 }
 
 /// May the host use (call, get, read) the definition `name` of `kind`? `seen` is the hash this

@@ -459,6 +459,30 @@ fn a_servers_pins_stay_bounded_whatever_it_lists() {
     assert_eq!(seen.verdicts["c"], Verdict::Hide(Reason::OverLimit));
     assert_eq!(seen.verdicts["b"], Verdict::Show);
     assert!(!seen.changed, "nothing recorded: {:?}", seen.record);
+    // A small change first waits; a huge next version of it is not recorded in its place.
+    let waiting = observe_listing(
+        Some(&record),
+        "fx",
+        Kind::Tool,
+        &[tool("a", "A2"), tool("b", "B")],
+        true,
+        ENFORCE,
+        "t4",
+    )
+    .record
+    .unwrap();
+    assert!(waiting.pending_for(Kind::Tool, "a").is_some());
+    let seen = observe_listing(
+        Some(&waiting),
+        "fx",
+        Kind::Tool,
+        &[tool("a", &huge), tool("b", "B")],
+        true,
+        ENFORCE,
+        "t5",
+    );
+    assert_eq!(seen.verdicts["a"], Verdict::Hide(Reason::OverLimit));
+    assert!(!seen.changed, "{:?}", seen.record);
     // The refusal says why.
     let text = refusal_text("fx", Kind::Tool, "c", &Reason::OverLimit);
     assert!(
