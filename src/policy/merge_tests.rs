@@ -776,3 +776,34 @@ fn identity_allows_are_widening_under_a_tools_lock() {
     )]);
     assert!(unknown.to_string().contains("unknown field"), "{unknown}");
 }
+
+#[test]
+fn a_longer_kill_timeout_is_a_widening() {
+    let user_longer = load(&[user("version = 1\n[sandbox]\nkill_timeout = 10\n")], &[]).unwrap();
+    assert_eq!(user_longer.sandbox.kill_timeout.value, 10);
+    // A project policy may shorten it, not lengthen it (a server with a write grant over the
+    // project could plant the file).
+    let shorter = load(
+        &[
+            user("version = 1\n[sandbox]\nkill_timeout = 10\n"),
+            project("version = 1\n[sandbox]\nkill_timeout = 2\n"),
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(shorter.sandbox.kill_timeout.value, 2);
+    let longer = load(
+        &[project("version = 1\n[sandbox]\nkill_timeout = 60\n")],
+        &[],
+    )
+    .unwrap_err();
+    assert!(longer.to_string().contains("may only narrow"), "{longer}");
+    let locked = load(
+        &[
+            org("version = 1\n[sandbox]\nlocked = true\n"),
+            user("version = 1\n[sandbox]\nkill_timeout = 30\n"),
+        ],
+        &[],
+    );
+    assert!(locked.is_err());
+}

@@ -177,7 +177,18 @@ pub(super) fn merge_sandbox(
         }
     }
     if let Some(value) = &section.kill_timeout {
-        match bounded(ctx, "sandbox.kill_timeout", value, 1..61) {
+        // Longer is wider: the server keeps running that much longer after SIGTERM.
+        let checked = bounded(ctx, "sandbox.kill_timeout", value, 1..61).and_then(|seconds| {
+            widening
+                .check(
+                    ctx,
+                    &value.span(),
+                    &format!("`sandbox.kill_timeout = {seconds}`"),
+                    seconds > sandbox.kill_timeout.value,
+                )
+                .map(|()| seconds)
+        });
+        match checked {
             Ok(seconds) => sandbox.kill_timeout = ctx.sourced(seconds, &value.span()),
             Err(err) => errors.push(err),
         }
