@@ -154,6 +154,20 @@ fn a_foreign_origin_or_host_is_refused() {
             403,
         ),
         (
+            format!("POST /mcp HTTP/1.1\r\nhost: [::1]evil.example\r\n{json}"),
+            403,
+        ),
+        (
+            format!(
+                "POST /mcp HTTP/1.1\r\nhost: localhost\r\norigin: http://[::1]evil.example\r\n{json}"
+            ),
+            403,
+        ),
+        (
+            format!("POST /mcp HTTP/1.1\r\nhost: localhost\r\n{json}content-type: text/plain\r\n"),
+            400,
+        ),
+        (
             format!("POST http://localhost/mcp HTTP/1.1\r\nhost: localhost\r\n{json}"),
             200,
         ),

@@ -91,15 +91,25 @@ impl HostGuard {
 pub fn host_name(host: &str) -> String {
     let host = host.trim().to_ascii_lowercase();
     if host.starts_with('[') {
+        // After the bracket only a port may follow: `[::1]evil.com` is not `[::1]` (kept
+        // whole, it matches no allowed name).
         return match host.find(']') {
-            Some(end) => host[..=end].to_string(),
-            None => host,
+            Some(end) if port_follows(&host[end + 1..]) => host[..=end].to_string(),
+            _ => host,
         };
     }
     match host.rsplit_once(':') {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_string(),
         _ => host,
     }
+}
+
+/// Whether `rest` is nothing or `:` and a port's digits.
+fn port_follows(rest: &str) -> bool {
+    rest.is_empty()
+        || rest
+            .strip_prefix(':')
+            .is_some_and(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The host name of an origin `scheme://host[:port]`; `None` for `null` or anything else.
@@ -218,5 +228,9 @@ mod tests {
         assert_eq!(host_name("Example.COM:443"), "example.com");
         assert_eq!(host_name("[::1]:8080"), "[::1]");
         assert_eq!(host_name("example.com"), "example.com");
+        // Only a port may follow the bracket.
+        assert_eq!(host_name("[::1]evil.com"), "[::1]evil.com");
+        assert_eq!(host_name("[::1]:"), "[::1]:");
+        assert_eq!(host_name("[::1]"), "[::1]");
     }
 }

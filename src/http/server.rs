@@ -169,11 +169,12 @@ impl Service {
             );
             return answer_unread(request, response).await;
         }
-        let repeated = [header::HOST, header::ORIGIN]
+        let repeated = [header::HOST, header::ORIGIN, header::CONTENT_TYPE]
             .into_iter()
             .find(|name| request.headers().get_all(name).iter().count() > 1);
         if let Some(name) = repeated {
-            // Which one a proxy in front read is anybody's guess (RFC 9112, 3.2: a 400).
+            // Which one a proxy in front (or the body's reader) took is anybody's guess
+            // (RFC 9112, 3.2: a 400).
             let response = body::error(
                 400,
                 serde_json::Value::Null,
