@@ -95,12 +95,14 @@ pub enum AirlockUse {
     Serve,
 }
 
-/// Whether `command args` already goes through airlock: a program named `airlock`, or `this`
-/// (the running airlock's own path, which install writes, whatever the binary is called: a
-/// release asset may be `airlock-x86_64-linux`).
+/// Whether `command args` already goes through airlock: a program whose name starts with
+/// `airlock` (a release asset may be `airlock-x86_64-linux`) and whose arguments are airlock's
+/// own (`run ... -- CMD`, `serve`), or `this` (the running airlock's own path, which install
+/// writes, whatever the binary is called).
 pub fn airlock_use(command: &str, args: &[String], this: &str) -> Option<AirlockUse> {
     let program = Path::new(command).file_name()?.to_str()?;
-    if program != "airlock" && command != this {
+    // `airlock-v2`, `airlock-x86_64-linux`: a release asset kept under its own name.
+    if !program.starts_with("airlock") && command != this {
         return None;
     }
     match args.first().map(String::as_str) {
@@ -121,10 +123,20 @@ pub fn server_name(key: &str) -> String {
     crate::config::sanitize_server_name(key)
 }
 
-/// The `--name` of an `airlock run` command line (`run --name NAME ...`), if it has one.
+/// The `--name` of an `airlock run` command line (`run --name NAME ...` or `--name=NAME`,
+/// before its `--`), if it has one.
 pub fn run_name(args: &[String]) -> Option<&str> {
-    let at = args.iter().position(|arg| arg == "--name")?;
-    args.get(at + 1).map(String::as_str)
+    let own = args
+        .iter()
+        .position(|arg| arg == "--")
+        .map_or(args, |end| &args[..end]);
+    own.iter()
+        .enumerate()
+        .find_map(|(at, arg)| match arg.strip_prefix("--name=") {
+            Some(name) => Some(name),
+            None if arg == "--name" => own.get(at + 1).map(String::as_str),
+            None => None,
+        })
 }
 
 /// The `--name` each entry of one install gets, unique among the entries that start different
@@ -139,6 +151,21 @@ pub struct UniqueNames {
 }
 
 impl UniqueNames {
+    /// Reserves the name of an entry airlock already wraps (`this`: the running airlock's
+    /// path), before any new entry is named: a new entry above it in the file must not take it.
+    pub fn reserve(&mut self, facts: &EntryFacts, this: &str) {
+        let Shape::Stdio { command, args, .. } = &facts.shape else {
+            return;
+        };
+        if let (Some(AirlockUse::Run { inner }), Some(name)) =
+            (airlock_use(command, args, this), run_name(args))
+        {
+            self.taken
+                .entry(name.to_string())
+                .or_insert_with(|| args[inner..].to_vec());
+        }
+    }
+
     /// Notes the name `action` gives (or an entry already wrapped has) and, for a new wrap whose
     /// name another command line holds, changes it to the first free `NAME-N`.
     pub fn settle(&mut self, facts: &EntryFacts, action: &mut Action) {
@@ -515,7 +542,12 @@ mod tests {
             airlock_use("/home/me/.cargo/bin/airlock", &args, "/opt/airlock"),
             Some(AirlockUse::Run { inner: 4 })
         );
-        assert_eq!(airlock_use("airlock-other", &args, "/opt/airlock"), None);
+        // A release asset under its own name is airlock too; another program is not.
+        assert_eq!(
+            airlock_use("/opt/airlock-v2", &args, "/opt/airlock"),
+            Some(AirlockUse::Run { inner: 4 })
+        );
+        assert_eq!(airlock_use("/usr/bin/npx", &args, "/opt/airlock"), None);
         // The running binary is recognised by its path, whatever its name.
         assert_eq!(
             airlock_use(

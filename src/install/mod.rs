@@ -155,6 +155,12 @@ pub fn plan_install(
     let gateway = options.gateway_config.is_some();
     let locate = |command: &str| std::fs::canonicalize(command).ok();
     let mut names = entry::UniqueNames::default();
+    // First the names of the entries airlock wraps already, wherever they are in the file.
+    let mut reserve = |facts: &EntryFacts| {
+        names.reserve(facts, &options.airlock);
+        Action::Keep(Kept::NotWrapped)
+    };
+    rewrite(text, format, host, maps, &mut reserve, &[])?;
     let mut decide = |facts: &EntryFacts| {
         let mut action = entry::decide_install(facts, &options.airlock, gateway, &locate);
         names.settle(facts, &mut action);

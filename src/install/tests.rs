@@ -567,3 +567,29 @@ fn one_server_in_two_projects_keeps_one_name() {
         .collect();
     assert_eq!(names, vec!["gh", "gh", "gh-2"]);
 }
+
+#[test]
+fn a_new_entry_never_takes_the_name_of_one_wrapped_before() {
+    let text = r#"{
+  "mcpServers": {
+    "my server": {"command": "npx", "args": ["pkg-one"]},
+    "gh": {"command": "npx", "args": ["other-gh"]},
+    "my-server": {"command": "/usr/local/bin/airlock", "args": ["run", "--name", "my-server", "--", "npx", "pkg-two"]},
+    "github": {"command": "/opt/old/airlock-v2", "args": ["run", "--name=gh", "--", "npx", "gh-mcp"]}
+  }
+}"#;
+    let rewritten = install("cursor", text).text;
+    let name_of = |key: &str| {
+        let (_, args) = argv("cursor", &rewritten, key);
+        entry::run_name(&args).unwrap().to_string()
+    };
+    assert_eq!(name_of("my server"), "my-server-2");
+    assert_eq!(name_of("my-server"), "my-server");
+    assert_eq!(name_of("gh"), "gh-2");
+    // Wrapped by an airlock under another name (gone now): recognised, pointed at this one,
+    // not wrapped again.
+    let (command, args) = argv("cursor", &rewritten, "github");
+    assert_eq!(command, AIRLOCK);
+    assert_eq!(args, strings(&["run", "--name=gh", "--", "npx", "gh-mcp"]));
+    assert_eq!(install("cursor", &rewritten).text, rewritten);
+}
