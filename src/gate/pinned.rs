@@ -79,25 +79,26 @@ impl Gate {
     }
 
     /// The server's `initialize` answer: its `instructions` (which many hosts put in the model's
-    /// system prompt, so a rug pull can live there as well as in a tool's description) go through
-    /// the pins as a one-item listing of [`Kind::Instructions`]. Text that is not trusted (changed
-    /// since it was pinned, or new under quarantine) is taken out of the answer; the host starts
-    /// without instructions, as with a server that sends none. Other spellings a lenient host
-    /// would read as `instructions` are taken out first.
+    /// system prompt, so a rug pull can live there as well as in a tool's description) and the
+    /// title and description of its server info go through the pins as a one-item listing of
+    /// [`Kind::Instructions`]. Text that is not trusted (changed since it was pinned, or new
+    /// under quarantine) is taken out of the answer; the host starts as with a server that sends
+    /// none. Other spellings a lenient host would read as those keys are taken out first.
     fn filter_instructions(&mut self, result: &mut Value, fx: &mut Effects) -> usize {
         let Some(object) = result.as_object_mut() else {
             return 0;
         };
-        let removed = drop_other_spellings(object, &["instructions"]);
+        let mut removed = drop_other_spellings(object, &["instructions", "serverInfo"]);
+        if let Some(info) = object.get_mut("serverInfo").and_then(Value::as_object_mut) {
+            removed.extend(drop_other_spellings(info, &["title", "description"]));
+        }
         if let Some(first) = removed.first() {
-            tracing::warn!(server = %self.config.server, "took {first:?} out of the initialize answer: a lenient host would read it as the instructions");
+            tracing::warn!(server = %self.config.server, "took {first:?} out of the initialize answer: a lenient host would read it as the server's own text");
         }
         let Some(guard) = &mut self.pins else {
             return 0;
         };
-        let items: Vec<Value> = object
-            .get("instructions")
-            .map(crate::pins::Definition::instructions_item)
+        let items: Vec<Value> = crate::pins::definition::server_text_item(object)
             .into_iter()
             .collect();
         let mut listing = json!({ "instructions": items });
@@ -108,7 +109,7 @@ impl Gate {
         }
         fx.audit.extend(filtered.events);
         if filtered.hidden > 0 {
-            object.remove("instructions");
+            crate::pins::definition::remove_server_text(object);
         }
         filtered.hidden
     }

@@ -33,6 +33,9 @@ pub fn from_line<'a, T: serde::Deserialize<'a>>(line: &'a [u8]) -> serde_json::R
     }
 }
 
+/// `_meta` key naming the server in a 2026-07-28 result (its `serverInfo` moved there).
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
 /// The `_meta` key that ties a message to a task (protocol 2025-11-25).
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 

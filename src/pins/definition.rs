@@ -44,7 +44,7 @@ impl Kind {
                 "annotations",
             ],
             Kind::Prompt => &["name", "title", "description", "arguments"],
-            Kind::Instructions => &["name", "instructions"],
+            Kind::Instructions => &["name", "instructions", "serverInfo", "metaServerInfo"],
             Kind::ResourceTemplate => &[
                 "name",
                 "title",
@@ -114,12 +114,71 @@ pub fn canonical(value: &Value) -> Value {
     }
 }
 
-impl Definition {
-    /// The listing item a server's `instructions` are pinned as (see [`Kind::Instructions`]).
-    pub fn instructions_item(text: &Value) -> Value {
-        serde_json::json!({"name": INSTRUCTIONS, "instructions": text})
-    }
+/// The parts of a server's `serverInfo` that are its own words to a host, which may show them
+/// or prompt with them; `name` and `version` are identity (they change with each release).
+const SERVER_INFO_TEXT: [&str; 2] = ["title", "description"];
 
+/// Where an `initialize` (or 2026-07-28 `server/discover`) result holds the server's info,
+/// under the item's field name for it: `serverInfo`, and the era's `_meta` entry.
+fn server_infos(result: &Map<String, Value>) -> [(&'static str, Option<&Map<String, Value>>); 2] {
+    [
+        (
+            "serverInfo",
+            result.get("serverInfo").and_then(Value::as_object),
+        ),
+        (
+            "metaServerInfo",
+            result
+                .get("_meta")
+                .and_then(|meta| meta.get(crate::mcp::META_SERVER_INFO))
+                .and_then(Value::as_object),
+        ),
+    ]
+}
+
+/// The listing item the server's own text in an `initialize` or `server/discover` result is
+/// pinned as ([`Kind::Instructions`]): its `instructions`, and the title and description of
+/// its server info; `None` when it has none of them.
+pub fn server_text_item(result: &Map<String, Value>) -> Option<Value> {
+    let mut item = Map::new();
+    if let Some(text) = result.get("instructions") {
+        item.insert("instructions".into(), text.clone());
+    }
+    for (field, info) in server_infos(result) {
+        let text: Map<String, Value> = SERVER_INFO_TEXT
+            .iter()
+            .filter_map(|key| Some(((*key).to_string(), info?.get(*key)?.clone())))
+            .collect();
+        if !text.is_empty() {
+            item.insert(field.into(), Value::Object(text));
+        }
+    }
+    if item.is_empty() {
+        return None;
+    }
+    item.insert("name".into(), Value::String(INSTRUCTIONS.into()));
+    Some(Value::Object(item))
+}
+
+/// Takes the server's own text (what [`server_text_item`] pins) out of a result.
+pub fn remove_server_text(result: &mut Map<String, Value>) {
+    result.remove("instructions");
+    let take_text = |info: Option<&mut Value>| {
+        if let Some(info) = info.and_then(Value::as_object_mut) {
+            for key in SERVER_INFO_TEXT {
+                info.remove(key);
+            }
+        }
+    };
+    take_text(
+        result
+            .get_mut("_meta")
+            .and_then(|meta| meta.get_mut(crate::mcp::META_SERVER_INFO)),
+    );
+    take_text(result.get_mut("serverInfo"));
+}
+
+impl Definition {
     /// Reads one listed item; `None` when it has no string `name`.
     pub fn from_listed(kind: Kind, item: &Value) -> Option<Definition> {
         let name = item.get("name")?.as_str()?.to_string();

@@ -13,8 +13,7 @@ use super::HostState;
 use crate::mcp::Field;
 use crate::mcp::version::{self, Era};
 
-/// `_meta` key naming the server in a 2026-07-28 result.
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub use crate::mcp::META_SERVER_INFO;
 /// How long a 2026-07-28 host may cache airlock's lists: not at all, since a server's tools can
 /// change under the gateway at any time (restart, `list_changed`, reload).
 const TTL_MS: u64 = 0;
