@@ -142,7 +142,7 @@ pub(super) fn a_granted_path_that_does_not_exist_is_named_not_silently_dropped(m
 /// with its password, `--api-key=...`): the spawn record keeps the command, masked as
 /// `install --dry-run` masks it, never the credentials.
 pub(super) fn the_spawn_record_keeps_no_credential_of_the_command_line(mode: Mode) {
-    let args = "postgres://user:hunter2pass@localhost/db --api-key=sk-proj-abcdefghijklmnopqrstuvwxyz0123 --password plainpw123 --port 5432";
+    let args = "postgres://user:hunter2pass@localhost/db --api-key=sk-proj-abcdefghijklmnopqrstuvwxyz0123 --password plainpw123 --port 5432 -p S3cr3tPw1 --config {\"apiKey\":\"jsonS3cretValue\"}";
     let (world, mut client) = start(mode, Setup::fixture(args));
     client.initialize("2025-06-18");
     let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
@@ -159,7 +159,13 @@ pub(super) fn the_spawn_record_keeps_no_credential_of_the_command_line(mode: Mod
         "{shown:?}"
     );
     let log = std::fs::read_to_string(world.path("audit.jsonl")).unwrap();
-    for secret in ["hunter2pass", "abcdefghijklmnop", "plainpw123"] {
+    for secret in [
+        "hunter2pass",
+        "abcdefghijklmnop",
+        "plainpw123",
+        "S3cr3tPw1",
+        "jsonS3cret",
+    ] {
         assert!(
             !log.contains(secret),
             "{secret} in the audit log: {shown:?}"

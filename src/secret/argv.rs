@@ -1,0 +1,250 @@
+//! A server's command line as the audit log may keep it. Host entries carry credentials in
+//! `args` in every shape a program takes them: `--api-key VALUE`, `--password=VALUE`,
+//! `-p VALUE`, `-u user:pass`, a header (`"X-Api-Key: VALUE"`), a JSON blob
+//! (`--config '{"apiKey": ...}'`, how registry launchers pass keys), a URL with user info or a
+//! token in its path. Each argument is read as the shape it has; what is left goes through the
+//! same masking as a host's config text ([`super::mask_in_config_text`]). Pure.
+
+use serde_json::Value;
+
+use super::{key_looks_secret, mask, value_looks_secret};
+
+/// What the argument after a flag is, as far as masking goes.
+#[derive(Clone, Copy)]
+enum Next {
+    /// Not a flag's value, or one that says nothing secret.
+    Plain,
+    /// The value of a secret-looking flag (`--token`, `--api-key`).
+    Secret,
+    /// `-p`'s value: a password (mysql, psql style) unless it is a port's digits.
+    PasswordOrPort,
+    /// `-u`'s value: `user:password` (curl style) when it has a colon.
+    UserAndPassword,
+}
+
+/// `argv` with every credential masked; the program and the shape of each argument stay.
+pub fn mask_argv(argv: &[String]) -> Vec<String> {
+    let mut next = Next::Plain;
+    argv.iter()
+        .map(|arg| {
+            let masked = match next {
+                Next::Secret => Some(mask(arg)),
+                Next::PasswordOrPort if !arg.bytes().all(|b| b.is_ascii_digit()) => Some(mask(arg)),
+                Next::UserAndPassword => arg
+                    .split_once(':')
+                    .map(|(user, password)| format!("{user}:{}", mask(password))),
+                _ => None,
+            };
+            next = Next::Plain;
+            masked.unwrap_or_else(|| mask_one(arg, &mut next))
+        })
+        .collect()
+}
+
+/// One argument that is not a flag's value; sets `next` when it is a flag whose value follows.
+fn mask_one(arg: &str, next: &mut Next) -> String {
+    if let Some(body) = arg.strip_prefix('-') {
+        let name = body.trim_start_matches('-');
+        let dashes = &arg[..arg.len() - name.len()];
+        if let Some(at) = name.find(['=', ':']) {
+            let (flag, value) = (&name[..at], &name[at + 1..]);
+            if key_looks_secret(flag) && !value.is_empty() {
+                return format!("{dashes}{flag}{}{}", &name[at..=at], mask(value));
+            }
+        } else if key_looks_secret(name) {
+            *next = Next::Secret;
+            return arg.to_string();
+        } else if dashes == "-" && name == "p" {
+            *next = Next::PasswordOrPort;
+            return arg.to_string();
+        } else if dashes == "-" && name == "u" {
+            *next = Next::UserAndPassword;
+            return arg.to_string();
+        }
+    }
+    if arg.trim_start().starts_with(['{', '['])
+        && let Ok(mut value) = serde_json::from_str::<Value>(arg)
+    {
+        mask_json(&mut value);
+        return value.to_string();
+    }
+    // A header or a `Name: value` pair under a secret-looking name.
+    if let Some((name, value)) = arg.split_once(':')
+        && !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && key_looks_secret(name)
+        && !value.trim().is_empty()
+    {
+        return format!("{name}: {}", mask(value.trim()));
+    }
+    // User info first: the config masking would read a `#` or `/` in a password as the URL's
+    // fragment or path and keep what comes before it.
+    mask_url_tokens(&super::mask_in_config_text(&without_url_user_info(arg)))
+}
+
+/// Masks, in place, every value under a secret-looking key and every value that looks like a
+/// token, at any depth.
+fn mask_json(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                match item {
+                    Value::String(text) if key_looks_secret(key) => *text = mask(text),
+                    Value::Number(_) if key_looks_secret(key) => *item = Value::from("****"),
+                    _ => mask_json(item),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask_json),
+        Value::String(text) => *text = super::mask_in_config_text(text),
+        _ => {}
+    }
+}
+
+/// `text` without the user info of the URL in it, if any (even a password with `/` or `#`).
+fn without_url_user_info(text: &str) -> String {
+    match text.find("://") {
+        Some(scheme_end) => {
+            let (head, rest) = text.split_at(scheme_end + 3);
+            format!("{head}{}", without_user_info(rest))
+        }
+        None => text.to_string(),
+    }
+}
+
+/// Every path segment of the URL in `text` that looks like a token (`bot123456:AAH...`, a
+/// webhook's key) masked.
+fn mask_url_tokens(text: &str) -> String {
+    let Some(scheme_end) = text.find("://") else {
+        return text.to_string();
+    };
+    let (head, rest) = text.split_at(scheme_end + 3);
+    let end = rest.find(['?', '#', ' ']).unwrap_or(rest.len());
+    let (path, tail) = rest.split_at(end);
+    let masked: Vec<String> = path
+        .split('/')
+        .map(|segment| {
+            if looks_like_token(segment) {
+                mask(segment)
+            } else {
+                segment.to_string()
+            }
+        })
+        .collect();
+    format!("{head}{}{tail}", masked.join("/"))
+}
+
+/// `rest` (what follows `scheme://`) without the user info before its host: everything up to the
+/// last `@` when what comes before it has a `:` that is not a port's (`host:8080/...`).
+fn without_user_info(rest: &str) -> &str {
+    let Some(at) = rest.rfind('@') else {
+        return rest;
+    };
+    let before = &rest[..at];
+    if before.contains(char::is_whitespace) {
+        return rest;
+    }
+    let is_host_and_port = before.split_once(':').is_some_and(|(host, after)| {
+        !host.contains('/')
+            && after
+                .split('/')
+                .next()
+                .is_some_and(|port| port.bytes().all(|b| b.is_ascii_digit()))
+            && after.contains('/')
+    });
+    if before.contains(':') && !is_host_and_port {
+        &rest[at + 1..]
+    } else {
+        rest
+    }
+}
+
+/// A path segment of 20 or more token characters with letters and digits both, or one a token
+/// shape matches.
+fn looks_like_token(segment: &str) -> bool {
+    let tokenish = segment.len() >= 20
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b':' | b'.'))
+        && segment.bytes().any(|b| b.is_ascii_digit())
+        && segment.bytes().any(|b| b.is_ascii_alphabetic());
+    tokenish || value_looks_secret(segment)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn masked(args: &[&str]) -> Vec<String> {
+        let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        mask_argv(&argv)
+    }
+
+    #[test]
+    fn every_shape_a_credential_takes_is_masked() {
+        let cases: [(&[&str], &str); 14] = [
+            (&["--api-key", "abcdefghijklmnop1234"], "abcdefghijklmnop"),
+            (&["--password=hunter2pass"], "hunter2pass"),
+            (&["--password:colonPw123"], "colonPw123"),
+            (&["-p", "S3cr3tPw1"], "S3cr3tPw1"),
+            (&["-u", "admin:adminPw9"], "adminPw9"),
+            (
+                &["--header", "X-Api-Key: a1b2c3d4e5f6a7b8"],
+                "a1b2c3d4e5f6a7b8",
+            ),
+            (
+                &[
+                    "--config",
+                    r#"{"apiKey":"jsonS3cretValue","password":"jsonPw2"}"#,
+                ],
+                "jsonS3cret",
+            ),
+            (
+                &[
+                    "--config",
+                    r#"{"apiKey":"jsonS3cretValue","password":"jsonPw2"}"#,
+                ],
+                "jsonPw2",
+            ),
+            (&["postgres://u:pa/ssW0rd@db.internal/x"], "ssW0rd"),
+            (&["mongodb://u:p%40ss#frag@h/db"], "p%40ss"),
+            (
+                &["https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe"],
+                "AAHdqTcvCH1vGWJxfSe",
+            ),
+            (
+                &["https://hooks.slack.com/services/T0001/B0001/Xa9b8c7d6e5f4g3h2i1j0k1l"],
+                "Xa9b8c7d6e5f4g3h2i1j0k1l",
+            ),
+            (&["MY_TOKEN=abcdef123456"], "abcdef123456"),
+            (
+                &["--token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
+                "ghp_abcdefghij",
+            ),
+        ];
+        for (args, secret) in cases {
+            let shown = masked(args).join(" ");
+            assert!(!shown.contains(secret), "{args:?} -> {shown}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_credential_stays_as_it_is() {
+        let plain = [
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/me/projects",
+            "-p",
+            "8080",
+            "--port=5432",
+            "https://registry.npmjs.org/@scope/pkg",
+            "http://localhost:8080/mcp",
+            "postgres://db.internal:5432/app",
+            r#"{"root":"/data","depth":2}"#,
+        ];
+        assert_eq!(masked(&plain), plain.map(String::from).to_vec());
+    }
+}
