@@ -321,3 +321,43 @@ fn files_a_server_wrote_in_its_project_steer_nothing_run() {
 fn files_a_server_wrote_in_its_project_steer_nothing_serve() {
     files_a_server_wrote_in_its_project_steer_nothing(Mode::Serve);
 }
+
+/// An install whose script reaches for a host that is not the registry (as a package fetching a
+/// binary from GitHub does) and then fails: airlock names the host it tried, and never offers
+/// running the package outside the sandbox without saying that this runs its scripts with the
+/// user's full rights. (A hostile package can fail on purpose to steer the user there.)
+fn a_failed_install_names_what_it_reached_for(mode: Mode) {
+    let place = place(mode, Who::Me);
+    std::fs::write(
+        place.root.join("fakebin/npx"),
+        "#!/bin/sh\ncase \" $* \" in *\" --package=\"*) ;; *) exit 3 ;; esac\n/usr/bin/python3 -c \"import socket; socket.getaddrinfo('github.com', 443)\" 2>/dev/null\nexit 1\n",
+    )
+    .unwrap();
+    let (_, stderr) = place.converse(mode);
+    assert!(
+        stderr.contains("after it tried to reach github.com, which the install step may not"),
+        "{mode:?}: {stderr}"
+    );
+    assert!(stderr.contains("only for a package you trust"), "{stderr}");
+    assert!(
+        !stderr.contains("is reachable from this machine"),
+        "{stderr}"
+    );
+    let audit = std::fs::read_to_string(place.audit()).unwrap_or_default();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("github.com") && l.contains("\"deny\"")),
+        "{audit}"
+    );
+}
+
+#[test]
+fn a_failed_install_names_what_it_reached_for_run() {
+    a_failed_install_names_what_it_reached_for(Mode::Run);
+}
+
+#[test]
+fn a_failed_install_names_what_it_reached_for_serve() {
+    a_failed_install_names_what_it_reached_for(Mode::Serve);
+}

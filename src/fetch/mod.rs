@@ -16,6 +16,7 @@
 
 pub mod bun;
 pub mod deno;
+mod failure;
 pub mod layers;
 pub mod npm;
 pub mod registry;

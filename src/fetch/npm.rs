@@ -36,12 +36,23 @@ pub fn packages(args: &[String]) -> Option<Vec<String>> {
             }
         }
     }
+    // A name (`name`, or `@scope/name`: one slash) and, after its `@`, a version or range or
+    // tag, which never holds a `/` (`@x/y@owner/repo` is GitHub's shorthand, `@x/y@/some/dir` a
+    // directory: neither comes from the registry).
     let from_registry = |spec: &String| {
-        !spec.is_empty()
+        let name = package_name(spec);
+        let version = spec[name.len()..].strip_prefix('@').unwrap_or("");
+        let name_ok = match name.strip_prefix('@') {
+            Some(scoped) => scoped.split_once('/').is_some_and(|(scope, bare)| {
+                !scope.is_empty() && !bare.is_empty() && !bare.contains('/')
+            }),
+            None => !name.is_empty() && !name.contains('/'),
+        };
+        name_ok
             && !spec.starts_with(['.', '/', '~'])
             && !spec.contains(':')
             && !spec.contains('\\')
-            && (spec.starts_with('@') || !spec.contains('/'))
+            && !version.contains('/')
     };
     (!packages.is_empty() && packages.iter().all(from_registry)).then_some(packages)
 }
@@ -150,6 +161,13 @@ mod tests {
         assert_eq!(p("-y ./local"), None);
         assert_eq!(p("-y github:me/repo"), None);
         assert_eq!(p("-y me/repo"), None);
+        // After a scoped name, a version never holds a slash: GitHub's shorthand, a directory.
+        assert_eq!(p("-y @x/y@npm/cli"), None);
+        assert_eq!(p("-y @x/y@/usr/lib/node_modules/npm"), None);
+        assert_eq!(p("-y @x/y/z"), None);
+        assert_eq!(p("-y @x"), None);
+        assert_eq!(p("-y @x/y@^1.2 --flag"), Some(words("@x/y@^1.2")));
+        assert_eq!(p("-y pkg@latest"), Some(words("pkg@latest")));
         assert_eq!(p("--registry=x pkg"), None);
         assert_eq!(p("-y"), None);
     }

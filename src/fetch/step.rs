@@ -8,6 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 
+use super::failure::{install_fix, prime_fix, telling_line};
 use super::layers::{Record, Store};
 use super::{FetchPlan, Runner, bun, deno, npm, registry, uv};
 use crate::audit::event::millis;
@@ -84,19 +85,6 @@ fn failed(message: impl Into<String>, fix: impl Into<String>) -> FetchError {
         message: message.into(),
         fix: fix.into(),
     }
-}
-
-/// The fix for a package airlock could not fetch: the cache route always works.
-fn prime_fix(runner: &Runner) -> String {
-    let command = match runner {
-        Runner::Npx { packages } => format!("npx -y {}", packages.join(" ")),
-        Runner::Uvx(uvx) => format!("uvx --from {} python -c pass", uvx.from),
-        Runner::Bunx(bunx) => format!("bunx --package={} /bin/true", bunx.spec),
-        Runner::Deno { spec } => format!("deno cache npm:{spec}"),
-    };
-    format!(
-        "run `{command}` once outside airlock (it fills your own package cache, which airlock uses without fetching)"
-    )
 }
 
 /// Whether the server's package is in its cache view already: npx's `_npx/<hash>` in a finished
@@ -624,7 +612,7 @@ fn install_plan(
 
 /// Why the confined install did not succeed (the install event's reason, and the error's).
 #[derive(Debug, thiserror::Error)]
-enum InstallFailed {
+pub(super) enum InstallFailed {
     #[error("{0}")]
     Spawn(#[from] crate::process::SpawnError),
     /// Its network events could not be audited.
@@ -635,9 +623,14 @@ enum InstallFailed {
     /// The sandbox could not be set up: the helper's step and message.
     #[error("{0}")]
     Sandbox(String),
-    /// The installer failed: how it ended, and the line of its stderr that says why.
-    #[error("{status}: {line}")]
-    Exited { status: String, line: String },
+    /// The installer failed: how it ended, the line of its stderr that says why, and the hosts
+    /// it tried to reach that are not its registries (refused).
+    #[error("{status}{}", super::failure::why_it_ended(.line, .refused))]
+    Exited {
+        status: String,
+        line: String,
+        refused: Vec<String>,
+    },
 }
 
 /// Runs the install confined; its stdout, or why it failed.
@@ -663,6 +656,26 @@ fn install_step(mut net: NetAudit) -> NetAudit {
     net
 }
 
+/// Notes the host of a refused connection or lookup of the install (the first few, once each):
+/// what a failed install tried to reach says more than its exit status.
+fn note_refused(net: &NetAudit, refused: &mut Vec<String>) {
+    let event = &net.event;
+    if event.decision.as_deref() != Some("deny") {
+        return;
+    }
+    let host = event
+        .detail
+        .as_ref()
+        .and_then(|d| d.get("host"))
+        .and_then(|h| h.as_str());
+    if let Some(host) = host
+        && refused.len() < 3
+        && !refused.iter().any(|seen| seen == host)
+    {
+        refused.push(host.to_string());
+    }
+}
+
 async fn run_install(
     plan: &SandboxPlan,
     sink: &mut Sink<'_>,
@@ -681,9 +694,11 @@ async fn run_install(
         .map(|err| tokio::spawn(relay_tail(err, label.to_string())));
     let deadline = tokio::time::sleep(FETCH_TIMEOUT);
     tokio::pin!(deadline);
+    let mut refused: Vec<String> = Vec::new();
     let timed_out = loop {
         tokio::select! {
             Some(net) = events.recv() => {
+                note_refused(&net, &mut refused);
                 if let Err(err) = sink.net(install_step(net)).await {
                     return Err(InstallFailed::Audit(Box::new(err)));
                 }
@@ -698,6 +713,7 @@ async fn run_install(
     while let Ok(Some(net)) =
         tokio::time::timeout(crate::session::shell::net::QUIET, events.recv()).await
     {
+        note_refused(&net, &mut refused);
         sink.net(install_step(net))
             .await
             .map_err(|err| InstallFailed::Audit(Box::new(err)))?;
@@ -723,67 +739,9 @@ async fn run_install(
         code => Err(InstallFailed::Exited {
             status: code.map_or_else(|| "was killed".to_string(), |c| format!("exited with {c}")),
             line: telling_line(&tail),
+            refused,
         }),
     }
-}
-
-/// What to do about a failed install: a registry that answered it has no such package is a
-/// name to check, not a network to check.
-fn install_fix(why: &InstallFailed, registries: &[String], runner: &Runner) -> String {
-    let text = why.to_string();
-    let not_found = [
-        "E404",
-        "npm error 404",
-        "is not in this registry",
-        "not found in the package registry",
-        "No solution found",
-    ]
-    .iter()
-    .any(|sign| text.contains(sign));
-    if not_found {
-        return format!(
-            "check the package name and version ({}): {} answered that it has no such package (a typo, or a private package whose registry npm or uv is not configured for)",
-            runner.packages().join(" "),
-            registries.join(" and ")
-        );
-    }
-    format!(
-        "check that {} is reachable from this machine, or {}",
-        registries.join(" and "),
-        prime_fix(runner)
-    )
-}
-
-/// The line of a failed install's stderr that says what went wrong: npm's `request to ... failed`
-/// or `npm error code`, uv's `×` and `╰─▶` lines; else the last line that is not a pointer to a
-/// log file.
-fn telling_line(tail: &[String]) -> String {
-    let clean = |line: &String| {
-        line.trim()
-            .trim_start_matches(['×', '╰', '─', '▶', '├', '│'])
-            .trim()
-            .to_string()
-    };
-    let uv_cause: Vec<String> = tail
-        .iter()
-        .filter(|line| line.trim_start().starts_with(['×', '├', '╰']))
-        .map(clean)
-        .collect();
-    if !uv_cause.is_empty() {
-        return uv_cause.join(": ");
-    }
-    let npm_reason = tail
-        .iter()
-        .find(|line| line.contains(" failed, reason:") || line.contains("npm error 404"))
-        .or_else(|| tail.iter().find(|line| line.contains("npm error code")));
-    npm_reason
-        .or_else(|| {
-            tail.iter()
-                .rev()
-                .find(|line| !line.contains("complete log"))
-        })
-        .map(clean)
-        .unwrap_or_default()
 }
 
 async fn read_bounded(out: impl AsyncRead + Unpin) -> String {

@@ -157,6 +157,7 @@ fn a_package_the_registry_does_not_have_is_a_name_to_check() {
     let registries = vec!["registry.example".to_string()];
     let missing = InstallFailed::Exited {
         status: "exited with 1".into(),
+        refused: Vec::new(),
         line: telling_line(&lines(
             "npm error code E404\nnpm error 404 Not Found - GET https://registry.example/@scope%2fserver-typo - Not found\nnpm error 404  '@scope/server-typo@*' is not in this registry.",
         )),
@@ -168,6 +169,7 @@ fn a_package_the_registry_does_not_have_is_a_name_to_check() {
     );
     let unreachable = InstallFailed::Exited {
         status: "exited with 1".into(),
+        refused: Vec::new(),
         line:
             "npm error network request to https://registry.example/x failed, reason: ECONNREFUSED"
                 .into(),
@@ -177,4 +179,35 @@ fn a_package_the_registry_does_not_have_is_a_name_to_check() {
         fix.starts_with("check that registry.example is reachable"),
         "{fix}"
     );
+    assert!(
+        fix.contains("only for a package you trust") && fix.contains("full rights"),
+        "{fix}"
+    );
+}
+
+/// An install whose script reached for another host (a binary from GitHub) failed for that, not
+/// for the registry: the message names the host, and never offers running the script outside
+/// airlock without saying what that costs.
+#[test]
+fn an_install_that_reached_for_other_hosts_says_so() {
+    let runner = Runner::Npx {
+        packages: vec!["electron".into()],
+    };
+    let registries = vec!["registry.example".to_string()];
+    let why = InstallFailed::Exited {
+        status: "exited with 1".into(),
+        line: String::new(),
+        refused: vec!["github.com".into()],
+    };
+    assert_eq!(
+        why.to_string(),
+        "exited with 1 after it tried to reach github.com, which the install step may not"
+    );
+    let fix = install_fix(&why, &registries, &runner);
+    assert!(
+        fix.starts_with("the install step reaches only registry.example, and this install also reached for github.com"),
+        "{fix}"
+    );
+    assert!(!fix.contains("is reachable from this machine"), "{fix}");
+    assert!(fix.contains("only for a package you trust"), "{fix}");
 }
