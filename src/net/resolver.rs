@@ -68,14 +68,29 @@ pub fn respond(
 /// Audits a refused name (or address and port) at most once per [`RefusalThrottle::WINDOW`]: a
 /// client asks for A and AAAA, retries, and walks the search list; one event per name says all
 /// of it, and a server that loops over lookups cannot flood the log. A server that varies the
-/// name or address instead meets a budget: at most [`RefusalThrottle::BUDGET`] refusals are
-/// audited per window, and the next one audited says how many were not.
+/// name or address instead meets a budget: at most [`RefusalThrottle::BUDGET`] refusals of each
+/// kind are audited per window, and the next one audited says how many were not. Lookups and
+/// connections have a budget each, so junk lookups cannot hide a connection to a private
+/// address; what is left unsaid when the server ends is said then ([`Self::take_unrecorded`]).
 #[derive(Debug, Default)]
 pub struct RefusalThrottle {
     last: HashMap<String, Instant>,
+    budgets: [Budget; 2],
+}
+
+/// One kind's budget in the current window.
+#[derive(Debug, Default)]
+struct Budget {
     window_start: Option<Instant>,
     audited_in_window: u32,
     suppressed: u64,
+}
+
+/// What was refused: a name's lookup, or a connection to an address and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    Lookup = 0,
+    Connection = 1,
 }
 
 impl RefusalThrottle {
@@ -83,27 +98,38 @@ impl RefusalThrottle {
     pub const BUDGET: u32 = 600;
     const MAX_NAMES: usize = 4096;
 
-    /// Should this refusal be written to the audit log? `Some(n)`: yes, and `n` refusals before
-    /// it were not (over the budget).
-    pub fn should_audit(&mut self, name: &str, now: Instant) -> Option<u64> {
+    /// Refusals not audited since the last one that was, by kind: lookups, connections. Taken
+    /// (counted from zero again).
+    pub fn take_unrecorded(&mut self) -> (u64, u64) {
+        let [lookups, connections] = &mut self.budgets;
+        (
+            std::mem::take(&mut lookups.suppressed),
+            std::mem::take(&mut connections.suppressed),
+        )
+    }
+
+    /// Should this refusal be written to the audit log? `Some(n)`: yes, and `n` refusals of its
+    /// kind before it were not (over the budget).
+    pub fn should_audit(&mut self, kind: RefusalKind, name: &str, now: Instant) -> Option<u64> {
         if let Some(last) = self.last.get(name)
             && now.saturating_duration_since(*last) < Self::WINDOW
         {
             return None;
         }
-        match self.window_start {
+        let budget = &mut self.budgets[kind as usize];
+        match budget.window_start {
             Some(start) if now.saturating_duration_since(start) < Self::WINDOW => {}
             _ => {
-                self.window_start = Some(now);
-                self.audited_in_window = 0;
+                budget.window_start = Some(now);
+                budget.audited_in_window = 0;
             }
         }
-        if self.audited_in_window >= Self::BUDGET {
-            self.suppressed += 1;
+        if budget.audited_in_window >= Self::BUDGET {
+            budget.suppressed += 1;
             return None;
         }
-        self.audited_in_window += 1;
-        let suppressed = std::mem::take(&mut self.suppressed);
+        budget.audited_in_window += 1;
+        let suppressed = std::mem::take(&mut budget.suppressed);
         if self.last.len() >= Self::MAX_NAMES {
             self.last
                 .retain(|_, last| now.saturating_duration_since(*last) < Self::WINDOW);
@@ -205,17 +231,32 @@ mod tests {
     fn refusals_are_audited_once_a_minute_per_name() {
         let mut throttle = RefusalThrottle::default();
         let start = Instant::now();
-        assert_eq!(throttle.should_audit("a.example", start), Some(0));
         assert_eq!(
-            throttle.should_audit("a.example", start + Duration::from_secs(1)),
-            None
-        );
-        assert_eq!(
-            throttle.should_audit("b.example", start + Duration::from_secs(1)),
+            throttle.should_audit(RefusalKind::Lookup, "a.example", start),
             Some(0)
         );
         assert_eq!(
-            throttle.should_audit("a.example", start + RefusalThrottle::WINDOW),
+            throttle.should_audit(
+                RefusalKind::Lookup,
+                "a.example",
+                start + Duration::from_secs(1)
+            ),
+            None
+        );
+        assert_eq!(
+            throttle.should_audit(
+                RefusalKind::Lookup,
+                "b.example",
+                start + Duration::from_secs(1)
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            throttle.should_audit(
+                RefusalKind::Lookup,
+                "a.example",
+                start + RefusalThrottle::WINDOW
+            ),
             Some(0)
         );
     }
@@ -227,13 +268,40 @@ mod tests {
         let audited = (0..1000)
             .filter(|i| {
                 throttle
-                    .should_audit(&format!("10.0.{i}.1 port 443"), start)
+                    .should_audit(
+                        RefusalKind::Connection,
+                        &format!("10.0.{i}.1 port 443"),
+                        start,
+                    )
                     .is_some()
             })
             .count();
         assert_eq!(audited, RefusalThrottle::BUDGET as usize);
         let later = start + RefusalThrottle::WINDOW;
-        assert_eq!(throttle.should_audit("10.9.9.9 port 443", later), Some(400));
-        assert_eq!(throttle.should_audit("10.9.9.8 port 443", later), Some(0));
+        assert_eq!(
+            throttle.should_audit(RefusalKind::Connection, "10.9.9.9 port 443", later),
+            Some(400)
+        );
+        assert_eq!(
+            throttle.should_audit(RefusalKind::Connection, "10.9.9.8 port 443", later),
+            Some(0)
+        );
+    }
+
+    /// Junk lookups spend the lookups' budget only: a connection to a private address after
+    /// them is recorded. What was left unsaid is there to say at the end.
+    #[test]
+    fn lookups_cannot_spend_the_connections_budget() {
+        let mut throttle = RefusalThrottle::default();
+        let start = Instant::now();
+        for i in 0..605 {
+            throttle.should_audit(RefusalKind::Lookup, &format!("junk{i}.example"), start);
+        }
+        assert_eq!(
+            throttle.should_audit(RefusalKind::Connection, "169.254.169.254 port 80", start),
+            Some(0)
+        );
+        assert_eq!(throttle.take_unrecorded(), (5, 0));
+        assert_eq!(throttle.take_unrecorded(), (0, 0));
     }
 }

@@ -21,9 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::addr::{canonical, non_public_reason};
 use super::allow::{AllowEntry, AllowList};
-use super::resolver::RefusalThrottle;
+use super::resolver::{RefusalKind, RefusalThrottle};
 use super::standin::StandIns;
-use crate::audit::Event;
+use crate::audit::{Event, EventKind};
 
 /// How long airlock tries to reach the remote end of a blocking `connect`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -267,11 +267,36 @@ impl<R: Resolve> Egress<R> {
     /// Whether a refusal of `key` (a name, or `host port N` for a connection) goes to the audit
     /// log: at most once a minute per key ([`RefusalThrottle`]), so a server that loops over a
     /// refused connect cannot flood the log.
-    pub(super) fn should_audit_refusal(&self, key: &str) -> Option<u64> {
+    pub(super) fn should_audit_refusal(&self, kind: RefusalKind, key: &str) -> Option<u64> {
         self.throttle
             .lock()
-            .map(|mut throttle| throttle.should_audit(key, Instant::now()))
+            .map(|mut throttle| throttle.should_audit(kind, key, Instant::now()))
             .unwrap_or(Some(0))
+    }
+
+    /// Records how many refusals were not recorded one by one since the last that was (over
+    /// the budget), if any: when the sandbox is gone, so nothing a server did is left unsaid.
+    pub(super) async fn record_unrecorded_refusals(&self) {
+        let Ok((lookups, connections)) = self
+            .throttle
+            .lock()
+            .map(|mut throttle| throttle.take_unrecorded())
+        else {
+            return;
+        };
+        if lookups + connections == 0 {
+            return;
+        }
+        let mut event = Event::new(EventKind::NetConnect, &self.server);
+        event.decision = Some("deny".into());
+        event.reason = Some(format!(
+            "{lookups} refused lookups and {connections} refused connections were not recorded one by one (over {} of each a minute)",
+            RefusalThrottle::BUDGET
+        ));
+        event.detail = Some(serde_json::json!({
+            "unrecorded": {"lookups": lookups, "connections": connections}
+        }));
+        self.record(event, false).await;
     }
 
     /// A refusal's reason, saying how many refusals before it were not audited (over the budget).

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::event::{ConnectEvent, Verdict};
 use super::handover::{Handed, netns_cookie};
-use super::resolver::respond;
+use super::resolver::{RefusalKind, respond};
 use super::route::{Egress, Resolve};
 use super::sys::{Role, recv_with_destination, send_from};
 
@@ -79,7 +79,7 @@ impl<R: Resolve> Egress<R> {
             respond(query, &self.allow, &mut table, now)?
         };
         if let Some(name) = &reply.refused
-            && let Some(suppressed) = self.should_audit_refusal(name)
+            && let Some(suppressed) = self.should_audit_refusal(RefusalKind::Lookup, name)
         {
             let reason =
                 "the name is not on the network allow list (it does not resolve in the sandbox)";

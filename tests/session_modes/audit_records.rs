@@ -172,3 +172,41 @@ pub(super) fn the_spawn_record_keeps_no_credential_of_the_command_line(mode: Mod
         );
     }
 }
+
+/// A server that spends the refusal budget on junk lookups cannot hide what it does next or
+/// what went unrecorded: lookups and connections have a budget each, and the count left unsaid
+/// is recorded when the sandbox is gone.
+pub(super) fn refusals_over_the_budget_are_counted_when_the_server_ends(mode: Mode) {
+    let script = format!(
+        "import os, socket\nfor i in range(605):\n    try: socket.getaddrinfo(f'junk{{i}}.example', 80)\n    except OSError: pass\nos.execv('/usr/bin/python3', ['/usr/bin/python3', {:?}])\n",
+        support::fixture().display().to_string()
+    );
+    let fixtures = support::fixture().parent().unwrap().display().to_string();
+    let setup = Setup::command(&["/usr/bin/python3", "-c", &script]).policy(&format!(
+        "network = {{ allow = [\"allowed.example\"] }}\nread = [{fixtures:?}]"
+    ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
+    assert!(Client::text(&answer).contains('x'), "{answer}");
+    client.close_stdin();
+    assert!(client.wait(SECS(20)).is_some(), "airlock ends");
+    let refusals = world.events("net_connect");
+    let unrecorded = refusals
+        .iter()
+        .find(|e| e["detail"]["unrecorded"].is_object())
+        .unwrap_or_else(|| panic!("no count of unrecorded refusals: {} events", refusals.len()));
+    // 605 names, 600 recorded: at least 5 unrecorded (a resolver may ask twice, or for the
+    // search list's names too).
+    let lookups = unrecorded["detail"]["unrecorded"]["lookups"]
+        .as_u64()
+        .unwrap();
+    assert!(lookups >= 5, "{unrecorded}");
+    assert!(
+        unrecorded["reason"]
+            .as_str()
+            .unwrap()
+            .contains("were not recorded one by one"),
+        "{unrecorded}"
+    );
+}

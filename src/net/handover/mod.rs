@@ -40,6 +40,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use super::diag;
 use super::event::{CloseEvent, ConnectEvent, Verdict};
 use super::notify::{self, ConnectCall, Received};
+use super::resolver::RefusalKind;
 use super::route::{CONNECT_TIMEOUT, Egress, Refused, Resolve, Target};
 use crate::fast_map::FastMap;
 use socket::{Pending, again_on_handed_over, errno_of, facts, pending, register};
@@ -375,7 +376,8 @@ impl<R: Resolve> Egress<R> {
                         (Refused { host, reason }, libc::ENETUNREACH)
                     }
                 };
-                if let Some(suppressed) = self.should_audit_refusal(&format!("{host} port {port}"))
+                if let Some(suppressed) = self
+                    .should_audit_refusal(RefusalKind::Connection, &format!("{host} port {port}"))
                 {
                     let reason = Self::with_suppressed(reason, suppressed);
                     self.record(connect_event(&host, Verdict::Refused { reason }), true)
@@ -495,6 +497,7 @@ impl<R: Resolve> Egress<R> {
         let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             if deadline.is_some() && handed.is_empty() {
+                self.record_unrecorded_refusals().await;
                 return;
             }
             let grace = async {
@@ -529,6 +532,7 @@ impl<R: Resolve> Egress<R> {
                         let why = "its end was not seen before the sandbox was gone";
                         self.record_close(open, None, Some(why.into())).await;
                     }
+                    self.record_unrecorded_refusals().await;
                     return;
                 }
             }
