@@ -172,12 +172,7 @@ fn a_3_gib_write_into_tmpdir_or_home_is_stopped_at_disk_mb() {
                 "{who:?} {var}: {}",
                 text(&out)
             );
-            let written: u64 = line
-                .split(" after ")
-                .nth(1)
-                .and_then(|rest| rest.split(' ').next())
-                .and_then(|mib| mib.parse().ok())
-                .unwrap_or(u64::MAX);
+            let written = count_after(&line);
             assert!(written <= 1024, "{who:?} {var}: {}", text(&out));
         }
         let state = world().root.join(format!("state-{}", who.tag()));
@@ -203,14 +198,17 @@ fn a_million_empty_directories_stop_at_the_scratch_disks_inodes() {
             "{who:?}: {}",
             text(&out)
         );
-        let made: u64 = line
-            .split(" after ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(u64::MAX);
-        assert!(made <= 1024 * 256, "{who:?}: {}", text(&out));
+        assert!(count_after(&line) <= 1024 * 256, "{who:?}: {}", text(&out));
     }
+}
+
+/// N in a bomb's `REFUSED ... after N ...` line; `u64::MAX` when there is none.
+fn count_after(line: &str) -> u64 {
+    line.split(" after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 /// chmod/chown/utime/setxattr/rename/link on the user's own files outside its write grants:
