@@ -166,51 +166,37 @@ impl UniqueNames {
         }
     }
 
-    /// Notes the name `action` gives (or an entry already wrapped has) and, for a new wrap whose
-    /// name another command line holds, changes it to the first free `NAME-N`.
+    /// Notes the name a new wrap gives and, when another command line holds it, changes it to the
+    /// first free `NAME-N`.
     pub fn settle(&mut self, facts: &EntryFacts, action: &mut Action) {
-        let Shape::Stdio { command, args, .. } = &facts.shape else {
+        // An entry airlock wraps already has its name from `reserve`.
+        let (Shape::Stdio { command, args, .. }, Action::Wrap { prepend, .. }) =
+            (&facts.shape, action)
+        else {
             return;
         };
-        match action {
-            Action::Wrap { prepend, .. } => {
-                let line: Vec<String> = std::iter::once(command.clone())
-                    .chain(args.iter().cloned())
-                    .collect();
-                let Some(slot) = prepend
-                    .iter()
-                    .position(|arg| arg == "--name")
-                    .map(|at| at + 1)
-                    .filter(|at| *at < prepend.len())
-                else {
-                    return;
-                };
-                let base = prepend[slot].clone();
-                let mut name = base.clone();
-                let mut n = 1;
-                while self.taken.get(&name).is_some_and(|other| *other != line) {
-                    n += 1;
-                    let suffix = format!("-{n}");
-                    let stem: String = base.chars().take(64 - suffix.len()).collect();
-                    name = format!("{stem}{suffix}");
-                }
-                self.taken.insert(name.clone(), line);
-                prepend[slot] = name;
-            }
-            Action::Keep(Kept::AlreadyWrapped | Kept::WrappedByOther(_))
-            | Action::Repoint { .. } => {
-                let inner = args
-                    .iter()
-                    .position(|arg| arg == "--")
-                    .map_or(args.len(), |at| at + 1);
-                if let Some(name) = run_name(args) {
-                    self.taken
-                        .entry(name.to_string())
-                        .or_insert_with(|| args[inner..].to_vec());
-                }
-            }
-            _ => {}
+        let line: Vec<String> = std::iter::once(command.clone())
+            .chain(args.iter().cloned())
+            .collect();
+        let Some(slot) = prepend
+            .iter()
+            .position(|arg| arg == "--name")
+            .map(|at| at + 1)
+            .filter(|at| *at < prepend.len())
+        else {
+            return;
+        };
+        let base = prepend[slot].clone();
+        let mut name = base.clone();
+        let mut n = 1;
+        while self.taken.get(&name).is_some_and(|other| *other != line) {
+            n += 1;
+            let suffix = format!("-{n}");
+            let stem: String = base.chars().take(64 - suffix.len()).collect();
+            name = format!("{stem}{suffix}");
         }
+        self.taken.insert(name.clone(), line);
+        prepend[slot] = name;
     }
 }
 
