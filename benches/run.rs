@@ -169,10 +169,18 @@ fn measure(
     // slow phase of the machine does not land on one side only. The floor is a proxy that only
     // copies bytes (blocking threads): what any stdio proxy costs on this machine.
     let me = std::env::current_exe().expect("current exe");
+    // Each airlock keeps its state (pins among it) beside the audit log, never in the user's
+    // own: a baseline of another version must not read what this build wrote.
+    let work = audit.parent().expect("work dir");
+    let (state, baseline_state) = (work.join("state"), work.join("state-baseline"));
+    let (state, baseline_state) = (
+        state.to_str().expect("utf8"),
+        baseline_state.to_str().expect("utf8"),
+    );
     let mut peers = vec![
         start(server, &[], &[]),
         start(&me, &[server_arg], &[(floor::PROXY_ENV, "threads")]),
-        start(airlock, &args, &[]),
+        start(airlock, &args, &[("XDG_STATE_HOME", state)]),
     ];
     if let Some(baseline) = &baseline {
         // Its own log, so the decisions counted below are this build's.
@@ -181,7 +189,7 @@ fn measure(
         peers.push(start(
             baseline,
             &run_args(policy_arg, log_arg, server_arg),
-            &[],
+            &[("XDG_STATE_HOME", baseline_state)],
         ));
     }
     let sides = peers.len();
