@@ -548,16 +548,7 @@ fn one_server_in_two_projects_keeps_one_name() {
     "/c": {"mcpServers": {"gh": {"command": "npx", "args": ["other-gh"]}}}
   }
 }"#;
-    let host = host("claude-code");
-    let file = &host.files[0];
-    let options = InstallOptions {
-        airlock: AIRLOCK.into(),
-        gateway_config: None,
-        gateway_existing: None,
-    };
-    let plan = plan_install(text, file.format, host, file.server_maps, &options).unwrap();
-    let names: Vec<String> = plan
-        .rewrite
+    let names: Vec<String> = install("claude-code", text)
         .entries
         .iter()
         .filter_map(|(_, action)| match action {
