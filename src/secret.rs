@@ -136,24 +136,46 @@ pub const TOKEN_SHAPES: [TokenShape; 14] = [
 ];
 
 /// The shapes' patterns, compiled once, duplicates removed.
-pub fn token_patterns() -> &'static [Regex] {
-    static COMPILED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-        let mut seen: Vec<&str> = Vec::new();
-        let mut out = Vec::new();
-        for shape in TOKEN_SHAPES {
-            if seen.contains(&shape.pattern) {
-                continue;
-            }
-            seen.push(shape.pattern);
-            // The table is constant and a unit test compiles every entry.
-            if let Ok(regex) = Regex::new(shape.pattern) {
-                out.push(regex);
-            }
+static TOKEN_PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for shape in TOKEN_SHAPES {
+        if seen.contains(&shape.pattern) {
+            continue;
         }
-        out
-    });
-    &COMPILED
+        seen.push(shape.pattern);
+        // The table is constant and a unit test compiles every entry.
+        if let Ok(regex) = Regex::new(shape.pattern) {
+            out.push(regex);
+        }
+    }
+    out
+});
+
+/// The shapes' patterns, compiled once, duplicates removed.
+pub fn token_patterns() -> &'static [Regex] {
+    &TOKEN_PATTERNS
 }
+
+/// The fewest bytes a match of any token shape has, read from the patterns' syntax: compiling
+/// them (about 2 ms) is left to the first text that may hold a token.
+static SHORTEST_TOKEN: LazyLock<usize> = LazyLock::new(|| {
+    TOKEN_SHAPES
+        .iter()
+        .map(|shape| shortest_match(shape.pattern))
+        .min()
+        .unwrap_or(0)
+});
+
+/// Every token shape as one alternation, built from the patterns' text: the shapes are
+/// compiled one by one only once a text holds one of them.
+static ANY_TOKEN_SHAPE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    let alternation: Vec<String> = TOKEN_SHAPES
+        .iter()
+        .map(|shape| format!("(?:{})", shape.pattern))
+        .collect();
+    Regex::new(&alternation.join("|")).ok()
+});
 
 /// Whether any of [`token_patterns`] matches `text`, in one pass: most logged strings match none,
 /// and trying the shapes one by one costs a search each. One alternation, not a `RegexSet`:
@@ -162,24 +184,10 @@ pub fn token_patterns() -> &'static [Regex] {
 pub fn any_token_shape(text: &str) -> bool {
     // Most logged strings (a tool name, a path, a word) are shorter than any token, and a regex
     // search has a fixed cost of its own even on a few bytes.
-    static SHORTEST: LazyLock<usize> = LazyLock::new(|| {
-        token_patterns()
-            .iter()
-            .map(|pattern| shortest_match(pattern.as_str()))
-            .min()
-            .unwrap_or(0)
-    });
-    if text.len() < *SHORTEST {
+    if text.len() < *SHORTEST_TOKEN {
         return false;
     }
-    static ANY: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        let alternation: Vec<String> = token_patterns()
-            .iter()
-            .map(|pattern| format!("(?:{})", pattern.as_str()))
-            .collect();
-        Regex::new(&alternation.join("|")).ok()
-    });
-    match &*ANY {
+    match &*ANY_TOKEN_SHAPE {
         Some(any) => any.is_match(text),
         // Not expected (the same patterns compile one by one): try them one by one.
         None => token_patterns()
@@ -303,6 +311,59 @@ pub fn display_url(url: &str) -> String {
     format!("{scheme}://{host}{path}{query}")
 }
 
+// A key (double-, single- or un-quoted), `:` or `=`, then a value in TOML's or JSON's quotes.
+const PAIR: &str = r#"(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z0-9_.\-]+))\s*[:=]\s*(?:"""((?s:.*?))"""|'''((?s:.*?))'''|"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)')"#;
+// A flag, then its value as the next element of an array (perhaps on the next diff line).
+const FLAG_THEN_VALUE: &str =
+    r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
+// `NAME=value` or `--name=value` inside a word.
+const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',]+)"#;
+const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
+const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;
+
+/// One rule of [`mask_in_config_text`]: its pattern, compiled at its first use, and what a
+/// text must hold for the pattern to match at all. Compiling one takes up to 1 ms, and most texts
+/// a session masks (a command line's `-y`, a package name, a path) hold none of it, so a
+/// server's start does not wait for patterns its command line cannot match.
+struct ConfigTextRule {
+    compiled: LazyLock<Option<Regex>>,
+    could_match: fn(&str) -> bool,
+}
+
+impl ConfigTextRule {
+    /// The pattern when `text` could match it (`Some(None)` when it cannot); `None` when the
+    /// pattern does not compile (not expected: constant patterns, compiled by a unit test).
+    fn for_text(&self, text: &str) -> Option<Option<&Regex>> {
+        if !(self.could_match)(text) {
+            return Some(None);
+        }
+        self.compiled.as_ref().map(Some)
+    }
+}
+
+// Each `could_match` names characters every match of its pattern contains.
+static PAIR_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(PAIR).ok()),
+    could_match: |text| text.contains([':', '=']) && text.contains(['"', '\'']),
+};
+static FLAG_THEN_VALUE_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(FLAG_THEN_VALUE).ok()),
+    could_match: |text| text.contains('"') && text.contains(','),
+};
+static ASSIGNED_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(ASSIGNED).ok()),
+    could_match: |text| text.contains('='),
+};
+static AUTH_SCHEME_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(AUTH_SCHEME).ok()),
+    // `\s` is Unicode's White_Space, as `char::is_whitespace`.
+    could_match: |text| text.contains(char::is_whitespace),
+};
+static URL_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(URL).ok()),
+    could_match: |text| text.contains("://"),
+};
+
 /// A config file's text (or a diff of one) as it may be shown to a human. Masked: the quoted
 /// value of a secret-looking key (`"GITHUB_TOKEN": "..."`, `API_KEY = '...'`, TOML's multi-line
 /// strings too), the value after a secret-looking flag or `NAME=` (`"--api-key", "..."`,
@@ -310,44 +371,43 @@ pub fn display_url(url: &str) -> String {
 /// `Bearer ...`), every token shape anywhere; URLs lose their user info and query. For
 /// `install --dry-run`, which prints host files as they are and as they would be.
 pub fn mask_in_config_text(text: &str) -> String {
-    // A key (double-, single- or un-quoted), `:` or `=`, then a value in TOML's or JSON's quotes.
-    const PAIR: &str = r#"(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z0-9_.\-]+))\s*[:=]\s*(?:"""((?s:.*?))"""|'''((?s:.*?))'''|"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)')"#;
-    // A flag, then its value as the next element of an array (perhaps on the next diff line).
-    const FLAG_THEN_VALUE: &str =
-        r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
-    // `NAME=value` or `--name=value` inside a word.
-    const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',]+)"#;
-    const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
-    const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;
-    static RULES: LazyLock<Option<[Regex; 5]>> = LazyLock::new(|| {
-        Some([
-            Regex::new(PAIR).ok()?,
-            Regex::new(FLAG_THEN_VALUE).ok()?,
-            Regex::new(ASSIGNED).ok()?,
-            Regex::new(AUTH_SCHEME).ok()?,
-            Regex::new(URL).ok()?,
-        ])
-    });
     // Not expected (constant patterns, compiled by a unit test): show nothing rather than leak.
-    let Some([pair, flag_then_value, assigned, auth_scheme, url]) = &*RULES else {
-        return "****".to_string();
-    };
-    let mut masked = mask_groups(text, pair, |found| {
-        let key = found.get(1).or(found.get(2)).or(found.get(3))?;
-        let value = (4..=7).find_map(|group| found.get(group))?;
-        (key_looks_secret(key.as_str()) || value_looks_secret(value.as_str())).then_some(value)
-    });
-    masked = mask_groups(&masked, flag_then_value, |found| {
-        key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
-    });
-    masked = mask_groups(&masked, assigned, |found| {
-        key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
-    });
-    masked = mask_groups(&masked, auth_scheme, |found| found.get(1));
-    for pattern in token_patterns() {
-        masked = mask_groups(&masked, pattern, |found| found.get(0));
+    masked_config_text(text).unwrap_or_else(|| "****".to_string())
+}
+
+/// [`mask_in_config_text`]; `None` when a pattern it needs does not compile.
+fn masked_config_text(text: &str) -> Option<String> {
+    let mut masked = text.to_string();
+    if let Some(pair) = PAIR_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, pair, |found| {
+            let key = found.get(1).or(found.get(2)).or(found.get(3))?;
+            let value = (4..=7).find_map(|group| found.get(group))?;
+            (key_looks_secret(key.as_str()) || value_looks_secret(value.as_str())).then_some(value)
+        });
     }
-    url.replace_all(&masked, |found: &regex::Captures<'_>| {
+    if let Some(flag_then_value) = FLAG_THEN_VALUE_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, flag_then_value, |found| {
+            key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+        });
+    }
+    if let Some(assigned) = ASSIGNED_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, assigned, |found| {
+            key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+        });
+    }
+    if let Some(auth_scheme) = AUTH_SCHEME_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, auth_scheme, |found| found.get(1));
+    }
+    // One search says whether any shape is there before each is tried on its own.
+    if any_token_shape(&masked) {
+        for pattern in token_patterns() {
+            masked = mask_groups(&masked, pattern, |found| found.get(0));
+        }
+    }
+    let Some(url) = URL_RULE.for_text(&masked)? else {
+        return Some(masked);
+    };
+    let shown = url.replace_all(&masked, |found: &regex::Captures<'_>| {
         let shown = &found[0];
         let authority = shown.split("://").nth(1).unwrap_or("");
         let authority = authority.split('/').next().unwrap_or("");
@@ -356,8 +416,8 @@ pub fn mask_in_config_text(text: &str) -> String {
         } else {
             shown.to_string()
         }
-    })
-    .into_owned()
+    });
+    Some(shown.into_owned())
 }
 
 /// `text` with the part `pick` chooses of each match of `pattern` masked (nothing when it
@@ -583,6 +643,65 @@ mod tests {
         );
         assert_eq!(display_url("https://h/p#frag"), "https://h/p");
         assert_eq!(display_url("not a url"), "****");
+    }
+
+    #[test]
+    fn a_config_rule_is_skipped_only_for_a_text_it_cannot_match() {
+        let texts = [
+            r#""GITHUB_TOKEN": "ghp_abc""#,
+            "api_key = 'x'",
+            "api_key:\"x\"",
+            "secret = \"\"\"\nline\n\"\"\"",
+            "password = '''x'''",
+            "\"--api-key\",\n+ \"v\"",
+            "\"--token\" , \"v\"",
+            "MY_TOKEN=abc",
+            "--api-key=abc",
+            "Authorization: Bearer abcdefgh",
+            // Whitespace other than ASCII's is `\s` too.
+            "bearer\u{a0}abcdefgh",
+            "token\u{2003}abcdefgh",
+            "Basic\u{85}dXNlcjpwYXNz",
+            "https://user:pass@host/p?q=1",
+            "x://y",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/user/projects",
+            "plain words, with a comma",
+        ];
+        let rules = [
+            ("PAIR", &PAIR_RULE),
+            ("FLAG_THEN_VALUE", &FLAG_THEN_VALUE_RULE),
+            ("ASSIGNED", &ASSIGNED_RULE),
+            ("AUTH_SCHEME", &AUTH_SCHEME_RULE),
+            ("URL", &URL_RULE),
+        ];
+        let mut matched = std::collections::BTreeSet::new();
+        for (name, rule) in rules {
+            let regex = rule.compiled.as_ref().unwrap();
+            for text in texts {
+                if regex.is_match(text) {
+                    matched.insert(name);
+                    assert!((rule.could_match)(text), "{name} matches {text:?}");
+                }
+            }
+        }
+        assert_eq!(
+            matched.len(),
+            rules.len(),
+            "every rule meets a text it matches"
+        );
+        // A command line's usual words can match none of them: nothing is compiled for them.
+        for text in [
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/home/user/projects",
+        ] {
+            assert!(
+                rules.iter().all(|(_, rule)| !(rule.could_match)(text)),
+                "{text}"
+            );
+        }
     }
 
     #[test]
