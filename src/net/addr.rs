@@ -149,10 +149,10 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 ///
 /// The ranges: loopback, link-local (the cloud metadata address 169.254.169.254 among them),
 /// private (RFC 1918, IPv6 unique-local), shared address space (100.64.0.0/10, where some clouds
-/// put their metadata service), "this network", multicast, broadcast, the stand-in range, and
-/// IPv6 spellings that embed an IPv4 address (mapped, NAT64, 6to4), which are judged by that
-/// address; local-use NAT64 (`64:ff9b:1::/48`) and Teredo (`2001::/32`), which could lead
-/// anywhere, are refused outright.
+/// put their metadata service), "this network", IANA's protocol assignments (192.0.0.0/24),
+/// multicast, broadcast, the stand-in range, and IPv6 spellings that embed an IPv4 address
+/// (mapped, translated, NAT64, 6to4), which are judged by that address; local-use NAT64
+/// (`64:ff9b:1::/48`) and Teredo (`2001::/32`), which could lead anywhere, are refused outright.
 pub fn non_public_reason(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(v4) => v4_reason(v4),
@@ -161,7 +161,7 @@ pub fn non_public_reason(ip: IpAddr) -> Option<&'static str> {
 }
 
 fn v4_reason(v4: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = v4.octets();
+    let [a, b, c, _] = v4.octets();
     if v4.is_loopback() {
         Some("loopback")
     } else if v4.is_link_local() {
@@ -172,6 +172,10 @@ fn v4_reason(v4: Ipv4Addr) -> Option<&'static str> {
         Some("shared address space (carrier-grade NAT)")
     } else if a == 0 {
         Some("\"this network\"")
+    } else if (a, b, c) == (192, 0, 0) {
+        // IANA's special-purpose block: DS-Lite's tunnel ends (192.0.0.0/29) sit on the user's
+        // own router, NAT64 discovery and the like; none is a place on the internet.
+        Some("IETF protocol assignments (192.0.0.0/24)")
     } else if v4.is_multicast() || v4.is_broadcast() || a >= 240 {
         Some("multicast, broadcast or reserved")
     } else if STAND_IN_NET.contains(IpAddr::V4(v4)) {
@@ -203,6 +207,10 @@ fn v6_reason(v6: Ipv6Addr) -> Option<&'static str> {
         Some("site-local")
     } else if v6.is_multicast() {
         Some("multicast")
+    } else if segments[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        // IPv4-translated (`::ffff:0:a.b.c.d`, RFC 2765): a stateless translator would connect
+        // to the embedded IPv4 address.
+        v4_reason(embedded_v4(segments[6], segments[7]))
     } else if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         // NAT64's well-known prefix: the gateway would connect to the embedded IPv4 address.
         v4_reason(embedded_v4(segments[6], segments[7]))
@@ -293,6 +301,11 @@ mod tests {
             "::7f00:1",
             "64:ff9b:1::a9fe:a9fe",
             "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "192.0.0.1",
+            "192.0.0.170",
+            "::ffff:0:10.0.0.1",
+            "::ffff:0:169.254.169.254",
+            "::ffff:0:127.0.0.1",
         ] {
             assert!(non_public_reason(ip(refused)).is_some(), "{refused}");
         }
@@ -304,6 +317,8 @@ mod tests {
             "2001:4860:4860::8888",
             "64:ff9b::808:808",
             "2002:0808:0808::1",
+            "192.0.1.1",
+            "::ffff:0:8.8.8.8",
         ] {
             assert_eq!(non_public_reason(ip(public)), None, "{public}");
         }
