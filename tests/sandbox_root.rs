@@ -80,6 +80,40 @@ fn a_host_path_outside_the_grants_does_not_exist_for_the_server() {
     }
 }
 
+/// The host's `/etc/hosts` names machines of the user's network. A server with a network of its
+/// own (none, or egress by name) reads its own instead, naming only its loopback and its host
+/// name; with the host's network, or a grant naming the file, it reads the host's.
+#[test]
+fn the_hosts_file_is_the_servers_own_unless_it_has_the_hosts_network() {
+    let lines = |text: &str| -> Vec<String> { text.lines().map(str::to_string).collect() };
+    let host_hosts = lines(&std::fs::read_to_string("/etc/hosts").unwrap());
+    let own = lines(
+        "127.0.0.1\tlocalhost\n127.0.1.1\tairlock\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    );
+    assert_ne!(
+        host_hosts, own,
+        "the host's file must differ for the test to tell them apart"
+    );
+    let shown = |out: &Output| -> Vec<String> {
+        stdout(out)
+            .lines()
+            .filter_map(|line| line.strip_prefix("LINE "))
+            .map(str::to_string)
+            .collect()
+    };
+    for who in everyone() {
+        for (extra, expected) in [
+            (&["--network", "none"][..], &own),
+            (&["--network", "api.github.com"], &own),
+            (&["--network", "host"], &host_hosts),
+            (&["--grant-read", "/etc/hosts"], &host_hosts),
+        ] {
+            let out = who.hostile(extra, &["cat", "/etc/hosts"]);
+            assert_eq!(&shown(&out), expected, "{who:?} {extra:?}\n{}", text(&out));
+        }
+    }
+}
+
 #[test]
 fn the_server_cannot_signal_its_init_or_its_parent() {
     for who in everyone() {

@@ -427,3 +427,38 @@ fn setid_through(mode: Mode, who: Who, owner: u32) {
     assert_eq!(meta.mode() & 0o7777, 0o755, "{context}");
     assert_eq!((meta.uid(), meta.gid()), (owner, owner), "{context}");
 }
+
+/// A server with a network of its own (the default: none) reads a hosts file of its own, naming
+/// only its loopback and its host name, not the host's (which names machines of the user's
+/// network). `sandbox_root the_hosts_file_is_the_servers_own_unless_it_has_the_hosts_network`
+/// has the other networks and the grant that shows the host's file.
+#[test]
+fn a_server_reads_its_own_hosts_file_through_run_or_serve() {
+    let host_hosts = std::fs::read_to_string("/etc/hosts").unwrap();
+    let own =
+        "127.0.0.1\tlocalhost\n127.0.1.1\tairlock\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+    assert_ne!(
+        host_hosts, own,
+        "the host's file must differ for the test to tell them apart"
+    );
+    for who in everyone() {
+        for mode in [Mode::Run, Mode::Serve] {
+            let cwd = who.dir(&format!("hosts-{mode:?}"), 0o755);
+            let call = Call {
+                tool: "read_text",
+                arguments: json!({"path": "/etc/hosts"}),
+                write: None,
+                read: None,
+                also_write: None,
+                server: None,
+                program: None,
+            };
+            let outcome = call_tool(mode, who, &cwd, &call);
+            assert_eq!(
+                outcome.answer["result"]["content"][0]["text"], own,
+                "{mode:?} as {who:?}:\n{}\n{}",
+                outcome.answer, outcome.stderr
+            );
+        }
+    }
+}

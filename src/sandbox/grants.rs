@@ -50,6 +50,14 @@ pub(super) const SYSTEM_READ: &[(&str, &str)] = &[
     ("/sys/devices/system/cpu", "CPU count for thread pools"),
 ];
 
+/// The server's own `/etc/hosts` when it has a network of its own (none, or egress by name):
+/// the names of its own loopback and its host name, nothing of the host's. The host's file names
+/// machines of the user's network (and may pin an allowed name to an address the allow list does
+/// not hold, so the server's connection would be refused); names go through airlock's resolver.
+pub(super) const OWN_HOSTS_PATH: &str = "/etc/hosts";
+pub(super) const OWN_HOSTS: &str =
+    "127.0.0.1\tlocalhost\n127.0.1.1\tairlock\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+
 /// Device nodes: the only entries of the server's `/dev` (with `/dev/fd` and the std links).
 pub(super) const DEVICES: &[(&str, FsAccess, &str)] = &[
     ("/dev/null", FsAccess::ReadWrite, "device"),
@@ -470,6 +478,31 @@ impl FsRules {
             named_by: from.named_by,
             missing: false,
         });
+    }
+
+    /// Turns the host's `/etc/hosts` into the server's own ([`OWN_HOSTS`], generated in its root
+    /// and read under a rule on the generated file). False, changing nothing, when the host's
+    /// file is shown on purpose: a grant names it, or binds a directory above it.
+    pub(super) fn own_hosts_file(&mut self) -> bool {
+        let hosts = Path::new(OWN_HOSTS_PATH);
+        let bound_above = self.rules.iter().any(|rule| {
+            rule.path != hosts
+                && hosts.starts_with(&rule.path)
+                && matches!(rule.shown, Shown::Bind | Shown::IdmappedBind)
+        });
+        if bound_above {
+            return false;
+        }
+        let Some(rule) = self
+            .rules
+            .iter_mut()
+            .find(|rule| rule.path == hosts && is_system_rule(rule))
+        else {
+            return false;
+        };
+        rule.shown = Shown::Constructed;
+        rule.reason = "name resolution: localhost and the server's host name only".into();
+        true
     }
 
     pub(super) fn into_rules(self) -> Vec<FsRule> {

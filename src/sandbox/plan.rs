@@ -1,10 +1,12 @@
 //! [`plan`]: the pure decision of a server's sandbox.
 
 use super::env::build_env;
-use super::grants::{FsRules, command_rules, policy_rules, protected_paths, system_rules};
+use super::grants::{
+    FsRules, OWN_HOSTS, OWN_HOSTS_PATH, command_rules, policy_rules, protected_paths, system_rules,
+};
 use super::limits::{memory_limit, rlimits};
 use super::overlays::plan_cache_overlays;
-use super::root::RootPlan;
+use super::root::{RootFileContent, RootPlan};
 use super::vars::Vars;
 use super::*;
 use crate::policy::{Feature, RunAs};
@@ -56,8 +58,21 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
     let namespaces = namespaces(host, &network, constructed_root);
     host_notes(host, &namespaces, &network, &mut notes);
     check_egress(request, host, &network)?;
-    let root =
-        constructed_root.then(|| Box::new(root_plan(request, host, &protected, cgroup_view)));
+    // A server with a network namespace of its own gets a hosts file of its own too.
+    let own_hosts = constructed_root && network != NetMode::Host && fs.own_hosts_file();
+    let root = constructed_root.then(|| {
+        let mut root = root_plan(request, host, &protected, cgroup_view);
+        if own_hosts {
+            root.add_file(
+                PathBuf::from(OWN_HOSTS_PATH),
+                RootFileContent::Text {
+                    text: OWN_HOSTS.into(),
+                    mode: 0o644,
+                },
+            );
+        }
+        Box::new(root)
+    });
 
     Ok(SandboxPlan {
         server: request.server.clone(),

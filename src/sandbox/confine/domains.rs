@@ -99,10 +99,14 @@ pub(super) fn add_constructed(
                 ),
             )
         });
-        let access = match rule.access {
+        let mut access = match rule.access {
             FsAccess::ReadExec => AccessFs::from_read(abi),
             FsAccess::ReadWrite => AccessFs::from_all(abi),
         };
+        // A generated file (`/etc/hosts`): a file's rights only, as for the host's files above.
+        if !rule.path.is_dir() {
+            access &= AccessFs::from_file(abi);
+        }
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
             .unwrap_or_else(|err| {

@@ -396,7 +396,7 @@ fn the_brief_view_lists_a_system_path_the_policy_also_grants() {
     }
     let brief = plan.to_string();
     assert!(
-        brief.contains("system 28 paths every server gets alike"),
+        brief.contains("system 27 paths every server gets alike"),
         "{brief}"
     );
     assert!(!brief.contains("/etc/ld.so.cache"), "{brief}");
