@@ -28,6 +28,7 @@ const SECS: fn(u64) -> Duration = Duration::from_secs;
 
 both_modes!(
     refusals_over_the_budget_are_counted_when_the_server_ends,
+    allowed_connections_over_the_budget_are_counted_by_destination,
     the_spawn_record_keeps_no_credential_of_the_command_line,
     no_deadlock_with_large_concurrent_requests_while_the_server_writes,
     no_deadlock_when_the_host_writes_everything_before_reading,

@@ -39,7 +39,14 @@ impl CallsInFlight {
                     calls.swap_remove(at);
                 }
             }
-            EventKind::NetConnect if event.request_id.is_none() => {
+            // Counts of refusals or connections over a budget span a minute: no one call's.
+            EventKind::NetConnect
+                if event.request_id.is_none()
+                    && event
+                        .detail
+                        .as_ref()
+                        .is_none_or(|detail| detail.get("unrecorded").is_none()) =>
+            {
                 if let Some([only]) = self.by_server.get(&event.server).map(Vec::as_slice) {
                     event.request_id = Some(only.clone());
                 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::budget::{ConnectionBudget, Unrecorded};
 use crate::audit::event::millis;
 use crate::audit::{Event, EventKind, Outcome};
 
@@ -103,6 +104,38 @@ impl CloseEvent {
         }));
         event
     }
+}
+
+/// The `net_connect` that stands for allowed connections not recorded one by one (over the
+/// minute's budget, [`crate::net::budget`]): how many, and per destination how many failed and
+/// the bytes each way. `detail.unrecorded` marks it (it is attributed to no tool call).
+pub fn unrecorded_connections(server: &str, due: &Unrecorded) -> Event {
+    let mut event = Event::new(EventKind::NetConnect, server);
+    let connections = due.connections();
+    event.decision = Some("allow".into());
+    event.reason = Some(format!(
+        "{connections} allowed connections were not recorded one by one (over {} a minute): counted by destination",
+        ConnectionBudget::BUDGET
+    ));
+    let destinations: Vec<Value> = due
+        .destinations
+        .iter()
+        .map(|(host, port, tally)| {
+            let mut entry = json!({"host": host, "port": port});
+            if let (Some(entry), Ok(Value::Object(tally))) =
+                (entry.as_object_mut(), serde_json::to_value(tally))
+            {
+                entry.extend(tally);
+            }
+            entry
+        })
+        .collect();
+    let mut unrecorded = json!({"connections": connections, "destinations": destinations});
+    if due.elsewhere.connections > 0 {
+        unrecorded["elsewhere"] = serde_json::to_value(&due.elsewhere).unwrap_or_default();
+    }
+    event.detail = Some(json!({ "unrecorded": unrecorded }));
+    event
 }
 
 /// The detail field of an event, for tests that read the log.

@@ -15,6 +15,7 @@
 
 pub mod addr;
 pub mod allow;
+pub mod budget;
 pub mod diag;
 pub mod dns;
 pub mod event;

@@ -21,6 +21,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::addr::{canonical, non_public_reason};
 use super::allow::{AllowEntry, AllowList};
+use super::budget::ConnectionBudget;
+use super::event::unrecorded_connections;
 use super::resolver::{RefusalKind, RefusalThrottle};
 use super::standin::StandIns;
 use crate::audit::{Event, EventKind};
@@ -202,6 +204,8 @@ pub struct Egress<R: Resolve = HostResolver> {
     pub allow: AllowList,
     pub(super) table: Mutex<StandIns>,
     pub(super) throttle: Mutex<RefusalThrottle>,
+    /// Allowed connections recorded one by one, and the counts of the rest.
+    pub(super) connections: Mutex<ConnectionBudget>,
     next_conn: AtomicU64,
     audit: mpsc::Sender<NetAudit>,
     resolver: R,
@@ -219,6 +223,7 @@ impl<R: Resolve> Egress<R> {
             allow,
             table: Mutex::new(StandIns::default()),
             throttle: Mutex::new(RefusalThrottle::default()),
+            connections: Mutex::new(ConnectionBudget::default()),
             next_conn: AtomicU64::new(1),
             audit,
             resolver,
@@ -297,6 +302,56 @@ impl<R: Resolve> Egress<R> {
             "unrecorded": {"lookups": lookups, "connections": connections}
         }));
         self.record(event, false).await;
+    }
+
+    /// Whether a new allowed connection is recorded one by one ([`ConnectionBudget`]); first
+    /// records the counts of earlier ones when they are due.
+    pub(super) async fn admit_connection(&self) -> bool {
+        let now = Instant::now();
+        let (admitted, due) = match self.connections.lock() {
+            Ok(mut budget) => (budget.admit(now), budget.due(now, false)),
+            // Not expected (a panic while the lock was held): record everything.
+            Err(_) => (true, None),
+        };
+        if let Some(due) = due {
+            self.record(unrecorded_connections(&self.server, &due), false)
+                .await;
+        }
+        admitted
+    }
+
+    /// Counts the end of a connection that was not recorded one by one, and records the counts
+    /// when they are due.
+    pub(super) async fn count_unrecorded(
+        &self,
+        host: &str,
+        port: u16,
+        bytes: (u64, u64),
+        failed: bool,
+    ) {
+        let now = Instant::now();
+        let due = self.connections.lock().ok().and_then(|mut budget| {
+            budget.count(host, port, bytes, failed, now);
+            budget.due(now, false)
+        });
+        if let Some(due) = due {
+            self.record(unrecorded_connections(&self.server, &due), false)
+                .await;
+        }
+    }
+
+    /// Records the counts of connections not recorded one by one: when due, or all that are
+    /// left (`ending`: the sandbox is gone).
+    pub(super) async fn record_unrecorded_connections(&self, ending: bool) {
+        let due = self
+            .connections
+            .lock()
+            .ok()
+            .and_then(|mut budget| budget.due(Instant::now(), ending));
+        if let Some(due) = due {
+            self.record(unrecorded_connections(&self.server, &due), false)
+                .await;
+        }
     }
 
     /// A refusal's reason, saying how many refusals before it were not audited (over the budget).

@@ -210,3 +210,71 @@ pub(super) fn refusals_over_the_budget_are_counted_when_the_server_ends(mode: Mo
         "{unrecorded}"
     );
 }
+
+/// A server that opens connection after connection to an allowed destination cannot make the
+/// audit log grow without bound: 600 connections a minute are recorded one by one (a
+/// `net_connect` and a `net_close` each), the rest are counted per destination, with their bytes,
+/// and the counts are recorded when the sandbox is gone. Every connection is accounted for.
+pub(super) fn allowed_connections_over_the_budget_are_counted_by_destination(mode: Mode) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = std::io::Write::write_all(&mut stream, b"ok");
+        }
+    });
+    const CONNECTIONS: usize = 650;
+    let script = format!(
+        "import os, socket\nfor i in range({CONNECTIONS}):\n    s = socket.create_connection(('127.0.0.1', {port}))\n    s.sendall(b'hello')\n    s.recv(2)\n    s.close()\nos.execv('/usr/bin/python3', ['/usr/bin/python3', {:?}])\n",
+        support::fixture().display().to_string()
+    );
+    let fixtures = support::fixture().parent().unwrap().display().to_string();
+    let setup = Setup::command(&["/usr/bin/python3", "-c", &script]).policy(&format!(
+        "network = {{ allow = [\"127.0.0.1:{port}\"] }}\nread = [{fixtures:?}]"
+    ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
+    assert!(Client::text(&answer).contains('x'), "{answer}");
+    client.close_stdin();
+    assert!(client.wait(SECS(20)).is_some(), "airlock ends");
+    let connects = world.events("net_connect");
+    let (counted, one_by_one): (Vec<&Value>, Vec<&Value>) = connects
+        .iter()
+        .filter(|e| e["decision"] == "allow")
+        .partition(|e| e["detail"]["unrecorded"].is_object());
+    assert_eq!(one_by_one.len(), 600, "recorded one by one");
+    let closes = world.events("net_close");
+    assert_eq!(
+        closes.len(),
+        600,
+        "a net_close for each recorded connection"
+    );
+    let [counts] = counted.as_slice() else {
+        panic!("one count of the rest: {counted:?}");
+    };
+    let unrecorded = &counts["detail"]["unrecorded"];
+    assert_eq!(unrecorded["connections"], CONNECTIONS - 600, "{counts}");
+    let [destination] = unrecorded["destinations"].as_array().unwrap().as_slice() else {
+        panic!("one destination: {counts}");
+    };
+    assert_eq!(destination["host"], "127.0.0.1", "{counts}");
+    assert_eq!(destination["port"], port, "{counts}");
+    assert_eq!(destination["connections"], CONNECTIONS - 600, "{counts}");
+    assert_eq!(destination["failed"], 0, "{counts}");
+    // The bytes are the kernel's counts at each socket's end (as in a `net_close`), summed: each
+    // connection sent at most 5 and got at most 2, and what came down was counted.
+    let bytes = |key: &str| destination[key].as_u64().unwrap();
+    assert!(
+        bytes("bytes_up") <= 5 * (CONNECTIONS as u64 - 600),
+        "{counts}"
+    );
+    let down = bytes("bytes_down");
+    assert!(
+        down > 0 && down <= 2 * (CONNECTIONS as u64 - 600),
+        "{counts}"
+    );
+    // A count spans many calls' time: it is attributed to none.
+    assert!(counts.get("request_id").is_none(), "{counts}");
+}

@@ -58,6 +58,9 @@ struct Open {
     host: String,
     port: u16,
     started: Instant,
+    /// Its `net_connect` was written: its end is a `net_close`. Otherwise (over the minute's
+    /// budget, [`crate::net::budget`]) its end is counted.
+    recorded: bool,
 }
 
 /// At most this many `connect`s of one sandbox are worked on at once; the others wait in the
@@ -393,6 +396,8 @@ impl<R: Resolve> Egress<R> {
             (Ok(nonblocking), Ok(cloexec)) => (nonblocking, cloexec),
             (Err(err), _) | (_, Err(err)) => return Reply::Errno(Some(errno_of(&err))),
         };
+        // Past the minute's budget the connection is counted, not recorded one by one.
+        let recorded = self.admit_connection().await;
         let verdict = |upstream: Option<String>| Verdict::Allowed {
             rule: entry.rule.to_string(),
             origin: entry.origin.clone(),
@@ -419,9 +424,13 @@ impl<R: Resolve> Egress<R> {
                     errno,
                     gone,
                 }) => {
-                    self.record(connect_event(&host, verdict(None)), false)
-                        .await;
-                    self.record(close(Some(errors.join("; "))), false).await;
+                    if recorded {
+                        self.record(connect_event(&host, verdict(None)), false)
+                            .await;
+                        self.record(close(Some(errors.join("; "))), false).await;
+                    } else {
+                        self.count_unrecorded(&host, port, (0, 0), true).await;
+                    }
                     return if gone {
                         Reply::Gone
                     } else {
@@ -436,11 +445,13 @@ impl<R: Resolve> Egress<R> {
                 return Reply::Errno(Some(errno_of(&err)));
             }
         };
-        self.record(
-            connect_event(&host, verdict(Some(address.to_string()))),
-            true,
-        )
-        .await;
+        if recorded {
+            self.record(
+                connect_event(&host, verdict(Some(address.to_string()))),
+                true,
+            )
+            .await;
+        }
         // Known as handed over before the server can name it: a connect on it is refused.
         handed.insert(
             cookie,
@@ -449,6 +460,7 @@ impl<R: Resolve> Egress<R> {
                 host: host.clone(),
                 port,
                 started,
+                recorded,
             },
         );
         let replaced = handed
@@ -465,7 +477,11 @@ impl<R: Resolve> Egress<R> {
             } else {
                 format!("the server's connect ended before the hand-over: {err}")
             };
-            self.record(close(Some(why)), false).await;
+            if recorded {
+                self.record(close(Some(why)), false).await;
+            } else {
+                self.count_unrecorded(&host, port, (0, 0), true).await;
+            }
             return if waiting {
                 Reply::Errno(Some(errno_of(&err)))
             } else {
@@ -498,6 +514,7 @@ impl<R: Resolve> Egress<R> {
         loop {
             if deadline.is_some() && handed.is_empty() {
                 self.record_unrecorded_refusals().await;
+                self.record_unrecorded_connections(true).await;
                 return;
             }
             let grace = async {
@@ -533,6 +550,7 @@ impl<R: Resolve> Egress<R> {
                         self.record_close(open, None, Some(why.into())).await;
                     }
                     self.record_unrecorded_refusals().await;
+                self.record_unrecorded_connections(true).await;
                     return;
                 }
             }
@@ -541,6 +559,12 @@ impl<R: Resolve> Egress<R> {
 
     async fn record_close(&self, open: Open, bytes: Option<(u64, u64)>, error: Option<String>) {
         let (bytes_up, bytes_down) = bytes.unwrap_or((0, 0));
+        if !open.recorded {
+            let failed = error.is_some();
+            self.count_unrecorded(&open.host, open.port, (bytes_up, bytes_down), failed)
+                .await;
+            return;
+        }
         let event = CloseEvent {
             conn: open.conn,
             host: open.host,
