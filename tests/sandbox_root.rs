@@ -82,7 +82,8 @@ fn a_host_path_outside_the_grants_does_not_exist_for_the_server() {
 
 /// The host's `/etc/hosts` names machines of the user's network. A server with a network of its
 /// own (none, or egress by name) reads its own instead, naming only its loopback and its host
-/// name; with the host's network, or a grant naming the file, it reads the host's.
+/// name; with the host's network, or a grant naming the file (or a link to it), it reads the
+/// host's.
 #[test]
 fn the_hosts_file_is_the_servers_own_unless_it_has_the_hosts_network() {
     let lines = |text: &str| -> Vec<String> { text.lines().map(str::to_string).collect() };
@@ -102,11 +103,17 @@ fn the_hosts_file_is_the_servers_own_unless_it_has_the_hosts_network() {
             .collect()
     };
     for who in everyone() {
+        // A grant written as another path that leads to the file names it too.
+        let link = who.dir("hosts-link", 0o755).join("hosts");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/etc/hosts", &link).unwrap();
+        let link = link.display().to_string();
         for (extra, expected) in [
             (&["--network", "none"][..], &own),
             (&["--network", "api.github.com"], &own),
             (&["--network", "host"], &host_hosts),
             (&["--grant-read", "/etc/hosts"], &host_hosts),
+            (&["--grant-read", &link], &host_hosts),
         ] {
             let out = who.hostile(extra, &["cat", "/etc/hosts"]);
             assert_eq!(&shown(&out), expected, "{who:?} {extra:?}\n{}", text(&out));

@@ -27,7 +27,9 @@ use crate::paths::walk_components;
 pub struct RootPlan {
     /// Size of the server's scratch disk (its home, tmp and cache layers): `disk_mb`.
     pub scratch_mb: u64,
-    /// Files generated into the root (they win over a bind at the same path).
+    /// Files generated into the root. They win over a bind written as the same path (the plan
+    /// leaves that bind out); a bind written as another path that resolves there wins over them
+    /// (the helper leaves the file out).
     pub files: Vec<RootFile>,
     /// Paths no bind may resolve to or contain, checked by the helper on the *resolved* host path
     /// (the planner checks the paths as written): the real home, airlock's config and state, the

@@ -325,11 +325,24 @@ pub(super) fn prepare(plan: &SandboxPlan, root: &RootPlan) -> Prepared {
     refuse_planted_links(&resolved_binds, &earlier);
     record_written(ledger, &earlier, &resolved_binds);
     let ordered = order(placements);
+    // A grant written as another path that resolves to a generated file's (a link to
+    // `/etc/hosts`) names the host's file: its bind wins, as a grant written as that path does
+    // in the plan, instead of both claiming one place in the root.
+    let files = root
+        .files
+        .iter()
+        .filter(|file| {
+            !ordered
+                .iter()
+                .any(|bind| file.path == bind.at || (bind.dir && file.path.starts_with(&bind.at)))
+        })
+        .cloned()
+        .collect();
     Prepared {
         binds: idmapped_trees(plan.identity, ordered),
         links,
         scratch_mb: root.scratch_mb,
-        files: root.files.clone(),
+        files,
         cgroup_view: root.cgroup_view,
         owner: plan.identity,
         home: plan.private_home.clone(),
