@@ -150,9 +150,12 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 /// The ranges: loopback, link-local (the cloud metadata address 169.254.169.254 among them),
 /// private (RFC 1918, IPv6 unique-local), shared address space (100.64.0.0/10, where some clouds
 /// put their metadata service), "this network", IANA's protocol assignments (192.0.0.0/24),
-/// multicast, broadcast, the stand-in range, and IPv6 spellings that embed an IPv4 address
-/// (mapped, translated, NAT64, 6to4), which are judged by that address; local-use NAT64
-/// (`64:ff9b:1::/48`) and Teredo (`2001::/32`), which could lead anywhere, are refused outright.
+/// documentation, benchmarking, discard-only and segment-routing ranges, the 6to4 relay anycast,
+/// Azure's platform endpoint, multicast, broadcast, the stand-in range, and IPv6 spellings that
+/// embed an IPv4 address (mapped, translated, NAT64, 6to4), which are judged by that address; the
+/// rest of NAT64's `64:ff9b::/32` (local-use, RFC 8215) and Teredo (`2001::/32`), which could lead
+/// anywhere, are refused outright. A network that routes a range that is not on the internet
+/// routes it inside.
 pub fn non_public_reason(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(v4) => v4_reason(v4),
@@ -176,6 +179,14 @@ fn v4_reason(v4: Ipv4Addr) -> Option<&'static str> {
         // IANA's special-purpose block: DS-Lite's tunnel ends (192.0.0.0/29) sit on the user's
         // own router, NAT64 discovery and the like; none is a place on the internet.
         Some("IETF protocol assignments (192.0.0.0/24)")
+    } else if matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113)) {
+        // Never on the internet: a network that routes them routes them inside.
+        Some("documentation (TEST-NET)")
+    } else if (a, b, c) == (192, 88, 99) {
+        Some("6to4 relay anycast (deprecated)")
+    } else if v4 == Ipv4Addr::new(168, 63, 129, 16) {
+        // Azure's platform endpoint: like a metadata service, reached from inside its VMs.
+        Some("a cloud platform's endpoint (Azure's 168.63.129.16)")
     } else if v4.is_multicast() || v4.is_broadcast() || a >= 240 {
         Some("multicast, broadcast or reserved")
     } else if STAND_IN_NET.contains(IpAddr::V4(v4)) {
@@ -214,8 +225,9 @@ fn v6_reason(v6: Ipv6Addr) -> Option<&'static str> {
     } else if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         // NAT64's well-known prefix: the gateway would connect to the embedded IPv4 address.
         v4_reason(embedded_v4(segments[6], segments[7]))
-    } else if segments[..3] == [0x64, 0xff9b, 1] {
-        // NAT64's local-use prefix (RFC 8215): the operator chooses where the IPv4 address sits.
+    } else if segments[..2] == [0x64, 0xff9b] {
+        // The rest of NAT64's /32: its local-use prefix (RFC 8215, where the operator chooses
+        // where the IPv4 address sits) and what is not assigned yet.
         Some("local-use NAT64 (RFC 8215)")
     } else if segments[0] == 0x2002 {
         // 6to4: the relay router delivers to the embedded IPv4 address.
@@ -226,6 +238,15 @@ fn v6_reason(v6: Ipv6Addr) -> Option<&'static str> {
         Some("Teredo tunnel")
     } else if segments[..6] == [0, 0, 0, 0, 0, 0] {
         Some("IPv4-compatible (deprecated)")
+    } else if segments[..2] == [0x2001, 0xdb8] || (segments[0] == 0x3fff && segments[1] < 0x1000) {
+        // 2001:db8::/32 and 3fff::/20 (RFC 9637).
+        Some("documentation")
+    } else if segments[..4] == [0x100, 0, 0, 0] {
+        Some("discard-only (100::/64)")
+    } else if segments[..3] == [0x2001, 2, 0] {
+        Some("benchmarking (2001:2::/48)")
+    } else if segments[0] == 0x5f00 {
+        Some("segment routing (5f00::/16)")
     } else {
         None
     }
@@ -306,12 +327,26 @@ mod tests {
             "::ffff:0:10.0.0.1",
             "::ffff:0:169.254.169.254",
             "::ffff:0:127.0.0.1",
+            "192.0.2.1",
+            "198.51.100.7",
+            "203.0.113.80",
+            "192.88.99.1",
+            "168.63.129.16",
+            "2001:db8::1",
+            "3fff::1",
+            "3fff:fff:ffff::1",
+            "100::1",
+            "2001:2::1",
+            "5f00::1",
+            "64:ff9b::1:0:a9fe:a9fe",
         ] {
             assert!(non_public_reason(ip(refused)).is_some(), "{refused}");
         }
         for public in [
             "8.8.8.8",
-            "203.0.113.80",
+            "168.63.129.17",
+            "2a00:1450:4001::1",
+            "3fff:1000::1",
             "172.32.0.1",
             "100.128.0.1",
             "2001:4860:4860::8888",

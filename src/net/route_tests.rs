@@ -65,8 +65,8 @@ fn decides_by_stand_in_name_and_port_or_listed_address() {
 #[test]
 fn names_lead_only_to_public_addresses_unless_listed() {
     let list = allow(&["internal.example", "10.1.2.3:443"]);
-    let public = usable_addresses("a", 443, &[ip("203.0.113.5"), ip("10.0.0.1")], &[], &list);
-    assert_eq!(public, Ok(vec![ip("203.0.113.5")]));
+    let public = usable_addresses("a", 443, &[ip("93.184.215.14"), ip("10.0.0.1")], &[], &list);
+    assert_eq!(public, Ok(vec![ip("93.184.215.14")]));
     let listed = usable_addresses("internal.example", 443, &[ip("10.1.2.3")], &[], &list);
     assert_eq!(listed, Ok(vec![ip("10.1.2.3")]));
     let other_port = usable_addresses("internal.example", 80, &[ip("10.1.2.3")], &[], &list);
@@ -83,16 +83,16 @@ fn names_lead_only_to_public_addresses_unless_listed() {
         Err(NoUsableAddress::None { name: "a".into() })
     );
     // The host's own public address (a service on 0.0.0.0 answers there): only when listed.
-    let own = [ip("198.51.100.7")];
-    let err = usable_addresses("a", 443, &[ip("198.51.100.7")], &own, &list).unwrap_err();
+    let own = [ip("9.9.9.9")];
+    let err = usable_addresses("a", 443, &[ip("9.9.9.9")], &own, &list).unwrap_err();
     assert!(
-        err.to_string().contains("198.51.100.7 (this host's own)"),
+        err.to_string().contains("9.9.9.9 (this host's own)"),
         "{err}"
     );
-    let listed_own = allow(&["198.51.100.7:443"]);
+    let listed_own = allow(&["9.9.9.9:443"]);
     assert_eq!(
-        usable_addresses("a", 443, &[ip("198.51.100.7")], &own, &listed_own),
-        Ok(vec![ip("198.51.100.7")])
+        usable_addresses("a", 443, &[ip("9.9.9.9")], &own, &listed_own),
+        Ok(vec![ip("9.9.9.9")])
     );
 }
 
@@ -166,20 +166,20 @@ async fn a_name_resolving_to_a_non_public_address_is_refused_without_a_packet() 
 
 #[tokio::test]
 async fn an_allowed_name_leads_to_its_public_addresses_with_its_entry() {
-    let (egress, _) = egress(&["api.github.com"], &["203.0.113.7", "10.0.0.1"]);
+    let (egress, _) = egress(&["api.github.com"], &["93.184.215.15", "10.0.0.1"]);
     let stand_in = stand_in_for(&egress, "api.github.com");
     let target = egress
         .target(SocketAddr::new(IpAddr::V4(stand_in), 443))
         .await
         .unwrap();
     assert_eq!(target.host, "api.github.com");
-    assert_eq!(target.ips, vec![ip("203.0.113.7")]);
+    assert_eq!(target.ips, vec![ip("93.184.215.15")]);
     assert_eq!(target.entry.rule.to_string(), "api.github.com");
 }
 
 #[tokio::test]
 async fn unlisted_addresses_and_ports_are_refused_without_a_lookup() {
-    let (egress, resolver) = egress(&["api.github.com", "127.0.0.1:5432"], &["203.0.113.7"]);
+    let (egress, resolver) = egress(&["api.github.com", "127.0.0.1:5432"], &["93.184.215.15"]);
     for dialled in [
         "127.0.0.1:443",
         "8.8.8.8:443",
