@@ -32,7 +32,7 @@ pub const SECRET_KEY_FRAGMENTS: [&str; 14] = [
 
 /// Words that mark a key secret only as a whole word of it (split at `-`, `_`, `.` and
 /// camelCase): `OPENAI_KEY`, `X-Auth`, `pwd`; but not `author`, `keyboard` or `passenger`.
-pub const SECRET_KEY_WORDS: [&str; 5] = ["auth", "key", "pwd", "pass", "session"];
+pub const SECRET_KEY_WORDS: [&str; 6] = ["auth", "key", "pwd", "pw", "pass", "session"];
 
 /// A well-known credential format.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +130,8 @@ pub const TOKEN_SHAPES: [TokenShape; 14] = [
     TokenShape {
         name: "PEM private key",
         prefix: "-----BEGIN ",
-        pattern: r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+        // The whole key, to its END line (or the end of the text, when that is cut off).
+        pattern: r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z ]*PRIVATE KEY-----|\z)",
         example: "-----BEGIN OPENSSH PRIVATE KEY-----",
     },
 ];
@@ -316,6 +317,9 @@ const PAIR: &str = r#"(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z0-9_.\-]+))\s*[:=]\s*(?
 // A flag, then its value as the next element of an array (perhaps on the next diff line).
 const FLAG_THEN_VALUE: &str =
     r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
+// `--flag value` inside one text (a shell command line passed as one argument).
+const FLAG_SPACE_VALUE: &str =
+    r#"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.\-]*)[ \t]+([^\s"',=\-][^\s"',]*)"#;
 // `NAME=value` or `--name=value` inside a word.
 const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',]+)"#;
 const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
@@ -359,6 +363,10 @@ static AUTH_SCHEME_RULE: ConfigTextRule = ConfigTextRule {
     // `\s` is Unicode's White_Space, as `char::is_whitespace`.
     could_match: |text| text.contains(char::is_whitespace),
 };
+static FLAG_SPACE_VALUE_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(FLAG_SPACE_VALUE).ok()),
+    could_match: |text| text.contains('-') && text.contains([' ', '\t']),
+};
 static URL_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(URL).ok()),
     could_match: |text| text.contains("://"),
@@ -390,13 +398,20 @@ fn masked_config_text(text: &str) -> Option<String> {
             key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }
+    // Before `NAME=value`, which would take the scheme's word for the value and leave the
+    // credential after it (`Authorization=Bearer ...`).
+    if let Some(auth_scheme) = AUTH_SCHEME_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, auth_scheme, |found| found.get(1));
+    }
     if let Some(assigned) = ASSIGNED_RULE.for_text(&masked)? {
         masked = mask_groups(&masked, assigned, |found| {
             key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }
-    if let Some(auth_scheme) = AUTH_SCHEME_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, auth_scheme, |found| found.get(1));
+    if let Some(flag_space_value) = FLAG_SPACE_VALUE_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, flag_space_value, |found| {
+            key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+        });
     }
     // One search says whether any shape is there before each is tried on its own.
     if any_token_shape(&masked) {

@@ -43,7 +43,8 @@ pub fn mask_argv(argv: &[String]) -> Vec<String> {
 
 /// One argument that is not a flag's value; sets `next` when it is a flag whose value follows.
 fn mask_one(arg: &str, next: &mut Next) -> String {
-    if let Some(body) = arg.strip_prefix('-') {
+    // A flag is a word: `-----BEGIN ... PRIVATE KEY-----` and the like are text.
+    if let Some(body) = arg.strip_prefix('-').filter(|body| looks_like_flag(body)) {
         let name = body.trim_start_matches('-');
         let dashes = &arg[..arg.len() - name.len()];
         if let Some(at) = name.find(['=', ':']) {
@@ -57,7 +58,7 @@ fn mask_one(arg: &str, next: &mut Next) -> String {
         } else if dashes == "-" && name == "p" {
             *next = Next::PasswordOrPort;
             return arg.to_string();
-        } else if dashes == "-" && name == "u" {
+        } else if (dashes == "-" && name == "u") || name == "user" {
             *next = Next::UserAndPassword;
             return arg.to_string();
         }
@@ -90,10 +91,10 @@ fn mask_json(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, item) in map.iter_mut() {
-                match item {
-                    Value::String(text) if key_looks_secret(key) => *text = mask(text),
-                    Value::Number(_) if key_looks_secret(key) => *item = Value::from("****"),
-                    _ => mask_json(item),
+                if key_looks_secret(key) {
+                    mask_every_value(item);
+                } else {
+                    mask_json(item);
                 }
             }
         }
@@ -101,6 +102,30 @@ fn mask_json(value: &mut Value) {
         Value::String(text) => *text = super::mask_in_config_text(text),
         _ => {}
     }
+}
+
+/// Masks, in place, every string and number in `value`, at any depth: what sits under a
+/// secret-looking key (`{"token": {"value": ...}}`, `{"apiKey": [...]}`) is secret whatever its
+/// shape.
+fn mask_every_value(value: &mut Value) {
+    match value {
+        Value::String(text) => *text = mask(text),
+        Value::Number(_) => *value = Value::from("****"),
+        Value::Array(items) => items.iter_mut().for_each(mask_every_value),
+        Value::Object(map) => map.values_mut().for_each(mask_every_value),
+        Value::Bool(_) | Value::Null => {}
+    }
+}
+
+/// Whether the text after an argument's first `-` reads as a flag's name: more dashes, then a
+/// word (with `=` or `:` and a value after it, as `--name=value`).
+fn looks_like_flag(body: &str) -> bool {
+    let name = body.trim_start_matches('-');
+    let word = name.split(['=', ':']).next().unwrap_or_default();
+    !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 /// `text` without the user info of the URL in it, if any (even a password with `/` or `#`).
@@ -184,7 +209,7 @@ mod tests {
 
     #[test]
     fn every_shape_a_credential_takes_is_masked() {
-        let cases: [(&[&str], &str); 14] = [
+        let cases: [(&[&str], &str); 21] = [
             (&["--api-key", "abcdefghijklmnop1234"], "abcdefghijklmnop"),
             (&["--password=hunter2pass"], "hunter2pass"),
             (&["--password:colonPw123"], "colonPw123"),
@@ -220,6 +245,30 @@ mod tests {
             ),
             (&["MY_TOKEN=abcdef123456"], "abcdef123456"),
             (
+                &["Authorization=Bearer abcdefgh12345XYZ"],
+                "abcdefgh12345XYZ",
+            ),
+            (
+                &["-c", "server --api-key SpaceS3cret1 --port 80"],
+                "SpaceS3cret1",
+            ),
+            (
+                &[
+                    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2\n-----END RSA PRIVATE KEY-----",
+                ],
+                "MIIEpAIBAAKCAQEA3Tz2",
+            ),
+            (&["--user", "admin:CurlS3cretPw1"], "CurlS3cretPw1"),
+            (&["--pw", "pwS3cretValue1"], "pwS3cretValue1"),
+            (
+                &["--config", r#"{"apiKey":["arrayS3cret"]}"#],
+                "arrayS3cret",
+            ),
+            (
+                &["--config", r#"{"token":{"value":"nestedS3cret"}}"#],
+                "nestedS3cret",
+            ),
+            (
                 &["--token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
                 "ghp_abcdefghij",
             ),
@@ -244,6 +293,10 @@ mod tests {
             "http://localhost:8080/mcp",
             "postgres://db.internal:5432/app",
             r#"{"root":"/data","depth":2}"#,
+            "--user",
+            "alice",
+            "-c",
+            "server --port 80 --verbose",
         ];
         assert_eq!(masked(&plain), plain.map(String::from).to_vec());
     }

@@ -220,6 +220,8 @@ fn a_config_rule_is_skipped_only_for_a_text_it_cannot_match() {
         "Basic\u{85}dXNlcjpwYXNz",
         "https://user:pass@host/p?q=1",
         "x://y",
+        "server --api-key v1 --port 80",
+        "-t\tabc",
         "-y",
         "@modelcontextprotocol/server-filesystem",
         "/home/user/projects",
@@ -231,6 +233,7 @@ fn a_config_rule_is_skipped_only_for_a_text_it_cannot_match() {
         ("ASSIGNED", &ASSIGNED_RULE),
         ("AUTH_SCHEME", &AUTH_SCHEME_RULE),
         ("URL", &URL_RULE),
+        ("FLAG_SPACE_VALUE", &FLAG_SPACE_VALUE_RULE),
     ];
     let mut matched = std::collections::BTreeSet::new();
     for (name, rule) in rules {
