@@ -150,12 +150,13 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 /// The ranges: loopback, link-local (the cloud metadata address 169.254.169.254 among them),
 /// private (RFC 1918, IPv6 unique-local), shared address space (100.64.0.0/10, where some clouds
 /// put their metadata service), "this network", IANA's protocol assignments (192.0.0.0/24),
-/// documentation, benchmarking, discard-only and segment-routing ranges, the 6to4 relay anycast,
-/// Azure's platform endpoint, multicast, broadcast, the stand-in range, and IPv6 spellings that
-/// embed an IPv4 address (mapped, translated, NAT64, 6to4), which are judged by that address; the
-/// rest of NAT64's `64:ff9b::/32` (local-use, RFC 8215) and Teredo (`2001::/32`), which could lead
-/// anywhere, are refused outright. A network that routes a range that is not on the internet
-/// routes it inside.
+/// benchmarking, discard-only and segment-routing ranges, the 6to4 relay anycast, Azure's
+/// platform endpoint, multicast, broadcast, the stand-in range, and IPv6 spellings that embed an
+/// IPv4 address (mapped, translated, NAT64, 6to4), which are judged by that address; the rest of
+/// NAT64's `64:ff9b::/32` (local-use, RFC 8215) and Teredo (`2001::/32`), which could lead
+/// anywhere, are refused outright. Documentation ranges (TEST-NETs, `2001:db8::/32`) are judged
+/// as public addresses: networks do put real services there (an egress proxy that package
+/// registries resolve to), as a local route can put one at any address.
 pub fn non_public_reason(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(v4) => v4_reason(v4),
@@ -179,9 +180,6 @@ fn v4_reason(v4: Ipv4Addr) -> Option<&'static str> {
         // IANA's special-purpose block: DS-Lite's tunnel ends (192.0.0.0/29) sit on the user's
         // own router, NAT64 discovery and the like; none is a place on the internet.
         Some("IETF protocol assignments (192.0.0.0/24)")
-    } else if matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113)) {
-        // Never on the internet: a network that routes them routes them inside.
-        Some("documentation (TEST-NET)")
     } else if (a, b, c) == (192, 88, 99) {
         Some("6to4 relay anycast (deprecated)")
     } else if v4 == Ipv4Addr::new(168, 63, 129, 16) {
@@ -238,9 +236,6 @@ fn v6_reason(v6: Ipv6Addr) -> Option<&'static str> {
         Some("Teredo tunnel")
     } else if segments[..6] == [0, 0, 0, 0, 0, 0] {
         Some("IPv4-compatible (deprecated)")
-    } else if segments[..2] == [0x2001, 0xdb8] || (segments[0] == 0x3fff && segments[1] < 0x1000) {
-        // 2001:db8::/32 and 3fff::/20 (RFC 9637).
-        Some("documentation")
     } else if segments[..4] == [0x100, 0, 0, 0] {
         Some("discard-only (100::/64)")
     } else if segments[..3] == [0x2001, 2, 0] {
@@ -327,14 +322,8 @@ mod tests {
             "::ffff:0:10.0.0.1",
             "::ffff:0:169.254.169.254",
             "::ffff:0:127.0.0.1",
-            "192.0.2.1",
-            "198.51.100.7",
-            "203.0.113.80",
             "192.88.99.1",
             "168.63.129.16",
-            "2001:db8::1",
-            "3fff::1",
-            "3fff:fff:ffff::1",
             "100::1",
             "2001:2::1",
             "5f00::1",
@@ -346,7 +335,12 @@ mod tests {
             "8.8.8.8",
             "168.63.129.17",
             "2a00:1450:4001::1",
-            "3fff:1000::1",
+            // Documentation ranges are not on the internet, but a network may put real services
+            // there as it can anywhere (an egress proxy the package registries resolve to): they
+            // are judged as public addresses are.
+            "203.0.113.80",
+            "192.0.2.1",
+            "2001:db8::1",
             "172.32.0.1",
             "100.128.0.1",
             "2001:4860:4860::8888",
