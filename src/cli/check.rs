@@ -418,10 +418,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
     }
     // Without --config, check what `serve` would load: a user who checks and then starts the
     // gateway must not meet errors the check never looked at.
-    let config_file = args
-        .config
-        .clone()
-        .or_else(super::serve::found_default_config);
+    let config_file = match args.config.clone() {
+        Some(file) => Some(file),
+        None => super::serve::found_default_config()?,
+    };
     let config: Option<Config> = config_file
         .as_deref()
         .map(crate::config::load_file)

@@ -42,10 +42,10 @@ pub struct ExplainArgs {
 /// `--config`, else the config `serve` would load (its servers read one-underscore names and
 /// take part with their per-server blocks), else none.
 fn load_config(args: &ExplainArgs) -> Result<Option<crate::config::Config>, CliError> {
-    let file = args
-        .config
-        .clone()
-        .or_else(super::serve::found_default_config);
+    let file = match args.config.clone() {
+        Some(file) => Some(file),
+        None => super::serve::found_default_config()?,
+    };
     Ok(file.as_deref().map(crate::config::load_file).transpose()?)
 }
 

@@ -62,11 +62,16 @@ pub fn config_path(explicit: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("airlock.toml"))
 }
 
-/// The config `serve` would use without `--config`, when one of its places holds a file.
-pub fn found_default_config() -> Option<PathBuf> {
-    default_config_places()
+/// The config `serve` would use without `--config`, when one of its places holds a file; Err
+/// when `serve` would refuse it ([`written_by_a_server`]).
+pub fn found_default_config() -> Result<Option<PathBuf>, CliError> {
+    let found = default_config_places()
         .into_iter()
-        .find(|place| place.is_file())
+        .find(|place| place.is_file());
+    match found.as_deref().and_then(written_by_a_server) {
+        Some(why) => Err(CliError::Refused(why)),
+        None => Ok(found),
+    }
 }
 
 /// Where `serve` looks for its config when `--config` is not given, in order.
@@ -76,10 +81,34 @@ pub fn default_config_places() -> Vec<PathBuf> {
     places
 }
 
+/// Why a config found without `--config` is not loaded, if it is not: it lies in a directory
+/// that was granted writable to a server (airlock's grant ledger), so a server may have written
+/// it, and a config may widen the policy (it is the user's own layer).
+fn written_by_a_server(found: &Path) -> Option<String> {
+    let state_dir = UserDirs::from_env(&EnvVars::from_process()).state_dir()?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let uid = unsafe { libc::geteuid() };
+    let ledger = std::fs::read_to_string(crate::sandbox::root::grant_ledger_path(&state_dir, uid));
+    let file = std::fs::canonicalize(found).ok()?;
+    let granted = crate::sandbox::root::written_by_a_server(&file, &ledger.ok()?)?;
+    Some(format!(
+        "{} was not loaded: --config was not given, and {} was granted writable to a server, which may have written it. Fix: read it, then pass --config {} if it is yours, or start airlock serve from another directory",
+        file.display(),
+        granted.display(),
+        file.display()
+    ))
+}
+
 /// Loads the config and the policy merged with its per-server blocks.
 pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Policy), CliError> {
     let searched = config.is_none().then(default_config_places);
-    let config = crate::config::load_found(&config_path(config), searched.as_deref())?;
+    let path = config_path(config);
+    if config.is_none()
+        && let Some(why) = written_by_a_server(&path)
+    {
+        return Err(CliError::Refused(why));
+    }
+    let config = crate::config::load_found(&path, searched.as_deref())?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
@@ -197,6 +226,11 @@ struct FileReloader {
 impl Reloader for FileReloader {
     fn reload(&mut self, running: &[(String, Option<Launch>)]) -> Result<ReloadPlan, ReloadError> {
         let searched = [self.config.clone()];
+        if !self.config_given
+            && let Some(why) = written_by_a_server(&self.config)
+        {
+            return Err(ReloadError(why));
+        }
         let config =
             crate::config::load_found(&self.config, (!self.config_given).then_some(&searched[..]))
                 .map_err(|err| ReloadError(err.to_string()))?;

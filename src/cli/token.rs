@@ -49,10 +49,10 @@ fn store(args: &TokenArgs) -> Result<PathBuf, CliError> {
         return Ok(file.clone());
     }
     let implicit = args.config.is_none();
-    let config_file = args
-        .config
-        .clone()
-        .or_else(super::serve::found_default_config);
+    let config_file = match args.config.clone() {
+        Some(file) => Some(file),
+        None => super::serve::found_default_config()?,
+    };
     if let Some(path) = config_file {
         let store = crate::config::load_file(&path)
             .map_err(CliError::from)

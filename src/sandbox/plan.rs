@@ -176,12 +176,10 @@ fn root_plan(
     root.home = home.map(std::path::Path::to_path_buf);
     // One ledger per uid: a state dir shared between users (tests do this) keeps each user's
     // own, readable and writable by that user alone.
-    root.grant_ledger = Some(
-        request
-            .dirs
-            .state_dir
-            .join(format!("write-grants-{}", host.uid)),
-    );
+    root.grant_ledger = Some(super::root::grant_ledger_path(
+        &request.dirs.state_dir,
+        host.uid,
+    ));
     root
 }
 

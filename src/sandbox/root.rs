@@ -319,6 +319,23 @@ pub struct ResolvedBind<'a> {
     pub writable: bool,
 }
 
+/// The grant ledger of the servers airlock starts as `uid`: every directory bound writable to
+/// one of them, one per line ([`RootPlan::grant_ledger`]).
+pub fn grant_ledger_path(state_dir: &Path, uid: u32) -> PathBuf {
+    state_dir.join(format!("write-grants-{uid}"))
+}
+
+/// The directory of the grant ledger (`ledger`, its text) that holds `path`, if any: a file
+/// there may be a server's. Pure.
+pub fn written_by_a_server(path: &Path, ledger: &str) -> Option<PathBuf> {
+    ledger
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(Path::new)
+        .find(|dir| path.starts_with(dir))
+        .map(Path::to_path_buf)
+}
+
 /// The first bind that follows a symlink lying inside a writable bind to somewhere the root
 /// would not otherwise show (with at least that access). A server can make symlinks in its
 /// write grants, and they stay on the host: a later start that followed one would bind whatever

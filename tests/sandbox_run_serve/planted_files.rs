@@ -455,3 +455,69 @@ pub(super) fn script_beside_the_home(mode: Mode, who: Who) {
         listed.answer
     );
 }
+
+/// A server with a write grant over a directory can leave an `airlock.toml` there. `airlock
+/// serve` started from that directory without `--config` would load it as the user's own config
+/// layer, which may widen the policy (a server of the planter's choosing, with its grants); it
+/// refuses instead (exit 2), naming the grant, and so do `check` and `explain`, which show what
+/// `serve` would load. Named with `--config`, it is loaded. As root and as an ordinary user.
+#[test]
+fn a_config_a_server_may_have_written_is_not_loaded_without_config() {
+    for who in everyone() {
+        let project = who.dir("planted-config", 0o755);
+        let target = project.join("airlock.toml");
+        let _ = std::fs::remove_file(&target);
+        let source_dir = who.dir("planted-config-source", 0o755);
+        let source = source_dir.join("airlock.toml");
+        std::fs::write(&source, "[servers.planted]\ncommand = \"/bin/true\"\n").unwrap();
+        chmod(&source, 0o644);
+        let cwd = who.dir("planted-config-cwd", 0o755);
+        let call = Call {
+            tool: "copy_and_chmod",
+            arguments: json!({"source": source, "target": target}),
+            write: Some(&project),
+            read: Some(&source_dir),
+            also_write: None,
+            server: None,
+            program: None,
+        };
+        let planted = call_tool(Mode::Run, who, &cwd, &call);
+        assert!(
+            target.is_file(),
+            "{who:?}: the server plants it\n{}\n{}",
+            planted.answer,
+            planted.stderr
+        );
+        let project_shown = std::fs::canonicalize(&project)
+            .unwrap()
+            .display()
+            .to_string();
+        for args in [&["serve"][..], &["check"], &["explain", "mcp:planted__x"]] {
+            let out = who
+                .airlock(args)
+                .current_dir(&project)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{who:?} {args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!(
+                    "and {project_shown} was granted writable to a server, which may have written it"
+                )) && stderr.contains("pass --config"),
+                "{who:?} {args:?}: {stderr}"
+            );
+        }
+        let out = who
+            .airlock(&["check", "--config", "airlock.toml"])
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("planted"),
+            "{who:?}: named with --config it is loaded\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
