@@ -35,6 +35,7 @@ both_modes!(
     host_eof_closes_the_servers_input_at_once_and_keeps_its_status,
     what_the_host_asked_before_its_eof_is_still_answered,
     a_host_on_sockets_that_goes_away_ends_the_session_at_once,
+    a_silent_server_with_egress_ends_with_the_session_after_the_hosts_eof,
     junk_from_a_server_is_capped_in_audit_and_stderr,
     duplicate_and_broken_answers_never_reach_the_host,
     an_answer_naming_its_id_twice_reaches_the_host_with_one,

@@ -233,3 +233,26 @@ pub(super) fn a_server_that_dies_at_start_is_told_with_its_last_stderr_line(mode
     );
     assert!(!told.contains("ghp_0123"), "{told}");
 }
+
+/// A server with egress that never answers, and a host that closes its input: the session ends
+/// through the kill sequence within seconds. (The wait for the last connection events at the
+/// end once went on for ever, at full CPU, deaf to SIGTERM, when another wake kept coming back.)
+pub(super) fn a_silent_server_with_egress_ends_with_the_session_after_the_hosts_eof(mode: Mode) {
+    let setup = Setup::command(&["/usr/bin/python3", "-c", "import time\ntime.sleep(3600)"])
+        .policy("network = { allow = [\"allowed.example\"] }")
+        .tool_timeout(2);
+    let (_world, mut client) = start(mode, setup);
+    client.send(json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}
+    }));
+    std::thread::sleep(Duration::from_millis(500));
+    client.close_stdin();
+    // The initialize due (2 s), stdin grace, the 3 s kill timeout, the connection events'
+    // drain: well under 15 s.
+    assert!(
+        client.wait(SECS(15)).is_some(),
+        "airlock still runs 15 s after the host's EOF"
+    );
+}

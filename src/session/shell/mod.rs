@@ -282,9 +282,27 @@ where
             }
         }
         if self.egress {
-            while let Ok(wake) =
-                tokio::time::timeout(net::QUIET, poll_fn(|cx| self.poll_wake(cx))).await
-            {
+            // Connection events are written until none came for QUIET (a server's connections
+            // end with it and report their bytes, and the counts over the budget, just after),
+            // for at most DRAIN_AT_MOST in all. Only a connection event counts as one: a wake
+            // that comes back at once (a timer already due, the host's end seen again) once
+            // kept this loop going for ever, at full CPU, deaf to signals.
+            let until = Instant::now() + net::DRAIN_AT_MOST;
+            let mut last_event = Instant::now();
+            loop {
+                let wait = (last_event + net::QUIET)
+                    .min(until)
+                    .saturating_duration_since(Instant::now());
+                if wait.is_zero() {
+                    break;
+                }
+                let Ok(wake) = tokio::time::timeout(wait, poll_fn(|cx| self.poll_wake(cx))).await
+                else {
+                    break;
+                };
+                if matches!(wake, step::Wake::Input(Input::Net(_))) {
+                    last_event = Instant::now();
+                }
                 self.handle(wake)?;
             }
         }

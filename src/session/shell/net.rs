@@ -15,6 +15,11 @@ const QUEUE: usize = 1024;
 /// a server end with it, and report their last bytes just after.
 pub const QUIET: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// At shutdown, connection events are waited for this long at most: the hand-over accounts for
+/// a server's connections for up to 3 s after its sandbox is gone (`crate::net::handover`'s
+/// `CLOSE_GRACE`), then says what is left.
+pub const DRAIN_AT_MOST: std::time::Duration = std::time::Duration::from_millis(3500);
+
 /// The sender servers' connect hand-overs use; its events reach the loop as [`Input::Net`].
 pub fn forward_to(inputs: &mpsc::UnboundedSender<Input>) -> mpsc::Sender<NetAudit> {
     let (events_tx, events) = mpsc::channel::<NetAudit>(QUEUE);
