@@ -130,8 +130,9 @@ pub const TOKEN_SHAPES: [TokenShape; 14] = [
     TokenShape {
         name: "PEM private key",
         prefix: "-----BEGIN ",
-        // The whole key, to its END line (or the end of the text, when that is cut off).
-        pattern: r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z ]*PRIVATE KEY-----|\z)",
+        // The whole key, to its END line; without one, the base64 that follows the header
+        // (a header alone, quoted in a script, takes nothing after it).
+        pattern: r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:(?s:.*?)-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\r\n]*)",
         example: "-----BEGIN OPENSSH PRIVATE KEY-----",
     },
 ];

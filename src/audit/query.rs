@@ -239,13 +239,22 @@ impl Summary {
             }
             Some("spawn") => entry.starts += 1,
             Some("net_connect") => {
-                let step = record.get("detail").and_then(|d| text(d, "step"));
+                let detail = record.get("detail");
+                let step = detail.and_then(|d| text(d, "step"));
+                // A count of what went over a budget (`detail.unrecorded`) stands for that many.
+                let many = detail.and_then(|d| d.get("unrecorded")).map(|unrecorded| {
+                    ["connections", "lookups"]
+                        .iter()
+                        .filter_map(|key| unrecorded.get(key).and_then(Value::as_u64))
+                        .sum::<u64>()
+                });
+                let count = many.unwrap_or(1);
                 if step == Some("install") {
-                    entry.install_net += 1;
+                    entry.install_net += count;
                 } else if text(record, "decision") == Some("allow") {
-                    entry.net_allowed += 1;
+                    entry.net_allowed += count;
                 } else {
-                    entry.net_refused += 1;
+                    entry.net_refused += count;
                 }
             }
             _ => {}
@@ -326,6 +335,15 @@ mod tests {
         summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "allow"}));
         summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "deny"}));
         summary.add(&json!({"event": "net_connect", "server": "fs", "decision": "deny"}));
+        // Counts over a budget stand for that many connections and lookups.
+        summary.add(
+            &json!({"event": "net_connect", "server": "fs", "decision": "allow",
+                            "detail": {"unrecorded": {"connections": 50, "destinations": []}}}),
+        );
+        summary.add(
+            &json!({"event": "net_connect", "server": "fs", "decision": "deny",
+                            "detail": {"unrecorded": {"lookups": 7, "connections": 3}}}),
+        );
         summary.add(
             &json!({"event": "net_connect", "server": "fs", "decision": "allow",
                             "detail": {"host": "registry", "step": "install"}}),
@@ -352,7 +370,10 @@ mod tests {
         assert!(!servers.contains_key("gateway"), "{servers:?}");
         let fs = &servers["fs"];
         assert_eq!((fs.calls, fs.denied, fs.errors, fs.starts), (5, 1, 2, 2));
-        assert_eq!((fs.net_allowed, fs.net_refused, fs.install_net), (1, 2, 1));
+        assert_eq!(
+            (fs.net_allowed, fs.net_refused, fs.install_net),
+            (51, 12, 1)
+        );
         assert_eq!((fs.p50_ms, fs.p95_ms), (Some(2.0), Some(4.0)));
         assert_eq!(servers["git"].calls, 1);
         assert_eq!(servers["git"].p50_ms, None);

@@ -88,13 +88,27 @@ fn written_by_a_server(found: &Path) -> Option<String> {
     let state_dir = UserDirs::from_env(&EnvVars::from_process()).state_dir()?;
     // SAFETY: geteuid cannot fail and touches no memory.
     let uid = unsafe { libc::geteuid() };
-    let ledger = std::fs::read_to_string(crate::sandbox::root::grant_ledger_path(&state_dir, uid));
+    let ledger_path = crate::sandbox::root::grant_ledger_path(&state_dir, uid);
     let file = std::fs::canonicalize(found).ok()?;
-    let granted = crate::sandbox::root::written_by_a_server(&file, &ledger.ok()?)?;
+    let ledger = match std::fs::read_to_string(&ledger_path) {
+        Ok(ledger) => ledger,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        // Fails closed, as the sandbox's own reading of the ledger does.
+        Err(err) => {
+            return Some(format!(
+                "{} was not loaded: --config was not given, and airlock's grant ledger {} (the directories granted writable to servers) cannot be read: {err}. Fix: pass --config {} if the file is yours, or make the ledger readable",
+                file.display(),
+                ledger_path.display(),
+                file.display()
+            ));
+        }
+    };
+    let granted = crate::sandbox::root::written_by_a_server(&file, &ledger)?;
     Some(format!(
-        "{} was not loaded: --config was not given, and {} was granted writable to a server, which may have written it. Fix: read it, then pass --config {} if it is yours, or start airlock serve from another directory",
+        "{} was not loaded: --config was not given, and {} was granted writable to a server, which may have written it (airlock's grant ledger, {}). Fix: read it, then pass --config {} if it is yours, or start airlock serve from another directory",
         file.display(),
         granted.display(),
+        ledger_path.display(),
         file.display()
     ))
 }

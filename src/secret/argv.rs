@@ -30,8 +30,10 @@ pub fn mask_argv(argv: &[String]) -> Vec<String> {
             let masked = match next {
                 Next::Secret => Some(mask(arg)),
                 Next::PasswordOrPort if !arg.bytes().all(|b| b.is_ascii_digit()) => Some(mask(arg)),
+                // `uid:gid` (docker's `--user 1000:1000`) is no password.
                 Next::UserAndPassword => arg
                     .split_once(':')
+                    .filter(|(_, password)| !password.bytes().all(|b| b.is_ascii_digit()))
                     .map(|(user, password)| format!("{user}:{}", mask(password))),
                 _ => None,
             };
@@ -209,7 +211,7 @@ mod tests {
 
     #[test]
     fn every_shape_a_credential_takes_is_masked() {
-        let cases: [(&[&str], &str); 21] = [
+        let cases: [(&[&str], &str); 22] = [
             (&["--api-key", "abcdefghijklmnop1234"], "abcdefghijklmnop"),
             (&["--password=hunter2pass"], "hunter2pass"),
             (&["--password:colonPw123"], "colonPw123"),
@@ -259,6 +261,10 @@ mod tests {
                 "MIIEpAIBAAKCAQEA3Tz2",
             ),
             (&["--user", "admin:CurlS3cretPw1"], "CurlS3cretPw1"),
+            (
+                &["-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF0pgpKeyBody\n"],
+                "lQOYBF0pgpKeyBody",
+            ),
             (&["--pw", "pwS3cretValue1"], "pwS3cretValue1"),
             (
                 &["--config", r#"{"apiKey":["arrayS3cret"]}"#],
@@ -297,7 +303,16 @@ mod tests {
             "alice",
             "-c",
             "server --port 80 --verbose",
+            "--user",
+            "1000:1000",
         ];
         assert_eq!(masked(&plain), plain.map(String::from).to_vec());
+        // A key's header quoted without its body is masked, and the rest of the text stays.
+        let script = "grep -- '-----BEGIN RSA PRIVATE KEY-----' /etc/ssl; exec server --port 80 /d";
+        let shown = masked(&["-c", script]).join(" ");
+        assert!(
+            shown.ends_with("' /etc/ssl; exec server --port 80 /d"),
+            "{shown}"
+        );
     }
 }

@@ -519,5 +519,24 @@ fn a_config_a_server_may_have_written_is_not_loaded_without_config() {
             "{who:?}: named with --config it is loaded\n{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // A ledger that cannot be read fails closed, even for a directory it would not name
+        // (root reads it whatever its mode: an ordinary user only).
+        if let Who::User(uid) = who {
+            let ledger = world()
+                .root
+                .join(format!("state-{}/airlock/write-grants-{uid}", who.tag()));
+            chmod(&ledger, 0o000);
+            let elsewhere = who.dir("planted-config-elsewhere", 0o755);
+            std::fs::copy(&source, elsewhere.join("airlock.toml")).unwrap();
+            let out = who
+                .airlock(&["check"])
+                .current_dir(&elsewhere)
+                .output()
+                .unwrap();
+            chmod(&ledger, 0o600);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{who:?}: {stderr}");
+            assert!(stderr.contains("cannot be read"), "{who:?}: {stderr}");
+        }
     }
 }
