@@ -2,10 +2,10 @@
 //! [`ConnectionBudget::BUDGET`] a minute. Each allowed connection is a `net_connect` and a
 //! `net_close` in the audit log, and a server that opens connection after connection to an
 //! allowed destination wrote about 1.6 MB of audit a second (a review's test), with no bound on
-//! the log. Past the budget, connections are counted per destination with their bytes, and the
-//! counts go to the log as one event once the minute that holds them is over, and when the
-//! sandbox is gone: nothing a server did is left unsaid, and what it can make airlock write is
-//! bounded. Pure: the caller passes the time.
+//! the log. Past the budget, a connection is counted per destination when it is made, and its
+//! end (bytes, failure) when it ends; the counts go to the log as one event once the minute that
+//! holds them is over, and when the sandbox is gone: nothing a server did is left unsaid, and
+//! what it can make airlock write is bounded. Pure: the caller passes the time.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -58,8 +58,9 @@ impl ConnectionBudget {
     /// Destinations counted one by one; the rest are counted together (the map stays bounded).
     pub const MAX_DESTINATIONS: usize = 256;
 
-    /// Whether a new allowed connection is recorded one by one (within this minute's budget).
-    pub fn admit(&mut self, now: Instant) -> bool {
+    /// Whether a new allowed connection to `host` and `port` is recorded one by one (within this
+    /// minute's budget); if not, it is counted now, and its end later ([`Self::count_end`]).
+    pub fn admit(&mut self, host: &str, port: u16, now: Instant) -> bool {
         match self.window_start {
             Some(start) if now.saturating_duration_since(start) < Self::WINDOW => {}
             _ => {
@@ -68,27 +69,42 @@ impl ConnectionBudget {
             }
         }
         if self.recorded_in_window >= Self::BUDGET {
+            self.tally(host, port, now).connections += 1;
             return false;
         }
         self.recorded_in_window += 1;
         true
     }
 
-    /// Counts the end of a connection that [`ConnectionBudget::admit`] did not admit.
-    pub fn count(&mut self, host: &str, port: u16, bytes: (u64, u64), failed: bool, now: Instant) {
-        self.counting_since.get_or_insert(now);
-        let key = (host.to_string(), port);
-        let tally = if self.unrecorded.contains_key(&key)
-            || self.unrecorded.len() < Self::MAX_DESTINATIONS
-        {
-            self.unrecorded.entry(key).or_default()
-        } else {
-            &mut self.elsewhere
-        };
-        tally.connections += 1;
+    /// Counts the end of a connection that [`ConnectionBudget::admit`] did not admit: its bytes,
+    /// and whether it failed.
+    pub fn count_end(
+        &mut self,
+        host: &str,
+        port: u16,
+        bytes: (u64, u64),
+        failed: bool,
+        now: Instant,
+    ) {
+        let tally = self.tally(host, port, now);
         tally.failed += u64::from(failed);
         tally.bytes_up = tally.bytes_up.saturating_add(bytes.0);
         tally.bytes_down = tally.bytes_down.saturating_add(bytes.1);
+    }
+
+    /// When the counts held now are due ([`Self::due`] without `ending`).
+    pub fn due_at(&self) -> Option<Instant> {
+        self.counting_since.map(|since| since + Self::WINDOW)
+    }
+
+    fn tally(&mut self, host: &str, port: u16, now: Instant) -> &mut Tally {
+        self.counting_since.get_or_insert(now);
+        let key = (host.to_string(), port);
+        if self.unrecorded.contains_key(&key) || self.unrecorded.len() < Self::MAX_DESTINATIONS {
+            self.unrecorded.entry(key).or_default()
+        } else {
+            &mut self.elsewhere
+        }
     }
 
     /// The counts to record now, taken: once a minute has passed since the first of them was
@@ -119,12 +135,15 @@ mod tests {
         let start = Instant::now();
         let mut budget = ConnectionBudget::default();
         for _ in 0..ConnectionBudget::BUDGET {
-            assert!(budget.admit(start));
+            assert!(budget.admit("a.example", 443, start));
         }
-        assert!(!budget.admit(start));
-        budget.count("a.example", 443, (10, 20), false, start);
-        budget.count("a.example", 443, (1, 2), true, start);
-        budget.count("b.example", 80, (0, 0), false, start);
+        assert_eq!(budget.due_at(), None, "nothing counted yet");
+        assert!(!budget.admit("a.example", 443, start));
+        assert!(!budget.admit("a.example", 443, start));
+        assert!(!budget.admit("b.example", 80, start));
+        budget.count_end("a.example", 443, (10, 20), false, start);
+        budget.count_end("a.example", 443, (1, 2), true, start);
+        assert_eq!(budget.due_at(), Some(start + ConnectionBudget::WINDOW));
         assert_eq!(budget.due(start + Duration::from_secs(59), false), None);
         let due = budget.due(start + ConnectionBudget::WINDOW, false).unwrap();
         assert_eq!(due.connections(), 3);
@@ -145,15 +164,19 @@ mod tests {
         // Taken: nothing is said twice.
         assert_eq!(budget.due(start + ConnectionBudget::WINDOW * 2, true), None);
         // A new minute has a new budget.
-        assert!(budget.admit(start + ConnectionBudget::WINDOW));
+        assert!(budget.admit("a.example", 443, start + ConnectionBudget::WINDOW));
     }
 
     #[test]
     fn counts_left_at_the_end_are_due_at_once_and_destinations_stay_bounded() {
         let start = Instant::now();
         let mut budget = ConnectionBudget::default();
+        for _ in 0..ConnectionBudget::BUDGET {
+            budget.admit("a.example", 443, start);
+        }
         for n in 0..ConnectionBudget::MAX_DESTINATIONS + 10 {
-            budget.count(&format!("h{n}.example"), 443, (1, 1), false, start);
+            // Counted when made: one still open at the end is in the counts.
+            assert!(!budget.admit(&format!("h{n}.example"), 443, start));
         }
         let due = budget.due(start, true).unwrap();
         assert_eq!(due.destinations.len(), ConnectionBudget::MAX_DESTINATIONS);

@@ -113,10 +113,17 @@ pub fn unrecorded_connections(server: &str, due: &Unrecorded) -> Event {
     let mut event = Event::new(EventKind::NetConnect, server);
     let connections = due.connections();
     event.decision = Some("allow".into());
-    event.reason = Some(format!(
-        "{connections} allowed connections were not recorded one by one (over {} a minute): counted by destination",
-        ConnectionBudget::BUDGET
-    ));
+    event.reason = Some(if connections == 0 {
+        format!(
+            "the ends of allowed connections counted in an earlier record (over {} a minute): their bytes by destination",
+            ConnectionBudget::BUDGET
+        )
+    } else {
+        format!(
+            "{connections} allowed connections were not recorded one by one (over {} a minute): counted by destination",
+            ConnectionBudget::BUDGET
+        )
+    });
     let destinations: Vec<Value> = due
         .destinations
         .iter()

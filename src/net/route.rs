@@ -306,10 +306,10 @@ impl<R: Resolve> Egress<R> {
 
     /// Whether a new allowed connection is recorded one by one ([`ConnectionBudget`]); first
     /// records the counts of earlier ones when they are due.
-    pub(super) async fn admit_connection(&self) -> bool {
+    pub(super) async fn admit_connection(&self, host: &str, port: u16) -> bool {
         let now = Instant::now();
         let (admitted, due) = match self.connections.lock() {
-            Ok(mut budget) => (budget.admit(now), budget.due(now, false)),
+            Ok(mut budget) => (budget.admit(host, port, now), budget.due(now, false)),
             // Not expected (a panic while the lock was held): record everything.
             Err(_) => (true, None),
         };
@@ -322,7 +322,7 @@ impl<R: Resolve> Egress<R> {
 
     /// Counts the end of a connection that was not recorded one by one, and records the counts
     /// when they are due.
-    pub(super) async fn count_unrecorded(
+    pub(super) async fn count_unrecorded_end(
         &self,
         host: &str,
         port: u16,
@@ -331,13 +331,21 @@ impl<R: Resolve> Egress<R> {
     ) {
         let now = Instant::now();
         let due = self.connections.lock().ok().and_then(|mut budget| {
-            budget.count(host, port, bytes, failed, now);
+            budget.count_end(host, port, bytes, failed, now);
             budget.due(now, false)
         });
         if let Some(due) = due {
             self.record(unrecorded_connections(&self.server, &due), false)
                 .await;
         }
+    }
+
+    /// When the counts of connections not recorded one by one are due, if any are held.
+    pub(super) fn unrecorded_connections_due_at(&self) -> Option<Instant> {
+        self.connections
+            .lock()
+            .ok()
+            .and_then(|budget| budget.due_at())
     }
 
     /// Records the counts of connections not recorded one by one: when due, or all that are

@@ -397,7 +397,7 @@ impl<R: Resolve> Egress<R> {
             (Err(err), _) | (_, Err(err)) => return Reply::Errno(Some(errno_of(&err))),
         };
         // Past the minute's budget the connection is counted, not recorded one by one.
-        let recorded = self.admit_connection().await;
+        let recorded = self.admit_connection(&host, port).await;
         let verdict = |upstream: Option<String>| Verdict::Allowed {
             rule: entry.rule.to_string(),
             origin: entry.origin.clone(),
@@ -429,7 +429,7 @@ impl<R: Resolve> Egress<R> {
                             .await;
                         self.record(close(Some(errors.join("; "))), false).await;
                     } else {
-                        self.count_unrecorded(&host, port, (0, 0), true).await;
+                        self.count_unrecorded_end(&host, port, (0, 0), true).await;
                     }
                     return if gone {
                         Reply::Gone
@@ -480,7 +480,7 @@ impl<R: Resolve> Egress<R> {
             if recorded {
                 self.record(close(Some(why)), false).await;
             } else {
-                self.count_unrecorded(&host, port, (0, 0), true).await;
+                self.count_unrecorded_end(&host, port, (0, 0), true).await;
             }
             return if waiting {
                 Reply::Errno(Some(errno_of(&err)))
@@ -523,6 +523,14 @@ impl<R: Resolve> Egress<R> {
                     None => std::future::pending().await,
                 }
             };
+            // Counts over the budget go to the log once their minute is over, whatever comes.
+            let counts_due = self.unrecorded_connections_due_at();
+            let counts = async {
+                match counts_due {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 ready = socket.readable() => {
                     let Ok(mut ready) = ready else { return };
@@ -542,8 +550,12 @@ impl<R: Resolve> Egress<R> {
                 changed = stopped.changed(), if deadline.is_none() => {
                     if changed.is_err() || *stopped.borrow() {
                         deadline = Some(tokio::time::Instant::now() + CLOSE_GRACE);
+                        // Said at once: the ends of the last connections may come after
+                        // airlock is gone (the counts hold every connection since it was made).
+                        self.record_unrecorded_connections(true).await;
                     }
                 }
+                () = counts => self.record_unrecorded_connections(false).await,
                 () = grace => {
                     for open in handed.drain() {
                         let why = "its end was not seen before the sandbox was gone";
@@ -561,7 +573,7 @@ impl<R: Resolve> Egress<R> {
         let (bytes_up, bytes_down) = bytes.unwrap_or((0, 0));
         if !open.recorded {
             let failed = error.is_some();
-            self.count_unrecorded(&open.host, open.port, (bytes_up, bytes_down), failed)
+            self.count_unrecorded_end(&open.host, open.port, (bytes_up, bytes_down), failed)
                 .await;
             return;
         }
