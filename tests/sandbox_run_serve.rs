@@ -76,6 +76,21 @@ struct Call<'a> {
     program: Option<&'a Path>,
 }
 
+impl<'a> Call<'a> {
+    /// A call of `tool` with no grants, to the fixture server.
+    fn plain(tool: &'a str, arguments: Value) -> Call<'a> {
+        Call {
+            tool,
+            arguments,
+            write: None,
+            read: None,
+            also_write: None,
+            server: None,
+            program: None,
+        }
+    }
+}
+
 /// The server's command line: the program alone, or the peers' Python and the script.
 fn server_command(call: &Call, script: &Path) -> Vec<String> {
     match call.program {
@@ -253,15 +268,7 @@ fn doctor_memory(who: Who) -> String {
 
 fn check(mode: Mode, who: Who) {
     let cwd = who.dir(&format!("start-{mode:?}"), 0o700);
-    let echo = Call {
-        tool: "echo",
-        arguments: json!({"text": "hi"}),
-        write: None,
-        read: None,
-        also_write: None,
-        server: None,
-        program: None,
-    };
+    let echo = Call::plain("echo", json!({"text": "hi"}));
     let outcome = call_tool(mode, who, &cwd, &echo);
     let context = format!(
         "{mode:?} as {who:?}:\n{}\n{}",
@@ -349,15 +356,7 @@ fn a_server_keeps_the_huge_page_setting_airlock_inherited_through_run_or_serve()
     for who in everyone() {
         for mode in [Mode::Run, Mode::Serve] {
             let cwd = who.dir(&format!("thp-{mode:?}"), 0o755);
-            let call = Call {
-                tool: "status_line",
-                arguments: json!({"prefix": "THP_enabled:"}),
-                write: None,
-                read: None,
-                also_write: None,
-                server: None,
-                program: None,
-            };
+            let call = Call::plain("status_line", json!({"prefix": "THP_enabled:"}));
             let outcome = call_tool(mode, who, &cwd, &call);
             assert_eq!(
                 outcome.answer["result"]["content"][0]["text"],
@@ -444,15 +443,7 @@ fn a_server_reads_its_own_hosts_file_through_run_or_serve() {
     for who in everyone() {
         for mode in [Mode::Run, Mode::Serve] {
             let cwd = who.dir(&format!("hosts-{mode:?}"), 0o755);
-            let call = Call {
-                tool: "read_text",
-                arguments: json!({"path": "/etc/hosts"}),
-                write: None,
-                read: None,
-                also_write: None,
-                server: None,
-                program: None,
-            };
+            let call = Call::plain("read_text", json!({"path": "/etc/hosts"}));
             let outcome = call_tool(mode, who, &cwd, &call);
             assert_eq!(
                 outcome.answer["result"]["content"][0]["text"], own,

@@ -177,20 +177,11 @@ pub(super) fn the_spawn_record_keeps_no_credential_of_the_command_line(mode: Mod
 /// what went unrecorded: lookups and connections have a budget each, and the count left unsaid
 /// is recorded when the sandbox is gone.
 pub(super) fn refusals_over_the_budget_are_counted_when_the_server_ends(mode: Mode) {
-    let script = format!(
-        "import os, socket\nfor i in range(605):\n    try: socket.getaddrinfo(f'junk{{i}}.example', 80)\n    except OSError: pass\nos.execv('/usr/bin/python3', ['/usr/bin/python3', {:?}])\n",
-        support::fixture().display().to_string()
+    let world = network_then_fixture(
+        mode,
+        "for i in range(605):\n    try: socket.getaddrinfo(f'junk{i}.example', 80)\n    except OSError: pass",
+        &["allowed.example".to_string()],
     );
-    let fixtures = support::fixture().parent().unwrap().display().to_string();
-    let setup = Setup::command(&["/usr/bin/python3", "-c", &script]).policy(&format!(
-        "network = {{ allow = [\"allowed.example\"] }}\nread = [{fixtures:?}]"
-    ));
-    let (world, mut client) = start(mode, setup);
-    client.initialize("2025-06-18");
-    let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
-    assert!(Client::text(&answer).contains('x'), "{answer}");
-    client.close_stdin();
-    assert!(client.wait(SECS(20)).is_some(), "airlock ends");
     let refusals = world.events("net_connect");
     let unrecorded = refusals
         .iter()
@@ -234,20 +225,16 @@ pub(super) fn allowed_connections_over_the_budget_are_counted_by_destination(mod
         drop(held);
     });
     const CONNECTIONS: usize = 650;
-    let script = format!(
-        "import os, socket\nfor i in range({CONNECTIONS}):\n    s = socket.create_connection(('127.0.0.1', {port}))\n    s.sendall(b'hello')\n    s.recv(2)\n    s.close()\ns = socket.create_connection(('127.0.0.1', {stuck_port}))\ns.setblocking(False)\ntry: s.send(b'x' * 8000000)\nexcept BlockingIOError: pass\ns.close()\nos.execv('/usr/bin/python3', ['/usr/bin/python3', {:?}])\n",
-        support::fixture().display().to_string()
+    let world = network_then_fixture(
+        mode,
+        &format!(
+            "for i in range({CONNECTIONS}):\n    s = socket.create_connection(('127.0.0.1', {port}))\n    s.sendall(b'hello')\n    s.recv(2)\n    s.close()\ns = socket.create_connection(('127.0.0.1', {stuck_port}))\ns.setblocking(False)\ntry: s.send(b'x' * 8000000)\nexcept BlockingIOError: pass\ns.close()"
+        ),
+        &[
+            format!("127.0.0.1:{port}"),
+            format!("127.0.0.1:{stuck_port}"),
+        ],
     );
-    let fixtures = support::fixture().parent().unwrap().display().to_string();
-    let setup = Setup::command(&["/usr/bin/python3", "-c", &script]).policy(&format!(
-        "network = {{ allow = [\"127.0.0.1:{port}\", \"127.0.0.1:{stuck_port}\"] }}\nread = [{fixtures:?}]"
-    ));
-    let (world, mut client) = start(mode, setup);
-    client.initialize("2025-06-18");
-    let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
-    assert!(Client::text(&answer).contains('x'), "{answer}");
-    client.close_stdin();
-    assert!(client.wait(SECS(20)).is_some(), "airlock ends");
     let connects = world.events("net_connect");
     let (counted, one_by_one): (Vec<&Value>, Vec<&Value>) = connects
         .iter()
@@ -301,4 +288,24 @@ pub(super) fn allowed_connections_over_the_budget_are_counted_by_destination(mod
     );
     // A count spans many calls' time: it is attributed to none.
     assert!(counts.get("request_id").is_none(), "{counts}");
+}
+
+/// A server that first runs `python` (with `os` and `socket` imported) under a network allow
+/// list, then becomes the fixture server: one call through it, the host's EOF, and airlock's end.
+fn network_then_fixture(mode: Mode, python: &str, allow: &[String]) -> support::World {
+    let fixture = support::fixture().display().to_string();
+    let script = format!(
+        "import os, socket\n{python}\nos.execv('/usr/bin/python3', ['/usr/bin/python3', {fixture:?}])\n"
+    );
+    let fixtures = support::fixture().parent().unwrap().display().to_string();
+    let setup = Setup::command(&["/usr/bin/python3", "-c", &script]).policy(&format!(
+        "network = {{ allow = {allow:?} }}\nread = [{fixtures:?}]"
+    ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let answer = client.call(1, &world.tool("echo"), json!({"text": "x"}));
+    assert!(Client::text(&answer).contains('x'), "{answer}");
+    client.close_stdin();
+    assert!(client.wait(SECS(20)).is_some(), "airlock ends");
+    world
 }
