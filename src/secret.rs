@@ -319,10 +319,9 @@ const PAIR: &str = r#"(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z0-9_.\-]+))\s*[:=]\s*(?
 const FLAG_THEN_VALUE: &str =
     r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
 // `--flag value` inside one text (a shell command line passed as one argument).
-const FLAG_SPACE_VALUE: &str =
-    r#"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.\-]*)[ \t]+([^\s"',=\-][^\s"',]*)"#;
+const FLAG_SPACE_VALUE: &str = r#"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.\-]*)[ \t]+(?:'([^'\n]*)'|"([^"\n]*)"|([^\s"',=\-][^\s"',]*))"#;
 // `NAME=value` or `--name=value` inside a word.
-const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',]+)"#;
+const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',;]+)"#;
 const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
 const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;
 
@@ -411,7 +410,8 @@ fn masked_config_text(text: &str) -> Option<String> {
     }
     if let Some(flag_space_value) = FLAG_SPACE_VALUE_RULE.for_text(&masked)? {
         masked = mask_groups(&masked, flag_space_value, |found| {
-            key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+            let value = (2..=4).find_map(|group| found.get(group))?;
+            key_looks_secret(&found[1]).then_some(value)
         });
     }
     // One search says whether any shape is there before each is tried on its own.

@@ -30,11 +30,7 @@ pub fn mask_argv(argv: &[String]) -> Vec<String> {
             let masked = match next {
                 Next::Secret => Some(mask(arg)),
                 Next::PasswordOrPort if !arg.bytes().all(|b| b.is_ascii_digit()) => Some(mask(arg)),
-                // `uid:gid` (docker's `--user 1000:1000`) is no password.
-                Next::UserAndPassword => arg
-                    .split_once(':')
-                    .filter(|(_, password)| !password.bytes().all(|b| b.is_ascii_digit()))
-                    .map(|(user, password)| format!("{user}:{}", mask(password))),
+                Next::UserAndPassword => Some(user_and_password(arg)),
                 _ => None,
             };
             next = Next::Plain;
@@ -49,10 +45,32 @@ fn mask_one(arg: &str, next: &mut Next) -> String {
     if let Some(body) = arg.strip_prefix('-').filter(|body| looks_like_flag(body)) {
         let name = body.trim_start_matches('-');
         let dashes = &arg[..arg.len() - name.len()];
+        // curl's `-uname:password`, attached (not a one-dash long flag: `-url=https://...`).
+        let attached = name.strip_prefix('u').filter(|value| {
+            dashes == "-"
+                && value.split_once(':').is_some_and(|(user, _)| {
+                    !user.is_empty()
+                        && user
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+                })
+        });
+        if let Some(attached) = attached {
+            return format!("-u{}", user_and_password(attached));
+        }
         if let Some(at) = name.find(['=', ':']) {
             let (flag, value) = (&name[..at], &name[at + 1..]);
+            let separator = &name[at..=at];
             if key_looks_secret(flag) && !value.is_empty() {
-                return format!("{dashes}{flag}{}{}", &name[at..=at], mask(value));
+                return format!("{dashes}{flag}{separator}{}", mask(value));
+            }
+            if is_user_flag(dashes, flag) {
+                return format!("{dashes}{flag}{separator}{}", user_and_password(value));
+            }
+            // The value as an argument of its own (`--header=X-Api-Key: ...`, `--config={...}`).
+            if !value.is_empty() {
+                let shown = mask_one(value, &mut Next::Plain);
+                return format!("{dashes}{flag}{separator}{shown}");
             }
         } else if key_looks_secret(name) {
             *next = Next::Secret;
@@ -60,7 +78,7 @@ fn mask_one(arg: &str, next: &mut Next) -> String {
         } else if dashes == "-" && name == "p" {
             *next = Next::PasswordOrPort;
             return arg.to_string();
-        } else if (dashes == "-" && name == "u") || name == "user" {
+        } else if is_user_flag(dashes, name) {
             *next = Next::UserAndPassword;
             return arg.to_string();
         }
@@ -92,17 +110,45 @@ fn mask_one(arg: &str, next: &mut Next) -> String {
 fn mask_json(value: &mut Value) {
     match value {
         Value::Object(map) => {
+            // `{"name": "API_KEY", "value": ...}`: an environment entry, a header.
+            let named_secret = map
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(key_looks_secret);
             for (key, item) in map.iter_mut() {
-                if key_looks_secret(key) {
+                if key_looks_secret(key) || (named_secret && key == "value") {
                     mask_every_value(item);
                 } else {
                     mask_json(item);
                 }
             }
         }
+        // `["X-Api-Key", ...]`: a header as a pair.
+        Value::Array(items)
+            if items.len() == 2 && items[0].as_str().is_some_and(key_looks_secret) =>
+        {
+            mask_every_value(&mut items[1]);
+        }
         Value::Array(items) => items.iter_mut().for_each(mask_json),
         Value::String(text) => *text = super::mask_in_config_text(text),
         _ => {}
+    }
+}
+
+/// The flags whose value is `user:password` (curl's `-u`/`--user`, `-U`/`--proxy-user`; docker's
+/// `--user` takes `uid:gid`, which [`user_and_password`] leaves as it is).
+fn is_user_flag(dashes: &str, name: &str) -> bool {
+    (dashes == "-" && matches!(name, "u" | "U")) || matches!(name, "user" | "proxy-user")
+}
+
+/// `user:password` with the password masked; `uid:gid` (all digits) and a value with no colon
+/// as they are.
+fn user_and_password(value: &str) -> String {
+    match value.split_once(':') {
+        Some((user, password)) if !password.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{user}:{}", mask(password))
+        }
+        _ => value.to_string(),
     }
 }
 
@@ -211,7 +257,7 @@ mod tests {
 
     #[test]
     fn every_shape_a_credential_takes_is_masked() {
-        let cases: [(&[&str], &str); 22] = [
+        let cases: [(&[&str], &str); 31] = [
             (&["--api-key", "abcdefghijklmnop1234"], "abcdefghijklmnop"),
             (&["--password=hunter2pass"], "hunter2pass"),
             (&["--password:colonPw123"], "colonPw123"),
@@ -274,6 +320,36 @@ mod tests {
                 &["--config", r#"{"token":{"value":"nestedS3cret"}}"#],
                 "nestedS3cret",
             ),
+            (&["--user=admin:EqS3cretPassword1"], "EqS3cretPassword1"),
+            (&["-uadmin:AttachedS3cret1"], "AttachedS3cret1"),
+            (&["--proxy-user", "admin:ProxyS3cret1"], "ProxyS3cret1"),
+            (
+                &["-c", "server --api-key 'S3cretQuoted123'"],
+                "S3cretQuoted123",
+            ),
+            (
+                &["-c", "server --api-key \"S3cretDouble123\""],
+                "S3cretDouble123",
+            ),
+            (
+                &[
+                    "--config",
+                    r#"{"env":[{"name":"API_KEY","value":"EnvS3cretValue"}]}"#,
+                ],
+                "EnvS3cretValue",
+            ),
+            (
+                &[
+                    "--config",
+                    r#"{"headers":[["X-Api-Key","PairS3cretValue"]]}"#,
+                ],
+                "PairS3cretValue",
+            ),
+            (&["--header=X-Api-Key: HeaderEqS3cret1"], "HeaderEqS3cret1"),
+            (
+                &["Server=x;Password=S3cretNoSpace1;Database=y"],
+                "S3cretNoSpace1",
+            ),
             (
                 &["--token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
                 "ghp_abcdefghij",
@@ -305,6 +381,10 @@ mod tests {
             "server --port 80 --verbose",
             "--user",
             "1000:1000",
+            "--user=1000:1000",
+            "-url=https://api.example.com/v1",
+            "--header=Accept: text/plain",
+            r#"{"env":[{"name":"LOG_LEVEL","value":"debug"}]}"#,
         ];
         assert_eq!(masked(&plain), plain.map(String::from).to_vec());
         // A key's header quoted without its body is masked, and the rest of the text stays.
