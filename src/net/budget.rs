@@ -12,11 +12,39 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+/// A budget of so many a minute: the refusals a sandbox's resolver audits one by one
+/// ([`super::resolver::RefusalThrottle`]) and the connections it records ([`ConnectionBudget`]).
+#[derive(Debug, Default)]
+pub struct PerMinute {
+    window_start: Option<Instant>,
+    used: u32,
+}
+
+impl PerMinute {
+    pub const WINDOW: Duration = Duration::from_secs(60);
+
+    /// Takes one of `limit` in the minute that holds `now` (a minute starts at the first take
+    /// after the last one ended); false when they are all taken.
+    pub fn take(&mut self, limit: u32, now: Instant) -> bool {
+        match self.window_start {
+            Some(start) if now.saturating_duration_since(start) < Self::WINDOW => {}
+            _ => {
+                self.window_start = Some(now);
+                self.used = 0;
+            }
+        }
+        if self.used >= limit {
+            return false;
+        }
+        self.used += 1;
+        true
+    }
+}
+
 /// The allowed connections of one sandbox recorded one by one, and the counts of the others.
 #[derive(Debug, Default)]
 pub struct ConnectionBudget {
-    window_start: Option<Instant>,
-    recorded_in_window: u32,
+    recorded: PerMinute,
     /// Connections not recorded one by one, by destination, since `counting_since`.
     unrecorded: BTreeMap<(String, u16), Tally>,
     /// The connections to destinations past [`ConnectionBudget::MAX_DESTINATIONS`], together.
@@ -53,7 +81,7 @@ impl Unrecorded {
 }
 
 impl ConnectionBudget {
-    pub const WINDOW: Duration = Duration::from_secs(60);
+    pub const WINDOW: Duration = PerMinute::WINDOW;
     pub const BUDGET: u32 = 600;
     /// Destinations counted one by one; the rest are counted together (the map stays bounded).
     pub const MAX_DESTINATIONS: usize = 256;
@@ -61,19 +89,11 @@ impl ConnectionBudget {
     /// Whether a new allowed connection to `host` and `port` is recorded one by one (within this
     /// minute's budget); if not, it is counted now, and its end later ([`Self::count_end`]).
     pub fn admit(&mut self, host: &str, port: u16, now: Instant) -> bool {
-        match self.window_start {
-            Some(start) if now.saturating_duration_since(start) < Self::WINDOW => {}
-            _ => {
-                self.window_start = Some(now);
-                self.recorded_in_window = 0;
-            }
+        if self.recorded.take(Self::BUDGET, now) {
+            return true;
         }
-        if self.recorded_in_window >= Self::BUDGET {
-            self.tally(host, port, now).connections += 1;
-            return false;
-        }
-        self.recorded_in_window += 1;
-        true
+        self.tally(host, port, now).connections += 1;
+        false
     }
 
     /// Counts the end of a connection that [`ConnectionBudget::admit`] did not admit: its bytes,

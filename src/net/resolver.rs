@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::allow::AllowList;
+use super::budget::PerMinute;
 use super::dns::{self, Answer, Malformed, Rcode};
 use super::standin::{ANSWER_TTL_SECS, StandIns};
 
@@ -81,8 +82,7 @@ pub struct RefusalThrottle {
 /// One kind's budget in the current window.
 #[derive(Debug, Default)]
 struct Budget {
-    window_start: Option<Instant>,
-    audited_in_window: u32,
+    audited: PerMinute,
     suppressed: u64,
 }
 
@@ -117,18 +117,10 @@ impl RefusalThrottle {
             return None;
         }
         let budget = &mut self.budgets[kind as usize];
-        match budget.window_start {
-            Some(start) if now.saturating_duration_since(start) < Self::WINDOW => {}
-            _ => {
-                budget.window_start = Some(now);
-                budget.audited_in_window = 0;
-            }
-        }
-        if budget.audited_in_window >= Self::BUDGET {
+        if !budget.audited.take(Self::BUDGET, now) {
             budget.suppressed += 1;
             return None;
         }
-        budget.audited_in_window += 1;
         let suppressed = std::mem::take(&mut budget.suppressed);
         if self.last.len() >= Self::MAX_NAMES {
             self.last
