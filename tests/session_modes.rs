@@ -67,6 +67,7 @@ both_modes!(
     a_path_through_a_process_handle_fails_closed,
     a_granted_path_that_does_not_exist_is_named_not_silently_dropped,
     a_server_that_dies_at_start_is_told_with_its_last_stderr_line,
+    the_audit_log_rotates_at_its_size_and_its_chain_goes_on,
 );
 
 /// 16 calls with 200 KiB arguments written while the answers (200 KiB each) are read: the

@@ -37,6 +37,12 @@ pub enum EventKind {
     /// The HTTP face refused a request's authentication (401, 403, 503): the client's address
     /// and why, never the credential.
     Auth,
+    /// The last line of a log file that was rotated: the log goes on in a new file at the same
+    /// path (`detail.renamed_to`: this file's name from then on).
+    Rotated,
+    /// The first line of the file that replaced a rotated one: `prev` links to that file's last
+    /// line (`detail.continues`: its name).
+    Continued,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -121,6 +127,8 @@ impl EventKind {
             EventKind::Pin => "pin",
             EventKind::Install => "install",
             EventKind::Auth => "auth",
+            EventKind::Rotated => "rotated",
+            EventKind::Continued => "continued",
         }
     }
 }
@@ -408,6 +416,8 @@ mod tests {
             EventKind::Pin,
             EventKind::Install,
             EventKind::Auth,
+            EventKind::Rotated,
+            EventKind::Continued,
         ];
         let outcomes = [
             Outcome::Ok,

@@ -8,6 +8,7 @@ pub mod chain;
 pub mod event;
 pub mod query;
 pub mod redact;
+pub mod rotate;
 pub mod sink;
 pub mod target;
 pub mod verify;

@@ -10,13 +10,17 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::chain::{self, Checkpoint, GENESIS, LineHash};
 use super::event::{Event, EventKind, write_rfc3339};
+use super::rotate::{self, Rotation};
 use crate::lock::flock;
+
+#[path = "sink_rotate.rs"]
+mod rotating;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -34,6 +38,10 @@ pub enum AuditError {
     },
     #[error("cannot encode an audit event: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error(
+        "cannot rotate the audit log {path}: {why}. Fix: move the log and its checkpoint away (airlock starts a new one), or set audit.rotate_mb = 0"
+    )]
+    Rotate { path: PathBuf, why: String },
 }
 
 /// A regular file shared with other airlock processes: the chain is kept under its lock.
@@ -55,6 +63,9 @@ struct SharedFile {
     /// at the seal, after the calls the line records are forwarded, since only the next line
     /// and the checkpoint need it.
     unhashed: Option<usize>,
+    /// When this process rotates the file (`None`: never; it still follows other writers'
+    /// rotations).
+    rotation: Option<Rotation>,
 }
 
 #[derive(Debug)]
@@ -129,13 +140,10 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
     }
 }
 
-/// The hash of the last line of `file` (which is `end` bytes long), and whether that line is
-/// unterminated (a writer died mid-line, or a foreign write): the next record then starts on a
-/// new line, and the chain links to the fragment.
-fn tail_hash(file: &File, end: u64) -> std::io::Result<(LineHash, bool)> {
-    if end == 0 {
-        return Ok((GENESIS, false));
-    }
+/// The last line of `file` (which is `end` bytes long, not empty) without its newline, and
+/// whether it is terminated: an unterminated one (a writer died mid-line, or a foreign write)
+/// gets the next record on a new line, and the chain links to the fragment.
+fn last_line(file: &File, end: u64) -> std::io::Result<(Vec<u8>, bool)> {
     const CHUNK: u64 = 8192;
     let mut last_byte = [0u8; 1];
     file.read_exact_at(&mut last_byte, end - 1)?;
@@ -156,8 +164,40 @@ fn tail_hash(file: &File, end: u64) -> std::io::Result<(LineHash, bool)> {
         position = start;
     }
     let line: Vec<u8> = chunks.into_iter().rev().flatten().collect();
-    Ok((chain::line_hash(&line), !terminated))
+    Ok((line, terminated))
 }
+
+/// Opens the log at `path` for appending (creating it, mode 0600) and its checkpoint. `None`
+/// when the log is not a regular file (a pipe or a device: no lock, no checkpoint).
+fn open_log_files(path: &Path) -> Result<(File, Option<File>), AuditError> {
+    let open_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| AuditError::Open { path, source }
+    };
+    let file = OpenOptions::new()
+        .append(true)
+        .read(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(open_error(path))?;
+    if !file.metadata().map_err(open_error(path))?.is_file() {
+        return Ok((file, None));
+    }
+    let checkpoint_path = chain::checkpoint_path(path);
+    let checkpoint = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&checkpoint_path)
+        .map_err(open_error(&checkpoint_path))?;
+    Ok((file, Some(checkpoint)))
+}
+
+/// How many rotations in a row a writer follows before it gives up: more means a rotation that
+/// did not finish (the file at the log's path ends in a `rotated` record and was not replaced).
+const FOLLOW_AT_MOST: usize = 8;
 
 impl SharedFile {
     /// Links `records` to the file's current last line and appends them, under the lock, which
@@ -182,15 +222,7 @@ impl SharedFile {
     }
 
     fn append(&mut self, records: &[&[u8]]) -> Result<(), AuditError> {
-        let end = (&self.file)
-            .seek(SeekFrom::End(0))
-            .map_err(write_error(&self.path))?;
-        let (mut prev, unterminated) = if end == self.end {
-            (self.last_hash(), false)
-        } else {
-            self.unhashed = None;
-            tail_hash(&self.file, end).map_err(write_error(&self.path))?
-        };
+        let (end, mut prev, unterminated) = self.find_end()?;
         self.out.clear();
         if unterminated {
             self.out.push(b'\n');
@@ -212,6 +244,63 @@ impl SharedFile {
         Ok(())
     }
 
+    /// Under the lock: where the file ends, the hash of its last line, and whether that line is
+    /// unterminated. When another writer rotated the file since this process last wrote (its
+    /// last line is a `rotated` record), the new file at the log's path is opened and locked
+    /// instead, and looked at the same way.
+    fn find_end(&mut self) -> Result<(u64, LineHash, bool), AuditError> {
+        for _ in 0..FOLLOW_AT_MOST {
+            let end = (&self.file)
+                .seek(SeekFrom::End(0))
+                .map_err(write_error(&self.path))?;
+            if end == self.end {
+                return Ok((end, self.last_hash(), false));
+            }
+            self.unhashed = None;
+            if end == 0 {
+                return Ok((end, GENESIS, false));
+            }
+            let (line, terminated) = last_line(&self.file, end).map_err(write_error(&self.path))?;
+            if !(terminated && rotate::is_rotation_marker(&line)) {
+                return Ok((end, chain::line_hash(&line), !terminated));
+            }
+            self.follow_rotation()?;
+        }
+        Err(AuditError::Rotate {
+            path: self.path.clone(),
+            why: "the file at its path ends in a `rotated` record: a rotation did not finish"
+                .to_string(),
+        })
+    }
+
+    /// Moves to the file now at the log's path, under its lock, letting go of this one.
+    fn follow_rotation(&mut self) -> Result<(), AuditError> {
+        let unfinished = |why: &str| AuditError::Rotate {
+            path: self.path.clone(),
+            why: why.to_string(),
+        };
+        let (file, checkpoint) = open_log_files(&self.path)?;
+        let Some(checkpoint) = checkpoint else {
+            return Err(unfinished("what replaced it is not a regular file"));
+        };
+        let same_file = |a: &File, b: &File| match (a.metadata(), b.metadata()) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        };
+        if same_file(&file, &self.file) {
+            return Err(unfinished(
+                "the file at its path ends in a `rotated` record: a rotation did not finish",
+            ));
+        }
+        // Let go first: the two are different files, and nothing more goes into this one.
+        let _ = flock(&self.file, libc::LOCK_UN);
+        flock(&file, libc::LOCK_EX).map_err(write_error(&self.path))?;
+        self.file = file;
+        self.checkpoint = checkpoint;
+        self.end = u64::MAX;
+        Ok(())
+    }
+
     /// The hash of the last line this process wrote, taken now if it was left for later.
     fn last_hash(&mut self) -> LineHash {
         if let Some(start) = self.unhashed.take() {
@@ -222,10 +311,11 @@ impl SharedFile {
     }
 
     /// Rewrites the checkpoint to cover the last commit and lets go of the lock. A no-op when
-    /// there is nothing to seal.
-    fn seal(&mut self, session: &str) -> Result<(), AuditError> {
+    /// there is nothing to seal. True when the file has reached its rotation size: then the
+    /// lock is still held, for [`AuditLog::seal`] to rotate the file and let go.
+    fn seal(&mut self, session: &str) -> Result<bool, AuditError> {
         let Some(seq) = self.unsealed.take() else {
-            return Ok(());
+            return Ok(false);
         };
         let checkpoint = Checkpoint {
             bytes: self.end,
@@ -241,8 +331,11 @@ impl SharedFile {
             .checkpoint
             .write_all_at(&checkpoint.encode(), 0)
             .map_err(write_error(&self.path));
-        let _ = flock(&self.file, libc::LOCK_UN);
-        written
+        let due = written.is_ok() && self.rotation.is_some_and(|r| r.is_due(self.end));
+        if !due {
+            let _ = flock(&self.file, libc::LOCK_UN);
+        }
+        written.map(|()| due)
     }
 }
 
@@ -254,25 +347,18 @@ impl AuditLog {
     /// when airlock runs as root) must be able to traverse to them. 0711 lets it pass through
     /// without listing anything; the log itself stays 0600.
     pub fn open_file(path: &Path) -> Result<AuditLog, AuditError> {
-        let open_error = |source| AuditError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o711)
                 .create(parent)
-                .map_err(open_error)?;
+                .map_err(|source| AuditError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .read(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(open_error)?;
-        if !file.metadata().map_err(open_error)?.is_file() {
+        let (file, checkpoint) = open_log_files(path)?;
+        let Some(checkpoint) = checkpoint else {
             return Ok(AuditLog::with_sinks(vec![Sink::Stream {
                 target: Stream::Other {
                     file,
@@ -280,18 +366,7 @@ impl AuditLog {
                 },
                 last: GENESIS,
             }]));
-        }
-        let checkpoint_path = chain::checkpoint_path(path);
-        let checkpoint = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&checkpoint_path)
-            .map_err(|source| AuditError::Open {
-                path: checkpoint_path.clone(),
-                source,
-            })?;
+        };
         Ok(AuditLog::with_sinks(vec![Sink::File(Box::new(
             SharedFile {
                 file,
@@ -303,6 +378,7 @@ impl AuditLog {
                 unsealed: None,
                 out: Vec::with_capacity(512),
                 unhashed: None,
+                rotation: None,
             },
         ))]))
     }
@@ -450,23 +526,10 @@ impl AuditLog {
             calls.observe(event);
         }
         self.seq += 1;
-        let start = self.staged.len();
-        // The stamp is written by hand in front of the event's own fields: `{"ts":..,"session":
-        // ..,"seq":N` then the event's encoding with its opening brace turned into a comma.
-        self.staged.extend_from_slice(b"{\"ts\":\"");
-        write_rfc3339(&mut self.staged, SystemTime::now());
-        self.staged.extend_from_slice(b"\",\"session\":\"");
-        self.staged.extend_from_slice(self.session.as_bytes());
-        self.staged.extend_from_slice(b"\",\"seq\":");
-        self.staged
-            .extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
-        let event_start = self.staged.len();
-        if let Err(err) = event.encode_into(&mut self.staged) {
-            self.staged.truncate(start);
+        if let Err(err) = stamp_into(&mut self.staged, &self.session, self.seq, event) {
             self.seq -= 1;
-            return Err(err.into());
+            return Err(err);
         }
-        self.staged[event_start] = b',';
         self.staged_ends.push(self.staged.len());
         Ok(())
     }
@@ -510,14 +573,28 @@ impl AuditLog {
     }
 
     /// Finishes the last [`AuditLog::write_unsealed`]: the checkpoint rewritten to cover its
-    /// records, and the lock given back. A no-op when nothing is unsealed.
+    /// records, and the lock given back; a file that has reached its rotation size is rotated
+    /// first (after the calls of that write were forwarded). A no-op when nothing is unsealed.
     pub fn seal(&mut self) -> Result<(), AuditError> {
-        for sink in &mut self.sinks {
-            if let Sink::File(shared) = sink {
-                shared.seal(&self.session)?;
+        for index in 0..self.sinks.len() {
+            let Sink::File(shared) = &mut self.sinks[index] else {
+                continue;
+            };
+            if shared.seal(&self.session)? {
+                self.rotate(index)?;
             }
         }
         Ok(())
+    }
+
+    /// From now on this process rotates a log file that reaches `rotation.at_bytes` (a log that
+    /// is no regular file is never rotated).
+    pub fn rotate_at(&mut self, rotation: Rotation) {
+        for sink in &mut self.sinks {
+            if let Sink::File(shared) = sink {
+                shared.rotation = Some(rotation);
+            }
+        }
     }
 
     fn write_staged(&mut self) -> Result<(), AuditError> {
@@ -557,6 +634,26 @@ impl AuditLog {
     }
 }
 
+/// Appends `event` encoded as a record of `session` numbered `seq`, without its link. The stamp is
+/// written by hand in front of the event's own fields: `{"ts":..,"session":..,"seq":N` then the
+/// event's encoding with its opening brace turned into a comma. On an error `out` is as before.
+fn stamp_into(out: &mut Vec<u8>, session: &str, seq: u64, event: &Event) -> Result<(), AuditError> {
+    let start = out.len();
+    out.extend_from_slice(b"{\"ts\":\"");
+    write_rfc3339(out, SystemTime::now());
+    out.extend_from_slice(b"\",\"session\":\"");
+    out.extend_from_slice(session.as_bytes());
+    out.extend_from_slice(b"\",\"seq\":");
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+    let event_start = out.len();
+    if let Err(err) = event.encode_into(out) {
+        out.truncate(start);
+        return Err(err.into());
+    }
+    out[event_start] = b',';
+    Ok(())
+}
+
 impl Drop for AuditLog {
     fn drop(&mut self) {
         self.release_held();
@@ -571,3 +668,7 @@ impl Drop for AuditLog {
 #[cfg(test)]
 #[path = "sink_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sink_rotate_tests.rs"]
+mod rotate_tests;

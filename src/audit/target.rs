@@ -112,6 +112,19 @@ mod tests {
                 },
             }),
             redact: Vec::new(),
+            rotate_mb: sourced_default(64),
+            keep_rotated: sourced_default(8),
+        }
+    }
+
+    fn sourced_default(value: u64) -> Sourced<u64> {
+        Sourced {
+            value,
+            origin: Origin {
+                layer: Layer::Builtin,
+                file: PathBuf::from("builtin:default.toml"),
+                line: None,
+            },
         }
     }
 

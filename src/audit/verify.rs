@@ -52,7 +52,24 @@ pub struct Report {
     pub checkpoint_checked: bool,
     /// Chained records after the checkpoint's last one: not covered by it, so not proven.
     pub uncovered: usize,
+    /// The file begins with a `continued` record: it took the place of a rotated file, whose
+    /// last line its first record links to.
+    pub continues: Option<Continuation>,
     pub problem: Option<Problem>,
+}
+
+/// Where the chain of a file that replaced a rotated one comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Continuation {
+    /// The rotated file's name (beside this one).
+    pub from: String,
+    /// The hash of its last line, as this file's first record holds it.
+    #[serde(serialize_with = "hex_hash")]
+    pub last_line: LineHash,
+}
+
+fn hex_hash<S: serde::Serializer>(hash: &LineHash, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&crate::hash::hex(hash))
 }
 
 /// One line of the log, as far as the chain is concerned.
@@ -68,6 +85,10 @@ struct Link {
     prev: LineHash,
     session: String,
     seq: u64,
+    /// `rotated`: the file ends here.
+    closes_the_file: bool,
+    /// `continued`: the name of the rotated file this one goes on from.
+    continues: Option<String>,
 }
 
 /// Why a line carries no readable chain link (the text follows "line N ").
@@ -104,7 +125,23 @@ fn link_of(bytes: &[u8]) -> Result<Option<Link>, BadLink> {
         .get("seq")
         .and_then(serde_json::Value::as_u64)
         .ok_or(BadLink::NoSeq)?;
-    Ok(Some(Link { prev, session, seq }))
+    let event = object.get("event").and_then(|e| e.as_str());
+    let continues = (event == Some("continued"))
+        .then(|| {
+            object
+                .get("detail")
+                .and_then(|d| d.get("continues"))
+                .and_then(|c| c.as_str())
+                .map(str::to_string)
+        })
+        .flatten();
+    Ok(Some(Link {
+        prev,
+        session,
+        seq,
+        closes_the_file: event == Some("rotated"),
+        continues,
+    }))
 }
 
 fn split_lines(log: &[u8]) -> (Vec<Line<'_>>, Option<usize>) {
@@ -288,10 +325,13 @@ pub fn verify(log: &[u8], checkpoint: Option<&Checkpoint>) -> Report {
         sessions: 0,
         checkpoint_checked: checkpoint.is_some(),
         uncovered: 0,
+        continues: None,
         problem: None,
     };
     let mut last_seq: HashMap<String, (usize, u64)> = HashMap::new();
     let mut chained = false;
+    // The record before was `rotated`: nothing may follow it in this file.
+    let mut closed_by_rotation = false;
     for (index, line) in lines.iter().enumerate() {
         let number = index + 1;
         let link = match link_of(line.bytes) {
@@ -331,16 +371,35 @@ pub fn verify(log: &[u8], checkpoint: Option<&Checkpoint>) -> Report {
             }
         };
         chained = true;
-        let expected = if index == 0 {
-            GENESIS
-        } else {
-            lines[index - 1].hash
+        if closed_by_rotation {
+            report.problem = problem(
+                number,
+                Tamper::Inserted,
+                format!(
+                    "line {number} comes after line {index}, which closed this file when it was rotated: it was appended by something else"
+                ),
+            );
+            break;
+        }
+        let expected = match (index, &link.continues) {
+            // The first record of a file that replaced a rotated one links to that file's last
+            // line; the caller checks it against that file.
+            (0, Some(from)) => {
+                report.continues = Some(Continuation {
+                    from: from.clone(),
+                    last_line: link.prev,
+                });
+                link.prev
+            }
+            (0, None) => GENESIS,
+            _ => lines[index - 1].hash,
         };
         if link.prev != expected {
             report.problem = explain_break(&lines, &by_hash, index, &link, &last_seq, checkpoint);
             break;
         }
         report.records += 1;
+        closed_by_rotation = link.closes_the_file;
         last_seq.insert(link.session, (index, link.seq));
     }
     report.sessions = last_seq.len();
@@ -367,6 +426,17 @@ pub fn verify(log: &[u8], checkpoint: Option<&Checkpoint>) -> Report {
         }
     }
     report
+}
+
+/// The hash of the last line of `log` (a terminated one, without its newline): what the first
+/// record of the file that replaced it links to.
+pub fn last_line_hash(log: &[u8]) -> Option<LineHash> {
+    let body = log.strip_suffix(b"\n")?;
+    let start = body
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |at| at + 1);
+    Some(line_hash(&body[start..]))
 }
 
 /// Compares the log's end with the checkpoint written after the last append.

@@ -47,8 +47,12 @@ pub fn open_audit(
     match target {
         AuditTarget::Stderr => Ok((AuditLog::stderr(), None)),
         AuditTarget::File(path) => {
-            let log = AuditLog::open_file(&path)
+            let mut log = AuditLog::open_file(&path)
                 .map_err(|err| CliError::Failure(anyhow::Error::new(err)))?;
+            log.rotate_at(crate::audit::rotate::Rotation::from_policy(
+                policy.audit.rotate_mb.value,
+                policy.audit.keep_rotated.value,
+            ));
             Ok((log, Some(path)))
         }
     }

@@ -120,6 +120,8 @@ pub struct AuditSection {
     pub locked: Option<Spanned<bool>>,
     pub path: Option<Spanned<String>>,
     pub redact: Option<Vec<Spanned<String>>>,
+    pub rotate_mb: Option<Spanned<i64>>,
+    pub keep_rotated: Option<Spanned<i64>>,
 }
 
 /// `[pins]`: what happens when a server's tool, prompt or resource template definitions change,

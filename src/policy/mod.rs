@@ -262,6 +262,10 @@ pub struct AuditPolicy {
     pub path: Option<Sourced<String>>,
     /// Extra regexes whose matches are redacted from logged arguments.
     pub redact: Vec<Sourced<String>>,
+    /// A log file is rotated at this size in MiB (0: never).
+    pub rotate_mb: Sourced<u64>,
+    /// Rotated files kept beside the log, the oldest deleted first (0: all).
+    pub keep_rotated: Sourced<u64>,
 }
 
 /// What airlock does when a pinned definition (tool, prompt, resource template) changes or a
@@ -489,6 +493,8 @@ impl LaunchPolicy {
 
 #[cfg(test)]
 mod grant_args_tests;
+#[cfg(test)]
+mod merge_audit_tests;
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]

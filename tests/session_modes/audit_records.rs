@@ -309,3 +309,78 @@ fn network_then_fixture(mode: Mode, python: &str, allow: &[String]) -> support::
     assert!(client.wait(SECS(20)).is_some(), "airlock ends");
     world
 }
+
+/// A log that reaches `audit.rotate_mb` is rotated while calls go on: the full file keeps a
+/// dated name beside the log, the chain goes on in the new file, `airlock audit verify` proves
+/// each file and the link to the one before, and only `audit.keep_rotated` rotated files stay.
+pub(super) fn the_audit_log_rotates_at_its_size_and_its_chain_goes_on(mode: Mode) {
+    let setup = Setup::fixture("").policy("[audit]\nrotate_mb = 1\nkeep_rotated = 2\n");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    // About 4.6 KB of records a call (the argument is logged whole below 4 KiB): a file fills
+    // every 230 calls or so, so 700 calls rotate it three times and the oldest is deleted.
+    let text = "r".repeat(4000);
+    let tool = world.tool("echo");
+    for id in 1..=700 {
+        let answer = client.call(id, &tool, json!({ "text": text }));
+        assert!(Client::text(&answer).contains(&text), "call {id}: {answer}");
+    }
+    client.close_stdin();
+    assert!(client.wait(SECS(10)).is_some());
+    let log = world.path("audit.jsonl");
+    let mut rotated: Vec<String> = std::fs::read_dir(world.path(""))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("audit.2") && name.ends_with(".jsonl"))
+        .collect();
+    rotated.sort();
+    assert_eq!(rotated.len(), 2, "{rotated:?}");
+    let verify = |file: &std::path::Path| {
+        let output = world
+            .command(&["audit", "verify", &file.display().to_string()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(output.status.code(), Some(0), "{stdout}");
+        stdout
+    };
+    let said = verify(&log);
+    assert!(
+        said.contains(&format!(
+            "goes on from the rotated file {}, whose last line it links to",
+            rotated[1]
+        )),
+        "{said}"
+    );
+    let said = verify(&world.path(&rotated[1]));
+    assert!(
+        said.contains(&format!("rotated file {}, whose last line", rotated[0])),
+        "{said}"
+    );
+    let said = verify(&world.path(&rotated[0]));
+    assert!(said.contains("which is not here"), "{said}");
+    // Every call of the files kept has its decision, the newest file's last calls included.
+    let ids: Vec<i64> = rotated
+        .iter()
+        .map(|name| world.path(name))
+        .chain([log])
+        .flat_map(|file| support::audit_lines(&file))
+        .filter(|record| record["event"] == "decision")
+        .map(|record| record["request_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.last(), Some(&700));
+    assert!(ids.len() > 400, "{}", ids.len());
+    assert!(ids.windows(2).all(|pair| pair[1] == pair[0] + 1));
+    // `airlock audit summary` reads the rotated files kept, not only the newest.
+    let log = world.path("audit.jsonl").display().to_string();
+    let output = world
+        .command(&["audit", "summary", "--json", &log])
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        summary["servers"][world.name.as_str()]["calls"],
+        ids.len(),
+        "{summary}"
+    );
+}

@@ -3,7 +3,8 @@
 //! `verify` proves the log's hash chain and its end against the checkpoint.
 //!
 //! The log is `--file`/`FILE`, else where `run` and `serve` write it (the policy's `audit.path`,
-//! else `$XDG_STATE_HOME/airlock/audit.jsonl`).
+//! else `$XDG_STATE_HOME/airlock/audit.jsonl`). `show` and `summary` read its rotated files
+//! beside it first, oldest first; `verify` proves one file and its link to the one before.
 
 mod show;
 mod verify;

@@ -56,6 +56,15 @@ fn open(path: &Path) -> Result<File, CliError> {
     })
 }
 
+/// Opens one of [`files_of`]: a rotated file deleted since the listing (the oldest goes when
+/// another rotation happens) is passed over.
+fn open_listed(file: &Path, log: &Path) -> Result<Option<File>, CliError> {
+    match File::open(file) {
+        Err(err) if file != log && err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => open(file).map(Some),
+    }
+}
+
 /// Parses one line; lines that are not JSON objects are counted, not shown.
 fn parse(line: &[u8], skipped: &mut u64) -> Option<Value> {
     match serde_json::from_slice::<Value>(line) {
@@ -81,43 +90,69 @@ fn emit(out: &mut impl Write, line: &[u8], record: &Value, json: bool) -> bool {
     written.is_ok()
 }
 
+/// The files that hold the log's records, oldest first: its rotated files beside it, then the
+/// log itself (last).
+fn files_of(path: &Path) -> Vec<std::path::PathBuf> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let names = std::fs::read_dir(directory)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let mut files = crate::audit::rotate::rotated_siblings(path, names);
+    files.push(path.to_path_buf());
+    files
+}
+
 pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     let path = log_path(args.file.clone())?;
     let filter = args.filters.filter()?;
-    let file = open(&path)?;
-    let mut reader = BufReader::new(file);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut skipped = 0u64;
     let mut last: VecDeque<(Vec<u8>, Value)> = VecDeque::new();
     let mut line = Vec::new();
+    // Where the log (the last file read) was read up to.
     let mut offset = 0u64;
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if read == 0 || !line.ends_with(b"\n") {
-            // End of file, or a record still being written: follow picks it up from here.
-            break;
-        }
-        offset += read as u64;
-        let Some(record) = parse(line.trim_ascii_end(), &mut skipped) else {
+    for file_path in files_of(&path) {
+        let Some(file) = open_listed(&file_path, &path)? else {
             continue;
         };
-        if !filter.matches(&record) {
-            continue;
-        }
-        match args.lines {
-            Some(keep) => {
-                last.push_back((line.trim_ascii_end().to_vec(), record));
-                if last.len() > keep {
-                    last.pop_front();
-                }
+        let mut reader = BufReader::new(file);
+        offset = 0;
+        loop {
+            line.clear();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .with_context(|| format!("cannot read {}", file_path.display()))?;
+            if read == 0 || !line.ends_with(b"\n") {
+                // End of file, or a record still being written: follow picks it up from here.
+                break;
             }
-            None => {
-                if !emit(&mut out, line.trim_ascii_end(), &record, args.json) {
-                    return Ok(ExitCode::SUCCESS);
+            offset += read as u64;
+            let Some(record) = parse(line.trim_ascii_end(), &mut skipped) else {
+                continue;
+            };
+            if !filter.matches(&record) {
+                continue;
+            }
+            match args.lines {
+                Some(keep) => {
+                    last.push_back((line.trim_ascii_end().to_vec(), record));
+                    if last.len() > keep {
+                        last.pop_front();
+                    }
+                }
+                None => {
+                    if !emit(&mut out, line.trim_ascii_end(), &record, args.json) {
+                        return Ok(ExitCode::SUCCESS);
+                    }
                 }
             }
         }
@@ -142,13 +177,16 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Polls the log for new complete lines from `offset` on, forever. A log that is replaced
-/// (rotated) or shrinks (truncated) is read again from its start, with a note on stderr.
+/// (rotated) is read to its end, then the file that took its place from its start; one that
+/// shrinks (truncated) is read again from its start; either with a note on stderr.
 fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(), CliError> {
     let mut file = open(path)?;
     let mut inode = file.metadata().map(|m| m.ino()).unwrap_or_default();
     let mut pending: Vec<u8> = Vec::new();
     let mut skipped = 0u64;
     let stdout = std::io::stdout();
+    // Set once a replacement is seen: the old file gets one more read for its last records.
+    let mut finishing_replaced = false;
     loop {
         let mut chunk = Vec::new();
         file.seek(SeekFrom::Start(offset))
@@ -175,7 +213,12 @@ fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(
         let current = std::fs::metadata(path).ok();
         let replaced = current.as_ref().is_some_and(|m| m.ino() != inode);
         let shrunk = current.as_ref().is_some_and(|m| m.len() < offset);
+        if replaced && !finishing_replaced {
+            finishing_replaced = true;
+            continue;
+        }
         if replaced || shrunk {
+            finishing_replaced = false;
             eprintln!(
                 "airlock: {} was {}; reading it from the start",
                 path.display(),
@@ -192,15 +235,20 @@ fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(
 pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let path = log_path(args.file.clone())?;
     let filter = args.filters.filter()?;
-    let reader = BufReader::new(open(&path)?);
     let mut summary = Summary::default();
     let mut skipped = 0u64;
-    for line in reader.split(b'\n') {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-        if let Some(record) = parse(&line, &mut skipped)
-            && filter.matches(&record)
-        {
-            summary.add(&record);
+    for file_path in files_of(&path) {
+        let Some(file) = open_listed(&file_path, &path)? else {
+            continue;
+        };
+        let reader = BufReader::new(file);
+        for line in reader.split(b'\n') {
+            let line = line.with_context(|| format!("cannot read {}", file_path.display()))?;
+            if let Some(record) = parse(&line, &mut skipped)
+                && filter.matches(&record)
+            {
+                summary.add(&record);
+            }
         }
     }
     let servers = summary.finish();

@@ -12,7 +12,7 @@ use clap::Args;
 
 use super::log_path;
 use crate::audit::chain::{Checkpoint, checkpoint_path};
-use crate::audit::verify::{Report, verify as verify_log};
+use crate::audit::verify::{Continuation, Report, last_line_hash, verify as verify_log};
 use crate::cli::{CliError, EXIT_FAILURE};
 
 #[derive(Debug, Args)]
@@ -74,6 +74,47 @@ fn describe(log: &std::path::Path, report: &Report) -> String {
     text
 }
 
+/// What the rotated file a log goes on from says about that link.
+enum Predecessor {
+    /// Its last line is the one the log's first record links to.
+    Links,
+    /// It is not beside the log.
+    Gone,
+    /// It is there and ends otherwise: the message says so.
+    Differs(String),
+}
+
+fn check_predecessor(
+    log: &std::path::Path,
+    continuation: &Continuation,
+) -> Result<Predecessor, CliError> {
+    let from = &continuation.from;
+    // A name, not a path: the rotated file is always beside the log.
+    if from.is_empty() || from.contains('/') || from == "." || from == ".." {
+        return Ok(Predecessor::Differs(format!(
+            "line 1 names {from:?} as the file it goes on from, which is no rotated file's name: edited or inserted"
+        )));
+    }
+    let path = log.with_file_name(from);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Predecessor::Gone),
+        Err(err) => {
+            return Err(CliError::Refused(format!(
+                "cannot read {}: {err}",
+                path.display()
+            )));
+        }
+    };
+    Ok(if last_line_hash(&bytes) == Some(continuation.last_line) {
+        Predecessor::Links
+    } else {
+        Predecessor::Differs(format!(
+            "line 1 goes on from the rotated file {from}, but that file's last line is not the one it links to: {from} was edited, cut or replaced"
+        ))
+    })
+}
+
 pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let log = log_path(args.file.clone())?;
     let checkpoint_file = if args.no_checkpoint {
@@ -102,7 +143,18 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
         }
         (None, _) => None,
     };
-    let report = verify_log(&bytes, checkpoint.as_ref());
+    let mut report = verify_log(&bytes, checkpoint.as_ref());
+    let predecessor = match (&report.problem, &report.continues) {
+        (None, Some(continuation)) => Some(check_predecessor(&log, continuation)?),
+        _ => None,
+    };
+    if let Some(Predecessor::Differs(message)) = &predecessor {
+        report.problem = Some(crate::audit::verify::Problem {
+            line: 1,
+            kind: crate::audit::verify::Tamper::Edited,
+            message: message.clone(),
+        });
+    }
     if args.json {
         println!(
             "{}",
@@ -115,12 +167,23 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     } else {
         match &report.problem {
             None => println!(
-                "{}; chain intact{}",
+                "{}; chain intact{}{}",
                 describe(&log, &report),
                 if report.checkpoint_checked {
                     "; the end matches the checkpoint, which covers every record"
                 } else {
                     " (no checkpoint compared: a cut tail would go unseen)"
+                },
+                match (&predecessor, &report.continues) {
+                    (Some(Predecessor::Links), Some(c)) => format!(
+                        "; it goes on from the rotated file {}, whose last line it links to (verify that file for what came before)",
+                        c.from
+                    ),
+                    (Some(Predecessor::Gone), Some(c)) => format!(
+                        "; it goes on from the rotated file {}, which is not here (deleted by audit.keep_rotated, or by hand): what came before it is not proven",
+                        c.from
+                    ),
+                    _ => String::new(),
                 }
             ),
             Some(problem) => {

@@ -444,6 +444,8 @@ fn placeholder_draft(origin: &Origin) -> Draft {
         audit: AuditPolicy {
             path: None,
             redact: Vec::new(),
+            rotate_mb: builtin_value(crate::audit::rotate::DEFAULT_ROTATE_MB, origin),
+            keep_rotated: builtin_value(crate::audit::rotate::DEFAULT_KEEP_ROTATED, origin),
         },
         pins: PinsPolicy {
             pinning: builtin_value(PinningMode::Enforce, origin),

@@ -322,5 +322,21 @@ pub(super) fn merge_audit(
             }
         }
     }
+    for (slot, key, value) in [
+        (&mut audit.rotate_mb, "audit.rotate_mb", &section.rotate_mb),
+        (
+            &mut audit.keep_rotated,
+            "audit.keep_rotated",
+            &section.keep_rotated,
+        ),
+    ] {
+        let Some(value) = value else { continue };
+        let parsed = bounded(ctx, key, value, 0..(1 << 40))?;
+        // Less history kept is loosening: a smaller file or fewer of them (0 keeps everything).
+        let kept = |n: u64| if n == 0 { u64::MAX } else { n };
+        let widens = kept(parsed) < kept(slot.value);
+        widening.check(ctx, &value.span(), &format!("`{key} = {parsed}`"), widens)?;
+        *slot = ctx.sourced(parsed, &value.span());
+    }
     Ok(())
 }

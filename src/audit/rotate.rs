@@ -1,0 +1,217 @@
+//! Rotation of the audit log (design: `docs/run.md`, "Rotation").
+//!
+//! When a log file reaches `audit.rotate_mb`, the writer that finds it there (under the log's
+//! lock, right after its own records) closes it with a `rotated` record, gives it a dated name
+//! beside the log, and puts a new file at the log's path whose first record, `continued`, links
+//! to the closed file's last line. So the chain runs on across files, and every other airlock
+//! process appending to the log notices the `rotated` record at the end of the file it holds the
+//! next time it writes (it reads that line anyway, since another process wrote it) and follows
+//! to the new file. Rotated files beyond `audit.keep_rotated` are deleted, oldest first.
+//!
+//! This file is pure: names and what to delete. `sink` does the locking and I/O.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Deserialize;
+
+use super::event::write_rfc3339;
+
+/// When a log file is rotated and how many rotated files are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// A file is rotated once it holds this many bytes (0: never).
+    pub at_bytes: u64,
+    /// Rotated files kept beside the log, newest first (0: all of them).
+    pub keep: usize,
+}
+
+/// `audit.rotate_mb` when no policy sets it.
+pub const DEFAULT_ROTATE_MB: u64 = 64;
+/// `audit.keep_rotated` when no policy sets it: with the default size, at most about 576 MiB
+/// of log on disk.
+pub const DEFAULT_KEEP_ROTATED: u64 = 8;
+
+impl Rotation {
+    pub fn from_policy(rotate_mb: u64, keep_rotated: u64) -> Rotation {
+        Rotation {
+            at_bytes: rotate_mb.saturating_mul(1024 * 1024),
+            keep: usize::try_from(keep_rotated).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Whether a file of `bytes` is due.
+    pub fn is_due(&self, bytes: u64) -> bool {
+        self.at_bytes > 0 && bytes >= self.at_bytes
+    }
+}
+
+/// The length of the date in a rotated file's name: `2026-11-29T16-40-12.123456Z`.
+const STAMP_BYTES: usize = 27;
+
+/// The log's file name split before its extension: `audit.jsonl` → (`audit`, `.jsonl`);
+/// `log` → (`log`, ``).
+fn split_name(name: &str) -> (&str, &str) {
+    match name.rfind('.') {
+        Some(dot) if dot > 0 => name.split_at(dot),
+        _ => (name, ""),
+    }
+}
+
+/// The name `log` takes when it is rotated at `at`: the date goes before the extension
+/// (`audit.jsonl` → `audit.2026-11-29T16-40-12.123456Z.jsonl`), so a rotated file still reads as
+/// JSON Lines and names sort by age. Colons are written as `-` (they trouble other tools).
+pub fn rotated_path(log: &Path, at: SystemTime) -> PathBuf {
+    let name = log
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (stem, extension) = split_name(&name);
+    let mut stamp = Vec::with_capacity(STAMP_BYTES);
+    write_rfc3339(&mut stamp, at);
+    let stamp = String::from_utf8_lossy(&stamp).replace(':', "-");
+    log.with_file_name(format!("{stem}.{stamp}{extension}"))
+}
+
+/// Whether `text` has the shape of a rotation date.
+fn is_stamp(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() == STAMP_BYTES
+        && bytes.iter().enumerate().all(|(index, byte)| match index {
+            4 | 7 | 13 | 16 => *byte == b'-',
+            10 => *byte == b'T',
+            19 => *byte == b'.',
+            26 => *byte == b'Z',
+            _ => byte.is_ascii_digit(),
+        })
+}
+
+/// The rotated files of `log` among `names` (the entries of its directory), oldest first.
+pub fn rotated_siblings(log: &Path, names: impl IntoIterator<Item = OsString>) -> Vec<PathBuf> {
+    let Some(name) = log.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let (stem, extension) = split_name(name);
+    let mut found: Vec<String> = names
+        .into_iter()
+        .filter_map(|entry| entry.into_string().ok())
+        .filter(|entry| {
+            entry
+                .strip_prefix(stem)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .and_then(|rest| rest.strip_suffix(extension))
+                .is_some_and(is_stamp)
+        })
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .map(|entry| log.with_file_name(entry))
+        .collect()
+}
+
+/// Of `rotated` (oldest first), those to delete so that `keep` remain (`keep` 0: none).
+pub fn beyond_keep(rotated: &[PathBuf], keep: usize) -> &[PathBuf] {
+    if keep == 0 {
+        return &[];
+    }
+    &rotated[..rotated.len().saturating_sub(keep)]
+}
+
+/// Where the next file is prepared before it takes the log's place: hidden, beside the log.
+/// Only the writer holding the log's lock rotates, so one name is enough; a leftover of a
+/// rotation that died half-way is replaced.
+pub fn staging_path(log: &Path) -> PathBuf {
+    let name = log
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    log.with_file_name(format!(".{name}.rotating"))
+}
+
+/// Whether `line` (one line of a log, without its newline) is a `rotated` record: the file it
+/// ends was replaced at the log's path, and nothing may be appended after it.
+pub fn is_rotation_marker(line: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Kind {
+        event: Option<String>,
+    }
+    serde_json::from_slice::<Kind>(line).is_ok_and(|kind| kind.event.as_deref() == Some("rotated"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn at(seconds: u64, micros: u32) -> SystemTime {
+        UNIX_EPOCH + Duration::new(seconds, micros * 1000)
+    }
+
+    #[test]
+    fn a_rotated_name_keeps_the_extension_and_sorts_by_age() {
+        let log = Path::new("/s/airlock/audit.jsonl");
+        let first = rotated_path(log, at(1_780_000_000, 5));
+        assert_eq!(
+            first,
+            PathBuf::from("/s/airlock/audit.2026-05-28T20-26-40.000005Z.jsonl")
+        );
+        let later = rotated_path(log, at(1_780_000_000, 6));
+        assert!(later > first);
+        assert_eq!(
+            rotated_path(Path::new("/l/log"), at(0, 0)),
+            PathBuf::from("/l/log.1970-01-01T00-00-00.000000Z")
+        );
+    }
+
+    #[test]
+    fn siblings_are_the_logs_own_rotated_files_oldest_first() {
+        let log = Path::new("/s/audit.jsonl");
+        let names = [
+            "audit.jsonl",
+            "audit.jsonl.checkpoint",
+            "audit.2026-05-28T20-26-40.000006Z.jsonl",
+            "audit.2026-05-28T20-26-40.000006Z.jsonl.checkpoint",
+            "audit.2026-05-28T20-26-40.000005Z.jsonl",
+            "other.2026-05-28T20-26-40.000005Z.jsonl",
+            "audit.2026-05-28T20-26-40.00000xZ.jsonl",
+            ".audit.jsonl.rotating",
+        ]
+        .map(OsString::from);
+        assert_eq!(
+            rotated_siblings(log, names),
+            vec![
+                PathBuf::from("/s/audit.2026-05-28T20-26-40.000005Z.jsonl"),
+                PathBuf::from("/s/audit.2026-05-28T20-26-40.000006Z.jsonl"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_oldest_go_beyond_keep() {
+        let rotated: Vec<PathBuf> = ["a", "b", "c"].map(PathBuf::from).to_vec();
+        assert_eq!(beyond_keep(&rotated, 2), &rotated[..1]);
+        assert_eq!(beyond_keep(&rotated, 3), &[] as &[PathBuf]);
+        assert_eq!(beyond_keep(&rotated, 0), &[] as &[PathBuf]);
+    }
+
+    #[test]
+    fn only_a_top_level_rotated_event_is_a_marker() {
+        assert!(is_rotation_marker(
+            br#"{"ts":"x","event":"rotated","prev":"0"}"#
+        ));
+        assert!(!is_rotation_marker(
+            br#"{"event":"decision","args":{"event":"rotated"}}"#
+        ));
+        assert!(!is_rotation_marker(b"not json"));
+    }
+
+    #[test]
+    fn rotation_is_due_at_its_size_and_never_at_zero() {
+        let rotation = Rotation::from_policy(1, 2);
+        assert!(!rotation.is_due(1024 * 1024 - 1));
+        assert!(rotation.is_due(1024 * 1024));
+        assert!(!Rotation::from_policy(0, 2).is_due(u64::MAX));
+    }
+}

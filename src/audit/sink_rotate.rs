@@ -1,0 +1,236 @@
+//! The rotation of a shared log file, done by the writer that finds it at its size, under its
+//! lock (the rules: [`super::rotate`]; the design: `docs/run.md`, "Rotation").
+//!
+//! The order keeps every moment safe for the other writers and for `verify`. The new file and
+//! its checkpoint are prepared under a hidden name first, and the closed file gets its dated
+//! name as a second link, both before the `rotated` record is written: a failure there leaves
+//! the log as it was, and this process carries on without rotating. Then the `rotated` record
+//! and the closed file's checkpoint, then the new checkpoint and the new file take their places
+//! by `rename` (the checkpoint first, so a writer that opens the new file never pairs it with
+//! the old checkpoint), and only then is the lock let go.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::{AuditError, AuditLog, SharedFile, Sink, stamp_into};
+use crate::audit::chain::{self, Checkpoint};
+use crate::audit::event::{Event, EventKind};
+use crate::audit::rotate;
+use crate::lock::flock;
+
+/// The records that close one file and open the next, encoded, and their numbers.
+struct Handover<'a> {
+    renamed_to: &'a Path,
+    closing: &'a [u8],
+    closing_seq: u64,
+    opening: &'a [u8],
+    opening_seq: u64,
+    session: &'a str,
+}
+
+/// Why a rotation stopped, and whether the log was left as it was.
+enum Failed {
+    /// Nothing of the log changed: carry on writing to the same file.
+    Before(String),
+    /// The `rotated` record is written: the log cannot go on without the new file.
+    After(String),
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl AuditLog {
+    /// Rotates the file of sink `index`, whose lock [`SharedFile::seal`] kept, and lets go of
+    /// it. A rotation that fails before the log changed is given up for this process (a
+    /// warning says why); one that fails after is an error, as a failed write is.
+    pub(super) fn rotate(&mut self, index: usize) -> Result<(), AuditError> {
+        let Sink::File(shared) = &self.sinks[index] else {
+            return Ok(());
+        };
+        let log = shared.path.clone();
+        // A name no rotated file has yet: dates are to the microsecond, and the clock may step.
+        let mut at = SystemTime::now();
+        let mut renamed_to = rotate::rotated_path(&log, at);
+        while renamed_to.exists() {
+            at += Duration::from_micros(1);
+            renamed_to = rotate::rotated_path(&log, at);
+        }
+        let mut closing = Event::new(EventKind::Rotated, "airlock");
+        closing.detail = Some(serde_json::json!({
+            "renamed_to": file_name(&renamed_to),
+            "continues_in": file_name(&log),
+        }));
+        let mut opening = Event::new(EventKind::Continued, "airlock");
+        opening.detail = Some(serde_json::json!({"continues": file_name(&renamed_to)}));
+        let (mut closing_line, mut opening_line) = (Vec::new(), Vec::new());
+        stamp_into(&mut closing_line, &self.session, self.seq + 1, &closing)?;
+        stamp_into(&mut opening_line, &self.session, self.seq + 2, &opening)?;
+        let handover = Handover {
+            renamed_to: &renamed_to,
+            closing: &closing_line,
+            closing_seq: self.seq + 1,
+            opening: &opening_line,
+            opening_seq: self.seq + 2,
+            session: &self.session,
+        };
+        let Sink::File(shared) = &mut self.sinks[index] else {
+            return Ok(());
+        };
+        let result = shared.rotate(&handover);
+        let _ = flock(&shared.file, libc::LOCK_UN);
+        match result {
+            Ok(()) => {
+                self.seq += 2;
+                shared.remove_beyond_keep();
+                Ok(())
+            }
+            Err(Failed::Before(why)) => {
+                tracing::warn!(
+                    "cannot rotate the audit log {}: {why}; it goes on growing in this session",
+                    log.display()
+                );
+                shared.rotation = None;
+                Ok(())
+            }
+            Err(Failed::After(why)) => Err(AuditError::Rotate { path: log, why }),
+        }
+    }
+}
+
+impl SharedFile {
+    /// Closes this file with `handover.closing` and puts a new one at the log's path, opened by
+    /// `handover.opening`; this process then writes there. Called with the lock held; on
+    /// success it is let go, on a failure it is still held.
+    fn rotate(&mut self, handover: &Handover<'_>) -> Result<(), Failed> {
+        let prev = self.last_hash();
+        let mut closing = Vec::with_capacity(handover.closing.len() + 80);
+        let closing_hash = chain::append_linked(&mut closing, handover.closing, &prev);
+        let mut opening = Vec::with_capacity(handover.opening.len() + 80);
+        let opening_hash = chain::append_linked(&mut opening, handover.opening, &closing_hash);
+        let staged = rotate::staging_path(&self.path);
+        let staged_checkpoint = chain::checkpoint_path(&staged);
+        let (next, next_checkpoint) =
+            prepare(&staged, &staged_checkpoint, &opening, |bytes| Checkpoint {
+                bytes,
+                last: opening_hash,
+                session: handover.session.to_string(),
+                seq: handover.opening_seq,
+            })
+            .map_err(|err| {
+                remove_quietly(&[&staged, &staged_checkpoint]);
+                Failed::Before(format!("preparing {}: {err}", staged.display()))
+            })?;
+        let checkpoint_path = chain::checkpoint_path(&self.path);
+        let renamed_checkpoint = chain::checkpoint_path(handover.renamed_to);
+        let linked = std::fs::hard_link(&self.path, handover.renamed_to).and_then(|()| {
+            std::fs::hard_link(&checkpoint_path, &renamed_checkpoint).inspect_err(|_| {
+                remove_quietly(&[handover.renamed_to]);
+            })
+        });
+        if let Err(err) = linked {
+            remove_quietly(&[&staged, &staged_checkpoint]);
+            return Err(Failed::Before(format!(
+                "naming it {}: {err}",
+                handover.renamed_to.display()
+            )));
+        }
+        let after = |what: &str, err: std::io::Error| Failed::After(format!("{what}: {err}"));
+        (&self.file)
+            .write_all(&closing)
+            .map_err(|err| after("writing its `rotated` record", err))?;
+        self.end += closing.len() as u64;
+        let closed = Checkpoint {
+            bytes: self.end,
+            last: closing_hash,
+            session: handover.session.to_string(),
+            seq: handover.closing_seq,
+        };
+        self.checkpoint
+            .write_all_at(&closed.encode(), 0)
+            .map_err(|err| after("rewriting its checkpoint", err))?;
+        std::fs::rename(&staged_checkpoint, &checkpoint_path)
+            .map_err(|err| after("putting the new checkpoint in place", err))?;
+        std::fs::rename(&staged, &self.path)
+            .map_err(|err| after("putting the new file in place", err))?;
+        // The closed file's lock goes with it; the new one is taken at the next commit, as any
+        // writer takes it.
+        let closed_file = std::mem::replace(&mut self.file, next);
+        let _ = flock(&closed_file, libc::LOCK_UN);
+        self.checkpoint = next_checkpoint;
+        self.end = opening.len() as u64;
+        self.last = opening_hash;
+        self.unhashed = None;
+        Ok(())
+    }
+
+    /// Deletes the oldest rotated files (with their checkpoints) beyond `audit.keep_rotated`. A
+    /// file that cannot be deleted is left, with a warning.
+    fn remove_beyond_keep(&self) {
+        let Some(rotation) = self.rotation else {
+            return;
+        };
+        let directory = match self.path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let names = match std::fs::read_dir(&directory) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name())
+                .collect::<Vec<_>>(),
+            Err(err) => {
+                tracing::warn!("cannot list {}: {err}", directory.display());
+                return;
+            }
+        };
+        let rotated = rotate::rotated_siblings(&self.path, names);
+        for old in rotate::beyond_keep(&rotated, rotation.keep) {
+            for path in [old.clone(), chain::checkpoint_path(old)] {
+                if let Err(err) = std::fs::remove_file(&path)
+                    && err.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(
+                        "cannot delete the rotated audit file {}: {err}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Creates the next file at `staged` holding `opening` (its first line), and its checkpoint.
+fn prepare(
+    staged: &Path,
+    staged_checkpoint: &Path,
+    opening: &[u8],
+    checkpoint: impl FnOnce(u64) -> Checkpoint,
+) -> std::io::Result<(File, File)> {
+    remove_quietly(&[staged, staged_checkpoint]);
+    let mut next = OpenOptions::new()
+        .append(true)
+        .read(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(staged)?;
+    next.write_all(opening)?;
+    let next_checkpoint = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(staged_checkpoint)?;
+    next_checkpoint.write_all_at(&checkpoint(opening.len() as u64).encode(), 0)?;
+    Ok((next, next_checkpoint))
+}
+
+fn remove_quietly(paths: &[&Path]) {
+    for path in paths {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,243 @@
+//! Rotation of a shared log file: the chain across files, other writers following, what is kept.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::audit::EventKind;
+use crate::audit::verify::{Tamper, last_line_hash, verify};
+
+fn rotation(at_bytes: u64, keep: usize) -> Rotation {
+    Rotation { at_bytes, keep }
+}
+
+/// A record of about 300 bytes for server `server`.
+fn event(server: &str) -> Event {
+    let mut event = Event::new(EventKind::Decision, server);
+    event.reason = Some("x".repeat(200));
+    event
+}
+
+/// The rotated files beside `log`, oldest first.
+fn rotated(log: &Path) -> Vec<PathBuf> {
+    let names = std::fs::read_dir(log.parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name());
+    rotate::rotated_siblings(log, names)
+}
+
+fn records(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Every file verifies against its checkpoint, and each file's first record links to the last
+/// line of the file before it: one chain from the first file through the log.
+fn assert_one_chain(files: &[PathBuf]) {
+    let mut before: Option<&PathBuf> = None;
+    for file in files {
+        let bytes = std::fs::read(file).unwrap();
+        let checkpoint =
+            Checkpoint::parse(&std::fs::read(chain::checkpoint_path(file)).unwrap()).unwrap();
+        let report = verify(&bytes, Some(&checkpoint));
+        assert_eq!(report.problem, None, "{}", file.display());
+        match (before, &report.continues) {
+            (Some(previous), Some(continuation)) => {
+                assert_eq!(
+                    continuation.from,
+                    previous.file_name().unwrap().to_str().unwrap()
+                );
+                let previous_bytes = std::fs::read(previous).unwrap();
+                assert_eq!(
+                    last_line_hash(&previous_bytes),
+                    Some(continuation.last_line)
+                );
+                assert_eq!(
+                    records(previous).last().unwrap()["event"],
+                    "rotated",
+                    "{}",
+                    previous.display()
+                );
+            }
+            (None, _) => {}
+            (Some(_), None) => panic!("{} does not go on from a rotated file", file.display()),
+        }
+        before = Some(file);
+    }
+}
+
+#[test]
+fn a_full_file_is_rotated_and_its_chain_goes_on_in_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(2_000, 0));
+    for _ in 0..30 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    let mut files = rotated(&log_path);
+    assert!(files.len() >= 3, "{files:?}");
+    for file in &files {
+        let size = std::fs::metadata(file).unwrap().len();
+        assert!(size < 2_000 + 1_000, "{}: {size}", file.display());
+    }
+    files.push(log_path.clone());
+    assert_one_chain(&files);
+    // The session's records run on across the files without a gap, rotation records included.
+    let seqs: Vec<u64> = files
+        .iter()
+        .flat_map(|file| records(file))
+        .map(|record| record["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let decisions = files
+        .iter()
+        .flat_map(|file| records(file))
+        .filter(|record| record["event"] == "decision")
+        .count();
+    assert_eq!(decisions, 30);
+}
+
+#[test]
+fn another_writer_follows_the_rotation_and_nothing_lands_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut rotating = AuditLog::open_file(&log_path).unwrap();
+    rotating.rotate_at(rotation(2_000, 0));
+    // This one never rotates itself (an airlock with another policy, or `airlock confine`).
+    let mut other = AuditLog::open_file(&log_path).unwrap();
+    for _ in 0..20 {
+        rotating.record(event("rotating")).unwrap();
+        other.record(event("other")).unwrap();
+    }
+    drop((rotating, other));
+    let mut files = rotated(&log_path);
+    assert!(files.len() >= 3, "{files:?}");
+    files.push(log_path.clone());
+    assert_one_chain(&files);
+    let servers: Vec<String> = files
+        .iter()
+        .flat_map(|file| records(file))
+        .filter(|record| record["event"] == "decision")
+        .map(|record| record["server"].as_str().unwrap().to_string())
+        .collect();
+    let expected: Vec<&str> = (0..20).flat_map(|_| ["rotating", "other"]).collect();
+    assert_eq!(servers, expected);
+}
+
+#[test]
+fn only_keep_rotated_files_are_kept_with_their_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(1_000, 2));
+    for _ in 0..30 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    let files = rotated(&log_path);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names.len(),
+        6,
+        "two rotated files, the log, three checkpoints: {names:?}"
+    );
+    // The oldest kept file goes on from one that is gone; the chain from it on is whole.
+    let mut chain = files.clone();
+    chain.push(log_path);
+    assert_one_chain(&chain);
+    let first = records(&files[0]);
+    assert_eq!(first[0]["event"], "continued");
+    assert!(
+        !dir.path()
+            .join(first[0]["detail"]["continues"].as_str().unwrap())
+            .exists()
+    );
+}
+
+#[test]
+fn a_rotation_that_cannot_start_leaves_the_log_whole_and_growing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    // Where the next file would be prepared, something that is not a file.
+    std::fs::create_dir_all(rotate::staging_path(&log_path).join("in-the-way")).unwrap();
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(1_000, 0));
+    for _ in 0..10 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    assert!(rotated(&log_path).is_empty());
+    let bytes = std::fs::read(&log_path).unwrap();
+    let checkpoint =
+        Checkpoint::parse(&std::fs::read(chain::checkpoint_path(&log_path)).unwrap()).unwrap();
+    let report = verify(&bytes, Some(&checkpoint));
+    assert_eq!((report.problem, report.records), (None, 10));
+}
+
+#[test]
+fn a_file_left_closed_by_a_rotation_that_did_not_finish_is_an_error_not_appended_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(1_000, 0));
+    for _ in 0..5 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    // The closed file back at the log's path, as if its replacement never took its place.
+    let closed = rotated(&log_path).remove(0);
+    std::fs::rename(&closed, &log_path).unwrap();
+    let before = std::fs::read(&log_path).unwrap();
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    let err = log.record(event("b")).unwrap_err();
+    assert!(matches!(err, AuditError::Rotate { .. }), "{err}");
+    assert!(err.to_string().contains("did not finish"), "{err}");
+    std::mem::forget(log);
+    assert_eq!(std::fs::read(&log_path).unwrap(), before);
+}
+
+#[test]
+fn verify_refuses_a_record_after_a_files_rotated_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(1_000, 0));
+    for _ in 0..5 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    let closed = rotated(&log_path).remove(0);
+    let lines = std::fs::read_to_string(&closed).unwrap();
+    let last = lines.lines().last().unwrap();
+    // A forged record chained to the `rotated` record, as a writer would chain it.
+    let mut forged = Vec::new();
+    chain::append_linked(
+        &mut forged,
+        br#"{"ts":"x","session":"f","seq":1,"event":"decision","server":"a"}"#,
+        &chain::line_hash(last.as_bytes()),
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&closed)
+        .unwrap()
+        .write_all(&forged)
+        .unwrap();
+    let report = verify(&std::fs::read(&closed).unwrap(), None);
+    let problem = report.problem.unwrap();
+    assert_eq!(problem.kind, Tamper::Inserted);
+    assert!(
+        problem.message.contains("closed this file"),
+        "{}",
+        problem.message
+    );
+}
