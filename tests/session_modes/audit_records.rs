@@ -383,4 +383,26 @@ pub(super) fn the_audit_log_rotates_at_its_size_and_its_chain_goes_on(mode: Mode
         ids.len(),
         "{summary}"
     );
+    // `verify --all` proves every file kept and the links between them, and fails at an edit
+    // in a rotated file.
+    let verify_all = || {
+        world
+            .command(&["audit", "verify", "--all", &log])
+            .output()
+            .unwrap()
+    };
+    let output = verify_all();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    let middle = world.path(&rotated[1]);
+    let text = std::fs::read_to_string(&middle).unwrap();
+    std::fs::write(&middle, text.replacen("\"rrrr", "\"srrr", 1)).unwrap();
+    let output = verify_all();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{}:", middle.display())) && stdout.contains("was edited"),
+        "{stdout}"
+    );
 }

@@ -109,6 +109,26 @@ impl FilterArgs {
     }
 }
 
+/// The files that hold the log's records, oldest first: its rotated files beside it, then the
+/// log itself (last).
+fn files_of(path: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    let names = std::fs::read_dir(directory)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let mut files = crate::audit::rotate::rotated_siblings(path, names);
+    files.push(path.to_path_buf());
+    files
+}
+
 /// The log to read: the one given, else the one `run` and `serve` write to.
 fn log_path(given: Option<PathBuf>) -> Result<PathBuf, CliError> {
     if let Some(path) = given {

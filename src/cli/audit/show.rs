@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 
-use super::{FilterArgs, log_path};
+use super::{FilterArgs, files_of, log_path};
 use crate::audit::query::{Filter, Summary, format_record};
 use crate::cli::CliError;
 
@@ -88,26 +88,6 @@ fn emit(out: &mut impl Write, line: &[u8], record: &Value, json: bool) -> bool {
         writeln!(out, "{}", shown(&format_record(record)))
     };
     written.is_ok()
-}
-
-/// The files that hold the log's records, oldest first: its rotated files beside it, then the
-/// log itself (last).
-fn files_of(path: &Path) -> Vec<std::path::PathBuf> {
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let names = std::fs::read_dir(directory)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|entry| entry.file_name())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let mut files = crate::audit::rotate::rotated_siblings(path, names);
-    files.push(path.to_path_buf());
-    files
 }
 
 pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
