@@ -8,9 +8,19 @@
 //! next time it writes (it reads that line anyway, since another process wrote it) and follows
 //! to the new file. Rotated files beyond `audit.keep_rotated` are deleted, oldest first.
 //!
-//! This file is pure: names and what to delete. `sink` does the locking and I/O.
+//! Which files make up a log's history is read from the chain itself, never from names alone:
+//! from the log back, each file's first record (`continued`) names the file before it
+//! ([`chain_of`]). Readers and retention walk that, so a file that only looks rotated (a name
+//! planted beside the log, a stale second name left by a crash, a date from a clock that
+//! stepped back) is neither read as history nor counted nor deleted.
+//!
+//! Names and what to delete are pure; [`chain_of`] reads first lines. `sink` does the locking
+//! and the writing.
 
+use std::collections::HashSet;
 use std::ffi::OsString;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -128,6 +138,82 @@ pub fn staging_path(log: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     log.with_file_name(format!(".{name}.rotating"))
+}
+
+/// A first line longer than this is no `continued` record.
+const FIRST_LINE_AT_MOST: u64 = 64 * 1024;
+
+/// The first line of `file` (without its newline), read from its start.
+pub fn first_line(file: &File) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while (head.len() as u64) < FIRST_LINE_AT_MOST {
+        let read = file.read_at(&mut chunk, head.len() as u64)?;
+        if read == 0 {
+            break;
+        }
+        if let Some(newline) = chunk[..read].iter().position(|b| *b == b'\n') {
+            head.extend_from_slice(&chunk[..newline]);
+            return Ok(head);
+        }
+        head.extend_from_slice(&chunk[..read]);
+    }
+    Ok(head)
+}
+
+/// The rotated file a log file's first line says it goes on from: a `continued` record's
+/// `detail.continues`, when that is a plain file name (the rotated file is always beside it).
+pub fn continues(first_line: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Detail {
+        continues: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Record {
+        event: Option<String>,
+        detail: Option<Detail>,
+    }
+    let record: Record = serde_json::from_slice(first_line).ok()?;
+    if record.event.as_deref() != Some("continued") {
+        return None;
+    }
+    let name = record.detail?.continues?;
+    let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+    plain.then_some(name)
+}
+
+/// The files of a log's history that are still there, oldest first, each opened, the log
+/// itself (opened first, so a rotation after this call does not hide a file) last: from the
+/// log back, as long as each file's first record names the one before it and that one exists.
+pub fn chain_of(log: &Path) -> std::io::Result<Vec<(PathBuf, File)>> {
+    let file = File::open(log)?;
+    // The rotated files lie beside the log's file itself, wherever a link to it is.
+    let beside = std::fs::canonicalize(log).unwrap_or_else(|_| log.to_path_buf());
+    let mut seen = HashSet::new();
+    seen.insert(identity(&file)?);
+    let mut files = vec![(log.to_path_buf(), file)];
+    while let Some((_, newest)) = files.last() {
+        let Some(name) = first_line(newest).ok().and_then(|line| continues(&line)) else {
+            break;
+        };
+        let path = beside.with_file_name(name);
+        let Ok(file) = File::open(&path) else {
+            break;
+        };
+        // A cycle, or a second name of a file already in the chain.
+        if !identity(&file).is_ok_and(|id| seen.insert(id)) {
+            break;
+        }
+        files.push((path, file));
+    }
+    files.reverse();
+    Ok(files)
+}
+
+/// A file's device and inode: two names of one file have the same.
+pub fn identity(file: &File) -> std::io::Result<(u64, u64)> {
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 /// Whether `line` (one line of a log, without its newline) is a `rotated` record: the file it

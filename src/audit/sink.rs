@@ -10,7 +10,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -39,7 +39,7 @@ pub enum AuditError {
     #[error("cannot encode an audit event: {0}")]
     Encode(#[from] serde_json::Error),
     #[error(
-        "cannot rotate the audit log {path}: {why}. Fix: move the log and its checkpoint away (airlock starts a new one), or set audit.rotate_mb = 0"
+        "cannot go on writing the audit log {path}: {why}. Fix: move the log and its checkpoint away (airlock starts a new log there)"
     )]
     Rotate { path: PathBuf, why: String },
 }
@@ -66,6 +66,9 @@ struct SharedFile {
     /// When this process rotates the file (`None`: never; it still follows other writers'
     /// rotations).
     rotation: Option<Rotation>,
+    /// Set when a rotation failed after its `rotated` record was written: nothing more may go
+    /// into this file, and there is no other to go to. Every later write fails with this.
+    broken: Option<String>,
 }
 
 #[derive(Debug)]
@@ -195,9 +198,10 @@ fn open_log_files(path: &Path) -> Result<(File, Option<File>), AuditError> {
     Ok((file, Some(checkpoint)))
 }
 
-/// How many rotations in a row a writer follows before it gives up: more means a rotation that
-/// did not finish (the file at the log's path ends in a `rotated` record and was not replaced).
-const FOLLOW_AT_MOST: usize = 8;
+/// How many rotations in a row a writer follows before it gives up (each follow goes to the
+/// newest file, so more than one means others rotated while it opened one: a bound, not a
+/// count any real load reaches).
+const FOLLOW_AT_MOST: usize = 64;
 
 impl SharedFile {
     /// Links `records` to the file's current last line and appends them, under the lock, which
@@ -207,6 +211,12 @@ impl SharedFile {
         self.seal(session)?;
         if records.is_empty() {
             return Ok(());
+        }
+        if let Some(why) = &self.broken {
+            return Err(AuditError::Rotate {
+                path: self.path.clone(),
+                why: why.clone(),
+            });
         }
         flock(&self.file, libc::LOCK_EX).map_err(write_error(&self.path))?;
         match self.append(records) {
@@ -261,37 +271,41 @@ impl SharedFile {
                 return Ok((end, GENESIS, false));
             }
             let (line, terminated) = last_line(&self.file, end).map_err(write_error(&self.path))?;
+            let hash = chain::line_hash(&line);
             if !(terminated && rotate::is_rotation_marker(&line)) {
-                return Ok((end, chain::line_hash(&line), !terminated));
+                return Ok((end, hash, !terminated));
             }
-            self.follow_rotation()?;
+            self.follow_rotation(&hash)?;
         }
         Err(AuditError::Rotate {
             path: self.path.clone(),
-            why: "the file at its path ends in a `rotated` record: a rotation did not finish"
-                .to_string(),
+            why: format!("other writers rotated it {FOLLOW_AT_MOST} times while this one followed"),
         })
     }
 
-    /// Moves to the file now at the log's path, under its lock, letting go of this one.
-    fn follow_rotation(&mut self) -> Result<(), AuditError> {
+    /// Moves to the file now at the log's path, under its lock, letting go of this one, whose
+    /// last line (a `rotated` record) hashes to `closing`. When nothing replaced this file (a
+    /// rotation that stopped half-way), the rotation is finished first if its prepared file is
+    /// there and links to that line.
+    fn follow_rotation(&mut self, closing: &LineHash) -> Result<(), AuditError> {
+        let path = self.path.clone();
         let unfinished = |why: &str| AuditError::Rotate {
-            path: self.path.clone(),
+            path: path.clone(),
             why: why.to_string(),
         };
-        let (file, checkpoint) = open_log_files(&self.path)?;
+        let (mut file, mut checkpoint) = open_log_files(&self.path)?;
+        let same_file = |a: &File, b: &File| matches!((rotate::identity(a), rotate::identity(b)), (Ok(a), Ok(b)) if a == b);
+        if same_file(&file, &self.file) {
+            if !self.finish_rotation(closing) {
+                return Err(unfinished(
+                    "it ends in a `rotated` record, and nothing took its place (a rotation stopped half-way, and the file it prepared is not there to finish it)",
+                ));
+            }
+            (file, checkpoint) = open_log_files(&self.path)?;
+        }
         let Some(checkpoint) = checkpoint else {
             return Err(unfinished("what replaced it is not a regular file"));
         };
-        let same_file = |a: &File, b: &File| match (a.metadata(), b.metadata()) {
-            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
-            _ => false,
-        };
-        if same_file(&file, &self.file) {
-            return Err(unfinished(
-                "the file at its path ends in a `rotated` record: a rotation did not finish",
-            ));
-        }
         // Let go first: the two are different files, and nothing more goes into this one.
         let _ = flock(&self.file, libc::LOCK_UN);
         flock(&file, libc::LOCK_EX).map_err(write_error(&self.path))?;
@@ -367,6 +381,18 @@ impl AuditLog {
                 last: GENESIS,
             }]));
         };
+        // A log reached through a link is kept where its file is: its checkpoint and rotated
+        // files lie beside the file itself, and the link stays a link to the log.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let (file, checkpoint) = if real == path {
+            (file, checkpoint)
+        } else {
+            match open_log_files(&real)? {
+                (file, Some(checkpoint)) => (file, checkpoint),
+                (_, None) => (file, checkpoint),
+            }
+        };
+        let path = real.as_path();
         Ok(AuditLog::with_sinks(vec![Sink::File(Box::new(
             SharedFile {
                 file,
@@ -379,6 +405,7 @@ impl AuditLog {
                 out: Vec::with_capacity(512),
                 unhashed: None,
                 rotation: None,
+                broken: None,
             },
         ))]))
     }
@@ -657,6 +684,15 @@ fn stamp_into(out: &mut Vec<u8>, session: &str, seq: u64, event: &Event) -> Resu
 impl Drop for AuditLog {
     fn drop(&mut self) {
         self.release_held();
+        // A log that cannot take more records said so when it failed; saying it again here
+        // would only repeat it.
+        let broken = self
+            .sinks
+            .iter()
+            .any(|sink| matches!(sink, Sink::File(shared) if shared.broken.is_some()));
+        if broken {
+            return;
+        }
         if let Err(err) = self.commit() {
             tracing::warn!(
                 "the audit log could not be finished (its last records or its checkpoint): {err}"

@@ -8,15 +8,20 @@
 //! and the closed file's checkpoint, then the new checkpoint and the new file take their places
 //! by `rename` (the checkpoint first, so a writer that opens the new file never pairs it with
 //! the old checkpoint), and only then is the lock let go.
+//!
+//! The new file and checkpoint get the owner and mode of the ones they replace, so a log that
+//! belongs to a user is not taken from them by a rotation airlock does as root. A rotation that
+//! stopped after its `rotated` record (a crash) is finished by the next writer, when the file it
+//! prepared is there and links to that record ([`SharedFile::finish_rotation`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::{AuditError, AuditLog, SharedFile, Sink, stamp_into};
-use crate::audit::chain::{self, Checkpoint};
+use crate::audit::chain::{self, Checkpoint, LineHash};
 use crate::audit::event::{Event, EventKind};
 use crate::audit::rotate;
 use crate::lock::flock;
@@ -98,12 +103,83 @@ impl AuditLog {
                 shared.rotation = None;
                 Ok(())
             }
-            Err(Failed::After(why)) => Err(AuditError::Rotate { path: log, why }),
+            Err(Failed::After(why)) => {
+                // Its `rotated` record is written: nothing more may go into this file. The
+                // prepared file stays, for the next writer to finish the rotation with.
+                let why = format!(
+                    "its rotation stopped half-way ({why}); the next airlock to write it finishes the rotation"
+                );
+                shared.broken = Some(why.clone());
+                Err(AuditError::Rotate { path: log, why })
+            }
         }
     }
 }
 
 impl SharedFile {
+    /// Finishes a rotation that stopped after its `rotated` record (whose hash is `closing`):
+    /// the file it prepared (and its checkpoint, unless that already took its place) is put at
+    /// the log's path, if it is there and its first record links to that record. False when
+    /// there is nothing to finish it with.
+    pub(super) fn finish_rotation(&mut self, closing: &LineHash) -> bool {
+        let staged = rotate::staging_path(&self.path);
+        let staged_checkpoint = chain::checkpoint_path(&staged);
+        let links = File::open(&staged)
+            .and_then(|file| rotate::first_line(&file))
+            .ok()
+            .and_then(|line| {
+                #[derive(serde::Deserialize)]
+                struct Link {
+                    prev: String,
+                }
+                serde_json::from_slice::<Link>(&line).ok()
+            })
+            .and_then(|link| chain::parse_hash(&link.prev))
+            .is_some_and(|prev| prev == *closing);
+        if !links {
+            return false;
+        }
+        if staged_checkpoint.exists()
+            && std::fs::rename(&staged_checkpoint, chain::checkpoint_path(&self.path)).is_err()
+        {
+            return false;
+        }
+        let finished = std::fs::rename(&staged, &self.path).is_ok();
+        if finished {
+            tracing::warn!(
+                "the audit log {} was left half-way through a rotation; finished it",
+                self.path.display()
+            );
+        }
+        finished
+    }
+
+    /// Deletes rotated-looking names that are a second name of this (live) file: what a crash
+    /// between naming a full file and closing it leaves. Under the log's lock.
+    fn remove_stale_names(&self) {
+        let Ok(live) = rotate::identity(&self.file) else {
+            return;
+        };
+        let directory = match self.path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            return;
+        };
+        let names = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name());
+        for stale in rotate::rotated_siblings(&self.path, names) {
+            let same = File::open(&stale)
+                .and_then(|file| rotate::identity(&file))
+                .is_ok_and(|id| id == live);
+            if same {
+                remove_quietly(&[&stale, &chain::checkpoint_path(&stale)]);
+            }
+        }
+    }
+
     /// Closes this file with `handover.closing` and puts a new one at the log's path, opened by
     /// `handover.opening`; this process then writes there. Called with the lock held; on
     /// success it is let go, on a failure it is still held.
@@ -115,18 +191,19 @@ impl SharedFile {
         let opening_hash = chain::append_linked(&mut opening, handover.opening, &closing_hash);
         let staged = rotate::staging_path(&self.path);
         let staged_checkpoint = chain::checkpoint_path(&staged);
+        let checkpoint = Checkpoint {
+            bytes: opening.len() as u64,
+            last: opening_hash,
+            session: handover.session.to_string(),
+            seq: handover.opening_seq,
+        };
         let (next, next_checkpoint) =
-            prepare(&staged, &staged_checkpoint, &opening, |bytes| Checkpoint {
-                bytes,
-                last: opening_hash,
-                session: handover.session.to_string(),
-                seq: handover.opening_seq,
-            })
-            .map_err(|err| {
+            prepare(&staged, &staged_checkpoint, &opening, &checkpoint, self).map_err(|err| {
                 remove_quietly(&[&staged, &staged_checkpoint]);
                 Failed::Before(format!("preparing {}: {err}", staged.display()))
             })?;
         let checkpoint_path = chain::checkpoint_path(&self.path);
+        self.remove_stale_names();
         let renamed_checkpoint = chain::checkpoint_path(handover.renamed_to);
         let linked = std::fs::hard_link(&self.path, handover.renamed_to).and_then(|()| {
             std::fs::hard_link(&checkpoint_path, &renamed_checkpoint).inspect_err(|_| {
@@ -169,27 +246,23 @@ impl SharedFile {
         Ok(())
     }
 
-    /// Deletes the oldest rotated files (with their checkpoints) beyond `audit.keep_rotated`. A
-    /// file that cannot be deleted is left, with a warning.
+    /// Deletes the oldest rotated files (with their checkpoints) beyond `audit.keep_rotated`:
+    /// the files of the log's chain ([`rotate::chain_of`]), so a file that only has a rotated
+    /// file's name is never counted or deleted. A file that cannot be deleted is left, with a
+    /// warning.
     fn remove_beyond_keep(&self) {
         let Some(rotation) = self.rotation else {
             return;
         };
-        let directory = match self.path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let names = match std::fs::read_dir(&directory) {
-            Ok(entries) => entries
-                .filter_map(Result::ok)
-                .map(|entry| entry.file_name())
-                .collect::<Vec<_>>(),
+        let mut rotated: Vec<PathBuf> = match rotate::chain_of(&self.path) {
+            Ok(files) => files.into_iter().map(|(path, _)| path).collect(),
             Err(err) => {
-                tracing::warn!("cannot list {}: {err}", directory.display());
+                tracing::warn!("cannot read {}: {err}", self.path.display());
                 return;
             }
         };
-        let rotated = rotate::rotated_siblings(&self.path, names);
+        // The log itself, last, is not a rotated file.
+        rotated.pop();
         for old in rotate::beyond_keep(&rotated, rotation.keep) {
             for path in [old.clone(), chain::checkpoint_path(old)] {
                 if let Err(err) = std::fs::remove_file(&path)
@@ -205,12 +278,14 @@ impl SharedFile {
     }
 }
 
-/// Creates the next file at `staged` holding `opening` (its first line), and its checkpoint.
+/// Creates the next file at `staged` holding `opening` (its first line), and its checkpoint,
+/// each with the owner and mode of the one of `current` it replaces.
 fn prepare(
     staged: &Path,
     staged_checkpoint: &Path,
     opening: &[u8],
-    checkpoint: impl FnOnce(u64) -> Checkpoint,
+    checkpoint: &Checkpoint,
+    current: &SharedFile,
 ) -> std::io::Result<(File, File)> {
     remove_quietly(&[staged, staged_checkpoint]);
     let mut next = OpenOptions::new()
@@ -219,14 +294,28 @@ fn prepare(
         .create_new(true)
         .mode(0o600)
         .open(staged)?;
+    like(&next, &current.file)?;
     next.write_all(opening)?;
     let next_checkpoint = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(staged_checkpoint)?;
-    next_checkpoint.write_all_at(&checkpoint(opening.len() as u64).encode(), 0)?;
+    like(&next_checkpoint, &current.checkpoint)?;
+    next_checkpoint.write_all_at(&checkpoint.encode(), 0)?;
     Ok((next, next_checkpoint))
+}
+
+/// Gives `new` the owner, group and permission bits of `old`. Fails when they cannot be given
+/// (an ordinary user rotating a log another user owns): the rotation then does not happen,
+/// rather than leave a log its owner can no longer open.
+fn like(new: &File, old: &File) -> std::io::Result<()> {
+    let old = old.metadata()?;
+    let have = new.metadata()?;
+    if (have.uid(), have.gid()) != (old.uid(), old.gid()) {
+        std::os::unix::fs::fchown(new, Some(old.uid()), Some(old.gid()))?;
+    }
+    new.set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o777))
 }
 
 fn remove_quietly(paths: &[&Path]) {

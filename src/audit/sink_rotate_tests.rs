@@ -184,26 +184,184 @@ fn a_rotation_that_cannot_start_leaves_the_log_whole_and_growing() {
     assert_eq!((report.problem, report.records), (None, 10));
 }
 
-#[test]
-fn a_file_left_closed_by_a_rotation_that_did_not_finish_is_an_error_not_appended_to() {
-    let dir = tempfile::tempdir().unwrap();
-    let log_path = dir.path().join("audit.jsonl");
-    let mut log = AuditLog::open_file(&log_path).unwrap();
+/// The state a rotation leaves when it stops right after its `rotated` record (a crash): the
+/// closed file still at the log's path, the prepared file and checkpoint under their hidden
+/// names. Returns the closed file's dated name.
+fn stop_a_rotation_half_way(log_path: &Path) -> PathBuf {
+    let mut log = AuditLog::open_file(log_path).unwrap();
     log.rotate_at(rotation(1_000, 0));
     for _ in 0..5 {
         log.record(event("a")).unwrap();
     }
     drop(log);
-    // The closed file back at the log's path, as if its replacement never took its place.
-    let closed = rotated(&log_path).remove(0);
-    std::fs::rename(&closed, &log_path).unwrap();
+    // The newest rotated file: the one the log goes on from.
+    let closed = rotated(log_path).pop().unwrap();
+    let staged = rotate::staging_path(log_path);
+    std::fs::rename(log_path, &staged).unwrap();
+    std::fs::rename(
+        chain::checkpoint_path(log_path),
+        chain::checkpoint_path(&staged),
+    )
+    .unwrap();
+    std::fs::hard_link(&closed, log_path).unwrap();
+    std::fs::hard_link(
+        chain::checkpoint_path(&closed),
+        chain::checkpoint_path(log_path),
+    )
+    .unwrap();
+    closed
+}
+
+#[test]
+fn the_next_writer_finishes_a_rotation_that_stopped_half_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let closed = stop_a_rotation_half_way(&log_path);
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.record(event("after")).unwrap();
+    drop(log);
+    assert!(!rotate::staging_path(&log_path).exists());
+    assert_one_chain(&[closed.clone(), log_path.clone()]);
+    let last = records(&log_path).pop().unwrap();
+    assert_eq!(last["server"], "after");
+    assert_eq!(records(&closed).last().unwrap()["event"], "rotated");
+}
+
+#[test]
+fn a_file_left_closed_with_nothing_to_finish_it_is_an_error_not_appended_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    stop_a_rotation_half_way(&log_path);
+    let staged = rotate::staging_path(&log_path);
+    std::fs::remove_file(&staged).unwrap();
     let before = std::fs::read(&log_path).unwrap();
     let mut log = AuditLog::open_file(&log_path).unwrap();
     let err = log.record(event("b")).unwrap_err();
     assert!(matches!(err, AuditError::Rotate { .. }), "{err}");
-    assert!(err.to_string().contains("did not finish"), "{err}");
-    std::mem::forget(log);
+    assert!(err.to_string().contains("nothing took its place"), "{err}");
+    assert!(err.to_string().contains("Fix: move the log"), "{err}");
+    drop(log);
     assert_eq!(std::fs::read(&log_path).unwrap(), before);
+}
+
+#[test]
+fn only_the_logs_chain_counts_as_history_for_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    // Names from the future (a clock that stepped back, or planted): not part of the chain.
+    let planted = [
+        dir.path().join("audit.2099-01-01T00-00-00.000000Z.jsonl"),
+        dir.path().join("audit.2099-01-01T00-00-01.000000Z.jsonl"),
+    ];
+    for file in &planted {
+        std::fs::write(file, "{\"event\":\"decision\"}\n").unwrap();
+    }
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(1_000, 2));
+    for _ in 0..20 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    assert!(
+        planted.iter().all(|file| file.exists()),
+        "not ours to delete"
+    );
+    let chain: Vec<PathBuf> = rotate::chain_of(&log_path)
+        .unwrap()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(
+        chain.len(),
+        3,
+        "two rotated files kept, then the log: {chain:?}"
+    );
+    assert!(chain.iter().all(|file| !planted.contains(file)));
+    assert_one_chain(&chain);
+}
+
+#[test]
+fn a_stale_second_name_of_the_live_log_is_removed_at_the_next_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.record(event("a")).unwrap();
+    // What a crash between naming the full file and closing it leaves.
+    let stale = dir.path().join("audit.2026-01-01T00-00-00.000000Z.jsonl");
+    std::fs::hard_link(&log_path, &stale).unwrap();
+    assert_eq!(rotate::chain_of(&log_path).unwrap().len(), 1, "not history");
+    log.rotate_at(rotation(1_000, 0));
+    for _ in 0..5 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    assert!(!stale.exists());
+}
+
+#[test]
+fn a_log_reached_through_a_link_is_rotated_beside_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    let real = dir.path().join("real/audit.jsonl");
+    let link = dir.path().join("audit.jsonl");
+    std::fs::write(&real, "").unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut log = AuditLog::open_file(&link).unwrap();
+    log.rotate_at(rotation(1_000, 0));
+    for _ in 0..8 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let chain: Vec<PathBuf> = rotate::chain_of(&link)
+        .unwrap()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    assert!(chain.len() >= 2, "{chain:?}");
+    assert!(
+        chain[..chain.len() - 1]
+            .iter()
+            .all(|file| file.starts_with(dir.path().join("real")))
+    );
+}
+
+#[test]
+fn the_new_file_keeps_the_owner_and_mode_of_the_one_it_replaces() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("needs root (to give the log to another user)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.record(event("a")).unwrap();
+    for file in [log_path.clone(), chain::checkpoint_path(&log_path)] {
+        std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    }
+    log.rotate_at(rotation(1_000, 0));
+    for _ in 0..5 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    assert!(!rotated(&log_path).is_empty());
+    for file in [log_path.clone(), chain::checkpoint_path(&log_path)] {
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o777),
+            (65534, 65534, 0o640),
+            "{}",
+            file.display()
+        );
+    }
 }
 
 #[test]

@@ -205,6 +205,17 @@ fn render_audit(out: &mut String, policy: &Policy) {
         }
     }
     list_line(out, "redact", &policy.audit.redact);
+    let (rotate, keep) = (&policy.audit.rotate_mb, &policy.audit.keep_rotated);
+    let rotate_text = match rotate.value {
+        0 => "never".to_string(),
+        mb => format!("at {mb} MiB"),
+    };
+    value_line(out, "rotate", &rotate_text, &origin_note(rotate));
+    let keep_text = match keep.value {
+        0 => "all rotated files".to_string(),
+        n => format!("{n} rotated files"),
+    };
+    value_line(out, "keep", &keep_text, &origin_note(keep));
 }
 
 fn render_pins(out: &mut String, policy: &Policy) {

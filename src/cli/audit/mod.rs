@@ -109,24 +109,16 @@ impl FilterArgs {
     }
 }
 
-/// The files that hold the log's records, oldest first: its rotated files beside it, then the
-/// log itself (last).
-fn files_of(path: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => std::path::Path::new("."),
-    };
-    let names = std::fs::read_dir(directory)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|entry| entry.file_name())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let mut files = crate::audit::rotate::rotated_siblings(path, names);
-    files.push(path.to_path_buf());
-    files
+/// The files that hold the log's records, oldest first, each opened: the rotated files of its
+/// chain that are still there, then the log itself (last). Read from the chain, not from names
+/// (`audit::rotate::chain_of`): a file that only looks rotated is not history.
+fn files_of(path: &std::path::Path) -> Result<Vec<(PathBuf, std::fs::File)>, CliError> {
+    crate::audit::rotate::chain_of(path).map_err(|err| {
+        CliError::Refused(format!(
+            "cannot read the audit log {}: {err}. Fix: pass the log's path, or check audit.path in the policy",
+            path.display()
+        ))
+    })
 }
 
 /// The log to read: the one given, else the one `run` and `serve` write to.

@@ -56,15 +56,6 @@ fn open(path: &Path) -> Result<File, CliError> {
     })
 }
 
-/// Opens one of [`files_of`]: a rotated file deleted since the listing (the oldest goes when
-/// another rotation happens) is passed over.
-fn open_listed(file: &Path, log: &Path) -> Result<Option<File>, CliError> {
-    match File::open(file) {
-        Err(err) if file != log && err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        _ => open(file).map(Some),
-    }
-}
-
 /// Parses one line; lines that are not JSON objects are counted, not shown.
 fn parse(line: &[u8], skipped: &mut u64) -> Option<Value> {
     match serde_json::from_slice::<Value>(line) {
@@ -100,11 +91,10 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     let mut line = Vec::new();
     // Where the log (the last file read) was read up to.
     let mut offset = 0u64;
-    for file_path in files_of(&path) {
-        let Some(file) = open_listed(&file_path, &path)? else {
-            continue;
-        };
-        let mut reader = BufReader::new(file);
+    let files = files_of(&path)?;
+    let mut followed = None;
+    for (file_path, file) in files {
+        let mut reader = BufReader::new(&file);
         offset = 0;
         loop {
             line.clear();
@@ -136,6 +126,9 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
                 }
             }
         }
+        // The log's file (the last) is kept to follow.
+        drop(reader);
+        followed = Some(file);
     }
     for (text, record) in &last {
         if !emit(&mut out, text, record, args.json) {
@@ -150,23 +143,31 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
             path.display()
         );
     }
-    if args.follow {
-        follow(&path, offset, &filter, args.json)?;
+    if args.follow
+        && let Some(file) = followed
+    {
+        follow(&path, file, offset, &filter, args.json)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Polls the log for new complete lines from `offset` on, forever. A log that is replaced
-/// (rotated) is read to its end, then the file that took its place from its start; one that
-/// shrinks (truncated) is read again from its start; either with a note on stderr.
-fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(), CliError> {
-    let mut file = open(path)?;
-    let mut inode = file.metadata().map(|m| m.ino()).unwrap_or_default();
+/// Polls `file` (the log as `show` opened it) for new complete lines from `offset` on, forever.
+/// When its last record is `rotated`, the file that goes on from it is read next, from its
+/// start: found through the chain from the log back, so no file is skipped however many
+/// rotations come between two polls. A file replaced without a `rotated` record, or one that
+/// shrinks (truncated), is read again from the log's start, with a note on stderr.
+fn follow(
+    path: &Path,
+    mut file: File,
+    mut offset: u64,
+    filter: &Filter,
+    json: bool,
+) -> Result<(), CliError> {
     let mut pending: Vec<u8> = Vec::new();
     let mut skipped = 0u64;
     let stdout = std::io::stdout();
-    // Set once a replacement is seen: the old file gets one more read for its last records.
-    let mut finishing_replaced = false;
+    // The log's path names another file: `file` gets one more read for its `rotated` record.
+    let mut replaced_seen = false;
     loop {
         let mut chunk = Vec::new();
         file.seek(SeekFrom::Start(offset))
@@ -174,6 +175,7 @@ fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(
             .with_context(|| format!("cannot read {}", path.display()))?;
         offset += chunk.len() as u64;
         pending.extend_from_slice(&chunk);
+        let mut closed_as = None;
         if let Some(last_newline) = pending.iter().rposition(|b| *b == b'\n') {
             let complete: Vec<u8> = pending.drain(..=last_newline).collect();
             let mut out = stdout.lock();
@@ -181,6 +183,9 @@ fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(
                 let Some(record) = parse(line, &mut skipped) else {
                     continue;
                 };
+                if record["event"] == "rotated" {
+                    closed_as = record["detail"]["renamed_to"].as_str().map(str::to_string);
+                }
                 if filter.matches(&record) && !emit(&mut out, line, &record, json) {
                     return Ok(());
                 }
@@ -189,27 +194,56 @@ fn follow(path: &Path, mut offset: u64, filter: &Filter, json: bool) -> Result<(
                 return Ok(());
             }
         }
-        std::thread::sleep(Duration::from_millis(200));
-        let current = std::fs::metadata(path).ok();
-        let replaced = current.as_ref().is_some_and(|m| m.ino() != inode);
-        let shrunk = current.as_ref().is_some_and(|m| m.len() < offset);
-        if replaced && !finishing_replaced {
-            finishing_replaced = true;
+        if let Some(name) = closed_as {
+            replaced_seen = false;
+            (file, offset) = match successor(path, &name) {
+                Some(next) => (next, 0),
+                None => {
+                    eprintln!(
+                        "airlock: lost the file that goes on from {name}; reading {} from its start",
+                        path.display()
+                    );
+                    (open(path)?, 0)
+                }
+            };
+            pending.clear();
             continue;
         }
-        if replaced || shrunk {
-            finishing_replaced = false;
+        if replaced_seen {
             eprintln!(
-                "airlock: {} was {}; reading it from the start",
-                path.display(),
-                if replaced { "replaced" } else { "truncated" }
+                "airlock: {} was replaced; reading it from the start",
+                path.display()
             );
-            file = open(path)?;
-            inode = file.metadata().map(|m| m.ino()).unwrap_or_default();
-            offset = 0;
+            (file, offset, replaced_seen) = (open(path)?, 0, false);
+            pending.clear();
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let here = file.metadata().ok();
+        let current = std::fs::metadata(path).ok();
+        replaced_seen = matches!((&here, &current), (Some(here), Some(current))
+            if (here.dev(), here.ino()) != (current.dev(), current.ino()));
+        if here.is_some_and(|m| m.len() < offset) {
+            eprintln!(
+                "airlock: {} was truncated; reading it from the start",
+                path.display()
+            );
+            (file, offset, replaced_seen) = (open(path)?, 0, false);
             pending.clear();
         }
     }
+}
+
+/// The file whose first record goes on from the rotated file `name`: the next file of the log's
+/// chain after it.
+fn successor(log: &Path, name: &str) -> Option<File> {
+    let files = crate::audit::rotate::chain_of(log).ok()?;
+    files.into_iter().map(|(_, file)| file).find(|file| {
+        crate::audit::rotate::first_line(file)
+            .ok()
+            .and_then(|line| crate::audit::rotate::continues(&line))
+            .is_some_and(|continues| continues == name)
+    })
 }
 
 pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
@@ -217,10 +251,7 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let filter = args.filters.filter()?;
     let mut summary = Summary::default();
     let mut skipped = 0u64;
-    for file_path in files_of(&path) {
-        let Some(file) = open_listed(&file_path, &path)? else {
-            continue;
-        };
+    for (file_path, file) in files_of(&path)? {
         let reader = BufReader::new(file);
         for line in reader.split(b'\n') {
             let line = line.with_context(|| format!("cannot read {}", file_path.display()))?;

@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::log_path;
 use crate::audit::chain::{Checkpoint, checkpoint_path};
+use crate::audit::rotate;
 use crate::audit::verify::{Continuation, Report, last_line_hash, verify as verify_log};
 use crate::cli::{CliError, EXIT_FAILURE};
 
@@ -46,8 +47,22 @@ fn read_locked(
             path.display()
         ))
     };
+    // A rotation replaces the file at the log's path under the old file's lock: once the lock
+    // is ours, the path names this file still, or the rotation happened while we waited and
+    // the file that replaced it is the one to read (its checkpoint is the one at the path).
     let mut file = File::open(log).map_err(|err| cannot(log, err))?;
-    crate::lock::flock(&file, libc::LOCK_SH).map_err(|err| cannot(log, err))?;
+    for _ in 0..8 {
+        crate::lock::flock(&file, libc::LOCK_SH).map_err(|err| cannot(log, err))?;
+        let current = File::open(log).map_err(|err| cannot(log, err))?;
+        let same = matches!(
+            (rotate::identity(&file), rotate::identity(&current)),
+            (Ok(a), Ok(b)) if a == b
+        );
+        if same {
+            break;
+        }
+        file = current;
+    }
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|err| cannot(log, err))?;
@@ -99,7 +114,9 @@ fn check_predecessor(
             "line 1 names {from:?} as the file it goes on from, which is no rotated file's name: edited or inserted"
         )));
     }
-    let path = log.with_file_name(from);
+    // Beside the log's file itself, wherever a link to it is.
+    let beside = std::fs::canonicalize(log).unwrap_or_else(|_| log.to_path_buf());
+    let path = beside.with_file_name(from);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Predecessor::Gone),
@@ -122,7 +139,10 @@ fn check_predecessor(
 pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let log = log_path(args.file.clone())?;
     let files = if args.all {
-        super::files_of(&log)
+        super::files_of(&log)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
     } else {
         vec![log]
     };

@@ -47,7 +47,7 @@ const HOST_DRAIN: Duration = Duration::from_millis(200);
 #[derive(Debug, thiserror::Error)]
 pub enum ShellError {
     /// An event could not be recorded: airlock stops rather than forward an unrecorded call.
-    #[error("{0}")]
+    #[error(transparent)]
     Audit(#[from] AuditError),
     #[error("the session loop ended abnormally: {0}")]
     Aborted(String),

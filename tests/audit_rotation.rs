@@ -1,0 +1,222 @@
+//! A rotation of the audit log that the file system stops half-way, end to end: the session
+//! stops rather than write after the file's `rotated` record, and the next airlock to write the
+//! log finishes the rotation, so every file verifies again. The failure is injected with
+//! `strace` into the one `rename` that puts the new file in place. (Rotation itself, in `run`
+//! and `serve`: `session_modes`, `the_audit_log_rotates_at_its_size_and_its_chain_goes_on`.)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+fn strace() -> Option<PathBuf> {
+    let path = support::which("strace");
+    if path.as_os_str().is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace is missing (.ci/install-peers installs it)"
+        );
+        return None;
+    }
+    Some(path)
+}
+
+/// Runs `airlock run` on the fixture server (through `wrapper` when given) and makes up to
+/// `calls` calls of 4,000 bytes each; returns the calls answered, the exit code and stderr.
+fn session(dir: &Path, wrapper: &[String], calls: u64) -> (u64, Option<i32>, String) {
+    session_with(dir, wrapper, calls, json!({"text": "r".repeat(4000)}))
+}
+
+fn session_with(
+    dir: &Path,
+    wrapper: &[String],
+    calls: u64,
+    arguments: Value,
+) -> (u64, Option<i32>, String) {
+    let (policy, audit) = (dir.join("policy.toml"), dir.join("audit.jsonl"));
+    let mut argv: Vec<String> = wrapper.to_vec();
+    argv.push(AIRLOCK.to_string());
+    for arg in ["run", "--name", "fixture", "--policy"] {
+        argv.push(arg.to_string());
+    }
+    argv.push(policy.display().to_string());
+    argv.push("--audit".to_string());
+    argv.push(audit.display().to_string());
+    argv.push("--".to_string());
+    argv.push("/usr/bin/python3".to_string());
+    argv.push(support::fixture().display().to_string());
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("HOME", dir.join("home"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("AIRLOCK_ORG_POLICY_DIR", dir.join("org"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut exchange = |message: Value, answer: bool| -> bool {
+        if writeln!(stdin, "{message}").is_err() {
+            return false;
+        }
+        let mut line = String::new();
+        !answer || stdout.read_line(&mut line).is_ok_and(|read| read > 0)
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    assert!(exchange(init, true));
+    exchange(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+    );
+    let mut answered = 0;
+    for id in 1..=calls {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": arguments}});
+        if !exchange(call, true) {
+            break;
+        }
+        answered += 1;
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    (
+        answered,
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn last_record(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it() {
+    let Some(strace) = strace() else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\n",
+    )
+    .unwrap();
+    let staging = dir.path().join(".audit.jsonl.rotating");
+    let failing_rename = [
+        strace.display().to_string(),
+        "-f".into(),
+        "-qq".into(),
+        "-o".into(),
+        "/dev/null".into(),
+        "-P".into(),
+        staging.display().to_string(),
+        "-e".into(),
+        "trace=rename,renameat,renameat2".into(),
+        "-e".into(),
+        "inject=rename,renameat,renameat2:error=EIO".into(),
+    ];
+    // About 4.6 KB of records a call: the file is full after some 230 calls.
+    let (answered, code, stderr) = session(dir.path(), &failing_rename, 400);
+    assert!((100..400).contains(&answered), "{answered}\n{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("cannot go on writing the audit log").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("stopped half-way"), "{stderr}");
+    // The closed file is still at the log's path, and nothing came after its `rotated` record.
+    let log = dir.path().join("audit.jsonl");
+    assert_eq!(last_record(&log)["event"], "rotated");
+    assert!(staging.exists());
+
+    let (answered, code, stderr) = session(dir.path(), &[], 20);
+    assert_eq!((answered, code), (20, Some(0)), "{stderr}");
+    assert!(
+        stderr.contains("half-way through a rotation; finished it"),
+        "{stderr}"
+    );
+    assert!(!staging.exists());
+    let output = Command::new(AIRLOCK)
+        .args(["audit", "verify", "--all", &log.display().to_string()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert_eq!(
+        said.lines().count(),
+        2,
+        "the closed file, then the log: {said}"
+    );
+    assert!(said.contains("whose last line it links to"), "{said}");
+}
+
+/// `airlock audit -f` started before a session whose log rotates every few calls (about 60 KB
+/// of records a call, so several rotations fall between two of its polls) prints every
+/// decision once, in order, across all the files.
+#[test]
+fn following_the_log_misses_no_file_however_fast_it_rotates() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\nkeep_rotated = 0\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, "").unwrap();
+    let mut follower = Command::new(AIRLOCK)
+        .args(["audit", "-f", "--json", "--event", "decision"])
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Arguments of 15 strings under 4 KiB each are logged whole.
+    let arguments: serde_json::Map<String, Value> = (0..15)
+        .map(|key| (format!("k{key}"), Value::from("r".repeat(4000))))
+        .collect();
+    let (answered, code, stderr) = session_with(dir.path(), &[], 200, Value::Object(arguments));
+    assert_eq!((answered, code), (200, Some(0)), "{stderr}");
+    let rotated = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|entry| {
+            let name = entry.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("audit.2") && name.ends_with(".jsonl")
+        })
+        .count();
+    assert!(rotated >= 8, "{rotated} rotations");
+    // Read on a thread: a follower that missed records would wait for them for ever.
+    let (sender, received) = std::sync::mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let record: Value = serde_json::from_str(&line).unwrap();
+            if sender.send(record["request_id"].as_u64().unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ids = Vec::new();
+    while ids.len() < 200 {
+        match received.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(id) => ids.push(id),
+            Err(_) => break,
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert_eq!(ids, (1..=200).collect::<Vec<u64>>());
+}
