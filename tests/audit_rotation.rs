@@ -128,6 +128,29 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
         "-e".into(),
         "inject=rename,renameat,renameat2:error=EIO".into(),
     ];
+    // A follower reading along sees the `rotated` record with nothing after it yet: it waits
+    // for the rotation to be finished (it once read the closed file again and again, without
+    // end), then goes on in the file that replaces it.
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, "").unwrap();
+    let mut follower = Command::new(AIRLOCK)
+        .args(["audit", "-f", "--json", "--event", "decision"])
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (sender, received) = std::sync::mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let record: Value = serde_json::from_str(&line).unwrap();
+            let key = (record["session"].clone(), record["seq"].clone());
+            if sender.send(key).is_err() {
+                break;
+            }
+        }
+    });
     // About 4.6 KB of records a call: the file is full after some 230 calls.
     let (answered, code, stderr) = session(dir.path(), &failing_rename, 400);
     assert!((100..400).contains(&answered), "{answered}\n{stderr}");
@@ -139,12 +162,27 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
     );
     assert!(stderr.contains("stopped half-way"), "{stderr}");
     // The closed file is still at the log's path, and nothing came after its `rotated` record.
-    let log = dir.path().join("audit.jsonl");
     assert_eq!(last_record(&log)["event"], "rotated");
     assert!(staging.exists());
 
+    std::thread::sleep(std::time::Duration::from_secs(1));
     let (answered, code, stderr) = session(dir.path(), &[], 20);
     assert_eq!((answered, code), (20, Some(0)), "{stderr}");
+    let mut seen = Vec::new();
+    while let Ok(key) = received.recv_timeout(std::time::Duration::from_secs(3)) {
+        seen.push(key);
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let sessions: std::collections::BTreeSet<String> = seen
+        .iter()
+        .map(|(session, _)| session.to_string())
+        .collect();
+    assert_eq!(sessions.len(), 2, "both sessions' decisions: {sessions:?}");
+    let unique: std::collections::BTreeSet<String> =
+        seen.iter().map(|(a, b)| format!("{a}{b}")).collect();
+    assert_eq!(unique.len(), seen.len(), "no record printed twice");
+    assert!(seen.len() > 120, "{}", seen.len());
     assert!(
         stderr.contains("half-way through a rotation; finished it"),
         "{stderr}"

@@ -26,6 +26,7 @@ use std::time::SystemTime;
 
 use serde::Deserialize;
 
+use super::chain::{self, LineHash};
 use super::event::write_rfc3339;
 
 /// When a log file is rotated and how many rotated files are kept.
@@ -99,20 +100,10 @@ fn is_stamp(text: &str) -> bool {
 
 /// The rotated files of `log` among `names` (the entries of its directory), oldest first.
 pub fn rotated_siblings(log: &Path, names: impl IntoIterator<Item = OsString>) -> Vec<PathBuf> {
-    let Some(name) = log.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
-    let (stem, extension) = split_name(name);
     let mut found: Vec<String> = names
         .into_iter()
         .filter_map(|entry| entry.into_string().ok())
-        .filter(|entry| {
-            entry
-                .strip_prefix(stem)
-                .and_then(|rest| rest.strip_prefix('.'))
-                .and_then(|rest| rest.strip_suffix(extension))
-                .is_some_and(is_stamp)
-        })
+        .filter(|entry| is_rotated_name(log, entry))
         .collect();
     found.sort();
     found
@@ -161,9 +152,17 @@ pub fn first_line(file: &File) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
+/// What a `continued` record says: the file before it, and the hash of that file's last line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continues {
+    /// A plain file name (the rotated file is always beside the one that goes on from it).
+    pub name: String,
+    pub last_line: LineHash,
+}
+
 /// The rotated file a log file's first line says it goes on from: a `continued` record's
-/// `detail.continues`, when that is a plain file name (the rotated file is always beside it).
-pub fn continues(first_line: &[u8]) -> Option<String> {
+/// `detail.continues` and `prev`.
+pub fn continues(first_line: &[u8]) -> Option<Continues> {
     #[derive(Deserialize)]
     struct Detail {
         continues: Option<String>,
@@ -172,6 +171,7 @@ pub fn continues(first_line: &[u8]) -> Option<String> {
     struct Record {
         event: Option<String>,
         detail: Option<Detail>,
+        prev: Option<String>,
     }
     let record: Record = serde_json::from_slice(first_line).ok()?;
     if record.event.as_deref() != Some("continued") {
@@ -179,35 +179,88 @@ pub fn continues(first_line: &[u8]) -> Option<String> {
     }
     let name = record.detail?.continues?;
     let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
-    plain.then_some(name)
+    let last_line = chain::parse_hash(&record.prev?)?;
+    plain.then_some(Continues { name, last_line })
 }
 
-/// The files of a log's history that are still there, oldest first, each opened, the log
-/// itself (opened first, so a rotation after this call does not hide a file) last: from the
-/// log back, as long as each file's first record names the one before it and that one exists.
-pub fn chain_of(log: &Path) -> std::io::Result<Vec<(PathBuf, File)>> {
+/// A log's history as its chain tells it.
+#[derive(Debug)]
+pub struct History {
+    /// Its rotated files that are still there, oldest first. Named only: a reader opens each
+    /// when it gets to it, so a long history does not take a descriptor a file.
+    pub rotated: Vec<PathBuf>,
+    /// The log itself, opened before anything else was looked at: a rotation after that hides
+    /// no file from whoever reads this.
+    pub log: File,
+}
+
+/// A log's history: from the log back, each file's `continued` record names the file before
+/// it. A file counts only when it has a rotated file's name for this log and its last line is
+/// the one the link holds, so no name planted beside the log (nor a file elsewhere) is ever
+/// read, counted or deleted as history. The walk ends at the first file that is gone (deleted
+/// by retention) or does not fit; a file that cannot be read is an error, not an end.
+pub fn chain_of(log: &Path) -> std::io::Result<History> {
     let file = File::open(log)?;
     // The rotated files lie beside the log's file itself, wherever a link to it is.
     let beside = std::fs::canonicalize(log).unwrap_or_else(|_| log.to_path_buf());
     let mut seen = HashSet::new();
     seen.insert(identity(&file)?);
-    let mut files = vec![(log.to_path_buf(), file)];
-    while let Some((_, newest)) = files.last() {
-        let Some(name) = first_line(newest).ok().and_then(|line| continues(&line)) else {
-            break;
-        };
-        let path = beside.with_file_name(name);
-        let Ok(file) = File::open(&path) else {
-            break;
-        };
-        // A cycle, or a second name of a file already in the chain.
-        if !identity(&file).is_ok_and(|id| seen.insert(id)) {
+    let mut rotated = Vec::new();
+    let mut first = first_line(&file)?;
+    while let Some(link) = continues(&first) {
+        if !is_rotated_name(&beside, &link.name) {
             break;
         }
-        files.push((path, file));
+        let path = beside.with_file_name(&link.name);
+        let previous = match File::open(&path) {
+            Ok(previous) => previous,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => break,
+            Err(err) => return Err(err),
+        };
+        // A cycle, or a second name of a file already in the chain.
+        if !seen.insert(identity(&previous)?) {
+            break;
+        }
+        if last_line_hash(&previous)? != Some(link.last_line) {
+            break;
+        }
+        first = first_line(&previous)?;
+        rotated.push(path);
     }
-    files.reverse();
-    Ok(files)
+    rotated.reverse();
+    Ok(History { rotated, log: file })
+}
+
+/// A rotated file ends with its `rotated` record, a short line: this much of its tail holds it.
+const LAST_LINE_AT_MOST: u64 = 16 * 1024;
+
+/// The hash of the last line of `file` when it is a terminated line of at most
+/// [`LAST_LINE_AT_MOST`] bytes (a rotated file's `rotated` record).
+fn last_line_hash(file: &File) -> std::io::Result<Option<LineHash>> {
+    let length = file.metadata()?.len();
+    let start = length.saturating_sub(LAST_LINE_AT_MOST + 1);
+    let mut tail = vec![0u8; usize::try_from(length - start).unwrap_or(0)];
+    file.read_exact_at(&mut tail, start)?;
+    let Some(body) = tail.strip_suffix(b"\n") else {
+        return Ok(None);
+    };
+    Ok(match body.iter().rposition(|b| *b == b'\n') {
+        Some(newline) => Some(chain::line_hash(&body[newline + 1..])),
+        None if start == 0 => Some(chain::line_hash(body)),
+        None => None,
+    })
+}
+
+/// Whether `name` has the shape of a rotated file of `log` (`<stem>.<date><extension>`).
+fn is_rotated_name(log: &Path, name: &str) -> bool {
+    let Some(log_name) = log.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let (stem, extension) = split_name(log_name);
+    name.strip_prefix(stem)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .and_then(|rest| rest.strip_suffix(extension))
+        .is_some_and(is_stamp)
 }
 
 /// A file's device and inode: two names of one file have the same.

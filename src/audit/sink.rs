@@ -38,9 +38,8 @@ pub enum AuditError {
     },
     #[error("cannot encode an audit event: {0}")]
     Encode(#[from] serde_json::Error),
-    #[error(
-        "cannot go on writing the audit log {path}: {why}. Fix: move the log and its checkpoint away (airlock starts a new log there)"
-    )]
+    /// `why` ends with the fix.
+    #[error("cannot go on writing the audit log {path}: {why}")]
     Rotate { path: PathBuf, why: String },
 }
 
@@ -275,19 +274,21 @@ impl SharedFile {
             if !(terminated && rotate::is_rotation_marker(&line)) {
                 return Ok((end, hash, !terminated));
             }
-            self.follow_rotation(&hash)?;
+            self.follow_rotation(&line, end)?;
         }
         Err(AuditError::Rotate {
             path: self.path.clone(),
-            why: format!("other writers rotated it {FOLLOW_AT_MOST} times while this one followed"),
+            why: format!(
+                "other writers rotated it {FOLLOW_AT_MOST} times while this one followed. Fix: start airlock again"
+            ),
         })
     }
 
     /// Moves to the file now at the log's path, under its lock, letting go of this one, whose
-    /// last line (a `rotated` record) hashes to `closing`. When nothing replaced this file (a
-    /// rotation that stopped half-way), the rotation is finished first if its prepared file is
-    /// there and links to that line.
-    fn follow_rotation(&mut self, closing: &LineHash) -> Result<(), AuditError> {
+    /// last line (`end` bytes into it) is the `rotated` record `closing`. When nothing replaced
+    /// this file (a rotation that stopped half-way), the rotation is finished first if its
+    /// prepared file is there and links to that record.
+    fn follow_rotation(&mut self, closing: &[u8], end: u64) -> Result<(), AuditError> {
         let path = self.path.clone();
         let unfinished = |why: &str| AuditError::Rotate {
             path: path.clone(),
@@ -296,11 +297,8 @@ impl SharedFile {
         let (mut file, mut checkpoint) = open_log_files(&self.path)?;
         let same_file = |a: &File, b: &File| matches!((rotate::identity(a), rotate::identity(b)), (Ok(a), Ok(b)) if a == b);
         if same_file(&file, &self.file) {
-            if !self.finish_rotation(closing) {
-                return Err(unfinished(
-                    "it ends in a `rotated` record, and nothing took its place (a rotation stopped half-way, and the file it prepared is not there to finish it)",
-                ));
-            }
+            self.finish_rotation(closing, end)
+                .map_err(|why| unfinished(&why))?;
             (file, checkpoint) = open_log_files(&self.path)?;
         }
         let Some(checkpoint) = checkpoint else {

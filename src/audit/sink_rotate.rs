@@ -15,13 +15,13 @@
 //! prepared is there and links to that record ([`SharedFile::finish_rotation`]).
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::{AuditError, AuditLog, SharedFile, Sink, stamp_into};
-use crate::audit::chain::{self, Checkpoint, LineHash};
+use crate::audit::chain::{self, Checkpoint};
 use crate::audit::event::{Event, EventKind};
 use crate::audit::rotate;
 use crate::lock::flock;
@@ -107,7 +107,8 @@ impl AuditLog {
                 // Its `rotated` record is written: nothing more may go into this file. The
                 // prepared file stays, for the next writer to finish the rotation with.
                 let why = format!(
-                    "its rotation stopped half-way ({why}); the next airlock to write it finishes the rotation"
+                    "its rotation stopped half-way ({why}). Fix: start airlock again: the next airlock to write the log finishes the rotation from {}; do not move the log away meanwhile",
+                    rotate::staging_path(&log).display()
                 );
                 shared.broken = Some(why.clone());
                 Err(AuditError::Rotate { path: log, why })
@@ -117,41 +118,83 @@ impl AuditLog {
 }
 
 impl SharedFile {
-    /// Finishes a rotation that stopped after its `rotated` record (whose hash is `closing`):
-    /// the file it prepared (and its checkpoint, unless that already took its place) is put at
-    /// the log's path, if it is there and its first record links to that record. False when
-    /// there is nothing to finish it with.
-    pub(super) fn finish_rotation(&mut self, closing: &LineHash) -> bool {
+    /// Finishes a rotation that stopped after its `rotated` record `closing` (the last line of
+    /// this file, which is `end` bytes long): the file it prepared (and its checkpoint, unless
+    /// that already took its place) is put at the log's path, if it is there and its first
+    /// record goes on from that line. The closed file's checkpoint is rewritten first to cover
+    /// its `rotated` record (a crash may have come before that write). Err says why not, and
+    /// the fix.
+    pub(super) fn finish_rotation(&mut self, closing: &[u8], end: u64) -> Result<(), String> {
         let staged = rotate::staging_path(&self.path);
         let staged_checkpoint = chain::checkpoint_path(&staged);
-        let links = File::open(&staged)
-            .and_then(|file| rotate::first_line(&file))
+        let move_away = "Fix: move the log and its checkpoint away (airlock starts a new log there; the records so far stay in the file moved)";
+        let closing_hash = chain::line_hash(closing);
+        let prepared = match File::open(&staged) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!(
+                    "it ends in a `rotated` record and nothing took its place: a rotation stopped half-way, and the file it prepared ({}) is not there to finish it. {move_away}",
+                    staged.display()
+                ));
+            }
+            Err(err) => {
+                return Err(format!(
+                    "it ends in a `rotated` record and nothing took its place; the file prepared to finish that rotation cannot be read ({}: {err})",
+                    staged.display()
+                ));
+            }
+        };
+        let links = rotate::first_line(&prepared)
             .ok()
-            .and_then(|line| {
-                #[derive(serde::Deserialize)]
-                struct Link {
-                    prev: String,
-                }
-                serde_json::from_slice::<Link>(&line).ok()
-            })
-            .and_then(|link| chain::parse_hash(&link.prev))
-            .is_some_and(|prev| prev == *closing);
+            .and_then(|line| rotate::continues(&line))
+            .is_some_and(|link| link.last_line == closing_hash);
         if !links {
-            return false;
+            return Err(format!(
+                "it ends in a `rotated` record and nothing took its place; {} does not go on from it. {move_away}",
+                staged.display()
+            ));
         }
-        if staged_checkpoint.exists()
-            && std::fs::rename(&staged_checkpoint, chain::checkpoint_path(&self.path)).is_err()
+        #[derive(serde::Deserialize)]
+        struct Detail {
+            renamed_to: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Marker {
+            session: String,
+            seq: u64,
+            detail: Detail,
+        }
+        if let Ok(marker) = serde_json::from_slice::<Marker>(closing)
+            && !marker.detail.renamed_to.contains('/')
         {
-            return false;
+            let closed = Checkpoint {
+                bytes: end,
+                last: closing_hash,
+                session: marker.session,
+                seq: marker.seq,
+            };
+            let path = chain::checkpoint_path(&self.path.with_file_name(&marker.detail.renamed_to));
+            if let Ok(file) = OpenOptions::new().write(true).open(&path) {
+                let _ = file.write_all_at(&closed.encode(), 0);
+            }
         }
-        let finished = std::fs::rename(&staged, &self.path).is_ok();
-        if finished {
-            tracing::warn!(
-                "the audit log {} was left half-way through a rotation; finished it",
-                self.path.display()
-            );
+        let failed = |err: std::io::Error| {
+            format!(
+                "it ends in a `rotated` record and nothing took its place; finishing that rotation failed: {err}. Fix: rename {} over the log (and {} over its checkpoint, if it is there)",
+                staged.display(),
+                staged_checkpoint.display()
+            )
+        };
+        if staged_checkpoint.exists() {
+            std::fs::rename(&staged_checkpoint, chain::checkpoint_path(&self.path))
+                .map_err(failed)?;
         }
-        finished
+        std::fs::rename(&staged, &self.path).map_err(failed)?;
+        tracing::warn!(
+            "the audit log {} was left half-way through a rotation; finished it",
+            self.path.display()
+        );
+        Ok(())
     }
 
     /// Deletes rotated-looking names that are a second name of this (live) file: what a crash
@@ -218,9 +261,24 @@ impl SharedFile {
             )));
         }
         let after = |what: &str, err: std::io::Error| Failed::After(format!("{what}: {err}"));
-        (&self.file)
-            .write_all(&closing)
-            .map_err(|err| after("writing its `rotated` record", err))?;
+        if let Err(err) = (&self.file).write_all(&closing) {
+            // Nothing of the record written: the log is as it was, and the rotation undone.
+            let unchanged = (&self.file)
+                .seek(SeekFrom::End(0))
+                .is_ok_and(|now| now == self.end);
+            if unchanged {
+                remove_quietly(&[
+                    handover.renamed_to,
+                    &renamed_checkpoint,
+                    &staged,
+                    &staged_checkpoint,
+                ]);
+                return Err(Failed::Before(format!(
+                    "writing its `rotated` record: {err}"
+                )));
+            }
+            return Err(after("writing its `rotated` record", err));
+        }
         self.end += closing.len() as u64;
         let closed = Checkpoint {
             bytes: self.end,
@@ -254,15 +312,13 @@ impl SharedFile {
         let Some(rotation) = self.rotation else {
             return;
         };
-        let mut rotated: Vec<PathBuf> = match rotate::chain_of(&self.path) {
-            Ok(files) => files.into_iter().map(|(path, _)| path).collect(),
+        let rotated = match rotate::chain_of(&self.path) {
+            Ok(history) => history.rotated,
             Err(err) => {
                 tracing::warn!("cannot read {}: {err}", self.path.display());
                 return;
             }
         };
-        // The log itself, last, is not a rotated file.
-        rotated.pop();
         for old in rotate::beyond_keep(&rotated, rotation.keep) {
             for path in [old.clone(), chain::checkpoint_path(old)] {
                 if let Err(err) = std::fs::remove_file(&path)
@@ -313,7 +369,16 @@ fn like(new: &File, old: &File) -> std::io::Result<()> {
     let old = old.metadata()?;
     let have = new.metadata()?;
     if (have.uid(), have.gid()) != (old.uid(), old.gid()) {
-        std::os::unix::fs::fchown(new, Some(old.uid()), Some(old.gid()))?;
+        std::os::unix::fs::fchown(new, Some(old.uid()), Some(old.gid())).map_err(|err| {
+            std::io::Error::new(
+                err.kind(),
+                format!(
+                    "giving it the log's owner (uid {}, gid {}): {err}; only root or that user can rotate this log",
+                    old.uid(),
+                    old.gid()
+                ),
+            )
+        })?;
     }
     new.set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o777))
 }

@@ -217,6 +217,14 @@ fn the_next_writer_finishes_a_rotation_that_stopped_half_way() {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("audit.jsonl");
     let closed = stop_a_rotation_half_way(&log_path);
+    // A crash before the closed file's checkpoint was rewritten to cover its `rotated` record.
+    let behind = Checkpoint {
+        bytes: 0,
+        last: GENESIS,
+        session: "s".into(),
+        seq: 0,
+    };
+    std::fs::write(chain::checkpoint_path(&closed), behind.encode()).unwrap();
     let mut log = AuditLog::open_file(&log_path).unwrap();
     log.record(event("after")).unwrap();
     drop(log);
@@ -266,11 +274,8 @@ fn only_the_logs_chain_counts_as_history_for_retention() {
         planted.iter().all(|file| file.exists()),
         "not ours to delete"
     );
-    let chain: Vec<PathBuf> = rotate::chain_of(&log_path)
-        .unwrap()
-        .into_iter()
-        .map(|(path, _)| path)
-        .collect();
+    let mut chain = rotate::chain_of(&log_path).unwrap().rotated;
+    chain.push(log_path.clone());
     assert_eq!(
         chain.len(),
         3,
@@ -289,7 +294,10 @@ fn a_stale_second_name_of_the_live_log_is_removed_at_the_next_rotation() {
     // What a crash between naming the full file and closing it leaves.
     let stale = dir.path().join("audit.2026-01-01T00-00-00.000000Z.jsonl");
     std::fs::hard_link(&log_path, &stale).unwrap();
-    assert_eq!(rotate::chain_of(&log_path).unwrap().len(), 1, "not history");
+    assert!(
+        rotate::chain_of(&log_path).unwrap().rotated.is_empty(),
+        "not history"
+    );
     log.rotate_at(rotation(1_000, 0));
     for _ in 0..5 {
         log.record(event("a")).unwrap();
@@ -318,11 +326,8 @@ fn a_log_reached_through_a_link_is_rotated_beside_its_file() {
             .file_type()
             .is_symlink()
     );
-    let chain: Vec<PathBuf> = rotate::chain_of(&link)
-        .unwrap()
-        .into_iter()
-        .map(|(path, _)| path)
-        .collect();
+    let mut chain = rotate::chain_of(&link).unwrap().rotated;
+    chain.push(link.clone());
     assert!(chain.len() >= 2, "{chain:?}");
     assert!(
         chain[..chain.len() - 1]
@@ -398,4 +403,37 @@ fn verify_refuses_a_record_after_a_files_rotated_record() {
         "{}",
         problem.message
     );
+}
+
+#[test]
+fn a_continued_record_naming_another_file_neither_reads_nor_deletes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    log.rotate_at(rotation(1_000, 1));
+    for _ in 0..4 {
+        log.record(event("a")).unwrap();
+    }
+    assert_eq!(rotate::chain_of(&log_path).unwrap().rotated.len(), 1);
+    let victim = dir.path().join("victim.db");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let lookalike = dir.path().join("audit.2020-01-01T00-00-00.000000Z.jsonl");
+    std::fs::write(&lookalike, "not the file linked to\n").unwrap();
+    // The live file's first record rewritten to name each in turn, as a co-writer could.
+    for named in ["victim.db", "audit.2020-01-01T00-00-00.000000Z.jsonl"] {
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        let (first, rest) = text.split_once('\n').unwrap();
+        let mut record: serde_json::Value = serde_json::from_str(first).unwrap();
+        record["detail"]["continues"] = serde_json::Value::from(named);
+        std::fs::write(&log_path, format!("{record}\n{rest}\n")).unwrap();
+        assert!(
+            rotate::chain_of(&log_path).unwrap().rotated.is_empty(),
+            "{named}"
+        );
+    }
+    for _ in 0..8 {
+        log.record(event("a")).unwrap();
+    }
+    drop(log);
+    assert!(victim.exists() && lookalike.exists());
 }

@@ -112,13 +112,32 @@ impl FilterArgs {
 /// The files that hold the log's records, oldest first, each opened: the rotated files of its
 /// chain that are still there, then the log itself (last). Read from the chain, not from names
 /// (`audit::rotate::chain_of`): a file that only looks rotated is not history.
-fn files_of(path: &std::path::Path) -> Result<Vec<(PathBuf, std::fs::File)>, CliError> {
+fn files_of(path: &std::path::Path) -> Result<crate::audit::rotate::History, CliError> {
     crate::audit::rotate::chain_of(path).map_err(|err| {
         CliError::Refused(format!(
             "cannot read the audit log {}: {err}. Fix: pass the log's path, or check audit.path in the policy",
             path.display()
         ))
     })
+}
+
+/// Opens a rotated file of [`files_of`] to read it; `None`, with a note, when it was deleted
+/// since (retention deletes the oldest at each rotation).
+fn open_rotated(path: &std::path::Path) -> Result<Option<std::fs::File>, CliError> {
+    match std::fs::File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "airlock: {} was deleted (audit.keep_rotated) while this read the log; its records are not shown",
+                path.display()
+            );
+            Ok(None)
+        }
+        Err(err) => Err(CliError::Refused(format!(
+            "cannot read the rotated audit file {}: {err}",
+            path.display()
+        ))),
+    }
 }
 
 /// The log to read: the one given, else the one `run` and `serve` write to.

@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 
-use super::{FilterArgs, files_of, log_path};
+use super::{FilterArgs, files_of, log_path, open_rotated};
 use crate::audit::query::{Filter, Summary, format_record};
 use crate::cli::CliError;
 
@@ -91,9 +91,23 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     let mut line = Vec::new();
     // Where the log (the last file read) was read up to.
     let mut offset = 0u64;
-    let files = files_of(&path)?;
+    let history = files_of(&path)?;
+    let files = history
+        .rotated
+        .into_iter()
+        .map(|rotated| (rotated, None))
+        .chain([(path.clone(), Some(history.log))]);
     let mut followed = None;
-    for (file_path, file) in files {
+    // The last file read ended with this `rotated` record (a rotation half-way).
+    let mut closed_as = None;
+    for (file_path, opened) in files {
+        let file = match opened {
+            Some(file) => file,
+            None => match open_rotated(&file_path)? {
+                Some(file) => file,
+                None => continue,
+            },
+        };
         let mut reader = BufReader::new(&file);
         offset = 0;
         loop {
@@ -109,6 +123,9 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
             let Some(record) = parse(line.trim_ascii_end(), &mut skipped) else {
                 continue;
             };
+            closed_as = (record["event"] == "rotated")
+                .then(|| record["detail"]["renamed_to"].as_str().map(str::to_string))
+                .flatten();
             if !filter.matches(&record) {
                 continue;
             }
@@ -146,7 +163,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     if args.follow
         && let Some(file) = followed
     {
-        follow(&path, file, offset, &filter, args.json)?;
+        follow(&path, file, offset, closed_as, &filter, args.json)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -160,6 +177,7 @@ fn follow(
     path: &Path,
     mut file: File,
     mut offset: u64,
+    closed_as: Option<String>,
     filter: &Filter,
     json: bool,
 ) -> Result<(), CliError> {
@@ -168,7 +186,22 @@ fn follow(
     let stdout = std::io::stdout();
     // The log's path names another file: `file` gets one more read for its `rotated` record.
     let mut replaced_seen = false;
+    // `file` ended with this `rotated` record, and the file that goes on from it is not there
+    // yet (a rotation half-way: the next writer finishes it).
+    let mut waiting_for: Option<String> = closed_as;
     loop {
+        if let Some(name) = &waiting_for {
+            match successor(path, name) {
+                Some(next) => {
+                    (file, offset, waiting_for) = (next, 0, None);
+                    pending.clear();
+                }
+                None => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+            }
+        }
         let mut chunk = Vec::new();
         file.seek(SeekFrom::Start(offset))
             .and_then(|_| file.read_to_end(&mut chunk))
@@ -196,17 +229,13 @@ fn follow(
         }
         if let Some(name) = closed_as {
             replaced_seen = false;
-            (file, offset) = match successor(path, &name) {
-                Some(next) => (next, 0),
-                None => {
-                    eprintln!(
-                        "airlock: lost the file that goes on from {name}; reading {} from its start",
-                        path.display()
-                    );
-                    (open(path)?, 0)
-                }
-            };
-            pending.clear();
+            if successor(path, &name).is_none() {
+                eprintln!(
+                    "airlock: {} was rotated half-way; waiting for the next airlock to finish it",
+                    path.display()
+                );
+            }
+            waiting_for = Some(name);
             continue;
         }
         if replaced_seen {
@@ -237,13 +266,19 @@ fn follow(
 /// The file whose first record goes on from the rotated file `name`: the next file of the log's
 /// chain after it.
 fn successor(log: &Path, name: &str) -> Option<File> {
-    let files = crate::audit::rotate::chain_of(log).ok()?;
-    files.into_iter().map(|(_, file)| file).find(|file| {
+    let history = crate::audit::rotate::chain_of(log).ok()?;
+    let goes_on_from_it = |file: &File| {
         crate::audit::rotate::first_line(file)
             .ok()
             .and_then(|line| crate::audit::rotate::continues(&line))
-            .is_some_and(|continues| continues == name)
-    })
+            .is_some_and(|continues| continues.name == name)
+    };
+    history
+        .rotated
+        .iter()
+        .filter_map(|path| File::open(path).ok())
+        .chain([history.log])
+        .find(goes_on_from_it)
 }
 
 pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
@@ -251,7 +286,20 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let filter = args.filters.filter()?;
     let mut summary = Summary::default();
     let mut skipped = 0u64;
-    for (file_path, file) in files_of(&path)? {
+    let history = files_of(&path)?;
+    let files = history
+        .rotated
+        .into_iter()
+        .map(|rotated| (rotated, None))
+        .chain([(path.clone(), Some(history.log))]);
+    for (file_path, opened) in files {
+        let file = match opened {
+            Some(file) => file,
+            None => match open_rotated(&file_path)? {
+                Some(file) => file,
+                None => continue,
+            },
+        };
         let reader = BufReader::new(file);
         for line in reader.split(b'\n') {
             let line = line.with_context(|| format!("cannot read {}", file_path.display()))?;

@@ -4,7 +4,7 @@
 //! read.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -136,17 +136,43 @@ fn check_predecessor(
     })
 }
 
+/// When `bytes` (the file at `log`) ends in a `rotated` record and the file prepared to take its
+/// place is still beside it, the problem is most likely a rotation a crash stopped half-way,
+/// not tampering: says so, and how it ends.
+fn half_rotated_hint(log: &std::path::Path, bytes: &[u8]) -> String {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let last = &body[body
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |at| at + 1)..];
+    let staged = rotate::staging_path(log);
+    if rotate::is_rotation_marker(last) && staged.exists() {
+        format!(
+            " (but this file ends in a `rotated` record and {} is beside it: a rotation stopped half-way, most likely by a crash; the next airlock to write the log finishes it)",
+            staged.display()
+        )
+    } else {
+        String::new()
+    }
+}
+
 pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let log = log_path(args.file.clone())?;
     let files = if args.all {
-        super::files_of(&log)?
-            .into_iter()
-            .map(|(path, _)| path)
-            .collect()
+        let mut files = super::files_of(&log)?.rotated;
+        files.push(log.clone());
+        files
     } else {
-        vec![log]
+        vec![log.clone()]
     };
     for file in &files {
+        if *file != log && !file.exists() {
+            eprintln!(
+                "airlock: {} was deleted (audit.keep_rotated) while verify ran: not verified",
+                file.display()
+            );
+            continue;
+        }
         let checkpoint = if args.no_checkpoint {
             None
         } else {
@@ -198,8 +224,11 @@ fn verify_file(
             message: message.clone(),
         });
     }
+    // Written, not printed: a reader that stops (`| head`) ends the output, not airlock.
+    let mut out = std::io::stdout().lock();
     if json {
-        println!(
+        let _ = writeln!(
+            out,
             "{}",
             serde_json::json!({
                 "file": log.display().to_string(),
@@ -209,7 +238,8 @@ fn verify_file(
         );
     } else {
         match &report.problem {
-            None => println!(
+            None => drop(writeln!(
+                out,
                 "{}; chain intact{}{}",
                 describe(log, &report),
                 if report.checkpoint_checked {
@@ -228,9 +258,16 @@ fn verify_file(
                     ),
                     _ => String::new(),
                 }
-            ),
+            )),
             Some(problem) => {
-                println!("{}:{}: {}", log.display(), problem.line, problem.message);
+                let _ = writeln!(
+                    out,
+                    "{}:{}: {}{}",
+                    log.display(),
+                    problem.line,
+                    problem.message,
+                    half_rotated_hint(log, &bytes)
+                );
                 eprintln!("airlock: the audit log does not verify");
             }
         }
