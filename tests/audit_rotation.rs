@@ -258,3 +258,65 @@ fn following_the_log_misses_no_file_however_fast_it_rotates() {
     let _ = follower.wait();
     assert_eq!(ids, (1..=200).collect::<Vec<u64>>());
 }
+
+/// A follower that falls behind by more than `keep_rotated` files (stopped, or piped into a
+/// pager) finds the files it had not read deleted: it says so and goes on with the oldest file
+/// kept, instead of waiting for ever for a file that will not come.
+#[test]
+fn a_follower_behind_retention_says_so_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\nkeep_rotated = 1\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, "").unwrap();
+    let mut follower = Command::new(AIRLOCK)
+        .args(["audit", "-f", "--json", "--event", "decision"])
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = follower.id().to_string();
+    let signal = |name: &str| {
+        let status = Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success());
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal("-STOP");
+    let arguments: serde_json::Map<String, Value> = (0..15)
+        .map(|key| (format!("k{key}"), Value::from("r".repeat(4000))))
+        .collect();
+    let (answered, code, stderr) = session_with(dir.path(), &[], 100, Value::Object(arguments));
+    assert_eq!((answered, code), (100, Some(0)), "{stderr}");
+    signal("-CONT");
+    // A later session, whose decisions the follower must still show.
+    let (answered, code, stderr) = session(dir.path(), &[], 5);
+    assert_eq!((answered, code), (5, Some(0)), "{stderr}");
+    let (sender, received) = std::sync::mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let record: Value = serde_json::from_str(&line).unwrap();
+            if sender.send(record["session"].clone()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut sessions = std::collections::BTreeSet::new();
+    while sessions.len() < 2 {
+        match received.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(session) => {
+                sessions.insert(session.to_string());
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = follower.kill();
+    let output = follower.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(sessions.len(), 2, "the later session is shown too; {said}");
+    assert!(said.contains("were deleted (audit.keep_rotated)"), "{said}");
+}

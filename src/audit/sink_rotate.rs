@@ -144,16 +144,6 @@ impl SharedFile {
                 ));
             }
         };
-        let links = rotate::first_line(&prepared)
-            .ok()
-            .and_then(|line| rotate::continues(&line))
-            .is_some_and(|link| link.last_line == closing_hash);
-        if !links {
-            return Err(format!(
-                "it ends in a `rotated` record and nothing took its place; {} does not go on from it. {move_away}",
-                staged.display()
-            ));
-        }
         #[derive(serde::Deserialize)]
         struct Detail {
             renamed_to: String,
@@ -164,19 +154,54 @@ impl SharedFile {
             seq: u64,
             detail: Detail,
         }
-        if let Ok(marker) = serde_json::from_slice::<Marker>(closing)
-            && !marker.detail.renamed_to.contains('/')
+        let Ok(marker) = serde_json::from_slice::<Marker>(closing) else {
+            return Err(format!(
+                "it ends in a `rotated` record that cannot be read. {move_away}"
+            ));
+        };
+        let renamed_to = &marker.detail.renamed_to;
+        // The prepared file must go on from this very record, under the closed file's dated
+        // name, and be the log owner's: anything else is not this rotation's to finish.
+        let links = rotate::first_line(&prepared)
+            .ok()
+            .and_then(|line| rotate::continues(&line))
+            .is_some_and(|link| link.last_line == closing_hash && link.name == *renamed_to);
+        let same_owner = match (prepared.metadata(), self.file.metadata()) {
+            (Ok(a), Ok(b)) => (a.uid(), a.gid()) == (b.uid(), b.gid()),
+            _ => false,
+        };
+        if !links || !same_owner {
+            return Err(format!(
+                "it ends in a `rotated` record and nothing took its place; {} does not go on from it. {move_away}",
+                staged.display()
+            ));
+        }
+        // The closed file keeps its history only under its dated name: without that name,
+        // putting the prepared file in place would unlink the last name of those records.
+        let dated = self.path.with_file_name(renamed_to);
+        let still_named = !renamed_to.contains('/')
+            && File::open(&dated)
+                .and_then(|file| rotate::identity(&file))
+                .is_ok_and(|id| rotate::identity(&self.file).is_ok_and(|closed| closed == id));
+        if !still_named {
+            return Err(format!(
+                "it ends in a `rotated` record and nothing took its place, and its dated name {} is not this file: finishing the rotation would lose it. {move_away}",
+                dated.display()
+            ));
+        }
+        let closed = Checkpoint {
+            bytes: end,
+            last: closing_hash,
+            session: marker.session.clone(),
+            seq: marker.seq,
+        };
+        // Not through a link: the dated checkpoint is airlock's own file.
+        if let Ok(file) = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(chain::checkpoint_path(&dated))
         {
-            let closed = Checkpoint {
-                bytes: end,
-                last: closing_hash,
-                session: marker.session,
-                seq: marker.seq,
-            };
-            let path = chain::checkpoint_path(&self.path.with_file_name(&marker.detail.renamed_to));
-            if let Ok(file) = OpenOptions::new().write(true).open(&path) {
-                let _ = file.write_all_at(&closed.encode(), 0);
-            }
+            let _ = file.write_all_at(&closed.encode(), 0);
         }
         let failed = |err: std::io::Error| {
             format!(

@@ -437,3 +437,19 @@ fn a_continued_record_naming_another_file_neither_reads_nor_deletes_it() {
     drop(log);
     assert!(victim.exists() && lookalike.exists());
 }
+
+#[test]
+fn a_half_done_rotation_whose_dated_name_is_gone_is_not_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let closed = stop_a_rotation_half_way(&log_path);
+    // Its dated name removed by hand (it looked like a duplicate of the log).
+    std::fs::remove_file(&closed).unwrap();
+    let before = std::fs::read(&log_path).unwrap();
+    let mut log = AuditLog::open_file(&log_path).unwrap();
+    let err = log.record(event("b")).unwrap_err();
+    assert!(err.to_string().contains("would lose it"), "{err}");
+    drop(log);
+    assert_eq!(std::fs::read(&log_path).unwrap(), before);
+    assert!(rotate::staging_path(&log_path).exists());
+}

@@ -189,15 +189,38 @@ fn follow(
     // `file` ended with this `rotated` record, and the file that goes on from it is not there
     // yet (a rotation half-way: the next writer finishes it).
     let mut waiting_for: Option<String> = closed_as;
+    let mut told_half_way = false;
     loop {
         if let Some(name) = &waiting_for {
-            match successor(path, name) {
-                Some(next) => {
+            match next_after_rotated(path, &file, name) {
+                Next::Goes(next) => {
                     (file, offset, waiting_for) = (next, 0, None);
                     pending.clear();
                 }
-                None => {
-                    std::thread::sleep(Duration::from_millis(200));
+                Next::Lost(oldest) => {
+                    eprintln!(
+                        "airlock: the files after {name} were deleted (audit.keep_rotated) before they were read: their records are not shown; going on from the oldest file kept"
+                    );
+                    (file, offset, waiting_for) = (oldest, 0, None);
+                    pending.clear();
+                }
+                Next::HalfWay if file.metadata().is_ok_and(|m| m.len() < offset) => {
+                    eprintln!(
+                        "airlock: {} was truncated; reading it from the start",
+                        path.display()
+                    );
+                    (file, offset, waiting_for) = (open(path)?, 0, None);
+                    pending.clear();
+                }
+                Next::HalfWay => {
+                    if !told_half_way {
+                        eprintln!(
+                            "airlock: {} was rotated half-way; waiting for the next airlock to finish it",
+                            path.display()
+                        );
+                        told_half_way = true;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
                     continue;
                 }
             }
@@ -229,12 +252,6 @@ fn follow(
         }
         if let Some(name) = closed_as {
             replaced_seen = false;
-            if successor(path, &name).is_none() {
-                eprintln!(
-                    "airlock: {} was rotated half-way; waiting for the next airlock to finish it",
-                    path.display()
-                );
-            }
             waiting_for = Some(name);
             continue;
         }
@@ -260,6 +277,39 @@ fn follow(
             (file, offset, replaced_seen) = (open(path)?, 0, false);
             pending.clear();
         }
+    }
+}
+
+/// What comes after `file`, which ended with a `rotated` record that renamed it `name`.
+enum Next {
+    /// The file that goes on from it.
+    Goes(File),
+    /// That file is gone (retention deleted it before it was read; or the log was moved away
+    /// by hand): the oldest file of the log's chain now.
+    Lost(File),
+    /// Nothing replaced it yet: the file at the log's path is still this one.
+    HalfWay,
+}
+
+fn next_after_rotated(log: &Path, file: &File, name: &str) -> Next {
+    if let Some(next) = successor(log, name) {
+        return Next::Goes(next);
+    }
+    let still_the_log = std::fs::metadata(log).is_ok_and(|at_path| {
+        file.metadata()
+            .is_ok_and(|here| (here.dev(), here.ino()) == (at_path.dev(), at_path.ino()))
+    });
+    if still_the_log {
+        return Next::HalfWay;
+    }
+    match crate::audit::rotate::chain_of(log) {
+        Ok(history) => history
+            .rotated
+            .first()
+            .and_then(|oldest| File::open(oldest).ok())
+            .map_or(Next::Lost(history.log), Next::Lost),
+        // No log at its path at all (moved away, not yet replaced): wait for one.
+        Err(_) => Next::HalfWay,
     }
 }
 
