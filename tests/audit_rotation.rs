@@ -9,7 +9,8 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
 
 use serde_json::{Value, json};
 
@@ -97,6 +98,49 @@ fn session_with(
     )
 }
 
+/// `airlock audit -f --json --event decision LOG` (stderr as given), and the records it prints,
+/// read on a thread: a follower that missed records would wait for them for ever, so the test
+/// reads them with a timeout.
+fn follow(log: &Path, stderr: Stdio) -> (Child, Receiver<Value>) {
+    let mut follower = Command::new(AIRLOCK)
+        .args(["audit", "-f", "--json", "--event", "decision"])
+        .arg(log)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let (sender, received) = std::sync::mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    (follower, received)
+}
+
+/// A policy that rotates the log at 1 MiB and keeps `keep` rotated files.
+fn rotating_policy(dir: &Path, keep: u32) {
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\nkeep_rotated = {keep}\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// Arguments of 15 strings under 4 KiB each, logged whole: about 60 KB of records a call, so
+/// the log rotates every 17 calls or so.
+fn big_arguments() -> Value {
+    let arguments: serde_json::Map<String, Value> = (0..15)
+        .map(|key| (format!("k{key}"), Value::from("r".repeat(4000))))
+        .collect();
+    Value::Object(arguments)
+}
+
 fn last_record(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
     serde_json::from_str(text.lines().last().unwrap()).unwrap()
@@ -109,11 +153,7 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("policy.toml"),
-        "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\n",
-    )
-    .unwrap();
+    rotating_policy(dir.path(), 8);
     let staging = dir.path().join(".audit.jsonl.rotating");
     let failing_rename = [
         strace.display().to_string(),
@@ -133,24 +173,7 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
     // end), then goes on in the file that replaces it.
     let log = dir.path().join("audit.jsonl");
     std::fs::write(&log, "").unwrap();
-    let mut follower = Command::new(AIRLOCK)
-        .args(["audit", "-f", "--json", "--event", "decision"])
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (sender, received) = std::sync::mpsc::channel();
-    let stdout = follower.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let record: Value = serde_json::from_str(&line).unwrap();
-            let key = (record["session"].clone(), record["seq"].clone());
-            if sender.send(key).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut follower, received) = follow(&log, Stdio::null());
     // About 4.6 KB of records a call: the file is full after some 230 calls.
     let (answered, code, stderr) = session(dir.path(), &failing_rename, 400);
     assert!((100..400).contains(&answered), "{answered}\n{stderr}");
@@ -169,8 +192,8 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
     let (answered, code, stderr) = session(dir.path(), &[], 20);
     assert_eq!((answered, code), (20, Some(0)), "{stderr}");
     let mut seen = Vec::new();
-    while let Ok(key) = received.recv_timeout(std::time::Duration::from_secs(3)) {
-        seen.push(key);
+    while let Ok(record) = received.recv_timeout(std::time::Duration::from_secs(3)) {
+        seen.push((record["session"].clone(), record["seq"].clone()));
     }
     let _ = follower.kill();
     let _ = follower.wait();
@@ -208,24 +231,11 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
 #[test]
 fn following_the_log_misses_no_file_however_fast_it_rotates() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("policy.toml"),
-        "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\nkeep_rotated = 0\n",
-    )
-    .unwrap();
+    rotating_policy(dir.path(), 0);
     let log = dir.path().join("audit.jsonl");
     std::fs::write(&log, "").unwrap();
-    let mut follower = Command::new(AIRLOCK)
-        .args(["audit", "-f", "--json", "--event", "decision"])
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Arguments of 15 strings under 4 KiB each are logged whole.
-    let arguments: serde_json::Map<String, Value> = (0..15)
-        .map(|key| (format!("k{key}"), Value::from("r".repeat(4000))))
-        .collect();
-    let (answered, code, stderr) = session_with(dir.path(), &[], 200, Value::Object(arguments));
+    let (mut follower, received) = follow(&log, Stdio::inherit());
+    let (answered, code, stderr) = session_with(dir.path(), &[], 200, big_arguments());
     assert_eq!((answered, code), (200, Some(0)), "{stderr}");
     let rotated = std::fs::read_dir(dir.path())
         .unwrap()
@@ -236,21 +246,10 @@ fn following_the_log_misses_no_file_however_fast_it_rotates() {
         })
         .count();
     assert!(rotated >= 8, "{rotated} rotations");
-    // Read on a thread: a follower that missed records would wait for them for ever.
-    let (sender, received) = std::sync::mpsc::channel();
-    let stdout = follower.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let record: Value = serde_json::from_str(&line).unwrap();
-            if sender.send(record["request_id"].as_u64().unwrap()).is_err() {
-                break;
-            }
-        }
-    });
     let mut ids = Vec::new();
     while ids.len() < 200 {
         match received.recv_timeout(std::time::Duration::from_secs(10)) {
-            Ok(id) => ids.push(id),
+            Ok(record) => ids.push(record["request_id"].as_u64().unwrap()),
             Err(_) => break,
         }
     }
@@ -265,20 +264,10 @@ fn following_the_log_misses_no_file_however_fast_it_rotates() {
 #[test]
 fn a_follower_behind_retention_says_so_and_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("policy.toml"),
-        "version = 1\n[sandbox]\nrun_as = \"root\"\n[audit]\nrotate_mb = 1\nkeep_rotated = 1\n",
-    )
-    .unwrap();
+    rotating_policy(dir.path(), 1);
     let log = dir.path().join("audit.jsonl");
     std::fs::write(&log, "").unwrap();
-    let mut follower = Command::new(AIRLOCK)
-        .args(["audit", "-f", "--json", "--event", "decision"])
-        .arg(&log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut follower, received) = follow(&log, Stdio::piped());
     let pid = follower.id().to_string();
     let signal = |name: &str| {
         let status = Command::new("kill").args([name, &pid]).status().unwrap();
@@ -286,30 +275,17 @@ fn a_follower_behind_retention_says_so_and_goes_on() {
     };
     std::thread::sleep(std::time::Duration::from_millis(500));
     signal("-STOP");
-    let arguments: serde_json::Map<String, Value> = (0..15)
-        .map(|key| (format!("k{key}"), Value::from("r".repeat(4000))))
-        .collect();
-    let (answered, code, stderr) = session_with(dir.path(), &[], 100, Value::Object(arguments));
+    let (answered, code, stderr) = session_with(dir.path(), &[], 100, big_arguments());
     assert_eq!((answered, code), (100, Some(0)), "{stderr}");
     signal("-CONT");
     // A later session, whose decisions the follower must still show.
     let (answered, code, stderr) = session(dir.path(), &[], 5);
     assert_eq!((answered, code), (5, Some(0)), "{stderr}");
-    let (sender, received) = std::sync::mpsc::channel();
-    let stdout = follower.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let record: Value = serde_json::from_str(&line).unwrap();
-            if sender.send(record["session"].clone()).is_err() {
-                break;
-            }
-        }
-    });
     let mut sessions = std::collections::BTreeSet::new();
     while sessions.len() < 2 {
         match received.recv_timeout(std::time::Duration::from_secs(10)) {
-            Ok(session) => {
-                sessions.insert(session.to_string());
+            Ok(record) => {
+                sessions.insert(record["session"].to_string());
             }
             Err(_) => break,
         }

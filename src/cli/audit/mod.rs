@@ -109,23 +109,37 @@ impl FilterArgs {
     }
 }
 
-/// The files that hold the log's records, oldest first, each opened: the rotated files of its
-/// chain that are still there, then the log itself (last). Read from the chain, not from names
+/// The files that hold the log's records, oldest first: the rotated files of its chain that are
+/// still there, each `(path, None)` (opened when it is read, by [`open_in_turn`], so a long
+/// history does not take a descriptor a file), then the log itself, opened first (a rotation
+/// while this reads hides no file). Read from the chain, not from names
 /// (`audit::rotate::chain_of`): a file that only looks rotated is not history.
-fn files_of(path: &std::path::Path) -> Result<crate::audit::rotate::History, CliError> {
-    crate::audit::rotate::chain_of(path).map_err(|err| {
+fn files_of(path: &std::path::Path) -> Result<Vec<(PathBuf, Option<std::fs::File>)>, CliError> {
+    let history = crate::audit::rotate::chain_of(path).map_err(|err| {
         CliError::Refused(format!(
             "cannot read the audit log {}: {err}. Fix: pass the log's path, or check audit.path in the policy",
             path.display()
         ))
-    })
+    })?;
+    let mut files: Vec<(PathBuf, Option<std::fs::File>)> = history
+        .rotated
+        .into_iter()
+        .map(|rotated| (rotated, None))
+        .collect();
+    files.push((path.to_path_buf(), Some(history.log)));
+    Ok(files)
 }
 
-/// Opens a rotated file of [`files_of`] to read it; `None`, with a note, when it was deleted
-/// since (retention deletes the oldest at each rotation).
-fn open_rotated(path: &std::path::Path) -> Result<Option<std::fs::File>, CliError> {
-    match std::fs::File::open(path) {
-        Ok(file) => Ok(Some(file)),
+/// One entry of [`files_of`], opened: `None`, with a note, for a rotated file deleted since
+/// (retention deletes the oldest at each rotation).
+fn open_in_turn(
+    (path, opened): (PathBuf, Option<std::fs::File>),
+) -> Result<Option<(PathBuf, std::fs::File)>, CliError> {
+    if let Some(file) = opened {
+        return Ok(Some((path, file)));
+    }
+    match std::fs::File::open(&path) {
+        Ok(file) => Ok(Some((path, file))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             eprintln!(
                 "airlock: {} was deleted (audit.keep_rotated) while this read the log; its records are not shown",

@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 
-use super::{FilterArgs, files_of, log_path, open_rotated};
+use super::{FilterArgs, files_of, log_path, open_in_turn};
 use crate::audit::query::{Filter, Summary, format_record};
 use crate::cli::CliError;
 
@@ -91,22 +91,12 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     let mut line = Vec::new();
     // Where the log (the last file read) was read up to.
     let mut offset = 0u64;
-    let history = files_of(&path)?;
-    let files = history
-        .rotated
-        .into_iter()
-        .map(|rotated| (rotated, None))
-        .chain([(path.clone(), Some(history.log))]);
     let mut followed = None;
     // The last file read ended with this `rotated` record (a rotation half-way).
     let mut closed_as = None;
-    for (file_path, opened) in files {
-        let file = match opened {
-            Some(file) => file,
-            None => match open_rotated(&file_path)? {
-                Some(file) => file,
-                None => continue,
-            },
+    for entry in files_of(&path)? {
+        let Some((file_path, file)) = open_in_turn(entry)? else {
+            continue;
         };
         let mut reader = BufReader::new(&file);
         offset = 0;
@@ -336,19 +326,9 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let filter = args.filters.filter()?;
     let mut summary = Summary::default();
     let mut skipped = 0u64;
-    let history = files_of(&path)?;
-    let files = history
-        .rotated
-        .into_iter()
-        .map(|rotated| (rotated, None))
-        .chain([(path.clone(), Some(history.log))]);
-    for (file_path, opened) in files {
-        let file = match opened {
-            Some(file) => file,
-            None => match open_rotated(&file_path)? {
-                Some(file) => file,
-                None => continue,
-            },
+    for entry in files_of(&path)? {
+        let Some((file_path, file)) = open_in_turn(entry)? else {
+            continue;
         };
         let reader = BufReader::new(file);
         for line in reader.split(b'\n') {

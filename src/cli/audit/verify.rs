@@ -159,9 +159,10 @@ fn half_rotated_hint(log: &std::path::Path, bytes: &[u8]) -> String {
 pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let log = log_path(args.file.clone())?;
     let files = if args.all {
-        let mut files = super::files_of(&log)?.rotated;
-        files.push(log.clone());
-        files
+        super::files_of(&log)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
     } else {
         vec![log.clone()]
     };
