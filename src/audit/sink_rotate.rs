@@ -74,8 +74,15 @@ impl AuditLog {
         let mut opening = Event::new(EventKind::Continued, "airlock");
         opening.detail = Some(serde_json::json!({"continues": file_name(&renamed_to)}));
         let (mut closing_line, mut opening_line) = (Vec::new(), Vec::new());
-        stamp_into(&mut closing_line, &self.session, self.seq + 1, &closing)?;
-        stamp_into(&mut opening_line, &self.session, self.seq + 2, &opening)?;
+        let stamped = stamp_into(&mut closing_line, &self.session, self.seq + 1, &closing)
+            .and_then(|()| stamp_into(&mut opening_line, &self.session, self.seq + 2, &opening));
+        if let Err(err) = stamped {
+            // The lock [`SharedFile::seal`] kept is let go on every way out.
+            if let Sink::File(shared) = &self.sinks[index] {
+                let _ = flock(&shared.file, libc::LOCK_UN);
+            }
+            return Err(err);
+        }
         let handover = Handover {
             renamed_to: &renamed_to,
             closing: &closing_line,
