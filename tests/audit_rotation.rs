@@ -296,3 +296,68 @@ fn a_follower_behind_retention_says_so_and_goes_on() {
     assert_eq!(sessions.len(), 2, "the later session is shown too; {said}");
     assert!(said.contains("were deleted (audit.keep_rotated)"), "{said}");
 }
+
+/// An ordinary user's own log rotates as root's does. A log root owns, shared with that user
+/// through its group, is not rotated by the user (the new file could not be given root as its
+/// owner): the session warns, goes on, and the log keeps growing whole.
+#[test]
+fn an_ordinary_user_rotates_their_own_log_and_leaves_roots_to_grow() {
+    const USER: &str = "65533";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "version = 1\n[audit]\nrotate_mb = 1\n",
+    )
+    .unwrap();
+    let chown = |owner: &str, path: &Path| {
+        let status = Command::new("chown").arg(owner).arg(path).status().unwrap();
+        assert!(status.success());
+    };
+    chown(&format!("{USER}:{USER}"), dir.path());
+    let as_user: Vec<String> = [
+        "setpriv",
+        "--reuid",
+        USER,
+        "--regid",
+        USER,
+        "--clear-groups",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (answered, code, stderr) = session(dir.path(), &as_user, 300);
+    assert_eq!((answered, code), (300, Some(0)), "{stderr}");
+    let log = dir.path().join("audit.jsonl");
+    let history = |log: &Path| {
+        let output = Command::new(AIRLOCK)
+            .args(["audit", "verify", "--all"])
+            .arg(log)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(output.status.code(), Some(0), "{said}");
+        said.lines().count()
+    };
+    assert_eq!(history(&log), 2, "one rotation, by the user");
+    for file in [log.clone(), dir.path().join("audit.jsonl.checkpoint")] {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&file).unwrap().uid(), 65533);
+        // Root's now, writable by the user's group.
+        chown(&format!("0:{USER}"), &file);
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o660))
+            .unwrap();
+    }
+    let in_group: Vec<String> = [
+        "setpriv", "--reuid", USER, "--regid", USER, "--groups", USER, "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (answered, code, stderr) = session(dir.path(), &in_group, 300);
+    assert_eq!((answered, code), (300, Some(0)), "{stderr}");
+    assert!(
+        stderr.contains("only root or that user can rotate this log"),
+        "{stderr}"
+    );
+    assert_eq!(history(&log), 2, "no rotation by the user of root's log");
+    assert!(std::fs::metadata(&log).unwrap().len() > 1024 * 1024);
+}
