@@ -319,8 +319,11 @@ const PAIR: &str = r#"(?:"([^"\n]+)"|'([^'\n]+)'|([A-Za-z0-9_.\-]+))\s*[:=]\s*(?
 const FLAG_THEN_VALUE: &str =
     r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
 // `--flag value` inside one text (a shell command line passed as one argument).
-const FLAG_SPACE_VALUE: &str = r#"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.\-]*)[ \t]+(?:'([^'\n]*)'|"([^"\n]*)"|([^\s"',=\-][^\s"',]*))"#;
+const FLAG_SPACE_VALUE: &str = r#"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.\-]*)(?:[ \t]|\\\r?\n)+(?:'([^'\n]*)'|"([^"\n]*)"|([^\s"',=\-][^\s"',]*))"#;
 // `NAME=value` or `--name=value` inside a word.
+/// An unquoted YAML value on its own line (`  apiKey: sk-...`, `- TOKEN: ...`): host configs
+/// in YAML (Goose, Continue) and config text passed in an argument. Quoted values are `PAIR`'s.
+const YAML_PAIR: &str = r#"(?m)^[ \t]*(?:-[ \t]+)?([A-Za-z0-9_.\-]+)[ \t]*:[ \t]+([^\s"'#|>{\[&*!][^\n#]*?)[ \t]*(?:#[^\n]*)?$"#;
 const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',;]+)"#;
 const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
 const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;
@@ -365,7 +368,11 @@ static AUTH_SCHEME_RULE: ConfigTextRule = ConfigTextRule {
 };
 static FLAG_SPACE_VALUE_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(FLAG_SPACE_VALUE).ok()),
-    could_match: |text| text.contains('-') && text.contains([' ', '\t']),
+    could_match: |text| text.contains('-') && text.contains([' ', '\t', '\n']),
+};
+static YAML_PAIR_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(YAML_PAIR).ok()),
+    could_match: |text| text.contains(": ") || text.contains(":\t"),
 };
 static URL_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(URL).ok()),
@@ -391,6 +398,11 @@ fn masked_config_text(text: &str) -> Option<String> {
             let key = found.get(1).or(found.get(2)).or(found.get(3))?;
             let value = (4..=7).find_map(|group| found.get(group))?;
             (key_looks_secret(key.as_str()) || value_looks_secret(value.as_str())).then_some(value)
+        });
+    }
+    if let Some(yaml_pair) = YAML_PAIR_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, yaml_pair, |found| {
+            key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }
     if let Some(flag_then_value) = FLAG_THEN_VALUE_RULE.for_text(&masked)? {

@@ -221,6 +221,7 @@ fn a_config_rule_is_skipped_only_for_a_text_it_cannot_match() {
         "https://user:pass@host/p?q=1",
         "x://y",
         "server --api-key v1 --port 80",
+        "envs:\n  GITHUB_TOKEN: ghp_x\n",
         "-t\tabc",
         "-y",
         "@modelcontextprotocol/server-filesystem",
@@ -234,6 +235,7 @@ fn a_config_rule_is_skipped_only_for_a_text_it_cannot_match() {
         ("AUTH_SCHEME", &AUTH_SCHEME_RULE),
         ("URL", &URL_RULE),
         ("FLAG_SPACE_VALUE", &FLAG_SPACE_VALUE_RULE),
+        ("YAML_PAIR", &YAML_PAIR_RULE),
     ];
     let mut matched = std::collections::BTreeSet::new();
     for (name, rule) in rules {
