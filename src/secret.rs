@@ -320,10 +320,11 @@ const FLAG_THEN_VALUE: &str =
     r#""(--?[A-Za-z0-9_.\-]+)"\s*,(?:\s*\n[ +\-])?\s*"((?:[^"\\\n]|\\.)*)""#;
 // `--flag value` inside one text (a shell command line passed as one argument).
 const FLAG_SPACE_VALUE: &str = r#"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.\-]*)(?:[ \t]|\\\r?\n)+(?:'([^'\n]*)'|"([^"\n]*)"|([^\s"',=\-][^\s"',]*))"#;
+/// An unquoted YAML value on its own line (`  apiKey: sk-...`, `- TOKEN: ...`; a `#` starts a
+/// comment only after a space): config text passed to a server in an argument. Quoted values
+/// are `PAIR`'s.
+const YAML_PAIR: &str = r#"(?m)^[ \t]*(?:-[ \t]+)?([A-Za-z0-9_.\-]+)[ \t]*:[ \t]+([^\s"'#|>{\[&*!][^\r\n]*?)(?:[ \t]+#[^\r\n]*)?[ \t]*\r?$"#;
 // `NAME=value` or `--name=value` inside a word.
-/// An unquoted YAML value on its own line (`  apiKey: sk-...`, `- TOKEN: ...`): host configs
-/// in YAML (Goose, Continue) and config text passed in an argument. Quoted values are `PAIR`'s.
-const YAML_PAIR: &str = r#"(?m)^[ \t]*(?:-[ \t]+)?([A-Za-z0-9_.\-]+)[ \t]*:[ \t]+([^\s"'#|>{\[&*!][^\n#]*?)[ \t]*(?:#[^\n]*)?$"#;
 const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',;]+)"#;
 const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
 const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;

@@ -25,7 +25,6 @@ enum Next {
 /// `argv` with every credential masked; the program and the shape of each argument stay.
 pub fn mask_argv(argv: &[String]) -> Vec<String> {
     let mut next = Next::Plain;
-    let mysql = argv.iter().any(|arg| names_mysql(arg));
     argv.iter()
         .map(|arg| {
             let masked = match next {
@@ -35,43 +34,7 @@ pub fn mask_argv(argv: &[String]) -> Vec<String> {
                 _ => None,
             };
             next = Next::Plain;
-            // `-pSECRET` is a flag and its value at once: the next argument is not its value.
-            let attached = mysql && arg.len() > 2 && arg.starts_with("-p");
-            let masked = match masked {
-                Some(masked) => masked,
-                None if attached => arg.clone(),
-                None => mask_one(arg, &mut next),
-            };
-            if mysql {
-                attached_password_masked(&masked)
-            } else {
-                masked
-            }
-        })
-        .collect()
-}
-
-/// Whether `text` runs a MySQL or MariaDB client (`mysql`, `mysqldump`, `/usr/bin/mariadb`, a
-/// shell command line with one): they take a password attached to `-p` (`-pSECRET`).
-fn names_mysql(text: &str) -> bool {
-    text.split_whitespace().any(|word| {
-        let program = word.rsplit('/').next().unwrap_or(word);
-        program.starts_with("mysql") || program.starts_with("mariadb")
-    })
-}
-
-/// `text` with each word `-pVALUE` (a MySQL client's attached password) masked; the rest as
-/// it is.
-fn attached_password_masked(text: &str) -> String {
-    text.split_inclusive(char::is_whitespace)
-        .map(|piece| {
-            let word = piece.trim_end();
-            match word.strip_prefix("-p") {
-                Some(value) if !value.is_empty() && !value.contains("****") => {
-                    format!("-p{}{}", mask(value), &piece[word.len()..])
-                }
-                _ => piece.to_string(),
-            }
+            masked.unwrap_or_else(|| mask_one(arg, &mut next))
         })
         .collect()
 }
@@ -288,19 +251,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_attached_p_is_a_password_only_for_a_mysql_client_and_plain_yaml_stays() {
-        assert_eq!(
-            masked(&["tool", "-port", "8080", "-print"]),
-            ["tool", "-port", "8080", "-print"]
-        );
-        assert_eq!(
-            masked(&["mysql", "-uroot", "-pMyS3cretPw", "db"]),
-            ["mysql", "-uroot", "-p****", "db"]
-        );
+    fn plain_yaml_stays_and_a_masked_yaml_value_keeps_its_line_ending() {
         assert_eq!(
             masked(&["--config", "db:\n  user: me\n  port: 5432"]),
             ["--config", "db:\n  user: me\n  port: 5432"]
         );
+        let shown = masked(&["--config", "name: x\r\npassword: CrlfS3cretPw\r\nuser: me"]);
+        assert!(shown[1].ends_with("\r\nuser: me"), "{shown:?}");
+        assert!(!shown[1].contains("****\r\r"), "{shown:?}");
     }
 
     fn masked(args: &[&str]) -> Vec<String> {
@@ -311,8 +269,14 @@ mod tests {
     #[test]
     fn every_shape_a_credential_takes_is_masked() {
         let cases: [(&[&str], &str); 36] = [
-            (&["mysql", "-uroot", "-pMyS3cretPw", "db"], "MyS3cretPw"),
-            (&["sh", "-c", "mysqldump -pDumpS3cret db > x"], "DumpS3cret"),
+            (
+                &["--config", "name: x\npassword: Xy7#kLmNoPqRsTuV # note"],
+                "kLmNoPqRsTuV",
+            ),
+            (
+                &["--config", "name: x\r\npassword: CrlfS3cretPw\r\n"],
+                "CrlfS3cretPw",
+            ),
             (
                 &["-c", "server --api-key \\\n  ContinuedS3cret"],
                 "ContinuedS3cret",

@@ -562,7 +562,7 @@ impl<R: Resolve> Egress<R> {
                         self.record_close(open, None, Some(why.into())).await;
                     }
                     self.record_unrecorded_refusals().await;
-                self.record_unrecorded_connections(true).await;
+                    self.record_unrecorded_connections(true).await;
                     return;
                 }
             }
