@@ -27,6 +27,14 @@ pub fn mask_argv(argv: &[String]) -> Vec<String> {
     let mut next = Next::Plain;
     argv.iter()
         .map(|arg| {
+            // A flag's value is never a long flag: `mysql -p --api-key X` (a bare `-p` asks for
+            // the password) has X as `--api-key`'s value, not `--api-key` as `-p`'s.
+            if arg
+                .strip_prefix("--")
+                .is_some_and(|name| !name.is_empty() && looks_like_flag(name))
+            {
+                next = Next::Plain;
+            }
             let masked = match next {
                 Next::Secret => Some(mask(arg)),
                 Next::PasswordOrPort if !arg.bytes().all(|b| b.is_ascii_digit()) => Some(mask(arg)),
@@ -249,6 +257,19 @@ fn looks_like_token(segment: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_flag_is_never_the_value_of_the_flag_before_it() {
+        let shown = masked(&["mysql", "-p", "--api-key", "LongFlagS3cretValue"]);
+        assert_eq!(shown[2], "--api-key");
+        assert!(!shown[3].contains("FlagS3cret"), "{shown:?}");
+        assert_eq!(
+            masked(&["--token", "--verbose", "x"]),
+            ["--token", "--verbose", "x"]
+        );
+        // A password may start with one dash.
+        assert!(!masked(&["--password", "-dashS3cretPw"])[1].contains("dashS3cret"));
+    }
 
     #[test]
     fn plain_yaml_stays_and_a_masked_yaml_value_keeps_its_line_ending() {
