@@ -231,24 +231,42 @@ pub fn chain_of(log: &Path) -> std::io::Result<History> {
     Ok(History { rotated, log: file })
 }
 
-/// A rotated file ends with its `rotated` record, a short line: this much of its tail holds it.
-const LAST_LINE_AT_MOST: u64 = 16 * 1024;
+/// The last line of `file` (which is `end` bytes long, not empty) without its newline, and
+/// whether it is terminated: an unterminated one (a writer died mid-line, or a foreign write)
+/// gets the next record on a new line, and the chain links to the fragment.
+pub fn last_line(file: &File, end: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    const CHUNK: u64 = 8192;
+    let mut last_byte = [0u8; 1];
+    file.read_exact_at(&mut last_byte, end - 1)?;
+    let terminated = last_byte[0] == b'\n';
+    let line_end = if terminated { end - 1 } else { end };
+    // Read backwards until the newline before the last line (or the start of the file).
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    let mut position = line_end;
+    'outer: while position > 0 {
+        let start = position.saturating_sub(CHUNK);
+        let mut chunk = vec![0u8; usize::try_from(position - start).unwrap_or(0)];
+        file.read_exact_at(&mut chunk, start)?;
+        if let Some(newline) = chunk.iter().rposition(|b| *b == b'\n') {
+            chunks.push(chunk.split_off(newline + 1));
+            break 'outer;
+        }
+        chunks.push(chunk);
+        position = start;
+    }
+    let line: Vec<u8> = chunks.into_iter().rev().flatten().collect();
+    Ok((line, terminated))
+}
 
-/// The hash of the last line of `file` when it is a terminated line of at most
-/// [`LAST_LINE_AT_MOST`] bytes (a rotated file's `rotated` record).
+/// The hash of the last line of `file` when that line is terminated (a rotated file's
+/// `rotated` record).
 fn last_line_hash(file: &File) -> std::io::Result<Option<LineHash>> {
     let length = file.metadata()?.len();
-    let start = length.saturating_sub(LAST_LINE_AT_MOST + 1);
-    let mut tail = vec![0u8; usize::try_from(length - start).unwrap_or(0)];
-    file.read_exact_at(&mut tail, start)?;
-    let Some(body) = tail.strip_suffix(b"\n") else {
+    if length == 0 {
         return Ok(None);
-    };
-    Ok(match body.iter().rposition(|b| *b == b'\n') {
-        Some(newline) => Some(chain::line_hash(&body[newline + 1..])),
-        None if start == 0 => Some(chain::line_hash(body)),
-        None => None,
-    })
+    }
+    let (line, terminated) = last_line(file, length)?;
+    Ok(terminated.then(|| chain::line_hash(&line)))
 }
 
 /// Whether `name` has the shape of a rotated file of `log` (`<stem>.<date><extension>`).

@@ -142,33 +142,6 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> AuditError + '_ {
     }
 }
 
-/// The last line of `file` (which is `end` bytes long, not empty) without its newline, and
-/// whether it is terminated: an unterminated one (a writer died mid-line, or a foreign write)
-/// gets the next record on a new line, and the chain links to the fragment.
-fn last_line(file: &File, end: u64) -> std::io::Result<(Vec<u8>, bool)> {
-    const CHUNK: u64 = 8192;
-    let mut last_byte = [0u8; 1];
-    file.read_exact_at(&mut last_byte, end - 1)?;
-    let terminated = last_byte[0] == b'\n';
-    let line_end = if terminated { end - 1 } else { end };
-    // Read backwards until the newline before the last line (or the start of the file).
-    let mut chunks: Vec<Vec<u8>> = Vec::new();
-    let mut position = line_end;
-    'outer: while position > 0 {
-        let start = position.saturating_sub(CHUNK);
-        let mut chunk = vec![0u8; usize::try_from(position - start).unwrap_or(0)];
-        file.read_exact_at(&mut chunk, start)?;
-        if let Some(newline) = chunk.iter().rposition(|b| *b == b'\n') {
-            chunks.push(chunk.split_off(newline + 1));
-            break 'outer;
-        }
-        chunks.push(chunk);
-        position = start;
-    }
-    let line: Vec<u8> = chunks.into_iter().rev().flatten().collect();
-    Ok((line, terminated))
-}
-
 /// Opens the log at `path` for appending (creating it, mode 0600) and its checkpoint. `None`
 /// when the log is not a regular file (a pipe or a device: no lock, no checkpoint).
 fn open_log_files(path: &Path) -> Result<(File, Option<File>), AuditError> {
@@ -269,7 +242,8 @@ impl SharedFile {
             if end == 0 {
                 return Ok((end, GENESIS, false));
             }
-            let (line, terminated) = last_line(&self.file, end).map_err(write_error(&self.path))?;
+            let (line, terminated) =
+                rotate::last_line(&self.file, end).map_err(write_error(&self.path))?;
             let hash = chain::line_hash(&line);
             if !(terminated && rotate::is_rotation_marker(&line)) {
                 return Ok((end, hash, !terminated));

@@ -18,6 +18,16 @@ fn event(server: &str) -> Event {
     event
 }
 
+/// `records` records of server `a` written to `log` by one airlock process that rotates it
+/// as `rotation` says.
+fn write_rotating(log: &Path, rotation: Rotation, records: usize) {
+    let mut writer = AuditLog::open_file(log).unwrap();
+    writer.rotate_at(rotation);
+    for _ in 0..records {
+        writer.record(event("a")).unwrap();
+    }
+}
+
 /// The rotated files beside `log`, oldest first.
 fn rotated(log: &Path) -> Vec<PathBuf> {
     let names = std::fs::read_dir(log.parent().unwrap())
@@ -73,12 +83,7 @@ fn assert_one_chain(files: &[PathBuf]) {
 fn a_full_file_is_rotated_and_its_chain_goes_on_in_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("audit.jsonl");
-    let mut log = AuditLog::open_file(&log_path).unwrap();
-    log.rotate_at(rotation(2_000, 0));
-    for _ in 0..30 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(&log_path, rotation(2_000, 0), 30);
     let mut files = rotated(&log_path);
     assert!(files.len() >= 3, "{files:?}");
     for file in &files {
@@ -133,12 +138,7 @@ fn another_writer_follows_the_rotation_and_nothing_lands_after_it() {
 fn only_keep_rotated_files_are_kept_with_their_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("audit.jsonl");
-    let mut log = AuditLog::open_file(&log_path).unwrap();
-    log.rotate_at(rotation(1_000, 2));
-    for _ in 0..30 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(&log_path, rotation(1_000, 2), 30);
     let files = rotated(&log_path);
     assert_eq!(files.len(), 2, "{files:?}");
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
@@ -170,12 +170,7 @@ fn a_rotation_that_cannot_start_leaves_the_log_whole_and_growing() {
     let log_path = dir.path().join("audit.jsonl");
     // Where the next file would be prepared, something that is not a file.
     std::fs::create_dir_all(rotate::staging_path(&log_path).join("in-the-way")).unwrap();
-    let mut log = AuditLog::open_file(&log_path).unwrap();
-    log.rotate_at(rotation(1_000, 0));
-    for _ in 0..10 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(&log_path, rotation(1_000, 0), 10);
     assert!(rotated(&log_path).is_empty());
     let bytes = std::fs::read(&log_path).unwrap();
     let checkpoint =
@@ -188,12 +183,7 @@ fn a_rotation_that_cannot_start_leaves_the_log_whole_and_growing() {
 /// closed file still at the log's path, the prepared file and checkpoint under their hidden
 /// names. Returns the closed file's dated name.
 fn stop_a_rotation_half_way(log_path: &Path) -> PathBuf {
-    let mut log = AuditLog::open_file(log_path).unwrap();
-    log.rotate_at(rotation(1_000, 0));
-    for _ in 0..5 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(log_path, rotation(1_000, 0), 5);
     // The newest rotated file: the one the log goes on from.
     let closed = rotated(log_path).pop().unwrap();
     let staged = rotate::staging_path(log_path);
@@ -264,12 +254,7 @@ fn only_the_logs_chain_counts_as_history_for_retention() {
     for file in &planted {
         std::fs::write(file, "{\"event\":\"decision\"}\n").unwrap();
     }
-    let mut log = AuditLog::open_file(&log_path).unwrap();
-    log.rotate_at(rotation(1_000, 2));
-    for _ in 0..20 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(&log_path, rotation(1_000, 2), 20);
     assert!(
         planted.iter().all(|file| file.exists()),
         "not ours to delete"
@@ -314,12 +299,7 @@ fn a_log_reached_through_a_link_is_rotated_beside_its_file() {
     let link = dir.path().join("audit.jsonl");
     std::fs::write(&real, "").unwrap();
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let mut log = AuditLog::open_file(&link).unwrap();
-    log.rotate_at(rotation(1_000, 0));
-    for _ in 0..8 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(&link, rotation(1_000, 0), 8);
     assert!(
         std::fs::symlink_metadata(&link)
             .unwrap()
@@ -373,12 +353,7 @@ fn the_new_file_keeps_the_owner_and_mode_of_the_one_it_replaces() {
 fn verify_refuses_a_record_after_a_files_rotated_record() {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("audit.jsonl");
-    let mut log = AuditLog::open_file(&log_path).unwrap();
-    log.rotate_at(rotation(1_000, 0));
-    for _ in 0..5 {
-        log.record(event("a")).unwrap();
-    }
-    drop(log);
+    write_rotating(&log_path, rotation(1_000, 0), 5);
     let closed = rotated(&log_path).remove(0);
     let lines = std::fs::read_to_string(&closed).unwrap();
     let last = lines.lines().last().unwrap();
