@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{Client, Mode, Setup, fixture, processes_with, start, wait_until};
 
 /// A label for the first server that no other process on the machine has in its command line.
@@ -296,4 +296,89 @@ fn a_reload_that_changes_nothing_keeps_a_server_with_its_own_sandbox_block() {
         .filter(|event| event["event"] == "spawn")
         .count();
     assert_eq!(spawns, 1, "{:#?}", world.audit());
+}
+
+#[test]
+fn a_reload_sets_how_the_audit_log_rotates_and_never_moves_it() {
+    let setup = Setup::fixture("").policy("[audit]\nrotate_mb = 0\n");
+    let (world, mut client) = start(Mode::Serve, setup);
+    client.initialize("2025-06-18");
+    // About 4.6 KB of records a call: 250 calls pass 1 MiB, with rotation off.
+    let text = "r".repeat(4000);
+    let echo = |client: &mut Client, id: i64| {
+        let answer = client.call(id, "fixture__echo", json!({ "text": text }));
+        assert!(Client::text(&answer).contains(&text), "call {id}: {answer}");
+    };
+    for id in 1..=250 {
+        echo(&mut client, id);
+    }
+    let log = world.path("audit.jsonl");
+    let rotated = || {
+        std::fs::read_dir(world.path(""))
+            .unwrap()
+            .filter_map(|entry| entry.unwrap().file_name().into_string().ok())
+            .filter(|name| name.starts_with("audit.2") && name.ends_with(".jsonl"))
+            .count()
+    };
+    assert!(std::fs::metadata(&log).unwrap().len() > 1024 * 1024);
+    assert_eq!(rotated(), 0);
+
+    // The reloaded policy rotates at 1 MiB: the next call's records rotate the file.
+    let policy = world.path("policy.toml");
+    let text_of_policy = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(
+        &policy,
+        text_of_policy.replace("rotate_mb = 0", "rotate_mb = 1"),
+    )
+    .unwrap();
+    let out = world.command(&["reload"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    echo(&mut client, 251);
+    assert!(
+        wait_until(Duration::from_secs(5), || rotated() == 1),
+        "the reloaded rotate_mb was not applied: {} rotated file(s)",
+        rotated()
+    );
+
+    // An org policy that pins the log elsewhere: the reload is refused whole and says how to
+    // move it; the gateway goes on writing its log.
+    let elsewhere = world.path("elsewhere.jsonl");
+    std::fs::write(
+        world.path("org/policy.toml"),
+        format!(
+            "version = 1\n[audit]\npath = {:?}\n[tools]\ndeny = [\"mcp:fixture__echo\"]\n",
+            elsewhere.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = world.command(&["reload"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("cannot move the audit log") && said.contains("restart `airlock serve`"),
+        "{said}"
+    );
+    // Nothing of that policy is in force: echo is still allowed, and audited where it was.
+    echo(&mut client, 252);
+    client.close_stdin();
+    client.wait(Duration::from_secs(10)).expect("exits");
+    assert!(!elsewhere.exists());
+    let decided: Vec<Value> = world
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "decision" && e["request_id"] == 252)
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["decision"], "allow", "{decided:?}");
+    let verify = world
+        .command(&["audit", "verify", "--all", &log.display().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 }

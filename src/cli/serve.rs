@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::CliError;
 use super::session::{SessionOptions, host_stdio, open_audit, policy_event};
-use crate::audit::Redactor;
+use crate::audit::{AuditTarget, Redactor, resolve_target};
 use crate::config::{Config, ConfigFormat, StartMode, Transport};
 use crate::gateway::control::ControlSocket;
 use crate::gateway::remote::{Launch, RemoteTarget};
@@ -233,6 +233,9 @@ struct FileReloader {
     /// reload that cannot read it.
     config_given: bool,
     policy: Option<String>,
+    /// `--audit` as given, to resolve the reloaded policy's audit target as the start did.
+    audit_flag: Option<String>,
+    /// Where the running gateway writes its audit log (`None`: stderr).
     audit_path: Option<PathBuf>,
     max_line_bytes: usize,
 }
@@ -253,6 +256,11 @@ impl Reloader for FileReloader {
         }
         let policy = super::active_policy::load_active(self.policy.clone(), Some(&config))
             .map_err(|err| ReloadError(err.to_string()))?;
+        audit_stays_put(
+            self.audit_flag.as_deref(),
+            &policy,
+            self.audit_path.as_deref(),
+        )?;
         let loaded = assemble(
             config,
             policy,
@@ -283,6 +291,34 @@ impl Reloader for FileReloader {
             kill_timeout: loaded.kill_timeout,
         })
     }
+}
+
+/// A reload cannot move the audit log (the gateway goes on writing where it started), so a
+/// policy that would put it elsewhere is refused whole: taking the rest of it would put a policy
+/// in force, and its digest in the log, whose `audit.path` is not what the gateway does.
+fn audit_stays_put(
+    flag: Option<&str>,
+    policy: &Policy,
+    running: Option<&Path>,
+) -> Result<(), ReloadError> {
+    let shown = |path: Option<&Path>| {
+        path.map_or_else(|| "stderr".to_string(), |p| p.display().to_string())
+    };
+    let fix = "a reload cannot move the audit log. Fix: restart `airlock serve` to write it there, or put `audit.path` back";
+    let target = resolve_target(flag, &policy.audit, &EnvVars::from_process())
+        .map_err(|err| ReloadError(format!("{err}; {fix}")))?;
+    let wanted = match &target {
+        AuditTarget::File(path) => Some(path.as_path()),
+        AuditTarget::Stderr => None,
+    };
+    if wanted == running {
+        return Ok(());
+    }
+    Err(ReloadError(format!(
+        "the reloaded policy puts the audit log at {}, and this gateway writes {}: {fix}",
+        shown(wanted),
+        shown(running)
+    )))
 }
 
 /// The config's `[http]` section (none in a host's JSON file), validated as `serve` does.
@@ -379,6 +415,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
         config: loaded.config.path.clone(),
         config_given: args.config.is_some(),
         policy: args.session.policy.clone(),
+        audit_flag: args.session.audit.clone(),
         audit_path,
         max_line_bytes,
     };

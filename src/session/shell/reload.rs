@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Loop, ShellError};
+use crate::audit::rotate::Rotation;
 use crate::audit::{Event, EventKind};
 
 impl<HR, HW> Loop<HR, HW>
@@ -54,6 +55,13 @@ where
             }
         };
         self.audit.record(plan.policy_event)?;
+        // The log stays where it is (the reloader refuses a policy that moves it); how large
+        // its files grow and how many are kept follow the reloaded policy.
+        let audit = &plan.policy.audit;
+        self.audit.rotate_at(Rotation::from_policy(
+            audit.rotate_mb.value,
+            audit.keep_rotated.value,
+        ));
         self.kill_timeout = self.kill_timeout.max(plan.kill_timeout);
         let summary = self
             .core
