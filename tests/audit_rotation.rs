@@ -258,6 +258,49 @@ fn following_the_log_misses_no_file_however_fast_it_rotates() {
     assert_eq!(ids, (1..=200).collect::<Vec<u64>>());
 }
 
+/// `airlock audit -f` given a rotated file (as a user picks one from `ls`) shows that file and
+/// then the files that came after it, into the live log, instead of waiting at its end.
+#[test]
+fn following_a_rotated_file_goes_on_into_the_files_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    rotating_policy(dir.path(), 0);
+    let (answered, code, stderr) = session_with(dir.path(), &[], 40, big_arguments());
+    assert_eq!((answered, code), (40, Some(0)), "{stderr}");
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("audit.2") && name.ends_with(".jsonl")
+        })
+        .collect();
+    rotated.sort();
+    assert!(rotated.len() >= 2, "{rotated:?}");
+    let (mut follower, received) = follow(&rotated[0], Stdio::piped());
+    // A later session, written to the live log only.
+    let (answered, code, stderr) = session(dir.path(), &[], 3);
+    assert_eq!((answered, code), (3, Some(0)), "{stderr}");
+    let mut records = Vec::new();
+    while let Ok(record) = received.recv_timeout(std::time::Duration::from_secs(5)) {
+        records.push(record);
+        if records.len() == 43 {
+            break;
+        }
+    }
+    let _ = follower.kill();
+    let output = follower.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    let ids: Vec<u64> = records
+        .iter()
+        .map(|record| record["request_id"].as_u64().unwrap())
+        .collect();
+    // The first file's own calls, then every later one, the later session's last.
+    assert_eq!(ids.first(), Some(&1), "{ids:?} {said}");
+    assert_eq!(&ids[ids.len() - 3..], &[1, 2, 3], "{ids:?} {said}");
+    assert_eq!(ids.len(), 43, "{ids:?} {said}");
+    assert!(!said.contains("half-way"), "{said}");
+}
+
 /// A follower that falls behind by more than `keep_rotated` files (stopped, or piped into a
 /// pager) finds the files it had not read deleted: it says so and goes on with the oldest file
 /// kept, instead of waiting for ever for a file that will not come.

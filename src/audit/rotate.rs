@@ -270,7 +270,7 @@ fn last_line_hash(file: &File) -> std::io::Result<Option<LineHash>> {
 }
 
 /// Whether `name` has the shape of a rotated file of `log` (`<stem>.<date><extension>`).
-fn is_rotated_name(log: &Path, name: &str) -> bool {
+pub fn is_rotated_name(log: &Path, name: &str) -> bool {
     let Some(log_name) = log.file_name().and_then(|n| n.to_str()) else {
         return false;
     };

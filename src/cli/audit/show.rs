@@ -92,8 +92,10 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     // Where the log (the last file read) was read up to.
     let mut offset = 0u64;
     let mut followed = None;
-    // The last file read ended with this `rotated` record (a rotation half-way).
+    // The last file read ended with this `rotated` record (a rotation half-way, or a rotated
+    // file named on the command line): the name it was renamed to, and the log that goes on.
     let mut closed_as = None;
+    let mut continues_in = None;
     for entry in files_of(&path)? {
         let Some((file_path, file)) = open_in_turn(entry)? else {
             continue;
@@ -113,9 +115,13 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
             let Some(record) = parse(line.trim_ascii_end(), &mut skipped) else {
                 continue;
             };
-            closed_as = (record["event"] == "rotated")
-                .then(|| record["detail"]["renamed_to"].as_str().map(str::to_string))
-                .flatten();
+            let rotated = record["event"] == "rotated";
+            let detail = |key: &str| {
+                rotated
+                    .then(|| record["detail"][key].as_str().map(str::to_string))
+                    .flatten()
+            };
+            (closed_as, continues_in) = (detail("renamed_to"), detail("continues_in"));
             if !filter.matches(&record) {
                 continue;
             }
@@ -153,9 +159,32 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     if args.follow
         && let Some(file) = followed
     {
-        follow(&path, file, offset, closed_as, &filter, args.json)?;
+        // A rotated file named on the command line is followed on into its log's later files.
+        let log = closed_as
+            .as_deref()
+            .zip(continues_in.as_deref())
+            .and_then(|(renamed_to, continues_in)| log_of_rotated(&path, renamed_to, continues_in))
+            .unwrap_or(path);
+        follow(&log, file, offset, closed_as, &filter, args.json)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The log that the rotated file `given` belongs to, when `given` is one: its last record,
+/// `rotated`, says it was renamed to `given`'s own name and that the log goes on in
+/// `continues_in` beside it; and that name is a rotated name of that log.
+fn log_of_rotated(given: &Path, renamed_to: &str, continues_in: &str) -> Option<PathBuf> {
+    if given.file_name()?.to_str()? != renamed_to {
+        return None;
+    }
+    // A name in the same directory, nothing else: the record is text anyone who could write
+    // the log chose.
+    let plain = !continues_in.is_empty()
+        && !continues_in.contains('/')
+        && continues_in != "."
+        && continues_in != "..";
+    let log = given.with_file_name(continues_in);
+    (plain && crate::audit::rotate::is_rotated_name(&log, renamed_to)).then_some(log)
 }
 
 /// Polls `file` (the log as `show` opened it) for new complete lines from `offset` on, forever.
@@ -381,4 +410,29 @@ pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rotated_file_leads_to_its_log_beside_it_and_nowhere_else() {
+        let rotated = Path::new("/logs/audit.2026-11-29T16-40-12.123456Z.jsonl");
+        let name = "audit.2026-11-29T16-40-12.123456Z.jsonl";
+        assert_eq!(
+            log_of_rotated(rotated, name, "audit.jsonl"),
+            Some(PathBuf::from("/logs/audit.jsonl"))
+        );
+        // The record must name this very file, and a log whose rotated name it is.
+        assert_eq!(
+            log_of_rotated(Path::new("/logs/audit.jsonl"), name, "audit.jsonl"),
+            None
+        );
+        assert_eq!(log_of_rotated(rotated, name, "other.jsonl"), None);
+        // The record is text anyone who could write the log chose: no other directory.
+        for forged in ["../audit.jsonl", "/etc/audit.jsonl", "..", ".", ""] {
+            assert_eq!(log_of_rotated(rotated, name, forged), None, "{forged}");
+        }
+    }
 }
