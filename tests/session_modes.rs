@@ -65,6 +65,7 @@ both_modes!(
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
     a_path_through_a_process_handle_fails_closed,
+    the_gate_reads_a_value_as_a_server_cleans_it,
     a_granted_path_that_does_not_exist_is_named_not_silently_dropped,
     a_server_that_dies_at_start_is_told_with_its_last_stderr_line,
     the_audit_log_rotates_at_its_size_and_its_chain_goes_on,

@@ -69,6 +69,22 @@ impl Glob {
             Glob::Wildcard(tokens) => wildcard_match(tokens, name),
         }
     }
+
+    /// The glob with its text lowercased: it matches lowercased names regardless of case.
+    pub fn lowercased(&self) -> Glob {
+        match self {
+            Glob::Literal(text) => Glob::Literal(text.to_lowercase()),
+            Glob::Wildcard(tokens) => Glob::Wildcard(
+                tokens
+                    .iter()
+                    .map(|token| match token {
+                        GlobToken::Text(text) => GlobToken::Text(text.to_lowercase()),
+                        other => other.clone(),
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Iterative glob matching with a single backtrack point (the last `*`): linear in practice and
@@ -149,6 +165,14 @@ fn is_name_char(c: char) -> bool {
 }
 
 impl ToolPattern {
+    /// The pattern lowercased, for matching lowercased names ([`Glob::lowercased`]).
+    pub fn lowercased(&self) -> ToolPattern {
+        ToolPattern {
+            server: self.server.lowercased(),
+            tool: self.tool.lowercased(),
+        }
+    }
+
     /// Parses `mcp:<server>[__<tool>]` or `mcp__<server>[__<tool>]`.
     pub fn parse(text: &str) -> Result<ToolPattern, PatternError> {
         let body = text

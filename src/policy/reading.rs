@@ -52,23 +52,68 @@ pub struct Reading {
 /// Every way a server could read `raw` as a path, resolved against `context`.
 pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
     let mut readings: Vec<Reading> = Vec::new();
+    for (value, cleaned) in cleaned_values(raw) {
+        read_value(&value, cleaned, context, &mut readings);
+    }
+    readings
+}
+
+/// `raw`, and what servers make of it before they read it (`Some` says what was done): trimmed
+/// of the spaces and control characters around it (Python's `strip()`, JavaScript's `trim()`),
+/// and what a WHATWG URL parser reads (C0 controls and spaces trimmed, tabs and line breaks
+/// taken out anywhere: Python's `urlsplit`, Node's `URL`), which makes `" fi\tle:///etc/x"` a
+/// `file:` URL.
+fn cleaned_values(raw: &str) -> Vec<(String, Option<&'static str>)> {
+    let mut values = vec![(raw.to_string(), None)];
+    let mut add = |value: String, what: &'static str| {
+        if !values.iter().any(|(seen, _)| *seen == value) {
+            values.push((value, Some(what)));
+        }
+    };
+    add(
+        raw.trim_matches(|c: char| c.is_whitespace() || c.is_control())
+            .to_string(),
+        "trimmed of the spaces and control characters around it",
+    );
+    add(
+        raw.trim_matches(|c: char| c <= ' ')
+            .chars()
+            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+            .collect(),
+        "as a URL parser cleans it (controls around it, tabs and line breaks in it taken out)",
+    );
+    values
+}
+
+/// The readings of one value (`raw` or a cleaned form of it, `cleaned` saying how), added to
+/// `readings` unless one resolves to the same path already.
+fn read_value(
+    raw: &str,
+    cleaned: Option<&str>,
+    context: &PathContext,
+    readings: &mut Vec<Reading>,
+) {
     let mut push = |reading: Reading| {
         if !readings.iter().any(|r| r.resolved == reading.resolved) {
             readings.push(reading);
         }
     };
-    let (path, source) = if has_scheme(raw, "file") {
+    let (path, kind) = if has_scheme(raw, "file") {
         match file_url_path(raw) {
             Ok(path) => (path, "file: URL"),
             Err(why) => {
                 push(unresolved(&why.to_string()));
-                return readings;
+                return;
             }
         }
     } else {
         (raw, "as written")
     };
-    for (candidate, how) in spellings(path, source) {
+    let source = match cleaned {
+        Some(what) => format!("{kind}, {what}"),
+        None => kind.to_string(),
+    };
+    for (candidate, how) in spellings(path, &source) {
         let Some(candidate) = candidate else {
             push(unresolved("bytes that do not decode to a path"));
             continue;
@@ -86,6 +131,18 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
             }
         };
         read_as(resolve(&candidate, context, &how));
+        // Most servers never expand `~` (Python's `abspath`, Node's `path.resolve`): to them
+        // `~/../secret` is `secret` in their working directory.
+        if candidate.starts_with('~')
+            && let Some(cwd) = &context.cwd
+        {
+            read_as(against_dir(
+                &candidate,
+                cwd,
+                &how,
+                "the server's working directory, with `~` a directory's name, as a server that does not expand it reads it",
+            ));
+        }
         if is_relative(&candidate) {
             if let Some(home) = &context.fallback_cwd {
                 read_as(against_dir(
@@ -105,7 +162,6 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
             }
         }
     }
-    readings
 }
 
 /// Whether a reading names what a process has open (its `cwd`, `root`, `fd/N`, its own
@@ -126,8 +182,9 @@ pub fn names_a_process_handle(path: &str) -> bool {
     }
 }
 
+/// Relative to a directory, for a server that reads it so: `~/x` too, when `~` is not expanded.
 fn is_relative(path: &str) -> bool {
-    !path.starts_with('~') && !Path::new(path).is_absolute()
+    !Path::new(path).is_absolute()
 }
 
 /// A relative path read against another directory the server may read it from (`what` it is).
@@ -206,6 +263,7 @@ pub fn file_url_to_path(raw: &str) -> Option<PathBuf> {
 /// WHATWG parser gives (dot segments removed before decoding, query and fragment dropped). `None`
 /// where decoding does not give text.
 fn spellings(path: &str, source: &str) -> Vec<(Option<String>, String)> {
+    let url = source.starts_with("file: URL");
     let mut out = vec![(Some(path.to_string()), source.to_string())];
     // No path holds a NUL: a server in C (or any that passes the value to the kernel as a C
     // string) reads up to it, so `/secret/key\0/../../open` is `/secret/key` there.
@@ -225,9 +283,7 @@ fn spellings(path: &str, source: &str) -> Vec<(Option<String>, String)> {
             format!("{source}, dot segments removed, then percent-decoded"),
         ));
     }
-    if source == "file: URL"
-        && let Some(end) = path.find(['?', '#'])
-    {
+    if url && let Some(end) = path.find(['?', '#']) {
         out.push((decode(&path[..end]), format!("{source}, without query")));
     }
     out
@@ -333,9 +389,64 @@ mod tests {
             readings,
             vec![some("/work/notes/secret/k"), some("/srv/given/secret/k")]
         );
-        // Absolute and `~` paths have one base already.
+        // An absolute path has one base already; `~/x` is the server's HOME, or a directory
+        // named `~` where the server reads relative paths.
         assert_eq!(read_path("/etc/x", &context).len(), 1);
-        assert_eq!(read_path("~/x", &context).len(), 1);
+        let readings: Vec<Option<String>> = read_path("~/x", &context)
+            .into_iter()
+            .map(|r| r.resolved)
+            .collect();
+        assert_eq!(
+            readings,
+            vec![
+                some("/state/servers/fs/home/x"),
+                some("/work/notes/~/x"),
+                some("/srv/given/~/x")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_server_that_does_not_expand_tilde_is_read_too() {
+        // Python's abspath and Node's path.resolve: `~` is a directory name, `..` takes it off.
+        let readings = resolved("~/../secret/key");
+        assert!(
+            readings.contains(&some("/work/notes/secret/key")),
+            "{readings:?}"
+        );
+        // Another user's home cannot be read here, and fails closed; as a name it is read too.
+        let readings = resolved("~root/../secret/key");
+        assert!(readings.contains(&None), "{readings:?}");
+        assert!(
+            readings.contains(&some("/work/notes/secret/key")),
+            "{readings:?}"
+        );
+    }
+
+    #[test]
+    fn what_a_server_cleans_off_a_value_is_cleaned_off_here_too() {
+        // A URL parser trims controls and spaces around a URL and takes out tabs and line
+        // breaks anywhere in it; a server may trim a plain path.
+        for raw in [
+            " file:///etc/passwd",
+            "\u{1}file:///etc/passwd",
+            "fi\tle:///etc/passwd",
+            "file:///etc/pa\nsswd",
+            "file:///etc/pa\r\nss\twd\u{0}",
+            " /etc/passwd\u{a0}",
+            "\t/etc/passwd\n",
+        ] {
+            let readings = resolved(raw);
+            assert!(
+                readings.contains(&some("/etc/passwd")),
+                "{raw:?}: {readings:?}"
+            );
+        }
+        let reading = read_path(" file:///etc/passwd", &context())
+            .into_iter()
+            .find(|r| r.resolved == some("/etc/passwd"))
+            .unwrap();
+        assert!(reading.how.contains("file: URL, trimmed"), "{reading:?}");
     }
 
     #[test]

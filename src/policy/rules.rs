@@ -8,6 +8,7 @@
 //! server by literal tool name, so a decision touches only the handful of rules that can match
 //! instead of scanning all of them (`benches/decide.rs` measures 1,000 rules).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -149,7 +150,46 @@ impl Condition {
         action: Action,
         context: &PathContext,
     ) -> (bool, ArgumentTrace) {
-        let entries = match arguments.and_then(Value::as_object) {
+        let as_sent = self.evaluate_in(arguments.and_then(Value::as_object), action, context);
+        // `arguments` sent as a string holding a JSON object, as function-calling APIs send
+        // them: a server that decodes it reads those arguments, so a `deny`/`ask` rule judges
+        // them too (an `allow` rule judges what was sent, where the argument is absent).
+        let Some(Value::String(text)) = arguments else {
+            return as_sent;
+        };
+        if action == Action::Allow || as_sent.0 {
+            return as_sent;
+        }
+        let said = "`arguments` is a string holding a JSON object; judged as that object, which a server may decode";
+        match value_texts::lenient_json(text, '{') {
+            value_texts::Lenient::Read(Value::Object(decoded)) => {
+                let (holds, mut trace) = self.evaluate_in(Some(&decoded), action, context);
+                trace.note = Some(match trace.note.take() {
+                    Some(note) => format!("{said}: {note}"),
+                    None => said.to_string(),
+                });
+                (holds, trace)
+            }
+            value_texts::Lenient::Unreadable => {
+                let (_, mut trace) = as_sent;
+                trace.note = Some(
+                    "`arguments` is a string that a server may decode as JSON, past what airlock can read"
+                        .to_string(),
+                );
+                (true, trace)
+            }
+            value_texts::Lenient::Read(_) | value_texts::Lenient::NotJson => as_sent,
+        }
+    }
+
+    /// [`Condition::evaluate`] on arguments that are an object (`None`: not one, or absent).
+    fn evaluate_in(
+        &self,
+        arguments: Option<&serde_json::Map<String, Value>>,
+        action: Action,
+        context: &PathContext,
+    ) -> (bool, ArgumentTrace) {
+        let entries = match arguments {
             Some(map) => keys::entries_read_as(map, &self.argument),
             None => Vec::new(),
         };
@@ -178,11 +218,8 @@ impl Condition {
             }
             Some(value) => value_texts::texts(value, self.normalize_path, action != Action::Allow),
         };
-        if read.unreadable {
-            trace.note = Some(
-                "a string that a lenient server reads as a list, past what airlock can read (nested too deep, a number too large)"
-                    .to_string(),
-            );
+        if let Some(why) = read.unreadable {
+            trace.note = Some(why.to_string());
             return (action != Action::Allow, trace);
         }
         let texts = read.texts;
@@ -307,12 +344,13 @@ fn glob_regex(glob: &Glob) -> String {
 }
 
 impl WildcardServers {
-    fn build(positions: Vec<u32>, entries: &[ToolEntry]) -> WildcardServers {
+    /// `patterns` by entry position: the entries' own, or lowercased in a slot that folds case.
+    fn build(positions: Vec<u32>, patterns: &[ToolPattern]) -> WildcardServers {
         if positions.is_empty() {
             return WildcardServers::default();
         }
         let patterns = positions.iter().map(|&p| {
-            let pattern = &entries[p as usize].pattern;
+            let pattern = &patterns[p as usize];
             format!(
                 "^{}\\x00{}$",
                 glob_regex(&pattern.server),
@@ -324,10 +362,10 @@ impl WildcardServers {
     }
 
     /// Positions (ascending) whose pattern matches the call.
-    fn matching(&self, call: &Call<'_>) -> Vec<u32> {
+    fn matching(&self, server: &str, tool: &str) -> Vec<u32> {
         match &self.set {
             Some(set) => {
-                let haystack = format!("{}\0{}", call.server, call.tool);
+                let haystack = format!("{server}\0{tool}");
                 set.matches(&haystack)
                     .iter()
                     .map(|i| self.positions[i])
@@ -342,6 +380,8 @@ impl WildcardServers {
 #[derive(Debug, Clone)]
 pub struct ToolRules {
     entries: Vec<ToolEntry>,
+    /// Each entry's pattern as it is matched: a deny's lowercased ([`folds_case`]).
+    patterns: Vec<ToolPattern>,
     /// Indexed by [`slot`]: allow, ask, deny, and narrowing-only ask.
     index: [ActionIndex; 4],
     default: Sourced<Action>,
@@ -351,6 +391,26 @@ const ALLOW: usize = 0;
 const ASK: usize = 1;
 const DENY: usize = 2;
 const NARROWING_ASK: usize = 3;
+
+/// Whether the rules of `slot` match names regardless of case. A deny does: `*exec*` is meant
+/// for `runExec` too, and a server picks its tools' names. Matching more can only refuse more.
+/// An allow or ask matches exactly: an ask that matched more could turn a default deny into a
+/// question.
+fn folds_case(slot: usize) -> bool {
+    slot == DENY
+}
+
+/// A call's server and tool names as the rules of `slot` compare them.
+fn names_for<'a>(slot: usize, server: &'a str, tool: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
+    if folds_case(slot) {
+        (
+            Cow::Owned(server.to_lowercase()),
+            Cow::Owned(tool.to_lowercase()),
+        )
+    } else {
+        (Cow::Borrowed(server), Cow::Borrowed(tool))
+    }
+}
 
 fn slot(entry: &ToolEntry) -> usize {
     match (entry.action, entry.only_narrows) {
@@ -365,16 +425,23 @@ impl ToolRules {
     pub fn new(entries: Vec<ToolEntry>, default: Sourced<Action>) -> ToolRules {
         let mut index: [ActionIndex; 4] = Default::default();
         let mut wildcard_positions: [Vec<u32>; 4] = Default::default();
-        for (position, entry) in entries.iter().enumerate() {
+        let patterns: Vec<ToolPattern> = entries
+            .iter()
+            .map(|entry| match folds_case(slot(entry)) {
+                true => entry.pattern.lowercased(),
+                false => entry.pattern.clone(),
+            })
+            .collect();
+        for (position, (entry, pattern)) in entries.iter().zip(&patterns).enumerate() {
             let Ok(position) = u32::try_from(position) else {
                 break;
             };
             let slot = &mut index[slot(entry)];
-            match entry.pattern.server.literal() {
+            match pattern.server.literal() {
                 None => wildcard_positions[self::slot(entry)].push(position),
                 Some(server) => {
                     let bucket = slot.by_server.entry(server.to_string()).or_default();
-                    match entry.pattern.tool.literal() {
+                    match pattern.tool.literal() {
                         Some(tool) => bucket
                             .by_tool
                             .entry(tool.to_string())
@@ -386,13 +453,20 @@ impl ToolRules {
             }
         }
         for (slot, positions) in index.iter_mut().zip(wildcard_positions) {
-            slot.any_server = WildcardServers::build(positions, &entries);
+            slot.any_server = WildcardServers::build(positions, &patterns);
         }
         ToolRules {
             entries,
+            patterns,
             index,
             default,
         }
+    }
+
+    /// Whether the entry at `position` covers the call's tool, as its slot compares names.
+    fn covers(&self, position: usize, server: &str, tool: &str) -> bool {
+        let (server, tool) = names_for(slot(&self.entries[position]), server, tool);
+        self.patterns[position].matches(&server, &tool)
     }
 
     pub fn default_action(&self) -> &Sourced<Action> {
@@ -411,11 +485,12 @@ impl ToolRules {
         context: &PathContext,
     ) -> Option<&ToolEntry> {
         let slot = &self.index[slot_index];
-        let bucket = slot.by_server.get(call.server);
-        let wildcard_matches = slot.any_server.matching(call);
+        let (server, tool) = names_for(slot_index, call.server, call.tool);
+        let bucket = slot.by_server.get(server.as_ref());
+        let wildcard_matches = slot.any_server.matching(&server, &tool);
         let candidate_lists = [
             bucket
-                .and_then(|b| b.by_tool.get(call.tool))
+                .and_then(|b| b.by_tool.get(tool.as_ref()))
                 .map(Vec::as_slice),
             bucket.map(|b| b.any_tool.as_slice()),
             Some(wildcard_matches.as_slice()),
@@ -426,7 +501,7 @@ impl ToolRules {
             .filter_map(|positions| {
                 positions.iter().copied().find(|&position| {
                     let entry = &self.entries[position as usize];
-                    entry.pattern.matches(call.server, call.tool)
+                    self.patterns[position as usize].matches(&server, &tool)
                         && entry.concerns(call.identity)
                         && entry.condition.as_ref().is_none_or(|condition| {
                             condition.holds(call.arguments, entry.action, context)
@@ -485,7 +560,9 @@ impl ToolRules {
     pub fn argument_traces(&self, call: &Call<'_>, context: &PathContext) -> Vec<RuleTrace> {
         self.entries
             .iter()
-            .filter(|entry| entry.pattern.matches(call.server, call.tool))
+            .enumerate()
+            .filter(|(position, _)| self.covers(*position, call.server, call.tool))
+            .map(|(_, entry)| entry)
             .filter(|entry| entry.concerns(call.identity))
             .filter_map(|entry| {
                 let condition = entry.condition.as_ref()?;
@@ -506,11 +583,15 @@ impl ToolRules {
             arguments: None,
             identity: None,
         };
+        let (folded_server, folded_tool) = names_for(DENY, server, tool);
         let unconditional_deny = self.index[DENY]
             .by_server
-            .get(server)
+            .get(folded_server.as_ref())
             .into_iter()
-            .flat_map(|b| b.by_tool.get(tool).into_iter().flatten().chain(&b.any_tool))
+            .flat_map(|b| {
+                let by_tool = b.by_tool.get(folded_tool.as_ref());
+                by_tool.into_iter().flatten().chain(&b.any_tool)
+            })
             .chain(&self.index[DENY].any_server.positions)
             .any(|&position| {
                 let entry = &self.entries[position as usize];
@@ -518,7 +599,7 @@ impl ToolRules {
                 // identity calls; it does not hide the tool from the others.
                 entry.condition.is_none()
                     && entry.who.is_none()
-                    && entry.pattern.matches(server, tool)
+                    && self.patterns[position as usize].matches(&folded_server, &folded_tool)
             });
         if unconditional_deny {
             return false;

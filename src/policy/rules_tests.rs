@@ -69,6 +69,60 @@ fn deny_beats_ask_beats_allow_whatever_the_layer() {
     );
 }
 
+/// A deny matches names regardless of case (`*exec*` is meant for `runExec`, and a server picks
+/// its tools' names); an allow or ask matches exactly, so neither ever covers more than written.
+#[test]
+fn a_deny_matches_regardless_of_case_and_an_allow_exactly() {
+    let rules = ToolRules::new(
+        vec![
+            entry(Action::Deny, "mcp:*__*exec*", Layer::User),
+            entry(Action::Deny, "mcp:fs__*Shell*", Layer::User),
+            entry(Action::Deny, "mcp:fs__write_file", Layer::User),
+            entry(Action::Allow, "mcp:fs__read_*", Layer::User),
+            entry(Action::Ask, "mcp:fs__move_*", Layer::User),
+        ],
+        default(Action::Deny),
+    );
+    for (server, tool) in [
+        ("fs", "runExec"),
+        ("FS", "EXEC"),
+        ("git", "shellExecute"),
+        ("fs", "runshellcommand"),
+        ("fs", "RUN_SHELL"),
+        ("fs", "Write_File"),
+    ] {
+        let decision = rules.decide(&call(server, tool, None));
+        assert_eq!(decision.action, Action::Deny, "{server}__{tool}");
+        assert_ne!(decision.rule, "tools.default", "{server}__{tool}");
+        assert!(!rules.lists_tool(server, tool), "{server}__{tool}");
+    }
+    assert_eq!(
+        rules.decide(&call("fs", "read_file", None)).action,
+        Action::Allow
+    );
+    assert_eq!(
+        rules.decide(&call("fs", "READ_file", None)).action,
+        Action::Deny
+    );
+    assert_eq!(
+        rules.decide(&call("fs", "move_file", None)).action,
+        Action::Ask
+    );
+    assert_eq!(
+        rules.decide(&call("fs", "Move_file", None)).action,
+        Action::Deny
+    );
+    // Many wildcard denies, matched through one `RegexSet`: lowercased there too.
+    let many: Vec<ToolEntry> = (0..3000)
+        .map(|n| entry(Action::Deny, &format!("mcp:*__*Exec{n}x*"), Layer::User))
+        .collect();
+    let scanned = ToolRules::new(many, default(Action::Allow));
+    assert_eq!(
+        scanned.decide(&call("fs", "runEXEC2999Xy", None)).action,
+        Action::Deny
+    );
+}
+
 #[test]
 fn no_match_falls_to_the_default_and_says_so() {
     let rules = ToolRules::new(
@@ -312,6 +366,36 @@ fn unreadable_values_fail_closed() {
         Action::Deny
     );
     assert_eq!(decide_path(&allow_inside, relative), Action::Allow);
+}
+
+/// `arguments` sent as a string holding a JSON object (as function-calling APIs send them): a
+/// deny judges the object a server may decode; an allow judges what was sent, where the
+/// argument is absent.
+#[test]
+fn arguments_sent_as_a_json_string_are_judged_as_the_object_they_hold() {
+    let deny = ToolRules::new(
+        vec![prefix_rule(Action::Deny, "/etc/", false)],
+        default(Action::Allow),
+    );
+    for (sent, action) in [
+        (r#"{"path": "/etc/passwd"}"#, Action::Deny),
+        (r#" {"path": "/etc/passwd", "n": NaN} "#, Action::Deny),
+        (r#"{"path": "/data/notes/x"}"#, Action::Allow),
+        (r#"["/etc/passwd"]"#, Action::Allow),
+        ("not json", Action::Allow),
+    ] {
+        assert_eq!(decide_path(&deny, json!(sent)), action, "{sent}");
+    }
+    let nested = format!("{{\"path\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+    assert_eq!(decide_path(&deny, json!(nested)), Action::Deny);
+    let allow_inside = ToolRules::new(
+        vec![prefix_rule(Action::Allow, "/data/notes/", false)],
+        default(Action::Deny),
+    );
+    assert_eq!(
+        decide_path(&allow_inside, json!(r#"{"path": "/data/notes/x"}"#)),
+        Action::Deny
+    );
 }
 
 /// An allow needs every reading inside: a value that decodes elsewhere is not allowed.

@@ -25,10 +25,17 @@ const MAX_NESTED_LISTS: usize = 2;
 pub struct Texts {
     /// Each text once, the value as written first.
     pub texts: Vec<String>,
-    /// A string that a server may parse as a list but airlock cannot read (nested past serde's
-    /// limit, a number past f64): judged as failing closed.
-    pub unreadable: bool,
+    /// Why a reading a server may make could not be made here (a string it may parse as a list
+    /// nested past serde's limit, a number past f64, digits other than ASCII ones): judged as
+    /// failing closed.
+    pub unreadable: Option<&'static str>,
 }
+
+/// Why a list in a string cannot be read here.
+const LIST_PAST_READING: &str = "a string that a lenient server reads as a list, past what airlock can read (nested too deep, a number too large)";
+
+/// Why a number in other digits is not read here.
+const OTHER_DIGITS: &str = "a number written in digits other than ASCII ones (Python's int() reads `\u{ff11}` as 1), which airlock does not read";
 
 /// Every text `value` is judged as. `as_path`: the rule reads values as paths, where a number
 /// is never meant, so strings are taken as written (lists inside strings are still opened).
@@ -61,7 +68,7 @@ pub fn texts(value: &Value, as_path: bool, every_reading: bool) -> Texts {
 struct Collected {
     texts: Vec<String>,
     seen: HashSet<String>,
-    unreadable: bool,
+    unreadable: Option<&'static str>,
 }
 
 impl Collected {
@@ -85,6 +92,9 @@ impl Collected {
                     if let Some(flag) = lax_bool(text) {
                         self.push(flag.to_string());
                     }
+                    if in_other_digits(text) {
+                        self.unreadable.get_or_insert(OTHER_DIGITS);
+                    }
                 }
                 match json_list(text) {
                     Listed::Items(items) if depth > 0 => {
@@ -92,7 +102,9 @@ impl Collected {
                             self.readings(item, as_path, depth - 1);
                         }
                     }
-                    Listed::Unreadable => self.unreadable = true,
+                    Listed::Unreadable => {
+                        self.unreadable.get_or_insert(LIST_PAST_READING);
+                    }
                     Listed::Items(_) | Listed::NotAList => {}
                 }
             }
@@ -152,6 +164,17 @@ fn lax_bool(text: &str) -> Option<bool> {
         "0" | "false" | "f" | "no" | "n" | "off" => Some(false),
         _ => None,
     }
+}
+
+/// Whether `text` is a number written with digits other than ASCII ones (`\u{ff11}`, `\u{661}`,
+/// `\u{1d7cf}`): Python's `int()` and `float()` read any Unicode decimal digit. Reading their
+/// values would take the Unicode digit tables; the rule fails closed on them instead.
+fn in_other_digits(text: &str) -> bool {
+    let trimmed = text.trim();
+    trimmed.chars().any(|c| !c.is_ascii() && c.is_numeric())
+        && trimmed
+            .chars()
+            .all(|c| c.is_numeric() || matches!(c, '+' | '-' | '.' | '_' | 'e' | 'E'))
 }
 
 /// The integer a whole number written as a string names, from its digits (exact at any size,
@@ -242,18 +265,35 @@ enum Listed {
 /// `json.loads` also takes `NaN`, `Infinity` and lone surrogate escapes: a text serde refuses is
 /// read again with those made readable, so a list cannot hide an element behind them.
 fn json_list(text: &str) -> Listed {
+    match lenient_json(text, '[') {
+        Lenient::Read(Value::Array(items)) => Listed::Items(items),
+        Lenient::Read(_) | Lenient::NotJson => Listed::NotAList,
+        Lenient::Unreadable => Listed::Unreadable,
+    }
+}
+
+/// What a string holding JSON that starts with `opener` holds, read as a lenient server reads
+/// it (Python's `json.loads`).
+pub enum Lenient {
+    Read(Value),
+    /// It does not start with `opener`, or no lenient parser reads it.
+    NotJson,
+    /// Python reads it, airlock cannot (nested past serde's limit, a number past f64).
+    Unreadable,
+}
+
+pub fn lenient_json(text: &str, opener: char) -> Lenient {
     let trimmed = text.trim();
-    if !trimmed.starts_with('[') {
-        return Listed::NotAList;
+    if !trimmed.starts_with(opener) {
+        return Lenient::NotJson;
     }
     match serde_json::from_str::<Value>(trimmed) {
-        Ok(Value::Array(items)) => Listed::Items(items),
-        Ok(_) => Listed::NotAList,
-        Err(err) if past_serde(&err) => Listed::Unreadable,
+        Ok(value) => Lenient::Read(value),
+        Err(err) if past_serde(&err) => Lenient::Unreadable,
         Err(_) => match serde_json::from_str::<Value>(&pythonic_json_made_standard(trimmed)) {
-            Ok(Value::Array(items)) => Listed::Items(items),
-            Err(err) if past_serde(&err) => Listed::Unreadable,
-            _ => Listed::NotAList,
+            Ok(value) => Lenient::Read(value),
+            Err(err) if past_serde(&err) => Lenient::Unreadable,
+            Err(_) => Lenient::NotJson,
         },
     }
 }
@@ -418,13 +458,13 @@ mod tests {
             );
         }
         let huge = texts(&json!(r#"["/srv/secret/x", 1e400]"#), true, true);
-        assert!(huge.unreadable, "{huge:?}");
+        assert!(huge.unreadable.is_some(), "{huge:?}");
         let deep = format!(
             "[\"/srv/secret/x\", {}{}]",
             "[".repeat(130),
             "]".repeat(130)
         );
-        assert!(texts(&json!(deep), true, true).unreadable);
+        assert!(texts(&json!(deep), true, true).unreadable.is_some());
     }
 
     #[test]
@@ -453,5 +493,30 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn a_number_in_other_digits_fails_closed() {
+        for other in [
+            "\u{ff11}",
+            "\u{661}\u{662}",
+            "\u{1d7cf}",
+            " -\u{ff11}.5 ",
+            "1\u{ff10}",
+        ] {
+            let read = texts(&json!(other), false, true);
+            assert_eq!(read.unreadable, Some(OTHER_DIGITS), "{other:?}");
+        }
+        // ASCII digits are read; text that is not a number, a path and an allow rule's
+        // reading as written are left alone.
+        for (value, as_path, every) in [
+            ("1", false, true),
+            ("Room \u{ff12}", false, true),
+            ("\u{ff11}", true, true),
+            ("\u{ff11}", false, false),
+        ] {
+            let read = texts(&json!(value), as_path, every);
+            assert_eq!(read.unreadable, None, "{value:?}");
+        }
     }
 }

@@ -88,3 +88,80 @@ pub(super) fn a_path_through_a_process_handle_fails_closed(mode: Mode) {
         assert_eq!(reached, !denied, "{path}: {answer}");
     }
 }
+
+/// What servers make of a value before they read it is what the gate judges too: `~` that a
+/// server does not expand (`~/../secret` is `secret` in its working directory), a `file:` URL
+/// with spaces or controls around it or tabs and line breaks in it (URL parsers take them out),
+/// digits other than ASCII ones (Python's `int()` reads them), arguments sent as a string holding
+/// a JSON object; and a deny written in another case than the tool's name. None of those calls
+/// reaches the server; the plain ones still do.
+pub(super) fn the_gate_reads_a_value_as_a_server_cleans_it(mode: Mode) {
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().display().to_string();
+    std::fs::create_dir_all(project.path().join("secret")).unwrap();
+    let setup = Setup::fixture("").cwd(project.path()).policy(&format!(
+        r#"[tools]
+deny = ["mcp:*__PID"]
+
+[[tools.rule]]
+tool = "mcp:fixture__echo"
+action = "deny"
+argument = "path"
+prefix = "{root}/secret/"
+
+[[tools.rule]]
+tool = "mcp:fixture__echo"
+action = "deny"
+argument = "n"
+regex = "^1$"
+"#
+    ));
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let echo = world.tool("echo");
+    let mut id = 0;
+    let mut reaches = |arguments: Value| {
+        id += 1;
+        let answer = client.call(id, &echo, arguments);
+        Client::text(&answer).contains("fixture: through")
+    };
+    let secret = format!("{root}/secret/key");
+    for path in [
+        "~/../secret/key".to_string(),
+        format!(" file://{secret}"),
+        format!("\u{1}file://{secret}"),
+        format!("fi\tle://{secret}"),
+        format!("file://{root}/sec\nret/key"),
+        format!("\t{secret}\n"),
+    ] {
+        assert!(
+            !reaches(json!({"text": "through", "path": path})),
+            "{path:?}"
+        );
+    }
+    for n in ["\u{ff11}", "\u{661}", "\u{1d7cf}"] {
+        assert!(!reaches(json!({"text": "through", "n": n})), "{n:?}");
+    }
+    let as_string = json!({"text": "through", "path": secret}).to_string();
+    assert!(!reaches(json!(as_string)), "{as_string}");
+    // The plain ones go through.
+    for arguments in [
+        json!({"text": "through", "path": format!("{root}/public/a")}),
+        json!({"text": "through", "path": "~/notes"}),
+        json!({"text": "through", "n": "2"}),
+    ] {
+        assert!(reaches(arguments.clone()), "{arguments}");
+    }
+    let pid = client.call(99, &world.tool("pid"), json!({}));
+    assert_eq!(pid["result"]["isError"], true, "{pid}");
+    // A refusal's record may follow its answer (nothing was forwarded to wait for it).
+    let denied = || {
+        world
+            .events("decision")
+            .iter()
+            .filter(|event| event["decision"] == "deny")
+            .count()
+    };
+    support::wait_until(SECS(5), || denied() == 11);
+    assert_eq!(denied(), 11, "{:#?}", world.events("decision"));
+}
