@@ -6,6 +6,8 @@ use std::process::{Command, Output};
 
 #[path = "cli_check_explain/paths.rs"]
 mod paths;
+#[path = "cli_check_explain/wrapped.rs"]
+mod wrapped;
 
 /// A scratch home with org, user and project policy locations under it.
 struct Scratch {
@@ -754,46 +756,4 @@ fn a_misspelt_preset_gets_a_did_you_mean() {
     let err = stderr(&output);
     assert!(err.contains("policy file not found"), "{err}");
     assert!(err.contains("did you mean `strict`?"), "{err}");
-}
-
-/// A host's entry `airlock install` wrapped is checked as its run line runs it: the env names a
-/// `--allow-env=PREFIX_*` family passes, and a run line with a flag twice (which `run` refuses)
-/// is not read as the server it wraps.
-#[test]
-fn check_reads_a_wrapped_entrys_env_family_and_refuses_a_flag_given_twice() {
-    let scratch = Scratch::new();
-    let airlock = env!("CARGO_BIN_EXE_airlock");
-    let host = scratch.write(
-        "host.json",
-        &format!(
-            r#"{{"mcpServers": {{
-  "fx": {{"command": {airlock:?}, "args": ["run", "--name", "fx", "--allow-env=FX_*", "--", "python3", "-c", "pass"],
-          "env": {{"FX_TOKEN": "t", "OTHER_NAME": "o"}}}}
-}}}}"#
-        ),
-    );
-    let output = scratch.airlock(&["check", "--config", host.to_str().unwrap()]);
-    let out = stdout(&output);
-    let names = out
-        .lines()
-        .find(|l| l.contains("environment names:"))
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(names.contains("FX_TOKEN"), "{names}");
-    assert!(!names.contains("OTHER_NAME"), "{names}");
-
-    scratch.write(
-        "host.json",
-        &format!(
-            r#"{{"mcpServers": {{
-  "fx": {{"command": {airlock:?}, "args": ["run", "--name", "fx", "--trust", "--trust", "--", "/bin/sh", "-c", "true"]}}
-}}}}"#
-        ),
-    );
-    let output = scratch.airlock(&["check", "--config", host.to_str().unwrap()]);
-    let out = stdout(&output);
-    assert_eq!(output.status.code(), Some(2), "{out}");
-    assert!(
-        !out.contains("allowed: the server declares trust"),
-        "read as the server it wraps: {out}"
-    );
 }

@@ -17,6 +17,9 @@ mod support;
 
 use support::{AIRLOCK, real_python, root, sdk_python};
 
+#[path = "install_hosts/on_path.rs"]
+mod on_path;
+
 fn fixtures() -> PathBuf {
     root().join("tests/fixtures/hosts")
 }

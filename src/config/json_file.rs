@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::{ConfigFormat, Located, RawServer, ServerConfig, Validator, collect};
 use crate::diagnostic::{LineCol, SourceError, SourceWarning};
+use crate::policy::command_line::{CommandLineGrants, Flag};
 
 /// Keys airlock reads from a JSON server entry.
 const KNOWN_KEYS: [&str; 15] = [
@@ -295,11 +296,15 @@ struct Wrapped {
     allow_env: Vec<String>,
     /// `--trust`: the run line opts the command out of the launch allowlist.
     trust: bool,
+    /// `--allow-read`, `--allow-write` and `--allow-net`, with their values as written.
+    grants: Vec<(Flag, String)>,
 }
 
-/// `airlock run --name N [--allow-env=K,...] [--trust] -- CMD ARGS...`, as `airlock install`
-/// writes an entry named `N` (and a user adds `--trust` to it). `None` for anything else: another name (the policy would apply to another
-/// server than the host runs), or a flag whose meaning a gateway's config could not keep. Pure.
+/// `airlock run --name N [--allow-env=K,...] [--allow-read|--allow-write|--allow-net=...]
+/// [--trust] -- CMD ARGS...`, as `airlock install` writes an entry named `N` and a user adds
+/// the flags airlock's hints name. `None` for anything else: another name (the policy would
+/// apply to another server than the host runs), or a flag whose meaning a gateway's config could
+/// not keep. Pure.
 fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
     if args.first().map(String::as_str) != Some("run") {
         return None;
@@ -308,6 +313,7 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
     let mut flags = args[1..dashes].iter();
     let mut named = None;
     let mut allow_env = Vec::new();
+    let mut grants = Vec::new();
     let mut trust = false;
     while let Some(flag) = flags.next() {
         // `run` refuses a flag given twice, so such a line starts nothing: read as written.
@@ -324,6 +330,9 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
         match key {
             "--name" if named.is_none() => named = Some(value),
             "--allow-env" => allow_env.extend(value.split(',').map(str::to_string)),
+            "--allow-read" => grants.push((Flag::Read, value)),
+            "--allow-write" => grants.push((Flag::Write, value)),
+            "--allow-net" => grants.push((Flag::Net, value)),
             _ => return None,
         }
     }
@@ -336,7 +345,32 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
         args: rest.to_vec(),
         allow_env,
         trust,
+        grants,
     })
+}
+
+/// The grants of a wrapped entry's run line, as `run` makes them. A relative path is refused:
+/// `run` takes it from the directory the host starts it in, which this file does not say.
+fn wrapped_grants(wrapped: &Wrapped) -> Result<Vec<CommandLineGrants>, String> {
+    let mut out = Vec::new();
+    for (flag, value) in &wrapped.grants {
+        let relative = value
+            .split(',')
+            .map(str::trim)
+            .find(|path| !path.is_empty() && !path.starts_with(['/', '~', '$']));
+        if let (Flag::Read | Flag::Write, Some(path)) = (flag, relative) {
+            return Err(format!(
+                "its `airlock run` line grants the relative path {path:?} ({}), which depends on where the host starts it. Fix: write it as an absolute path",
+                flag.name()
+            ));
+        }
+        let grants = CommandLineGrants::flag(*flag, std::slice::from_ref(value))
+            .map_err(|err| format!("its `airlock run` line: {err}"))?;
+        if !grants.is_empty() {
+            out.push(grants);
+        }
+    }
+    Ok(out)
 }
 
 /// An entry that starts this airlock's gateway (`airlock serve ...`, as `airlock install
@@ -363,14 +397,22 @@ fn gateway_entry(entry: &Value) -> Option<Option<String>> {
     Some(config)
 }
 
-/// Whether `command` is this airlock binary (as `airlock install` writes it: its absolute
-/// path). Another program called `airlock` is read as written.
+/// Whether `command` is this airlock binary: its absolute path (as `airlock install` writes
+/// it), or a bare name that this process's `PATH` finds it under (as a user writes it by hand).
+/// Another program called `airlock` is read as written.
 fn is_this_airlock(command: &str) -> bool {
     let Ok(this) = std::env::current_exe().and_then(std::fs::canonicalize) else {
         return false;
     };
-    std::path::Path::new(command).is_absolute()
-        && std::fs::canonicalize(command).is_ok_and(|command| command == this)
+    let found = if std::path::Path::new(command).is_absolute() {
+        Some(std::path::PathBuf::from(command))
+    } else if !command.contains('/') {
+        let path_var = std::env::var_os("PATH");
+        crate::paths::resolve_command(command, path_var.as_deref(), std::path::Path::new("/")).ok()
+    } else {
+        None
+    };
+    found.and_then(|path| std::fs::canonicalize(path).ok()) == Some(this)
 }
 
 /// One JSON server entry read into the shape the validator takes; keys airlock does not use
@@ -451,8 +493,12 @@ fn raw_server(
     // The run line decides trust for a wrapped entry: a `"trust"` key beside it reaches no
     // airlock.
     let mut trust = flag("trust").unwrap_or(false);
+    let mut grants = Vec::new();
     if let Some(wrapped) = wrapped {
         trust = wrapped.trust;
+        grants = wrapped_grants(&wrapped).map_err(|why| {
+            SourceError::new(path, field_at("args"), format!("server {name:?}: {why}"))
+        })?;
         warnings.push(SourceWarning::new(
             path,
             field_at("command"),
@@ -504,5 +550,6 @@ fn raw_server(
         start,
         sandbox: None,
         tools: None,
+        grants,
     })
 }

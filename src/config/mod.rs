@@ -16,6 +16,7 @@ use toml::Spanned;
 
 use crate::diagnostic::{LineCol, SourceError, SourceWarning};
 use crate::policy::ServerOverride;
+use crate::policy::command_line::CommandLineGrants;
 use crate::policy::file::{SandboxSection, ToolsSection};
 use crate::secret;
 
@@ -95,6 +96,9 @@ pub struct ServerConfig {
     /// Per-server policy blocks (TOML only), merged as the config layer.
     pub sandbox: Option<Spanned<SandboxSection>>,
     pub tools: Option<Spanned<ToolsSection>>,
+    /// The `--allow-read`, `--allow-write` and `--allow-net` of an entry a host starts through
+    /// `airlock run` (JSON only), merged as the config layer as `run` merges them.
+    pub grants: Vec<CommandLineGrants>,
     /// Where the declaration starts, for later errors about this server.
     pub position: Option<LineCol>,
 }
@@ -120,6 +124,7 @@ impl ServerConfig {
             start: StartMode::Eager,
             sandbox: None,
             tools: None,
+            grants: Vec::new(),
             position: None,
         }
     }
@@ -157,13 +162,17 @@ impl Config {
     pub fn policy_overrides(&self) -> Vec<ServerOverride<'_>> {
         self.servers
             .iter()
-            .map(|server| ServerOverride {
-                server: &server.name,
-                path: &self.path,
-                text: &self.text,
-                tools: server.tools.as_ref(),
-                sandbox: server.sandbox.as_ref(),
-                adds_only: false,
+            .flat_map(|server| {
+                let declared = ServerOverride {
+                    server: &server.name,
+                    path: &self.path,
+                    text: &self.text,
+                    tools: server.tools.as_ref(),
+                    sandbox: server.sandbox.as_ref(),
+                    adds_only: false,
+                };
+                let granted = server.grants.iter().map(|g| g.as_override(&server.name));
+                std::iter::once(declared).chain(granted)
             })
             .collect()
     }
@@ -379,6 +388,7 @@ pub(crate) struct RawServer {
     pub start: Option<Located<String>>,
     pub sandbox: Option<Spanned<SandboxSection>>,
     pub tools: Option<Spanned<ToolsSection>>,
+    pub grants: Vec<CommandLineGrants>,
 }
 
 /// Validation shared by both formats.
@@ -573,6 +583,7 @@ impl Validator<'_> {
             start,
             sandbox: raw.sandbox,
             tools: raw.tools,
+            grants: raw.grants,
             position: raw.at,
         })
     }

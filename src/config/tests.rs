@@ -414,7 +414,12 @@ fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
             .iter()
             .any(|w| w.message.contains("\"fs\" starts through `airlock run`"))
     );
-    for (index, name) in [(1, "flags"), (2, "renamed"), (3, "other")] {
+    // Its grants are kept, as `run` merges them: the config layer's `--allow-read`.
+    let flags = &config.servers[1];
+    assert_eq!(flags.command.as_deref(), Some("node"));
+    assert_eq!(flags.grants.len(), 1);
+    assert_eq!(config.policy_overrides().len(), config.servers.len() + 1);
+    for (index, name) in [(2, "renamed"), (3, "other")] {
         let server = &config.servers[index];
         assert_eq!(server.name, name);
         assert_ne!(

@@ -172,5 +172,6 @@ fn raw_server(text: &str, name: Spanned<String>, decl: ServerDecl) -> RawServer 
         start: located(&decl.start),
         sandbox: decl.sandbox,
         tools: decl.tools,
+        grants: Vec::new(),
     }
 }

@@ -153,7 +153,16 @@ pub fn plan_install(
     options: &InstallOptions,
 ) -> Result<InstallPlan, EditError> {
     let gateway = options.gateway_config.is_some();
-    let locate = |command: &str| std::fs::canonicalize(command).ok();
+    // A bare name (`"command": "airlock"`, written by hand) is the program PATH finds.
+    let locate = |command: &str| {
+        let path_var = std::env::var_os("PATH");
+        let found = if command.contains('/') {
+            std::path::PathBuf::from(command)
+        } else {
+            crate::paths::resolve_command(command, path_var.as_deref(), Path::new("/")).ok()?
+        };
+        std::fs::canonicalize(found).ok()
+    };
     let mut names = entry::UniqueNames::default();
     // First the names of the entries airlock wraps already, wherever they are in the file.
     let mut reserve = |facts: &EntryFacts| {

@@ -1,0 +1,115 @@
+//! A host's entry that starts a server through `airlock run`, checked as its run line runs it.
+
+use super::*;
+
+/// A host's entry `airlock install` wrapped is checked as its run line runs it: the env names a
+/// `--allow-env=PREFIX_*` family passes, and a run line with a flag twice (which `run` refuses)
+/// is not read as the server it wraps.
+#[test]
+fn check_reads_a_wrapped_entrys_env_family_and_refuses_a_flag_given_twice() {
+    let scratch = Scratch::new();
+    let airlock = env!("CARGO_BIN_EXE_airlock");
+    let host = scratch.write(
+        "host.json",
+        &format!(
+            r#"{{"mcpServers": {{
+  "fx": {{"command": {airlock:?}, "args": ["run", "--name", "fx", "--allow-env=FX_*", "--", "python3", "-c", "pass"],
+          "env": {{"FX_TOKEN": "t", "OTHER_NAME": "o"}}}}
+}}}}"#
+        ),
+    );
+    let output = scratch.airlock(&["check", "--config", host.to_str().unwrap()]);
+    let out = stdout(&output);
+    let names = out
+        .lines()
+        .find(|l| l.contains("environment names:"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(names.contains("FX_TOKEN"), "{names}");
+    assert!(!names.contains("OTHER_NAME"), "{names}");
+
+    scratch.write(
+        "host.json",
+        &format!(
+            r#"{{"mcpServers": {{
+  "fx": {{"command": {airlock:?}, "args": ["run", "--name", "fx", "--trust", "--trust", "--", "/bin/sh", "-c", "true"]}}
+}}}}"#
+        ),
+    );
+    let output = scratch.airlock(&["check", "--config", host.to_str().unwrap()]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(2), "{out}");
+    assert!(
+        !out.contains("allowed: the server declares trust"),
+        "read as the server it wraps: {out}"
+    );
+}
+
+/// An entry a user wrote by hand as the README shows (`"command": "airlock"`, found on PATH)
+/// with the grants airlock's hints name (`--allow-write`, `--allow-net`) is read as the server
+/// it wraps, with those grants, as `run` would start it; a relative path there is refused with
+/// the fix (`run` would take it from wherever the host starts it).
+#[test]
+fn check_reads_a_hand_written_wrapper_with_its_grants() {
+    let scratch = Scratch::new();
+    let bin = scratch.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_airlock"), bin.join("airlock")).unwrap();
+    let data = scratch.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let entry = |write: &str| {
+        format!(
+            r#"{{"mcpServers": {{
+  "fx": {{"command": "airlock", "args": ["run", "--name", "fx", "--allow-write={write}", "--allow-net", "example.org", "--", "python3", "-c", "pass"]}}
+}}}}"#
+        )
+    };
+    let host = scratch.write("host.json", &entry(&data.display().to_string()));
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let check = || {
+        Command::new(bin.join("airlock"))
+            .args(["check", "--config", host.to_str().unwrap()])
+            .current_dir(scratch.path("project"))
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", scratch.path("home"))
+            .env("XDG_CONFIG_HOME", scratch.path("xdg"))
+            .env("XDG_STATE_HOME", scratch.path("state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", scratch.path("org"))
+            .output()
+            .unwrap()
+    };
+    let output = check();
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("\"fx\" starts through `airlock run`"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(out.contains("launch   allowed: \"python3\""), "{out}");
+    assert!(
+        out.contains(&format!(
+            "write {}  (policy grant (config --allow-write",
+            data.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("reaches example.org on ports 80, 443 (config --allow-net"),
+        "{out}"
+    );
+
+    scratch.write("host.json", &entry("data"));
+    let output = check();
+    let said = format!("{}{}", stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("grants the relative path \"data\" (--allow-write)")
+            && said.contains("write it as an absolute path"),
+        "{said}"
+    );
+}
