@@ -50,6 +50,7 @@ both_modes!(
     malformed_host_input_gets_errors_and_the_session_goes_on,
     a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix,
     a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache,
+    a_container_engine_is_refused_with_why_and_what_to_run_instead,
     a_host_that_never_reads_stderr_freezes_nothing,
     a_cancelled_batch_member_does_not_hold_back_the_others,
     a_2024_11_05_session_works_end_to_end,
@@ -456,6 +457,37 @@ fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
             );
         }
     }
+}
+
+/// A server started through a container engine cannot run inside the sandbox (docker's socket
+/// is root on the machine): it is refused at launch, `--trust` or not, and the host is told why
+/// and what to run instead, not a container CLI's last line of usage.
+fn a_container_engine_is_refused_with_why_and_what_to_run_instead(mode: Mode) {
+    let bin = tempfile::tempdir().unwrap();
+    let docker = bin.path().join("docker");
+    std::fs::write(
+        &docker,
+        "#!/bin/sh\necho \"Run 'docker run --help'\" >&2\nexit 126\n",
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&docker).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&docker, permissions).unwrap();
+    let docker = docker.display().to_string();
+    let setup = Setup::command(&[&docker, "run", "-i", "--rm", "ghcr.io/x/server"])
+        .policy(&format!("[launch]\nallow_commands = [{docker:?}]\n"));
+    let (world, mut client) = start(mode, setup);
+    let told = match mode {
+        // `run` refuses before its session: exit 2 and why on stderr, as for any launch refusal.
+        Mode::Run => {
+            assert_eq!(client.wait(SECS(10)), Some(2));
+            client.stderr()
+        }
+        Mode::Serve => what_the_host_is_told(mode, &world, &mut client).0,
+    };
+    assert!(told.contains("is a container engine"), "{told}");
+    assert!(told.contains("npx -y PACKAGE"), "{told}");
+    assert!(!told.contains("docker run --help"), "{told}");
 }
 
 /// A host that reads only stdout: the server writes 4 MB to stderr (far past the pipe's 64 KiB

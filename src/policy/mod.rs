@@ -426,7 +426,30 @@ mod tests {
     fn actions_order_by_strictness() {
         assert!(Action::Deny > Action::Ask && Action::Ask > Action::Allow);
     }
+
+    #[test]
+    fn a_container_engine_is_refused_even_when_trusted_or_listed() {
+        let policy = load(&[], &[]).unwrap();
+        let mut launch = policy.launch.clone();
+        launch.allow_commands.push(launch.allow_commands[0].clone());
+        launch.allow_commands.last_mut().unwrap().value = "docker".into();
+        for engine in ["/usr/bin/docker", "/usr/local/bin/podman"] {
+            let verdict = launch.verdict("gh", std::path::Path::new(engine), true, "pass --trust");
+            let LaunchVerdict::Refused { message, fix } = verdict else {
+                panic!("{engine}: {verdict:?}");
+            };
+            assert!(message.contains("is a container engine"), "{message}");
+            assert!(fix.contains("npx -y PACKAGE"), "{fix}");
+        }
+        assert!(matches!(
+            launch.verdict("n", std::path::Path::new("/usr/bin/node"), false, ""),
+            LaunchVerdict::Allowed(_)
+        ));
+    }
 }
+
+/// Programs that start a server in a container: none can work inside the sandbox.
+const CONTAINER_ENGINES: [&str; 4] = ["docker", "podman", "nerdctl", "finch"];
 
 /// The outcome of the launch allowlist for one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -452,6 +475,17 @@ impl LaunchPolicy {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // Trust opts a program out of the allowlist, not out of the sandbox, in which no
+        // container engine can start a container: refused whatever the lists say, with why.
+        if CONTAINER_ENGINES.contains(&basename.as_str()) {
+            return LaunchVerdict::Refused {
+                message: format!(
+                    "server {server:?}: {} is a container engine, which cannot start a server inside airlock's sandbox (docker's socket is root on this machine, and the sandbox refuses unix sockets; a rootless engine needs the namespaces and mounts it refuses)",
+                    resolved.display()
+                ),
+                fix: "run the server's own package instead of its image (most servers published as images are also on npm or PyPI: `npx -y PACKAGE`, `uvx PACKAGE`), or keep this entry outside airlock, where its engine confines it".to_string(),
+            };
+        }
         if self.allows_command(resolved) {
             return LaunchVerdict::Allowed(format!("{basename:?} is on launch.allow_commands"));
         }
