@@ -520,6 +520,11 @@ fn unwrap_remaining(
 }
 
 fn unknown_host(id: &str) -> CliError {
+    if let Some([first, second]) = hosts::ambiguous(id) {
+        return CliError::Refused(format!(
+            "host {id:?} could mean {first} or {second} (Claude Code's program is `claude`): name one"
+        ));
+    }
     CliError::Refused(format!(
         "unknown host {id:?}; airlock knows {}",
         hosts::ids().join(", ")

@@ -237,11 +237,12 @@ pub const HOSTS: &[Host] = &[
     },
 ];
 
-/// The host with this id (or a common alternative spelling).
+/// The host with this id (or a common alternative spelling). `claude` is none: Claude Code's
+/// program is called `claude`, and Claude Desktop's users say it too ([`ambiguous`]).
 pub fn find(id: &str) -> Option<&'static Host> {
     let id = id.to_ascii_lowercase();
     let canonical = match id.as_str() {
-        "claude" | "claude-desktop" | "claude_desktop" => "claude-desktop",
+        "claude-desktop" | "claude_desktop" => "claude-desktop",
         "claude-code" | "claudecode" | "claude_code" => "claude-code",
         "code" | "vs-code" | "vscode" => "vscode",
         "gemini" | "gemini-cli" => "gemini",
@@ -249,6 +250,12 @@ pub fn find(id: &str) -> Option<&'static Host> {
         other => other,
     };
     HOSTS.iter().find(|host| host.id == canonical)
+}
+
+/// The hosts a spelling could mean when it names more than one (`claude`).
+pub fn ambiguous(id: &str) -> Option<[&'static str; 2]> {
+    id.eq_ignore_ascii_case("claude")
+        .then_some(["claude-desktop", "claude-code"])
 }
 
 /// Every host id, for messages.
@@ -277,5 +284,9 @@ mod tests {
         assert_eq!(find("VSCode").map(|h| h.id), Some("vscode"));
         assert_eq!(find("codex-cli").map(|h| h.id), Some("codex"));
         assert!(find("emacs").is_none());
+        // Claude Code's program is `claude`: the bare word names no host, and says which two.
+        assert!(find("claude").is_none());
+        assert_eq!(ambiguous("Claude"), Some(["claude-desktop", "claude-code"]));
+        assert_eq!(ambiguous("claude-code"), None);
     }
 }
