@@ -52,8 +52,23 @@ fn audit_events(path: &Path) -> Vec<Value> {
 /// `airlock run --policy POLICY EXTRA -- python3 <the serve fixture>` with no host input and
 /// `env` set: what it wrote on stderr.
 fn fixture_run_stderr(dir: &Path, policy: &Path, extra: &[&str], env: &[(&str, &str)]) -> String {
+    fixture_run_stderr_without(dir, policy, extra, env, &[])
+}
+
+/// [`fixture_run_stderr`] with `unset` taken out of airlock's environment first.
+fn fixture_run_stderr_without(
+    dir: &Path,
+    policy: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    unset: &[&str],
+) -> String {
     let fixture = root().join("tests/fixtures/serve/fixture_server.py");
-    let out = airlock(dir)
+    let mut command = airlock(dir);
+    for name in unset {
+        command.env_remove(name);
+    }
+    let out = command
         .arg("run")
         .arg("--policy")
         .arg(policy)
@@ -409,6 +424,39 @@ fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
     assert!(!withheld.contains("sk-do-not-show-me"), "{withheld}");
     let passed = start(&["--allow-env=API_KEY"]);
     assert!(!passed.contains("not passed to the server"), "{passed}");
+}
+
+/// A server with network behind a TLS-inspecting proxy connects only with the user's TLS trust
+/// settings (`NODE_EXTRA_CA_CERTS`, ...), which a server does not get by default: airlock names
+/// them with the flags that pass them (the file they name to read too), only when the server has
+/// network, and says nothing once they are passed.
+#[test]
+fn tls_trust_settings_a_server_with_network_lacks_are_named_with_the_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let bundle = "/etc/ssl/certs/ca-certificates.crt";
+    let trust = [("NODE_EXTRA_CA_CERTS", bundle)];
+    // This machine's own trust settings (a CI runner may set several) are not the test's.
+    let start = |extra: &[&str]| {
+        let unset = airlock::sandbox::TLS_TRUST;
+        fixture_run_stderr_without(dir.path(), &policy, extra, &trust, unset)
+    };
+    let told = start(&["--allow-net=example.org"]);
+    assert!(
+        told.contains("TLS trust settings of your environment are not passed to the server: NODE_EXTRA_CA_CERTS;")
+            && told.contains(&format!(
+                "--allow-env=NODE_EXTRA_CA_CERTS --allow-read={bundle} before"
+            )),
+        "{told}"
+    );
+    let offline = start(&[]);
+    assert!(!offline.contains("TLS trust"), "{offline}");
+    let passed = start(&[
+        "--allow-net=example.org",
+        "--allow-env=NODE_EXTRA_CA_CERTS",
+        &format!("--allow-read={bundle}"),
+    ]);
+    assert!(!passed.contains("TLS trust"), "{passed}");
 }
 
 /// A policy written for `fs` says nothing about a server `airlock run` named after its command

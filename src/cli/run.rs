@@ -169,6 +169,29 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
             withheld.join(",")
         );
     }
+    if !matches!(launch.plan.network, crate::sandbox::NetMode::None) {
+        let trust = crate::sandbox::withheld_tls_trust(&context.parent_env, &launch.plan.env);
+        if !trust.is_empty() {
+            let names: Vec<&str> = trust.iter().map(|(name, _)| name.as_str()).collect();
+            let mut files: Vec<&str> = Vec::new();
+            for (_, value) in &trust {
+                if value.starts_with('/') && !files.contains(&value.as_str()) {
+                    files.push(value);
+                }
+            }
+            let read = if files.is_empty() {
+                String::new()
+            } else {
+                format!(" --allow-read={}", files.join(","))
+            };
+            tracing::warn!(
+                server = %name,
+                "the TLS trust settings of your environment are not passed to the server: {}; behind a TLS-inspecting proxy its connections fail without them: to pass them, add --allow-env={}{read} before the `--`",
+                names.join(", "),
+                names.join(",")
+            );
+        }
+    }
 
     // A package that is not cached yet is installed first (crate::fetch), inside the start.
     let install_allowance = if launch.needs_fetch() {

@@ -482,27 +482,14 @@ fn uv_registries(env: &[(String, String)]) -> Result<Route, registry::RegistryEr
     Ok((all, hosts, out_env))
 }
 
-/// Variables that tell a runtime which certificate authorities to trust. The install step talks
-/// TLS to the registry as the user's own tools do, so it gets the ones the user set (and read
-/// access to the files they name): behind a TLS-inspecting proxy nothing is fetched without them.
-const TLS_TRUST: &[&str] = &[
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "PIP_CERT",
-    "UV_NATIVE_TLS",
-    "DENO_CERT",
-    "DENO_TLS_CA_STORE",
-];
-
-/// The user's TLS trust settings and the paths they name.
+/// The user's TLS trust settings ([`crate::sandbox::TLS_TRUST`]) and the paths they name. The
+/// install step talks TLS to the registry as the user's own tools do, so it gets the ones the
+/// user set (and read access to the files they name).
 fn tls_trust(env: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
     use crate::paths::VarSource;
     let mut vars = Vec::new();
     let mut paths = Vec::new();
-    for name in TLS_TRUST {
+    for name in crate::sandbox::TLS_TRUST {
         if let Some(value) = env.var(name) {
             vars.push((name.to_string(), value.to_string()));
             if value.starts_with('/') && !paths.iter().any(|p| p == value) {

@@ -140,6 +140,38 @@ pub fn withheld_credentials(
     names
 }
 
+/// Variables that tell a runtime which certificate authorities to trust. Behind a
+/// TLS-inspecting proxy nothing connects without them: the install step gets the ones the user
+/// set (`crate::fetch::step`); a server with network gets them only by `--allow-env`, and is
+/// told so ([`withheld_tls_trust`]).
+pub const TLS_TRUST: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+    "UV_NATIVE_TLS",
+    "DENO_CERT",
+    "DENO_TLS_CA_STORE",
+];
+
+/// The TLS trust variables of airlock's environment that a server with network does not get,
+/// with their values (paths to certificate authorities, no secret): a server behind a
+/// TLS-inspecting proxy cannot connect without them. Not passed by default, because a value is
+/// a path the server would be granted to read, and whoever writes the host's config sets it.
+pub fn withheld_tls_trust(
+    parent_env: &[(String, String)],
+    given: &[(String, String)],
+) -> Vec<(String, String)> {
+    TLS_TRUST
+        .iter()
+        .filter_map(|name| parent_env.iter().find(|(key, _)| key == name))
+        .filter(|(name, _)| !given.iter().any(|(key, _)| key == name))
+        .cloned()
+        .collect()
+}
+
 /// Puts `dirs` in front of a passed-through `PATH` (each once). A policy that does not pass
 /// `PATH` keeps it unset.
 fn prefix_path(env: &mut [(String, String)], dirs: &[std::path::PathBuf]) {

@@ -97,7 +97,9 @@ mod plan;
 mod vars;
 
 pub use cgroup::{CgroupVersion, MemoryCgroup};
-pub use env::{env_name_matches, ungranted_env_paths, withheld_credentials};
+pub use env::{
+    TLS_TRUST, env_name_matches, ungranted_env_paths, withheld_credentials, withheld_tls_trust,
+};
 pub use grants::install_prefix;
 pub use model::*;
 pub use plan::plan;
