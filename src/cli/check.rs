@@ -273,11 +273,14 @@ pub fn install_line(fetch: &crate::fetch::FetchPlan) -> String {
     }
 }
 
+/// `host_file`: the config is a host's own (JSON), whose remote servers the host reaches
+/// directly, not through a gateway.
 fn report_server(
     server: &ServerConfig,
     policy: &Policy,
     context: &LaunchContext,
     full: bool,
+    host_file: bool,
 ) -> ServerReport {
     let mut text = String::new();
     let mut ok = true;
@@ -325,10 +328,12 @@ fn report_server(
             for (key, value) in &server.headers {
                 let _ = writeln!(text, "    header   {key}: {}", value.display());
             }
-            let _ = writeln!(
-                text,
-                "    launch   remote: no process, no sandbox; calls are still gated and audited"
-            );
+            let gated = if host_file {
+                "gated and audited only through `airlock serve`: the host reaches it directly (`airlock install HOST --gateway` puts it behind the gateway)"
+            } else {
+                "calls are still gated and audited"
+            };
+            let _ = writeln!(text, "    launch   remote: no process, no sandbox; {gated}");
         }
     }
     let _ = writeln!(
@@ -359,7 +364,7 @@ fn run_command_line(args: CheckArgs) -> Result<ExitCode, CliError> {
     let audit_path = super::session::policy_audit_path(&policy)?;
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let _ = writeln!(out, "\nServer (the command line)");
-    let report = report_server(&server, &policy, &context, args.full);
+    let report = report_server(&server, &policy, &context, args.full, false);
     out.push_str(&report.text);
     print!("{out}");
     if report.ok {
@@ -457,7 +462,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
         );
         let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
         for server in &config.servers {
-            let report = report_server(server, &policy, &context, args.full);
+            let host_file = config.format != crate::config::ConfigFormat::AirlockToml;
+            let report = report_server(server, &policy, &context, args.full, host_file);
             all_ok &= report.ok;
             out.push_str(&report.text);
         }

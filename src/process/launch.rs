@@ -291,11 +291,13 @@ pub fn prepare(
         tracing::warn!(server = %name, "not granted: {skipped}");
     }
     for argument in plan.arguments.iter().filter(|a| a.access.is_none()) {
+        // The source of a refused argument reads "not granted: why" already.
+        let why = argument.source.strip_prefix("not granted: ");
         tracing::warn!(
             server = %name,
             "{} on the server's command line is not granted: {}",
             argument.argument,
-            argument.source
+            why.unwrap_or(&argument.source)
         );
     }
     for missing in crate::sandbox::host::missing_policy_grants(&plan) {

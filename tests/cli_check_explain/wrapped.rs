@@ -1,4 +1,5 @@
-//! A host's entry that starts a server through `airlock run`, checked as its run line runs it.
+//! A host's own entries in `check`: a server started through `airlock run`, checked as its run line
+//! runs it, and a remote server the host reaches directly.
 
 use super::*;
 
@@ -112,4 +113,26 @@ fn check_reads_a_hand_written_wrapper_with_its_grants() {
             && said.contains("write it as an absolute path"),
         "{said}"
     );
+}
+
+/// A remote server in a host's own file is reached by the host directly: `check` says it is
+/// gated only through `airlock serve`; the same server in a gateway's config is gated.
+#[test]
+fn check_says_a_remote_server_of_a_host_file_is_not_gated_by_itself() {
+    let scratch = Scratch::new();
+    let host = scratch.write(
+        "host.json",
+        r#"{"mcpServers": {"docs": {"type": "http", "url": "https://example.org/mcp"}}}"#,
+    );
+    let gateway = scratch.write(
+        "airlock.toml",
+        "[servers.docs]\ntransport = \"http\"\nurl = \"https://example.org/mcp\"\n",
+    );
+    let out = stdout(&scratch.airlock(&["check", "--config", host.to_str().unwrap()]));
+    assert!(
+        out.contains("gated and audited only through `airlock serve`"),
+        "{out}"
+    );
+    let out = stdout(&scratch.airlock(&["check", "--config", gateway.to_str().unwrap()]));
+    assert!(out.contains("calls are still gated and audited"), "{out}");
 }
