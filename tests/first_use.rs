@@ -570,5 +570,25 @@ fn airlock_test_fetches_an_uncached_package_first() {
             "{shown}"
         );
         assert!(stdout.contains("read_file"), "the server's tools: {shown}");
+        // The install step's connections are on record in the audit log a session keeps (as
+        // that user's), not only shown once on stderr.
+        let audit = home.root.join("state/airlock/audit.jsonl");
+        assert!(
+            stdout.contains(&format!("record(s) in {}", audit.display())),
+            "{shown}"
+        );
+        let text = std::fs::read_to_string(&audit).unwrap();
+        let connections = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|record| record["server"] == "fs" && record["event"] == "net_connect")
+            .count();
+        assert!(connections > 0, "{shown}\n{text}");
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&audit).unwrap());
+        assert_eq!(owner, who.uid(), "{shown}");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("network: "),
+            "{shown}"
+        );
     }
 }

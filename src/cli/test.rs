@@ -71,7 +71,10 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
     if server.transport != crate::config::Transport::Stdio {
         return run_remote(&args, server, &policy, &config.separator);
     }
-    let context = LaunchContext::detect(&policy, None, &config.path);
+    // The test keeps the audit log a session would: its server's connections (its install
+    // step's fetch among them) are on record, as the first start of the server would have them.
+    let (audit, audit_path) = super::session::open_audit(None, &policy)?;
+    let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
     let prepared = match prepare(server, &policy, &context) {
         Ok(prepared) => prepared,
         Err(err @ LaunchError::Refused(_)) => return Err(CliError::Refused(err.to_string())),
@@ -95,7 +98,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
         .build()
         .context("cannot start the async runtime")?;
     // An uncached npx/uvx package is fetched first, as `run` and `serve` do (its install
-    // step's records go to stderr with the test's other audit lines); that may take a while.
+    // step's connections go to the audit log); that may take a while.
     let fetching = prepared.needs_fetch();
     if fetching {
         println!("note:     its package is not cached yet: the install step fetches it first");
@@ -105,7 +108,21 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
     } else {
         timeout
     };
-    let outcome = runtime.block_on(start_and_handshake(prepared, timeout));
+    let mut records = NetRecords {
+        log: Some(audit),
+        path: audit_path,
+        policy_event: super::session::policy_event(&server.name, &policy),
+        written: None,
+    };
+    let outcome = runtime.block_on(start_and_handshake(prepared, timeout, &mut records));
+    if let (Some(written), Some(path)) = (&records.written, &records.path) {
+        let written = written.load(std::sync::atomic::Ordering::Relaxed);
+        println!(
+            "network:  {written} record(s) in {} (`airlock audit --server {}`)",
+            path.display(),
+            server.name
+        );
+    }
     report(outcome, server, &policy, &config.separator)
 }
 
@@ -124,17 +141,43 @@ fn find_server<'a>(
     })
 }
 
+/// Where the test's connection records go: the policy's audit log (opened only when there are
+/// connections to record, after the policy in force), or stderr when that is the policy's log.
+struct NetRecords {
+    log: Option<crate::audit::AuditLog>,
+    path: Option<std::path::PathBuf>,
+    policy_event: crate::audit::Event,
+    /// How many were written, once writing started.
+    written: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+impl NetRecords {
+    fn sender(&mut self) -> Result<NetSender, (String, String)> {
+        let log = self.log.take().filter(|_| self.path.is_some());
+        let Some(mut log) = log else {
+            return Ok(crate::net::route::audit_to_stderr());
+        };
+        let event = self.policy_event.clone();
+        log.record(event)
+            .map_err(|err| (format!("cannot write the audit log: {err}"), String::new()))?;
+        let (sender, written) = crate::net::route::audit_to_log(log);
+        self.written = Some(written);
+        Ok(sender)
+    }
+}
+
+type NetSender = tokio::sync::mpsc::Sender<crate::net::route::NetAudit>;
+
 /// Starts the server confined, runs the handshake within `timeout` and stops it. A failure
 /// carries its reason and the end of the server's stderr.
 async fn start_and_handshake(
     mut prepared: crate::process::launch::Prepared,
     timeout: Duration,
+    records: &mut NetRecords,
 ) -> Result<Found, (String, String)> {
     if matches!(prepared.plan.network, crate::sandbox::NetMode::Egress(_)) || prepared.needs_fetch()
     {
-        // The test writes no audit log: its connections and its install step go to stderr,
-        // as audit lines.
-        prepared.net_audit = Some(crate::net::route::audit_to_stderr());
+        prepared.net_audit = Some(records.sender()?);
     }
     let started = Instant::now();
     let mut child = prepared

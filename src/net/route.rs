@@ -171,9 +171,40 @@ pub struct NetAudit {
     pub written: Option<oneshot::Sender<()>>,
 }
 
+/// A sender whose events are written to `log` (each acknowledged once written, as a session
+/// does), for a command that has no session of its own (`airlock test`); the count of records
+/// written grows as they are. A record that cannot be written is shown on stderr with why (the
+/// connection goes on: the command is a person's probe, not a session to stop). Must be called
+/// inside a tokio runtime.
+pub fn audit_to_log(
+    mut log: crate::audit::AuditLog,
+) -> (
+    mpsc::Sender<NetAudit>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let (tx, mut rx) = mpsc::channel::<NetAudit>(64);
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = written.clone();
+    tokio::spawn(async move {
+        while let Some(NetAudit { event, written }) = rx.recv().await {
+            let shown = crate::audit::query::format_record(&serde_json::json!(&event));
+            match log.record(event) {
+                Ok(()) => {
+                    count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(err) => eprintln!("network: {shown} (not in the audit log: {err})"),
+            }
+            if let Some(written) = written {
+                let _ = written.send(());
+            }
+        }
+    });
+    (tx, written)
+}
+
 /// A sender whose events are written to stderr as `airlock audit` shows records (and
-/// acknowledged): for commands that keep no audit log (`airlock test`), whose output is read by
-/// a person. Must be called inside a tokio runtime.
+/// acknowledged): for a command with no session whose audit log is stderr (`airlock test`
+/// under such a policy), read by a person. Must be called inside a tokio runtime.
 pub fn audit_to_stderr() -> mpsc::Sender<NetAudit> {
     let (tx, mut rx) = mpsc::channel::<NetAudit>(64);
     tokio::spawn(async move {
