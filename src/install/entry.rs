@@ -13,7 +13,8 @@ pub enum Shape {
         env_keys: Vec<String>,
         /// The `env` keys whose value is an absolute path (`/...` or `~/...`): the server is not
         /// granted the path by its being named there, which `install` says.
-        path_env: Vec<String>,
+        /// `env` entries whose value looks like a path: name and value.
+        path_env: Vec<(String, String)>,
     },
     /// A server the host reaches over the network.
     Remote(RemoteFacts),

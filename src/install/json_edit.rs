@@ -118,7 +118,12 @@ fn shape(entry: &Node, host: &Host) -> Shape {
                     .as_str()
                     .is_some_and(|value| super::entry::looks_like_path(&m.key, value))
             })
-            .map(|m| m.key.clone())
+            .map(|m| {
+                (
+                    m.key.clone(),
+                    m.value.as_str().unwrap_or_default().to_string(),
+                )
+            })
             .collect();
         return Shape::Stdio {
             command: program.to_string(),

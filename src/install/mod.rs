@@ -458,16 +458,57 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
 /// An `env` value that is a path reaches the server, but the sandbox grants nothing for it:
 /// a server that keeps its data there (server-memory's `MEMORY_FILE_PATH`) fails, or writes
 /// into its scratch space and loses it. Said, not granted: an env path may as well be a
-/// credential (`KUBECONFIG`) the user would not hand over. Only the variables' names are
-/// shown: a value that starts with `/` may as well be a secret (base64).
-fn path_env_note(path_env: &[String]) -> String {
+/// credential (`KUBECONFIG`) the user would not hand over. A value is shown only when it is a
+/// path on this machine ([`shown_path`]): one that starts with `/` may as well be a secret
+/// (base64); otherwise only the variable's name is.
+fn path_env_note(path_env: &[(String, String)]) -> String {
     if path_env.is_empty() {
         return String::new();
     }
+    let mut named = Vec::new();
+    let mut exact = Vec::new();
+    for (key, value) in path_env {
+        match shown_path(key, value) {
+            Some((file, dir)) => exact.push(format!(
+                "{key}: `--allow-write={}` if the server writes there, else `--allow-read={}`",
+                dir.display(),
+                file.display()
+            )),
+            None => named.push(key.as_str()),
+        }
+    }
+    let mut parts = exact;
+    if !named.is_empty() {
+        parts.push(format!(
+            "{}: `--allow-read=FILE`, or `--allow-write=DIR` if it writes there",
+            named.join(", ")
+        ));
+    }
     format!(
-        "; its env may name a file the sandbox does not grant ({}): to let the server use it, add `--allow-read=FILE`, or `--allow-write=DIR` if it writes there, before the `--` of its airlock line",
-        path_env.join(", ")
+        "; its env may name a file the sandbox does not grant; to let the server use it, add before the `--` of its airlock line: {}",
+        parts.join("; ")
     )
+}
+
+/// The file an env value names and the directory to grant for writing it (a server writes its
+/// data beside it: a temporary file renamed over it), when the value is plainly a path on this
+/// machine: its name does not look like a credential's, and it names an existing directory,
+/// or a file in an existing directory below the top level. `~/` is the user's home.
+fn shown_path(key: &str, value: &str) -> Option<(PathBuf, PathBuf)> {
+    if crate::secret::key_looks_secret(key) {
+        return None;
+    }
+    let path = match value.strip_prefix("~/") {
+        Some(rest) => crate::paths::UserDirs::from_env(&crate::paths::EnvVars::from_process())
+            .home?
+            .join(rest),
+        None => PathBuf::from(value),
+    };
+    if path.is_dir() {
+        return Some((path.clone(), path));
+    }
+    let dir = path.parent()?;
+    (dir.components().count() > 2 && dir.is_dir()).then(|| (path.clone(), dir.to_path_buf()))
 }
 
 /// A unified diff of `before` → `after`, labelled with the file's path.

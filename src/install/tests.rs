@@ -495,7 +495,7 @@ fn an_env_path_is_reported_as_not_granted_with_the_flag_that_grants_it() {
         "env": {"MEMORY_FILE_PATH": "/data/mem/m.jsonl", "API_TOKEN": "/k3Jd8+secret=="}}}}"#;
     let lines = summary_lines(&install("claude-desktop", json)).join("\n");
     assert!(
-        lines.contains("(MEMORY_FILE_PATH, API_TOKEN)") && lines.contains("`--allow-write=DIR`"),
+        lines.contains("MEMORY_FILE_PATH, API_TOKEN: `--allow-read=FILE`, or `--allow-write=DIR`"),
         "{lines}"
     );
     assert!(
@@ -504,7 +504,28 @@ fn an_env_path_is_reported_as_not_granted_with_the_flag_that_grants_it() {
     );
     let toml = "[mcp_servers.memory]\ncommand = \"npx\"\nargs = [\"x\"]\nenv = { MEMORY_FILE_PATH = \"~/mem/m.jsonl\" }\n";
     let lines = summary_lines(&install("codex", toml)).join("\n");
-    assert!(lines.contains("(MEMORY_FILE_PATH)"), "{lines}");
+    assert!(
+        lines.contains("MEMORY_FILE_PATH: `--allow-read=FILE`"),
+        "{lines}"
+    );
+    // A value that is plainly a path here (in an existing directory, under a name that is no
+    // credential's) is named with the exact flags; a credential's name never shows its value.
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("memory.jsonl");
+    let json = format!(
+        r#"{{"mcpServers": {{"memory": {{"command": "npx", "args": ["-y", "x"],
+        "env": {{"MEMORY_FILE_PATH": {file:?}, "SECRET_FILE": {file:?}}}}}}}}}"#,
+        file = file.display().to_string()
+    );
+    let lines = summary_lines(&install("claude-desktop", &json)).join("\n");
+    assert!(
+        lines.contains(&format!(
+            "MEMORY_FILE_PATH: `--allow-write={}` if the server writes there, else `--allow-read={}`",
+            data.path().display(),
+            file.display()
+        )) && lines.contains("SECRET_FILE: `--allow-read=FILE`"),
+        "{lines}"
+    );
     // The search list and other lists of paths are no one file a grant covers: not flagged.
     let plain = r#"{"mcpServers": {"a": {"command": "npx", "args": [], "env": {"LEVEL": "debug",
         "PATH": "/usr/local/bin:/usr/bin", "PYTHONPATH": "/opt/a:/opt/b"}}}}"#;

@@ -54,12 +54,11 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
             .map(|table| {
                 table
                     .iter()
-                    .filter(|(key, value)| {
-                        value
-                            .as_str()
-                            .is_some_and(|value| super::entry::looks_like_path(key, value))
+                    .filter_map(|(key, value)| {
+                        let value = value.as_str()?;
+                        super::entry::looks_like_path(key, value)
+                            .then(|| (key.to_string(), value.to_string()))
                     })
-                    .map(|(key, _)| key.to_string())
                     .collect()
             })
             .unwrap_or_default();
