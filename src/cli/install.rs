@@ -189,20 +189,17 @@ fn edit_error(path: &Path, text: &str, err: &plan::EditError) -> CliError {
 
 /// The command a host should start: this binary's absolute path (GUI hosts often lack the
 /// user's PATH).
-/// The command a host's entry starts this airlock with: the `airlock` that `PATH` finds when
-/// that is this binary (a link there, `~/.cargo/bin/airlock` or a package manager's profile,
-/// outlives an upgrade that moves the file it points to), else this binary's own path.
+/// The command a host's entry starts this airlock with: this binary's own path, links resolved.
+/// Not the link `PATH` finds (`~/bin/airlock`), which would outlive an upgrade: a link sits in a
+/// directory that a server may be granted to write (one on its command line), and the host
+/// starts whatever is there next time, unconfined.
 fn airlock_command() -> Result<String, CliError> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|err| {
             CliError::Failure(anyhow::anyhow!("cannot find airlock's own path: {err}"))
         })?;
-    let path_var = std::env::var_os("PATH");
-    let on_path = crate::paths::resolve_command("airlock", path_var.as_deref(), Path::new("/"))
-        .ok()
-        .filter(|found| std::fs::canonicalize(found).is_ok_and(|found| found == exe));
-    Ok(on_path.unwrap_or(exe).display().to_string())
+    Ok(exe.display().to_string())
 }
 
 fn gateway_config_path(dirs: &Dirs, host: &Host, target: &Target) -> PathBuf {

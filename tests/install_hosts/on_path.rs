@@ -2,11 +2,12 @@
 
 use super::*;
 
-/// With `airlock` on PATH as a link (as `~/.cargo/bin` or a package manager's profile holds it),
-/// install writes that path, which outlives an upgrade that moves the file it points to; an
-/// entry a user wrote by hand with `"command": "airlock"` is this airlock's wrapper, not another's.
+/// With `airlock` on PATH as a link, install still writes the binary's own path: the link's
+/// directory may be one a server is granted to write, and the host would start whatever it
+/// found there, unconfined. An entry a user wrote by hand with `"command": "airlock"` is this
+/// airlock's wrapper, not another's.
 #[test]
-fn install_writes_the_airlock_path_finds_and_knows_a_bare_name_for_it() {
+fn install_writes_the_binarys_own_path_and_knows_a_bare_name_for_it() {
     let user = User::new();
     let bin = user.home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -35,9 +36,10 @@ fn install_writes_the_airlock_path_finds_and_knows_a_bare_name_for_it() {
     user.place("cursor/mcp.json", &cursor);
     airlock(&["install", "cursor"]);
     let config = read_config(&cursor);
+    let binary = std::fs::canonicalize(AIRLOCK).unwrap();
     assert_eq!(
         config["mcpServers"]["report"]["command"],
-        link.display().to_string(),
+        binary.display().to_string(),
         "{config}"
     );
 
