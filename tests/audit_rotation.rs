@@ -299,6 +299,23 @@ fn following_a_rotated_file_goes_on_into_the_files_after_it() {
     assert_eq!(&ids[ids.len() - 3..], &[1, 2, 3], "{ids:?} {said}");
     assert_eq!(ids.len(), 43, "{ids:?} {said}");
     assert!(!said.contains("half-way"), "{said}");
+
+    // A copy of that file beside another log leads nowhere: that log's records (a session of
+    // its own) are not shown as if they came after it.
+    let other = tempfile::tempdir().unwrap();
+    rotating_policy(other.path(), 0);
+    let (answered, code, stderr) = session(other.path(), &[], 2);
+    assert_eq!((answered, code), (2, Some(0)), "{stderr}");
+    let copy = other.path().join(rotated[0].file_name().unwrap());
+    std::fs::copy(&rotated[0], &copy).unwrap();
+    let (mut follower, received) = follow(&copy, Stdio::piped());
+    let mut sessions = std::collections::BTreeSet::new();
+    while let Ok(record) = received.recv_timeout(std::time::Duration::from_secs(3)) {
+        sessions.insert(record["session"].to_string());
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
 }
 
 /// A follower that falls behind by more than `keep_rotated` files (stopped, or piped into a

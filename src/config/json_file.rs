@@ -8,7 +8,7 @@
 //! validation errors point at the server's key, found in the text.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -349,22 +349,35 @@ fn unwrap_airlock_run(name: &str, args: &[String]) -> Option<Wrapped> {
     })
 }
 
-/// The grants of a wrapped entry's run line, as `run` makes them. A relative path is refused:
-/// `run` takes it from the directory the host starts it in, which this file does not say.
-fn wrapped_grants(wrapped: &Wrapped) -> Result<Vec<CommandLineGrants>, String> {
+/// The grants of a wrapped entry's run line, as `run` makes them, each named after the file
+/// and the server it came from. A relative path is left out, with a warning: `run` takes it
+/// from the directory the host starts it in, which this file does not say.
+fn wrapped_grants(
+    wrapped: &Wrapped,
+    file: &Path,
+    server: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<CommandLineGrants>, String> {
     let mut out = Vec::new();
     for (flag, value) in &wrapped.grants {
-        let relative = value
-            .split(',')
-            .map(str::trim)
-            .find(|path| !path.is_empty() && !path.starts_with(['/', '~', '$']));
-        if let (Flag::Read | Flag::Write, Some(path)) = (flag, relative) {
-            return Err(format!(
-                "its `airlock run` line grants the relative path {path:?} ({}), which depends on where the host starts it. Fix: write it as an absolute path",
-                flag.name()
-            ));
+        let mut kept = Vec::new();
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let relative = !entry.starts_with(['/', '~', '$']);
+            if relative && matches!(flag, Flag::Read | Flag::Write) {
+                warnings.push(format!(
+                    "server {server:?}: its `airlock run` line grants the relative path {entry:?} ({}), which depends on where the host starts it: not granted here. Fix: write it as an absolute path",
+                    flag.name()
+                ));
+            } else {
+                kept.push(entry.to_string());
+            }
         }
-        let grants = CommandLineGrants::flag(*flag, std::slice::from_ref(value))
+        let source = PathBuf::from(format!(
+            "{} (server {server:?}: `airlock run {}`)",
+            file.display(),
+            flag.name()
+        ));
+        let grants = CommandLineGrants::flag_from(*flag, &kept, source)
             .map_err(|err| format!("its `airlock run` line: {err}"))?;
         if !grants.is_empty() {
             out.push(grants);
@@ -496,9 +509,13 @@ fn raw_server(
     let mut grants = Vec::new();
     if let Some(wrapped) = wrapped {
         trust = wrapped.trust;
-        grants = wrapped_grants(&wrapped).map_err(|why| {
+        let mut said = Vec::new();
+        grants = wrapped_grants(&wrapped, path, name, &mut said).map_err(|why| {
             SourceError::new(path, field_at("args"), format!("server {name:?}: {why}"))
         })?;
+        for message in said {
+            warnings.push(SourceWarning::new(path, field_at("args"), message));
+        }
         warnings.push(SourceWarning::new(
             path,
             field_at("command"),

@@ -68,7 +68,16 @@ impl CommandLineGrants {
 
     /// One flag's values, each one entry or several separated by commas.
     pub fn flag(flag: Flag, values: &[String]) -> Result<CommandLineGrants, SourceError> {
-        let path = PathBuf::from(flag.name());
+        CommandLineGrants::flag_from(flag, values, PathBuf::from(flag.name()))
+    }
+
+    /// [`CommandLineGrants::flag`] of a run line written elsewhere (a host's config), named
+    /// `source` in the policy's layers and errors.
+    pub fn flag_from(
+        flag: Flag,
+        values: &[String],
+        path: PathBuf,
+    ) -> Result<CommandLineGrants, SourceError> {
         let entries: Vec<String> = values
             .iter()
             .flat_map(|value| value.split(','))

@@ -445,11 +445,27 @@ mod tests {
             launch.verdict("n", std::path::Path::new("/usr/bin/node"), false, ""),
             LaunchVerdict::Allowed(_)
         ));
+        // A link to one is one too.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("docker"), "").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("docker"), dir.path().join("dkr")).unwrap();
+        let verdict = launch.verdict("gh", &dir.path().join("dkr"), true, "pass --trust");
+        assert!(
+            matches!(verdict, LaunchVerdict::Refused { .. }),
+            "{verdict:?}"
+        );
     }
 }
 
 /// Programs that start a server in a container: none can work inside the sandbox.
-const CONTAINER_ENGINES: [&str; 4] = ["docker", "podman", "nerdctl", "finch"];
+const CONTAINER_ENGINES: [&str; 6] = [
+    "docker",
+    "podman",
+    "podman-remote",
+    "nerdctl",
+    "finch",
+    "com.docker.cli",
+];
 
 /// The outcome of the launch allowlist for one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -477,7 +493,14 @@ impl LaunchPolicy {
             .unwrap_or_default();
         // Trust opts a program out of the allowlist, not out of the sandbox, in which no
         // container engine can start a container: refused whatever the lists say, with why.
-        if CONTAINER_ENGINES.contains(&basename.as_str()) {
+        // By the name it was started as, and by the file a link leads to (`dkr -> docker`).
+        let target = std::fs::canonicalize(resolved).ok();
+        let target_name = target
+            .as_deref()
+            .and_then(std::path::Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned());
+        let is_engine = |name: &str| CONTAINER_ENGINES.contains(&name);
+        if is_engine(&basename) || target_name.as_deref().is_some_and(is_engine) {
             return LaunchVerdict::Refused {
                 message: format!(
                     "server {server:?}: {} is a container engine, which cannot start a server inside airlock's sandbox (docker's socket is root on this machine, and the sandbox refuses unix sockets; a rootless engine needs the namespaces and mounts it refuses)",

@@ -70,21 +70,36 @@ impl Glob {
         }
     }
 
-    /// The glob with its text lowercased: it matches lowercased names regardless of case.
+    /// The glob with its text lowercased ([`fold_case`]): it matches folded names regardless
+    /// of case.
     pub fn lowercased(&self) -> Glob {
         match self {
-            Glob::Literal(text) => Glob::Literal(text.to_lowercase()),
+            Glob::Literal(text) => Glob::Literal(fold_case(text)),
             Glob::Wildcard(tokens) => Glob::Wildcard(
                 tokens
                     .iter()
                     .map(|token| match token {
-                        GlobToken::Text(text) => GlobToken::Text(text.to_lowercase()),
+                        GlobToken::Text(text) => GlobToken::Text(fold_case(text)),
                         other => other.clone(),
                     })
                     .collect(),
             ),
         }
     }
+}
+
+/// `name` with each character lowercased where that gives one character (`İ` lowercases to
+/// two, and stays): a name keeps its length in characters, so `?` still matches one.
+pub fn fold_case(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            let mut lower = c.to_lowercase();
+            match (lower.next(), lower.next()) {
+                (Some(one), None) => one,
+                _ => c,
+            }
+        })
+        .collect()
 }
 
 /// Iterative glob matching with a single backtrack point (the last `*`): linear in practice and
@@ -165,10 +180,11 @@ fn is_name_char(c: char) -> bool {
 }
 
 impl ToolPattern {
-    /// The pattern lowercased, for matching lowercased names ([`Glob::lowercased`]).
+    /// The pattern with its tool part folded, for matching folded tool names
+    /// ([`Glob::lowercased`]). Server names are the config's own, compared as written.
     pub fn lowercased(&self) -> ToolPattern {
         ToolPattern {
-            server: self.server.lowercased(),
+            server: self.server.clone(),
             tool: self.tool.lowercased(),
         }
     }

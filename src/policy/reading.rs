@@ -64,24 +64,51 @@ pub fn read_path(raw: &str, context: &PathContext) -> Vec<Reading> {
 /// taken out anywhere: Python's `urlsplit`, Node's `URL`), which makes `" fi\tle:///etc/x"` a
 /// `file:` URL.
 fn cleaned_values(raw: &str) -> Vec<(String, Option<&'static str>)> {
-    let mut values = vec![(raw.to_string(), None)];
-    let mut add = |value: String, what: &'static str| {
+    // JavaScript's `trim()` also takes U+FEFF, which is no white space to Unicode.
+    let trimmed = |value: &str| {
+        value
+            .trim_matches(|c: char| c.is_whitespace() || c.is_control() || c == '\u{feff}')
+            .to_string()
+    };
+    let url_cleaned = |value: &str| {
+        value
+            .trim_matches(|c: char| c <= ' ')
+            .chars()
+            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+            .collect::<String>()
+    };
+    fn add(values: &mut Vec<(String, Option<&'static str>)>, value: String, what: &'static str) {
         if !values.iter().any(|(seen, _)| *seen == value) {
             values.push((value, Some(what)));
         }
-    };
+    }
+    let mut values = vec![(raw.to_string(), None)];
     add(
-        raw.trim_matches(|c: char| c.is_whitespace() || c.is_control())
-            .to_string(),
+        &mut values,
+        trimmed(raw),
         "trimmed of the spaces and control characters around it",
     );
     add(
-        raw.trim_matches(|c: char| c <= ' ')
-            .chars()
-            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
-            .collect(),
+        &mut values,
+        url_cleaned(raw),
         "as a URL parser cleans it (controls around it, tabs and line breaks in it taken out)",
     );
+    let both = "trimmed, then cleaned as a URL parser cleans it";
+    add(&mut values, url_cleaned(&trimmed(raw)), both);
+    add(&mut values, trimmed(&url_cleaned(raw)), both);
+    // A URL parser reads `\` in a `file:` URL as `/` (a special scheme's separator).
+    let backslashed: Vec<String> = values
+        .iter()
+        .map(|(value, _)| value.clone())
+        .filter(|value| value.contains('\\') && has_scheme(value, "file"))
+        .collect();
+    for value in backslashed {
+        add(
+            &mut values,
+            value.replace('\\', "/"),
+            "with `\\` read as `/`, as a URL parser reads a file: URL",
+        );
+    }
     values
 }
 
@@ -433,6 +460,12 @@ mod tests {
             "fi\tle:///etc/passwd",
             "file:///etc/pa\nsswd",
             "file:///etc/pa\r\nss\twd\u{0}",
+            "\u{feff}/etc/passwd",
+            "\u{feff} file:///etc/passwd",
+            "\u{a0}fi\tle:///etc/passwd",
+            "file:///etc\\passwd",
+            "file://localhost/tmp/x/..\\..\\etc\\passwd",
+            "\tfile:\\\\\\etc\\passwd",
             " /etc/passwd\u{a0}",
             "\t/etc/passwd\n",
         ] {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::keys;
-use super::pattern::{Glob, GlobToken, ToolPattern};
+use super::pattern::{Glob, GlobToken, ToolPattern, fold_case};
 use super::reading::{PathContext, Reading, read_path};
 use super::value_texts;
 use super::{Action, Call, Decision, Origin, Sourced};
@@ -152,34 +152,40 @@ impl Condition {
     ) -> (bool, ArgumentTrace) {
         let as_sent = self.evaluate_in(arguments.and_then(Value::as_object), action, context);
         // `arguments` sent as a string holding a JSON object, as function-calling APIs send
-        // them: a server that decodes it reads those arguments, so a `deny`/`ask` rule judges
-        // them too (an `allow` rule judges what was sent, where the argument is absent).
+        // them: a server that decodes it reads those arguments, so they are a second reading of
+        // the call (a `deny`/`ask` fires on either, an `allow` holds only on both).
         let Some(Value::String(text)) = arguments else {
             return as_sent;
         };
-        if action == Action::Allow || as_sent.0 {
-            return as_sent;
-        }
-        let said = "`arguments` is a string holding a JSON object; judged as that object, which a server may decode";
-        match value_texts::lenient_json(text, '{') {
-            value_texts::Lenient::Read(Value::Object(decoded)) => {
-                let (holds, mut trace) = self.evaluate_in(Some(&decoded), action, context);
-                trace.note = Some(match trace.note.take() {
-                    Some(note) => format!("{said}: {note}"),
-                    None => said.to_string(),
-                });
-                (holds, trace)
+        let deny_like = action != Action::Allow;
+        let said = "`arguments` is a string holding a JSON object; judged as that object too, which a server may decode";
+        let decoded = match value_texts::lenient_json(text, '{') {
+            value_texts::Lenient::Read(Value::Object(decoded)) if names_no_key_twice(text) => {
+                decoded
             }
-            value_texts::Lenient::Unreadable => {
+            value_texts::Lenient::Read(Value::Object(_)) | value_texts::Lenient::Unreadable => {
+                // A key twice (a decoder may keep either), or past what airlock can read: no
+                // one reading to judge, which fails closed.
                 let (_, mut trace) = as_sent;
                 trace.note = Some(
-                    "`arguments` is a string that a server may decode as JSON, past what airlock can read"
+                    "`arguments` is a string that a server may decode as JSON, and airlock cannot read it as one object (a key twice, or nested too deep)"
                         .to_string(),
                 );
-                (true, trace)
+                return (deny_like, trace);
             }
-            value_texts::Lenient::Read(_) | value_texts::Lenient::NotJson => as_sent,
+            value_texts::Lenient::Read(_) | value_texts::Lenient::NotJson => return as_sent,
+        };
+        let (held, mut trace) = self.evaluate_in(Some(&decoded), action, context);
+        trace.note = Some(match trace.note.take() {
+            Some(note) => format!("{said}: {note}"),
+            None => said.to_string(),
+        });
+        // The trace of the reading that decided: a deny's firing one, an allow's failing one.
+        let decided_by_sent = if deny_like { as_sent.0 } else { !as_sent.0 };
+        if decided_by_sent {
+            return as_sent;
         }
+        (held, trace)
     }
 
     /// [`Condition::evaluate`] on arguments that are an object (`None`: not one, or absent).
@@ -250,6 +256,13 @@ impl Condition {
         let negation = if self.negate { "not " } else { "" };
         format!("{} {negation}{kind} {what:?}", self.argument)
     }
+}
+
+/// Whether `text` (JSON) names no key twice in any object: a decoder that keeps the first of two
+/// would read other arguments than serde, which keeps the last.
+fn names_no_key_twice(text: &str) -> bool {
+    crate::mcp::strict::parse_noting_duplicate_keys(text.trim().as_bytes(), false)
+        .is_ok_and(|parsed| !parsed.duplicate_keys)
 }
 
 /// One compiled rule.
@@ -392,10 +405,10 @@ const ASK: usize = 1;
 const DENY: usize = 2;
 const NARROWING_ASK: usize = 3;
 
-/// Whether the rules of `slot` match names regardless of case. A deny does: `*exec*` is meant
-/// for `runExec` too, and a server picks its tools' names. Matching more can only refuse more.
-/// An allow or ask matches exactly: an ask that matched more could turn a default deny into a
-/// question.
+/// Whether the rules of `slot` match tool names regardless of case. A deny does: `*exec*` is
+/// meant for `runExec` too, and a server picks its tools' names. Matching more can only refuse
+/// more. An allow or ask matches exactly: an ask that matched more could turn a default deny
+/// into a question. Server names are the config's own, compared as written.
 fn folds_case(slot: usize) -> bool {
     slot == DENY
 }
@@ -403,10 +416,7 @@ fn folds_case(slot: usize) -> bool {
 /// A call's server and tool names as the rules of `slot` compare them.
 fn names_for<'a>(slot: usize, server: &'a str, tool: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
     if folds_case(slot) {
-        (
-            Cow::Owned(server.to_lowercase()),
-            Cow::Owned(tool.to_lowercase()),
-        )
+        (Cow::Borrowed(server), Cow::Owned(fold_case(tool)))
     } else {
         (Cow::Borrowed(server), Cow::Borrowed(tool))
     }

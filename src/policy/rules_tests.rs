@@ -85,7 +85,7 @@ fn a_deny_matches_regardless_of_case_and_an_allow_exactly() {
     );
     for (server, tool) in [
         ("fs", "runExec"),
-        ("FS", "EXEC"),
+        ("fs", "EXEC"),
         ("git", "shellExecute"),
         ("fs", "runshellcommand"),
         ("fs", "RUN_SHELL"),
@@ -112,6 +112,17 @@ fn a_deny_matches_regardless_of_case_and_an_allow_exactly() {
         rules.decide(&call("fs", "Move_file", None)).action,
         Action::Deny
     );
+    // A letter whose lowercase is two (`İ`) keeps its one character: `?` still covers it.
+    let one = ToolRules::new(
+        vec![entry(Action::Deny, "mcp:fs__?", Layer::User)],
+        default(Action::Allow),
+    );
+    assert_eq!(
+        one.decide(&call("fs", "\u{130}", None)).action,
+        Action::Deny
+    );
+    // Server names are the config's own: compared as written.
+    assert_eq!(one.decide(&call("FS", "x", None)).action, Action::Allow);
     // Many wildcard denies, matched through one `RegexSet`: lowercased there too.
     let many: Vec<ToolEntry> = (0..3000)
         .map(|n| entry(Action::Deny, &format!("mcp:*__*Exec{n}x*"), Layer::User))
@@ -396,6 +407,25 @@ fn arguments_sent_as_a_json_string_are_judged_as_the_object_they_hold() {
         decide_path(&allow_inside, json!(r#"{"path": "/data/notes/x"}"#)),
         Action::Deny
     );
+    // An allow holds only when both readings do: "allow unless under /etc/" (`negate`) is met by
+    // the string as sent (no `path` at all), not by the object it holds.
+    let allow_outside = ToolRules::new(
+        vec![prefix_rule(Action::Allow, "/etc/", true)],
+        default(Action::Deny),
+    );
+    assert_eq!(
+        decide_path(&allow_outside, json!(r#"{"path": "/etc/passwd"}"#)),
+        Action::Deny
+    );
+    assert_eq!(
+        decide_path(&allow_outside, json!({"path": "/data/x"})),
+        Action::Allow
+    );
+    // A key twice: a decoder keeping the first reads `/etc/passwd`; no one reading, so a deny
+    // fires and an allow does not hold.
+    let twice = json!(r#"{"path": "/etc/passwd", "path": "/data/x"}"#);
+    assert_eq!(decide_path(&deny, twice.clone()), Action::Deny);
+    assert_eq!(decide_path(&allow_outside, twice), Action::Deny);
 }
 
 /// An allow needs every reading inside: a value that decodes elsewhere is not allowed.

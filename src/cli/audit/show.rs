@@ -164,6 +164,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
             .as_deref()
             .zip(continues_in.as_deref())
             .and_then(|(renamed_to, continues_in)| log_of_rotated(&path, renamed_to, continues_in))
+            .filter(|log| goes_on_from(log, closed_as.as_deref().unwrap_or_default(), &file))
             .unwrap_or(path);
         follow(&log, file, offset, closed_as, &filter, args.json)?;
     }
@@ -330,6 +331,30 @@ fn next_after_rotated(log: &Path, file: &File, name: &str) -> Next {
         // No log at its path at all (moved away, not yet replaced): wait for one.
         Err(_) => Next::HalfWay,
     }
+}
+
+/// Whether a file of `log`'s chain goes on from `file`, the rotated file `name`: its `continued`
+/// record names it and links to its last line (a copy of a rotated file beside another log
+/// leads nowhere).
+fn goes_on_from(log: &Path, name: &str, file: &File) -> bool {
+    let Ok(length) = file.metadata().map(|meta| meta.len()) else {
+        return false;
+    };
+    let Ok((line, true)) = crate::audit::rotate::last_line(file, length) else {
+        return false;
+    };
+    let last = crate::audit::chain::line_hash(&line);
+    let Ok(history) = crate::audit::rotate::chain_of(log) else {
+        return false;
+    };
+    history
+        .rotated
+        .iter()
+        .filter_map(|path| File::open(path).ok())
+        .chain([history.log])
+        .filter_map(|next| crate::audit::rotate::first_line(&next).ok())
+        .filter_map(|first| crate::audit::rotate::continues(&first))
+        .any(|continues| continues.name == name && continues.last_line == last)
 }
 
 /// The file whose first record goes on from the rotated file `name`: the next file of the log's
