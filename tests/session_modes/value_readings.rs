@@ -133,6 +133,8 @@ regex = "^1$"
         format!("fi\tle://{secret}"),
         format!("file://{root}/sec\nret/key"),
         format!("\t{secret}\n"),
+        format!("\u{feff}{secret}"),
+        format!("file://{root}/secret\\key"),
     ] {
         assert!(
             !reaches(json!({"text": "through", "path": path})),
@@ -144,6 +146,9 @@ regex = "^1$"
     }
     let as_string = json!({"text": "through", "path": secret}).to_string();
     assert!(!reaches(json!(as_string)), "{as_string}");
+    // A key twice in the string: a decoder keeping the first would read the secret.
+    let twice = format!(r#"{{"text": "through", "path": {secret:?}, "path": "/srv/ok"}}"#);
+    assert!(!reaches(json!(twice)), "{twice}");
     // The plain ones go through.
     for arguments in [
         json!({"text": "through", "path": format!("{root}/public/a")}),
@@ -162,6 +167,6 @@ regex = "^1$"
             .filter(|event| event["decision"] == "deny")
             .count()
     };
-    support::wait_until(SECS(5), || denied() == 11);
-    assert_eq!(denied(), 11, "{:#?}", world.events("decision"));
+    support::wait_until(SECS(5), || denied() == 14);
+    assert_eq!(denied(), 14, "{:#?}", world.events("decision"));
 }
