@@ -518,3 +518,72 @@ fn a_servers_own_project_option_grants_nothing() {
     assert!(stderr.contains("REFUSED "), "{stderr}");
     assert!(!stderr.contains("do-not-read-me"), "{stderr}");
 }
+
+/// A server granted to write the directory that holds airlock's own program (on its command
+/// line, or by `--allow-write`) could replace the program a host starts next, unconfined: that
+/// grant is read-only, with a note, and the server's other writes are untouched.
+#[test]
+fn no_server_may_write_airlocks_own_program() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("bin");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    let own = bin.join("airlock");
+    std::fs::copy(AIRLOCK, &own).unwrap();
+    let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let script = format!(
+        r#"
+import os, sys
+for path in ({own:?}, {new:?}, {scratch:?}):
+    try:
+        with open(path, "ab") as f:
+            f.write(b"x")
+        print("wrote", path, file=sys.stderr)
+    except OSError as e:
+        print("refused", path, e.errno, file=sys.stderr)
+with open({own:?}, "rb") as f:
+    print("read", len(f.read(4)), file=sys.stderr)
+"#,
+        own = own.display().to_string(),
+        new = bin.join("planted").display().to_string(),
+        scratch = scratch.join("ok").display().to_string(),
+    );
+    // A script of its own (a `-c` program's words are not read as paths).
+    let server = dir.path().join("srv/hostile.py");
+    std::fs::create_dir_all(server.parent().unwrap()).unwrap();
+    std::fs::write(&server, script).unwrap();
+    let mut command = Command::new(&own);
+    own_state(&mut command, dir.path());
+    let out = command
+        .args(["run", "--policy"])
+        .arg(&policy)
+        .arg(format!("--allow-write={}", scratch.display()))
+        .args(["--", "/usr/bin/python3"])
+        .arg(&server)
+        .arg(&bin)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("airlock run");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("refused {}", own.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("refused {}", bin.join("planted").display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("wrote {}", scratch.join("ok").display())),
+        "{said}"
+    );
+    assert!(said.contains("read 4"), "{said}");
+    assert!(said.contains("it holds airlock's own program"), "{said}");
+    assert_eq!(
+        std::fs::read(&own).unwrap(),
+        std::fs::read(AIRLOCK).unwrap()
+    );
+}

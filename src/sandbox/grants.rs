@@ -505,6 +505,24 @@ impl FsRules {
         true
     }
 
+    /// Makes read-only every write grant over `program` (airlock's own executable, links
+    /// resolved), saying so in `notes`: a server that could replace it would be started as
+    /// airlock, unconfined, the next time a host starts a server. Whatever granted it (a policy
+    /// `write`, `--allow-write`, a directory on the server's command line), it may still read.
+    pub(super) fn keep_read_only(&mut self, program: &Path, notes: &mut Vec<String>) {
+        for rule in &mut self.rules {
+            if rule.access == FsAccess::ReadWrite && program.starts_with(&rule.path) {
+                rule.access = FsAccess::ReadExec;
+                notes.push(format!(
+                    "writing {} ({}): it holds airlock's own program {}, which hosts start; granted read-only",
+                    rule.path.display(),
+                    rule.reason,
+                    program.display()
+                ));
+            }
+        }
+    }
+
     pub(super) fn into_rules(self) -> Vec<FsRule> {
         self.rules
     }

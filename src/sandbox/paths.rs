@@ -26,6 +26,10 @@ pub struct AirlockDirs {
     /// never granted, even when it holds no policy yet (a file planted there would become one).
     #[serde(default)]
     pub org_policy_dir: Option<PathBuf>,
+    /// airlock's own executable, links resolved: no server may write it (a host would start
+    /// what it wrote there, unconfined).
+    #[serde(default)]
+    pub program: Option<PathBuf>,
 }
 
 impl AirlockDirs {
@@ -53,6 +57,7 @@ impl AirlockDirs {
                 env.absolute_path("AIRLOCK_ORG_POLICY_DIR")
                     .unwrap_or_else(|| PathBuf::from(crate::policy::discover::DEFAULT_ORG_DIR)),
             ),
+            program: std::env::current_exe().and_then(std::fs::canonicalize).ok(),
         }
     }
 

@@ -53,6 +53,9 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         user_paths,
         &mut fs,
     );
+    if let Some(program) = &request.dirs.program {
+        fs.keep_read_only(program, &mut not_granted);
+    }
 
     let network = NetMode::from(&policy.network.value);
     let namespaces = namespaces(host, &network, constructed_root);
