@@ -403,6 +403,14 @@ fn what_the_host_is_told(
     (told, init)
 }
 
+/// An executable shell script at `path` standing in for a program: `body` after its `#!`.
+fn stand_in(path: &std::path::Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let mut permissions = std::fs::metadata(path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(path, permissions).unwrap();
+}
+
 /// A `bun x`/`deno run npm:` server whose package cannot be fetched (stand-in runners that fail
 /// as bun and deno do offline): the host is told how to fill the runner's cache, not only the
 /// exit code, whether airlock ran no install step (a command line it cannot read) or its install
@@ -410,15 +418,10 @@ fn what_the_host_is_told(
 fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
     let bin = tempfile::tempdir().unwrap();
     for runner in ["bun", "deno"] {
-        let path = bin.path().join(runner);
-        std::fs::write(
-            &path,
-            "#!/bin/sh\necho \"error: the package is not in the cache and the network is offline\" >&2\nexit 1\n",
-        )
-        .unwrap();
-        let mut permissions = std::fs::metadata(&path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-        std::fs::set_permissions(&path, permissions).unwrap();
+        stand_in(
+            &bin.path().join(runner),
+            "echo \"error: the package is not in the cache and the network is offline\" >&2\nexit 1",
+        );
     }
     let bun = bin.path().join("bun").display().to_string();
     let deno = bin.path().join("deno").display().to_string();
@@ -465,14 +468,7 @@ fn a_runner_airlock_does_not_fetch_for_tells_how_to_fill_its_cache(mode: Mode) {
 fn a_container_engine_is_refused_with_why_and_what_to_run_instead(mode: Mode) {
     let bin = tempfile::tempdir().unwrap();
     let docker = bin.path().join("docker");
-    std::fs::write(
-        &docker,
-        "#!/bin/sh\necho \"Run 'docker run --help'\" >&2\nexit 126\n",
-    )
-    .unwrap();
-    let mut permissions = std::fs::metadata(&docker).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&docker, permissions).unwrap();
+    stand_in(&docker, "echo \"Run 'docker run --help'\" >&2\nexit 126");
     let docker = docker.display().to_string();
     let setup = Setup::command(&[&docker, "run", "-i", "--rm", "ghcr.io/x/server"])
         .policy(&format!("[launch]\nallow_commands = [{docker:?}]\n"));
