@@ -415,7 +415,9 @@ fn folds_case(slot: usize) -> bool {
 
 /// A call's server and tool names as the rules of `slot` compare them.
 fn names_for<'a>(slot: usize, server: &'a str, tool: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
-    if folds_case(slot) {
+    // Most tool names are lowercase ASCII already: no copy on a call's way.
+    let folded = tool.is_ascii() && !tool.bytes().any(|b| b.is_ascii_uppercase());
+    if folds_case(slot) && !folded {
         (Cow::Borrowed(server), Cow::Owned(fold_case(tool)))
     } else {
         (Cow::Borrowed(server), Cow::Borrowed(tool))
