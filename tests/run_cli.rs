@@ -531,11 +531,14 @@ fn no_server_may_write_airlocks_own_program() {
     std::fs::create_dir_all(&scratch).unwrap();
     let own = bin.join("airlock");
     std::fs::copy(AIRLOCK, &own).unwrap();
+    // Granted through a link to its directory: judged where the grant really leads.
+    let link = dir.path().join("bin-link");
+    std::os::unix::fs::symlink(&bin, &link).unwrap();
     let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
     let script = format!(
         r#"
 import os, sys
-for path in ({own:?}, {new:?}, {scratch:?}):
+for path in ({own:?}, {new:?}, {scratch:?}, {via_link:?}):
     try:
         with open(path, "ab") as f:
             f.write(b"x")
@@ -548,6 +551,7 @@ with open({own:?}, "rb") as f:
         own = own.display().to_string(),
         new = bin.join("planted").display().to_string(),
         scratch = scratch.join("ok").display().to_string(),
+        via_link = link.join("airlock").display().to_string(),
     );
     // A script of its own (a `-c` program's words are not read as paths).
     let server = dir.path().join("srv/hostile.py");
@@ -559,6 +563,7 @@ with open({own:?}, "rb") as f:
         .args(["run", "--policy"])
         .arg(&policy)
         .arg(format!("--allow-write={}", scratch.display()))
+        .arg(format!("--allow-write={}", link.display()))
         .args(["--", "/usr/bin/python3"])
         .arg(&server)
         .arg(&bin)
@@ -578,6 +583,11 @@ with open({own:?}, "rb") as f:
     );
     assert!(
         said.contains(&format!("wrote {}", scratch.join("ok").display())),
+        "{said}"
+    );
+    let via_link = link.join("airlock");
+    assert!(
+        said.contains(&format!("refused {}", via_link.display())),
         "{said}"
     );
     assert!(said.contains("read 4"), "{said}");

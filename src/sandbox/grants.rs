@@ -509,17 +509,26 @@ impl FsRules {
     /// resolved), saying so in `notes`: a server that could replace it would be started as
     /// airlock, unconfined, the next time a host starts a server. Whatever granted it (a policy
     /// `write`, `--allow-write`, a directory on the server's command line), it may still read.
-    pub(super) fn keep_read_only(&mut self, program: &Path, notes: &mut Vec<String>) {
+    /// A grant is judged where it really leads (links resolved), as the root binds it.
+    pub(super) fn keep_read_only(&mut self, programs: &[PathBuf], notes: &mut Vec<String>) {
         for rule in &mut self.rules {
-            if rule.access == FsAccess::ReadWrite && program.starts_with(&rule.path) {
-                rule.access = FsAccess::ReadExec;
-                notes.push(format!(
-                    "writing {} ({}): it holds airlock's own program {}, which hosts start; granted read-only",
-                    rule.path.display(),
-                    rule.reason,
-                    program.display()
-                ));
+            if rule.access != FsAccess::ReadWrite {
+                continue;
             }
+            let leads_to = std::fs::canonicalize(&rule.path).unwrap_or_else(|_| rule.path.clone());
+            let Some(program) = programs
+                .iter()
+                .find(|program| program.starts_with(&leads_to) || program.starts_with(&rule.path))
+            else {
+                continue;
+            };
+            rule.access = FsAccess::ReadExec;
+            notes.push(format!(
+                "writing {} ({}): it holds airlock's own program {}, which hosts start; granted read-only",
+                rule.path.display(),
+                rule.reason,
+                program.display()
+            ));
         }
     }
 

@@ -26,10 +26,29 @@ pub struct AirlockDirs {
     /// never granted, even when it holds no policy yet (a file planted there would become one).
     #[serde(default)]
     pub org_policy_dir: Option<PathBuf>,
-    /// airlock's own executable, links resolved: no server may write it (a host would start
-    /// what it wrote there, unconfined).
+    /// airlock's own executable, links resolved, and the link `PATH` finds to it (a host that
+    /// starts `"command": "airlock"` starts that): no server may write either (a host would
+    /// start what it wrote there, unconfined).
     #[serde(default)]
-    pub program: Option<PathBuf>,
+    pub programs: Vec<PathBuf>,
+}
+
+/// airlock's own executable (links resolved) and, when `PATH` finds this binary as `airlock`
+/// through a link, that link (its directory resolved, the link itself kept).
+fn own_programs(env: &(impl VarSource + ?Sized)) -> Vec<PathBuf> {
+    let Ok(this) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return Vec::new();
+    };
+    let path_var = env.var("PATH").map(std::ffi::OsString::from);
+    let link = crate::paths::resolve_command("airlock", path_var.as_deref(), Path::new("/"))
+        .ok()
+        .filter(|found| std::fs::canonicalize(found).is_ok_and(|found| found == this))
+        .and_then(|found| {
+            let dir = std::fs::canonicalize(found.parent()?).ok()?;
+            Some(dir.join(found.file_name()?))
+        })
+        .filter(|link| *link != this);
+    std::iter::once(this).chain(link).collect()
 }
 
 impl AirlockDirs {
@@ -57,7 +76,7 @@ impl AirlockDirs {
                 env.absolute_path("AIRLOCK_ORG_POLICY_DIR")
                     .unwrap_or_else(|| PathBuf::from(crate::policy::discover::DEFAULT_ORG_DIR)),
             ),
-            program: std::env::current_exe().and_then(std::fs::canonicalize).ok(),
+            programs: own_programs(env),
         }
     }
 

@@ -53,9 +53,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         user_paths,
         &mut fs,
     );
-    if let Some(program) = &request.dirs.program {
-        fs.keep_read_only(program, &mut not_granted);
-    }
+    fs.keep_read_only(&request.dirs.programs, &mut not_granted);
 
     let network = NetMode::from(&policy.network.value);
     let namespaces = namespaces(host, &network, constructed_root);
