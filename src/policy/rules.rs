@@ -168,7 +168,18 @@ impl Condition {
                 // one reading to judge, which fails closed.
                 let (_, mut trace) = as_sent;
                 trace.note = Some(
-                    "`arguments` is a string that a server may decode as JSON, and airlock cannot read it as one object (a key twice, or nested too deep)"
+                    "`arguments` is a string that a server may decode as JSON, and airlock cannot read it as one object (a key twice, a value strict JSON has no spelling for, or nested too deep)"
+                        .to_string(),
+                );
+                return (deny_like, trace);
+            }
+            // A string that opens an object no parser here reads as exactly one (a trailing
+            // comma, comments, a second value after it, a control character): a lenient
+            // decoder may still find arguments in it, so it fails closed too.
+            value_texts::Lenient::NotJson if text.trim_start().starts_with('{') => {
+                let (_, mut trace) = as_sent;
+                trace.note = Some(
+                    "`arguments` is a string that opens a JSON object airlock cannot read as one (a lenient decoder may)"
                         .to_string(),
                 );
                 return (deny_like, trace);

@@ -394,6 +394,10 @@ fn arguments_sent_as_a_json_string_are_judged_as_the_object_they_hold() {
         (r#"{"path": "/data/notes/x"}"#, Action::Allow),
         (r#"["/etc/passwd"]"#, Action::Allow),
         ("not json", Action::Allow),
+        // An object no parser here reads as one: a lenient decoder may.
+        (r#"{"path": "/etc/passwd",}"#, Action::Deny),
+        (r#"{"path": "/etc/passwd"} {"a": 1}"#, Action::Deny),
+        ("{'path': '/etc/passwd'}", Action::Deny),
     ] {
         assert_eq!(decide_path(&deny, json!(sent)), action, "{sent}");
     }
