@@ -187,10 +187,24 @@ fn a_rotation_stopped_half_way_stops_the_session_and_the_next_start_finishes_it(
     // The closed file is still at the log's path, and nothing came after its `rotated` record.
     assert_eq!(last_record(&log)["event"], "rotated");
     assert!(staging.exists());
+    // One that follows the closed file by its dated name goes on into the log once the
+    // rotation is finished, too.
+    let dated = last_record(&log)["detail"]["renamed_to"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (mut by_name, by_name_received) = follow(&dir.path().join(&dated), Stdio::null());
 
     std::thread::sleep(std::time::Duration::from_secs(1));
     let (answered, code, stderr) = session(dir.path(), &[], 20);
     assert_eq!((answered, code), (20, Some(0)), "{stderr}");
+    let mut by_name_sessions = std::collections::BTreeSet::new();
+    while let Ok(record) = by_name_received.recv_timeout(std::time::Duration::from_secs(3)) {
+        by_name_sessions.insert(record["session"].to_string());
+    }
+    let _ = by_name.kill();
+    let _ = by_name.wait();
+    assert_eq!(by_name_sessions.len(), 2, "{by_name_sessions:?}");
     let mut seen = Vec::new();
     while let Ok(record) = received.recv_timeout(std::time::Duration::from_secs(3)) {
         seen.push((record["session"].clone(), record["seq"].clone()));
@@ -308,14 +322,16 @@ fn following_a_rotated_file_goes_on_into_the_files_after_it() {
     assert_eq!((answered, code), (2, Some(0)), "{stderr}");
     let copy = other.path().join(rotated[0].file_name().unwrap());
     std::fs::copy(&rotated[0], &copy).unwrap();
-    let (mut follower, received) = follow(&copy, Stdio::piped());
+    let (follower, received) = follow(&copy, Stdio::piped());
     let mut sessions = std::collections::BTreeSet::new();
     while let Ok(record) = received.recv_timeout(std::time::Duration::from_secs(3)) {
         sessions.insert(record["session"].to_string());
     }
-    let _ = follower.kill();
-    let _ = follower.wait();
+    // It says so and ends, rather than wait for a rotation nothing will finish.
+    let output = follower.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
     assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(said.contains("nothing more to follow"), "{said}");
 }
 
 /// A follower that falls behind by more than `keep_rotated` files (stopped, or piped into a

@@ -159,14 +159,23 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     if args.follow
         && let Some(file) = followed
     {
-        // A rotated file named on the command line is followed on into its log's later files.
-        let log = closed_as
+        // A rotated file named on the command line is followed on into its log's later files:
+        // the log beside it, when a file of its chain goes on from this one, or when the log is
+        // still this very file (a rotation half-way, which the next writer finishes).
+        let renamed_to = closed_as.as_deref().unwrap_or_default();
+        let given_rotated = path.file_name().and_then(|n| n.to_str()) == Some(renamed_to);
+        let log = continues_in
             .as_deref()
-            .zip(continues_in.as_deref())
-            .and_then(|(renamed_to, continues_in)| log_of_rotated(&path, renamed_to, continues_in))
-            .filter(|log| goes_on_from(log, closed_as.as_deref().unwrap_or_default(), &file))
-            .unwrap_or(path);
-        follow(&log, file, offset, closed_as, &filter, args.json)?;
+            .and_then(|continues_in| log_of_rotated(&path, renamed_to, continues_in))
+            .filter(|log| same_file(log, &file) || goes_on_from(log, renamed_to, &file));
+        match log {
+            Some(log) => follow(&log, file, offset, closed_as, &filter, args.json)?,
+            None if given_rotated => eprintln!(
+                "airlock: {} was rotated, and no log beside it goes on from it: nothing more to follow",
+                path.display()
+            ),
+            None => follow(&path, file, offset, closed_as, &filter, args.json)?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -331,6 +340,14 @@ fn next_after_rotated(log: &Path, file: &File, name: &str) -> Next {
         // No log at its path at all (moved away, not yet replaced): wait for one.
         Err(_) => Next::HalfWay,
     }
+}
+
+/// Whether `path` names `file` (the same device and inode).
+fn same_file(path: &Path, file: &File) -> bool {
+    let (Ok(at_path), Ok(here)) = (std::fs::metadata(path), file.metadata()) else {
+        return false;
+    };
+    (at_path.dev(), at_path.ino()) == (here.dev(), here.ino())
 }
 
 /// Whether a file of `log`'s chain goes on from `file`, the rotated file `name`: its `continued`
