@@ -61,6 +61,10 @@ impl LaunchContext {
             .iter()
             .map(|(_, path)| path.clone())
             .collect();
+        if config_path.is_file() {
+            let absolute = std::path::absolute(config_path).unwrap_or(config_path.to_path_buf());
+            dirs.config_files.push(absolute);
+        }
         let base_dir = config_path
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
@@ -87,6 +91,8 @@ impl LaunchContext {
     pub fn for_command_line(policy: &Policy, audit_path: Option<&Path>) -> Self {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let mut context = LaunchContext::detect(policy, audit_path, &cwd.join("airlock-run"));
+        // No config file: the name above only places the base directory.
+        context.dirs.config_files.clear();
         context.base_dir = cwd;
         context.declared_in = DeclaredIn::CommandLine;
         context

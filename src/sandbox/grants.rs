@@ -159,6 +159,12 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
     for policy in &dirs.policy_files {
         out.push(("a policy file".to_string(), policy.clone()));
     }
+    for config in &dirs.config_files {
+        out.push((
+            "the server config airlock was started from".to_string(),
+            config.clone(),
+        ));
+    }
     if let Some(org) = &dirs.org_policy_dir {
         out.push((
             "the organisation's policy directory".to_string(),

@@ -31,6 +31,11 @@ pub struct AirlockDirs {
     /// start what it wrote there, unconfined).
     #[serde(default)]
     pub programs: Vec<PathBuf>,
+    /// The server config a gateway (or `check`, `test`) was started from: never granted, as a
+    /// policy file is not (a server that rewrote it would change what starts next time, and
+    /// how confined).
+    #[serde(default)]
+    pub config_files: Vec<PathBuf>,
 }
 
 /// airlock's own executable (links resolved) and, when `PATH` finds this binary as `airlock`
@@ -77,6 +82,7 @@ impl AirlockDirs {
                     .unwrap_or_else(|| PathBuf::from(crate::policy::discover::DEFAULT_ORG_DIR)),
             ),
             programs: own_programs(env),
+            config_files: Vec::new(),
         }
     }
 

@@ -145,3 +145,39 @@ fn check_says_a_remote_server_of_a_host_file_is_not_gated_by_itself() {
     let out = stdout(&scratch.airlock(&["check", "--config", gateway.to_str().unwrap()]));
     assert!(out.contains("calls are still gated and audited"), "{out}");
 }
+
+/// The config a gateway starts from decides what starts next time and how confined: no grant
+/// may hold it, from a run line's `--allow-write` or from a directory on a server's command line.
+#[test]
+fn no_grant_may_hold_the_config_airlock_was_started_from() {
+    let scratch = Scratch::new();
+    let dir = scratch.path("hostcfg");
+    let script = scratch.write("srv/s.py", "pass\n");
+    let airlock = env!("CARGO_BIN_EXE_airlock");
+    let host = scratch.write(
+        "hostcfg/host.json",
+        &format!(
+            r#"{{"mcpServers": {{
+  "t": {{"command": {airlock:?}, "args": ["run", "--name", "t", "--allow-write={dir}", "--", "python3", {script:?}]}},
+  "u": {{"command": "python3", "args": [{script:?}, {dir:?}]}}
+}}}}"#,
+            dir = dir.display(),
+            script = script.display().to_string()
+        ),
+    );
+    let output = scratch.airlock(&["check", "--config", host.to_str().unwrap()]);
+    let out = stdout(&output);
+    let held = format!(
+        "the server config airlock was started from ({})",
+        host.display()
+    );
+    assert!(
+        out.contains("launch   REFUSED: server `t`")
+            && out.contains(&format!("would expose {held}")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("not granted: it is or contains {held}")),
+        "{out}"
+    );
+}
