@@ -424,15 +424,13 @@ fn folds_case(slot: usize) -> bool {
     slot == DENY
 }
 
-/// A call's server and tool names as the rules of `slot` compare them.
-fn names_for<'a>(slot: usize, server: &'a str, tool: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
+/// A call's tool name as the rules of `slot` compare it.
+fn tool_for(slot: usize, tool: &str) -> Cow<'_, str> {
     // Most tool names are lowercase ASCII already: no copy on a call's way.
-    let folded = tool.is_ascii() && !tool.bytes().any(|b| b.is_ascii_uppercase());
-    if folds_case(slot) && !folded {
-        (Cow::Borrowed(server), Cow::Owned(fold_case(tool)))
-    } else {
-        (Cow::Borrowed(server), Cow::Borrowed(tool))
+    if !folds_case(slot) || (tool.is_ascii() && !tool.bytes().any(|b| b.is_ascii_uppercase())) {
+        return Cow::Borrowed(tool);
     }
+    Cow::Owned(fold_case(tool))
 }
 
 fn slot(entry: &ToolEntry) -> usize {
@@ -488,8 +486,8 @@ impl ToolRules {
 
     /// Whether the entry at `position` covers the call's tool, as its slot compares names.
     fn covers(&self, position: usize, server: &str, tool: &str) -> bool {
-        let (server, tool) = names_for(slot(&self.entries[position]), server, tool);
-        self.patterns[position].matches(&server, &tool)
+        let tool = tool_for(slot(&self.entries[position]), tool);
+        self.patterns[position].matches(server, &tool)
     }
 
     pub fn default_action(&self) -> &Sourced<Action> {
@@ -508,9 +506,10 @@ impl ToolRules {
         context: &PathContext,
     ) -> Option<&ToolEntry> {
         let slot = &self.index[slot_index];
-        let (server, tool) = names_for(slot_index, call.server, call.tool);
-        let bucket = slot.by_server.get(server.as_ref());
-        let wildcard_matches = slot.any_server.matching(&server, &tool);
+        let server = call.server;
+        let tool = tool_for(slot_index, call.tool);
+        let bucket = slot.by_server.get(server);
+        let wildcard_matches = slot.any_server.matching(server, &tool);
         let candidate_lists = [
             bucket
                 .and_then(|b| b.by_tool.get(tool.as_ref()))
@@ -524,7 +523,7 @@ impl ToolRules {
             .filter_map(|positions| {
                 positions.iter().copied().find(|&position| {
                     let entry = &self.entries[position as usize];
-                    self.patterns[position as usize].matches(&server, &tool)
+                    self.patterns[position as usize].matches(server, &tool)
                         && entry.concerns(call.identity)
                         && entry.condition.as_ref().is_none_or(|condition| {
                             condition.holds(call.arguments, entry.action, context)
@@ -606,10 +605,10 @@ impl ToolRules {
             arguments: None,
             identity: None,
         };
-        let (folded_server, folded_tool) = names_for(DENY, server, tool);
+        let folded_tool = tool_for(DENY, tool);
         let unconditional_deny = self.index[DENY]
             .by_server
-            .get(folded_server.as_ref())
+            .get(server)
             .into_iter()
             .flat_map(|b| {
                 let by_tool = b.by_tool.get(folded_tool.as_ref());
@@ -622,7 +621,7 @@ impl ToolRules {
                 // identity calls; it does not hide the tool from the others.
                 entry.condition.is_none()
                     && entry.who.is_none()
-                    && self.patterns[position as usize].matches(&folded_server, &folded_tool)
+                    && self.patterns[position as usize].matches(server, &folded_tool)
             });
         if unconditional_deny {
             return false;
