@@ -96,6 +96,15 @@ fn cleaned_values(raw: &str) -> Vec<(String, Option<&'static str>)> {
     let both = "trimmed, then cleaned as a URL parser cleans it";
     add(&mut values, url_cleaned(&trimmed(raw)), both);
     add(&mut values, trimmed(&url_cleaned(raw)), both);
+    // A server that percent-decodes a value before anything else (`unquote(p).strip()`, then a
+    // URL parser): `%20/etc/x` and `%66ile:///etc/x` are `/etc/x` to it.
+    if has_escape(raw)
+        && let Some(decoded) = decode(raw)
+    {
+        let first = "percent-decoded first, then trimmed";
+        add(&mut values, trimmed(&decoded), first);
+        add(&mut values, url_cleaned(&trimmed(&decoded)), first);
+    }
     // A URL parser reads `\` in a `file:` URL as `/` (a special scheme's separator).
     let backslashed: Vec<String> = values
         .iter()
@@ -466,6 +475,8 @@ mod tests {
             "file:///etc\\passwd",
             "file://localhost/tmp/x/..\\..\\etc\\passwd",
             "\tfile:\\\\\\etc\\passwd",
+            "%20/etc/passwd",
+            "%66ile:///etc/passwd",
             " /etc/passwd\u{a0}",
             "\t/etc/passwd\n",
         ] {
