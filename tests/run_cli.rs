@@ -596,4 +596,50 @@ with open({own:?}, "rb") as f:
         std::fs::read(&own).unwrap(),
         std::fs::read(AIRLOCK).unwrap()
     );
+
+    // Another way to the same directory, a bind mount (in a mount namespace of the test's
+    // own), is the same directory: judged by device and inode.
+    let bound = dir.path().join("bound");
+    std::fs::create_dir_all(&bound).unwrap();
+    let server = dir.path().join("srv/bound.py");
+    std::fs::write(
+        &server,
+        format!(
+            r#"
+import sys
+for path in ({own:?}, {new:?}):
+    try:
+        with open(path, "ab") as f:
+            f.write(b"x")
+        print("wrote", path, file=sys.stderr)
+    except OSError as e:
+        print("refused", path, e.errno, file=sys.stderr)
+"#,
+            own = bound.join("airlock").display().to_string(),
+            new = bound.join("planted").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new("unshare");
+    own_state(&mut command, dir.path());
+    let out = command
+        .args(["--mount", "--propagation", "private", "/bin/sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && exec "$3" run --policy "$4" --allow-write="$2" -- /usr/bin/python3 "$5" "$2""#)
+        .arg("sh")
+        .args([&bin, &bound, &own, &policy, &server])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("unshare");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("refused {}", bound.join("airlock").display()))
+            && said.contains(&format!("refused {}", bound.join("planted").display())),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(&own).unwrap(),
+        std::fs::read(AIRLOCK).unwrap()
+    );
 }

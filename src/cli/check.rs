@@ -460,7 +460,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode, CliError> {
             config.path.display(),
             config.servers.len()
         );
-        let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
+        let context = LaunchContext::detect_for(&policy, audit_path.as_deref(), config);
         for server in &config.servers {
             let host_file = config.format != crate::config::ConfigFormat::AirlockToml;
             let report = report_server(server, &policy, &context, args.full, host_file);

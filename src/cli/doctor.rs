@@ -67,7 +67,7 @@ fn render_reach(config: &crate::config::Config, policy: &crate::policy::Policy) 
     // An unexpandable audit.path is `check`'s and `run`'s error to report; here it only stops
     // the audit log from being listed among the protected paths of this what-if.
     let audit_path = super::session::policy_audit_path(policy).ok().flatten();
-    let context = LaunchContext::detect(policy, audit_path.as_deref(), &config.path);
+    let context = LaunchContext::detect_for(policy, audit_path.as_deref(), config);
     for server in config.servers.iter().filter(|s| s.enabled) {
         let name = &server.name;
         if server.transport != crate::config::Transport::Stdio {

@@ -102,8 +102,7 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode, CliError> {
         .filter(|_| args.cwd.is_none())
         .zip(config.as_ref())
         .and_then(|(declared, config)| {
-            let context =
-                crate::process::launch::LaunchContext::detect(&policy, None, &config.path);
+            let context = crate::process::launch::LaunchContext::detect_for(&policy, None, config);
             crate::process::launch::prepare(declared, &policy, &context).ok()
         });
     let context = match launched {
@@ -367,7 +366,7 @@ fn explain_net(server: &str, args: &ExplainArgs) -> Result<ExitCode, CliError> {
     if let Some(config) = &config
         && let Some(declared) = config.servers.iter().find(|s| s.name == server)
     {
-        let context = crate::process::launch::LaunchContext::detect(&policy, None, &config.path);
+        let context = crate::process::launch::LaunchContext::detect_for(&policy, None, config);
         if let Ok(prepared) = crate::process::launch::prepare(declared, &policy, &context)
             && let Some(fetch) = &prepared.fetch
         {

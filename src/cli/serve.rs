@@ -149,7 +149,7 @@ fn assemble(
     let policy = Arc::new(policy);
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
-    let context = LaunchContext::detect(&policy, audit_path, &config.path);
+    let context = LaunchContext::detect_for(&policy, audit_path, &config);
     let mut specs = Vec::new();
     let mut launches = Vec::new();
     let mut kill_timeout = Duration::from_secs(policy.sandbox.kill_timeout.value);
@@ -384,7 +384,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode, CliError> {
     let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
     let max_line_bytes = args.session.max_line_bytes();
     let loaded = assemble(config, policy, audit_path.as_deref(), max_line_bytes)?;
-    let context = LaunchContext::detect(&loaded.policy, audit_path.as_deref(), &loaded.config.path);
+    let context = LaunchContext::detect_for(&loaded.policy, audit_path.as_deref(), &loaded.config);
     let control = match ControlSocket::bind(&context.dirs.state_dir) {
         Ok(control) => Some(control),
         Err(err) => {

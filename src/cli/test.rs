@@ -74,7 +74,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode, CliError> {
     // The test keeps the audit log a session would: its server's connections (its install
     // step's fetch among them) are on record, as the first start of the server would have them.
     let (audit, audit_path) = super::session::open_audit(None, &policy)?;
-    let context = LaunchContext::detect(&policy, audit_path.as_deref(), &config.path);
+    let context = LaunchContext::detect_for(&policy, audit_path.as_deref(), &config);
     let prepared = match prepare(server, &policy, &context) {
         Ok(prepared) => prepared,
         Err(err @ LaunchError::Refused(_)) => return Err(CliError::Refused(err.to_string())),

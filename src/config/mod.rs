@@ -151,6 +151,9 @@ pub struct Config {
     pub separator: String,
     /// Non-fatal findings (unset variables, ignored host-specific keys), for stderr.
     pub warnings: Vec<SourceWarning>,
+    /// The name the file was given by (absolute), when that is not `path` (a link): the next
+    /// start reads through it, so it is protected as the file is.
+    pub named: Option<PathBuf>,
 }
 
 impl Config {
@@ -205,7 +208,9 @@ pub fn load_found(path: &Path, searched: Option<&[PathBuf]>) -> Result<Config, S
     // reload` run from other directories, the origins of its per-server blocks must read the
     // same at start and at each reload (which re-reads this file), and the policy digest, which
     // covers the path, must be the same in `airlock check` as in the session's audit log.
+    let named = std::path::absolute(&config.path).ok();
     config.path = std::fs::canonicalize(&config.path).unwrap_or(config.path);
+    config.named = named.filter(|named| *named != config.path);
     Ok(config)
 }
 
@@ -228,6 +233,7 @@ pub fn parse(
         servers,
         separator,
         warnings,
+        named: None,
     })
 }
 

@@ -154,37 +154,52 @@ impl Condition {
         // `arguments` sent as a string holding a JSON object, as function-calling APIs send
         // them: a server that decodes it reads those arguments, so they are a second reading of
         // the call (a `deny`/`ask` fires on either, an `allow` holds only on both).
-        let Some(Value::String(text)) = arguments else {
+        let Some(Value::String(sent)) = arguments else {
             return as_sent;
         };
         let deny_like = action != Action::Allow;
         let said = "`arguments` is a string holding a JSON object; judged as that object too, which a server may decode";
-        let decoded = match value_texts::lenient_json(text, '{') {
-            value_texts::Lenient::Read(Value::Object(decoded)) if names_no_key_twice(text) => {
-                decoded
+        let fails_closed = |as_sent: (bool, ArgumentTrace), why: &str| {
+            let (_, mut trace) = as_sent;
+            trace.note = Some(why.to_string());
+            (deny_like, trace)
+        };
+        // A string holding a string holding the object (encoded twice) is decoded as often, up
+        // to `MAX_DECODES` times.
+        let mut text = sent.clone();
+        let mut decodes = 0;
+        let decoded = loop {
+            if decodes < MAX_DECODES
+                && let value_texts::Lenient::Read(Value::String(inner)) =
+                    value_texts::lenient_json(&text, '"')
+            {
+                decodes += 1;
+                text = inner;
+                continue;
             }
-            value_texts::Lenient::Read(Value::Object(_)) | value_texts::Lenient::Unreadable => {
+            match value_texts::lenient_json(&text, '{') {
+                value_texts::Lenient::Read(Value::Object(decoded)) if names_no_key_twice(&text) => {
+                    break decoded;
+                }
                 // A key twice (a decoder may keep either), or past what airlock can read: no
                 // one reading to judge, which fails closed.
-                let (_, mut trace) = as_sent;
-                trace.note = Some(
-                    "`arguments` is a string that a server may decode as JSON, and airlock cannot read it as one object (a key twice, a value strict JSON has no spelling for, or nested too deep)"
-                        .to_string(),
-                );
-                return (deny_like, trace);
+                value_texts::Lenient::Read(Value::Object(_)) | value_texts::Lenient::Unreadable => {
+                    return fails_closed(
+                        as_sent,
+                        "`arguments` is a string that a server may decode as JSON, and airlock cannot read it as one object (a key twice, a value strict JSON has no spelling for, or nested too deep)",
+                    );
+                }
+                // A string that opens an object no parser here reads as exactly one (a trailing
+                // comma, comments, a second value after it, a control character): a lenient
+                // decoder may still find arguments in it, so it fails closed too.
+                value_texts::Lenient::NotJson if value_texts::opens_with(&text, '{') => {
+                    return fails_closed(
+                        as_sent,
+                        "`arguments` is a string that opens a JSON object airlock cannot read as one (a lenient decoder may)",
+                    );
+                }
+                value_texts::Lenient::Read(_) | value_texts::Lenient::NotJson => return as_sent,
             }
-            // A string that opens an object no parser here reads as exactly one (a trailing
-            // comma, comments, a second value after it, a control character): a lenient
-            // decoder may still find arguments in it, so it fails closed too.
-            value_texts::Lenient::NotJson if text.trim_start().starts_with('{') => {
-                let (_, mut trace) = as_sent;
-                trace.note = Some(
-                    "`arguments` is a string that opens a JSON object airlock cannot read as one (a lenient decoder may)"
-                        .to_string(),
-                );
-                return (deny_like, trace);
-            }
-            value_texts::Lenient::Read(_) | value_texts::Lenient::NotJson => return as_sent,
         };
         let (held, mut trace) = self.evaluate_in(Some(&decoded), action, context);
         trace.note = Some(match trace.note.take() {
@@ -269,10 +284,14 @@ impl Condition {
     }
 }
 
+/// How many times a string holding `arguments` as JSON is decoded in turn (a string holding a
+/// string holding an object is two).
+const MAX_DECODES: usize = 2;
+
 /// Whether `text` (JSON) names no key twice in any object: a decoder that keeps the first of two
 /// would read other arguments than serde, which keeps the last.
 fn names_no_key_twice(text: &str) -> bool {
-    crate::mcp::strict::parse_noting_duplicate_keys(text.trim().as_bytes(), false)
+    crate::mcp::strict::parse_noting_duplicate_keys(value_texts::trimmed(text).as_bytes(), false)
         .is_ok_and(|parsed| !parsed.duplicate_keys)
 }
 

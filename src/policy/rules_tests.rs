@@ -398,6 +398,11 @@ fn arguments_sent_as_a_json_string_are_judged_as_the_object_they_hold() {
         (r#"{"path": "/etc/passwd",}"#, Action::Deny),
         (r#"{"path": "/etc/passwd"} {"a": 1}"#, Action::Deny),
         ("{'path': '/etc/passwd'}", Action::Deny),
+        // A byte order mark before it (a decoder of bytes drops it), and the object encoded
+        // twice (a string holding a string holding it).
+        ("\u{feff}{\"path\": \"/etc/passwd\"}", Action::Deny),
+        (r#""{\"path\": \"/etc/passwd\"}""#, Action::Deny),
+        (r#""{\"path\": \"/data/notes/x\"}""#, Action::Allow),
     ] {
         assert_eq!(decide_path(&deny, json!(sent)), action, "{sent}");
     }

@@ -282,8 +282,19 @@ pub enum Lenient {
     Unreadable,
 }
 
+/// `text` without the white space and byte order marks around it (a decoder of bytes drops a
+/// leading U+FEFF, which is no white space to Unicode).
+pub fn trimmed(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+}
+
+/// Whether `text`, [`trimmed`], starts with `opener`.
+pub fn opens_with(text: &str, opener: char) -> bool {
+    trimmed(text).starts_with(opener)
+}
+
 pub fn lenient_json(text: &str, opener: char) -> Lenient {
-    let trimmed = text.trim();
+    let trimmed = trimmed(text);
     if !trimmed.starts_with(opener) {
         return Lenient::NotJson;
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::config::{ServerConfig, Transport};
+use crate::config::{Config, ServerConfig, Transport};
 use crate::policy::{LaunchVerdict, Policy};
 use crate::process::refusal::{self, DeclaredIn, PathKind};
 use crate::process::{ConfinedChild, SpawnError, spawn_confined_with};
@@ -84,6 +84,14 @@ impl LaunchContext {
                     .unwrap_or_else(|| "the config".into()),
             ),
         }
+    }
+
+    /// [`LaunchContext::detect`] for the servers of `config`: the file, and the link it was
+    /// named by, are never granted.
+    pub fn detect_for(policy: &Policy, audit_path: Option<&Path>, config: &Config) -> Self {
+        let mut context = LaunchContext::detect(policy, audit_path, &config.path);
+        context.dirs.config_files.extend(config.named.clone());
+        context
     }
 
     /// For a server given on the `airlock run` command line: relative commands resolve against

@@ -515,17 +515,37 @@ impl FsRules {
     /// resolved), saying so in `notes`: a server that could replace it would be started as
     /// airlock, unconfined, the next time a host starts a server. Whatever granted it (a policy
     /// `write`, `--allow-write`, a directory on the server's command line), it may still read.
-    /// A grant is judged where it really leads (links resolved), as the root binds it.
+    /// A grant is judged where it really leads: links resolved, and by the directories it is
+    /// (device and inode), so that another way to one of them (a bind mount) is caught too.
     pub(super) fn keep_read_only(&mut self, programs: &[PathBuf], notes: &mut Vec<String>) {
+        use std::os::unix::fs::MetadataExt;
+        let identity = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        // Each program and every directory above it but `/`, by identity.
+        let holding: Vec<((u64, u64), &PathBuf)> = programs
+            .iter()
+            .flat_map(|program| {
+                program
+                    .ancestors()
+                    .filter(|dir| dir.parent().is_some())
+                    .filter_map(move |dir| identity(dir).map(|id| (id, program)))
+            })
+            .collect();
         for rule in &mut self.rules {
             if rule.access != FsAccess::ReadWrite {
                 continue;
             }
             let leads_to = std::fs::canonicalize(&rule.path).unwrap_or_else(|_| rule.path.clone());
-            let Some(program) = programs
+            let by_path = programs
                 .iter()
-                .find(|program| program.starts_with(&leads_to) || program.starts_with(&rule.path))
-            else {
+                .find(|program| program.starts_with(&leads_to) || program.starts_with(&rule.path));
+            let by_identity = || {
+                let id = identity(&rule.path)?;
+                holding
+                    .iter()
+                    .find(|(held, _)| *held == id)
+                    .map(|(_, program)| *program)
+            };
+            let Some(program) = by_path.or_else(by_identity) else {
                 continue;
             };
             rule.access = FsAccess::ReadExec;

@@ -180,4 +180,27 @@ fn no_grant_may_hold_the_config_airlock_was_started_from() {
         out.contains(&format!("not granted: it is or contains {held}")),
         "{out}"
     );
+
+    // Named through a link: the link is protected too (a server that could write its
+    // directory would point it at a config of its own for the next start).
+    let links = scratch.path("links");
+    std::fs::create_dir_all(&links).unwrap();
+    let real = scratch.write(
+        "real/airlock.toml",
+        &format!(
+            "[servers.u]\ncommand = \"python3\"\nargs = [{:?}, {:?}]\n",
+            script.display().to_string(),
+            links.display().to_string()
+        ),
+    );
+    let link = links.join("airlock.toml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = stdout(&scratch.airlock(&["check", "--config", link.to_str().unwrap()]));
+    assert!(
+        out.contains(&format!(
+            "not granted: it is or contains the server config airlock was started from ({})",
+            link.display()
+        )),
+        "{out}"
+    );
 }
