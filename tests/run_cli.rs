@@ -521,7 +521,8 @@ fn a_servers_own_project_option_grants_nothing() {
 
 /// A server granted to write the directory that holds airlock's own program (on its command
 /// line, or by `--allow-write`) could replace the program a host starts next, unconfined: that
-/// grant is read-only, with a note, and the server's other writes are untouched.
+/// grant is read-only, with a note, and the server's other writes are untouched; in `run` and in
+/// `serve` alike.
 #[test]
 fn no_server_may_write_airlocks_own_program() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -595,6 +596,41 @@ with open({own:?}, "rb") as f:
     assert_eq!(
         std::fs::read(&own).unwrap(),
         std::fs::read(AIRLOCK).unwrap()
+    );
+
+    // The same server behind `airlock serve`, started at once: the same sandbox plan.
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.h]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}, {:?}]\nstart = \"eager\"\n",
+            server.display().to_string(),
+            bin.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(&own);
+    own_state(&mut command, dir.path());
+    let mut gateway = command
+        .args(["serve", "--policy"])
+        .arg(&policy)
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("airlock serve");
+    // Its server writes what it could do and exits; then the host goes away.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    drop(gateway.stdin.take());
+    let out = gateway.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("refused {}", own.display()))
+            && said.contains(&format!("refused {}", bin.join("planted").display()))
+            && said.contains("read 4"),
+        "{said}"
     );
 
     // Another way to the same directory, a bind mount (in a mount namespace of the test's
