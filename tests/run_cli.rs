@@ -593,6 +593,22 @@ with open({own:?}, "rb") as f:
     );
     assert!(said.contains("read 4"), "{said}");
     assert!(said.contains("it holds airlock's own program"), "{said}");
+    // The spawn record says what the server got: its argument read-only.
+    let spawned = audit_events(&dir.path().join("state/airlock/audit.jsonl"))
+        .into_iter()
+        .find(|event| event["event"] == "spawn")
+        .expect("a spawn record");
+    let granted = spawned["detail"]["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|grant| grant["path"] == bin.display().to_string())
+        .cloned();
+    assert_eq!(
+        granted.as_ref().map(|grant| grant["access"].clone()),
+        Some(Value::from("read_exec")),
+        "{granted:?}"
+    );
     assert_eq!(
         std::fs::read(&own).unwrap(),
         std::fs::read(AIRLOCK).unwrap()

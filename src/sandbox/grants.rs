@@ -517,7 +517,13 @@ impl FsRules {
     /// `write`, `--allow-write`, a directory on the server's command line), it may still read.
     /// A grant is judged where it really leads: links resolved, and by the directories it is
     /// (device and inode), so that another way to one of them (a bind mount) is caught too.
-    pub(super) fn keep_read_only(&mut self, programs: &[PathBuf], notes: &mut Vec<String>) {
+    /// Returns the paths made read-only.
+    pub(super) fn keep_read_only(
+        &mut self,
+        programs: &[PathBuf],
+        notes: &mut Vec<String>,
+    ) -> Vec<PathBuf> {
+        let mut kept = Vec::new();
         use std::os::unix::fs::MetadataExt;
         let identity = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
         // Each program and every directory above it but `/`, by identity.
@@ -555,7 +561,9 @@ impl FsRules {
                 rule.reason,
                 program.display()
             ));
+            kept.push(rule.path.clone());
         }
+        kept
     }
 
     pub(super) fn into_rules(self) -> Vec<FsRule> {

@@ -45,7 +45,7 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         .unwrap_or_default();
     private_dir_rules(&mut fs, &vars, constructed_root);
     policy_rules(policy, &vars, &protected, user_paths, &mut fs)?;
-    let arguments = super::arguments::argument_rules(
+    let mut arguments = super::arguments::argument_rules(
         &request.resolved.arguments,
         policy,
         request.dirs.home.as_deref(),
@@ -53,7 +53,17 @@ pub fn plan(request: &PlanRequest, host: &HostFacts) -> Result<SandboxPlan, Plan
         user_paths,
         &mut fs,
     );
-    fs.keep_read_only(&request.dirs.programs, &mut not_granted);
+    // The arguments' decisions say what the server gets: read-only where that is now so.
+    for read_only in fs.keep_read_only(&request.dirs.programs, &mut not_granted) {
+        for argument in arguments.iter_mut().filter(|a| a.path == read_only) {
+            if argument.access == Some(FsAccess::ReadWrite) {
+                argument.access = Some(FsAccess::ReadExec);
+                argument
+                    .source
+                    .push_str("; read-only: it holds airlock's own program");
+            }
+        }
+    }
 
     let network = NetMode::from(&policy.network.value);
     let namespaces = namespaces(host, &network, constructed_root);
