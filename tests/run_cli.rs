@@ -519,6 +519,27 @@ fn a_servers_own_project_option_grants_nothing() {
     assert!(!stderr.contains("do-not-read-me"), "{stderr}");
 }
 
+/// Writes a server script at `script` that tries to append to each of `paths` and says on
+/// stderr `wrote PATH` or `refused PATH ERRNO`, then, given `read`, `read N` of its first bytes.
+fn hostile_writer(script: &Path, paths: &[&Path], read: Option<&Path>) {
+    let quoted: Vec<String> = paths
+        .iter()
+        .map(|path| format!("{:?}", path.display().to_string()))
+        .collect();
+    let mut text = format!(
+        "import sys\nfor path in ({},):\n    try:\n        with open(path, \"ab\") as f:\n            f.write(b\"x\")\n        print(\"wrote\", path, file=sys.stderr)\n    except OSError as e:\n        print(\"refused\", path, e.errno, file=sys.stderr)\n",
+        quoted.join(", ")
+    );
+    if let Some(read) = read {
+        text.push_str(&format!(
+            "with open({:?}, \"rb\") as f:\n    print(\"read\", len(f.read(4)), file=sys.stderr)\n",
+            read.display().to_string()
+        ));
+    }
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(script, text).unwrap();
+}
+
 /// A server granted to write the directory that holds airlock's own program (on its command
 /// line, or by `--allow-write`) could replace the program a host starts next, unconfined: that
 /// grant is read-only, with a note, and the server's other writes are untouched; in `run` and in
@@ -536,28 +557,14 @@ fn no_server_may_write_airlocks_own_program() {
     let link = dir.path().join("bin-link");
     std::os::unix::fs::symlink(&bin, &link).unwrap();
     let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
-    let script = format!(
-        r#"
-import os, sys
-for path in ({own:?}, {new:?}, {scratch:?}, {via_link:?}):
-    try:
-        with open(path, "ab") as f:
-            f.write(b"x")
-        print("wrote", path, file=sys.stderr)
-    except OSError as e:
-        print("refused", path, e.errno, file=sys.stderr)
-with open({own:?}, "rb") as f:
-    print("read", len(f.read(4)), file=sys.stderr)
-"#,
-        own = own.display().to_string(),
-        new = bin.join("planted").display().to_string(),
-        scratch = scratch.join("ok").display().to_string(),
-        via_link = link.join("airlock").display().to_string(),
-    );
     // A script of its own (a `-c` program's words are not read as paths).
     let server = dir.path().join("srv/hostile.py");
-    std::fs::create_dir_all(server.parent().unwrap()).unwrap();
-    std::fs::write(&server, script).unwrap();
+    let (new, ok, via_link) = (
+        bin.join("planted"),
+        scratch.join("ok"),
+        link.join("airlock"),
+    );
+    hostile_writer(&server, &[&own, &new, &ok, &via_link], Some(&own));
     let mut command = Command::new(&own);
     own_state(&mut command, dir.path());
     let out = command
@@ -654,24 +661,11 @@ with open({own:?}, "rb") as f:
     let bound = dir.path().join("bound");
     std::fs::create_dir_all(&bound).unwrap();
     let server = dir.path().join("srv/bound.py");
-    std::fs::write(
+    hostile_writer(
         &server,
-        format!(
-            r#"
-import sys
-for path in ({own:?}, {new:?}):
-    try:
-        with open(path, "ab") as f:
-            f.write(b"x")
-        print("wrote", path, file=sys.stderr)
-    except OSError as e:
-        print("refused", path, e.errno, file=sys.stderr)
-"#,
-            own = bound.join("airlock").display().to_string(),
-            new = bound.join("planted").display().to_string(),
-        ),
-    )
-    .unwrap();
+        &[&bound.join("airlock"), &bound.join("planted")],
+        None,
+    );
     let mut command = Command::new("unshare");
     own_state(&mut command, dir.path());
     let out = command
