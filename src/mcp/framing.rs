@@ -96,7 +96,10 @@ impl LineAssembler {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        Some(Frame::Line(line.to_vec()))
+        // Room for the newline it goes on with, so that a large line can be sent as it is.
+        let mut frame = Vec::with_capacity(line.len() + 1);
+        frame.extend_from_slice(line);
+        Some(Frame::Line(frame))
     }
 
     /// The frame ending here (at a newline or at end of stream), if it is not blank.

@@ -389,7 +389,7 @@ fn a_server_answer_takes_the_hosts_id_without_being_parsed_whole() {
     let line = format!(r#"{{"jsonrpc":"2.0","id":{down},"result":{{"content":[],"n":1.50}}}}"#);
     let generation = h.generation[0];
     h.router
-        .on_server_line(0, generation, line.as_bytes(), h.now)
+        .on_server_line(0, generation, &mut line.as_bytes().to_vec(), h.now)
         .unwrap();
     let actions = h.router.take_actions();
     let bytes = actions

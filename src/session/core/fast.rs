@@ -21,12 +21,13 @@ use crate::mcp::{Peek, peek, splice_id};
 
 impl Core {
     /// One line from the server of `generation` (UTF-8, within the size limit). Err when it is
-    /// not JSON.
+    /// not JSON; the line is then still in `line`. An answer passed on as it came takes the
+    /// line's bytes with it (`line` is left empty): a tool result of megabytes is not copied.
     pub fn on_server_line(
         &mut self,
         index: usize,
         generation: u64,
-        line: &[u8],
+        line: &mut Vec<u8>,
         now: Instant,
     ) -> Result<(), serde_json::Error> {
         if let Some(Peek::Answer {
@@ -50,7 +51,7 @@ impl Core {
                 return Ok(());
             }
         }
-        let message = crate::mcp::from_line(line)?;
+        let message = crate::mcp::from_line(line.as_slice())?;
         self.on_server(index, generation, message, now);
         Ok(())
     }
@@ -115,7 +116,7 @@ impl Core {
         index: usize,
         generation: u64,
         answer: &Peeked<'_>,
-        line: &[u8],
+        line: &mut Vec<u8>,
         now: Instant,
     ) -> bool {
         let Some(server) = self.servers.get(index) else {
@@ -158,11 +159,11 @@ impl Core {
         // The same id has the same key: built again only for another id (a gateway's).
         let other_key = (!same_id).then(|| id_key(host_id));
         let bytes = if same_id {
-            line.to_vec()
+            None
         } else {
             // The host's id in place of the server's, where `peek` found it.
             match splice_id(line, id_at, host_id) {
-                Some(bytes) => bytes,
+                Some(bytes) => Some(bytes),
                 None => return false,
             }
         };
@@ -191,6 +192,8 @@ impl Core {
         }
         self.host_requests.remove(host_key);
         self.apply_gate(index, fx, now);
+        // The same id: the line itself goes on, no copy of it.
+        let bytes = bytes.unwrap_or_else(|| std::mem::take(line));
         self.out.push(Action::ToHostBytes(bytes));
         true
     }

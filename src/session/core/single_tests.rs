@@ -254,7 +254,7 @@ fn unchanged_messages_go_on_as_the_bytes_that_came() {
     assert_eq!(s.raw_to_server, vec![call.to_vec()], "byte for byte");
     let answer = br#"{"id":5,"jsonrpc":"2.0","result":{"content":[],"x":1.50}}"#;
     s.core
-        .on_server_line(0, s.generation, answer, s.now)
+        .on_server_line(0, s.generation, &mut answer.to_vec(), s.now)
         .unwrap();
     s.drive();
     assert_eq!(s.raw_to_host, vec![answer.to_vec()], "byte for byte");
@@ -267,7 +267,7 @@ fn unchanged_messages_go_on_as_the_bytes_that_came() {
     assert_eq!(outcomes, 1);
     // A second answer to the same id is junk, never forwarded.
     s.core
-        .on_server_line(0, s.generation, answer, s.now)
+        .on_server_line(0, s.generation, &mut answer.to_vec(), s.now)
         .unwrap();
     let actions = s.core.take_actions();
     assert!(
@@ -295,7 +295,7 @@ fn a_cancelled_batch_member_does_not_hold_back_the_others_or_the_fast_path() {
     s.host(call(3));
     let answer = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#;
     s.core
-        .on_server_line(0, s.generation, answer, s.now)
+        .on_server_line(0, s.generation, &mut answer.to_vec(), s.now)
         .unwrap();
     s.drive();
     assert_eq!(s.raw_to_host, vec![answer.to_vec()]);

@@ -23,7 +23,7 @@ fn beta_answers_line(h: &mut Harness, id: i64, result: Value) -> Value {
     let line = json!({"jsonrpc":"2.0","id":created["id"],"result":result}).to_string();
     let generation = h.generation[1];
     h.router
-        .on_server_line(1, generation, line.as_bytes(), h.now)
+        .on_server_line(1, generation, &mut line.as_bytes().to_vec(), h.now)
         .unwrap();
     h.drive();
     h.take_host(json!(id))

@@ -62,6 +62,23 @@ fn encode_into(out: &mut Vec<u8>, value: &Value) {
     out.push(b'\n');
 }
 
+/// From this size a line that is the first of its step's bytes becomes those bytes itself
+/// instead of being copied into them. Below it, copying into the buffer kept from the last step
+/// costs less than the allocation a line of its own would need.
+const TAKE_LINES_FROM_BYTES: usize = 64 * 1024;
+
+/// Appends `line` and its newline to `out`. A large line that `out` would hold alone becomes
+/// `out`: a tool result of megabytes is not copied once more on its way.
+fn append_line(out: &mut Vec<u8>, mut line: Vec<u8>) {
+    if out.is_empty() && line.len() >= TAKE_LINES_FROM_BYTES {
+        line.push(b'\n');
+        *out = line;
+        return;
+    }
+    out.extend_from_slice(&line);
+    out.push(b'\n');
+}
+
 /// How much of a dropped line the warning shows.
 const JUNK_SHOWN_BYTES: usize = 80;
 
@@ -113,10 +130,7 @@ where
             }
             Action::Audit(event) => self.audit.defer(*event),
             Action::ToHost(message) => encode_into(&mut self.host_bytes, &message),
-            Action::ToHostBytes(bytes) => {
-                self.host_bytes.extend_from_slice(&bytes);
-                self.host_bytes.push(b'\n');
-            }
+            Action::ToHostBytes(bytes) => append_line(&mut self.host_bytes, bytes),
             Action::ToServerBytes {
                 server,
                 generation,
@@ -124,8 +138,7 @@ where
                 request,
             } => {
                 let chunk = self.chunk(server, generation);
-                chunk.bytes.extend_from_slice(&bytes);
-                chunk.bytes.push(b'\n');
+                append_line(&mut chunk.bytes, bytes);
                 chunk.requests.extend(request);
             }
             Action::ToServer {

@@ -231,11 +231,12 @@ where
             }
             Frame::Line(line) => line,
         };
+        let mut line = line;
         if let Err(err) = std::str::from_utf8(&line) {
             let reason = format!("not UTF-8: {err}");
             return self.junk(server, reason, json!({"bytes": line.len()}), Some(&line));
         }
-        if let Err(err) = self.core.on_server_line(server, generation, &line, now) {
+        if let Err(err) = self.core.on_server_line(server, generation, &mut line, now) {
             let reason = format!("not JSON: {err}");
             self.junk(server, reason, json!({"bytes": line.len()}), Some(&line))?;
         }
