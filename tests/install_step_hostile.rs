@@ -361,3 +361,136 @@ fn a_failed_install_names_what_it_reached_for_run() {
 fn a_failed_install_names_what_it_reached_for_serve() {
     a_failed_install_names_what_it_reached_for(Mode::Serve);
 }
+
+/// A server granted its working directory leaves a project policy there for the next start: a
+/// FIFO (reading it would wait without end), a link to `/dev/zero` (reading it would fill
+/// memory: airlock reads policies before any sandbox exists), and a file of 2 MiB. The next
+/// start from that directory refuses at once, exit 2, naming the file and why.
+fn a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once(mode: Mode) {
+    let plants = [
+        ("os.mkfifo(target)", "not a regular file"),
+        ("os.symlink('/dev/zero', target)", "not a regular file"),
+        (
+            "open(target, 'w').write('#' * (2 << 20))",
+            "larger than 1048576 bytes",
+        ),
+    ];
+    for who in everyone() {
+        for (plant, why) in plants {
+            let place = place(mode, who);
+            let cwd = place.root.join("cwd");
+            let planter = place.granted.join("planter.py");
+            std::fs::write(
+                &planter,
+                format!(
+                    "import os\nos.makedirs('.airlock', exist_ok=True)\n\
+                     target = '.airlock/policy.toml'\n{plant}\n"
+                ),
+            )
+            .unwrap();
+            place.who.own(&planter);
+            let args = match mode {
+                Mode::Run => vec![
+                    "run".to_string(),
+                    "--audit".into(),
+                    place.audit().display().to_string(),
+                    format!("--allow-write={}", cwd.display()),
+                    format!("--allow-read={}", place.granted.display()),
+                    "/usr/bin/python3".into(),
+                    planter.display().to_string(),
+                ],
+                Mode::Serve => {
+                    let mut args = place.airlock_args_for(mode, &["/usr/bin/python3"]);
+                    let policy = place.root.join("config/policy.toml");
+                    std::fs::write(
+                        &policy,
+                        format!(
+                            "version = 1\n[sandbox]\nwrite = [{:?}]\nread = [{:?}]\n",
+                            cwd.display().to_string(),
+                            place.granted.display().to_string()
+                        ),
+                    )
+                    .unwrap();
+                    let config = place.root.join("config/airlock.toml");
+                    std::fs::write(
+                        &config,
+                        format!(
+                            "[servers.planter]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}]\ncwd = {:?}\n",
+                            planter.display().to_string(),
+                            cwd.display().to_string()
+                        ),
+                    )
+                    .unwrap();
+                    for file in [&policy, &config] {
+                        place.who.own(file);
+                    }
+                    args.truncate(1);
+                    args.extend([
+                        "--config".into(),
+                        config.display().to_string(),
+                        "--policy".into(),
+                        policy.display().to_string(),
+                        "--audit".into(),
+                        place.audit().display().to_string(),
+                    ]);
+                    args
+                }
+            };
+            let (_, stderr) = place.converse_with(args.clone());
+            let planted = cwd.join(".airlock/policy.toml");
+            let shown = format!("{mode:?} as {}, {plant}:\n{stderr}", who.tag());
+            assert!(
+                planted.symlink_metadata().is_ok(),
+                "nothing planted: {shown}"
+            );
+
+            // The next start, from the same directory.
+            let started = std::time::Instant::now();
+            let mut cmd = airlock_as(match who {
+                Who::Me => None,
+                Who::User(uid) => Some(uid),
+            });
+            let mut child = cmd
+                .args(&args)
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("HOME", place.root.join("home"))
+                .env("XDG_STATE_HOME", place.root.join("state"))
+                .env("XDG_CONFIG_HOME", place.root.join("config"))
+                .env("AIRLOCK_ORG_POLICY_DIR", place.root.join("org"))
+                .current_dir(&cwd)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if started.elapsed() > Duration::from_secs(30) {
+                    let _ = child.kill();
+                    panic!("the next start still waits after 30 s: {shown}");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let shown = format!("{shown}\nnext start:\n{stderr}");
+            assert_eq!(status.code(), Some(2), "{shown}");
+            assert!(out.stdout.is_empty(), "{shown}");
+            assert!(stderr.contains(".airlock/policy.toml"), "{shown}");
+            assert!(stderr.contains(why), "{shown}");
+        }
+    }
+}
+
+#[test]
+fn a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once_run() {
+    a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once(Mode::Run);
+}
+
+#[test]
+fn a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once_serve() {
+    a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once(Mode::Serve);
+}

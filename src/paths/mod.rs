@@ -10,6 +10,7 @@ mod dirs;
 mod environment;
 mod launcher;
 mod normal;
+mod regular;
 mod shims;
 mod template;
 
@@ -20,5 +21,6 @@ pub use launcher::{
     Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy, option_value, uv_option,
 };
 pub use normal::{is_under, normalize, normalize_path, walk_components};
+pub use regular::{open_regular, read_small, read_small_text};
 pub use shims::{Disk, RealDisk, Shim, resolve_shim};
 pub use template::{Expanded, TemplateError, Var, after_tilde, expand, expand_path, expand_tilde};

@@ -29,7 +29,8 @@ impl Disk for RealDisk {
         path.is_file()
     }
     fn read(&self, path: &Path) -> Option<String> {
-        std::fs::read_to_string(path).ok()
+        // Version files sit in project directories a server may write.
+        super::read_small_text(path, 64 * 1024).ok()
     }
     fn list(&self, path: &Path) -> Vec<String> {
         std::fs::read_dir(path)

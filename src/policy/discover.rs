@@ -47,8 +47,30 @@ impl DiscoveryInputs {
     }
 }
 
-fn read_if_present(layer: Layer, path: &Path) -> Result<Option<LayerSource>, SourceError> {
-    match std::fs::read_to_string(path) {
+/// A policy longer than this is no policy a person wrote: it is refused, not read into memory.
+pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
+/// How a policy file came to be read, which decides what may be read as one.
+#[derive(Clone, Copy)]
+enum Found {
+    /// Found by its conventional place. A project's `.airlock/` may be in a directory a server
+    /// could write (the working directory it was granted), so only a regular file is read: a
+    /// link it planted to a FIFO or a device must not make the next start wait or fill memory.
+    AtItsPlace,
+    /// Named with `--policy`: what the user named is read, a pipe too (`--policy <(...)`).
+    Named,
+}
+
+fn read_if_present(
+    layer: Layer,
+    path: &Path,
+    found: Found,
+) -> Result<Option<LayerSource>, SourceError> {
+    let read = match found {
+        Found::AtItsPlace => crate::paths::read_small_text(path, MAX_POLICY_BYTES),
+        Found::Named => read_named(path),
+    };
+    match read {
         Ok(text) => Ok(Some(LayerSource {
             layer,
             path: path.to_path_buf(),
@@ -56,14 +78,31 @@ fn read_if_present(layer: Layer, path: &Path) -> Result<Option<LayerSource>, Sou
         })),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(
-            SourceError::new(path, None, format!("cannot read policy: {err}"))
-                .with_fix("make the file readable by this user, or remove it"),
+            SourceError::new(path, None, format!("cannot read policy: {err}")).with_fix(
+                "make it a regular file of at most 1 MiB that this user can read, or remove it",
+            ),
         ),
     }
 }
 
-fn read_required(layer: Layer, path: &Path) -> Result<LayerSource, SourceError> {
-    read_if_present(layer, path)?.ok_or_else(|| {
+/// A file named on the command line, up to [`MAX_POLICY_BYTES`].
+fn read_named(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_POLICY_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_POLICY_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_POLICY_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+fn read_required(layer: Layer, path: &Path, found: Found) -> Result<LayerSource, SourceError> {
+    read_if_present(layer, path, found)?.ok_or_else(|| {
         let names: Vec<&str> = presets::names().collect();
         // `--policy strictt`: a misspelt preset, not a missing file.
         let meant = path
@@ -85,7 +124,9 @@ fn read_required(layer: Layer, path: &Path) -> Result<LayerSource, SourceError> 
 pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceError> {
     let mut sources = Vec::new();
     let org_dir = inputs.org_dir();
-    if let Some(source) = read_if_present(Layer::Org, &org_dir.join("policy.toml"))? {
+    if let Some(source) =
+        read_if_present(Layer::Org, &org_dir.join("policy.toml"), Found::AtItsPlace)?
+    {
         sources.push(source);
     }
     let drop_in = org_dir.join("policy.d");
@@ -98,7 +139,7 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
                 .collect();
             paths.sort();
             for path in paths {
-                sources.push(read_required(Layer::Org, &path)?);
+                sources.push(read_required(Layer::Org, &path, Found::AtItsPlace)?);
             }
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
@@ -121,7 +162,7 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
             });
         }
         Some(path) => {
-            let mut source = read_required(Layer::User, Path::new(path))?;
+            let mut source = read_required(Layer::User, Path::new(path), Found::Named)?;
             // The file itself, not the path as given: the digest covers the path, and
             // `./policy.toml`, `sub/../policy.toml` and a link to it are one policy.
             source.path = std::fs::canonicalize(&source.path).unwrap_or(source.path);
@@ -129,7 +170,7 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
         }
         None => {
             if let Some(path) = inputs.user_dirs.user_policy()
-                && let Some(source) = read_if_present(Layer::User, &path)?
+                && let Some(source) = read_if_present(Layer::User, &path, Found::AtItsPlace)?
             {
                 sources.push(source);
             }
@@ -138,9 +179,11 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
 
     if let Some(cwd) = &inputs.cwd {
         for dir in cwd.ancestors() {
-            if let Some(source) =
-                read_if_present(Layer::Project, &dir.join(".airlock").join("policy.toml"))?
-            {
+            if let Some(source) = read_if_present(
+                Layer::Project,
+                &dir.join(".airlock").join("policy.toml"),
+                Found::AtItsPlace,
+            )? {
                 sources.push(source);
                 break;
             }

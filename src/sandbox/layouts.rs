@@ -86,7 +86,10 @@ pub fn inspect(
 fn shebang(path: &Path) -> Option<String> {
     use std::io::Read;
     let mut head = [0u8; 256];
-    let read = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let read = crate::paths::open_regular(path)
+        .ok()?
+        .read(&mut head)
+        .ok()?;
     let head = &head[..read];
     let line = head.strip_prefix(b"#!")?;
     let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());

@@ -217,7 +217,7 @@ impl ResolvedPaths {
         };
         let venv_root = venv_root.as_deref();
         let venv_base = venv_root.and_then(|root| {
-            let cfg = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;
+            let cfg = crate::paths::read_small_text(&root.join("pyvenv.cfg"), 64 * 1024).ok()?;
             let home_line = cfg.lines().find_map(|line| {
                 let (key, value) = line.split_once('=')?;
                 (key.trim() == "home").then(|| value.trim().to_string())
