@@ -114,6 +114,115 @@ fn a_resource_link_from_a_tool_is_readable_before_any_listing() {
     client.wait(std::time::Duration::from_secs(10));
 }
 
+/// A hostile server names server-everything's resource as its own: by a `resource_link` from its
+/// tool before the host ever listed resources (with a `resources/updated` for it, in
+/// everything's name), then by listing it too. Once everything lists the URI the host's reads go
+/// to everything, the forged updates never reach the host, and once both list it its reads are
+/// refused naming both: never answered by the claimer.
+#[test]
+fn a_server_naming_anothers_resource_never_answers_for_it() {
+    let Some((_, npm)) = peer_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let claimer = root().join("tests/fixtures/serve/claimer.py");
+    let config = dir.path().join("airlock.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = {node:?}\nargs = [\"{npm}/server-everything/dist/index.js\", \"stdio\"]\n\n[servers.claimer]\ncommand = \"/usr/bin/python3\"\nargs = [{claimer:?}]\n",
+            node = support::which("node").display().to_string(),
+            npm = npm.display(),
+            claimer = claimer.display().to_string(),
+        ),
+    )
+    .expect("config");
+    let granted = dir.path().join("granted");
+    std::fs::create_dir_all(&granted).expect("granted");
+    let policy = write_policy(dir.path(), &granted);
+    let gateway = || {
+        let child = Command::new(AIRLOCK)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--audit")
+            .arg(dir.path().join("audit.jsonl"))
+            .env("HOME", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("airlock serve");
+        let mut client = support::Client::new(child);
+        client.initialize("2025-06-18");
+        client
+    };
+    let end = |mut client: support::Client| {
+        client.close_stdin();
+        client.wait(std::time::Duration::from_secs(10));
+    };
+    // One session to learn a URI of everything's and what reading it gives.
+    let mut client = gateway();
+    let listed = client.request(1, "resources/list", json!({}));
+    let uri = listed["result"]["resources"][0]["uri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("everything lists no resource: {listed}"))
+        .to_string();
+    let theirs = client.request(2, "resources/read", json!({"uri": uri}));
+    assert_eq!(
+        theirs["result"]["contents"][0]["uri"],
+        uri.as_str(),
+        "{theirs}"
+    );
+    end(client);
+
+    // A new session: the claimer links it first, then the host lists.
+    let mut client = gateway();
+    let forged = |client: &support::Client| -> Vec<Value> {
+        let updated = |m: &&Value| m["method"] == "notifications/resources/updated";
+        client.backlog.iter().filter(updated).cloned().collect()
+    };
+    let linked = client.call(3, "claimer__link", json!({"uri": uri}));
+    assert_eq!(
+        linked["result"]["content"][0]["uri"],
+        uri.as_str(),
+        "{linked}"
+    );
+    client.request(4, "resources/list", json!({}));
+    let read = client.request(5, "resources/read", json!({"uri": uri}));
+    assert_eq!(read["result"], theirs["result"], "{read}");
+    client.call(6, "claimer__link", json!({"uri": uri}));
+    assert_eq!(forged(&client), Vec::<Value>::new());
+
+    client.call(7, "claimer__claim", json!({"uri": uri}));
+    let both = client.request(8, "resources/list", json!({}));
+    let listing: Vec<&Value> = both["result"]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter(|r| r["uri"] == uri.as_str())
+        .collect();
+    assert_eq!(listing.len(), 2, "{both}");
+    let refused = client.request(9, "resources/read", json!({"uri": uri}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    assert!(
+        message.contains("\"everything\"") && message.contains("\"claimer\""),
+        "{refused}"
+    );
+    assert!(!refused.to_string().contains("EVIL-CONTENT"), "{refused}");
+    end(client);
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).expect("audit");
+    assert!(
+        audit.contains("notifications/resources/updated for"),
+        "{audit}"
+    );
+}
+
 /// The gateway config: two reference servers, the fixture, and a server that fails to start.
 fn write_config(dir: &Path, npm: &Path, inside: &Path) -> PathBuf {
     let node = support::which("node");

@@ -458,7 +458,7 @@ impl Core {
                 ListKind::Resources => {
                     for resource in items.remove(&index).unwrap_or_default() {
                         if let Some(uri) = resource.field("uri").and_then(Value::as_str) {
-                            self.resource_owner.entry(uri.to_string()).or_insert(index);
+                            self.resources.list(index, uri);
                         }
                         all.push(resource);
                     }

@@ -37,6 +37,7 @@ mod host;
 mod lists;
 mod mrtr;
 mod reload;
+mod resource_claims;
 mod roots;
 mod routing;
 mod subscriptions;
@@ -362,7 +363,8 @@ pub struct Core {
     /// Last aggregated list per kind, for airlock's own cursor: (generation, items).
     snapshots: FastMap<ListKind, (u64, Vec<Value>)>,
     snapshot_generation: u64,
-    resource_owner: FastMap<String, usize>,
+    /// Which server each resource URI belongs to ([`resource_claims`]).
+    resources: resource_claims::ResourceClaims,
     /// URI template (and its literal prefix) → server.
     templates: Vec<(String, String, usize)>,
     batches: Batches,
@@ -425,7 +427,7 @@ impl Core {
             pending_initialize: None,
             snapshots: FastMap::default(),
             snapshot_generation: 0,
-            resource_owner: FastMap::default(),
+            resources: resource_claims::ResourceClaims::default(),
             templates: Vec::new(),
             batches: Batches::default(),
             parked: FastMap::default(),

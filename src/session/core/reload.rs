@@ -104,7 +104,7 @@ impl Core {
         server.life.eager = false;
         self.tools.remove_server(index);
         self.prompts.remove_server(index);
-        self.resource_owner.retain(|_, owner| *owner != index);
+        self.resources.forget(index);
         self.templates.retain(|(_, _, owner)| *owner != index);
     }
 

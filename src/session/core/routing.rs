@@ -42,8 +42,8 @@ impl Core {
                     .unwrap_or_default()
                     .to_string();
                 match self.resource_server(&uri) {
-                    Some(index) => self.forward_request(index, message, id, now),
-                    None => self.resource_not_found(id, &uri),
+                    Ok(index) => self.forward_request(index, message, id, now),
+                    Err(unrouted) => self.resource_not_found(id, &uri, &unrouted),
                 }
             }
             "completion/complete" => self.host_complete(message, id, now),
@@ -94,14 +94,30 @@ impl Core {
         }
     }
 
-    fn resource_not_found(&mut self, id: Value, uri: &str) {
+    fn resource_not_found(&mut self, id: Value, uri: &str, unrouted: &Unrouted) {
         // 2026-07-28 moved "resource not found" to Invalid Params.
         let code = if era::stateless(&self.host) {
             code::INVALID_PARAMS
         } else {
             code::RESOURCE_NOT_FOUND
         };
-        let text = format!("Resource not found: no configured server owns {uri:?}");
+        let text = match unrouted {
+            Unrouted::NotFound => {
+                format!("Resource not found: no configured server owns {uri:?}")
+            }
+            Unrouted::Ambiguous(servers) => {
+                let names: Vec<String> = servers
+                    .iter()
+                    .map(|index| format!("{:?}", self.servers[*index].name))
+                    .collect();
+                let text = format!(
+                    "Resource not found: {uri:?} is named by more than one server ({}), so airlock routes it to none of them (no server may answer in another's name)",
+                    names.join(", ")
+                );
+                tracing::warn!("{text}");
+                text
+            }
+        };
         self.reply_error(id, code, &text);
     }
 
@@ -270,8 +286,8 @@ impl Core {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 match self.resource_server(uri) {
-                    Some(index) => self.forward_request(index, message, id, now),
-                    None => self.resource_not_found(id, uri),
+                    Ok(index) => self.forward_request(index, message, id, now),
+                    Err(unrouted) => self.resource_not_found(id, uri, &unrouted),
                 }
             }
             _ => self.reply_error(
@@ -284,7 +300,8 @@ impl Core {
 
     /// Notes the server a result's `resource_link` items point into (a tool that made or found a
     /// resource): the host may read one before any listing, and `resources/read` then goes to
-    /// the server that named it. A URI already owned keeps its owner (first listed wins).
+    /// the server that named it, unless another server lists or links it too
+    /// ([`resource_claims`](super::resource_claims)).
     pub(super) fn note_linked_resources(&mut self, index: usize, message: &Value) {
         if self.servers[index].has_capability("resources") != Some(true) {
             return;
@@ -295,31 +312,23 @@ impl Core {
         for item in content {
             if item.field("type").and_then(Value::as_str) == Some("resource_link")
                 && let Some(uri) = item.field("uri").and_then(Value::as_str)
-                && (self.resource_owner.len() < MAX_ROUTED_URIS
-                    || self.resource_owner.contains_key(uri))
             {
-                self.resource_owner.entry(uri.to_string()).or_insert(index);
+                self.resources.link(index, uri);
             }
         }
     }
 
-    /// The server that owns `uri`: listed resources, then the longest matching template (or the
-    /// template itself, for completions), then the only server that offers (or, not run yet,
-    /// may offer) resources at all.
-    pub(super) fn resource_server(&self, uri: &str) -> Option<usize> {
-        if let Some(&index) = self.resource_owner.get(uri)
-            && !self.servers[index].retiring
-        {
-            return Some(index);
-        }
-        if let Some((_, _, index)) = self
-            .templates
-            .iter()
-            .filter(|(_, _, index)| !self.servers[*index].retiring)
-            .filter(|(template, prefix, _)| template == uri || uri.starts_with(prefix.as_str()))
-            .max_by_key(|(_, prefix, _)| prefix.len())
-        {
-            return Some(*index);
+    /// The server that owns `uri`: the one that lists it; else the one that linked it or whose
+    /// template covers it (or is it, for completions); else the only server that offers (or,
+    /// not run yet, may offer) resources at all. Two servers with an equal claim make it
+    /// ambiguous ([`resource_claims`](super::resource_claims)).
+    pub(super) fn resource_server(&self, uri: &str) -> Result<usize, Unrouted> {
+        let live = |index: usize| !self.servers[index].retiring;
+        let claimants = self.resources.claimants(uri, &self.templates, live);
+        match claimants.as_slice() {
+            [one] => return Ok(*one),
+            [] => {}
+            _ => return Err(Unrouted::Ambiguous(claimants)),
         }
         let mut offering = self
             .servers
@@ -330,16 +339,19 @@ impl Core {
             .filter(|(_, s)| s.life.phase() != crate::gateway::lifecycle::Phase::Failed)
             .map(|(i, _)| i);
         match (offering.next(), offering.next()) {
-            (Some(index), None) => Some(index),
-            _ => None,
+            (Some(index), None) => Ok(index),
+            _ => Err(Unrouted::NotFound),
         }
     }
 }
 
-/// How many URIs the gateway routes by name: links a tool returns are noted up to this many (a
-/// server cannot grow a long session's map without bound); past it they route as before, by
-/// template or the only server offering resources.
-const MAX_ROUTED_URIS: usize = 10_000;
+/// Why a resource URI goes to no server.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Unrouted {
+    NotFound,
+    /// These servers claim it equally.
+    Ambiguous(Vec<usize>),
+}
 
 /// An MCP log level's place in RFC 5424's order (debug lowest); an unknown name counts as debug.
 fn severity(level: &str) -> usize {

@@ -46,7 +46,7 @@ impl Core {
             .field("resourceSubscriptions")
             .and_then(Value::as_array);
         for uri in requested.into_iter().flatten().filter_map(Value::as_str) {
-            let Some(index) = self.resource_server(uri) else {
+            let Ok(index) = self.resource_server(uri) else {
                 continue;
             };
             let subscribable = self.servers[index]
@@ -102,15 +102,26 @@ impl Core {
     }
 
     /// A server's `notifications/resources/updated`: to the subscriptions naming that resource
-    /// (stateless host), else on as it came. False when it is to be dropped.
-    pub(super) fn resource_updated(&mut self, message: &mut Value) -> bool {
-        if !era::stateless(&self.host) {
-            return true;
-        }
+    /// (stateless host), else on as it came. False when it is to be dropped: only the server
+    /// the host's reads of that URI go to may say it changed, never another in its name.
+    pub(super) fn resource_updated(&mut self, index: usize, message: &mut Value) -> bool {
         let uri = message
             .at(&["params", "uri"])
             .and_then(Value::as_str)
             .unwrap_or_default();
+        if self.resource_server(uri) != Ok(index) {
+            let reason = format!(
+                "notifications/resources/updated for {uri:?}, a resource the host's reads do not send to this server"
+            );
+            self.out.push(super::Action::Dropped {
+                server: index,
+                reason,
+            });
+            return false;
+        }
+        if !era::stateless(&self.host) {
+            return true;
+        }
         let ids: Vec<Value> = self
             .listens
             .iter()

@@ -275,7 +275,9 @@ impl Core {
             "notifications/resources/list_changed" => {
                 return self.list_changed(ListKind::Resources);
             }
-            "notifications/resources/updated" if !self.resource_updated(&mut message) => return,
+            "notifications/resources/updated" if !self.resource_updated(index, &mut message) => {
+                return;
+            }
             // A 2026-07-28 host receives log messages only once it opted in.
             "notifications/message"
                 if era::stateless(&self.host) && self.host.log_level.is_none() =>
