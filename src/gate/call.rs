@@ -17,6 +17,7 @@ use crate::mcp::message::{
 };
 use crate::mcp::version;
 use crate::policy::{Action, Call, SchemaMode};
+use crate::session::shell::stderr::shown;
 
 /// Why airlock cannot ask the host to confirm a call (an `ask` is then a denial saying so).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -70,11 +71,16 @@ impl Gate {
                     ))
                 }
                 Ok(()) => {
-                    let shown = arguments
+                    let arguments = arguments
                         .map(|a| self.redactor.redact(a))
-                        .unwrap_or_default();
+                        .unwrap_or_default()
+                        .to_string();
+                    // The person deciding reads this: a tool name is the server's own text,
+                    // and line breaks, controls or a right-to-left override in it (or in the
+                    // arguments) could make the question say another call than the one asked.
+                    let (tool, arguments) = (shown(tool), shown(&arguments));
                     CallVerdict::Ask(format!(
-                        "Allow server \"{server}\" to run tool \"{tool}\" with arguments {shown}? ({})",
+                        "Allow server \"{server}\" to run tool \"{tool}\" with arguments {arguments}? ({})",
                         describe(&decision)
                     ))
                 }
