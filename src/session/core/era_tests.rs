@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
+use super::mrtr::{DEFAULT_WAIT, MAX_WAITING_INPUT_BYTES, MAX_WAITING_INPUTS};
 use super::*;
+use std::time::Duration;
 
 fn meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{},"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"modern","version":"2"}})
@@ -506,4 +508,57 @@ fn a_parked_answer_of_a_process_that_died_names_its_task_for_that_process() {
         done["result"]["task"]["taskId"], "beta__t-1",
         "the first process's task, not the second's t-1: {done}"
     );
+}
+
+#[test]
+fn a_server_cannot_queue_requests_for_input_without_end_and_stranded_ones_are_answered() {
+    let mut h = two();
+    h.host(modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    assert_eq!(
+        h.take_host(json!(1))["result"]["resultType"],
+        "input_required"
+    );
+    // While that translation waits for the host's retry, the server asks on and on.
+    for n in 0..MAX_WAITING_INPUTS + 4 {
+        h.answer(0, json!({"jsonrpc":"2.0","id":format!("more-{n}"),"method":"sampling/createMessage","params":{"messages":[]}}));
+    }
+    let refused: Vec<Value> = h.received[0].drain(..).collect();
+    assert_eq!(refused.len(), 4, "{refused:?}");
+    for (n, answer) in refused.iter().enumerate() {
+        assert_eq!(answer["id"], format!("more-{}", MAX_WAITING_INPUTS + n));
+        let text = answer["error"]["message"].as_str().unwrap();
+        assert!(text.contains("already wait for the host"), "{text}");
+    }
+    assert_eq!(h.router.waiting_input[&0].len(), MAX_WAITING_INPUTS);
+    // The host never retries: once the translation expires, what waited is answered too.
+    h.tick(DEFAULT_WAIT + Duration::from_secs(1));
+    let answered: Vec<Value> = h.received[0].drain(..).collect();
+    let errors = answered.iter().filter(|m| m.get("error").is_some()).count();
+    assert_eq!(errors, 1 + MAX_WAITING_INPUTS, "{answered:?}");
+    assert!(!h.router.waiting_input.contains_key(&0));
+}
+
+#[test]
+fn requests_for_input_are_bounded_in_bytes_too() {
+    let mut h = two();
+    h.host(modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    let large = "x".repeat(MAX_WAITING_INPUT_BYTES / 3);
+    for n in 0..4 {
+        h.answer(0, json!({"jsonrpc":"2.0","id":n,"method":"sampling/createMessage","params":{"messages":[],"note":large}}));
+    }
+    let refused: Vec<Value> = h.received[0].drain(..).collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(h.router.waiting_input[&0].len(), 2);
 }

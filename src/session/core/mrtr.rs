@@ -32,7 +32,13 @@ use crate::mcp::message::{code, error_response, id_key, notification, result_res
 const STATE_PREFIX: &str = "airlock-mrtr-";
 /// How long airlock keeps a translation waiting for the host's retry when the server has no
 /// `tool_timeout`.
-const DEFAULT_WAIT: Duration = Duration::from_secs(180);
+pub(super) const DEFAULT_WAIT: Duration = Duration::from_secs(180);
+/// A server's requests for input that wait for the host's next round (while a translation of
+/// its waits for the host's retry) are at most this many and this large in all: past either, a
+/// further one gets an error, so a server cannot fill the gateway's memory with requests the
+/// host has not even been asked yet.
+pub(super) const MAX_WAITING_INPUTS: usize = 16;
+pub(super) const MAX_WAITING_INPUT_BYTES: usize = 4 * 1024 * 1024;
 /// The server requests a 2026-07-28 host is asked through input requests.
 pub const INPUT_METHODS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
 
@@ -59,6 +65,8 @@ pub(super) struct Waiting {
     pub generation: u64,
     pub id: Value,
     pub request: Value,
+    /// The request's encoded size.
+    pub bytes: usize,
 }
 
 /// Whether a host request may be answered with an `InputRequiredResult`.
@@ -136,10 +144,30 @@ impl Core {
             self.send_raw(index, answer, now);
             return;
         }
+        let request = input_request(&message);
+        let bytes = encoded_len(&request);
+        let queued = self.waiting_input.get(&index).map_or((0, 0), |waiting| {
+            (
+                waiting.len(),
+                waiting.iter().map(|w| w.bytes).sum::<usize>(),
+            )
+        });
+        if queued.0 >= MAX_WAITING_INPUTS
+            || queued.1.saturating_add(bytes) > MAX_WAITING_INPUT_BYTES
+        {
+            let text = format!(
+                "airlock: {} requests for input ({} bytes) already wait for the host; ask again once they are answered",
+                queued.0, queued.1
+            );
+            let answer = error_response(id, code::INTERNAL_ERROR, &text, None);
+            self.send_raw(index, answer, now);
+            return;
+        }
         let waiting = Waiting {
             generation,
             id,
-            request: input_request(&message),
+            request,
+            bytes,
         };
         self.waiting_input.entry(index).or_default().push(waiting);
         if let Some((_, down_key, host_id)) = carrier {
@@ -378,11 +406,45 @@ impl Core {
         if let Some(index) = gone {
             self.waiting_input.remove(&index);
         }
+        // What waits for a round that no translation of its server can bring any more (asked
+        // on a retry of one: a new translation asks what waits then anew).
+        let stranded: Vec<usize> = self
+            .waiting_input
+            .keys()
+            .copied()
+            .filter(|index| !self.parked.values().any(|p| p.server == *index))
+            .collect();
+        for index in stranded {
+            for waiting in self.waiting_input.remove(&index).unwrap_or_default() {
+                let text = "airlock: the host did not answer the input request in time";
+                let answer = error_response(waiting.id, code::INTERNAL_ERROR, text, None);
+                self.send_raw(index, answer, now);
+            }
+        }
     }
 
     /// The earliest deadline of a translation waiting for its retry.
     pub(super) fn parked_deadline(&self) -> Option<Instant> {
         self.parked.values().map(|p| p.deadline).min()
+    }
+}
+
+/// The length of `value` encoded, without keeping the encoding.
+fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
     }
 }
 
