@@ -9,6 +9,7 @@ pub mod field;
 pub mod framing;
 pub mod lenient;
 pub mod message;
+pub mod nesting;
 pub mod peek;
 pub mod strict;
 pub mod version;

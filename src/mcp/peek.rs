@@ -61,11 +61,15 @@ pub fn splice_id(line: &[u8], at: (usize, usize), id: &Value) -> Option<Vec<u8>>
     Some(out)
 }
 
-/// Peeks at one line. `None` when the line is not a single JSON object (a batch, not JSON):
-/// then parse it in full.
+/// Peeks at one line. `None` when the line is not a single JSON object (a batch, not JSON), or
+/// nests deeper than a parse into a `Value` reads: then parse it in full, which refuses what it
+/// cannot read.
 pub fn peek(line: &[u8]) -> Option<Peek> {
     let first = line.iter().find(|b| !b.is_ascii_whitespace())?;
     if *first != b'{' {
+        return None;
+    }
+    if super::nesting::nests_deeper_than(line, super::nesting::SERDE_JSON_DEPTH) {
         return None;
     }
     let envelope: Envelope<'_> = super::from_line(line).ok()?;

@@ -32,7 +32,7 @@ pub(super) fn junk_from_a_server_is_capped_in_audit_and_stderr(mode: Mode) {
     );
 }
 
-/// A second answer to one id, and a line that is not UTF-8: never forwarded.
+/// A second answer to one id, a line that is not UTF-8, and one nested too deep: never forwarded.
 pub(super) fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
     let (world, mut client) = start(mode, Setup::fixture("--hostile"));
     client.initialize("2025-06-18");
@@ -40,10 +40,15 @@ pub(super) fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
     assert_eq!(Client::text(&answer), "first");
     let answer = client.call(2, &world.tool("badutf8"), json!({}));
     assert_eq!(Client::text(&answer), "after bad bytes");
+    // Nested deeper than any parse here reads: on the answer's fast path too, never passed on
+    // (a host's parser may crash on it). The harness fails on a line it cannot parse.
+    let answer = client.call(3, &world.tool("deep"), json!({}));
+    assert_eq!(Client::text(&answer), "after deep");
     client.close_stdin();
     let rest = client.rest(SECS(10));
     assert!(
-        rest.iter().all(|m| m["id"] != 1 && m["id"] != 2),
+        rest.iter()
+            .all(|m| m["id"] != 1 && m["id"] != 2 && m["id"] != 3),
         "{rest:?}"
     );
     let reasons: Vec<String> = world
@@ -57,6 +62,10 @@ pub(super) fn duplicate_and_broken_answers_never_reach_the_host(mode: Mode) {
     );
     assert!(
         reasons.iter().any(|r| r.contains("not UTF-8")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("recursion limit")),
         "{reasons:?}"
     );
 }
