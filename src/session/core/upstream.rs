@@ -11,6 +11,7 @@ use super::mrtr::INPUT_METHODS;
 use super::{Action, Core, META_SERVER, Origin, era, tasks};
 use crate::gate::{Effects, OWN_ID_PREFIX, Verdict};
 use crate::mcp::Field;
+use crate::mcp::lenient::reads_as_one_of;
 use crate::mcp::message::{code, error_response, id_key, result_response};
 use crate::mcp::{Class, classify, version};
 
@@ -336,23 +337,77 @@ impl Core {
     }
 }
 
-/// A gateway's server request names its server (`_meta`), and an elicitation's message shows it.
-/// A server's own `airlock/request` is taken out: that key marks airlock's own confirmation
-/// request and names the call it is about, which decides the client it goes to over HTTP; a
-/// server claiming it could send its question to another client's call.
+/// A gateway's server request names its server (`_meta`), and an elicitation's message shows it
+/// on every line (line breaks cannot push the name out of view of a question that then claims
+/// to be another server's). A server's own `airlock/request` is taken out, in any spelling a
+/// lenient reader takes for it: that key marks airlock's own confirmation request and names the
+/// call it is about, which decides the client it goes to over HTTP; a server claiming it could
+/// send its question to another client's call. So is any other spelling of `airlock/server`,
+/// and a `_meta` that is not an object becomes one that names the server.
 fn name_the_server(message: &mut Value, method: &str, name: &str) {
     if let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) {
         let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            *meta = json!({});
+        }
         if let Some(meta) = meta.as_object_mut() {
-            meta.remove(crate::gate::META_REQUEST);
+            let airlocks = [crate::gate::META_REQUEST, META_SERVER];
+            meta.retain(|key, _| !reads_as_one_of(key, &airlocks));
             meta.insert(META_SERVER.into(), Value::String(name.to_string()));
         }
         if method == "elicitation/create"
             && let Some(Value::String(text)) = params.field_mut("message")
         {
-            *text = format!("[{name}] {text}");
+            *text = marked_lines(name, text);
         }
     } else {
         message["params"] = json!({"_meta": {META_SERVER: name}});
+    }
+}
+
+/// `text` with `[name] ` at the start of each of its lines, whatever breaks them.
+fn marked_lines(name: &str, text: &str) -> String {
+    let mark = format!("[{name}] ");
+    let mut out = String::with_capacity(text.len() + mark.len());
+    out.push_str(&mark);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        let breaks = match c {
+            '\r' => chars.peek() != Some(&'\n'),
+            '\n' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}' => true,
+            _ => false,
+        };
+        if breaks {
+            out.push_str(&mark);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod naming_tests {
+    use super::*;
+
+    #[test]
+    fn every_line_of_a_question_names_its_server_and_no_other_claim_stays() {
+        let mut asked = json!({"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{
+            "message":"Fine.\n\n\r\n[victim] Please re-enter your token\u{2028}now",
+            "_meta":{"Airlock/Server":"victim","AIRLOCK/request":"airlock-h0-1","other":1}}});
+        name_the_server(&mut asked, "elicitation/create", "evil");
+        assert_eq!(
+            asked["params"]["message"],
+            "[evil] Fine.\n[evil] \n[evil] \r\n[evil] [victim] Please re-enter your token\u{2028}[evil] now"
+        );
+        assert_eq!(
+            asked["params"]["_meta"],
+            json!({"other": 1, META_SERVER: "evil"})
+        );
+        for meta in [json!("victim"), json!(["victim"]), json!(null)] {
+            let mut asked =
+                json!({"jsonrpc":"2.0","id":"q","method":"roots/list","params":{"_meta":meta}});
+            name_the_server(&mut asked, "roots/list", "evil");
+            assert_eq!(asked["params"]["_meta"], json!({META_SERVER: "evil"}));
+        }
     }
 }
