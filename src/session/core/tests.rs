@@ -730,3 +730,42 @@ mod tasks;
 
 #[path = "reload_tests.rs"]
 mod reload;
+
+#[test]
+fn a_server_cannot_keep_requests_waiting_for_the_host_without_end() {
+    use super::upstream::{MAX_REQUESTS_TO_HOST, MAX_SERVER_ID_BYTES};
+    let mut h = two();
+    h.initialize(json!({"roots": {}}));
+    h.tool_names();
+    for n in 0..MAX_REQUESTS_TO_HOST + 3 {
+        h.answer(0, json!({"jsonrpc":"2.0","id":n,"method":"roots/list"}));
+    }
+    let asked = h
+        .to_host
+        .iter()
+        .filter(|m| m["method"] == "roots/list")
+        .count();
+    assert_eq!(asked, MAX_REQUESTS_TO_HOST);
+    let refused: Vec<Value> = h.received[0].drain(..).collect();
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert_eq!(refused[0]["id"], MAX_REQUESTS_TO_HOST);
+    assert!(
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already wait")
+    );
+    // The other server is not held back, but its ids are bounded.
+    for length in [MAX_SERVER_ID_BYTES, MAX_SERVER_ID_BYTES + 1] {
+        let id = "x".repeat(length);
+        h.answer(1, json!({"jsonrpc":"2.0","id":id,"method":"roots/list"}));
+    }
+    let asked = h
+        .to_host
+        .iter()
+        .filter(|m| m["method"] == "roots/list")
+        .count();
+    assert_eq!(asked, MAX_REQUESTS_TO_HOST + 1);
+    let refused: Vec<Value> = h.received[1].drain(..).collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+}

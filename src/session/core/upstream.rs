@@ -18,6 +18,13 @@ use crate::mcp::{Class, classify, version};
 /// Prefix of host-facing ids of server→client requests.
 const INBOUND_PREFIX: &str = "airlock-gw-";
 
+/// A server's requests waiting for the host's answer at once, at most (a host may never answer
+/// some): past it the server's next request gets an error at once, so a server cannot grow the
+/// session's memory without end by asking. So does a request whose id is longer than
+/// [`MAX_SERVER_ID_BYTES`] (kept while it waits).
+pub(super) const MAX_REQUESTS_TO_HOST: usize = 256;
+pub(super) const MAX_SERVER_ID_BYTES: usize = 1024;
+
 impl Core {
     /// One JSON message from the server of `generation`.
     pub fn on_server(&mut self, index: usize, generation: u64, message: Value, now: Instant) {
@@ -172,10 +179,25 @@ impl Core {
             self.tell_host_gone(index, id, now);
             return;
         }
+        let waiting = self.inbound.values().filter(|(owner, ..)| *owner == index);
+        let waiting = waiting.count();
+        let key = id_key(&id);
+        let long_id = id.as_str().is_some_and(|id| id.len() > MAX_SERVER_ID_BYTES);
+        if waiting >= MAX_REQUESTS_TO_HOST || long_id {
+            let text = if waiting >= MAX_REQUESTS_TO_HOST {
+                format!(
+                    "airlock: {waiting} requests of this server already wait for the client's answer"
+                )
+            } else {
+                format!("airlock: a request id longer than {MAX_SERVER_ID_BYTES} bytes")
+            };
+            let answer = error_response(id, code::INTERNAL_ERROR, &text, None);
+            self.send_raw(index, answer, now);
+            return;
+        }
         let server = &self.servers[index];
         let generation = server.life.generation;
         let name = server.name.clone();
-        let key = id_key(&id);
         let own_space = id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX));
         let host_id = if self.single() && !own_space && !self.inbound.contains_key(&key) {
             id.clone()
