@@ -22,7 +22,7 @@ use crate::fast_map::FastMap;
 const MAX_CLAIMS_PER_SERVER: usize = 10_000;
 
 /// A longer URI is not noted (it routes as an unclaimed one does).
-const MAX_CLAIMED_URI_BYTES: usize = 8 * 1024;
+const MAX_CLAIMED_URI_BYTES: usize = 2 * 1024;
 
 /// The servers that named one URI, by how.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
