@@ -363,6 +363,7 @@ fn dangerous_syscalls_are_refused() {
         "io_uring",
         "perf",
         "userfaultfd",
+        "fanotify",
         "memfd_secret",
         "personality",
         "clone-ns",

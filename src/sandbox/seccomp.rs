@@ -160,6 +160,11 @@ pub fn base_table() -> Vec<Entry> {
             "the classic tool for winning kernel race conditions"
         ),
         entry!(
+            SYS_fanotify_init,
+            Perm,
+            "reports other processes' use of the files it marks, the host's shared system files too"
+        ),
+        entry!(
             SYS_memfd_secret,
             Perm,
             "unevictable memory hidden from the kernel; no memory limit without a cgroup counts it"
@@ -653,6 +658,7 @@ mod tests {
             "SYS_bpf",
             "SYS_perf_event_open",
             "SYS_userfaultfd",
+            "SYS_fanotify_init",
             "SYS_memfd_secret",
             "SYS_kexec_load",
             "SYS_reboot",
