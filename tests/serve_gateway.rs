@@ -116,9 +116,9 @@ fn a_resource_link_from_a_tool_is_readable_before_any_listing() {
 
 /// A hostile server names server-everything's resource as its own: by a `resource_link` from its
 /// tool before the host ever listed resources (with a `resources/updated` for it, in
-/// everything's name), then by listing it too. Once everything lists the URI the host's reads go
-/// to everything, the forged updates never reach the host, and once both list it its reads are
-/// refused naming both: never answered by the claimer.
+/// everything's name), then by listing it too. Once everything lists the URI as well, its reads
+/// are refused naming both, the forged updates never reach the host, and the claimer never
+/// answers for it. The first session shows the read going to everything when only it claims it.
 #[test]
 fn a_server_naming_anothers_resource_never_answers_for_it() {
     let Some((_, npm)) = peer_paths() else {
@@ -193,8 +193,16 @@ fn a_server_naming_anothers_resource_never_answers_for_it() {
         "{linked}"
     );
     client.request(4, "resources/list", json!({}));
-    let read = client.request(5, "resources/read", json!({"uri": uri}));
-    assert_eq!(read["result"], theirs["result"], "{read}");
+    let refused = |answer: &Value| {
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(answer["error"]["code"], -32002, "{answer}");
+        assert!(
+            message.contains("\"everything\"") && message.contains("\"claimer\""),
+            "{answer}"
+        );
+        assert!(!answer.to_string().contains("EVIL-CONTENT"), "{answer}");
+    };
+    refused(&client.request(5, "resources/read", json!({"uri": uri})));
     client.call(6, "claimer__link", json!({"uri": uri}));
     assert_eq!(forged(&client), Vec::<Value>::new());
 
@@ -207,14 +215,7 @@ fn a_server_naming_anothers_resource_never_answers_for_it() {
         .filter(|r| r["uri"] == uri.as_str())
         .collect();
     assert_eq!(listing.len(), 2, "{both}");
-    let refused = client.request(9, "resources/read", json!({"uri": uri}));
-    let message = refused["error"]["message"].as_str().unwrap_or_default();
-    assert_eq!(refused["error"]["code"], -32002, "{refused}");
-    assert!(
-        message.contains("\"everything\"") && message.contains("\"claimer\""),
-        "{refused}"
-    );
-    assert!(!refused.to_string().contains("EVIL-CONTENT"), "{refused}");
+    refused(&client.request(9, "resources/read", json!({"uri": uri})));
     end(client);
     let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).expect("audit");
     assert!(

@@ -28,6 +28,11 @@ pub enum ListKind {
     Tasks,
 }
 
+/// Templates of one server that route reads, at most, and their length at most (a server
+/// cannot make every read scan a list without end); the rest are listed, not routed by.
+const MAX_ROUTED_TEMPLATES: usize = 1_000;
+const MAX_ROUTED_TEMPLATE_BYTES: usize = 2 * 1024;
+
 impl ListKind {
     pub fn from_method(method: &str) -> Option<ListKind> {
         Some(match method {
@@ -456,22 +461,31 @@ impl Core {
                     }
                 }
                 ListKind::Resources => {
-                    for resource in items.remove(&index).unwrap_or_default() {
-                        if let Some(uri) = resource.field("uri").and_then(Value::as_str) {
-                            self.resources.list(index, uri);
-                        }
-                        all.push(resource);
-                    }
+                    // A server that gave no listing this time keeps what it claimed.
+                    let Some(resources) = items.remove(&index) else {
+                        continue;
+                    };
+                    let uris = resources
+                        .iter()
+                        .filter_map(|resource| resource.field("uri").and_then(Value::as_str));
+                    self.resources.relist(index, uris);
+                    all.extend(resources);
                 }
                 ListKind::ResourceTemplates => {
+                    let Some(templates) = items.remove(&index) else {
+                        continue;
+                    };
                     self.templates.retain(|(_, _, owner)| *owner != index);
-                    for template in items.remove(&index).unwrap_or_default() {
-                        if let Some(uri) = template.field("uriTemplate").and_then(Value::as_str) {
-                            let prefix = uri.split('{').next().unwrap_or(uri).to_string();
-                            self.templates.push((uri.to_string(), prefix, index));
-                        }
-                        all.push(template);
+                    let routed = templates
+                        .iter()
+                        .filter_map(|t| t.field("uriTemplate").and_then(Value::as_str))
+                        .filter(|uri| uri.len() <= MAX_ROUTED_TEMPLATE_BYTES)
+                        .take(MAX_ROUTED_TEMPLATES);
+                    for uri in routed {
+                        let prefix = uri.split('{').next().unwrap_or(uri).to_string();
+                        self.templates.push((uri.to_string(), prefix, index));
                     }
+                    all.extend(templates);
                 }
                 // Named as they came ([`Core::list_page`]).
                 ListKind::Tasks => all.extend(items.remove(&index).unwrap_or_default()),

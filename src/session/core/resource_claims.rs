@@ -3,22 +3,27 @@
 //! the host's `resources/read` of it come to itself, and answer in the other's name. These rules
 //! make such a claim a refusal at worst, never a takeover:
 //!
-//! - a server's own `resources/list` is the strongest claim; two servers listing one URI make it
-//!   ambiguous, refused with both named (not given to the first to list it);
-//! - a `resource_link` in a tool result (a host may read it before any listing) claims a URI
-//!   only while no server lists it, and links from two servers make it ambiguous;
-//! - templates route what no listing claims ([`Core::resource_server`]); templates or links of
-//!   two servers that cover one URI make it ambiguous, whatever their lengths.
+//! - a server claims a URI by listing it (`resources/list`), by returning it as a
+//!   `resource_link` in a tool result (a host may read it before any listing), or by a template
+//!   (`resources/templates/list`) that covers it ([`Core::resource_server`]);
+//! - a URI one server claims goes to it; a URI two servers claim, in any of those ways and
+//!   whatever their templates' lengths, is ambiguous: refused naming both, never given to the
+//!   first or the most specific;
+//! - a server's listing replaces its earlier one: a URI it no longer lists is no longer its.
 //!
-//! Each server's claims are bounded in number and length, so a server can neither grow the map
-//! without end nor crowd out another server's URIs.
+//! Each server's claims are bounded in number and length (its links are kept up to a bound,
+//! the oldest let go first), so a server can neither grow the map without end nor crowd out
+//! another server's URIs.
 //!
 //! [`Core::resource_server`]: super::Core::resource_server
 
+use std::collections::VecDeque;
+
 use crate::fast_map::FastMap;
 
-/// URIs a server can claim at most; past it, its further URIs route as unclaimed ones do (by
-/// template, or to the only server offering resources).
+/// URIs a server's listing claims at most (past it, its further URIs route as unclaimed ones
+/// do: by template, or to the only server offering resources), and links it claims at most
+/// (past it, its oldest link is let go).
 const MAX_CLAIMS_PER_SERVER: usize = 10_000;
 
 /// A longer URI is not noted (it routes as an unclaimed one does).
@@ -33,93 +38,123 @@ struct Claim {
     linked: Vec<usize>,
 }
 
+impl Claim {
+    fn is_empty(&self) -> bool {
+        self.listed.is_empty() && self.linked.is_empty()
+    }
+}
+
+/// What one server claims, for its bounds.
+#[derive(Debug, Default)]
+struct Held {
+    listed: usize,
+    /// Its links, oldest first.
+    links: VecDeque<String>,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct ResourceClaims {
     by_uri: FastMap<String, Claim>,
-    /// Claims noted per server (index: the server's).
-    counts: Vec<usize>,
+    /// Index: the server's.
+    held: Vec<Held>,
 }
 
 impl ResourceClaims {
-    /// Server `server` lists `uri`.
-    pub fn list(&mut self, server: usize, uri: &str) {
-        self.note(server, uri, |claim| &mut claim.listed);
+    /// Server `server` lists `uris` now (the whole of its listing): what it listed before and
+    /// lists no more is no longer its.
+    pub fn relist<'a>(&mut self, server: usize, uris: impl IntoIterator<Item = &'a str>) {
+        self.let_go(server, |claim| &mut claim.listed);
+        self.held_mut(server).listed = 0;
+        for uri in uris {
+            if uri.len() > MAX_CLAIMED_URI_BYTES
+                || self.held_mut(server).listed >= MAX_CLAIMS_PER_SERVER
+            {
+                continue;
+            }
+            let listed = &mut self.by_uri.entry(uri.to_string()).or_default().listed;
+            if !listed.contains(&server) {
+                listed.push(server);
+                self.held_mut(server).listed += 1;
+            }
+        }
     }
 
     /// Server `server` returned a link to `uri`.
     pub fn link(&mut self, server: usize, uri: &str) {
-        self.note(server, uri, |claim| &mut claim.linked);
-    }
-
-    fn note(&mut self, server: usize, uri: &str, by: fn(&mut Claim) -> &mut Vec<usize>) {
         if uri.len() > MAX_CLAIMED_URI_BYTES {
             return;
         }
-        if self.counts.len() <= server {
-            self.counts.resize(server + 1, 0);
-        }
-        let already = self
-            .by_uri
-            .get(uri)
-            .is_some_and(|claim| claim.listed.contains(&server) || claim.linked.contains(&server));
-        if !already && self.counts[server] >= MAX_CLAIMS_PER_SERVER {
+        let linked = &mut self.by_uri.entry(uri.to_string()).or_default().linked;
+        if linked.contains(&server) {
             return;
         }
-        let claim = self.by_uri.entry(uri.to_string()).or_default();
-        let servers = by(claim);
-        if !servers.contains(&server) {
-            servers.push(server);
-        }
-        if !already {
-            self.counts[server] += 1;
+        linked.push(server);
+        let links = &mut self.held_mut(server).links;
+        links.push_back(uri.to_string());
+        if links.len() > MAX_CLAIMS_PER_SERVER
+            && let Some(oldest) = links.pop_front()
+            && let Some(claim) = self.by_uri.get_mut(&oldest)
+        {
+            claim.linked.retain(|s| *s != server);
+            if claim.is_empty() {
+                self.by_uri.remove(&oldest);
+            }
         }
     }
 
-    /// The servers with the strongest claim to `uri`, among those `live` says are still
-    /// there: those that list it; else those that linked it or offer a template that covers it
-    /// (`templates`: template, its literal prefix, server), or is it, as a completion names
-    /// one. One server: it owns the URI; none: nobody claims it; more: it is ambiguous.
+    /// The live servers (`live`) that claim `uri`: by listing it, by a link to it, or by a
+    /// template that covers it (`templates`: template, its literal prefix, server), or is it,
+    /// as a completion names one. One: it owns the URI; none: nobody claims it; more: it is
+    /// ambiguous.
     pub fn claimants(
         &self,
         uri: &str,
         templates: &[(String, String, usize)],
         live: impl Fn(usize) -> bool,
     ) -> Vec<usize> {
-        let claim = self.by_uri.get(uri);
-        let listed: Vec<usize> = claim
-            .into_iter()
-            .flat_map(|claim| claim.listed.iter().copied())
-            .filter(|server| live(*server))
-            .collect();
-        if !listed.is_empty() {
-            return listed;
+        let mut claimants = Vec::new();
+        let mut add = |server: usize| {
+            if live(server) && !claimants.contains(&server) {
+                claimants.push(server);
+            }
+        };
+        if let Some(claim) = self.by_uri.get(uri) {
+            claim
+                .listed
+                .iter()
+                .chain(&claim.linked)
+                .for_each(|s| add(*s));
         }
-        let mut covering: Vec<usize> = claim
-            .into_iter()
-            .flat_map(|claim| claim.linked.iter().copied())
-            .filter(|server| live(*server))
-            .collect();
         for (template, prefix, server) in templates {
-            if live(*server)
-                && (template == uri || uri.starts_with(prefix.as_str()))
-                && !covering.contains(server)
-            {
-                covering.push(*server);
+            if template == uri || uri.starts_with(prefix.as_str()) {
+                add(*server);
             }
         }
-        covering
+        claimants
     }
 
     /// Forgets every claim of `server` (it was replaced or removed).
     pub fn forget(&mut self, server: usize) {
-        self.by_uri.retain(|_, claim| {
-            claim.listed.retain(|s| *s != server);
-            claim.linked.retain(|s| *s != server);
-            !(claim.listed.is_empty() && claim.linked.is_empty())
-        });
-        if let Some(count) = self.counts.get_mut(server) {
-            *count = 0;
+        self.let_go(server, |claim| &mut claim.listed);
+        self.let_go(server, |claim| &mut claim.linked);
+        if let Some(held) = self.held.get_mut(server) {
+            *held = Held::default();
         }
+    }
+
+    /// Takes `server` out of one kind of claim everywhere.
+    fn let_go(&mut self, server: usize, kind: fn(&mut Claim) -> &mut Vec<usize>) {
+        self.by_uri.retain(|_, claim| {
+            kind(claim).retain(|s| *s != server);
+            !claim.is_empty()
+        });
+    }
+
+    fn held_mut(&mut self, server: usize) -> &mut Held {
+        if self.held.len() <= server {
+            self.held.resize_with(server + 1, Held::default);
+        }
+        &mut self.held[server]
     }
 }
 
@@ -136,86 +171,103 @@ mod tests {
             .collect()
     }
 
+    const ALL: fn(usize) -> bool = |_| true;
+
     #[test]
-    fn a_listing_outranks_links_and_templates_and_two_listings_are_ambiguous() {
+    fn a_uri_two_servers_claim_in_any_way_is_ambiguous_never_the_first_ones() {
         let mut claims = ResourceClaims::default();
         let none = templates(&[]);
-        let all = |_| true;
-        claims.link(1, "file:///b/secret");
-        assert_eq!(claims.claimants("file:///b/secret", &none, all), vec![1]);
-        claims.list(0, "file:///b/secret");
-        let covering = templates(&[("file:///b/{path}", 1)]);
+        claims.link(1, "notes://secret");
+        assert_eq!(claims.claimants("notes://secret", &none, ALL), vec![1]);
+        // Another server listing it, or covering it by a template: neither takes it.
+        let covering = templates(&[("notes://{id}", 1)]);
+        assert_eq!(claims.claimants("notes://other", &covering, ALL), vec![1]);
+        claims.relist(0, ["notes://secret", "notes://other"]);
+        assert_eq!(claims.claimants("notes://secret", &none, ALL), vec![0, 1]);
         assert_eq!(
-            claims.claimants("file:///b/secret", &covering, all),
-            vec![0]
+            claims.claimants("notes://other", &covering, ALL),
+            vec![0, 1]
         );
-        claims.list(1, "file:///b/secret");
-        claims.list(0, "file:///b/secret");
-        assert_eq!(claims.claimants("file:///b/secret", &none, all), vec![0, 1]);
+        // The template itself, as a completion names it.
+        assert_eq!(claims.claimants("notes://{id}", &covering, ALL), vec![1]);
         // A server that is gone no longer counts.
         assert_eq!(
-            claims.claimants("file:///b/secret", &none, |s| s != 1),
+            claims.claimants("notes://secret", &none, |s| s != 1),
             vec![0]
         );
         claims.forget(1);
-        assert_eq!(claims.claimants("file:///b/secret", &none, all), vec![0]);
+        assert_eq!(claims.claimants("notes://secret", &none, ALL), vec![0]);
         claims.forget(0);
         assert_eq!(
-            claims.claimants("file:///b/secret", &none, all),
+            claims.claimants("notes://secret", &none, ALL),
             Vec::<usize>::new()
         );
     }
 
     #[test]
-    fn templates_and_links_of_two_servers_over_one_uri_are_ambiguous_whatever_their_length() {
-        let mut claims = ResourceClaims::default();
-        let all = |_| true;
+    fn templates_of_two_servers_over_one_uri_are_ambiguous_whatever_their_length() {
+        let claims = ResourceClaims::default();
         let both = templates(&[("file:///b/{path}", 0), ("file:///b/docs/{name}", 1)]);
         assert_eq!(
-            claims.claimants("file:///b/docs/plan.md", &both, all),
+            claims.claimants("file:///b/docs/plan.md", &both, ALL),
             vec![0, 1]
         );
-        assert_eq!(claims.claimants("file:///b/other", &both, all), vec![0]);
-        // The template itself, as a completion names it.
+        assert_eq!(claims.claimants("file:///b/other", &both, ALL), vec![0]);
+        assert_eq!(claims.claimants("mem://x", &both, ALL), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_listing_replaces_the_servers_last_one() {
+        let mut claims = ResourceClaims::default();
+        let none = templates(&[]);
+        claims.relist(0, ["mem://a", "mem://b"]);
+        claims.link(0, "mem://b");
+        claims.relist(0, ["mem://c"]);
+        assert_eq!(claims.claimants("mem://a", &none, ALL), Vec::<usize>::new());
         assert_eq!(
-            claims.claimants("file:///b/docs/{name}", &both, all),
-            vec![0, 1]
+            claims.claimants("mem://b", &none, ALL),
+            vec![0],
+            "still linked"
         );
-        let own = templates(&[("file:///b/{path}", 0), ("mem://{key}", 1)]);
-        claims.link(1, "file:///b/x");
-        assert_eq!(claims.claimants("file:///b/x", &own, all), vec![1, 0]);
-        claims.link(0, "mem://k");
-        assert_eq!(claims.claimants("mem://k", &own, all), vec![0, 1]);
-        claims.link(0, "file:///b/y");
-        assert_eq!(claims.claimants("file:///b/y", &own, all), vec![0]);
+        assert_eq!(claims.claimants("mem://c", &none, ALL), vec![0]);
+        // A server whose listing changes all the time keeps its current one readable.
+        for round in 0..5 {
+            let uris: Vec<String> = (0..4000).map(|n| format!("rot://{round}/{n}")).collect();
+            claims.relist(1, uris.iter().map(String::as_str));
+        }
+        assert_eq!(claims.claimants("rot://4/3999", &none, ALL), vec![1]);
+        assert_eq!(
+            claims.claimants("rot://3/3999", &none, ALL),
+            Vec::<usize>::new()
+        );
+        assert!(claims.by_uri.len() < 4010, "{}", claims.by_uri.len());
     }
 
     #[test]
     fn each_server_claims_a_bounded_number_of_uris_of_bounded_length() {
         let mut claims = ResourceClaims::default();
         let none = templates(&[]);
-        let all = |_| true;
         let claimed =
-            |claims: &ResourceClaims, uri: &str| !claims.claimants(uri, &none, all).is_empty();
-        for n in 0..MAX_CLAIMS_PER_SERVER + 5 {
-            claims.list(0, &format!("mem://{n}"));
-        }
-        assert!(claimed(
-            &claims,
-            &format!("mem://{}", MAX_CLAIMS_PER_SERVER - 1)
-        ));
-        assert!(!claimed(&claims, &format!("mem://{MAX_CLAIMS_PER_SERVER}")));
-        // A URI it already claims is still noted another way; another server is not crowded out.
-        claims.link(0, "mem://0");
-        assert_eq!(claims.by_uri["mem://0"].linked, vec![0]);
-        claims.list(1, &format!("mem://{MAX_CLAIMS_PER_SERVER}"));
-        assert!(claimed(&claims, &format!("mem://{MAX_CLAIMS_PER_SERVER}")));
+            |claims: &ResourceClaims, uri: &str| !claims.claimants(uri, &none, ALL).is_empty();
+        let many: Vec<String> = (0..MAX_CLAIMS_PER_SERVER + 5)
+            .map(|n| format!("mem://{n}"))
+            .collect();
+        claims.relist(0, many.iter().map(String::as_str));
+        assert!(claimed(&claims, &many[MAX_CLAIMS_PER_SERVER - 1]));
+        assert!(!claimed(&claims, &many[MAX_CLAIMS_PER_SERVER]));
+        // Another server is not crowded out.
+        claims.relist(1, [many[MAX_CLAIMS_PER_SERVER].as_str()]);
+        assert!(claimed(&claims, &many[MAX_CLAIMS_PER_SERVER]));
         let long = "x".repeat(MAX_CLAIMED_URI_BYTES + 1);
-        claims.list(1, &long);
+        claims.relist(1, [long.as_str()]);
+        claims.link(1, &long);
         assert!(!claimed(&claims, &long));
-        // Forgetting a server gives its room back.
-        claims.forget(0);
-        claims.list(0, "mem://again");
-        assert!(claimed(&claims, "mem://again"));
+        // Links past the bound let the oldest go.
+        for n in 0..MAX_CLAIMS_PER_SERVER + 1 {
+            claims.link(2, &format!("link://{n}"));
+        }
+        assert!(!claimed(&claims, "link://0"));
+        assert!(claimed(&claims, "link://1"));
+        assert!(claimed(&claims, &format!("link://{MAX_CLAIMS_PER_SERVER}")));
     }
 }

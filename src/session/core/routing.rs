@@ -300,7 +300,7 @@ impl Core {
 
     /// Notes the server a result's `resource_link` items point into (a tool that made or found a
     /// resource): the host may read one before any listing, and `resources/read` then goes to
-    /// the server that named it, unless another server lists or links it too
+    /// the server that named it, unless another server claims it too
     /// ([`resource_claims`](super::resource_claims)).
     pub(super) fn note_linked_resources(&mut self, index: usize, message: &Value) {
         if self.servers[index].has_capability("resources") != Some(true) {
@@ -318,10 +318,10 @@ impl Core {
         }
     }
 
-    /// The server that owns `uri`: the one that lists it; else the one that linked it or whose
-    /// template covers it (or is it, for completions); else the only server that offers (or,
-    /// not run yet, may offer) resources at all. Two servers with an equal claim make it
-    /// ambiguous ([`resource_claims`](super::resource_claims)).
+    /// The server that owns `uri`: the one that claims it (lists it, linked it, or has a
+    /// template that covers it or is it, for completions), else the only server that offers
+    /// (or, not run yet, may offer) resources at all. Two servers claiming it make it ambiguous
+    /// ([`resource_claims`](super::resource_claims)).
     pub(super) fn resource_server(&self, uri: &str) -> Result<usize, Unrouted> {
         let live = |index: usize| !self.servers[index].retiring;
         let claimants = self.resources.claimants(uri, &self.templates, live);
