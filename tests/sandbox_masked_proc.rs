@@ -135,3 +135,51 @@ fn a_server_under_a_masked_proc_fails_at_its_root_with_the_cause_and_the_fix() {
         );
     }
 }
+
+/// Without a usable `/proc` (an empty one mounted over it), a policy found at its place cannot
+/// be opened the way airlock opens a file a server may have written (through
+/// `/proc/self/fd`): the command stops, exit 2, naming the file and the cause, rather than
+/// going on as if the policy were not there. With `/proc` the same policy is read.
+#[test]
+fn without_proc_a_policy_found_at_its_place_stops_the_command_instead_of_being_skipped() {
+    if !is_root() {
+        return;
+    }
+    let org = tempfile::tempdir().unwrap();
+    std::fs::write(
+        org.path().join("policy.toml"),
+        "version = 1\n[tools]\ndeny = [\"mcp:*__wipe\"]\n",
+    )
+    .unwrap();
+    let explain = || {
+        let mut cmd = Who::Me.airlock(&["explain", "mcp:notes__wipe"]);
+        cmd.env("AIRLOCK_ORG_POLICY_DIR", org.path());
+        cmd
+    };
+    let plain = explain().output().unwrap();
+    assert!(
+        stdout(&plain).contains("deny") && stdout(&plain).contains("policy.toml"),
+        "{}",
+        text(&plain)
+    );
+    let cmd = explain();
+    let mut no_proc = Command::new("unshare");
+    no_proc
+        .args(["--mount", "sh", "-c"])
+        .arg("set -e; mount --make-rprivate /; mount -t tmpfs none /proc; exec \"$@\"")
+        .arg("sh")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    if let Some(dir) = cmd.get_current_dir() {
+        no_proc.current_dir(dir);
+    }
+    let out = no_proc.output().unwrap();
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{report}");
+    assert!(
+        report.contains("policy.toml: cannot read policy") && report.contains("is /proc mounted?"),
+        "{report}"
+    );
+}

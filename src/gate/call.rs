@@ -75,12 +75,14 @@ impl Gate {
                         .map(|a| self.redactor.redact(a))
                         .unwrap_or_default()
                         .to_string();
-                    // The person deciding reads this: a tool name is the server's own text,
-                    // and line breaks, controls or a right-to-left override in it (or in the
+                    // The person deciding reads this: a tool name is the server's own text, and
+                    // quotes, tabs, line breaks or a right-to-left override in it (or in the
                     // arguments) could make the question say another call than the one asked.
-                    let (tool, arguments) = (shown(tool), shown(&arguments));
+                    // Both are JSON (quotes and controls escaped), then shown as text.
+                    let tool = serde_json::to_string(tool).unwrap_or_default();
+                    let (tool, arguments) = (shown(&tool), shown(&arguments));
                     CallVerdict::Ask(format!(
-                        "Allow server \"{server}\" to run tool \"{tool}\" with arguments {arguments}? ({})",
+                        "Allow server \"{server}\" to run tool {tool} with arguments {arguments}? ({})",
                         describe(&decision)
                     ))
                 }

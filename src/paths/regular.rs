@@ -24,10 +24,18 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
             "not a regular file",
         ));
     }
+    // The file is there: failing to open it now is never "no such file" (with no /proc it
+    // would be, and a policy would be skipped as absent).
     OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .map_err(|err| match err.kind() {
+            io::ErrorKind::NotFound => io::Error::other(format!(
+                "cannot open it through /proc/self/fd ({err}); is /proc mounted?"
+            )),
+            _ => err,
+        })
 }
 
 /// The whole of the regular file at `path`, which must be at most `limit` bytes.
