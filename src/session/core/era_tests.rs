@@ -554,6 +554,13 @@ fn requests_for_input_are_bounded_in_bytes_too() {
     ));
     h.received[0].pop_front().unwrap();
     h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    // One alone waits however large; then the bytes bound counts.
+    let alone = "x".repeat(MAX_WAITING_INPUT_BYTES + 1);
+    h.answer(0, json!({"jsonrpc":"2.0","id":"alone","method":"sampling/createMessage","params":{"messages":[],"note":alone}}));
+    assert!(h.received[0].is_empty(), "{:?}", h.received[0]);
+    h.answer(0, json!({"jsonrpc":"2.0","id":"small","method":"sampling/createMessage","params":{"messages":[]}}));
+    assert_eq!(h.received[0].drain(..).count(), 1);
+    h.router.waiting_input.remove(&0);
     let large = "x".repeat(MAX_WAITING_INPUT_BYTES / 3);
     for n in 0..4 {
         h.answer(0, json!({"jsonrpc":"2.0","id":n,"method":"sampling/createMessage","params":{"messages":[],"note":large}}));
@@ -561,4 +568,52 @@ fn requests_for_input_are_bounded_in_bytes_too() {
     let refused: Vec<Value> = h.received[0].drain(..).collect();
     assert_eq!(refused.len(), 2, "{refused:?}");
     assert_eq!(h.router.waiting_input[&0].len(), 2);
+}
+
+#[test]
+fn what_waits_for_a_round_that_will_not_come_is_answered_at_the_retry() {
+    let mut h = two();
+    h.host(modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    let call = h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    let asked = h.take_host(json!(1))["result"].clone();
+    let key = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // Another question waits for the next round; then the running call finishes.
+    h.answer(0, json!({"jsonrpc":"2.0","id":"later","method":"sampling/createMessage","params":{"messages":[]}}));
+    h.answer(0, json!({"jsonrpc":"2.0","id":call["id"],"result":{"content":[{"type":"text","text":"done"}]}}));
+    let mut retry = modern(
+        json!(2),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    );
+    retry["params"]["inputResponses"] =
+        json!({key: {"role":"assistant","content":{"type":"text","text":"ok"},"model":"m"}});
+    retry["params"]["requestState"] = asked["requestState"].clone();
+    h.host(retry);
+    assert_eq!(
+        h.take_host(json!(2))["result"]["content"][0]["text"],
+        "done"
+    );
+    // No round will come for the question that waited: it is answered now, not at a tick.
+    let to_server: Vec<Value> = h.received[0].drain(..).collect();
+    let answered = |id: &str, kind: &str| {
+        to_server
+            .iter()
+            .any(|m| m["id"] == id && m.get(kind).is_some())
+    };
+    assert!(
+        answered("first", "result") && answered("later", "error"),
+        "{to_server:?}"
+    );
+    assert!(!h.router.waiting_input.contains_key(&0));
 }

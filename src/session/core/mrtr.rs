@@ -152,9 +152,9 @@ impl Core {
                 waiting.iter().map(|w| w.bytes).sum::<usize>(),
             )
         });
-        if queued.0 >= MAX_WAITING_INPUTS
-            || queued.1.saturating_add(bytes) > MAX_WAITING_INPUT_BYTES
-        {
+        // One request alone always waits, however large (a line is bounded already).
+        let over_bytes = queued.0 > 0 && queued.1.saturating_add(bytes) > MAX_WAITING_INPUT_BYTES;
+        if queued.0 >= MAX_WAITING_INPUTS || over_bytes {
             let text = format!(
                 "airlock: {} requests for input ({} bytes) already wait for the host; ask again once they are answered",
                 queued.0, queued.1
@@ -264,7 +264,11 @@ impl Core {
             return Some(message);
         }
         match retry_state(&message) {
-            Some(token) => self.resume(index, message, host_id, &token, now),
+            Some(token) => {
+                let message = self.resume(index, message, host_id, &token, now);
+                self.answer_stranded_inputs(now);
+                message
+            }
             None => Some(message),
         }
     }
@@ -406,8 +410,12 @@ impl Core {
         if let Some(index) = gone {
             self.waiting_input.remove(&index);
         }
-        // What waits for a round that no translation of its server can bring any more (asked
-        // on a retry of one: a new translation asks what waits then anew).
+        self.answer_stranded_inputs(now);
+    }
+
+    /// Answers what waits for a round that no translation of its server can bring any more
+    /// (what waits is asked on a retry of one; a new translation asks what waits then anew).
+    fn answer_stranded_inputs(&mut self, now: Instant) {
         let stranded: Vec<usize> = self
             .waiting_input
             .keys()
