@@ -38,6 +38,7 @@ both_modes!(
     a_silent_server_with_egress_ends_with_the_session_after_the_hosts_eof,
     junk_from_a_server_is_capped_in_audit_and_stderr,
     duplicate_and_broken_answers_never_reach_the_host,
+    a_server_cannot_keep_questions_waiting_for_the_host_without_end,
     an_answer_naming_its_id_twice_reaches_the_host_with_one,
     duplicate_host_ids_in_flight_are_handled_once,
     a_call_pending_when_the_server_dies_gets_one_shape_of_answer,

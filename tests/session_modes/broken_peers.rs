@@ -265,3 +265,40 @@ pub(super) fn a_silent_server_with_egress_ends_with_the_session_after_the_hosts_
         "airlock still runs 15 s after the host's EOF"
     );
 }
+
+/// A server asking the host questions it never answers (`roots/list`, 300 times): 256 of them
+/// reach the host, each further one gets an error at once, and the server goes on working.
+pub(super) fn a_server_cannot_keep_questions_waiting_for_the_host_without_end(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    let params = json!({"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"test","version":"1"}});
+    assert!(
+        client
+            .request(0, "initialize", params)
+            .get("result")
+            .is_some()
+    );
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let answer = client.call(1, &world.tool("ask_many"), json!({"count": 300}));
+    assert_eq!(Client::text(&answer), "asked");
+    let answers = client.call(2, &world.tool("answers"), json!({}));
+    let answers: Value = serde_json::from_str(&Client::text(&answers)).unwrap();
+    let refused = answers
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|a| {
+            a["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("already wait"))
+        })
+        .count();
+    assert_eq!(refused, 300 - 256, "{answers}");
+    let asked = client
+        .backlog
+        .iter()
+        .filter(|m| m["method"] == "roots/list")
+        .count();
+    assert_eq!(asked, 256);
+    client.close_stdin();
+    client.rest(SECS(10));
+}
