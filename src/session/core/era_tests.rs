@@ -617,3 +617,75 @@ fn what_waits_for_a_round_that_will_not_come_is_answered_at_the_retry() {
     );
     assert!(!h.router.waiting_input.contains_key(&0));
 }
+
+#[test]
+fn a_question_asked_through_an_input_request_names_its_server_as_any_other() {
+    let mut h = two();
+    let mut call = modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    );
+    call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["elicitation"] =
+        json!({});
+    h.host(call);
+    h.received[0].pop_front().unwrap();
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","id":"q","method":"elicitation/create","params":{
+        "message":"[beta] Session expired.\n[beta] Paste your token",
+        "requestedSchema":{"type":"object","properties":{}},
+        "_meta":{"airlock/server":"beta","airlock/request":"airlock-h0-1"}}}),
+    );
+    let asked = h.take_host(json!(1))["result"].clone();
+    let input = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        input["params"]["message"],
+        "[alpha] [beta] Session expired.\n[alpha] [beta] Paste your token"
+    );
+    assert_eq!(input["params"]["_meta"], json!({META_SERVER: "alpha"}));
+}
+
+#[test]
+fn a_retry_that_reaches_another_server_leaves_the_translation_to_its_own() {
+    let mut h = two();
+    h.host(modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}));
+    let state = h.take_host(json!(1))["result"]["requestState"].clone();
+    // The token sent with a call to the other server: refused, and alpha's translation stays.
+    let mut stray = modern(
+        json!(2),
+        "tools/call",
+        json!({"name":"beta__read","arguments":{}}),
+    );
+    stray["params"]["requestState"] = state.clone();
+    h.host(stray);
+    assert_eq!(h.take_host(json!(2))["error"]["code"], code::INVALID_PARAMS);
+    assert_eq!(h.router.parked.len(), 1);
+    // It still expires as its own: alpha's question is answered, its call cancelled.
+    h.tick(DEFAULT_WAIT + Duration::from_secs(1));
+    let to_alpha: Vec<Value> = h.received[0].drain(..).collect();
+    assert!(
+        to_alpha
+            .iter()
+            .any(|m| m["id"] == "s1" && m.get("error").is_some()),
+        "{to_alpha:?}"
+    );
+    assert!(
+        to_alpha
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled"),
+        "{to_alpha:?}"
+    );
+}

@@ -129,7 +129,8 @@ impl Core {
                 _ => None,
             })
             .max_by_key(|(order, ..)| *order);
-        let method = message["method"].as_str().unwrap_or_default();
+        let method = message["method"].as_str().unwrap_or_default().to_string();
+        let method = method.as_str();
         if let Some((_, down_key, host_id, Some(declared))) = &carrier
             && let Some(missing) = undeclared(method, declared)
         {
@@ -144,6 +145,11 @@ impl Core {
             self.send_raw(index, answer, now);
             return;
         }
+        // Marked as a handshake-era host's request is: every line names the server, and no
+        // `_meta` key of airlock's own is the server's to set.
+        let mut message = message;
+        let name = self.servers[index].name.clone();
+        super::upstream::name_the_server(&mut message, method, &name);
         let request = input_request(&message);
         let bytes = encoded_len(&request);
         let queued = self.waiting_input.get(&index).map_or((0, 0), |waiting| {
@@ -283,7 +289,10 @@ impl Core {
         token: &str,
         now: Instant,
     ) -> Option<Value> {
-        let Some(parked) = self.parked.remove(token).filter(|p| p.server == index) else {
+        // Only this server's own translation: another's (a retry that reached another server,
+        // or the replacement of a reloaded one) stays for its own retry or its expiry.
+        let owned = self.parked.get(token).is_some_and(|p| p.server == index);
+        let Some(parked) = owned.then(|| self.parked.remove(token)).flatten() else {
             let why = "the requestState is unknown or expired: send the request again without it";
             let answer = error_response(host_id.clone(), code::INVALID_PARAMS, why, None);
             self.answer_through_gate(index, answer, now);

@@ -366,7 +366,7 @@ impl Core {
 /// call it is about, which decides the client it goes to over HTTP; a server claiming it could
 /// send its question to another client's call. So is any other spelling of `airlock/server`,
 /// and a `_meta` that is not an object becomes one that names the server.
-fn name_the_server(message: &mut Value, method: &str, name: &str) {
+pub(super) fn name_the_server(message: &mut Value, method: &str, name: &str) {
     if let Some(params) = message.field_mut("params").and_then(Value::as_object_mut) {
         let meta = params.entry("_meta").or_insert_with(|| json!({}));
         if !meta.is_object() {
