@@ -84,7 +84,7 @@ fn a_change_is_listed_diffed_side_by_side_approved_and_reset() {
         listed.starts_with("fx: 2 pinned, 2 waiting for approval\n"),
         "{listed}"
     );
-    let waiting = tool("echo", injected).sha256[..12].to_string();
+    let waiting = tool("echo", injected).sha256.clone();
     let changed = listed
         .lines()
         .find(|line| line.contains("echo"))
@@ -118,7 +118,7 @@ fn a_change_is_listed_diffed_side_by_side_approved_and_reset() {
     );
     assert!(diff.contains("id_rsa"), "{diff}");
     assert!(!diff.contains("exec"), "only the named tool: {diff}");
-    let reviewed = tool("echo", injected).sha256[..12].to_string();
+    let reviewed = tool("echo", injected).sha256.clone();
     assert!(
         diff.contains(&format!("sha256:{reviewed})"))
             && diff.contains(&format!(
@@ -200,7 +200,7 @@ fn refuses_what_was_not_reviewed(home: &Path, store: &PinStore, injected: &str, 
     );
     let stale = pins(home, &["approve", "fx", "echo", "--hash", reviewed]);
     assert_eq!(stale.status.code(), Some(2), "{stale:?}");
-    let moved_hash = tool("echo", moved).sha256[..12].to_string();
+    let moved_hash = tool("echo", moved).sha256.clone();
     assert!(
         String::from_utf8_lossy(&stale.stderr).contains(&format!(
             "nothing approved: what waits is not what you reviewed: tool \"echo\" (sha256:{moved_hash})"
@@ -244,7 +244,7 @@ fn approving_a_quarantined_server_trusts_it_and_what_it_listed() {
         diff.contains("fx: tool \"echo\" is new") && diff.contains("pinned: (nothing)"),
         "{diff}"
     );
-    let (echo, exec) = (&listed[0].sha256[..12], &listed[1].sha256[..12]);
+    let (echo, exec) = (&listed[0].sha256, &listed[1].sha256);
     assert!(
         diff.contains(&format!(
             "approve all of it with: airlock pins approve fx --hash {echo} --hash {exec}"

@@ -15,7 +15,7 @@ use super::CliError;
 use crate::audit::event::rfc3339;
 use crate::paths::EnvVars;
 use crate::pins::diff::side_by_side;
-use crate::pins::record::{Approved, Change, MIN_REVIEWED_HASH, Review, ServerPins, Unreviewed};
+use crate::pins::record::{Approved, Change, REVIEWED_HASH_DIGITS, Review, ServerPins, Unreviewed};
 use crate::pins::{Kind, PinStore};
 use crate::sandbox::paths::AirlockDirs;
 use crate::session::shell::stderr::shown;
@@ -23,7 +23,7 @@ use crate::session::shell::stderr::shown;
 /// Review and approve changed tool, prompt and resource-template definitions.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "A definition that changed since it was pinned, or that is new, is hidden from the host and refused until approved. `diff` prints a hash of each waiting definition; `approve --hash` takes it and refuses anything else, so what is approved is what was reviewed. Without --hash, approve shows what waits and asks (on a terminal), or refuses (elsewhere; --yes approves unreviewed).\n\nExamples:\n  airlock pins list\n  airlock pins diff fs write_file\n  airlock pins approve fs write_file --hash 3f9a1c2e5b7d\n  airlock pins approve fs          approve everything fs waits for (and the server, if quarantined)\n  airlock pins reset fs            forget fs: it is new again"
+    after_help = "A definition that changed since it was pinned, or that is new, is hidden from the host and refused until approved. `diff` prints a hash of each waiting definition; `approve --hash` takes it and refuses anything else, so what is approved is what was reviewed. Without --hash, approve shows what waits and asks (on a terminal), or refuses (elsewhere; --yes approves unreviewed).\n\nExamples:\n  airlock pins list\n  airlock pins diff fs write_file\n  airlock pins approve fs write_file --hash <the 64 hex digits diff printed>\n  airlock pins approve fs          approve everything fs waits for (and the server, if quarantined)\n  airlock pins reset fs            forget fs: it is new again"
 )]
 pub struct PinsArgs {
     #[command(subcommand)]
@@ -168,7 +168,7 @@ fn list(store: &PinStore, server: Option<&str>, json: bool) -> Result<ExitCode, 
                         let _ = writeln!(
                             out,
                             "; waiting sha256:{} seen {}",
-                            &waiting.sha256[..12],
+                            short(&waiting.sha256),
                             waiting.seen_at
                         );
                     }
@@ -183,7 +183,7 @@ fn list(store: &PinStore, server: Option<&str>, json: bool) -> Result<ExitCode, 
                         "  {:<18} {name:<32} {:<30} sha256:{} seen {}",
                         kind.noun(),
                         "NEW, waiting for approval",
-                        &waiting.sha256[..12],
+                        short(&waiting.sha256),
                         waiting.seen_at
                     );
                 }
@@ -219,9 +219,9 @@ fn diff(store: &PinStore, server: &str, name: Option<&str>) -> Result<ExitCode, 
     Ok(ExitCode::SUCCESS)
 }
 
-/// The first digits of a hash, as `diff` prints it and `approve --hash` takes it.
+/// A hash as `diff` prints it and `approve --hash` takes it: all of it.
 fn short(sha256: &str) -> &str {
-    sha256.get(..MIN_REVIEWED_HASH).unwrap_or(sha256)
+    sha256.get(..REVIEWED_HASH_DIGITS).unwrap_or(sha256)
 }
 
 /// What waits (called `name`, or all of it), the pinned definition beside each, with the hash
@@ -282,7 +282,7 @@ fn approve(
     check_server(server)?;
     if let Some(bad) = hashes.iter().find(|h| !is_hash_prefix(h)) {
         return Err(CliError::Refused(format!(
-            "--hash {bad:?} is not a hash as `airlock pins diff` prints it ({MIN_REVIEWED_HASH} to 64 hex digits). Fix: copy it from `airlock pins diff {server}`"
+            "--hash {bad:?} is not a hash as `airlock pins diff` prints it ({REVIEWED_HASH_DIGITS} hex digits). Fix: copy it from `airlock pins diff {server}`"
         )));
     }
     let shown;
@@ -370,7 +370,7 @@ fn report_approval(
 }
 
 fn is_hash_prefix(text: &str) -> bool {
-    (MIN_REVIEWED_HASH..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_hexdigit())
+    text.len() == REVIEWED_HASH_DIGITS && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `approve` without `--hash` or `--yes`: on a terminal, the diff of what waits now and a

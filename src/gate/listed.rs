@@ -67,10 +67,7 @@ impl ListedTools {
             }
         }
         self.schemas.learn(tools);
-        let last = result
-            .field("nextCursor")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty);
+        let last = crate::mcp::next_cursor(result).is_none();
         if last {
             self.current = true;
         }

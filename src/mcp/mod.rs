@@ -55,6 +55,17 @@ pub fn task_ended(status: Option<&serde_json::Value>) -> bool {
     )
 }
 
+/// The `nextCursor` of a listing page, when it names a next page: a non-empty string. Absent,
+/// `null`, `""` or anything else ends the listing, as the SDKs' clients read it. Every reader
+/// of pages here asks this one function: two ideas of "the last page" let a listing that ends
+/// with `""` count as never finished for one reader and finished for the other.
+pub fn next_cursor(result: &serde_json::Value) -> Option<&str> {
+    result
+        .get("nextCursor")
+        .and_then(serde_json::Value::as_str)
+        .filter(|cursor| !cursor.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;

@@ -46,6 +46,9 @@ pub enum Reason {
     /// Past what one server's pins may hold ([`MAX_DEFINITIONS_PER_KIND`],
     /// [`MAX_DEFINITION_BYTES`]): not recorded, so never trusted.
     OverLimit,
+    /// Listed more than once in one page: a host may show or call any of the copies, so none
+    /// is compared with the pin, recorded, or trusted.
+    ListedTwice,
 }
 
 /// The most definitions of one kind a server's pins record (pinned and waiting together), and
@@ -156,24 +159,28 @@ pub fn observe_listing(
     }
     let quarantine = record.approved.is_none();
     let mut events = Vec::new();
+    let twice = names_listed_twice(listed);
     for definition in listed {
-        let verdict = if settings.pinning == PinningMode::Off {
-            let (kind, name, sha256) = (definition.kind, &definition.name, &definition.sha256);
-            if quarantine && !record.approved_by_person(kind, name, sha256) {
-                Verdict::Hide(Reason::Quarantined)
+        let verdict =
+            if twice.contains(definition.name.as_str()) && settings.pinning != PinningMode::Off {
+                untrusted(settings, Reason::ListedTwice)
+            } else if settings.pinning == PinningMode::Off {
+                let (kind, name, sha256) = (definition.kind, &definition.name, &definition.sha256);
+                if quarantine && !record.approved_by_person(kind, name, sha256) {
+                    Verdict::Hide(Reason::Quarantined)
+                } else {
+                    Verdict::Show
+                }
             } else {
-                Verdict::Show
-            }
-        } else {
-            judge(
-                &mut record,
-                definition,
-                quarantine,
-                settings,
-                now,
-                &mut events,
-            )
-        };
+                judge(
+                    &mut record,
+                    definition,
+                    quarantine,
+                    settings,
+                    now,
+                    &mut events,
+                )
+            };
         verdicts.insert(definition.name.clone(), verdict);
     }
     if complete && settings.pinning != PinningMode::Off {
@@ -260,6 +267,16 @@ fn judge(
             }
         }
     }
+}
+
+/// The names `listed` holds more than once.
+pub fn names_listed_twice(listed: &[Definition]) -> std::collections::BTreeSet<&str> {
+    let mut once = std::collections::BTreeSet::new();
+    listed
+        .iter()
+        .map(|definition| definition.name.as_str())
+        .filter(|name| !once.insert(*name))
+        .collect()
 }
 
 /// Whether recording `definition` (not pinned as it is) would take the server's pins past
@@ -366,6 +383,9 @@ pub fn refusal_text(server: &str, kind: Kind, name: &str, reason: &Reason) -> St
             kind.noun()
         ),
         Reason::Unreadable(why) => format!("{what}: {why}"),
+        Reason::ListedTwice => format!(
+            "{what}: the server lists it more than once, so airlock cannot tell which definition a host would show or use; none of them is trusted. A server lists each name once."
+        ),
         Reason::OverLimit => format!(
             "{what}: the server lists more than {MAX_DEFINITIONS_PER_KIND} {}s, or this definition is over {} KiB, so airlock does not record it and it stays hidden (a server's pins are bounded).",
             kind.noun(),

@@ -42,6 +42,9 @@ pub struct PinGuard {
     templates: BTreeMap<String, (String, bool)>,
 }
 
+/// What [`PinGuard`] notes as the definition of a name listed twice: no hash of one.
+const LISTED_TWICE: &str = "listed more than once";
+
 impl PinGuard {
     /// The guard for `server`, with what the store knows of it.
     pub fn new(server: &str, settings: Settings, store: PinStore) -> PinGuard {
@@ -86,14 +89,15 @@ impl PinGuard {
         self.settings = settings;
     }
 
-    /// Filters one page of a listing result of `kind` in place (`nextCursor` absent: the last
-    /// page), hiding what is not trusted, and records what it saw.
+    /// Filters one page of a listing result of `kind` in place (the last page when
+    /// [`crate::mcp::next_cursor`] names none), hiding what is not trusted, and records what it
+    /// saw.
     pub fn filter_listing(&mut self, kind: Kind, result: &mut Value, now: &str) -> Filtered {
         let mut filtered = Filtered::default();
         if self.settings.is_inactive() {
             return filtered;
         }
-        let complete = result.get("nextCursor").is_none_or(Value::is_null);
+        let complete = crate::mcp::next_cursor(result).is_none();
         let (_, key) = kind.list_method();
         let Some(items) = result.get_mut(key).and_then(Value::as_array_mut) else {
             return filtered;
@@ -102,9 +106,21 @@ impl PinGuard {
             .iter()
             .filter_map(|item| Definition::from_listed(kind, item))
             .collect();
+        let twice = crate::pins::decide::names_listed_twice(&definitions);
         for definition in &definitions {
-            self.seen
-                .insert((kind, definition.name.clone()), definition.sha256.clone());
+            // A name listed twice has no one definition: a use of it is never the pinned one.
+            let sha256 = match twice.contains(definition.name.as_str()) {
+                true => LISTED_TWICE.to_string(),
+                false => definition.sha256.clone(),
+            };
+            self.seen.insert((kind, definition.name.clone()), sha256);
+        }
+        for name in &twice {
+            filtered.warnings.push(format!(
+                "server {:?} lists the {} {name:?} more than once: every copy is hidden",
+                self.server,
+                kind.noun()
+            ));
         }
         let verdicts = self.observe(kind, &definitions, complete, now, &mut filtered);
         let mut hidden_count = 0;

@@ -13,8 +13,8 @@ pub const RECORD_VERSION: u32 = 1;
 /// Who pinned a definition or approved a server by hand (the other value is `first use`).
 pub const APPROVED_BY: &str = "airlock pins approve";
 
-/// What a person reviewed before approving: the hashes `airlock pins diff` showed (each a prefix
-/// of a definition's SHA-256, at least [`MIN_REVIEWED_HASH`] hex digits), or whatever waits now
+/// What a person reviewed before approving: the hashes `airlock pins diff` showed (each a
+/// definition's whole SHA-256, [`REVIEWED_HASH_DIGITS`] hex digits), or whatever waits now
 /// (`--yes`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Review<'a> {
@@ -22,15 +22,18 @@ pub enum Review<'a> {
     Anything,
 }
 
-/// The shortest hash prefix `--hash` takes (what `airlock pins diff` prints).
-pub const MIN_REVIEWED_HASH: usize = 12;
+/// The hex digits of a hash `--hash` takes (what `airlock pins diff` prints): all of a SHA-256.
+/// A prefix would not do: the server writes both definitions, and a pair sharing 48 bits of
+/// hash (12 digits) is found in a minute on a laptop, so a person could approve one text and
+/// get the other.
+pub const REVIEWED_HASH_DIGITS: usize = 64;
 
 impl Review<'_> {
     fn covers(&self, sha256: &str) -> bool {
         match self {
             Review::Anything => true,
             Review::Hashes(hashes) => hashes.iter().any(|hash| {
-                hash.len() >= MIN_REVIEWED_HASH && sha256.starts_with(&hash.to_ascii_lowercase())
+                hash.len() == REVIEWED_HASH_DIGITS && sha256 == hash.to_ascii_lowercase()
             }),
         }
     }
@@ -330,7 +333,7 @@ mod tests {
         // Between the diff and the approval the server moved on to v3.
         let moved = definition("a", "v3");
         record.set_pending(&moved, Change::New, "t2");
-        let shown = vec![reviewed.sha256[..MIN_REVIEWED_HASH].to_string()];
+        let shown = vec![reviewed.sha256.clone()];
         let before = record.clone();
         let refused = record.approve(Some("a"), &Review::Hashes(&shown), "t3");
         assert_eq!(
@@ -342,10 +345,17 @@ mod tests {
             }])
         );
         assert_eq!(record, before, "a refused approval changes nothing");
-        // Too short a prefix reviews nothing; the full hash or its first 12 digits do.
-        let short = vec![moved.sha256[..8].to_string()];
-        assert!(record.approve(None, &Review::Hashes(&short), "t4").is_err());
-        let current = vec![moved.sha256[..MIN_REVIEWED_HASH].to_ascii_uppercase()];
+        // A prefix reviews nothing (a server can make two texts share one); the whole hash, in
+        // either case, does.
+        for digits in [8, 12, 32, 63] {
+            let prefix = vec![moved.sha256[..digits].to_string()];
+            assert!(
+                record
+                    .approve(None, &Review::Hashes(&prefix), "t4")
+                    .is_err()
+            );
+        }
+        let current = vec![moved.sha256.to_ascii_uppercase()];
         let approved = record
             .approve(None, &Review::Hashes(&current), "t5")
             .unwrap();

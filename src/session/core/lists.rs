@@ -87,10 +87,7 @@ impl ListKind {
 
 /// The `nextCursor` of a page, when it names a next page.
 fn next_cursor(result: &Value) -> Option<Value> {
-    result
-        .field("nextCursor")
-        .filter(|c| c.as_str().is_some_and(|s| !s.is_empty()))
-        .cloned()
+    crate::mcp::next_cursor(result).map(|cursor| Value::String(cursor.to_string()))
 }
 
 impl Core {
