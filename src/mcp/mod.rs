@@ -66,6 +66,25 @@ pub fn next_cursor(result: &serde_json::Value) -> Option<&str> {
         .filter(|cursor| !cursor.is_empty())
 }
 
+/// The length of `value` encoded, without keeping the encoding.
+pub fn encoded_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;

@@ -28,6 +28,12 @@ pub enum ListKind {
     Tasks,
 }
 
+/// How much of one server's listing a host's list request reads, at most: a server answering
+/// every page with more items and a next cursor would otherwise grow the gateway until the
+/// aggregation's deadline. Past either bound the listing is cut there (and counts as partial).
+const MAX_LISTING_ITEMS: usize = 10_000;
+const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
+
 /// Templates of one server that route reads, at most, and their length at most (a server
 /// cannot make every read scan a list without end); the rest are listed, not routed by.
 const MAX_ROUTED_TEMPLATES: usize = 1_000;
@@ -139,6 +145,8 @@ impl Core {
             kind,
             waiting: waiting.clone(),
             items: BTreeMap::new(),
+            bytes: BTreeMap::new(),
+            complete: BTreeSet::new(),
             deadline: now + longest_start + LIST_GRACE,
         });
         if kind != ListKind::Tools {
@@ -202,11 +210,31 @@ impl Core {
                     super::tasks::name_listed(task, self.task_maker(index));
                 }
             }
-            let items = self.aggregations[position].items.entry(index).or_default();
-            items.extend(page);
-            if let Some(cursor) = next_cursor(&result) {
-                self.request_list_page(index, kind, aggregation, Some(cursor), now);
-                return;
+            let listing = &mut self.aggregations[position];
+            let bytes = listing.bytes.entry(index).or_default();
+            let page_bytes: usize = page.iter().map(crate::mcp::encoded_len).sum();
+            *bytes = bytes.saturating_add(page_bytes);
+            let within = *bytes <= MAX_LISTING_BYTES;
+            let items = listing.items.entry(index).or_default();
+            if within {
+                items.extend(page);
+            }
+            let within = within && items.len() <= MAX_LISTING_ITEMS;
+            match next_cursor(&result) {
+                Some(cursor) if within => {
+                    self.request_list_page(index, kind, aggregation, Some(cursor), now);
+                    return;
+                }
+                Some(_) => tracing::warn!(
+                    server = %self.servers[index].name,
+                    "{} stopped after {} items: a server's listing is read up to {MAX_LISTING_ITEMS} items and {} MiB",
+                    kind.method(),
+                    items.len(),
+                    MAX_LISTING_BYTES >> 20
+                ),
+                None => {
+                    listing.complete.insert(index);
+                }
             }
         }
         self.aggregations[position].waiting.remove(&index);
@@ -404,7 +432,7 @@ impl Core {
                     aggregation.kind.method()
                 );
             }
-            let items = self.collect(aggregation.kind, aggregation.items);
+            let items = self.collect(aggregation.kind, aggregation.items, &aggregation.complete);
             self.snapshot_generation += 1;
             self.snapshots
                 .insert(aggregation.kind, (self.snapshot_generation, items));
@@ -419,7 +447,12 @@ impl Core {
     }
 
     /// The aggregated items of one list, in server order, named for the host.
-    fn collect(&mut self, kind: ListKind, mut items: BTreeMap<usize, Vec<Value>>) -> Vec<Value> {
+    fn collect(
+        &mut self,
+        kind: ListKind,
+        mut items: BTreeMap<usize, Vec<Value>>,
+        complete: &BTreeSet<usize>,
+    ) -> Vec<Value> {
         let separator = self.separator().to_string();
         let mut all = Vec::new();
         for index in 0..self.servers.len() {
@@ -458,20 +491,24 @@ impl Core {
                     }
                 }
                 ListKind::Resources => {
-                    // A server that gave no listing this time keeps what it claimed.
-                    let Some(resources) = items.remove(&index) else {
-                        continue;
-                    };
-                    let uris = resources
-                        .iter()
-                        .filter_map(|resource| resource.field("uri").and_then(Value::as_str));
-                    self.resources.relist(index, uris);
+                    let resources = items.remove(&index).unwrap_or_default();
+                    // A listing that did not arrive whole (an error or the deadline part-way,
+                    // past the bounds) is shown as it came, and the server keeps what it
+                    // claimed: a partial listing never gives up the rest of its URIs.
+                    if complete.contains(&index) {
+                        let uris = resources
+                            .iter()
+                            .filter_map(|resource| resource.field("uri").and_then(Value::as_str));
+                        self.resources.relist(index, uris);
+                    }
                     all.extend(resources);
                 }
                 ListKind::ResourceTemplates => {
-                    let Some(templates) = items.remove(&index) else {
+                    let templates = items.remove(&index).unwrap_or_default();
+                    if !complete.contains(&index) {
+                        all.extend(templates);
                         continue;
-                    };
+                    }
                     self.templates.retain(|(_, _, owner)| *owner != index);
                     let routed = templates
                         .iter()

@@ -285,6 +285,12 @@ struct Aggregation {
     kind: ListKind,
     waiting: BTreeSet<usize>,
     items: BTreeMap<usize, Vec<Value>>,
+    /// Encoded bytes of each server's pages so far (bounded: [`lists`]'s
+    /// `MAX_LISTING_BYTES`).
+    bytes: BTreeMap<usize, usize>,
+    /// Servers whose listing arrived whole (its last page, no error, within the bounds): only
+    /// those replace what they claimed before.
+    complete: BTreeSet<usize>,
     deadline: Instant,
 }
 

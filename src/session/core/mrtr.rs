@@ -151,7 +151,7 @@ impl Core {
         let name = self.servers[index].name.clone();
         super::upstream::name_the_server(&mut message, method, &name);
         let request = input_request(&message);
-        let bytes = encoded_len(&request);
+        let bytes = crate::mcp::encoded_len(&request);
         let queued = self.waiting_input.get(&index).map_or((0, 0), |waiting| {
             (
                 waiting.len(),
@@ -443,25 +443,6 @@ impl Core {
     /// The earliest deadline of a translation waiting for its retry.
     pub(super) fn parked_deadline(&self) -> Option<Instant> {
         self.parked.values().map(|p| p.deadline).min()
-    }
-}
-
-/// The length of `value` encoded, without keeping the encoding.
-fn encoded_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    match serde_json::to_writer(&mut count, value) {
-        Ok(()) => count.0,
-        Err(_) => usize::MAX,
     }
 }
 

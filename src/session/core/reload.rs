@@ -86,6 +86,13 @@ impl Core {
             self.servers[added].gate.set_host(facts);
             summary.added.push((added, name));
             if let Some(index) = current {
+                // The replacement serves the same resources until it lists its own: the URIs
+                // the host holds stay its, and no other server's template or link takes them
+                // over meanwhile.
+                self.resources.hand_over(index, added);
+                for (_, _, owner) in self.templates.iter_mut().filter(|t| t.2 == index) {
+                    *owner = added;
+                }
                 self.retire(index);
                 summary.retired.push(index);
             }

@@ -142,6 +142,23 @@ impl ResourceClaims {
         }
     }
 
+    /// Gives every claim of `from` to `to` (a server replaced by a reload: its replacement
+    /// serves the same resources until it lists its own).
+    pub fn hand_over(&mut self, from: usize, to: usize) {
+        for claim in self.by_uri.values_mut() {
+            for servers in [&mut claim.listed, &mut claim.linked] {
+                if let Some(at) = servers.iter().position(|s| *s == from) {
+                    servers.remove(at);
+                    if !servers.contains(&to) {
+                        servers.push(to);
+                    }
+                }
+            }
+        }
+        let held = std::mem::take(self.held_mut(from));
+        *self.held_mut(to) = held;
+    }
+
     /// Takes `server` out of one kind of claim everywhere.
     fn let_go(&mut self, server: usize, kind: fn(&mut Claim) -> &mut Vec<usize>) {
         self.by_uri.retain(|_, claim| {
@@ -202,6 +219,23 @@ mod tests {
             claims.claimants("notes://secret", &none, ALL),
             Vec::<usize>::new()
         );
+    }
+
+    #[test]
+    fn a_replaced_server_hands_its_claims_to_its_replacement() {
+        let mut claims = ResourceClaims::default();
+        let evil = templates(&[("notes://{id}", 1)]);
+        claims.relist(0, ["notes://secret"]);
+        claims.link(0, "mem://linked");
+        claims.hand_over(0, 2);
+        claims.forget(0);
+        assert_eq!(claims.claimants("notes://secret", &evil, ALL), vec![2, 1]);
+        assert_eq!(claims.claimants("mem://linked", &evil, ALL), vec![2]);
+        // Its next listing replaces what it took over.
+        claims.relist(2, ["notes://other"]);
+        assert_eq!(claims.claimants("notes://other", &evil, ALL), vec![2, 1]);
+        assert_eq!(claims.claimants("mem://linked", &evil, ALL), vec![2]);
+        assert_eq!(claims.claimants("notes://secret", &evil, ALL), vec![1]);
     }
 
     #[test]
