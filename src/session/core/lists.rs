@@ -35,7 +35,8 @@ const MAX_LISTING_ITEMS: usize = 10_000;
 const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
 
 /// Templates of one server that route reads, at most, and their length at most (a server
-/// cannot make every read scan a list without end); the rest are listed, not routed by.
+/// cannot make every read scan a list without end); a server past either is taken to cover
+/// every URI.
 const MAX_ROUTED_TEMPLATES: usize = 1_000;
 const MAX_ROUTED_TEMPLATE_BYTES: usize = 2 * 1024;
 
@@ -510,14 +511,22 @@ impl Core {
                         continue;
                     }
                     self.templates.retain(|(_, _, owner)| *owner != index);
-                    let routed = templates
+                    let uris: Vec<&str> = templates
                         .iter()
                         .filter_map(|t| t.field("uriTemplate").and_then(Value::as_str))
-                        .filter(|uri| uri.len() <= MAX_ROUTED_TEMPLATE_BYTES)
-                        .take(MAX_ROUTED_TEMPLATES);
-                    for uri in routed {
-                        let prefix = uri.split('{').next().unwrap_or(uri).to_string();
-                        self.templates.push((uri.to_string(), prefix, index));
+                        .collect();
+                    let within = uris.len() <= MAX_ROUTED_TEMPLATES
+                        && uris.iter().all(|uri| uri.len() <= MAX_ROUTED_TEMPLATE_BYTES);
+                    if within {
+                        for uri in uris {
+                            let prefix = uri.split('{').next().unwrap_or(uri).to_string();
+                            self.templates.push((uri.to_string(), prefix, index));
+                        }
+                    } else {
+                        // Past the bounds its templates are not noted one by one: it is taken to
+                        // cover every URI, so no other server's template or link gets one of
+                        // its URIs alone (they are refused as ambiguous instead).
+                        self.templates.push((String::new(), String::new(), index));
                     }
                     all.extend(templates);
                 }

@@ -11,9 +11,10 @@
 //!   first or the most specific;
 //! - a server's listing replaces its earlier one: a URI it no longer lists is no longer its.
 //!
-//! Each server's claims are bounded in number and length (its links are kept up to a bound,
-//! the oldest let go first), so a server can neither grow the map without end nor crowd out
-//! another server's URIs.
+//! Each server's claims are bounded in number (its links are kept up to a bound, the oldest let
+//! go first), so a server can neither grow the map without end nor crowd out another server's
+//! URIs. A URI is noted by its SHA-256, whatever its length: a long URI (a pre-signed URL) is
+//! claimed as any other, and never falls to another server's template for being long.
 //!
 //! [`Core::resource_server`]: super::Core::resource_server
 
@@ -26,8 +27,13 @@ use crate::fast_map::FastMap;
 /// (past it, its oldest link is let go).
 const MAX_CLAIMS_PER_SERVER: usize = 10_000;
 
-/// A longer URI is not noted (it routes as an unclaimed one does).
-const MAX_CLAIMED_URI_BYTES: usize = 2 * 1024;
+/// A URI as the claims note it: its SHA-256 (a fixed size, whatever the URI's length; no server
+/// can make two URIs share one).
+type UriKey = [u8; 32];
+
+fn key(uri: &str) -> UriKey {
+    crate::audit::chain::line_hash(uri.as_bytes())
+}
 
 /// The servers that named one URI, by how.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -49,12 +55,12 @@ impl Claim {
 struct Held {
     listed: usize,
     /// Its links, oldest first.
-    links: VecDeque<String>,
+    links: VecDeque<UriKey>,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct ResourceClaims {
-    by_uri: FastMap<String, Claim>,
+    by_uri: FastMap<UriKey, Claim>,
     /// Index: the server's.
     held: Vec<Held>,
 }
@@ -66,12 +72,10 @@ impl ResourceClaims {
         self.let_go(server, |claim| &mut claim.listed);
         self.held_mut(server).listed = 0;
         for uri in uris {
-            if uri.len() > MAX_CLAIMED_URI_BYTES
-                || self.held_mut(server).listed >= MAX_CLAIMS_PER_SERVER
-            {
+            if self.held_mut(server).listed >= MAX_CLAIMS_PER_SERVER {
                 continue;
             }
-            let listed = &mut self.by_uri.entry(uri.to_string()).or_default().listed;
+            let listed = &mut self.by_uri.entry(key(uri)).or_default().listed;
             if !listed.contains(&server) {
                 listed.push(server);
                 self.held_mut(server).listed += 1;
@@ -81,16 +85,14 @@ impl ResourceClaims {
 
     /// Server `server` returned a link to `uri`.
     pub fn link(&mut self, server: usize, uri: &str) {
-        if uri.len() > MAX_CLAIMED_URI_BYTES {
-            return;
-        }
-        let linked = &mut self.by_uri.entry(uri.to_string()).or_default().linked;
+        let uri = key(uri);
+        let linked = &mut self.by_uri.entry(uri).or_default().linked;
         if linked.contains(&server) {
             return;
         }
         linked.push(server);
         let links = &mut self.held_mut(server).links;
-        links.push_back(uri.to_string());
+        links.push_back(uri);
         if links.len() > MAX_CLAIMS_PER_SERVER
             && let Some(oldest) = links.pop_front()
             && let Some(claim) = self.by_uri.get_mut(&oldest)
@@ -118,7 +120,7 @@ impl ResourceClaims {
                 claimants.push(server);
             }
         };
-        if let Some(claim) = self.by_uri.get(uri) {
+        if let Some(claim) = self.by_uri.get(&key(uri)) {
             claim
                 .listed
                 .iter()
@@ -278,7 +280,7 @@ mod tests {
     }
 
     #[test]
-    fn each_server_claims_a_bounded_number_of_uris_of_bounded_length() {
+    fn each_server_claims_a_bounded_number_of_uris_of_any_length() {
         let mut claims = ResourceClaims::default();
         let none = templates(&[]);
         let claimed =
@@ -292,10 +294,12 @@ mod tests {
         // Another server is not crowded out.
         claims.relist(1, [many[MAX_CLAIMS_PER_SERVER].as_str()]);
         assert!(claimed(&claims, &many[MAX_CLAIMS_PER_SERVER]));
-        let long = "x".repeat(MAX_CLAIMED_URI_BYTES + 1);
+        // A long URI (a pre-signed URL) is claimed as any other: a catch-all template of another
+        // server does not get it alone.
+        let long = format!("https://bucket.example/k?token={}", "t".repeat(64 * 1024));
         claims.relist(1, [long.as_str()]);
-        claims.link(1, &long);
-        assert!(!claimed(&claims, &long));
+        let catch_all = templates(&[("https://{+rest}", 3)]);
+        assert_eq!(claims.claimants(&long, &catch_all, ALL), vec![1, 3]);
         // Links past the bound let the oldest go.
         for n in 0..MAX_CLAIMS_PER_SERVER + 1 {
             claims.link(2, &format!("link://{n}"));
