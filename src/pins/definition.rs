@@ -42,6 +42,8 @@ impl Kind {
                 "inputSchema",
                 "outputSchema",
                 "annotations",
+                // How a host must call it (`taskSupport`): a change changes every call.
+                "execution",
             ],
             Kind::Prompt => &["name", "title", "description", "arguments"],
             Kind::Instructions => &["name", "instructions", "serverInfo", "metaServerInfo"],
@@ -178,6 +180,13 @@ pub fn remove_server_text(result: &mut Map<String, Value>) {
     take_text(result.get_mut("serverInfo"));
 }
 
+/// Keys of a tool's `_meta` that hosts act on, pinned with its definition: `ui` (MCP Apps: the
+/// host renders a UI the server supplies, which can call tools) and `openai/*` (the same for
+/// ChatGPT's apps). The rest of `_meta` is the server's own bookkeeping and is not pinned.
+fn host_acts_on(key: &str) -> bool {
+    key == "ui" || key.starts_with("openai/")
+}
+
 impl Definition {
     /// Reads one listed item; `None` when it has no string `name`.
     pub fn from_listed(kind: Kind, item: &Value) -> Option<Definition> {
@@ -186,6 +195,19 @@ impl Definition {
         for field in kind.pinned_fields() {
             if let Some(value) = item.get(*field) {
                 pinned.insert((*field).to_string(), value.clone());
+            }
+        }
+        if kind == Kind::Tool
+            && let Some(meta) = item.get("_meta").and_then(Value::as_object)
+        {
+            let acted_on: Map<String, Value> = meta
+                .iter()
+                .filter(|(key, _)| host_acts_on(key))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            // Only when there are any: a tool without them hashes as it always did.
+            if !acted_on.is_empty() {
+                pinned.insert("_meta".to_string(), Value::Object(acted_on));
             }
         }
         let canonical = canonical(&Value::Object(pinned));
@@ -218,6 +240,27 @@ mod tests {
             a.canonical.to_string(),
             r#"{"description":"Echo","inputSchema":{"properties":{"a":{},"b":{}},"type":"object"},"name":"echo"}"#
         );
+    }
+
+    #[test]
+    fn the_meta_keys_hosts_act_on_are_pinned_and_the_rest_is_not() {
+        let base = json!({"name": "echo", "description": "Echo", "_meta": {"progress": 1}});
+        let plain =
+            Definition::from_listed(Kind::Tool, &json!({"name": "echo", "description": "Echo"}));
+        let base = Definition::from_listed(Kind::Tool, &base).unwrap().sha256;
+        assert_eq!(
+            base,
+            plain.unwrap().sha256,
+            "other _meta keys change nothing"
+        );
+        for meta in [
+            json!({"ui": {"resourceUri": "ui://evil/app"}}),
+            json!({"openai/outputTemplate": "ui://evil"}),
+        ] {
+            let item = json!({"name": "echo", "description": "Echo", "_meta": meta});
+            let changed = Definition::from_listed(Kind::Tool, &item).unwrap().sha256;
+            assert_ne!(changed, base, "{item}");
+        }
     }
 
     #[test]

@@ -516,7 +516,9 @@ impl Core {
                         .filter_map(|t| t.field("uriTemplate").and_then(Value::as_str))
                         .collect();
                     let within = uris.len() <= MAX_ROUTED_TEMPLATES
-                        && uris.iter().all(|uri| uri.len() <= MAX_ROUTED_TEMPLATE_BYTES);
+                        && uris
+                            .iter()
+                            .all(|uri| uri.len() <= MAX_ROUTED_TEMPLATE_BYTES);
                     if within {
                         for uri in uris {
                             let prefix = uri.split('{').next().unwrap_or(uri).to_string();
