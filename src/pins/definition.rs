@@ -180,11 +180,11 @@ pub fn remove_server_text(result: &mut Map<String, Value>) {
     take_text(result.get_mut("serverInfo"));
 }
 
-/// Keys of a tool's `_meta` that hosts act on, pinned with its definition: `ui` (MCP Apps: the
-/// host renders a UI the server supplies, which can call tools) and `openai/*` (the same for
-/// ChatGPT's apps). The rest of `_meta` is the server's own bookkeeping and is not pinned.
+/// Keys of a tool's `_meta` that hosts act on, pinned with its definition: `ui` and `ui/*` (MCP
+/// Apps, nested or flat as in `ui/resourceUri`: the host renders a UI the server supplies, which
+/// can call tools) and `openai/*` (the same for ChatGPT's apps). The rest of `_meta` is the server's own bookkeeping and is not pinned.
 fn host_acts_on(key: &str) -> bool {
-    key == "ui" || key.starts_with("openai/")
+    key == "ui" || key.starts_with("ui/") || key.starts_with("openai/")
 }
 
 impl Definition {
@@ -256,6 +256,7 @@ mod tests {
         for meta in [
             json!({"ui": {"resourceUri": "ui://evil/app"}}),
             json!({"openai/outputTemplate": "ui://evil"}),
+            json!({"ui/resourceUri": "ui://evil/app"}),
         ] {
             let item = json!({"name": "echo", "description": "Echo", "_meta": meta});
             let changed = Definition::from_listed(Kind::Tool, &item).unwrap().sha256;

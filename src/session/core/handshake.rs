@@ -241,7 +241,7 @@ impl Core {
             self.internal_request(index, "logging/setLevel", params, Origin::Ignore, now);
         }
         if tools {
-            self.servers[index].listing = Some(Vec::new());
+            self.servers[index].start_listing();
             self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
         } else {
             self.tools_listed(index, Vec::new(), now);

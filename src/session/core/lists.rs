@@ -33,6 +33,8 @@ pub enum ListKind {
 /// aggregation's deadline. Past either bound the listing is cut there (and counts as partial).
 const MAX_LISTING_ITEMS: usize = 10_000;
 const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
+/// The same bounds for airlock's own listing of a server's tools.
+pub(super) const LISTING_BOUNDS: (usize, usize) = (MAX_LISTING_ITEMS, MAX_LISTING_BYTES);
 
 /// Templates of one server that route reads, at most, and their length at most (a server
 /// cannot make every read scan a list without end); a server past either is taken to cover
@@ -215,27 +217,29 @@ impl Core {
             let bytes = listing.bytes.entry(index).or_default();
             let page_bytes: usize = page.iter().map(crate::mcp::encoded_len).sum();
             *bytes = bytes.saturating_add(page_bytes);
-            let within = *bytes <= MAX_LISTING_BYTES;
             let items = listing.items.entry(index).or_default();
-            if within {
-                items.extend(page);
+            let room = MAX_LISTING_ITEMS.saturating_sub(items.len());
+            let within = *bytes <= MAX_LISTING_BYTES && page.len() <= room;
+            if *bytes <= MAX_LISTING_BYTES {
+                items.extend(page.into_iter().take(room));
             }
-            let within = within && items.len() <= MAX_LISTING_ITEMS;
             match next_cursor(&result) {
                 Some(cursor) if within => {
                     self.request_list_page(index, kind, aggregation, Some(cursor), now);
                     return;
                 }
-                Some(_) => tracing::warn!(
+                None if within => {
+                    listing.complete.insert(index);
+                }
+                // Cut: what was read is shown, and counts as a listing that did not arrive
+                // whole (its claims are added to the server's, none given up).
+                _ => tracing::warn!(
                     server = %self.servers[index].name,
-                    "{} stopped after {} items: a server's listing is read up to {MAX_LISTING_ITEMS} items and {} MiB",
+                    "{} cut after {} items: a server's listing is read up to {MAX_LISTING_ITEMS} items and {} MiB",
                     kind.method(),
                     items.len(),
                     MAX_LISTING_BYTES >> 20
                 ),
-                None => {
-                    listing.complete.insert(index);
-                }
             }
         }
         self.aggregations[position].waiting.remove(&index);
@@ -250,6 +254,7 @@ impl Core {
         mut result: Value,
         now: Instant,
     ) {
+        let error = error.or_else(|| self.servers[index].listing_past_bounds(&result));
         if let Some(error) = error {
             let text = error
                 .field("message")
@@ -323,7 +328,7 @@ impl Core {
     pub(super) fn list_for_gate(&mut self, index: usize, now: Instant) {
         if self.single() {
             if self.servers[index].listing.is_none() {
-                self.servers[index].listing = Some(Vec::new());
+                self.servers[index].start_listing();
                 let origin = Origin::GateList;
                 self.internal_request_queued(index, "tools/list", json!({}), origin, now);
             }
@@ -353,6 +358,7 @@ impl Core {
         now: Instant,
     ) {
         let mut fx = crate::gate::Effects::default();
+        let error = error.or_else(|| self.servers[index].listing_past_bounds(&result));
         let gate = &mut self.servers[index].gate;
         if let Some(error) = error {
             let text = error
@@ -379,7 +385,7 @@ impl Core {
     pub(super) fn relist_tools(&mut self, index: usize, now: Instant) {
         let server = &mut self.servers[index];
         if server.life.is_ready() && server.listing.is_none() {
-            server.listing = Some(Vec::new());
+            server.start_listing();
             self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
         }
     }
@@ -494,13 +500,15 @@ impl Core {
                 ListKind::Resources => {
                     let resources = items.remove(&index).unwrap_or_default();
                     // A listing that did not arrive whole (an error or the deadline part-way,
-                    // past the bounds) is shown as it came, and the server keeps what it
+                    // past the bounds) is shown as it came, and adds to what the server
                     // claimed: a partial listing never gives up the rest of its URIs.
+                    let uris = resources
+                        .iter()
+                        .filter_map(|resource| resource.field("uri").and_then(Value::as_str));
                     if complete.contains(&index) {
-                        let uris = resources
-                            .iter()
-                            .filter_map(|resource| resource.field("uri").and_then(Value::as_str));
                         self.resources.relist(index, uris);
+                    } else {
+                        self.resources.add_listed(index, uris);
                     }
                     all.extend(resources);
                 }

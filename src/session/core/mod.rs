@@ -242,6 +242,9 @@ struct Downstream {
     tools: Option<Vec<Value>>,
     /// Pages of airlock's own `tools/list` in progress.
     listing: Option<Vec<Value>>,
+    /// Items and encoded bytes that listing has read so far (bounded like a host's listing:
+    /// `lists::MAX_LISTING_ITEMS`, `MAX_LISTING_BYTES`).
+    listing_read: (usize, usize),
     last_call: Option<SystemTime>,
     calls: u64,
     /// Calls the gate refused (policy, a declined confirmation, a call without a tool name).
@@ -251,6 +254,34 @@ struct Downstream {
 }
 
 impl Downstream {
+    /// Starts airlock's own listing of its tools.
+    fn start_listing(&mut self) {
+        self.listing = Some(Vec::new());
+        self.listing_read = (0, 0);
+    }
+
+    /// Counts a page of airlock's own listing; the error to treat it as when the listing has
+    /// gone past its bounds (a server answering every page with more tools and a next cursor
+    /// would otherwise grow the session without end).
+    fn listing_past_bounds(&mut self, result: &Value) -> Option<Value> {
+        let tools = result.get("tools").and_then(Value::as_array);
+        let items = tools.map_or(0, Vec::len);
+        let bytes: usize = tools
+            .into_iter()
+            .flatten()
+            .map(crate::mcp::encoded_len)
+            .sum();
+        let read = &mut self.listing_read;
+        *read = (read.0.saturating_add(items), read.1.saturating_add(bytes));
+        let (max_items, max_bytes) = lists::LISTING_BOUNDS;
+        (read.0 > max_items || read.1 > max_bytes).then(|| {
+            serde_json::json!({"message": format!(
+                "the listing went past {max_items} tools or {} MiB; airlock stopped reading it",
+                max_bytes >> 20
+            )})
+        })
+    }
+
     /// Counts what `airlock status` shows from the gate's audit events: every `tools/call` gets
     /// exactly one decision event (in both topologies), a refused one a `denied` outcome.
     fn count(&mut self, event: &crate::audit::Event) {
@@ -506,6 +537,7 @@ impl Core {
             server_info: None,
             tools: None,
             listing: None,
+            listing_read: (0, 0),
             last_call: None,
             calls: 0,
             denials: 0,

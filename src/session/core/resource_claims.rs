@@ -71,6 +71,12 @@ impl ResourceClaims {
     pub fn relist<'a>(&mut self, server: usize, uris: impl IntoIterator<Item = &'a str>) {
         self.let_go(server, |claim| &mut claim.listed);
         self.held_mut(server).listed = 0;
+        self.add_listed(server, uris);
+    }
+
+    /// Server `server` lists `uris` too (part of a listing that did not arrive whole): added to
+    /// what it claims, nothing given up.
+    pub fn add_listed<'a>(&mut self, server: usize, uris: impl IntoIterator<Item = &'a str>) {
         for uri in uris {
             if self.held_mut(server).listed >= MAX_CLAIMS_PER_SERVER {
                 continue;

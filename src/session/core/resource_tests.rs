@@ -76,6 +76,12 @@ fn a_listing_that_fails_part_way_keeps_what_the_server_claimed() {
 #[test]
 fn a_server_that_pages_without_end_is_read_up_to_a_bound() {
     let mut h = offering_resources();
+    // An earlier whole listing of alpha's.
+    h.host(json!({"jsonrpc":"2.0","id":0,"method":"resources/list"}));
+    let (first, other) = (next_listing(&mut h, 0), next_listing(&mut h, 1));
+    page(&mut h, 0, &first, &["keep://x"], None);
+    page(&mut h, 1, &other, &[], None);
+    h.take_host(json!(0));
     h.host(json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}));
     let other = next_listing(&mut h, 1);
     page(&mut h, 1, &other, &[], None);
@@ -93,10 +99,59 @@ fn a_server_that_pages_without_end_is_read_up_to_a_bound() {
     }
     let listed = h.take_host(json!(1));
     let count = listed["result"]["resources"].as_array().map_or(0, Vec::len);
-    assert!(count > 0 && pages <= 11, "{pages} pages, {count} items");
-    // A cut listing replaces nothing: the flood's URIs claimed nothing.
+    // (airlock pages its own answer: the host reads the rest with airlock's cursor)
+    assert!(pages == 11 && count > 0, "{pages} pages, {count} items");
+    // A cut listing adds what it read to alpha's claims and gives up none of them.
+    let claimants = |uri: &str| h.router.resources.claimants(uri, &[], |_| true);
+    assert_eq!(claimants("flood://1/1"), vec![0]);
+    // (its claims are bounded too: keep://x and 9,999 of these)
+    assert_eq!(claimants("flood://10/998"), vec![0]);
+    assert_eq!(claimants("flood://11/0"), Vec::<usize>::new());
+    assert_eq!(claimants("keep://x"), vec![0]);
+}
+
+#[test]
+fn airlocks_own_listing_of_a_servers_tools_is_read_up_to_a_bound() {
+    let mut h = offering_resources();
+    let server = &mut h.router.servers[0];
+    server.start_listing();
+    let tools: Vec<Value> = (0..1000)
+        .map(|n| json!({"name": format!("t{n}")}))
+        .collect();
+    let page = json!({"tools": tools, "nextCursor": "more"});
+    let pages_read = (1..=20)
+        .find(|_| server.listing_past_bounds(&page).is_some())
+        .unwrap();
+    assert_eq!(pages_read, 11);
+    // A new listing starts counting again.
+    server.start_listing();
+    assert!(server.listing_past_bounds(&page).is_none());
+}
+
+#[test]
+fn a_last_page_past_the_bound_does_not_make_the_listing_whole() {
+    let mut h = offering_resources();
+    h.host(json!({"jsonrpc":"2.0","id":0,"method":"resources/list"}));
+    let (first, other) = (next_listing(&mut h, 0), next_listing(&mut h, 1));
+    page(&mut h, 0, &first, &["keep://x"], None);
+    page(&mut h, 1, &other, &[], None);
+    h.take_host(json!(0));
+    // 9,500 items, then a last page (no cursor) of 1,000: it does not all fit.
+    h.host(json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}));
+    let other = next_listing(&mut h, 1);
+    page(&mut h, 1, &other, &[], None);
+    let uris: Vec<String> = (0..9_500).map(|n| format!("a://{n}")).collect();
+    let request = next_listing(&mut h, 0);
+    let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
+    page(&mut h, 0, &request, &uris, Some("last"));
+    let tail: Vec<String> = (0..1_000).map(|n| format!("b://{n}")).collect();
+    let tail: Vec<&str> = tail.iter().map(String::as_str).collect();
+    let request = next_listing(&mut h, 0);
+    page(&mut h, 0, &request, &tail, None);
+    h.take_host(json!(1));
+    // Cut, so not a whole listing: keep://x, which it no longer lists, is still its.
     assert_eq!(
-        h.router.resources.claimants("flood://1/1", &[], |_| true),
-        Vec::<usize>::new()
+        h.router.resources.claimants("keep://x", &[], |_| true),
+        vec![0]
     );
 }
