@@ -40,6 +40,9 @@ pub enum Listed {
     NotYet,
 }
 
+/// Tool names (with their schemas) the gate remembers at most.
+const MAX_REMEMBERED_NAMES: usize = 10_000;
+
 /// What the gate knows of one server's tool listings.
 #[derive(Default)]
 pub struct ListedTools {
@@ -58,6 +61,14 @@ impl ListedTools {
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default();
+        // Names are remembered across listings (a name listed once stays callable), up to a
+        // bound: a server listing new names after every `list_changed` would otherwise grow
+        // them, and their compiled schemas, without end. Past it the gate starts over from this
+        // page (an older name then waits for, or is refused by, the listings to come).
+        if self.names.len().saturating_add(tools.len()) > MAX_REMEMBERED_NAMES {
+            self.names.clear();
+            self.schemas.forget_all();
+        }
         for name in tools
             .iter()
             .filter_map(|tool| tool.field("name").and_then(Value::as_str))
@@ -274,6 +285,22 @@ mod tests {
         assert_eq!(listed.check("a"), Listed::Yes);
         listed.learn_page(&json!({"tools": [{"name": "c"}]}));
         assert_eq!(listed.check("c"), Listed::Yes);
+    }
+
+    #[test]
+    fn names_are_remembered_up_to_a_bound_then_learned_afresh() {
+        let mut listed = ListedTools::default();
+        listed.learn_page(&json!({"tools": [{"name": "first"}]}));
+        for round in 0..3 {
+            listed.changed();
+            let tools: Vec<Value> = (0..4_000)
+                .map(|n| json!({"name": format!("r{round}-{n}")}))
+                .collect();
+            listed.learn_page(&json!({ "tools": tools }));
+        }
+        assert!(listed.names.len() <= MAX_REMEMBERED_NAMES);
+        assert_eq!(listed.check("r2-3999"), Listed::Yes);
+        assert_eq!(listed.check("first"), Listed::No);
     }
 
     #[test]
