@@ -152,7 +152,7 @@ impl Gate {
             .and_then(|timeout| now.checked_add(timeout));
         match self.listed.check(&tool) {
             Listed::Yes => {}
-            Listed::No => {
+            Listed::No | Listed::PastBound => {
                 self.refuse_unlisted(&tool, id, task, arguments, now, fx);
                 return Verdict::Drop;
             }

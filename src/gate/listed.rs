@@ -9,9 +9,12 @@
 //!
 //! The names are the union of every listing read since the server started: a name listed once
 //! is one the server itself spelled, so forwarding it never reaches a tool by another spelling
-//! (a tool the server dropped since answers for itself).
+//! (a tool the server dropped since answers for itself). Up to 10,000 names: past that, names
+//! only older listings held are let go first, and a listing's own names past it are refused,
+//! saying so (a server listing new names after every `list_changed` cannot grow them without
+//! end).
 
-use crate::fast_map::FastSet;
+use crate::fast_map::FastMap;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -38,6 +41,9 @@ pub enum Listed {
     No,
     /// No complete listing since the start or the last `list_changed`: list first.
     NotYet,
+    /// A current listing exists, holds more names than the gate remembers
+    /// ([`MAX_REMEMBERED_NAMES`]), and this is not one it remembers.
+    PastBound,
 }
 
 /// Tool names (with their schemas) the gate remembers at most.
@@ -46,10 +52,17 @@ const MAX_REMEMBERED_NAMES: usize = 10_000;
 /// What the gate knows of one server's tool listings.
 #[derive(Default)]
 pub struct ListedTools {
-    names: FastSet<String>,
+    /// Each name with the listing (its number) that last listed it.
+    names: FastMap<String, u64>,
+    /// The number of the listing being read (or read last).
+    listing: u64,
     schemas: ToolSchemas,
     /// Every page of a listing has been read since the start or the last `list_changed`.
     current: bool,
+    /// The next page read starts a new listing.
+    between_listings: bool,
+    /// The listing read last (or being read) held names past [`MAX_REMEMBERED_NAMES`].
+    past_bound: bool,
 }
 
 impl ListedTools {
@@ -63,36 +76,68 @@ impl ListedTools {
             .unwrap_or_default();
         // Names are remembered across listings (a name listed once stays callable), up to a
         // bound: a server listing new names after every `list_changed` would otherwise grow
-        // them, and their compiled schemas, without end. Past it the gate starts over from this
-        // page (an older name then waits for, or is refused by, the listings to come).
-        if self.names.len().saturating_add(tools.len()) > MAX_REMEMBERED_NAMES {
-            self.names.clear();
-            self.schemas.forget_all();
+        // them, and their compiled schemas, without end. At the bound, names only older
+        // listings held are let go first; names of this listing past the bound are not
+        // remembered (a call to one is refused saying so).
+        if std::mem::take(&mut self.between_listings) {
+            self.past_bound = false;
+            self.listing += 1;
         }
-        for name in tools
-            .iter()
-            .filter_map(|tool| tool.field("name").and_then(Value::as_str))
-        {
-            if !self.names.contains(name) {
-                self.names.insert(name.to_string());
+        let listing = self.listing;
+        let mut learned = Vec::new();
+        for tool in tools {
+            let Some(name) = tool.field("name").and_then(Value::as_str) else {
+                continue;
+            };
+            if self.names.len() >= MAX_REMEMBERED_NAMES && !self.names.contains_key(name) {
+                self.forget_older_listings();
             }
+            let room = self.names.len() < MAX_REMEMBERED_NAMES;
+            match self.names.get_mut(name) {
+                Some(seen) => *seen = listing,
+                None if room => {
+                    self.names.insert(name.to_string(), listing);
+                }
+                None => {
+                    self.past_bound = true;
+                    continue;
+                }
+            }
+            learned.push(tool.clone());
         }
-        self.schemas.learn(tools);
+        self.schemas.learn(&learned);
         let last = crate::mcp::next_cursor(result).is_none();
         if last {
             self.current = true;
+            self.between_listings = true;
         }
         last
+    }
+
+    /// Lets go of the names (and schemas) that only listings before this one held.
+    fn forget_older_listings(&mut self) {
+        let listing = self.listing;
+        self.names.retain(|_, seen| *seen == listing);
+        let names = &self.names;
+        self.schemas.retain(|name| names.contains_key(name));
+    }
+
+    /// The last listing held more names than the gate remembers.
+    pub fn past_bound(&self) -> bool {
+        self.past_bound
     }
 
     /// The server said its tool list changed: the next unknown name is listed for first.
     pub fn changed(&mut self) {
         self.current = false;
+        self.between_listings = true;
     }
 
     pub fn check(&self, name: &str) -> Listed {
-        if self.names.contains(name) {
+        if self.names.contains_key(name) {
             Listed::Yes
+        } else if self.current && self.past_bound {
+            Listed::PastBound
         } else if self.current {
             Listed::No
         } else {
@@ -118,7 +163,15 @@ impl Gate {
     /// Learns one page of the server's tool listing (as it sent it). On the last page, the
     /// calls that waited for it go back to the core, to be decided against it.
     pub(super) fn learn_tools(&mut self, result: &Value, fx: &mut Effects) {
-        if self.listed.learn_page(result) {
+        let was_past = self.listed.past_bound();
+        let last = self.listed.learn_page(result);
+        if !was_past && self.listed.past_bound() {
+            tracing::warn!(
+                server = %self.config.server,
+                "the server lists more than {MAX_REMEMBERED_NAMES} tools: calls are checked against the first {MAX_REMEMBERED_NAMES}, and calls to the others are refused"
+            );
+        }
+        if last {
             fx.retry
                 .extend(self.awaiting.take_all().into_iter().map(|held| held.call));
         }
@@ -175,12 +228,26 @@ impl Gate {
         event.args = arguments.map(|args| self.redactor.redact(args));
         event.decision = Some(Action::Deny.to_string());
         event.rule = Some(UNLISTED_RULE.into());
-        event.reason = Some("the server listed no tool of this exact name".into());
+        let server = &self.config.server;
+        let (reason, text) = if self.listed.past_bound() {
+            (
+                format!(
+                    "the server lists more than {MAX_REMEMBERED_NAMES} tools, and this is not one of those airlock remembers"
+                ),
+                format!(
+                    "Unknown tool: {tool} (server \"{server}\" lists more than {MAX_REMEMBERED_NAMES} tools; airlock checks calls against the first {MAX_REMEMBERED_NAMES} it listed, and this is not one of them)"
+                ),
+            )
+        } else {
+            (
+                "the server listed no tool of this exact name".to_string(),
+                format!(
+                    "Unknown tool: {tool} (server \"{server}\" lists no tool of this exact name)"
+                ),
+            )
+        };
+        event.reason = Some(reason);
         fx.audit.push(event);
-        let text = format!(
-            "Unknown tool: {tool} (server \"{}\" lists no tool of this exact name)",
-            self.config.server
-        );
         self.refuse(tool, id, task, text, now, now, fx);
     }
 
@@ -289,18 +356,42 @@ mod tests {
 
     #[test]
     fn names_are_remembered_up_to_a_bound_then_learned_afresh() {
+        let page = |names: std::ops::Range<usize>, next: Option<&str>| {
+            let tools: Vec<Value> = names.map(|n| json!({"name": format!("t{n}")})).collect();
+            match next {
+                Some(next) => json!({"tools": tools, "nextCursor": next}),
+                None => json!({ "tools": tools }),
+            }
+        };
+        // An honest server with 12,000 tools in pages of 1,000: the first 10,000 are known;
+        // the others are refused as past the bound, not as never listed.
         let mut listed = ListedTools::default();
-        listed.learn_page(&json!({"tools": [{"name": "first"}]}));
-        for round in 0..3 {
+        for start in (0..12_000).step_by(1_000) {
+            let next = (start + 1_000 < 12_000).then_some("more");
+            listed.learn_page(&page(start..start + 1_000, next));
+        }
+        assert_eq!(listed.check("t0"), Listed::Yes);
+        assert_eq!(listed.check("t9999"), Listed::Yes);
+        assert_eq!(listed.check("t10000"), Listed::PastBound);
+        // Listed again: the same first 10,000, not whichever came last.
+        listed.changed();
+        for start in (0..12_000).step_by(1_000) {
+            let next = (start + 1_000 < 12_000).then_some("more");
+            listed.learn_page(&page(start..start + 1_000, next));
+            assert_eq!(listed.check("t0"), Listed::Yes, "page {start}");
+        }
+        assert_eq!(listed.check("t5000"), Listed::Yes);
+        // New names at every listing: bounded, and a listing within the bound is all known.
+        for round in 0..4 {
             listed.changed();
             let tools: Vec<Value> = (0..4_000)
                 .map(|n| json!({"name": format!("r{round}-{n}")}))
                 .collect();
             listed.learn_page(&json!({ "tools": tools }));
+            assert!(listed.names.len() <= MAX_REMEMBERED_NAMES);
+            assert_eq!(listed.check(&format!("r{round}-3999")), Listed::Yes);
         }
-        assert!(listed.names.len() <= MAX_REMEMBERED_NAMES);
-        assert_eq!(listed.check("r2-3999"), Listed::Yes);
-        assert_eq!(listed.check("first"), Listed::No);
+        assert_eq!(listed.check("nothing"), Listed::No);
     }
 
     #[test]

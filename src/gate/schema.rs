@@ -61,6 +61,11 @@ impl ToolSchemas {
         self.by_tool.clear();
     }
 
+    /// Keeps the schemas of the tools `keep` says.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.by_tool.retain(|name, _| keep(name));
+    }
+
     /// Checks a call's `arguments` (absent means `{}`, as MCP defines it) against the tool's
     /// schema.
     pub fn check(&self, tool: &str, arguments: Option<&Value>) -> SchemaCheck {
