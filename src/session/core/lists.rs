@@ -320,6 +320,9 @@ impl Core {
         if self.servers[index].life.is_starting() {
             self.become_ready(index, now);
         }
+        if std::mem::take(&mut self.servers[index].relist_after) {
+            self.relist_tools(index, now);
+        }
     }
 
     /// A call waits for a listing of its server's tools (none read yet, or the server said its
@@ -384,7 +387,9 @@ impl Core {
     /// listing is already under way or it is not running.
     pub(super) fn relist_tools(&mut self, index: usize, now: Instant) {
         let server = &mut self.servers[index];
-        if server.life.is_ready() && server.listing.is_none() {
+        if server.listing.is_some() {
+            server.relist_after = true;
+        } else if server.life.is_ready() {
             server.start_listing();
             self.internal_request(index, "tools/list", json!({}), Origin::ToolsList, now);
         }

@@ -245,6 +245,9 @@ struct Downstream {
     /// Items and encoded bytes that listing has read so far (bounded like a host's listing:
     /// `lists::MAX_LISTING_ITEMS`, `MAX_LISTING_BYTES`).
     listing_read: (usize, usize),
+    /// The server said its tools changed while that listing was under way: list again once it
+    /// ends (its pages may be from before the change).
+    relist_after: bool,
     last_call: Option<SystemTime>,
     calls: u64,
     /// Calls the gate refused (policy, a declined confirmation, a call without a tool name).
@@ -538,6 +541,7 @@ impl Core {
             tools: None,
             listing: None,
             listing_read: (0, 0),
+            relist_after: false,
             last_call: None,
             calls: 0,
             denials: 0,

@@ -1,6 +1,6 @@
-//! A gateway's resource listings, read page by page from each server, against the scripted
-//! servers of `tests.rs`: what a listing that does not arrive whole leaves of a server's claims,
-//! and how much of a listing is read at all.
+//! A gateway's listings, read page by page from each server, against the scripted servers of
+//! `tests.rs`: what a resource listing that does not arrive whole leaves of a server's claims,
+//! how much of a listing is read at all, and a change announced while airlock lists.
 
 use serde_json::{Value, json};
 
@@ -154,4 +154,26 @@ fn a_last_page_past_the_bound_does_not_make_the_listing_whole() {
         h.router.resources.claimants("keep://x", &[], |_| true),
         vec![0]
     );
+}
+
+#[test]
+fn a_list_changed_during_airlocks_own_listing_lists_again_when_it_ends() {
+    let mut h = two();
+    h.initialize(json!({}));
+    h.tool_names();
+    // A listing of alpha's is under way when alpha says its tools changed again.
+    h.router.servers[0].start_listing();
+    h.tools[0] = vec!["read", "write", "fresh"];
+    h.answer(
+        0,
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}),
+    );
+    assert!(h.router.servers[0].relist_after);
+    // That listing ends (its pages from before the change): alpha is listed again at once.
+    let tools = vec![json!({"name": "read"}), json!({"name": "write"})];
+    h.router.servers[0].listing = None;
+    h.router.tools_listed(0, tools, h.now);
+    h.drive();
+    assert!(h.tool_names().contains(&"alpha__fresh".to_string()));
+    assert!(!h.router.servers[0].relist_after);
 }
