@@ -68,38 +68,8 @@ fn a_resource_link_from_a_tool_is_readable_before_any_listing() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let fixture = root().join("tests/fixtures/serve/fixture_server.py");
-    let config = dir.path().join("airlock.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[servers.everything]\ncommand = {node:?}\nargs = [\"{npm}/server-everything/dist/index.js\", \"stdio\"]\n\n[servers.fixture]\ncommand = \"/usr/bin/python3\"\nargs = [{fixture:?}, \"--notify\"]\n",
-            node = support::which("node").display().to_string(),
-            npm = npm.display(),
-            fixture = fixture.display().to_string(),
-        ),
-    )
-    .expect("config");
-    let granted = dir.path().join("granted");
-    std::fs::create_dir_all(&granted).expect("granted");
-    let policy = write_policy(dir.path(), &granted);
-    let child = Command::new(AIRLOCK)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--policy")
-        .arg(&policy)
-        .arg("--audit")
-        .arg(dir.path().join("audit.jsonl"))
-        .env("HOME", dir.path())
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("airlock serve");
-    let mut client = support::Client::new(child);
-    client.initialize("2025-06-18");
+    let gateway = EverythingAnd::new(dir.path(), &npm, "fixture", &fixture, &["--notify"]);
+    let mut client = gateway.start();
     let links = client.call(1, "everything__get-resource-links", json!({"count": 2}));
     let uri = links["result"]["content"]
         .as_array()
@@ -126,47 +96,13 @@ fn a_server_naming_anothers_resource_never_answers_for_it() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let claimer = root().join("tests/fixtures/serve/claimer.py");
-    let config = dir.path().join("airlock.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[servers.everything]\ncommand = {node:?}\nargs = [\"{npm}/server-everything/dist/index.js\", \"stdio\"]\n\n[servers.claimer]\ncommand = \"/usr/bin/python3\"\nargs = [{claimer:?}]\n",
-            node = support::which("node").display().to_string(),
-            npm = npm.display(),
-            claimer = claimer.display().to_string(),
-        ),
-    )
-    .expect("config");
-    let granted = dir.path().join("granted");
-    std::fs::create_dir_all(&granted).expect("granted");
-    let policy = write_policy(dir.path(), &granted);
-    let gateway = || {
-        let child = Command::new(AIRLOCK)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .arg("--policy")
-            .arg(&policy)
-            .arg("--audit")
-            .arg(dir.path().join("audit.jsonl"))
-            .env("HOME", dir.path())
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("airlock serve");
-        let mut client = support::Client::new(child);
-        client.initialize("2025-06-18");
-        client
-    };
+    let gateway = EverythingAnd::new(dir.path(), &npm, "claimer", &claimer, &[]);
     let end = |mut client: support::Client| {
         client.close_stdin();
         client.wait(std::time::Duration::from_secs(10));
     };
     // One session to learn a URI of everything's and what reading it gives.
-    let mut client = gateway();
+    let mut client = gateway.start();
     let listed = client.request(1, "resources/list", json!({}));
     let uri = listed["result"]["resources"][0]["uri"]
         .as_str()
@@ -181,7 +117,7 @@ fn a_server_naming_anothers_resource_never_answers_for_it() {
     end(client);
 
     // A new session: the claimer links it first, then the host lists.
-    let mut client = gateway();
+    let mut client = gateway.start();
     let forged = |client: &support::Client| -> Vec<Value> {
         let updated = |m: &&Value| m["method"] == "notifications/resources/updated";
         client.backlog.iter().filter(updated).cloned().collect()
@@ -222,6 +158,63 @@ fn a_server_naming_anothers_resource_never_answers_for_it() {
         audit.contains("notifications/resources/updated for"),
         "{audit}"
     );
+}
+
+/// A gateway of server-everything and one Python server, with [`write_policy`]'s policy, all
+/// in one directory.
+struct EverythingAnd<'a> {
+    dir: &'a Path,
+    config: PathBuf,
+    policy: PathBuf,
+}
+
+impl<'a> EverythingAnd<'a> {
+    fn new(dir: &'a Path, npm: &Path, name: &str, script: &Path, args: &[&str]) -> Self {
+        let config = dir.join("airlock.toml");
+        let mut argv = vec![script.display().to_string()];
+        argv.extend(args.iter().map(|arg| arg.to_string()));
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.everything]\ncommand = {node:?}\nargs = [\"{npm}/server-everything/dist/index.js\", \"stdio\"]\n\n[servers.{name}]\ncommand = \"/usr/bin/python3\"\nargs = {argv:?}\n",
+                node = support::which("node").display().to_string(),
+                npm = npm.display(),
+            ),
+        )
+        .expect("config");
+        let granted = dir.join("granted");
+        std::fs::create_dir_all(&granted).expect("granted");
+        let policy = write_policy(dir, &granted);
+        EverythingAnd {
+            dir,
+            config,
+            policy,
+        }
+    }
+
+    /// `airlock serve` of it, as a host's client after the handshake.
+    fn start(&self) -> support::Client {
+        let dir = self.dir;
+        let child = Command::new(AIRLOCK)
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .arg("--policy")
+            .arg(&self.policy)
+            .arg("--audit")
+            .arg(dir.join("audit.jsonl"))
+            .env("HOME", dir)
+            .env("XDG_STATE_HOME", dir.join("state"))
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", dir.join("org"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("airlock serve");
+        let mut client = support::Client::new(child);
+        client.initialize("2025-06-18");
+        client
+    }
 }
 
 /// The gateway config: two reference servers, the fixture, and a server that fails to start.

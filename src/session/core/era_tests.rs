@@ -510,16 +510,23 @@ fn a_parked_answer_of_a_process_that_died_names_its_task_for_that_process() {
     );
 }
 
-#[test]
-fn a_server_cannot_queue_requests_for_input_without_end_and_stranded_ones_are_answered() {
-    let mut h = two();
+/// A 2026-07-28 `tools/call` of `alpha__read` (id 1) that alpha answers with a question of its
+/// own (`sampling/createMessage`, id `first`): the call alpha received.
+fn call_that_asks(h: &mut Harness) -> Value {
     h.host(modern(
         json!(1),
         "tools/call",
         json!({"name":"alpha__read","arguments":{}}),
     ));
-    h.received[0].pop_front().unwrap();
+    let call = h.received[0].pop_front().unwrap();
     h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    call
+}
+
+#[test]
+fn a_server_cannot_queue_requests_for_input_without_end_and_stranded_ones_are_answered() {
+    let mut h = two();
+    call_that_asks(&mut h);
     assert_eq!(
         h.take_host(json!(1))["result"]["resultType"],
         "input_required"
@@ -547,13 +554,7 @@ fn a_server_cannot_queue_requests_for_input_without_end_and_stranded_ones_are_an
 #[test]
 fn requests_for_input_are_bounded_in_bytes_too() {
     let mut h = two();
-    h.host(modern(
-        json!(1),
-        "tools/call",
-        json!({"name":"alpha__read","arguments":{}}),
-    ));
-    h.received[0].pop_front().unwrap();
-    h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    call_that_asks(&mut h);
     // One alone waits however large; then the bytes bound counts.
     let alone = "x".repeat(MAX_WAITING_INPUT_BYTES + 1);
     h.answer(0, json!({"jsonrpc":"2.0","id":"alone","method":"sampling/createMessage","params":{"messages":[],"note":alone}}));
@@ -573,13 +574,7 @@ fn requests_for_input_are_bounded_in_bytes_too() {
 #[test]
 fn what_waits_for_a_round_that_will_not_come_is_answered_at_the_retry() {
     let mut h = two();
-    h.host(modern(
-        json!(1),
-        "tools/call",
-        json!({"name":"alpha__read","arguments":{}}),
-    ));
-    let call = h.received[0].pop_front().unwrap();
-    h.answer(0, json!({"jsonrpc":"2.0","id":"first","method":"sampling/createMessage","params":{"messages":[]}}));
+    let call = call_that_asks(&mut h);
     let asked = h.take_host(json!(1))["result"].clone();
     let key = asked["inputRequests"]
         .as_object()
@@ -655,13 +650,7 @@ fn a_question_asked_through_an_input_request_names_its_server_as_any_other() {
 #[test]
 fn a_retry_that_reaches_another_server_leaves_the_translation_to_its_own() {
     let mut h = two();
-    h.host(modern(
-        json!(1),
-        "tools/call",
-        json!({"name":"alpha__read","arguments":{}}),
-    ));
-    h.received[0].pop_front().unwrap();
-    h.answer(0, json!({"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}));
+    call_that_asks(&mut h);
     let state = h.take_host(json!(1))["result"]["requestState"].clone();
     // The token sent with a call to the other server: refused, and alpha's translation stays.
     let mut stray = modern(
@@ -679,7 +668,7 @@ fn a_retry_that_reaches_another_server_leaves_the_translation_to_its_own() {
     assert!(
         to_alpha
             .iter()
-            .any(|m| m["id"] == "s1" && m.get("error").is_some()),
+            .any(|m| m["id"] == "first" && m.get("error").is_some()),
         "{to_alpha:?}"
     );
     assert!(

@@ -38,6 +38,21 @@ fn page(h: &mut Harness, index: usize, request: &Value, uris: &[&str], next: Opt
     );
 }
 
+/// Alpha's whole listing (`keep://x`) was read; the host lists again (id 1), beta has answered,
+/// and alpha's first page is asked for.
+fn listed_keep_x_then_listing_again() -> Harness {
+    let mut h = offering_resources();
+    h.host(json!({"jsonrpc":"2.0","id":0,"method":"resources/list"}));
+    let (first, other) = (next_listing(&mut h, 0), next_listing(&mut h, 1));
+    page(&mut h, 0, &first, &["keep://x"], None);
+    page(&mut h, 1, &other, &[], None);
+    h.take_host(json!(0));
+    h.host(json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}));
+    let other = next_listing(&mut h, 1);
+    page(&mut h, 1, &other, &[], None);
+    h
+}
+
 #[test]
 fn a_listing_that_fails_part_way_keeps_what_the_server_claimed() {
     let mut h = offering_resources();
@@ -75,16 +90,7 @@ fn a_listing_that_fails_part_way_keeps_what_the_server_claimed() {
 
 #[test]
 fn a_server_that_pages_without_end_is_read_up_to_a_bound() {
-    let mut h = offering_resources();
-    // An earlier whole listing of alpha's.
-    h.host(json!({"jsonrpc":"2.0","id":0,"method":"resources/list"}));
-    let (first, other) = (next_listing(&mut h, 0), next_listing(&mut h, 1));
-    page(&mut h, 0, &first, &["keep://x"], None);
-    page(&mut h, 1, &other, &[], None);
-    h.take_host(json!(0));
-    h.host(json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}));
-    let other = next_listing(&mut h, 1);
-    page(&mut h, 1, &other, &[], None);
+    let mut h = listed_keep_x_then_listing_again();
     let mut pages = 0;
     while let Some(position) = h.received[0]
         .iter()
@@ -130,16 +136,8 @@ fn airlocks_own_listing_of_a_servers_tools_is_read_up_to_a_bound() {
 
 #[test]
 fn a_last_page_past_the_bound_does_not_make_the_listing_whole() {
-    let mut h = offering_resources();
-    h.host(json!({"jsonrpc":"2.0","id":0,"method":"resources/list"}));
-    let (first, other) = (next_listing(&mut h, 0), next_listing(&mut h, 1));
-    page(&mut h, 0, &first, &["keep://x"], None);
-    page(&mut h, 1, &other, &[], None);
-    h.take_host(json!(0));
+    let mut h = listed_keep_x_then_listing_again();
     // 9,500 items, then a last page (no cursor) of 1,000: it does not all fit.
-    h.host(json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}));
-    let other = next_listing(&mut h, 1);
-    page(&mut h, 1, &other, &[], None);
     let uris: Vec<String> = (0..9_500).map(|n| format!("a://{n}")).collect();
     let request = next_listing(&mut h, 0);
     let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
