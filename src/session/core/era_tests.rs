@@ -471,13 +471,7 @@ fn a_parked_answer_of_a_process_that_died_names_its_task_for_that_process() {
     h.answer(1, json!({"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}));
     let asked = h.take_host(json!(1))["result"].clone();
     assert_eq!(asked["resultType"], "input_required", "{asked}");
-    let key = asked["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&asked);
     // The call's answer (a task) comes before the host's retry, and is parked.
     h.answer(
         1,
@@ -508,6 +502,12 @@ fn a_parked_answer_of_a_process_that_died_names_its_task_for_that_process() {
         done["result"]["task"]["taskId"], "beta__t-1",
         "the first process's task, not the second's t-1: {done}"
     );
+}
+
+/// The key of the first input request an `input_required` result holds.
+fn first_input_key(asked: &Value) -> String {
+    let requests = asked["inputRequests"].as_object().unwrap();
+    requests.keys().next().unwrap().clone()
 }
 
 /// A 2026-07-28 `tools/call` of `alpha__read` (id 1) that alpha answers with a question of its
@@ -576,13 +576,7 @@ fn what_waits_for_a_round_that_will_not_come_is_answered_at_the_retry() {
     let mut h = two();
     let call = call_that_asks(&mut h);
     let asked = h.take_host(json!(1))["result"].clone();
-    let key = asked["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_key(&asked);
     // Another question waits for the next round; then the running call finishes.
     h.answer(0, json!({"jsonrpc":"2.0","id":"later","method":"sampling/createMessage","params":{"messages":[]}}));
     h.answer(0, json!({"jsonrpc":"2.0","id":call["id"],"result":{"content":[{"type":"text","text":"done"}]}}));
