@@ -63,6 +63,22 @@ fn pipelined(peer: &mut Peer) -> f64 {
     PIPELINED as f64 / started.elapsed().as_secs_f64()
 }
 
+/// How many times the process has gone to sleep waiting (its voluntary context switches). A proxy
+/// that sleeps between the host's line and the server's answer pays a wake-up for it, which on
+/// this VM costs more than most of its own work (docs/run.md, "Sleeps, not system calls").
+/// Summed over its threads (a blocking proxy copies each direction on a thread of its own).
+fn voluntary_switches(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let status = std::fs::read_to_string(task.ok()?.path().join("status")).ok()?;
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+        total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
 fn vm_hwm_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -134,6 +150,8 @@ struct Side {
     rounds: Vec<f64>,
     /// The median of `rounds`.
     throughput: f64,
+    /// How often the process slept per sequential call (warm-up calls included), if readable.
+    sleeps_per_call: Option<f64>,
 }
 
 struct Measured {
@@ -202,11 +220,18 @@ fn measure(
         .collect();
     let mut round_p50s: Vec<Vec<f64>> = (0..sides).map(|_| Vec::with_capacity(ROUNDS)).collect();
     let mut tps: Vec<Vec<f64>> = (0..sides).map(|_| Vec::with_capacity(ROUNDS)).collect();
+    let mut sleeps: Vec<Option<u64>> = vec![Some(0); sides];
     for round in 0..ROUNDS {
         for turn in 0..sides {
             let side = (round + turn) % sides;
             let before = round_trip_times[side].len();
+            let pid = peers[side].child.id();
+            let slept_before = voluntary_switches(pid);
             round_trips(&mut peers[side], &mut round_trip_times[side]);
+            sleeps[side] = match (sleeps[side], slept_before, voluntary_switches(pid)) {
+                (Some(sum), Some(before), Some(after)) => Some(sum + after.saturating_sub(before)),
+                _ => None,
+            };
             let mut this_round = round_trip_times[side][before..].to_vec();
             this_round.sort();
             round_p50s[side].push(us(percentile(&this_round, 0.5)));
@@ -226,14 +251,19 @@ fn measure(
     let decisions = std::fs::read_to_string(audit)
         .map(|t| t.matches("\"event\":\"decision\"").count())
         .unwrap_or(0);
-    let mut sides = round_trip_times.into_iter().zip(round_p50s).zip(tps).map(
-        |((round_trips, round_p50s), mut rounds)| Side {
+    let sequential_calls = (ROUNDS * (ROUND_TRIPS / ROUNDS + WARM_UP)) as f64;
+    let mut sides = round_trip_times
+        .into_iter()
+        .zip(round_p50s)
+        .zip(tps)
+        .zip(sleeps)
+        .map(|(((round_trips, round_p50s), mut rounds), slept)| Side {
             round_trips,
             round_p50s,
             throughput: median(&mut rounds),
             rounds,
-        },
-    );
+            sleeps_per_call: slept.map(|n| n as f64 / sequential_calls),
+        });
     let mut next = || sides.next().expect("three sides");
     Measured {
         direct: next(),
@@ -308,6 +338,21 @@ fn print_table(m: &Measured) {
             baseline.throughput
         );
     }
+    let slept = |side: &Side| {
+        side.sleeps_per_call
+            .map_or("unreadable".to_string(), |n| format!("{n:.2}"))
+    };
+    println!(
+        "sleeps a sequential call (voluntary context switches): floor proxy {}, airlock run {}{}",
+        slept(&m.floor),
+        slept(&m.gated),
+        m.baseline
+            .as_ref()
+            .map_or(String::new(), |(_, side)| format!(
+                ", baseline {}",
+                slept(side)
+            ))
+    );
     println!(
         "audit: {} decision events for {} calls",
         m.decisions,
