@@ -229,6 +229,17 @@ impl Mux {
     ) -> Vec<Out> {
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         match method {
+            // The handshake is forwarded with airlock's own capabilities written into its
+            // params, which must be an object to take them (a `params: []` aborted the gateway).
+            "initialize" if !(params.is_object() || params.is_null()) => {
+                let answer = error_response(
+                    id,
+                    code::INVALID_PARAMS,
+                    "initialize: params must be an object",
+                    None,
+                );
+                return vec![to(key, answer, None)];
+            }
             "initialize" => return self.initialize(key, message, id, &params),
             "resources/subscribe" | "resources/unsubscribe" => {
                 if let Some(local) = self.subscription(key, method, &id, &params) {
@@ -400,269 +411,6 @@ impl Mux {
             .and_then(|(fresh, _)| original_id(fresh))
     }
 
-    /// A message from the core for "the host".
-    pub fn from_core(&mut self, message: Value) -> Vec<Out> {
-        match classify(&message) {
-            Ok(Class::Response { id } | Class::Error { id }) => {
-                let key = id_key(id);
-                self.core_answer(message, &key)
-            }
-            Ok(Class::Request { id, method }) => {
-                let (id, method) = (id.clone(), method.to_string());
-                self.core_request(message, id, &method)
-            }
-            Ok(Class::Notification { method }) => {
-                let method = method.to_string();
-                self.core_notification(message, &method)
-            }
-            Ok(Class::Batch(items)) => {
-                let items = items.to_vec();
-                items
-                    .into_iter()
-                    .flat_map(|item| self.from_core(item))
-                    .collect()
-            }
-            Err(_) => Vec::new(),
-        }
-    }
-
-    fn core_answer(&mut self, mut message: Value, key: &str) -> Vec<Out> {
-        if self.initialize_id.as_deref() == Some(key) {
-            self.initialize_id = None;
-            let result = message.get("result").cloned();
-            let waiting = match std::mem::take(&mut self.handshake) {
-                Handshake::Waiting(waiting) => waiting,
-                _ => Vec::new(),
-            };
-            let Some(result) = result else {
-                // The core refused: tell every waiting session, and let the next one try.
-                return waiting
-                    .into_iter()
-                    .map(|(key, id, _)| {
-                        let mut answer = message.clone();
-                        answer["id"] = id;
-                        to(key, answer, None)
-                    })
-                    .collect();
-            };
-            self.handshake = Handshake::Done(result.clone());
-            return waiting
-                .into_iter()
-                .flat_map(|(key, id, requested)| {
-                    self.answer_initialize(key, id, requested, result.clone())
-                })
-                .collect();
-        }
-        if self.own.remove(key) {
-            return Vec::new();
-        }
-        let Some(request) = self.requests.remove(key) else {
-            return Vec::new();
-        };
-        let owner = self.task_owner(request.key);
-        if request.lists_tasks {
-            self.tasks.keep_own(&owner, &mut message);
-        }
-        self.tasks
-            .note_created(owner, request.server.clone(), &message);
-        if let Some(token) = request.progress.clone() {
-            self.tasks
-                .keep_progress(key.to_string(), request.key, token, &message);
-        }
-        message["id"] = request.id;
-        vec![to(request.key, message, None)]
-    }
-
-    /// Who session `key`'s tasks belong to: the session, or a stateless client's identity.
-    fn task_owner(&self, key: SessionKey) -> Owner {
-        match self.clients.get(&key) {
-            Some(client) if client.stateless => Owner::Stateless(client.identity.clone()),
-            _ => Owner::Session(key),
-        }
-    }
-
-    /// Sessions with a request in flight on `server`.
-    fn callers_on(&self, server: &str) -> BTreeSet<SessionKey> {
-        self.requests
-            .values()
-            .filter(|r| r.server.as_deref() == Some(server))
-            .map(|r| r.key)
-            .collect()
-    }
-
-    /// The one request `message` is about: airlock's own `ask` names it; a server's request is
-    /// about the single session calling that server.
-    fn owner(&self, message: &Value) -> Result<(SessionKey, Option<Value>), Unroutable> {
-        let meta = message.pointer("/params/_meta");
-        if let Some(call) = meta.and_then(|m| m.get(META_REQUEST)) {
-            return match self.requests.get(&id_key(call)) {
-                Some(request) => Ok((request.key, Some(request.id.clone()))),
-                None => Err(Unroutable::CallEnded),
-            };
-        }
-        // A task's question is its creator's, on the stream of the request naming the task; only
-        // the server the task was created on may ask about it.
-        if let Some(task) = related_task(message) {
-            let server = meta
-                .and_then(|m| m.get(META_SERVER))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let key = self
-                .tasks
-                .session_on(task, server)
-                .ok_or(Unroutable::TaskNotHere)?;
-            let related = self
-                .requests
-                .values()
-                .find(|r| r.key == key && r.task.as_deref() == Some(task))
-                .map(|r| r.id.clone());
-            return Ok((key, related));
-        }
-        let Some(server) = meta
-            .and_then(|m| m.get(META_SERVER))
-            .and_then(Value::as_str)
-        else {
-            return Err(Unroutable::NoServer);
-        };
-        let callers = self.callers_on(server);
-        match callers.len() {
-            1 => {
-                let key = *callers.iter().next().unwrap_or(&0);
-                let related = self
-                    .requests
-                    .values()
-                    .find(|r| r.key == key && r.server.as_deref() == Some(server))
-                    .map(|r| r.id.clone());
-                Ok((key, related))
-            }
-            0 => Err(Unroutable::NoCaller {
-                server: server.to_string(),
-            }),
-            count => Err(Unroutable::ManyCallers {
-                count,
-                server: server.to_string(),
-            }),
-        }
-    }
-
-    fn core_request(&mut self, message: Value, id: Value, method: &str) -> Vec<Out> {
-        let needed = match method {
-            "sampling/createMessage" => Some("sampling"),
-            "elicitation/create" => Some("elicitation"),
-            "roots/list" => Some("roots"),
-            _ => None,
-        };
-        let routed = self.owner(&message).and_then(|(key, related)| {
-            let client = self.clients.get(&key).ok_or(Unroutable::SessionEnded)?;
-            if let Some(capability) = needed
-                && client.capabilities.get(capability).is_none()
-            {
-                return Err(Unroutable::Undeclared(capability));
-            }
-            Ok((key, related))
-        });
-        match routed {
-            Ok((key, related)) => {
-                self.inbound.insert(id_key(&id), (key, method.to_string()));
-                vec![to(key, message, related)]
-            }
-            Err(why) => {
-                tracing::info!("refusing {method} from the gateway: {why}");
-                vec![Out::ToCore(refusal(id, method, &why.to_string()))]
-            }
-        }
-    }
-
-    fn core_notification(&mut self, mut message: Value, method: &str) -> Vec<Out> {
-        // 2026-07-28: a notification of a `subscriptions/listen` stream names its request.
-        let pointer = "/params/_meta/io.modelcontextprotocol~1subscriptionId";
-        if let Some(listen) = message.pointer(pointer).map(id_key) {
-            let Some(request) = self.requests.get(&listen) else {
-                return Vec::new();
-            };
-            let (key, original) = (request.key, request.id.clone());
-            if let Some(tag) = message.pointer_mut(pointer) {
-                *tag = original.clone();
-            }
-            return vec![to(key, message, Some(original))];
-        }
-        match method {
-            "notifications/progress" => {
-                let Some(token) = message.pointer("/params/progressToken") else {
-                    return Vec::new();
-                };
-                let token = id_key(token);
-                let Some(request) = self.requests.get(&token) else {
-                    // A task's, after the request that created it was answered.
-                    let Some((key, own)) = self.tasks.progress(&token) else {
-                        return Vec::new();
-                    };
-                    message["params"]["progressToken"] = own.clone();
-                    return vec![to(key, message, None)];
-                };
-                let (key, related) = (request.key, request.id.clone());
-                message["params"]["progressToken"] =
-                    request.progress.clone().unwrap_or(Value::Null);
-                vec![to(key, message, Some(related))]
-            }
-            "notifications/cancelled" => {
-                let Some(id) = message.pointer("/params/requestId") else {
-                    return Vec::new();
-                };
-                match self.inbound.remove(&id_key(id)) {
-                    Some((key, _)) => vec![to(key, message, None)],
-                    None => Vec::new(),
-                }
-            }
-            // A task's status is its creator's to see.
-            "notifications/tasks/status" => {
-                self.tasks.status(&message);
-                match named_task(&message).and_then(|task| self.tasks.session(task)) {
-                    Some(key) => vec![to(key, message, None)],
-                    None => Vec::new(),
-                }
-            }
-            "notifications/resources/updated" => {
-                let uri = message
-                    .pointer("/params/uri")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let subscribers = self.subscriptions.get(uri).cloned().unwrap_or_default();
-                subscribers
-                    .into_iter()
-                    .map(|key| to(key, message.clone(), None))
-                    .collect()
-            }
-            "notifications/message" => {
-                // A server's log may carry one client's data: it goes to that client only.
-                let logger = message
-                    .pointer("/params/logger")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let server = logger.split('/').next().unwrap_or("");
-                let callers = self.callers_on(server);
-                if callers.len() != 1 {
-                    return Vec::new();
-                }
-                callers
-                    .into_iter()
-                    .map(|key| to(key, message.clone(), None))
-                    .collect()
-            }
-            _ => {
-                let keys: Vec<SessionKey> = self
-                    .clients
-                    .iter()
-                    .filter(|(_, c)| !c.stateless)
-                    .map(|(k, _)| *k)
-                    .collect();
-                keys.into_iter()
-                    .map(|key| to(key, message.clone(), None))
-                    .collect()
-            }
-        }
-    }
-
     /// The session ended: its requests are cancelled, its subscriptions released, requests
     /// sent to it refused.
     pub fn close(&mut self, key: SessionKey) -> Vec<Out> {
@@ -782,6 +530,9 @@ fn set_meta(message: &mut Value, key: &str, value: Value) {
         meta.insert(key.to_string(), value);
     }
 }
+
+#[path = "mux_upstream.rs"]
+mod upstream;
 
 #[cfg(test)]
 #[path = "mux_tests.rs"]

@@ -408,3 +408,19 @@ fn a_sessions_oldest_task_is_forgotten_past_the_bound_and_never_anothers() {
     assert_eq!(core_msgs(&mux.from_client(2, get("other"))).len(), 1);
     assert!(core_msgs(&mux.from_client(2, get("t-1"))).is_empty());
 }
+
+#[test]
+fn an_initialize_whose_params_are_no_object_is_refused_and_the_handshake_still_happens() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    for params in [json!([]), json!("x"), json!(3)] {
+        let outs = mux.from_client(
+            1,
+            json!({"jsonrpc":"2.0","id":5,"method":"initialize","params":params}),
+        );
+        assert!(core_msgs(&outs).is_empty());
+        let got = session_msgs(&outs);
+        assert_eq!(got[0].1["error"]["code"], -32602, "{params}");
+    }
+    let sent = core_msgs(&mux.from_client(2, init(0, "2025-06-18", json!({}))));
+    assert_eq!(sent[0]["params"]["capabilities"], every_capability());
+}
