@@ -10,8 +10,9 @@
 //!   answered from that result, at its own protocol version. Whether a session declared a
 //!   capability is checked when a request for it comes (below).
 //! - **Server-initiated requests** (sampling, elicitation, roots, airlock's own `ask`) go to the
-//!   session whose request is in flight on that server (airlock's `ask` names its call). When no
-//!   session or several have one there, or that session did not declare the capability, the
+//!   session whose request is in flight on that server (airlock's `ask` names its call). A
+//!   request the mux cannot place (a `resources/read`, `completion/complete`, a listing: the core
+//!   routes those) counts as in flight on every server. When no session or several have one there, or that session did not declare the capability, the
 //!   request is refused here: elicitation declined, anything else an error. Only that session
 //!   may answer it.
 //! - **Notifications.** `list_changed` goes to every session; progress and cancellation to the
@@ -90,12 +91,21 @@ struct InFlight {
     id: Value,
     /// The server it is for, when the method names one (`tools/call`, `prompts/get`).
     server: Option<String>,
+    /// A request no server works on (airlock answers it itself): it makes its session no
+    /// caller on any server, though it names none.
+    on_no_server: bool,
     progress: Option<Value>,
     /// A `tasks/list`: its answer keeps only the session's own tasks.
     lists_tasks: bool,
     /// The task a `tasks/get`, `tasks/result` or `tasks/cancel` names: a server's request about
     /// that task goes on this request's stream.
     task: Option<String>,
+}
+
+impl InFlight {
+    fn may_be_on(&self, server: &str) -> bool {
+        !self.on_no_server && self.server.as_deref().is_none_or(|named| named == server)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -275,6 +285,8 @@ impl Mux {
                 server,
                 progress,
                 lists_tasks: method == "tasks/list",
+                // A 2026-07-28 listen stays open as long as the client listens.
+                on_no_server: matches!(method, "subscriptions/listen" | "ping" | "server/discover"),
                 task: named_task(&message).map(str::to_string),
             },
         );

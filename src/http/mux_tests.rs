@@ -424,3 +424,33 @@ fn an_initialize_whose_params_are_no_object_is_refused_and_the_handshake_still_h
     let sent = core_msgs(&mux.from_client(2, init(0, "2025-06-18", json!({}))));
     assert_eq!(sent[0]["params"]["capabilities"], every_capability());
 }
+
+#[test]
+fn a_request_the_mux_cannot_place_on_a_server_makes_its_question_ambiguous_not_anothers() {
+    let mut mux = mux_with(&[(1, None), (2, None), (3, None)]);
+    for key in [1, 2, 3] {
+        mux.from_client(key, init(0, "2025-06-18", json!({"elicitation": {}})));
+    }
+    // Bob calls a tool of `notes`; Alice reads a resource, which the core may route to `notes`.
+    mux.from_client(2, call(5, "notes__slow"));
+    let read = core_msgs(&mux.from_client(
+        1,
+        json!({"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"notes://ask"}}),
+    ));
+    // A third client only listens: that is no work of any server's.
+    mux.from_client(
+        3,
+        json!({"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{}}),
+    );
+    let elicit = json!({"jsonrpc":"2.0","id":"airlock-gw-1","method":"elicitation/create","params":{"message":"PIN?","_meta":{"airlock/server":"notes"}}});
+    let outs = mux.from_core(elicit);
+    assert!(session_msgs(&outs).is_empty(), "{outs:?}");
+    assert_eq!(core_msgs(&outs)[0]["result"]["action"], "decline");
+    let log = json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"notes","data":"Alice's note"}});
+    assert!(session_msgs(&mux.from_core(log)).is_empty());
+    // Once Alice's read is answered, Bob is the one caller again (the listener never counts).
+    mux.from_core(json!({"jsonrpc":"2.0","id":read[0]["id"],"result":{"contents":[]}}));
+    let elicit = json!({"jsonrpc":"2.0","id":"airlock-gw-2","method":"elicitation/create","params":{"message":"PIN?","_meta":{"airlock/server":"notes"}}});
+    let got = session_msgs(&mux.from_core(elicit));
+    assert_eq!((got[0].0, got[0].2.clone()), (2, Some(json!(5))));
+}

@@ -86,11 +86,15 @@ impl Mux {
         }
     }
 
-    /// Sessions with a request in flight on `server`.
+    /// Sessions with a request in flight that may be on `server`: one that names it, and one
+    /// whose server the mux cannot tell (a `resources/read`, `completion/complete`, a listing:
+    /// the core routes them), which may be on any. Counting those too is what keeps an
+    /// ambiguous case ambiguous: a server's question about one client's read must not reach
+    /// another client because that one's call is the only one the mux can place.
     fn callers_on(&self, server: &str) -> BTreeSet<SessionKey> {
         self.requests
             .values()
-            .filter(|r| r.server.as_deref() == Some(server))
+            .filter(|r| r.may_be_on(server))
             .map(|r| r.key)
             .collect()
     }
@@ -136,7 +140,7 @@ impl Mux {
                 let related = self
                     .requests
                     .values()
-                    .find(|r| r.key == key && r.server.as_deref() == Some(server))
+                    .find(|r| r.key == key && r.may_be_on(server))
                     .map(|r| r.id.clone());
                 Ok((key, related))
             }
