@@ -28,6 +28,7 @@ pub mod listen;
 pub mod mux;
 pub mod origin;
 pub mod post;
+pub mod retry_states;
 pub mod server;
 pub mod session;
 pub mod settings;

@@ -28,6 +28,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{Map, Value, json};
 
 use super::hub::SessionKey;
+use super::retry_states::{self, RetryStates};
 use super::tasks::{Owner, TaskOwners, named_task, related_task};
 use crate::mcp::message::{
     Class, classify, code, error_response, id_key, request, result_response,
@@ -133,6 +134,8 @@ pub struct Mux {
     subscriptions: HashMap<String, BTreeSet<SessionKey>>,
     /// Ids of requests the mux sent on its own behalf (answers are dropped).
     own: BTreeSet<String>,
+    /// The `requestState` tokens handed out, and whose each is.
+    retry_states: RetryStates,
     /// The session that created each task (`tasks.rs`).
     tasks: TaskOwners,
 }
@@ -265,6 +268,13 @@ impl Mux {
                 return vec![to(key, answer, None)];
             }
             _ => {}
+        }
+        if let Some(token) = retry_states::carried(&message)
+            && !self.retry_states.take(&self.task_owner(key), token)
+        {
+            let why = "the requestState is unknown or expired: send the request again without it";
+            let answer = error_response(id, code::INVALID_PARAMS, why, None);
+            return vec![to(key, answer, None)];
         }
         let fresh = self.core_id(key, &id);
         let progress = params.pointer("/_meta/progressToken").cloned();

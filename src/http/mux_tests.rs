@@ -454,3 +454,59 @@ fn a_request_the_mux_cannot_place_on_a_server_makes_its_question_ambiguous_not_a
     let got = session_msgs(&mux.from_core(elicit));
     assert_eq!((got[0].0, got[0].2.clone()), (2, Some(json!(5))));
 }
+
+fn asks_for_input(
+    mux: &mut Mux,
+    sent: &Value,
+    token: &str,
+) -> Vec<(SessionKey, Value, Option<Value>)> {
+    session_msgs(
+        &mux.from_core(json!({"jsonrpc":"2.0","id":sent["id"],"result":{
+        "resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create"}},
+        "requestState":token}})),
+    )
+}
+
+#[test]
+fn a_request_state_is_retried_by_the_client_it_was_handed_to_only_and_once() {
+    let mut mux = Mux::new("__");
+    mux.open(4, Some("alice".into()), true);
+    mux.open(5, Some("mallory".into()), true);
+    mux.open(6, Some("alice".into()), true);
+    let sent = core_msgs(&mux.from_client(4, call(1, "notes__ask")));
+    let got = asks_for_input(&mut mux, &sent[0], "T");
+    assert_eq!(got[0].1["result"]["requestState"], "T");
+    let retry = |id: i64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"notes__log",
+            "arguments":{},"requestState":"T","inputResponses":{"q":{"action":"accept"}}}})
+    };
+    let refused = mux.from_client(5, retry(2));
+    assert!(core_msgs(&refused).is_empty());
+    assert_eq!(session_msgs(&refused)[0].1["error"]["code"], -32602);
+    // Alice's retry arrives as a request of its own (a stateless client has no session).
+    assert_eq!(core_msgs(&mux.from_client(6, retry(3))).len(), 1);
+    assert!(
+        core_msgs(&mux.from_client(6, retry(4))).is_empty(),
+        "used up"
+    );
+}
+
+#[test]
+fn a_question_that_may_be_about_another_clients_request_is_not_put_on_this_one() {
+    let mut mux = Mux::new("__");
+    mux.open(4, Some("alice".into()), true);
+    mux.open(5, Some("bob".into()), true);
+    let alices = core_msgs(&mux.from_client(4, call(1, "notes__ask")));
+    let bobs = core_msgs(&mux.from_client(5, call(1, "notes__log")));
+    // The core put the server's question on Bob's call, its newest on `notes`.
+    let got = asks_for_input(&mut mux, &bobs[0], "B");
+    assert_eq!(got[0].0, 5);
+    assert!(got[0].1.get("result").is_none(), "{:?}", got[0].1);
+    assert_eq!(got[0].1["id"], 1);
+    // Alice's own call, alone on the server now, may carry one.
+    let got = asks_for_input(&mut mux, &alices[0], "A");
+    assert_eq!(
+        (got[0].0, &got[0].1["result"]["requestState"]),
+        (4, &json!("A"))
+    );
+}

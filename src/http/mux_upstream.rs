@@ -69,13 +69,37 @@ impl Mux {
             self.tasks.keep_own(&owner, &mut message);
         }
         self.tasks
-            .note_created(owner, request.server.clone(), &message);
+            .note_created(owner.clone(), request.server.clone(), &message);
         if let Some(token) = request.progress.clone() {
             self.tasks
                 .keep_progress(key.to_string(), request.key, token, &message);
         }
+        if retry_states::handed_out(&message).is_some() {
+            self.hand_out_retry_state(&request, &owner, &mut message);
+        }
         message["id"] = request.id;
         vec![to(request.key, message, None)]
+    }
+
+    /// An answer that asks the client for input (2026-07-28) carries a server's questions on the
+    /// request the core chose to carry them: its newest in flight on that server. When requests of
+    /// other owners may be on that server too, the questions may be about one of theirs, so the
+    /// answer becomes an error instead (fail closed: the server's questions go unanswered when
+    /// the retry never comes). Otherwise its `requestState` becomes `owner`'s alone.
+    fn hand_out_retry_state(&mut self, request: &InFlight, owner: &Owner, message: &mut Value) {
+        let others = self.requests.values().any(|other| {
+            let shares = match &request.server {
+                Some(server) => other.may_be_on(server),
+                None => !other.on_no_server,
+            };
+            shares && self.task_owner(other.key) != *owner
+        });
+        if others {
+            let why = "airlock: the server asked for input while requests of other clients were in flight on it, so airlock cannot tell whose question it is; send the request again";
+            *message = error_response(Value::Null, code::INTERNAL_ERROR, why, None);
+            return;
+        }
+        self.retry_states.note(owner.clone(), message);
     }
 
     /// Who session `key`'s tasks belong to: the session, or a stateless client's identity.

@@ -221,7 +221,7 @@ impl Core {
         let waiting = self.waiting_input.remove(&index).unwrap_or_default();
         let generation = self.servers[index].life.generation;
         self.next_state += 1;
-        let token = format!("{STATE_PREFIX}{}-{}", std::process::id(), self.next_state);
+        let token = new_state_token(self.next_state);
         let mut requests = Map::new();
         let mut asks = Vec::new();
         for (n, ask) in waiting
@@ -447,6 +447,18 @@ impl Core {
 }
 
 /// A downstream id back from its key (`n:7` → 7, `s:x` → "x").
+/// A `requestState` token: 128 random bits, so that no client can guess another's (over HTTP the
+/// gateway also gives each token to its owner only, `crate::http::retry_states`). Without an
+/// entropy source (a very old kernel) the process id and a counter keep tokens unique, and the
+/// owner check still holds.
+fn new_state_token(counter: u64) -> String {
+    let mut bytes = [0u8; 16];
+    match crate::random::fill(&mut bytes) {
+        Ok(()) => format!("{STATE_PREFIX}{}", crate::hash::hex(&bytes)),
+        Err(_) => format!("{STATE_PREFIX}{}-{counter}", std::process::id()),
+    }
+}
+
 fn parse_down_id(key: &str) -> Value {
     match key.split_once(':') {
         Some(("n", number)) => serde_json::from_str(number).unwrap_or(Value::Null),
