@@ -1,7 +1,9 @@
 //! Finding the policy layers on disk.
 //!
-//! - org: `$AIRLOCK_ORG_POLICY_DIR` (default `/etc/airlock`): `policy.toml`, then
-//!   `policy.d/*.toml` in name order.
+//! - org: `/etc/airlock`: `policy.toml`, then `policy.d/*.toml` in name order.
+//!   `$AIRLOCK_ORG_POLICY_DIR` names another directory only on a machine with no org policy there
+//!   (tests, trying an org policy out): where an organisation has put one, no variable of a
+//!   user's or a project's host config can take it away.
 //! - user: `--policy FILE|PRESET`, else `$XDG_CONFIG_HOME/airlock/policy.toml` (default
 //!   `~/.config/airlock/policy.toml`).
 //! - project: the nearest `.airlock/policy.toml` from the working directory upwards. It may only
@@ -22,7 +24,7 @@ pub const DEFAULT_ORG_DIR: &str = "/etc/airlock";
 /// The environment the discovery depends on, passed in so tests control it.
 #[derive(Debug, Clone, Default)]
 pub struct DiscoveryInputs {
-    /// `AIRLOCK_ORG_POLICY_DIR`, when set.
+    /// `AIRLOCK_ORG_POLICY_DIR`, when set and allowed to count ([`org_dir_from`]).
     pub org_dir: Option<PathBuf>,
     pub user_dirs: UserDirs,
     pub cwd: Option<PathBuf>,
@@ -30,10 +32,44 @@ pub struct DiscoveryInputs {
     pub user_override: Option<String>,
 }
 
+/// The variable that names another org policy directory (see [`org_dir_from`]).
+pub const ORG_DIR_ENV: &str = "AIRLOCK_ORG_POLICY_DIR";
+
+/// The org policy directory to read, given `$AIRLOCK_ORG_POLICY_DIR` (`named`) and whether the
+/// default one holds a policy: the variable counts only where it takes nothing away. Pure.
+pub fn org_dir_choice(named: Option<PathBuf>, default_holds_policy: bool) -> Option<PathBuf> {
+    named.filter(|_| !default_holds_policy)
+}
+
+/// Whether `/etc/airlock` holds an org policy (its `policy.toml` or a `policy.d`, readable or
+/// not: an unreadable one still counts, and discovery then says it cannot be read).
+fn default_holds_policy() -> bool {
+    let dir = Path::new(DEFAULT_ORG_DIR);
+    dir.join("policy.toml").symlink_metadata().is_ok()
+        || dir.join("policy.d").symlink_metadata().is_ok()
+}
+
+/// The org policy directory named by the environment, when it may be used (see
+/// [`org_dir_choice`]); a variable that may not is said once, on stderr.
+pub fn org_dir_from(env: &(impl VarSource + ?Sized)) -> Option<PathBuf> {
+    let named = env.absolute_path(ORG_DIR_ENV)?;
+    let chosen = org_dir_choice(Some(named.clone()), default_holds_policy());
+    if chosen.is_none() {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                "{ORG_DIR_ENV}={} is ignored: this machine has an org policy in {DEFAULT_ORG_DIR}, which no environment variable replaces",
+                named.display()
+            );
+        });
+    }
+    chosen
+}
+
 impl DiscoveryInputs {
     pub fn new(env: &dyn VarSource, cwd: Option<PathBuf>, user_override: Option<String>) -> Self {
         DiscoveryInputs {
-            org_dir: env.absolute_path("AIRLOCK_ORG_POLICY_DIR"),
+            org_dir: org_dir_from(env),
             user_dirs: UserDirs::from_env(env),
             cwd,
             user_override,
@@ -190,4 +226,17 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
         }
     }
     Ok(sources)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variable_names_the_org_dir_only_where_none_is_in_place() {
+        let named = Some(PathBuf::from("/tmp/org"));
+        assert_eq!(org_dir_choice(named.clone(), false), named);
+        assert_eq!(org_dir_choice(named, true), None);
+        assert_eq!(org_dir_choice(None, false), None);
+    }
 }

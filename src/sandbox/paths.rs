@@ -78,7 +78,7 @@ impl AirlockDirs {
             servers_dir,
             // Where policy discovery looks (`policy::discover`).
             org_policy_dir: Some(
-                env.absolute_path("AIRLOCK_ORG_POLICY_DIR")
+                crate::policy::discover::org_dir_from(env)
                     .unwrap_or_else(|| PathBuf::from(crate::policy::discover::DEFAULT_ORG_DIR)),
             ),
             programs: own_programs(env),

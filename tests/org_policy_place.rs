@@ -1,0 +1,91 @@
+//! End to end: where the machine has an org policy in `/etc/airlock`, `AIRLOCK_ORG_POLICY_DIR`
+//! cannot replace it. A host config's `env` is set on airlock itself, so a project's `.mcp.json`
+//! (or a user's own entry) naming an empty directory there took every locked org rule away. On a
+//! machine without one the variable still names the org directory (how every other test gives
+//! airlock an org policy of its own).
+//!
+//! `/etc/airlock` is made only inside a private mount namespace (an overlay on `/etc` there), so
+//! nothing of the machine changes and no other test sees it. Root is needed for that (the tests
+//! run as root in CI).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `airlock check` run where `/etc/airlock/policy.toml` is `org_policy` (when given), with
+/// `AIRLOCK_ORG_POLICY_DIR` naming `named`.
+fn check_with_org_in_etc(work: &Path, org_policy: Option<&str>, named: &Path) -> Output {
+    for dir in [
+        "up",
+        "overlay-work",
+        "home",
+        "xdg/airlock",
+        "state",
+        "project",
+    ] {
+        std::fs::create_dir_all(work.join(dir)).unwrap();
+    }
+    if let Some(text) = org_policy {
+        std::fs::create_dir_all(work.join("up/airlock")).unwrap();
+        std::fs::write(work.join("up/airlock/policy.toml"), text).unwrap();
+    }
+    let script = "set -e; mount --make-rprivate /; \
+                  mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$1\"/up,workdir=\"$1\"/overlay-work /etc; \
+                  shift; exec \"$@\"";
+    Command::new("unshare")
+        .args(["--mount", "sh", "-c", script, "sh"])
+        .arg(work)
+        .arg(env!("CARGO_BIN_EXE_airlock"))
+        .arg("check")
+        .current_dir(work.join("project"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", work.join("home"))
+        .env("XDG_CONFIG_HOME", work.join("xdg"))
+        .env("XDG_STATE_HOME", work.join("state"))
+        .env("AIRLOCK_ORG_POLICY_DIR", named)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_org_policy_in_etc_airlock_is_read_whatever_the_environment_names() {
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test makes a mount namespace: run it as root (CI does)"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let elsewhere = work.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(
+        elsewhere.join("policy.toml"),
+        "version = 1\n[tools]\ndeny = [\"mcp:*__from_elsewhere\"]\n",
+    )
+    .unwrap();
+    let org = "version = 1\n[tools]\ndeny = [\"mcp:*__exec\"]\nlocked = true\n";
+    let output = check_with_org_in_etc(work.path(), Some(org), &elsewhere);
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("tools.deny \"mcp:*__exec\"")
+            && out.contains("[org /etc/airlock/policy.toml:3]"),
+        "{out}"
+    );
+    assert!(!out.contains("from_elsewhere"), "{out}");
+    assert!(
+        err.contains("AIRLOCK_ORG_POLICY_DIR") && err.contains("is ignored"),
+        "{err}"
+    );
+
+    // Without an org policy in its place, the variable names the org directory.
+    let bare = tempfile::tempdir().unwrap();
+    let output = check_with_org_in_etc(bare.path(), None, &elsewhere);
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(out.contains("mcp:*__from_elsewhere"), "{out}");
+}
