@@ -51,9 +51,9 @@ fn check_with_org_in_etc(work: &Path, org_policy: Option<&str>, named: &Path) ->
 #[test]
 fn an_org_policy_in_etc_airlock_is_read_whatever_the_environment_names() {
     // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
     assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+        euid, 0,
         "this test makes a mount namespace: run it as root (CI does)"
     );
     let work = tempfile::tempdir().unwrap();
