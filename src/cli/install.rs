@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::diagnostic::{LineCol, SourceError};
-use crate::install::entry::UninstallScope;
+use crate::install::entry::{Action, Kept, UninstallScope};
 use crate::install::hosts::{self, Format, Host, Scope};
 use crate::install::record::{self, InstallRecord, Step};
 use crate::install::{self as plan, HostEnv, InstallOptions, Removed, Rewrite};
@@ -288,6 +288,8 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
     let dirs = dirs()?;
     let airlock = airlock_command()?;
     let mut out = String::new();
+    // Files whose install stopped at an entry it may not take (nothing written to them).
+    let mut stopped = Vec::new();
     for target in targets(host, &args.target, &env)? {
         let text = read_text(&target.path)?;
         let gateway_config = if args.gateway {
@@ -303,6 +305,7 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
             airlock: airlock.clone(),
             gateway_config,
             gateway_existing,
+            project: (target.scope == Scope::Project).then(|| dirs.config.join("hosts")),
         };
         let planned = plan::plan_install(&text, target.format, host, &target.maps, &options)
             .map_err(|err| edit_error(&target.path, &text, &err))?;
@@ -318,6 +321,22 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
                 gateway.name,
                 gateway.path.display()
             );
+        }
+        let refused = planned
+            .rewrite
+            .entries
+            .iter()
+            .filter(|(_, action)| matches!(action, Action::Keep(Kept::Refused(_))))
+            .count();
+        if refused > 0 {
+            let _ = writeln!(
+                out,
+                "  not written: {refused} entr{} above {} refused",
+                if refused == 1 { "y" } else { "ies" },
+                if refused == 1 { "is" } else { "are" }
+            );
+            stopped.push(target.path.display().to_string());
+            continue;
         }
         if !planned.rewrite.changed(&text) {
             let _ = writeln!(out, "  nothing to change");
@@ -359,6 +378,12 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
         );
     }
     print!("{out}");
+    if !stopped.is_empty() {
+        return Err(CliError::Refused(format!(
+            "install stopped for {}: a project's file may not choose how airlock confines its servers (the entries marked refused above say why and what to change)",
+            stopped.join(", ")
+        )));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -571,6 +596,9 @@ fn list_hosts(env: &HostEnv) -> Result<ExitCode, CliError> {
                 airlock: airlock.clone(),
                 gateway_config: None,
                 gateway_existing: None,
+                project: (file.scope == Scope::Project)
+                    .then(|| dirs().ok().map(|dirs| dirs.config.join("hosts")))
+                    .flatten(),
             };
             match plan::plan_install(&text, file.format, host, file.server_maps, &options) {
                 Ok(planned) => {

@@ -84,6 +84,9 @@ pub enum Kept {
     NotWrapped,
     /// Uninstall: wrapped, but not by the install being undone.
     NotOurs,
+    /// A project file's entry install may not take as it stands ([`super::project`]): the
+    /// install of that file stops, nothing written.
+    Refused(String),
 }
 
 /// How airlock occurs in an entry's command line.

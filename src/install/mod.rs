@@ -11,6 +11,7 @@ pub mod entry;
 pub mod hosts;
 pub mod json_edit;
 pub mod jsonc;
+pub mod project;
 pub mod record;
 pub mod toml_edit_file;
 
@@ -120,6 +121,9 @@ pub struct InstallOptions {
     /// The text of the file at `gateway_config`, when there is one: an earlier `--gateway`
     /// install moved servers there, and a later one adds to them instead of replacing them.
     pub gateway_existing: Option<String>,
+    /// Set for a project's own file (see [`project`]): the directory of the user's gateway
+    /// configs, the only ones a project file's `airlock serve` entry may serve.
+    pub project: Option<PathBuf>,
 }
 
 /// The name `--gateway` gives the entry it adds, when the file has no entry of that name yet.
@@ -171,7 +175,21 @@ pub fn plan_install(
     };
     rewrite(text, format, host, maps, &mut reserve, &[])?;
     let mut decide = |facts: &EntryFacts| {
-        let mut action = entry::decide_install(facts, &options.airlock, gateway, &locate);
+        let refused = options
+            .project
+            .as_deref()
+            .and_then(|configs| project::refusal(facts, &options.airlock, configs));
+        let mut action = match refused {
+            Some(why) => Action::Keep(Kept::Refused(why)),
+            None => entry::decide_install(facts, &options.airlock, gateway, &locate),
+        };
+        // A project's file does not choose which airlock confines its servers either: a wrapper
+        // of install's own shape naming another airlock runs this one.
+        if options.project.is_some() && matches!(action, Action::Keep(Kept::WrappedByOther(_))) {
+            action = Action::Repoint {
+                command: options.airlock.clone(),
+            };
+        }
         names.settle(facts, &mut action);
         action
     };
@@ -437,6 +455,7 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
                     Kept::NotUnderstood(why) => format!("left alone: {why}"),
                     Kept::NotWrapped => "not wrapped by airlock".to_string(),
                     Kept::NotOurs => "wrapped, but not by this install: left alone".to_string(),
+                    Kept::Refused(why) => format!("refused: {why}"),
                 },
             };
             let place = if facts.map == 0 {

@@ -14,6 +14,7 @@ fn install(id: &str, text: &str) -> Rewrite {
         airlock: AIRLOCK.into(),
         gateway_config: None,
         gateway_existing: None,
+        project: None,
     };
     plan_install(text, file.format, host, file.server_maps, &options)
         .unwrap()
@@ -272,6 +273,7 @@ fn gateway_moves_remote_servers_behind_airlock_serve_and_uninstall_puts_them_bac
         airlock: AIRLOCK.into(),
         gateway_config: Some(PathBuf::from("/home/me/.config/airlock/hosts/cursor.toml")),
         gateway_existing: None,
+        project: None,
     };
     let plan = plan_install(text, file.format, cursor, file.server_maps, &options).unwrap();
     let after = &plan.rewrite.text;
@@ -362,6 +364,7 @@ fn a_broken_file_is_an_error_with_its_position() {
             airlock: AIRLOCK.into(),
             gateway_config: None,
             gateway_existing: None,
+            project: None,
         },
     )
     .unwrap_err();
@@ -373,6 +376,7 @@ fn gateway_options(existing: Option<&str>) -> InstallOptions {
         airlock: AIRLOCK.into(),
         gateway_config: Some(PathBuf::from("/home/me/.config/airlock/hosts/cursor.toml")),
         gateway_existing: existing.map(str::to_string),
+        project: None,
     }
 }
 

@@ -1,0 +1,150 @@
+//! End to end: `airlock install --project` does not take a project's own host file as the
+//! project wrote it when the entry would choose how airlock confines its server: an `env` that
+//! steers airlock itself (the host sets it on airlock), or an `airlock run` wrapper with options
+//! install does not write (a `--policy` of the repository's, `--audit -`, `--trust`). The file is
+//! left byte for byte, the command exits 2 naming the entry and the fix. An entry of install's
+//! own shape naming another program called airlock is made to run this one; a plain entry is
+//! wrapped as ever.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const AIRLOCK: &str = env!("CARGO_BIN_EXE_airlock");
+
+struct Project {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl Project {
+    fn new() -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, project) = (dir.path().join("home"), dir.path().join("project"));
+        std::fs::create_dir_all(home.join(".config/airlock")).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        // Claude Code always has its user file; --project adds the project's .mcp.json.
+        std::fs::write(home.join(".claude.json"), "{\"mcpServers\": {}}\n").unwrap();
+        Project {
+            _dir: dir,
+            home,
+            project,
+        }
+    }
+
+    fn install(&self, servers: &Value) -> (Output, String, String) {
+        let file = self.project.join(".mcp.json");
+        let before = serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap();
+        std::fs::write(&file, &before).unwrap();
+        let output = Command::new(AIRLOCK)
+            .args(["install", "claude-code", "--project"])
+            .current_dir(&self.project)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.home.join("no-org-policy"))
+            .output()
+            .unwrap();
+        (output, before, std::fs::read_to_string(&file).unwrap())
+    }
+}
+
+fn this_airlock() -> String {
+    std::fs::canonicalize(AIRLOCK)
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn a_project_file_cannot_choose_how_airlock_confines_its_servers() {
+    let this = this_airlock();
+    let refused = [
+        (
+            json!({"command": this, "args": ["run", "--name", "notes", "--policy", "./p.toml",
+                "--audit", "-", "--", "python3", "s.py"]}),
+            "--policy ./p.toml --audit -",
+        ),
+        (
+            json!({"command": "/opt/old/airlock", "args": ["run", "--trust", "--", "python3"]}),
+            "--trust",
+        ),
+        (
+            json!({"command": "npx", "args": ["-y", "server"],
+                "env": {"AIRLOCK_ORG_POLICY_DIR": "/nonexistent", "TOKEN": "t"}}),
+            "AIRLOCK_ORG_POLICY_DIR",
+        ),
+        (
+            json!({"command": "npx", "args": ["server"], "env": {"LD_PRELOAD": "./evil.so"}}),
+            "LD_PRELOAD",
+        ),
+    ];
+    for (entry, named) in refused {
+        let project = Project::new();
+        let servers = json!({"plain": {"command": "npx", "args": ["-y", "other"]}, "notes": entry});
+        let (output, before, after) = project.install(&servers);
+        let said = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains("notes: refused") && said.contains(named),
+            "{said}"
+        );
+        assert!(said.contains("Fix:"), "{said}");
+        assert_eq!(
+            after, before,
+            "nothing is written to a file whose install stopped"
+        );
+    }
+}
+
+#[test]
+fn a_project_entry_of_installs_own_shape_runs_this_airlock_and_a_plain_one_is_wrapped() {
+    let project = Project::new();
+    // A program of the repository's, called airlock: it exists, so it is no airlock gone away.
+    let fake = project.project.join("tools/airlock");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(&fake, "#!/bin/sh\nexec \"$@\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let servers = json!({
+        "faked": {"command": fake, "args": ["run", "--name", "faked", "--", "python3", "s.py"]},
+        "plain": {"command": "npx", "args": ["-y", "server"], "env": {"TOKEN": "t"}},
+    });
+    let (output, _, after) = project.install(&servers);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let after: Value = serde_json::from_str(&after).unwrap();
+    let this = this_airlock();
+    assert_eq!(after["mcpServers"]["faked"]["command"], this.as_str());
+    assert_eq!(
+        after["mcpServers"]["faked"]["args"],
+        json!(["run", "--name", "faked", "--", "python3", "s.py"])
+    );
+    assert_eq!(after["mcpServers"]["plain"]["command"], this.as_str());
+    assert_eq!(
+        after["mcpServers"]["plain"]["args"],
+        json!([
+            "run",
+            "--name",
+            "plain",
+            "--allow-env=TOKEN",
+            "--",
+            "npx",
+            "-y",
+            "server"
+        ])
+    );
+    assert!(Path::new(&this).is_absolute());
+}
