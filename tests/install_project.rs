@@ -36,9 +36,13 @@ impl Project {
     }
 
     fn install(&self, servers: &Value) -> (Output, String, String) {
+        self.install_text(&serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap())
+    }
+
+    fn install_text(&self, before: &str) -> (Output, String, String) {
         let file = self.project.join(".mcp.json");
-        let before = serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap();
-        std::fs::write(&file, &before).unwrap();
+        std::fs::write(&file, before).unwrap();
+        let before = before.to_string();
         let output = Command::new(AIRLOCK)
             .args(["install", "claude-code", "--project"])
             .current_dir(&self.project)
@@ -61,7 +65,7 @@ fn this_airlock() -> String {
         .to_string()
 }
 
-fn text(output: &Output) -> String {
+fn text_of(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -96,7 +100,7 @@ fn a_project_file_cannot_choose_how_airlock_confines_its_servers() {
         let project = Project::new();
         let servers = json!({"plain": {"command": "npx", "args": ["-y", "other"]}, "notes": entry});
         let (output, before, after) = project.install(&servers);
-        let said = text(&output);
+        let said = text_of(&output);
         assert_eq!(output.status.code(), Some(2), "{said}");
         assert!(
             said.contains("notes: refused") && said.contains(named),
@@ -124,7 +128,7 @@ fn a_project_entry_of_installs_own_shape_runs_this_airlock_and_a_plain_one_is_wr
         "plain": {"command": "npx", "args": ["-y", "server"], "env": {"TOKEN": "t"}},
     });
     let (output, _, after) = project.install(&servers);
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", text_of(&output));
     let after: Value = serde_json::from_str(&after).unwrap();
     let this = this_airlock();
     assert_eq!(after["mcpServers"]["faked"]["command"], this.as_str());
@@ -147,4 +151,19 @@ fn a_project_entry_of_installs_own_shape_runs_this_airlock_and_a_plain_one_is_wr
         ])
     );
     assert!(Path::new(&this).is_absolute());
+}
+
+#[test]
+fn a_key_written_twice_in_a_host_file_stops_the_install_where_it_is() {
+    // Hosts start the last `command`; an edit of the first would leave it unwrapped.
+    let project = Project::new();
+    let text = "{\"mcpServers\": {\"notes\": {\"command\": \"npx\", \"args\": [\"a\"],\n  \"command\": \"python3\", \"args\": [\"evil.py\"]}}}\n";
+    let (output, before, after) = project.install_text(text);
+    let said = text_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("appears twice") && said.contains(":2:3"),
+        "{said}"
+    );
+    assert_eq!(after, before);
 }
