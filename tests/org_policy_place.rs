@@ -89,3 +89,36 @@ fn an_org_policy_in_etc_airlock_is_read_whatever_the_environment_names() {
     assert_eq!(output.status.code(), Some(0), "{out}");
     assert!(out.contains("mcp:*__from_elsewhere"), "{out}");
 }
+
+#[test]
+fn an_org_that_locks_the_audit_section_keeps_the_log_where_it_is() {
+    // `[audit] locked = true` with no path: the log stays at its default place; `--audit -`
+    // (stderr) or another file would have taken it out of the org's hands.
+    let work = tempfile::tempdir().unwrap();
+    let org = work.path().join("org");
+    std::fs::create_dir_all(&org).unwrap();
+    std::fs::write(
+        org.join("policy.toml"),
+        "version = 1\n[audit]\nlocked = true\nrotate_mb = 16\n",
+    )
+    .unwrap();
+    for moved in ["-", "/tmp/not-the-orgs.jsonl"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(["run", "--audit", moved, "--", "python3", "-c", "pass"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", work.path().join("home"))
+            .env("XDG_CONFIG_HOME", work.path().join("xdg"))
+            .env("XDG_STATE_HOME", work.path().join("state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", &org)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("organisation locks [audit]") && err.contains("Fix: drop --audit"),
+            "{err}"
+        );
+    }
+}

@@ -26,6 +26,10 @@ pub enum TargetError {
         origin: String,
     },
     #[error(
+        "--audit {requested} would move the audit log, and the organisation locks [audit] ({origin}). Fix: drop --audit"
+    )]
+    LockedByOrg { requested: String, origin: String },
+    #[error(
         "no audit log location: neither XDG_STATE_HOME nor HOME is set. Fix: pass --audit FILE"
     )]
     NoDefault,
@@ -80,11 +84,23 @@ pub fn resolve_target(
                 origin: sourced.origin.to_string(),
             });
         }
-        return Ok(if requested == "-" {
+        let requested_target = if requested == "-" {
             AuditTarget::Stderr
         } else {
             AuditTarget::File(PathBuf::from(requested))
-        });
+        };
+        // A locked `[audit]` without a path still keeps the log where it is by default: a
+        // user may not send it to stderr or elsewhere instead.
+        if let Some(lock) = &policy.locked {
+            let effective = resolve_target(None, policy, env)?;
+            if requested_target != effective {
+                return Err(TargetError::LockedByOrg {
+                    requested: requested.to_string(),
+                    origin: lock.to_string(),
+                });
+            }
+        }
+        return Ok(requested_target);
     }
     if let Some((path, _)) = from_policy {
         return Ok(AuditTarget::File(path));
@@ -114,6 +130,7 @@ mod tests {
             redact: Vec::new(),
             rotate_mb: sourced_default(64),
             keep_rotated: sourced_default(8),
+            locked: None,
         }
     }
 
@@ -178,6 +195,30 @@ mod tests {
         assert_eq!(
             resolve_target(Some("/var/log/airlock.jsonl"), &org, &env()).unwrap(),
             AuditTarget::File(PathBuf::from("/var/log/airlock.jsonl"))
+        );
+    }
+
+    #[test]
+    fn a_locked_audit_section_keeps_the_log_where_it_is_without_a_path_too() {
+        let mut locked = policy(None);
+        locked.locked = Some(Origin {
+            layer: Layer::Org,
+            file: PathBuf::from("/etc/airlock/policy.toml"),
+            line: Some(7),
+        });
+        for moved in ["-", "/tmp/elsewhere.jsonl"] {
+            let err = resolve_target(Some(moved), &locked, &env()).unwrap_err();
+            assert!(matches!(err, TargetError::LockedByOrg { .. }), "{err}");
+            assert!(err.to_string().contains("policy.toml:7"), "{err}");
+        }
+        let default = resolve_target(None, &locked, &env()).unwrap();
+        let AuditTarget::File(path) = &default else {
+            panic!("{default:?}")
+        };
+        let same = path.display().to_string();
+        assert_eq!(
+            resolve_target(Some(&same), &locked, &env()).unwrap(),
+            default
         );
     }
 }

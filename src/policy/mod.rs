@@ -266,6 +266,9 @@ pub struct AuditPolicy {
     pub rotate_mb: Sourced<u64>,
     /// Rotated files kept beside the log, the oldest deleted first (0: all).
     pub keep_rotated: Sourced<u64>,
+    /// Where the org locks `[audit]`, if it does: then `--audit` may not move the log either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked: Option<Origin>,
 }
 
 /// What airlock does when a pinned definition (tool, prompt, resource template) changes or a

@@ -446,6 +446,7 @@ fn placeholder_draft(origin: &Origin) -> Draft {
             redact: Vec::new(),
             rotate_mb: builtin_value(crate::audit::rotate::DEFAULT_ROTATE_MB, origin),
             keep_rotated: builtin_value(crate::audit::rotate::DEFAULT_KEEP_ROTATED, origin),
+            locked: None,
         },
         pins: PinsPolicy {
             pinning: builtin_value(PinningMode::Enforce, origin),
@@ -575,6 +576,7 @@ pub fn load(
     }
 
     lock_grant_args(&mut draft);
+    draft.audit.locked = draft.locks.audit.clone();
 
     // A server with its own sandbox block gets the global sandbox plus that block; the project
     // layer then narrows the global policy and every such server's alike.
