@@ -258,6 +258,17 @@ pub fn ambiguous(id: &str) -> Option<[&'static str; 2]> {
         .then_some(["claude-desktop", "claude-code"])
 }
 
+/// Every user-scope config file of every host, where the environment puts them (whether they
+/// exist or not): what a host starts comes from these, so no server may be granted them.
+pub fn user_files(env: &super::HostEnv) -> Vec<(&'static str, std::path::PathBuf)> {
+    HOSTS
+        .iter()
+        .flat_map(|host| host.files.iter().map(move |file| (host.name, file)))
+        .filter(|(_, file)| file.scope == Scope::User)
+        .filter_map(|(name, file)| Some((name, env.path_of(file)?)))
+        .collect()
+}
+
 /// Every host id, for messages.
 pub fn ids() -> Vec<&'static str> {
     HOSTS.iter().map(|host| host.id).collect()

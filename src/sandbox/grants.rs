@@ -171,6 +171,9 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
             org.clone(),
         ));
     }
+    for (host, config) in &dirs.host_configs {
+        out.push((format!("{host}'s MCP config"), config.clone()));
+    }
     // Each also as it resolves: a grant (or a derived one, from a script's resolved path) that
     // reaches the home through a symlink is the home all the same.
     let resolved: Vec<(String, PathBuf)> = out

@@ -36,6 +36,11 @@ pub struct AirlockDirs {
     /// how confined).
     #[serde(default)]
     pub config_files: Vec<PathBuf>,
+    /// The MCP hosts' own config files of this user (Claude Desktop's, `~/.cursor/mcp.json`,
+    /// ...), with the host's name: never granted, since a server that rewrote one would be
+    /// started unwrapped by its host next time.
+    #[serde(default)]
+    pub host_configs: Vec<(String, PathBuf)>,
 }
 
 /// airlock's own executable (links resolved) and, when `PATH` finds this binary as `airlock`
@@ -83,6 +88,13 @@ impl AirlockDirs {
             ),
             programs: own_programs(env),
             config_files: Vec::new(),
+            host_configs: crate::install::hosts::user_files(&crate::install::HostEnv::from_env(
+                env,
+                Path::new("/"),
+            ))
+            .into_iter()
+            .map(|(host, path)| (host.to_string(), path))
+            .collect(),
         }
     }
 
