@@ -511,6 +511,7 @@ impl<R: Resolve> Egress<R> {
         };
         let mut buf = vec![0u8; 64 * 1024];
         let mut deadline: Option<tokio::time::Instant> = None;
+        let mut _finishing = None;
         loop {
             if deadline.is_some() && handed.is_empty() {
                 self.record_unrecorded_refusals().await;
@@ -550,8 +551,12 @@ impl<R: Resolve> Egress<R> {
                 changed = stopped.changed(), if deadline.is_none() => {
                     if changed.is_err() || *stopped.borrow() {
                         deadline = Some(tokio::time::Instant::now() + CLOSE_GRACE);
+                        _finishing = Some(Finishing::start());
                         // Said at once: the ends of the last connections may come after
-                        // airlock is gone (the counts hold every connection since it was made).
+                        // airlock is gone (the counts hold every connection since it was
+                        // made), and a server's refused attempts past the budget are no less
+                        // its doing for a connection of its that outlives it.
+                        self.record_unrecorded_refusals().await;
                         self.record_unrecorded_connections(true).await;
                     }
                 }
@@ -593,6 +598,32 @@ impl<R: Resolve> Egress<R> {
 
 /// How long the byte accounting waits, after the sandbox is gone, for its last sockets' ends.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+/// Byte accountings whose sandbox is gone and that still wait for the ends of its connections
+/// (at most [`CLOSE_GRACE`]): the session's shutdown waits for them, or their last records
+/// (a connection whose end was never seen) would be lost with the process.
+static FINISHING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether any byte accounting of this process is still finishing (see [`FINISHING`]).
+pub fn accounting_finishing() -> bool {
+    FINISHING.load(std::sync::atomic::Ordering::Acquire) > 0
+}
+
+/// Counts one accounting as finishing while it lives.
+struct Finishing;
+
+impl Finishing {
+    fn start() -> Finishing {
+        FINISHING.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Finishing
+    }
+}
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        FINISHING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 fn recv(socket: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<usize> {
     // SAFETY: recv writes at most buf.len() bytes into buf.

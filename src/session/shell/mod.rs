@@ -283,22 +283,32 @@ where
         }
         if self.egress {
             // Connection events are written until none came for QUIET (a server's connections
-            // end with it and report their bytes, and the counts over the budget, just after),
-            // for at most DRAIN_AT_MOST in all. Only a connection event counts as one: a wake
+            // end with it and report their bytes, and the counts over the budget, just after)
+            // and no byte accounting still waits for a connection's end (one that outlives its
+            // server is recorded when its grace is over), for at most DRAIN_AT_MOST in all. Only a connection event counts as one: a wake
             // that comes back at once (a timer already due, the host's end seen again) once
             // kept this loop going for ever, at full CPU, deaf to signals.
             let until = Instant::now() + net::DRAIN_AT_MOST;
             let mut last_event = Instant::now();
             loop {
-                let wait = (last_event + net::QUIET)
+                let quiet = last_event + net::QUIET;
+                let until_next = if crate::net::handover::accounting_finishing() {
+                    // Looked at again every QUIET: the accounting's records arrive as events.
+                    Instant::now().max(quiet) + net::QUIET
+                } else {
+                    quiet
+                };
+                let wait = until_next
                     .min(until)
                     .saturating_duration_since(Instant::now());
                 if wait.is_zero() {
                     break;
                 }
+                // A wait that ends without a wake is looked at again from the top: quiet
+                // enough then, or an accounting still finishing.
                 let Ok(wake) = tokio::time::timeout(wait, poll_fn(|cx| self.poll_wake(cx))).await
                 else {
-                    break;
+                    continue;
                 };
                 if matches!(wake, step::Wake::Input(Input::Net(_))) {
                     last_event = Instant::now();
