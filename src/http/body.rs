@@ -6,12 +6,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::sink::SinkReceiver;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Body, Frame as BodyFrame, SizeHint};
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::session::Frame;
 use super::sse::KEEPALIVE;
@@ -27,18 +27,14 @@ pub type Guard = Box<dyn Send + Sync>;
 /// An SSE response body: frames from a session's sink until [`Frame::End`].
 pub struct SseBody {
     first: Option<Bytes>,
-    frames: mpsc::Receiver<Frame>,
+    frames: SinkReceiver,
     keepalive: tokio::time::Interval,
     ended: bool,
     _guard: Option<Guard>,
 }
 
 impl SseBody {
-    pub fn new(
-        first: Option<Bytes>,
-        frames: mpsc::Receiver<Frame>,
-        guard: Option<Guard>,
-    ) -> SseBody {
+    pub fn new(first: Option<Bytes>, frames: SinkReceiver, guard: Option<Guard>) -> SseBody {
         let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         keepalive.reset();

@@ -32,6 +32,7 @@ pub mod retry_states;
 pub mod server;
 pub mod session;
 pub mod settings;
+pub mod sink;
 pub mod sse;
 pub mod streams;
 pub mod tasks;

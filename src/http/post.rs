@@ -14,12 +14,11 @@ use http::{Request, Response, header};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::body::{self, HttpBody, SseBody};
 use super::hub::{Hub, OpenError, Session};
 use super::server::{Caller, Service, close_after, header_str};
-use super::session::{Frame, RegisterError, SINK_QUEUE};
+use super::session::{Frame, RegisterError};
 use super::wire::{self, StandardHeaders};
 use crate::mcp::message::{Class, classify, code, notification};
 
@@ -264,7 +263,7 @@ async fn answer(
     created: bool,
 ) -> Response<HttpBody> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let (tx, mut rx) = mpsc::channel(SINK_QUEUE);
+    let (tx, mut rx) = super::sink::sink();
     let registered =
         session
             .state()
@@ -330,7 +329,7 @@ async fn stateless(
 ) -> Response<HttpBody> {
     let hub = &service.hub;
     let session = hub.open_stateless(caller.identity, caller.client);
-    let (tx, mut rx) = mpsc::channel(SINK_QUEUE);
+    let (tx, mut rx) = super::sink::sink();
     let registered =
         session
             .state()

@@ -21,7 +21,6 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::sse::{EventId, GET_STREAM, ReplayBuffer, message_event, priming_event};
 use super::wire;
@@ -38,10 +37,7 @@ pub enum Frame {
     End,
 }
 
-/// Frames queued for one connection before it counts as too slow and is detached.
-pub const SINK_QUEUE: usize = 256;
-
-pub type Sink = mpsc::Sender<Frame>;
+pub use super::sink::{SINK_QUEUE, Sink};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -356,7 +352,7 @@ impl SessionState {
         }
         let from = after.map_or(stream.delivered, |id| id.seq);
         if priming {
-            let _ = sink.try_send(Frame::Sse(priming_event(EventId {
+            sink.try_send(Frame::Sse(priming_event(EventId {
                 stream: number,
                 seq: from,
             })));
@@ -402,12 +398,11 @@ fn send(stream: &mut Stream, frame: Frame) -> bool {
     let Some(sink) = &stream.sink else {
         return false;
     };
-    match sink.try_send(frame) {
-        Ok(()) => true,
-        Err(_) => {
-            stream.sink = None;
-            false
-        }
+    if sink.try_send(frame) {
+        true
+    } else {
+        stream.sink = None;
+        false
     }
 }
 

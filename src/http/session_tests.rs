@@ -1,14 +1,15 @@
 //! Routing of gateway messages onto a session's streams.
 
 use super::*;
+use crate::http::sink::SinkReceiver;
 use serde_json::json;
 
 fn state() -> SessionState {
     SessionState::new(Instant::now(), 64, 1 << 20)
 }
 
-fn sink() -> (Sink, mpsc::Receiver<Frame>) {
-    mpsc::channel(SINK_QUEUE)
+fn sink() -> (Sink, SinkReceiver) {
+    super::super::sink::sink()
 }
 
 fn call(id: i64) -> Value {
@@ -19,9 +20,9 @@ fn answer(id: i64) -> Value {
     json!({"jsonrpc":"2.0","id":id,"result":{"content":[]}})
 }
 
-fn frames(rx: &mut mpsc::Receiver<Frame>) -> Vec<Frame> {
+fn frames(rx: &mut SinkReceiver) -> Vec<Frame> {
     let mut out = Vec::new();
-    while let Ok(frame) = rx.try_recv() {
+    while let Some(frame) = rx.try_recv() {
         out.push(frame);
     }
     out
@@ -194,7 +195,7 @@ fn stateless_answers_carry_http_statuses_and_no_ids() {
 #[test]
 fn a_slow_connection_is_detached_not_buffered() {
     let mut state = state();
-    let (tx, _rx) = mpsc::channel(1);
+    let (tx, _rx) = super::super::sink::sink_of(1);
     state.attach(tx, None, Instant::now()).unwrap();
     let note = json!({"jsonrpc":"2.0","method":"notifications/message","params":{}});
     state.deliver(&note, None);

@@ -5,12 +5,10 @@
 use http::{Request, Response, header};
 use hyper::body::Incoming;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::body::{self, HttpBody, SseBody};
 use super::hub::Session;
 use super::server::{Caller, Service, header_str};
-use super::session::SINK_QUEUE;
 use super::sse::EventId;
 use super::wire;
 use crate::mcp::message::code;
@@ -71,7 +69,7 @@ pub fn get(service: &Service, request: &Request<Incoming>, caller: &Caller) -> R
         );
     }
     let after = header_str(request.headers(), "last-event-id").and_then(EventId::parse);
-    let (tx, rx) = mpsc::channel(SINK_QUEUE);
+    let (tx, rx) = super::sink::sink();
     if session
         .state()
         .attach(tx, after, std::time::Instant::now())
