@@ -95,6 +95,8 @@ struct InFlight {
     /// A request no server works on (airlock answers it itself): it makes its session no
     /// caller on any server, though it names none.
     on_no_server: bool,
+    /// A 2026-07-28 `subscriptions/listen`, open as long as its client listens.
+    listen: bool,
     progress: Option<Value>,
     /// A `tasks/list`: its answer keeps only the session's own tasks.
     lists_tasks: bool,
@@ -108,6 +110,10 @@ impl InFlight {
         !self.on_no_server && self.server.as_deref().is_none_or(|named| named == server)
     }
 }
+
+/// `subscriptions/listen` streams one client (owner, as for tasks) may keep open: each holds a
+/// connection for as long as it listens, and connections are a shared resource.
+const MAX_LISTENS: usize = 16;
 
 #[derive(Debug, Default)]
 enum Handshake {
@@ -269,6 +275,21 @@ impl Mux {
             }
             _ => {}
         }
+        if method == "subscriptions/listen" {
+            let owner = self.task_owner(key);
+            let open = self
+                .requests
+                .values()
+                .filter(|r| r.listen && self.task_owner(r.key) == owner)
+                .count();
+            if open >= MAX_LISTENS {
+                let why = format!(
+                    "this client has {open} subscriptions/listen streams open already; close one first"
+                );
+                let answer = error_response(id, code::INVALID_REQUEST, &why, None);
+                return vec![to(key, answer, None)];
+            }
+        }
         if let Some(token) = retry_states::carried(&message)
             && !self.retry_states.take(&self.task_owner(key), token)
         {
@@ -297,6 +318,7 @@ impl Mux {
                 lists_tasks: method == "tasks/list",
                 // A 2026-07-28 listen stays open as long as the client listens.
                 on_no_server: matches!(method, "subscriptions/listen" | "ping" | "server/discover"),
+                listen: method == "subscriptions/listen",
                 task: named_task(&message).map(str::to_string),
             },
         );

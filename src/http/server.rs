@@ -31,6 +31,11 @@ use crate::net::route::NetAudit;
 
 /// Connections served at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 4096;
+/// Connections served at once from one address (before any authentication: one client, or
+/// anyone who can reach the listener, must not take every connection). Past it a connection is
+/// closed as soon as it is accepted. Loopback and a unix socket are one address each, so there
+/// it bounds a local client only against the others of its host.
+const MAX_CONNECTIONS_PER_ADDRESS: usize = 512;
 /// A client must send its request headers within this time (slow-loris protection).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -482,6 +487,7 @@ impl Drop for Bound {
 /// Serves until `stop` turns true. Idle sessions are reaped on the way.
 pub async fn serve(bound: Bound, service: Arc<Service>, mut stop: watch::Receiver<bool>) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let per_address = PerAddress::default();
     let reap_every = (service.hub.limits().session_idle / 4)
         .clamp(Duration::from_secs(1), Duration::from_secs(30));
     let mut reaper = tokio::time::interval(reap_every);
@@ -503,6 +509,12 @@ pub async fn serve(bound: Bound, service: Arc<Service>, mut stop: watch::Receive
                 continue;
             }
         };
+        let Some(from_address) = per_address.admit(&peer) else {
+            tracing::debug!(
+                "a connection refused: {MAX_CONNECTIONS_PER_ADDRESS} already open from its address"
+            );
+            continue;
+        };
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break;
         };
@@ -521,10 +533,54 @@ pub async fn serve(bound: Bound, service: Arc<Service>, mut stop: watch::Receive
             if let Err(err) = served {
                 tracing::debug!("connection ended: {err}");
             }
-            drop(permit);
+            drop((permit, from_address));
         });
     }
     service.hub.end_all();
+}
+
+/// Connections open per peer address.
+#[derive(Clone, Default)]
+struct PerAddress(
+    Arc<std::sync::Mutex<std::collections::HashMap<Option<std::net::IpAddr>, usize>>>,
+);
+
+/// One open connection of an address, given back when dropped.
+struct AddressSlot {
+    table: PerAddress,
+    address: Option<std::net::IpAddr>,
+}
+
+impl PerAddress {
+    fn admit(&self, peer: &Peer) -> Option<AddressSlot> {
+        let address = match peer {
+            Peer::Tcp(addr) => Some(addr.ip()),
+            Peer::Unix => None,
+        };
+        let mut open = self.0.lock().ok()?;
+        let count = open.entry(address).or_insert(0);
+        if *count >= MAX_CONNECTIONS_PER_ADDRESS {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: self.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.table.0.lock()
+            && let Some(count) = open.get_mut(&self.address)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
 }
 
 type Io = TokioIo<Box<dyn Stream>>;
@@ -571,6 +627,32 @@ mod refusal_tests {
             window.admit(next),
             (true, None),
             "the count is carried once"
+        );
+    }
+}
+
+#[cfg(test)]
+mod per_address_tests {
+    use super::*;
+
+    #[test]
+    fn one_address_holds_at_most_its_share_of_connections_and_gives_them_back() {
+        let table = PerAddress::default();
+        let one = Peer::Tcp("192.0.2.1:1000".parse().unwrap());
+        let other = Peer::Tcp("192.0.2.2:1000".parse().unwrap());
+        let held: Vec<AddressSlot> = (0..MAX_CONNECTIONS_PER_ADDRESS)
+            .map(|_| table.admit(&one).expect("within the share"))
+            .collect();
+        assert!(table.admit(&one).is_none());
+        assert!(
+            table.admit(&other).is_some(),
+            "another address is not held up"
+        );
+        drop(held);
+        assert!(table.admit(&one).is_some());
+        assert!(
+            table.0.lock().unwrap().len() <= 1,
+            "emptied entries are forgotten"
         );
     }
 }
