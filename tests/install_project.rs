@@ -95,6 +95,23 @@ fn a_project_file_cannot_choose_how_airlock_confines_its_servers() {
             json!({"command": "npx", "args": ["server"], "env": {"LD_PRELOAD": "./evil.so"}}),
             "LD_PRELOAD",
         ),
+        // What airlock runs unconfined before the sandbox (the npm beside npx) is found on it.
+        (
+            json!({"command": "npx", "args": ["server"], "env": {"PATH": "./bin:/usr/bin"}}),
+            "PATH",
+        ),
+        (
+            json!({"command": "npx", "args": ["server"], "envFile": "${workspaceFolder}/.env"}),
+            "envFile",
+        ),
+        (
+            json!({"command": "./node_modules/.bin/npx", "args": ["-y", "server"]}),
+            "runner",
+        ),
+        (
+            json!({"command": "npx", "args": ["server"], "env": {"G*": "x"}}),
+            "G*",
+        ),
     ];
     for (entry, named) in refused {
         let project = Project::new();
@@ -126,6 +143,8 @@ fn a_project_entry_of_installs_own_shape_runs_this_airlock_and_a_plain_one_is_wr
     let servers = json!({
         "faked": {"command": fake, "args": ["run", "--name", "faked", "--", "python3", "s.py"]},
         "plain": {"command": "npx", "args": ["-y", "server"], "env": {"TOKEN": "t"}},
+        "gateway": {"command": fake, "args": ["serve", "--config",
+            project.home.join(".config/airlock/hosts/claude-code.toml")]},
     });
     let (output, _, after) = project.install(&servers);
     assert_eq!(output.status.code(), Some(0), "{}", text_of(&output));
@@ -137,6 +156,7 @@ fn a_project_entry_of_installs_own_shape_runs_this_airlock_and_a_plain_one_is_wr
         json!(["run", "--name", "faked", "--", "python3", "s.py"])
     );
     assert_eq!(after["mcpServers"]["plain"]["command"], this.as_str());
+    assert_eq!(after["mcpServers"]["gateway"]["command"], this.as_str());
     assert_eq!(
         after["mcpServers"]["plain"]["args"],
         json!([

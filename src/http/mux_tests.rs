@@ -516,14 +516,16 @@ fn a_client_keeps_a_bounded_number_of_listen_streams_open() {
     let mut mux = Mux::new("__");
     mux.open(4, Some("alice".into()), true);
     mux.open(5, Some("bob".into()), true);
-    let listen = |id: usize| {
-        json!({"jsonrpc":"2.0","id":id,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}})
-    };
+    let listen = |id: usize| json!({"jsonrpc":"2.0","id":id,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}});
     for id in 0..MAX_LISTENS {
         assert_eq!(core_msgs(&mux.from_client(4, listen(id))).len(), 1);
     }
     let refused = mux.from_client(4, listen(99));
     assert!(core_msgs(&refused).is_empty());
     assert_eq!(session_msgs(&refused)[0].1["error"]["code"], -32600);
-    assert_eq!(core_msgs(&mux.from_client(5, listen(1))).len(), 1, "another client's own");
+    assert_eq!(
+        core_msgs(&mux.from_client(5, listen(1))).len(),
+        1,
+        "another client's own"
+    );
 }

@@ -15,6 +15,8 @@ pub enum Shape {
         /// granted the path by its being named there, which `install` says.
         /// `env` entries whose value looks like a path: name and value.
         path_env: Vec<(String, String)>,
+        /// A file the host reads more variables from (VS Code's `envFile`), if the entry names one.
+        env_file: Option<String>,
     },
     /// A server the host reaches over the network.
     Remote(RemoteFacts),
@@ -207,6 +209,12 @@ impl UniqueNames {
 /// The arguments `airlock run` gets in front of the server's own command line.
 pub fn run_prefix(name: &str, env_keys: &[String]) -> Vec<String> {
     let mut prefix = vec!["run".to_string(), "--name".to_string(), server_name(name)];
+    // A key that is no variable name would be read as more than one (`*`, `,`): never passed.
+    let env_keys: Vec<&str> = env_keys
+        .iter()
+        .map(String::as_str)
+        .filter(|key| super::project::is_variable_name(key))
+        .collect();
     if !env_keys.is_empty() {
         // The host still sets these variables (the entry keeps its `env`); airlock passes exactly
         // these names on to the confined server, which otherwise gets a cleared environment.
@@ -383,6 +391,7 @@ mod tests {
                 args: args.iter().map(|a| a.to_string()).collect(),
                 env_keys: env.iter().map(|a| a.to_string()).collect(),
                 path_env: Vec::new(),
+                env_file: None,
             },
         }
     }

@@ -125,11 +125,15 @@ fn shape(entry: &Node, host: &Host) -> Shape {
                 )
             })
             .collect();
+        let env_file = holder
+            .get("envFile")
+            .map(|node| node.as_str().unwrap_or("(not a string)").to_string());
         return Shape::Stdio {
             command: program.to_string(),
             args,
             env_keys,
             path_env,
+            env_file,
         };
     }
     match remote_facts(entry, host) {

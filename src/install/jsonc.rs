@@ -299,8 +299,15 @@ impl Parser<'_> {
                 if (0xD800..0xDC00).contains(&high) && self.text[self.pos..].starts_with("\\u") {
                     self.pos += 2;
                     let low = self.hex4()?;
-                    let combined = 0x10000 + ((high - 0xD800) << 10) + (low.wrapping_sub(0xDC00));
-                    char::from_u32(combined).unwrap_or('\u{fffd}')
+                    if (0xDC00..0xE000).contains(&low) {
+                        char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                            .unwrap_or('\u{fffd}')
+                    } else {
+                        // A broken pair is no key or value any host reads the same way.
+                        return Err(self.error(
+                            "a \\u escape starts a surrogate pair that the next one does not end",
+                        ));
+                    }
                 } else {
                     char::from_u32(high).unwrap_or('\u{fffd}')
                 }
@@ -338,6 +345,12 @@ mod tests {
         assert_eq!(a.items().unwrap().len(), 3);
         assert_eq!(&text[root.member("b").unwrap().key_span.clone()], "\"b\"");
         assert!(root.get("b").unwrap().get("c").is_some());
+    }
+
+    #[test]
+    fn a_broken_surrogate_pair_is_an_error_not_a_panic() {
+        let err = parse("{\"\\ud800\\u0000\": 1}").unwrap_err();
+        assert!(err.message.contains("surrogate"), "{err}");
     }
 
     #[test]

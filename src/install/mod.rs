@@ -185,7 +185,15 @@ pub fn plan_install(
         };
         // A project's file does not choose which airlock confines its servers either: a wrapper
         // of install's own shape naming another airlock runs this one.
-        if options.project.is_some() && matches!(action, Action::Keep(Kept::WrappedByOther(_))) {
+        let another = match (&action, &facts.shape) {
+            (Action::Keep(Kept::WrappedByOther(_)), _) => true,
+            (Action::Keep(Kept::Gateway), entry::Shape::Stdio { command, .. }) => {
+                *command != options.airlock
+                    && locate(command).is_none_or(|found| locate(&options.airlock) != Some(found))
+            }
+            _ => false,
+        };
+        if options.project.is_some() && another {
             action = Action::Repoint {
                 command: options.airlock.clone(),
             };

@@ -5,7 +5,13 @@
 //!
 //! - its `env` is set by the host on the program it starts, which is airlock: variables that
 //!   steer airlock itself (`AIRLOCK_*`, the dynamic loader's `LD_*`, `HOME` and `XDG_*`, which
-//!   decide where airlock reads its user policy and keeps its log) are refused;
+//!   decide where airlock reads its user policy and keeps its log) are refused, and so are those
+//!   that steer the programs airlock runs unconfined before the sandbox (to read the user's
+//!   registry settings: `PATH`, `NODE_*`, `PYTHON*`, npm's, uv's, bun's and deno's own), a
+//!   variables file the host reads (`envFile`), and a key that is no variable name (`--allow-env`
+//!   reads `*` and `,`);
+//! - its command may not be a runner of its own (`./node_modules/.bin/npx`): airlock runs the
+//!   npm beside an npx, unconfined, to read the registry settings;
 //! - an `airlock run` wrapper it already has may carry only what install itself writes
 //!   (`--name`, and `--allow-env` for the entry's own `env` keys): a `--policy`, `--audit`,
 //!   `--trust` or any grant of the project's choosing is refused;
@@ -21,11 +27,39 @@ use super::entry::{AirlockUse, EntryFacts, Shape, airlock_use};
 
 /// Whether environment variable `key` steers airlock rather than (only) its server.
 pub fn steers_airlock(key: &str) -> bool {
-    ["AIRLOCK_", "LD_", "XDG_", "MIMALLOC_"]
-        .iter()
-        .any(|prefix| key.starts_with(prefix))
-        || matches!(key, "HOME" | "GLIBC_TUNABLES")
+    let upper = key.to_ascii_uppercase();
+    [
+        "AIRLOCK_",
+        "LD_",
+        "XDG_",
+        "MIMALLOC_",
+        "NODE_",
+        "PYTHON",
+        "NPM_CONFIG_",
+        "UV_",
+        "BUN_",
+        "DENO_",
+        "COREPACK_",
+    ]
+    .iter()
+    .any(|prefix| upper.starts_with(prefix))
+        || matches!(
+            upper.as_str(),
+            "HOME" | "GLIBC_TUNABLES" | "PATH" | "CODEX_HOME" | "BASH_ENV" | "ENV"
+        )
 }
+
+/// Whether `key` is a variable name `--allow-env` reads as that one name.
+pub fn is_variable_name(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Runners whose program airlock reads a sibling of (npx: the npm beside it).
+const RUNNERS: [&str; 5] = ["npx", "uvx", "uv", "bunx", "pnpx"];
 
 /// The options of an `airlock run` command line (`run` up to its `--`) that install does not
 /// write, given the keys the entry's `env` sets.
@@ -76,13 +110,36 @@ pub fn refusal(facts: &EntryFacts, this: &str, gateway_configs: &Path) -> Option
     let steering: Vec<&str> = env_keys
         .iter()
         .map(String::as_str)
-        .filter(|key| steers_airlock(key))
+        .filter(|key| steers_airlock(key) || !is_variable_name(key))
         .collect();
     if !steering.is_empty() {
         return Some(format!(
             "its env sets {}, which the host would set on airlock itself and which steer it (where its policy, log and org policy are, what it loads). Fix: take {} out of the entry in the project's file, or declare the server in your user config instead",
             steering.join(", "),
             if steering.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    if let Shape::Stdio {
+        env_file: Some(file),
+        ..
+    } = &facts.shape
+    {
+        return Some(format!(
+            "it names a variables file ({file}) that the host would read into airlock's own environment. Fix: take `envFile` out of the entry in the project's file, or declare the server in your user config instead"
+        ));
+    }
+    let program = Path::new(command);
+    let runner = program
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| RUNNERS.contains(&name));
+    if runner && program.components().count() > 1 {
+        return Some(format!(
+            "its command is a runner of the project's choosing ({command}): airlock would run the programs beside it, outside the sandbox, to read your registry settings. Fix: write its bare name ({}) so your PATH finds it",
+            program
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
         ));
     }
     match airlock_use(command, args, this)? {
@@ -94,8 +151,17 @@ pub fn refusal(facts: &EntryFacts, this: &str, gateway_configs: &Path) -> Option
             ))
         }
         AirlockUse::Serve => {
+            // Only plain components after the directory: `..` would lead out of it.
+            let inside = |config: &str| {
+                Path::new(config)
+                    .strip_prefix(gateway_configs)
+                    .is_ok_and(|rest| {
+                        rest.components()
+                            .all(|part| matches!(part, std::path::Component::Normal(_)))
+                    })
+            };
             let own = matches!(args.as_slice(),
-                [_, flag, config] if flag == "--config" && Path::new(config).starts_with(gateway_configs));
+                [_, flag, config] if flag == "--config" && inside(config));
             (!own).then(|| format!(
                 "it starts an airlock gateway with a configuration the project chose ({}). Fix: remove the entry from the project's file, and serve the servers from your user config (`airlock install --gateway` writes one under {})",
                 args.join(" "),
@@ -119,6 +185,7 @@ mod tests {
                 args: args.iter().map(|a| a.to_string()).collect(),
                 env_keys: env.iter().map(|k| k.to_string()).collect(),
                 path_env: Vec::new(),
+                env_file: None,
             },
         }
     }
@@ -167,6 +234,13 @@ mod tests {
             "LD_PRELOAD",
             "HOME",
             "XDG_CONFIG_HOME",
+            "PATH",
+            "NODE_OPTIONS",
+            "PYTHONPATH",
+            "npm_config_registry",
+            "CODEX_HOME",
+            "G*",
+            "X,AWS_SECRET_ACCESS_KEY",
         ] {
             let why = refused(&stdio("npx", &["server"], &["TOKEN", key])).expect("refused");
             assert!(why.contains(key) && !why.contains("TOKEN"), "{why}");
@@ -178,6 +252,18 @@ mod tests {
             None
         );
         assert!(refused(&stdio(this, &["serve", "--config", "./gw.toml"], &[])).is_some());
+        let escaping = "/home/u/.config/airlock/hosts/../../../proj/gw.toml";
+        assert!(refused(&stdio(this, &["serve", "--config", escaping], &[])).is_some());
+        // A runner of the project's own: airlock would run the npm beside it unconfined.
+        let own_npx = refused(&stdio("./node_modules/.bin/npx", &["-y", "s"], &[]));
+        assert!(own_npx.is_some_and(|why| why.contains("runner")));
+        assert_eq!(refused(&stdio("npx", &["-y", "s"], &[])), None);
+        // A variables file the host reads into airlock's environment.
+        let mut with_file = stdio("npx", &["s"], &[]);
+        if let Shape::Stdio { env_file, .. } = &mut with_file.shape {
+            *env_file = Some("${workspaceFolder}/.env".into());
+        }
+        assert!(refused(&with_file).is_some_and(|why| why.contains("envFile")));
         assert!(
             refused(&stdio(
                 this,

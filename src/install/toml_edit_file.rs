@@ -67,6 +67,7 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
             args,
             env_keys,
             path_env,
+            env_file: None,
         };
     }
     let url = host

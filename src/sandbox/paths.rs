@@ -61,6 +61,28 @@ fn own_programs(env: &(impl VarSource + ?Sized)) -> Vec<PathBuf> {
     std::iter::once(this).chain(link).collect()
 }
 
+/// The hosts' user-scope config files where this environment puts them, and where the default
+/// places are too (a `CODEX_HOME` that airlock's environment names must not un-protect
+/// `~/.codex/config.toml`, which Codex reads when it is started without it).
+fn host_configs(env: &(impl VarSource + ?Sized)) -> Vec<(String, PathBuf)> {
+    use crate::install::{HostEnv, hosts};
+    let named = HostEnv::from_env(env, Path::new("/"));
+    let defaults = HostEnv {
+        codex_home: None,
+        ..named.clone()
+    };
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for (host, path) in hosts::user_files(&named)
+        .into_iter()
+        .chain(hosts::user_files(&defaults))
+    {
+        if !files.iter().any(|(_, have)| *have == path) {
+            files.push((host.to_string(), path));
+        }
+    }
+    files
+}
+
 impl AirlockDirs {
     /// Reads `HOME`, `XDG_STATE_HOME` and `XDG_CONFIG_HOME` from the given environment.
     ///
@@ -88,13 +110,7 @@ impl AirlockDirs {
             ),
             programs: own_programs(env),
             config_files: Vec::new(),
-            host_configs: crate::install::hosts::user_files(&crate::install::HostEnv::from_env(
-                env,
-                Path::new("/"),
-            ))
-            .into_iter()
-            .map(|(host, path)| (host.to_string(), path))
-            .collect(),
+            host_configs: host_configs(env),
         }
     }
 
