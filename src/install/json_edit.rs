@@ -22,6 +22,53 @@ struct MapRef<'a> {
 }
 
 /// Finds the server maps at `paths` (with `*` matching every key at its level).
+/// A key written twice where install reads (hosts read the last of two, install's edit would
+/// take the first): in an object on the way to a server map (the key the way follows), among a
+/// map's entries, or anywhere inside an entry. Elsewhere (a VS Code setting written twice) it
+/// is the host's business and install leaves it be.
+fn written_twice_where_read<'a>(root: &'a Node, paths: &[&[&str]]) -> Option<&'a Member> {
+    fn twice<'a>(node: &'a Node, key: Option<&str>) -> Option<&'a Member> {
+        let members = node.members()?;
+        members.iter().enumerate().find_map(|(at, member)| {
+            let counted = key.is_none_or(|key| member.key == key);
+            (counted && members[..at].iter().any(|m| m.key == member.key)).then_some(member)
+        })
+    }
+    fn anywhere_in(node: &Node) -> Option<&Member> {
+        match &node.value {
+            jsonc::Value::Object(members) => {
+                twice(node, None).or_else(|| members.iter().find_map(|m| anywhere_in(&m.value)))
+            }
+            jsonc::Value::Array(items) => items.iter().find_map(anywhere_in),
+            _ => None,
+        }
+    }
+    for path in paths {
+        let mut frontier = vec![root];
+        for step in path.iter() {
+            let mut next = Vec::new();
+            for node in frontier {
+                if *step == "*" {
+                    if let Some(found) = twice(node, None) {
+                        return Some(found);
+                    }
+                    next.extend(node.members().unwrap_or_default().iter().map(|m| &m.value));
+                } else {
+                    if let Some(found) = twice(node, Some(step)) {
+                        return Some(found);
+                    }
+                    next.extend(node.get(step));
+                }
+            }
+            frontier = next;
+        }
+        if let Some(found) = frontier.into_iter().find_map(anywhere_in) {
+            return Some(found);
+        }
+    }
+    None
+}
+
 fn find_maps<'a>(root: &'a Node, paths: &[&[&str]]) -> Vec<MapRef<'a>> {
     let mut found = Vec::new();
     for (index, path) in paths.iter().enumerate() {
@@ -312,6 +359,15 @@ pub fn rewrite(
     inserts: &[Insert],
 ) -> Result<Rewrite, JsoncError> {
     let root = jsonc::parse(text)?;
+    if let Some(twice) = written_twice_where_read(&root, maps) {
+        return Err(JsoncError {
+            offset: twice.key_span.start,
+            message: format!(
+                "the key {:?} appears twice in one object: hosts read the last one, and an edit of either would not be the one they start; keep one",
+                twice.key
+            ),
+        });
+    }
     let mut splices = Vec::new();
     let mut result = Rewrite::default();
     let found = find_maps(&root, maps);

@@ -192,14 +192,6 @@ impl Parser<'_> {
             let key_start = self.pos;
             let key = self.string()?;
             let key_span = key_start..self.pos;
-            if members.iter().any(|member: &Member| member.key == key) {
-                // Hosts read the last of two equal keys (JSON.parse, Python's json); an edit
-                // of the first would leave the one they start untouched.
-                self.pos = key_start;
-                return Err(self.error(&format!(
-                    "the key {key:?} appears twice in one object: hosts read the last one, and an edit of either would not be the one they start; keep one"
-                )));
-            }
             self.skip_trivia()?;
             if self.peek() != Some(b':') {
                 return Err(self.error("expected `:` after the key"));
@@ -367,7 +359,6 @@ mod tests {
             ("{\"a\": }", 6),
             ("[1, 2", 5),
             ("{} x", 3),
-            ("{\"a\": 1, \"a\": 2}", 9),
         ] {
             let err = parse(text).unwrap_err();
             assert_eq!(err.offset, offset, "{text}: {err}");

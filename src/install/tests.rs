@@ -609,3 +609,45 @@ fn a_new_entry_never_takes_the_name_of_one_wrapped_before() {
     assert_eq!(args, strings(&["run", "--name=gh", "--", "npx", "gh-mcp"]));
     assert_eq!(install("cursor", &rewritten).text, rewritten);
 }
+
+#[test]
+fn a_key_written_twice_stops_the_install_only_where_install_reads() {
+    let host = host("vscode");
+    let settings = &host.files[1];
+    let options = InstallOptions {
+        airlock: AIRLOCK.into(),
+        gateway_config: None,
+        gateway_existing: None,
+        project: None,
+    };
+    let plan =
+        |text: &str| plan_install(text, settings.format, host, settings.server_maps, &options);
+    // A setting of the editor's own written twice is the editor's business.
+    let elsewhere = r#"{"editor.fontSize": 12, "editor.fontSize": 14,
+        "mcp": {"servers": {"notes": {"command": "npx", "args": ["s"]}}}}"#;
+    let planned = plan(elsewhere).expect("installed");
+    assert!(planned.rewrite.text.contains(AIRLOCK));
+    // On the way to the map, among its entries, or inside one: refused, at the second key.
+    for (text, key) in [
+        (
+            r#"{"mcp": {"servers": {}}, "mcp": {"servers": {"n": {"command": "x"}}}}"#,
+            "\"mcp\"",
+        ),
+        (
+            r#"{"mcp": {"servers": {"n": {"command": "a"}, "n": {"command": "b"}}}}"#,
+            "\"n\"",
+        ),
+        (
+            r#"{"mcp": {"servers": {"n": {"command": "a", "command": "b"}}}}"#,
+            "\"command\"",
+        ),
+        (
+            r#"{"mcp": {"servers": {"n": {"command": "a", "env": {"K": "1", "K": "2"}}}}}"#,
+            "\"K\"",
+        ),
+    ] {
+        let err = plan(text).expect_err(text);
+        assert!(err.message.contains("appears twice"), "{err:?}");
+        assert_eq!(&text[err.offset.unwrap()..][..key.len()], key, "{text}");
+    }
+}
