@@ -7,18 +7,28 @@ fn host(id: &str) -> &'static Host {
     hosts::find(id).unwrap()
 }
 
-fn install(id: &str, text: &str) -> Rewrite {
-    let host = host(id);
-    let file = &host.files[0];
-    let options = InstallOptions {
+/// Install's options for a user file, without `--gateway`.
+fn user_file_options() -> InstallOptions {
+    InstallOptions {
         airlock: AIRLOCK.into(),
         gateway_config: None,
         gateway_existing: None,
         project: None,
-    };
-    plan_install(text, file.format, host, file.server_maps, &options)
-        .unwrap()
-        .rewrite
+    }
+}
+
+fn install(id: &str, text: &str) -> Rewrite {
+    let host = host(id);
+    let file = &host.files[0];
+    plan_install(
+        text,
+        file.format,
+        host,
+        file.server_maps,
+        &user_file_options(),
+    )
+    .unwrap()
+    .rewrite
 }
 
 fn uninstall_all(id: &str, text: &str) -> Rewrite {
@@ -614,12 +624,7 @@ fn a_new_entry_never_takes_the_name_of_one_wrapped_before() {
 fn a_key_written_twice_stops_the_install_only_where_install_reads() {
     let host = host("vscode");
     let settings = &host.files[1];
-    let options = InstallOptions {
-        airlock: AIRLOCK.into(),
-        gateway_config: None,
-        gateway_existing: None,
-        project: None,
-    };
+    let options = user_file_options();
     let plan =
         |text: &str| plan_install(text, settings.format, host, settings.server_maps, &options);
     // A setting of the editor's own written twice is the editor's business.
