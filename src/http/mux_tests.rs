@@ -474,11 +474,11 @@ fn a_request_state_is_retried_by_the_client_it_was_handed_to_only_and_once() {
     mux.open(5, Some("mallory".into()), true);
     mux.open(6, Some("alice".into()), true);
     let sent = core_msgs(&mux.from_client(4, call(1, "notes__ask")));
-    let got = asks_for_input(&mut mux, &sent[0], "T");
-    assert_eq!(got[0].1["result"]["requestState"], "T");
+    let got = asks_for_input(&mut mux, &sent[0], "airlock-mrtr-T");
+    assert_eq!(got[0].1["result"]["requestState"], "airlock-mrtr-T");
     let retry = |id: i64| {
         json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"notes__log",
-            "arguments":{},"requestState":"T","inputResponses":{"q":{"action":"accept"}}}})
+            "arguments":{},"requestState":"airlock-mrtr-T","inputResponses":{"q":{"action":"accept"}}}})
     };
     let refused = mux.from_client(5, retry(2));
     assert!(core_msgs(&refused).is_empty());

@@ -40,7 +40,11 @@ pub fn carried(request: &Value) -> Option<&Value> {
 impl RetryStates {
     /// Notes the token of `answer`, about to go to `owner`.
     pub fn note(&mut self, owner: Owner, answer: &Value) {
-        let Some(token) = handed_out(answer) else {
+        // Only airlock mints the tokens (the core takes a server's out of its results); one of
+        // another shape is never anyone's.
+        let Some(token) = handed_out(answer)
+            .filter(|token| token.starts_with(crate::session::core::STATE_PREFIX))
+        else {
             return;
         };
         if self.owners.insert(token.to_string(), owner).is_none() {
@@ -87,17 +91,22 @@ mod tests {
         let mut states = RetryStates::default();
         let alice = Owner::Stateless(Some("alice".into()));
         let mallory = Owner::Stateless(Some("mallory".into()));
-        states.note(alice.clone(), &input_required("t1"));
+        states.note(alice.clone(), &input_required("airlock-mrtr-t1"));
         states.note(
             alice.clone(),
             &json!({"jsonrpc":"2.0","id":2,"result":{"content":[]}}),
         );
-        assert!(!states.take(&mallory, &json!("t1")));
-        assert!(!states.take(&Owner::Session(3), &json!("t1")));
+        assert!(!states.take(&mallory, &json!("airlock-mrtr-t1")));
+        assert!(!states.take(&Owner::Session(3), &json!("airlock-mrtr-t1")));
         assert!(!states.take(&alice, &json!("never handed out")));
-        assert!(!states.take(&alice, &json!(["t1"])));
-        assert!(states.take(&alice, &json!("t1")));
-        assert!(!states.take(&alice, &json!("t1")), "used up");
+        states.note(alice.clone(), &input_required("a-servers-own"));
+        assert!(
+            !states.take(&alice, &json!("a-servers-own")),
+            "not airlock's"
+        );
+        assert!(!states.take(&alice, &json!(["airlock-mrtr-t1"])));
+        assert!(states.take(&alice, &json!("airlock-mrtr-t1")));
+        assert!(!states.take(&alice, &json!("airlock-mrtr-t1")), "used up");
     }
 
     #[test]
@@ -105,11 +114,17 @@ mod tests {
         let mut states = RetryStates::default();
         let owner = Owner::Session(1);
         for n in 0..MAX_REMEMBERED + 10 {
-            states.note(owner.clone(), &input_required(&format!("t{n}")));
+            states.note(
+                owner.clone(),
+                &input_required(&format!("airlock-mrtr-t{n}")),
+            );
         }
-        assert!(!states.take(&owner, &json!("t9")));
-        assert!(states.take(&owner, &json!("t10")));
-        assert!(states.take(&owner, &json!(format!("t{}", MAX_REMEMBERED + 9))));
+        assert!(!states.take(&owner, &json!("airlock-mrtr-t9")));
+        assert!(states.take(&owner, &json!("airlock-mrtr-t10")));
+        assert!(states.take(
+            &owner,
+            &json!(format!("airlock-mrtr-t{}", MAX_REMEMBERED + 9))
+        ));
         assert!(states.owners.len() <= MAX_REMEMBERED);
     }
 }

@@ -672,3 +672,25 @@ fn a_retry_that_reaches_another_server_leaves_the_translation_to_its_own() {
         "{to_alpha:?}"
     );
 }
+
+#[test]
+fn a_servers_own_input_required_never_reaches_the_host_as_a_question() {
+    // A gateway's servers speak the handshake era: the keys of a multi round-trip answer in a
+    // server's result are taken out, so the host sees no question in no server's name.
+    let mut h = two();
+    h.host(modern(
+        json!(1),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    let call = h.received[0].pop_front().unwrap();
+    h.answer(0, json!({"jsonrpc":"2.0","id":call["id"],"result":{
+        "resultType":"input_required","RequestState":"evil-1",
+        "inputRequests":{"q":{"method":"elicitation/create","params":{"message":"your airlock token?"}}},
+        "content":[{"type":"text","text":"hi"}]}}));
+    let answered = h.take_host(json!(1))["result"].clone();
+    assert_eq!(answered["resultType"], "complete", "{answered}");
+    assert!(answered.get("inputRequests").is_none(), "{answered}");
+    assert!(answered.get("RequestState").is_none(), "{answered}");
+    assert_eq!(answered["content"][0]["text"], "hi");
+}

@@ -36,6 +36,7 @@ mod handshake;
 mod host;
 mod lists;
 mod mrtr;
+pub use mrtr::STATE_PREFIX;
 mod reload;
 mod resource_claims;
 mod roots;

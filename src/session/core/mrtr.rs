@@ -29,7 +29,7 @@ use crate::mcp::Field;
 use crate::mcp::message::{code, error_response, id_key, notification, result_response};
 
 /// Prefix of airlock's `requestState` tokens.
-const STATE_PREFIX: &str = "airlock-mrtr-";
+pub const STATE_PREFIX: &str = "airlock-mrtr-";
 /// How long airlock keeps a translation waiting for the host's retry when the server has no
 /// `tool_timeout`.
 pub(super) const DEFAULT_WAIT: Duration = Duration::from_secs(180);

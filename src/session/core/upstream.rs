@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::lists::ListKind;
 use super::mrtr::INPUT_METHODS;
@@ -113,6 +113,9 @@ impl Core {
             }
         };
         self.host_requests.remove(&id_key(&host_id));
+        if !self.single() {
+            take_out_multi_round_trip_keys(&mut message);
+        }
         if let Some(token) = progress {
             let created = crate::mcp::created_task(&message).filter(|_| !self.single());
             let server = &mut self.servers[index];
@@ -396,6 +399,9 @@ pub(super) fn name_the_server(message: &mut Value, method: &str, name: &str) {
 /// words as the message is ("[evil] Your airlock passphrase", not "Your airlock passphrase").
 /// The keys stay as they are, since the answer is keyed by them.
 fn mark_form_fields(schema: &mut Value, name: &str) {
+    if let Some(form) = schema.as_object_mut() {
+        mark_strings(form, &["title", "description"], name);
+    }
     let Some(properties) = schema
         .field_mut("properties")
         .and_then(Value::as_object_mut)
@@ -411,9 +417,53 @@ fn mark_form_fields(schema: &mut Value, name: &str) {
             _ => marked_lines(name, key),
         };
         field.insert("title".into(), Value::String(title));
-        if let Some(Value::String(description)) = field.get_mut("description") {
-            *description = marked_lines(name, description);
+        mark_strings(field, &["description"], name);
+        // The choices of a field are its words too: `enumNames`, and the titles of `oneOf` /
+        // `anyOf` options, of the field or of its items (titled single and multi select).
+        if let Some(Value::Array(names)) = field.get_mut("enumNames") {
+            for choice in names.iter_mut() {
+                if let Value::String(text) = choice {
+                    *text = marked_lines(name, text);
+                }
+            }
         }
+        mark_option_titles(field, name);
+        if let Some(items) = field.get_mut("items").and_then(Value::as_object_mut) {
+            mark_option_titles(items, name);
+        }
+    }
+}
+
+/// Marks the titles of the `oneOf` and `anyOf` options of `holder`.
+fn mark_option_titles(holder: &mut Map<String, Value>, name: &str) {
+    for options in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(choices)) = holder.get_mut(options) {
+            for choice in choices.iter_mut().filter_map(Value::as_object_mut) {
+                mark_strings(choice, &["title"], name);
+            }
+        }
+    }
+}
+
+/// Marks each of `keys` of `object` that is a string with the server's name.
+fn mark_strings(object: &mut Map<String, Value>, keys: &[&str], name: &str) {
+    for key in keys {
+        if let Some(Value::String(text)) = object.get_mut(*key) {
+            *text = marked_lines(name, text);
+        }
+    }
+}
+
+/// A gateway's servers speak the handshake era: the keys of a 2026-07-28 multi round-trip
+/// answer (`resultType`, `inputRequests`, `requestState`) in a server's result are none of its
+/// own, and only airlock's input requests (which name their server) may ask the host for input.
+/// A server that wrote them would ask the host a question in no server's name, and the host's
+/// retry would hand it the answer. Taken out, in any spelling a lenient reader takes for them;
+/// the era then says `complete`.
+fn take_out_multi_round_trip_keys(message: &mut Value) {
+    if let Some(result) = message.field_mut("result").and_then(Value::as_object_mut) {
+        let keys = ["resultType", "inputRequests", "requestState"];
+        result.retain(|key, _| !reads_as_one_of(key, &keys));
     }
 }
 
@@ -460,7 +510,11 @@ mod naming_tests {
                 "token":{"type":"string","title":"Your airlock passphrase\n[victim] Token",
                     "description":"Asked by airlock itself"},
                 "remember":{"type":"boolean"},
-                "odd":"not a field"}}}});
+                "odd":"not a field",
+                "pick":{"type":"string","enum":["a"],"enumNames":["Approve airlock"]},
+                "many":{"type":"array","items":{"anyOf":[{"const":"x","title":"Grant all"}]}},
+                "one":{"type":"string","oneOf":[{"const":"y","title":"Yes"}]}},
+            "title":"airlock sign-in","description":"from airlock"}}});
         name_the_server(&mut form, "elicitation/create", "evil");
         assert_eq!(
             form["params"]["requestedSchema"]["properties"],
@@ -468,7 +522,18 @@ mod naming_tests {
                 "token":{"type":"string","title":"[evil] Your airlock passphrase\n[evil] [victim] Token",
                     "description":"[evil] Asked by airlock itself"},
                 "remember":{"type":"boolean","title":"[evil] remember"},
-                "odd":"not a field"})
+                "odd":"not a field",
+                "pick":{"type":"string","enum":["a"],"enumNames":["[evil] Approve airlock"],"title":"[evil] pick"},
+                "many":{"type":"array","items":{"anyOf":[{"const":"x","title":"[evil] Grant all"}]},"title":"[evil] many"},
+                "one":{"type":"string","oneOf":[{"const":"y","title":"[evil] Yes"}],"title":"[evil] one"}})
+        );
+        let schema = &form["params"]["requestedSchema"];
+        assert_eq!(
+            (&schema["title"], &schema["description"]),
+            (
+                &json!("[evil] airlock sign-in"),
+                &json!("[evil] from airlock")
+            )
         );
         for meta in [json!("victim"), json!(["victim"]), json!(null)] {
             let mut asked =
