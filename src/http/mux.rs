@@ -328,6 +328,12 @@ impl Mux {
     fn server_of(&self, method: &str, params: &Value) -> Option<String> {
         let name = match method {
             "tools/call" | "prompts/get" => params.get("name")?.as_str()?,
+            // A task is on the server it was created on: a long `tasks/result` poll is no
+            // caller on every other server.
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                let task = params.get("taskId")?.as_str()?;
+                return self.tasks.server_of(task).map(str::to_string);
+            }
             _ => return None,
         };
         name.split_once(self.separator.as_str())

@@ -529,3 +529,41 @@ fn a_client_keeps_a_bounded_number_of_listen_streams_open() {
         "another client's own"
     );
 }
+
+#[test]
+fn a_wait_for_a_tasks_result_is_a_caller_on_the_tasks_server_only() {
+    let mut mux = mux_with(&[(1, None), (2, None)]);
+    for key in [1, 2] {
+        mux.from_client(key, init(0, "2025-11-25", json!({"elicitation": {}})));
+    }
+    let mut create = call(5, "jobs__run");
+    create["params"]["task"] = json!({"ttl": 60000});
+    let sent = core_msgs(&mux.from_client(1, create));
+    let made = json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"task":{"taskId":"t-1","status":"working"}}});
+    mux.from_core(made);
+    let wait = json!({"jsonrpc":"2.0","id":6,"method":"tasks/result","params":{"taskId":"t-1"}});
+    assert_eq!(core_msgs(&mux.from_client(1, wait)).len(), 1);
+    mux.from_client(2, call(7, "notes__ask"));
+    let elicit = json!({"jsonrpc":"2.0","id":"airlock-gw-1","method":"elicitation/create","params":{"message":"?","_meta":{"airlock/server":"notes"}}});
+    let got = session_msgs(&mux.from_core(elicit));
+    assert_eq!((got[0].0, got[0].2.clone()), (2, Some(json!(7))));
+    let asks_jobs = json!({"jsonrpc":"2.0","id":"airlock-gw-2","method":"elicitation/create","params":{"message":"?","_meta":{"airlock/server":"jobs"}}});
+    let got = session_msgs(&mux.from_core(asks_jobs));
+    assert_eq!((got[0].0, got[0].2.clone()), (1, Some(json!(6))));
+}
+
+#[test]
+fn a_call_waiting_for_its_retry_still_counts_on_its_server() {
+    // Alice's call was answered with a question and runs on until her retry: a second question
+    // of that server may be about it, so it goes on nobody else's call.
+    let mut mux = Mux::new("__");
+    mux.open(4, Some("alice".into()), true);
+    mux.open(5, Some("mallory".into()), true);
+    let alices = core_msgs(&mux.from_client(4, call(1, "notes__pay")));
+    let got = asks_for_input(&mut mux, &alices[0], "airlock-mrtr-A");
+    assert_eq!(got[0].1["result"]["requestState"], "airlock-mrtr-A");
+    let mallorys = core_msgs(&mux.from_client(5, call(1, "notes__log")));
+    let got = asks_for_input(&mut mux, &mallorys[0], "airlock-mrtr-M");
+    assert_eq!(got[0].0, 5);
+    assert!(got[0].1.get("result").is_none(), "{:?}", got[0].1);
+}

@@ -94,12 +94,20 @@ impl Mux {
             };
             shares && self.task_owner(other.key) != *owner
         });
+        // A request of another owner answered with a question of its own may still run there
+        // too, until its retry: a question now may be about it.
+        let now = std::time::Instant::now();
+        let others = others
+            || self
+                .retry_states
+                .another_on(request.server.as_deref(), owner, now);
         if others {
             let why = "airlock: the server asked for input while requests of other clients were in flight on it, so airlock cannot tell whose question it is; send the request again";
             *message = error_response(Value::Null, code::INTERNAL_ERROR, why, None);
             return;
         }
-        self.retry_states.note(owner.clone(), message);
+        self.retry_states
+            .note(owner.clone(), request.server.clone(), message, now);
     }
 
     /// Who session `key`'s tasks belong to: the session, or a stateless client's identity.
@@ -159,6 +167,19 @@ impl Mux {
         };
         let callers = self.callers_on(server);
         match callers.len() {
+            // One caller, but another owner's request answered with a question may still run
+            // on that server until its retry: the question may be about that one.
+            1 if callers.iter().any(|key| {
+                let now = std::time::Instant::now();
+                self.retry_states
+                    .another_on(Some(server), &self.task_owner(*key), now)
+            }) =>
+            {
+                Err(Unroutable::ManyCallers {
+                    count: 2,
+                    server: server.to_string(),
+                })
+            }
             1 => {
                 let key = *callers.iter().next().unwrap_or(&0);
                 let related = self

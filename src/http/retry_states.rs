@@ -6,6 +6,7 @@
 //! sees it, as a token never issued would be.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -16,10 +17,24 @@ use crate::mcp::Field;
 /// it (the core mints a new one if it asks again); one never used stays until this many newer
 /// ones push it out, and its retry is then refused: the client sends its request again without it.
 const MAX_REMEMBERED: usize = 4096;
+/// Of them, one owner's: past it that owner's oldest goes (never another's).
+const MAX_PER_OWNER: usize = 256;
+/// How long a token counts as a request of its owner still running on its server (the core
+/// keeps the translation as long, without a `tool_timeout`): a server's question meanwhile may be
+/// about it, so it makes that server's questions ambiguous for other clients.
+const RUNNING_FOR: Duration = Duration::from_secs(180);
+
+#[derive(Debug)]
+struct Handed {
+    owner: Owner,
+    /// The server the carrying request named (`None`: any).
+    server: Option<String>,
+    until: Instant,
+}
 
 #[derive(Debug, Default)]
 pub struct RetryStates {
-    owners: HashMap<String, Owner>,
+    owners: HashMap<String, Handed>,
     /// Tokens in the order they were handed out (some may be forgotten already).
     order: VecDeque<String>,
 }
@@ -38,8 +53,8 @@ pub fn carried(request: &Value) -> Option<&Value> {
 }
 
 impl RetryStates {
-    /// Notes the token of `answer`, about to go to `owner`.
-    pub fn note(&mut self, owner: Owner, answer: &Value) {
+    /// Notes the token of `answer`, about to go to `owner`, carried by a request on `server`.
+    pub fn note(&mut self, owner: Owner, server: Option<String>, answer: &Value, now: Instant) {
         // Only airlock mints the tokens (the core takes a server's out of its results); one of
         // another shape is never anyone's.
         let Some(token) = handed_out(answer)
@@ -47,7 +62,22 @@ impl RetryStates {
         else {
             return;
         };
-        if self.owners.insert(token.to_string(), owner).is_none() {
+        let mine = self.owners.values().filter(|h| h.owner == owner).count();
+        if mine >= MAX_PER_OWNER
+            && let Some(oldest) = self
+                .order
+                .iter()
+                .find(|t| self.owners.get(*t).is_some_and(|h| h.owner == owner))
+                .cloned()
+        {
+            self.owners.remove(&oldest);
+        }
+        let handed = Handed {
+            owner,
+            server,
+            until: now + RUNNING_FOR,
+        };
+        if self.owners.insert(token.to_string(), handed).is_none() {
             self.order.push_back(token.to_string());
         }
         while self.owners.len() > MAX_REMEMBERED {
@@ -69,11 +99,26 @@ impl RetryStates {
         let Some(token) = token.as_str() else {
             return false;
         };
-        if self.owners.get(token) != Some(owner) {
+        if self.owners.get(token).map(|h| &h.owner) != Some(owner) {
             return false;
         }
         self.owners.remove(token);
         true
+    }
+}
+
+impl RetryStates {
+    /// Whether an owner other than `owner` holds a token whose request may still run on
+    /// `server` (`None`: a request whose server is not known, which may be on any).
+    pub fn another_on(&self, server: Option<&str>, owner: &Owner, now: Instant) -> bool {
+        self.owners.values().any(|h| {
+            h.owner != *owner
+                && h.until > now
+                && match (server, h.server.as_deref()) {
+                    (Some(asked), Some(held)) => asked == held,
+                    _ => true,
+                }
+        })
     }
 }
 
@@ -91,15 +136,27 @@ mod tests {
         let mut states = RetryStates::default();
         let alice = Owner::Stateless(Some("alice".into()));
         let mallory = Owner::Stateless(Some("mallory".into()));
-        states.note(alice.clone(), &input_required("airlock-mrtr-t1"));
         states.note(
             alice.clone(),
+            None,
+            &input_required("airlock-mrtr-t1"),
+            Instant::now(),
+        );
+        states.note(
+            alice.clone(),
+            None,
             &json!({"jsonrpc":"2.0","id":2,"result":{"content":[]}}),
+            Instant::now(),
         );
         assert!(!states.take(&mallory, &json!("airlock-mrtr-t1")));
         assert!(!states.take(&Owner::Session(3), &json!("airlock-mrtr-t1")));
         assert!(!states.take(&alice, &json!("never handed out")));
-        states.note(alice.clone(), &input_required("a-servers-own"));
+        states.note(
+            alice.clone(),
+            None,
+            &input_required("a-servers-own"),
+            Instant::now(),
+        );
         assert!(
             !states.take(&alice, &json!("a-servers-own")),
             "not airlock's"
@@ -110,21 +167,53 @@ mod tests {
     }
 
     #[test]
-    fn past_the_bound_the_oldest_tokens_are_forgotten() {
-        let mut states = RetryStates::default();
-        let owner = Owner::Session(1);
+    fn past_the_bounds_the_oldest_tokens_go_and_one_owner_never_pushes_out_anothers() {
+        let (mut states, now) = (RetryStates::default(), Instant::now());
+        let owner = |n: usize| Owner::Session((n % 64) as u64);
         for n in 0..MAX_REMEMBERED + 10 {
             states.note(
-                owner.clone(),
+                owner(n),
+                None,
                 &input_required(&format!("airlock-mrtr-t{n}")),
+                now,
             );
         }
-        assert!(!states.take(&owner, &json!("airlock-mrtr-t9")));
-        assert!(states.take(&owner, &json!("airlock-mrtr-t10")));
-        assert!(states.take(
-            &owner,
-            &json!(format!("airlock-mrtr-t{}", MAX_REMEMBERED + 9))
-        ));
+        assert!(!states.take(&owner(9), &json!("airlock-mrtr-t9")));
+        assert!(states.take(&owner(10), &json!("airlock-mrtr-t10")));
         assert!(states.owners.len() <= MAX_REMEMBERED);
+        // Mallory's flood takes her own oldest, never Alice's.
+        let mut states = RetryStates::default();
+        let (alice, mallory) = (Owner::Session(1), Owner::Session(2));
+        states.note(
+            alice.clone(),
+            None,
+            &input_required("airlock-mrtr-alice"),
+            now,
+        );
+        for n in 0..MAX_PER_OWNER + 100 {
+            let token = format!("airlock-mrtr-m{n}");
+            states.note(mallory.clone(), None, &input_required(&token), now);
+        }
+        assert!(states.take(&alice, &json!("airlock-mrtr-alice")));
+        assert!(!states.take(&mallory, &json!("airlock-mrtr-m0")));
+    }
+
+    #[test]
+    fn a_token_held_makes_its_server_anothers_until_it_is_used_or_its_time_is_over() {
+        let (mut states, now) = (RetryStates::default(), Instant::now());
+        let (alice, bob) = (Owner::Session(1), Owner::Session(2));
+        states.note(
+            alice.clone(),
+            Some("notes".into()),
+            &input_required("airlock-mrtr-a"),
+            now,
+        );
+        assert!(states.another_on(Some("notes"), &bob, now));
+        assert!(states.another_on(None, &bob, now));
+        assert!(!states.another_on(Some("jobs"), &bob, now));
+        assert!(!states.another_on(Some("notes"), &alice, now), "her own");
+        assert!(!states.another_on(Some("notes"), &bob, now + RUNNING_FOR));
+        assert!(states.take(&alice, &json!("airlock-mrtr-a")));
+        assert!(!states.another_on(Some("notes"), &bob, now));
     }
 }

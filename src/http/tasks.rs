@@ -137,6 +137,11 @@ impl TaskOwners {
     }
 
     /// Who created `task`.
+    /// The server a task was created on, when the gateway saw it created there.
+    pub fn server_of(&self, task: &str) -> Option<&str> {
+        self.owners.get(task)?.server.as_deref()
+    }
+
     pub fn owner(&self, task: &str) -> Option<&Owner> {
         self.owners.get(task).map(|created| &created.owner)
     }
