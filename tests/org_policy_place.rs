@@ -122,3 +122,46 @@ fn an_org_that_locks_the_audit_section_keeps_the_log_where_it_is() {
         );
     }
 }
+
+#[test]
+fn an_org_policy_anyone_could_write_or_misnamed_stops_airlock() {
+    use std::os::unix::fs::PermissionsExt;
+    let check = |org: &Path| {
+        let work = org.parent().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .arg("check")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", work.join("home"))
+            .env("XDG_CONFIG_HOME", work.join("xdg"))
+            .env("XDG_STATE_HOME", work.join("state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", org)
+            .output()
+            .unwrap()
+    };
+    // A file planted in a world-writable policy.d would be read as the organisation's.
+    let work = tempfile::tempdir().unwrap();
+    let org = work.path().join("org");
+    std::fs::create_dir_all(org.join("policy.d")).unwrap();
+    let planted = org.join("policy.d/10-mine.toml");
+    std::fs::write(&planted, "version = 1\n").unwrap();
+    assert_eq!(check(&org).status.code(), Some(0));
+    std::fs::set_permissions(org.join("policy.d"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = check(&org);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not read as an org policy") && err.contains("0777"),
+        "{err}"
+    );
+    std::fs::set_permissions(org.join("policy.d"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(check(&org).status.code(), Some(2));
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A name that is almost `.toml` is not silently skipped.
+    std::fs::write(org.join("policy.d/50-deny.TOML"), "version = 1\n").unwrap();
+    let output = check(&org);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("50-deny.TOML"), "{err}");
+}

@@ -3,7 +3,8 @@
 //! - org: `/etc/airlock`: `policy.toml`, then `policy.d/*.toml` in name order.
 //!   `$AIRLOCK_ORG_POLICY_DIR` names another directory only on a machine with no org policy there
 //!   (tests, trying an org policy out): where an organisation has put one, no variable of a
-//!   user's or a project's host config can take it away.
+//!   user's or a project's host config can take it away. An org file or `policy.d` that others
+//!   could write ([`org_file_problem`]) is refused, not read.
 //! - user: `--policy FILE|PRESET`, else `$XDG_CONFIG_HOME/airlock/policy.toml` (default
 //!   `~/.config/airlock/policy.toml`).
 //! - project: the nearest `.airlock/policy.toml` from the working directory upwards. It may only
@@ -156,6 +157,56 @@ fn read_required(layer: Layer, path: &Path, found: Found) -> Result<LayerSource,
     })
 }
 
+/// Who owns a file, and who runs airlock: (uid, gid) each.
+#[derive(Debug, Clone, Copy)]
+pub struct Owners {
+    pub file: (u32, u32),
+    pub running_as: (u32, u32),
+}
+
+/// Why an org policy file (or its `policy.d`) with these owners and mode is no org's: writable
+/// by everyone, or by a group other than root's or the running user's own, or owned by someone
+/// other than root or whoever runs airlock. Pure.
+pub fn org_file_problem(owners: Owners, mode: u32) -> Option<String> {
+    let (owner, group) = owners.file;
+    let (running_as, running_group) = owners.running_as;
+    let group_writes = mode & 0o020 != 0 && group != 0 && group != running_group;
+    if mode & 0o002 != 0 || group_writes {
+        return Some(format!(
+            "it is writable by others than its owner (mode {:04o}): anyone who can write it writes the organisation's policy. Fix: chmod go-w it",
+            mode & 0o7777
+        ));
+    }
+    if owner != 0 && owner != running_as {
+        return Some(format!(
+            "it belongs to uid {owner}, neither root nor who runs airlock: its owner writes the organisation's policy. Fix: chown root it"
+        ));
+    }
+    None
+}
+
+/// Refuses an org policy file or directory whose owner or mode make it no org's.
+fn check_org_file(path: &Path) -> Result<(), SourceError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    // SAFETY: geteuid and getegid have no preconditions and cannot fail.
+    let running_as = unsafe { (libc::geteuid(), libc::getegid()) };
+    let owners = Owners {
+        file: (meta.uid(), meta.gid()),
+        running_as,
+    };
+    match org_file_problem(owners, meta.mode()) {
+        Some(why) => Err(SourceError::new(
+            path,
+            None,
+            format!("not read as an org policy: {why}"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Reads every policy layer that exists, highest authority first.
 pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceError> {
     let mut sources = Vec::new();
@@ -163,19 +214,37 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
     if let Some(source) =
         read_if_present(Layer::Org, &org_dir.join("policy.toml"), Found::AtItsPlace)?
     {
+        check_org_file(&source.path)?;
         sources.push(source);
     }
     let drop_in = org_dir.join("policy.d");
     match std::fs::read_dir(&drop_in) {
         Ok(entries) => {
-            let mut paths: Vec<PathBuf> = entries
+            check_org_file(&drop_in)?;
+            let all: Vec<PathBuf> = entries
                 .filter_map(Result::ok)
                 .map(|entry| entry.path())
+                .collect();
+            if let Some(near) = all.iter().find(|path| {
+                path.extension()
+                    .is_some_and(|ext| ext != "toml" && ext.eq_ignore_ascii_case("toml"))
+            }) {
+                return Err(SourceError::new(
+                    near,
+                    None,
+                    "an org policy file whose name does not end in `.toml` exactly is not read",
+                )
+                .with_fix("rename it to end in .toml, or move it out of policy.d"));
+            }
+            let mut paths: Vec<PathBuf> = all
+                .into_iter()
                 .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
                 .collect();
             paths.sort();
             for path in paths {
-                sources.push(read_required(Layer::Org, &path, Found::AtItsPlace)?);
+                let source = read_required(Layer::Org, &path, Found::AtItsPlace)?;
+                check_org_file(&source.path)?;
+                sources.push(source);
             }
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
@@ -231,6 +300,33 @@ pub fn discover(inputs: &DiscoveryInputs) -> Result<Vec<LayerSource>, SourceErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_org_file_others_can_write_or_someone_else_owns_is_no_orgs() {
+        let owners = |file, running_as| Owners { file, running_as };
+        let user = (1000, 1000);
+        assert_eq!(org_file_problem(owners((0, 0), user), 0o100644), None);
+        assert_eq!(
+            org_file_problem(owners((0, 0), user), 0o100664),
+            None,
+            "root's group"
+        );
+        assert_eq!(
+            org_file_problem(owners(user, user), 0o100664),
+            None,
+            "who runs airlock"
+        );
+        let staff = owners((0, 50), user);
+        assert!(org_file_problem(staff, 0o100664).is_some_and(|why| why.contains("0664")));
+        let everyone = org_file_problem(owners((0, 0), user), 0o100666);
+        assert!(everyone.is_some_and(|why| why.contains("0666")));
+        assert!(
+            org_file_problem(owners((0, 0), (0, 0)), 0o040777).is_some(),
+            "policy.d"
+        );
+        let other = org_file_problem(owners((1001, 1001), user), 0o100644);
+        assert!(other.is_some_and(|why| why.contains("1001")));
+    }
 
     #[test]
     fn the_variable_names_the_org_dir_only_where_none_is_in_place() {
