@@ -445,7 +445,17 @@ impl Mux {
                     return Vec::new();
                 };
                 // The request is over for the client: its id is free, a late answer dropped.
-                self.requests.remove(&id_key(&fresh));
+                // Its server may go on with it (and ask about it) until it sees the cancel.
+                if let Some(given_up) = self.requests.remove(&id_key(&fresh))
+                    && !given_up.on_no_server
+                {
+                    let owner = self.task_owner(key);
+                    self.retry_states.note_given_up(
+                        owner,
+                        given_up.server,
+                        std::time::Instant::now(),
+                    );
+                }
                 message["params"]["requestId"] = fresh;
                 vec![Out::ToCore(message)]
             }
@@ -464,6 +474,7 @@ impl Mux {
     /// The session ended: its requests are cancelled, its subscriptions released, requests
     /// sent to it refused.
     pub fn close(&mut self, key: SessionKey) -> Vec<Out> {
+        let owner = self.task_owner(key);
         self.clients.remove(&key);
         self.tasks.forget(key);
         let mut out = Vec::new();
@@ -473,8 +484,14 @@ impl Mux {
             .filter(|(_, r)| r.key == key)
             .map(|(fresh, _)| fresh.clone())
             .collect();
+        let now = std::time::Instant::now();
         for fresh in mine {
-            self.requests.remove(&fresh);
+            if let Some(given_up) = self.requests.remove(&fresh)
+                && !given_up.on_no_server
+            {
+                self.retry_states
+                    .note_given_up(owner.clone(), given_up.server, now);
+            }
             if let Some(id) = fresh.strip_prefix("s:") {
                 out.push(Out::ToCore(crate::mcp::message::notification(
                     "notifications/cancelled",

@@ -567,3 +567,27 @@ fn a_call_waiting_for_its_retry_still_counts_on_its_server() {
     assert_eq!(got[0].0, 5);
     assert!(got[0].1.get("result").is_none(), "{:?}", got[0].1);
 }
+
+#[test]
+fn a_request_its_client_gave_up_still_counts_on_its_server_for_a_while() {
+    // A server that ignores the cancellation may ask about Alice's call after she gave it up:
+    // that question goes on nobody else's call.
+    let elicit = json!({"jsonrpc":"2.0","id":"airlock-gw-1","method":"elicitation/create","params":{"message":"IBAN?","_meta":{"airlock/server":"notes"}}});
+    for closes in [false, true] {
+        let mut mux = mux_with(&[(1, None), (2, None)]);
+        for key in [1, 2] {
+            mux.from_client(key, init(0, "2025-11-25", json!({"elicitation": {}})));
+        }
+        mux.from_client(1, call(5, "notes__pay"));
+        if closes {
+            mux.close(1);
+        } else {
+            let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}});
+            mux.from_client(1, cancel);
+        }
+        mux.from_client(2, call(6, "notes__log"));
+        let outs = mux.from_core(elicit.clone());
+        assert!(session_msgs(&outs).is_empty(), "closes {closes}: {outs:?}");
+        assert_eq!(core_msgs(&outs)[0]["result"]["action"], "decline");
+    }
+}

@@ -35,6 +35,9 @@ struct Handed {
 #[derive(Debug, Default)]
 pub struct RetryStates {
     owners: HashMap<String, Handed>,
+    /// Requests their clients gave up (cancelled, or their session ended) that may still run on
+    /// their server: a server that ignores the cancellation and asks then may ask about them.
+    given_up: VecDeque<Handed>,
     /// Tokens in the order they were handed out (some may be forgotten already).
     order: VecDeque<String>,
 }
@@ -108,10 +111,26 @@ impl RetryStates {
 }
 
 impl RetryStates {
-    /// Whether an owner other than `owner` holds a token whose request may still run on
-    /// `server` (`None`: a request whose server is not known, which may be on any).
+    /// Notes a request `owner` gave up, on `server`, as still running there for a while.
+    pub fn note_given_up(&mut self, owner: Owner, server: Option<String>, now: Instant) {
+        while self.given_up.front().is_some_and(|h| h.until <= now) {
+            self.given_up.pop_front();
+        }
+        if self.given_up.len() >= MAX_REMEMBERED {
+            self.given_up.pop_front();
+        }
+        self.given_up.push_back(Handed {
+            owner,
+            server,
+            until: now + RUNNING_FOR,
+        });
+    }
+
+    /// Whether an owner other than `owner` holds a token (or gave up a request) whose request
+    /// may still run on `server` (`None`: a request whose server is not known, which may be on
+    /// any).
     pub fn another_on(&self, server: Option<&str>, owner: &Owner, now: Instant) -> bool {
-        self.owners.values().any(|h| {
+        self.owners.values().chain(self.given_up.iter()).any(|h| {
             h.owner != *owner
                 && h.until > now
                 && match (server, h.server.as_deref()) {
