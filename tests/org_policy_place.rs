@@ -12,6 +12,18 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `command` with only this test's environment: `PATH`, and home, config, state and org policy
+/// dirs under `work` (the org dir as `org` names it), never the machine's.
+fn own_env<'a>(command: &'a mut Command, work: &Path, org: &Path) -> &'a mut Command {
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", work.join("home"))
+        .env("XDG_CONFIG_HOME", work.join("xdg"))
+        .env("XDG_STATE_HOME", work.join("state"))
+        .env("AIRLOCK_ORG_POLICY_DIR", org)
+}
+
 /// `airlock check` run where `/etc/airlock/policy.toml` is `org_policy` (when given), with
 /// `AIRLOCK_ORG_POLICY_DIR` naming `named`.
 fn check_with_org_in_etc(work: &Path, org_policy: Option<&str>, named: &Path) -> Output {
@@ -32,20 +44,14 @@ fn check_with_org_in_etc(work: &Path, org_policy: Option<&str>, named: &Path) ->
     let script = "set -e; mount --make-rprivate /; \
                   mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$1\"/up,workdir=\"$1\"/overlay-work /etc; \
                   shift; exec \"$@\"";
-    Command::new("unshare")
+    let mut command = Command::new("unshare");
+    command
         .args(["--mount", "sh", "-c", script, "sh"])
         .arg(work)
         .arg(env!("CARGO_BIN_EXE_airlock"))
         .arg("check")
-        .current_dir(work.join("project"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", work.join("home"))
-        .env("XDG_CONFIG_HOME", work.join("xdg"))
-        .env("XDG_STATE_HOME", work.join("state"))
-        .env("AIRLOCK_ORG_POLICY_DIR", named)
-        .output()
-        .unwrap()
+        .current_dir(work.join("project"));
+    own_env(&mut command, work, named).output().unwrap()
 }
 
 #[test]
@@ -103,14 +109,9 @@ fn an_org_that_locks_the_audit_section_keeps_the_log_where_it_is() {
     )
     .unwrap();
     for moved in ["-", "/tmp/not-the-orgs.jsonl"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_airlock"))
-            .args(["run", "--audit", moved, "--", "python3", "-c", "pass"])
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", work.path().join("home"))
-            .env("XDG_CONFIG_HOME", work.path().join("xdg"))
-            .env("XDG_STATE_HOME", work.path().join("state"))
-            .env("AIRLOCK_ORG_POLICY_DIR", &org)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_airlock"));
+        command.args(["run", "--audit", moved, "--", "python3", "-c", "pass"]);
+        let output = own_env(&mut command, work.path(), &org)
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
@@ -128,16 +129,13 @@ fn an_org_policy_anyone_could_write_or_misnamed_stops_airlock() {
     use std::os::unix::fs::PermissionsExt;
     let check = |org: &Path| {
         let work = org.parent().unwrap();
-        Command::new(env!("CARGO_BIN_EXE_airlock"))
-            .arg("check")
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", work.join("home"))
-            .env("XDG_CONFIG_HOME", work.join("xdg"))
-            .env("XDG_STATE_HOME", work.join("state"))
-            .env("AIRLOCK_ORG_POLICY_DIR", org)
-            .output()
-            .unwrap()
+        own_env(
+            Command::new(env!("CARGO_BIN_EXE_airlock")).arg("check"),
+            work,
+            org,
+        )
+        .output()
+        .unwrap()
     };
     // A file planted in a world-writable policy.d would be read as the organisation's.
     let work = tempfile::tempdir().unwrap();
