@@ -757,34 +757,3 @@ fn a_misspelt_preset_gets_a_did_you_mean() {
     assert!(err.contains("policy file not found"), "{err}");
     assert!(err.contains("did you mean `strict`?"), "{err}");
 }
-
-/// The MCP hosts' own config files are never granted either: a server that rewrote
-/// `~/.cursor/mcp.json` would be started by Cursor without airlock next time. Named as a grant
-/// or on the server's command line (which grants a directory it names by default).
-#[test]
-fn a_hosts_own_config_is_never_granted() {
-    let scratch = Scratch::new();
-    let cursor = scratch.path("home/.cursor");
-    std::fs::create_dir_all(&cursor).unwrap();
-    std::fs::write(cursor.join("mcp.json"), "{\"mcpServers\": {}}").unwrap();
-    let flag = scratch.airlock(&[
-        "check",
-        "--trust",
-        "--allow-write",
-        cursor.to_str().unwrap(),
-        "/bin/true",
-    ]);
-    let out = stdout(&flag);
-    assert_eq!(flag.status.code(), Some(2), "{out}\n{}", stderr(&flag));
-    assert!(out.contains("would expose Cursor's MCP config"), "{out}");
-    let argument = scratch.airlock(&["check", "--trust", "/bin/true", cursor.to_str().unwrap()]);
-    let said = format!("{}{}", stdout(&argument), stderr(&argument));
-    assert!(
-        said.contains("NOT GRANTED") && said.contains("Cursor's MCP config"),
-        "{said}"
-    );
-    assert!(
-        !said.contains(&format!("write {}", cursor.display())),
-        "{said}"
-    );
-}

@@ -11,6 +11,7 @@ mod environment;
 mod launcher;
 mod normal;
 mod regular;
+mod resolve;
 mod shims;
 mod template;
 
@@ -22,5 +23,6 @@ pub use launcher::{
 };
 pub use normal::{is_under, normalize, normalize_path, walk_components};
 pub use regular::{open_regular, read_small, read_small_text};
+pub use resolve::resolve_as_far_as_exists;
 pub use shims::{Disk, RealDisk, Shim, resolve_shim};
 pub use template::{Expanded, TemplateError, Var, after_tilde, expand, expand_path, expand_tilde};

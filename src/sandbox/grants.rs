@@ -175,11 +175,13 @@ pub(super) fn protected_paths(dirs: &AirlockDirs) -> Vec<(String, PathBuf)> {
         out.push((format!("{host}'s MCP config"), config.clone()));
     }
     // Each also as it resolves: a grant (or a derived one, from a script's resolved path) that
-    // reaches the home through a symlink is the home all the same.
+    // reaches the home through a symlink is the home all the same. A file not there yet (a
+    // host's `mcp.json` before its first server) resolves through the links its directories
+    // already are: a server granted where `~/.cursor` leads could otherwise create it.
     let resolved: Vec<(String, PathBuf)> = out
         .iter()
         .filter_map(|(what, path)| {
-            let real = std::fs::canonicalize(path).ok()?;
+            let real = crate::paths::resolve_as_far_as_exists(path)?;
             (real != *path).then(|| (what.clone(), real))
         })
         .collect();

@@ -238,3 +238,68 @@ fn explain_reads_a_declared_servers_paths_against_the_directory_it_will_start_in
         "{out}"
     );
 }
+
+/// The MCP hosts' own config files are never granted either: a server that rewrote
+/// `~/.cursor/mcp.json` would be started by Cursor without airlock next time. Named as a grant
+/// or on the server's command line (which grants a directory it names by default).
+#[test]
+fn a_hosts_own_config_is_never_granted() {
+    let scratch = Scratch::new();
+    let cursor = scratch.path("home/.cursor");
+    std::fs::create_dir_all(&cursor).unwrap();
+    std::fs::write(cursor.join("mcp.json"), "{\"mcpServers\": {}}").unwrap();
+    let flag = scratch.airlock(&[
+        "check",
+        "--trust",
+        "--allow-write",
+        cursor.to_str().unwrap(),
+        "/bin/true",
+    ]);
+    let out = stdout(&flag);
+    assert_eq!(flag.status.code(), Some(2), "{out}\n{}", stderr(&flag));
+    assert!(out.contains("would expose Cursor's MCP config"), "{out}");
+    let argument = scratch.airlock(&["check", "--trust", "/bin/true", cursor.to_str().unwrap()]);
+    let said = format!("{}{}", stdout(&argument), stderr(&argument));
+    assert!(
+        said.contains("NOT GRANTED") && said.contains("Cursor's MCP config"),
+        "{said}"
+    );
+    assert!(
+        !said.contains(&format!("write {}", cursor.display())),
+        "{said}"
+    );
+}
+
+/// A host config not written yet, behind a directory that is a link (dotfiles kept elsewhere):
+/// a server granted where the link leads could create it, and the host would start what it
+/// wrote there unconfined.
+#[test]
+fn a_hosts_config_not_there_yet_is_not_granted_through_a_linked_directory() {
+    let scratch = Scratch::new();
+    let dotfiles = scratch.path("dotfiles");
+    std::fs::create_dir_all(dotfiles.join("cursor")).unwrap();
+    std::fs::create_dir_all(scratch.path("home")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("cursor"), scratch.path("home/.cursor")).unwrap();
+    for grant in [dotfiles.clone(), dotfiles.join("cursor")] {
+        let output = scratch.airlock(&[
+            "check",
+            "--trust",
+            "--allow-write",
+            grant.to_str().unwrap(),
+            "/bin/true",
+        ]);
+        let out = stdout(&output);
+        assert_eq!(output.status.code(), Some(2), "{out}\n{}", stderr(&output));
+        assert!(out.contains("would expose Cursor's MCP config"), "{out}");
+    }
+    // The same grant with the link gone is fine: the refusal is about the link, not the name.
+    std::fs::remove_file(scratch.path("home/.cursor")).unwrap();
+    let output = scratch.airlock(&[
+        "check",
+        "--trust",
+        "--allow-write",
+        dotfiles.to_str().unwrap(),
+        "/bin/true",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+}
