@@ -17,6 +17,8 @@ mod support;
 
 use support::{AIRLOCK, real_python, root, sdk_python};
 
+#[path = "install_hosts/gateway_files.rs"]
+mod gateway_files;
 #[path = "install_hosts/on_path.rs"]
 mod on_path;
 

@@ -71,6 +71,9 @@ struct Target {
     format: Format,
     scope: Scope,
     maps: Vec<&'static [&'static str]>,
+    /// The host's first user file at its usual place: the one whose `--gateway` config is
+    /// named after the host alone.
+    main_user_file: bool,
 }
 
 fn host_env() -> Result<HostEnv, CliError> {
@@ -124,10 +127,12 @@ fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>,
             format,
             scope: Scope::User,
             maps,
+            main_user_file: false,
         }]);
     }
     let mut found = Vec::new();
     let mut looked = Vec::new();
+    let main_user_file = host.files.iter().find(|file| file.scope == Scope::User);
     for file in host.files {
         if file.scope == Scope::Project && !args.project {
             continue;
@@ -141,6 +146,7 @@ fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>,
                 format: file.format,
                 scope: file.scope,
                 maps: file.server_maps.to_vec(),
+                main_user_file: main_user_file.is_some_and(|main| std::ptr::eq(main, file)),
             });
         } else {
             looked.push(path.display().to_string());
@@ -202,16 +208,18 @@ fn airlock_command() -> Result<String, CliError> {
     Ok(exe.display().to_string())
 }
 
+/// Where `--gateway` keeps the servers it moved out of `target`: one config per host file, so
+/// two files of one host (VS Code's `mcp.json` and `settings.json`, a `--config` file beside
+/// the usual one) never write over each other's. The host's main user file keeps the short
+/// name earlier installs gave it; any other file's name carries a digest of its path.
 fn gateway_config_path(dirs: &Dirs, host: &Host, target: &Target) -> PathBuf {
-    let base = &dirs.config;
-    let name = match target.scope {
-        Scope::User if target.path.file_name().is_some() => format!("{}.toml", host.id),
-        _ => {
-            let digest = record::sha256_hex(target.path.to_string_lossy().as_bytes());
-            format!("{}-{}.toml", host.id, &digest[..12])
-        }
+    let name = if target.main_user_file {
+        format!("{}.toml", host.id)
+    } else {
+        let digest = record::sha256_hex(target.path.to_string_lossy().as_bytes());
+        format!("{}-{}.toml", host.id, &digest[..12])
     };
-    base.join("hosts").join(name)
+    dirs.config.join("hosts").join(name)
 }
 
 fn print_report(out: &mut String, target: &Target, rewrite: &Rewrite, dry_run: bool) {
