@@ -115,6 +115,11 @@ fn a_project_file_cannot_choose_how_airlock_confines_its_servers() {
     ];
     for (entry, named) in refused {
         let project = Project::new();
+        // The user's own file, planned before the project's, has a server install would wrap.
+        let user_file = project.home.join(".claude.json");
+        let user_before =
+            "{\"mcpServers\": {\"mine\": {\"command\": \"npx\", \"args\": [\"-y\", \"mine\"]}}}\n";
+        std::fs::write(&user_file, user_before).unwrap();
         let servers = json!({"plain": {"command": "npx", "args": ["-y", "other"]}, "notes": entry});
         let (output, before, after) = project.install(&servers);
         let said = text_of(&output);
@@ -128,6 +133,9 @@ fn a_project_file_cannot_choose_how_airlock_confines_its_servers() {
             after, before,
             "nothing is written to a file whose install stopped"
         );
+        // Nor to any other file of that install: the user's file is as it was.
+        assert_eq!(std::fs::read_to_string(&user_file).unwrap(), user_before);
+        assert!(said.contains("nothing was written, not even"), "{said}");
     }
 }
 

@@ -296,8 +296,11 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
     let dirs = dirs()?;
     let airlock = airlock_command()?;
     let mut out = String::new();
-    // Files whose install stopped at an entry it may not take (nothing written to them).
+    // Files whose install stopped at an entry it may not take.
     let mut stopped = Vec::new();
+    // Every file is planned before any is written: a file that stops the install leaves all of
+    // them as they were, not the ones before it rewritten.
+    let mut to_write = Vec::new();
     for target in targets(host, &args.target, &env)? {
         let text = read_text(&target.path)?;
         let gateway_config = if args.gateway {
@@ -364,10 +367,33 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
             }
             continue;
         }
-        let backup = commit_install(&dirs, host, &target, &text, &planned)?;
+        to_write.push((target, text, planned));
+    }
+    if !stopped.is_empty() {
+        print!("{out}");
+        let unwritten = if to_write.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; nothing was written, not even {}",
+                to_write
+                    .iter()
+                    .map(|(target, _, _)| target.path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return Err(CliError::Refused(format!(
+            "install stopped for {}: a project's file may not choose how airlock confines its servers (the entries marked refused above say why and what to change){unwritten}",
+            stopped.join(", ")
+        )));
+    }
+    for (target, text, planned) in &to_write {
+        let backup = commit_install(&dirs, host, target, text, planned)?;
         let _ = writeln!(
             out,
-            "  written; the previous file is saved as {}",
+            "{}: written; the previous file is saved as {}",
+            target.path.display(),
             backup.display()
         );
         if target.scope == Scope::Project {
@@ -378,7 +404,7 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
             );
         }
     }
-    if !args.target.dry_run && out.contains("  written;") {
+    if !to_write.is_empty() {
         let _ = writeln!(
             out,
             "Restart {} so it starts the servers through airlock.",
@@ -386,12 +412,6 @@ pub fn install(args: InstallArgs) -> Result<ExitCode, CliError> {
         );
     }
     print!("{out}");
-    if !stopped.is_empty() {
-        return Err(CliError::Refused(format!(
-            "install stopped for {}: a project's file may not choose how airlock confines its servers (the entries marked refused above say why and what to change)",
-            stopped.join(", ")
-        )));
-    }
     Ok(ExitCode::SUCCESS)
 }
 
