@@ -163,3 +163,60 @@ fn an_org_policy_anyone_could_write_or_misnamed_stops_airlock() {
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(err.contains("50-deny.TOML"), "{err}");
 }
+
+/// The owner rule as an ordinary user sees it (the tests run as root, for whom "root or the
+/// running user" is one uid): an org file of root's or of the user's own is read; one of another
+/// user's, or writable by another user's group, is that user's policy and stops airlock.
+#[test]
+fn as_an_ordinary_user_an_org_file_of_another_user_stops_airlock() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    const USER: u32 = 65534; // nobody, whose group is nogroup (65534)
+    const OTHER: u32 = 4242; // no one's: a uid and gid of a user that is not the runner
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let org = work.path().join("org");
+    std::fs::create_dir_all(&org).unwrap();
+    for dir in ["home", "xdg", "state"] {
+        std::fs::create_dir_all(work.path().join(dir)).unwrap();
+        chown(work.path().join(dir), Some(USER), Some(USER)).unwrap();
+    }
+    let policy = org.join("policy.toml");
+    std::fs::write(&policy, "version = 1\n").unwrap();
+    let check = || {
+        let mut command = Command::new("setpriv");
+        command.args([
+            &format!("--reuid={USER}"),
+            &format!("--regid={USER}"),
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_airlock"),
+            "check",
+        ]);
+        own_env(&mut command, work.path(), &org).output().unwrap()
+    };
+    let owned = |uid: u32, gid: u32, mode: u32| {
+        chown(&policy, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(mode)).unwrap();
+        check()
+    };
+    for (uid, gid, mode) in [(0, 0, 0o644), (USER, USER, 0o644), (0, USER, 0o664)] {
+        let output = owned(uid, gid, mode);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "owner {uid}:{gid} mode {mode:o}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    for (uid, gid, mode, said) in [
+        (OTHER, OTHER, 0o644, "belongs to uid 4242"),
+        (0, OTHER, 0o664, "writable by others than its owner"),
+    ] {
+        let output = owned(uid, gid, mode);
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("not read as an org policy") && err.contains(said),
+            "{err}"
+        );
+    }
+}
