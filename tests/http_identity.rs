@@ -70,59 +70,14 @@ fn the_record_of_an_asked_call_names_the_caller_who_answered() {
     let gateway = world.listen(&tokens_config(&fixture_server()), &[]);
     let bearer = format!("Bearer {token}");
     let session = open_session(&gateway.url, &bearer, json!({"elicitation": {}}));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let answer = runtime.block_on(async {
-        let client = reqwest::Client::new();
-        let headers = |request: reqwest::RequestBuilder| {
-            request
-                .header("authorization", &bearer)
-                .header("mcp-session-id", &session)
-                .header("accept", "application/json, text/event-stream")
-                .header("content-type", "application/json")
-        };
-        let mut stream = headers(client.post(&gateway.url))
-            .body(call(7, "fixture__echo", json!({"text": "asked"})).to_string())
-            .send()
-            .await
-            .unwrap();
-        let mut seen = String::new();
-        let mut answered = false;
-        loop {
-            let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk())
-                .await
-                .expect("the call's stream goes on")
-                .unwrap();
-            let Some(chunk) = chunk else { break };
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            let messages: Vec<Value> = seen
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .filter_map(|data| serde_json::from_str(data.trim()).ok())
-                .collect();
-            if !answered
-                && let Some(ask) = messages
-                    .iter()
-                    .find(|m| m["method"] == "elicitation/create")
-            {
-                let accept = json!({"jsonrpc":"2.0","id": ask["id"],
-                    "result": {"action": "accept", "content": {"approve": true}}});
-                let reply = headers(client.post(&gateway.url))
-                    .body(accept.to_string())
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(reply.status().as_u16(), 202);
-                answered = true;
-            }
-            if let Some(done) = messages.iter().find(|m| m["id"] == 7) {
-                return done.clone();
-            }
-        }
-        panic!("no answer to the call in: {seen}");
-    });
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("mcp-session-id", session.as_str()),
+    ];
+    let accept = json!({"action": "accept", "content": {"approve": true}});
+    let call = call(7, "fixture__echo", json!({"text": "asked"}));
+    let (answer, asked) = call_answering_questions(&gateway.url, &headers, &call, &accept);
+    assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(text_of(&answer), "fixture: asked", "{answer}");
     let id = request_id_of(&world, "elicitation", "echo");
     let elicitation = records(&world, "elicitation", &id);

@@ -352,7 +352,7 @@ fn assert_status_saw_each_server(report: &Value) {
             .clone()
     };
     assert_eq!(server("fixture")["state"], "ready");
-    assert_eq!(server("fixture")["tools"], 6);
+    assert_eq!(server("fixture")["tools"], 7);
     assert!(server("fixture")["last_call"].is_string());
     assert_ne!(server("broken")["state"], "ready");
     assert!(

@@ -153,7 +153,7 @@ fn airlock_test_reports_tools_latency_and_sandbox_or_the_reason() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("tools:    8 (1 hidden from hosts by the policy)"),
+        stdout.contains("tools:    9 (1 hidden from hosts by the policy)"),
         "{stdout}"
     );
     assert!(

@@ -274,6 +274,70 @@ pub fn exchange_with(
     })
 }
 
+/// POSTs `call` with `headers` and reads its SSE stream as it comes: each question a server asks
+/// on it (`elicitation/create`) is answered with `result` at once. Returns the call's answer
+/// (`id` as the call's) and the questions asked.
+pub fn call_answering_questions(
+    url: &str,
+    headers: &[(&str, &str)],
+    call: &Value,
+    result: &Value,
+) -> (Value, Vec<Value>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let request = |body: String| {
+            let mut request = client
+                .post(url)
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json");
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            request.body(body)
+        };
+        let mut stream = request(call.to_string()).send().await.unwrap();
+        let (mut seen, mut asked) = (String::new(), Vec::new());
+        loop {
+            let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk())
+                .await
+                .expect("the call's stream goes on")
+                .unwrap();
+            let Some(chunk) = chunk else { break };
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            let messages: Vec<Value> = seen
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .filter_map(|data| serde_json::from_str(data.trim()).ok())
+                .collect();
+            for ask in messages
+                .iter()
+                .filter(|m| m["method"] == "elicitation/create")
+                .skip(asked.len())
+            {
+                let answer = json!({"jsonrpc":"2.0","id": ask["id"], "result": result});
+                let reply = request(answer.to_string()).send().await.unwrap();
+                assert_eq!(reply.status().as_u16(), 202);
+                asked.push(ask.clone());
+            }
+            if let Some(done) = messages
+                .iter()
+                .find(|m| m["id"] == call["id"] && m.get("method").is_none())
+            {
+                return (done.clone(), asked);
+            }
+        }
+        // A reply without a stream (`application/json`) is the answer itself.
+        match serde_json::from_str::<Value>(&seen) {
+            Ok(answer) => (answer, asked),
+            Err(_) => panic!("no answer to the call in: {seen}"),
+        }
+    })
+}
+
 pub fn initialize(version: &str) -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":version,"capabilities":{},"clientInfo":{"name":"test","version":"1"}}})
 }

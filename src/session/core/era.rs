@@ -42,8 +42,8 @@ pub fn cacheable(method: &str) -> bool {
 /// change: a result without `resultType` gets `"complete"`. That is every result of a gateway
 /// (its servers speak the handshake era) and airlock's own answers in `run` too (a refusal, an
 /// error result); a 2026-07-28 server's own results already carry theirs.
-pub fn shape_for_host(mut message: Value, host: &HostState) -> Value {
-    if !stateless(host) {
+pub fn shape_for_host(mut message: Value, stateless: bool) -> Value {
+    if !stateless {
         return message;
     }
     if let Some(result) = message.field_mut("result").and_then(Value::as_object_mut) {
@@ -102,15 +102,16 @@ mod tests {
     }
 
     #[test]
-    fn only_results_for_a_stateless_host_are_shaped() {
+    fn only_results_for_a_stateless_request_are_shaped() {
+        assert!(stateless(&host("2026-07-28")) && !stateless(&host("2025-06-18")));
         let answer = json!({"jsonrpc":"2.0","id":1,"result":{"content":[]}});
-        let shaped = shape_for_host(answer.clone(), &host("2026-07-28"));
+        let shaped = shape_for_host(answer.clone(), true);
         assert_eq!(shaped["result"]["resultType"], "complete");
-        assert_eq!(shape_for_host(answer.clone(), &host("2025-06-18")), answer);
+        assert_eq!(shape_for_host(answer.clone(), false), answer);
         let own = json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"}});
-        assert_eq!(shape_for_host(own.clone(), &host("2026-07-28")), own);
+        assert_eq!(shape_for_host(own.clone(), true), own);
         let error = json!({"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}});
-        assert_eq!(shape_for_host(error.clone(), &host("2026-07-28")), error);
+        assert_eq!(shape_for_host(error.clone(), true), error);
     }
 
     #[test]

@@ -126,8 +126,8 @@ impl Core {
             return true;
         }
         // A gateway names the task an answer creates (`result.task`) for the host; answers to
-        // the host's `tasks/*` requests are told apart below.
-        let gateway_shapes = !self.single() && (era::stateless(&self.host) || answer.task);
+        // the host's `tasks/*` requests and to 2026-07-28 requests are told apart below.
+        let gateway_shapes = !self.single() && answer.task;
         // A gateway notes which server a `resource_link` in a tool result points into, so the
         // host can read it before listing resources ([`Core::note_linked_resources`]).
         let links_resources = !self.single()
@@ -146,15 +146,20 @@ impl Core {
             return false;
         };
         let key = id_key(answer.id);
+        // A gateway shapes every answer to a 2026-07-28 request (`resultType`, cache hints).
         let Some(Origin::Host {
             host_id,
             initialize: false,
             about_task: false,
+            stateless,
             ..
         }) = server.outbound.get(&key)
         else {
             return false;
         };
+        if *stateless && !self.single() {
+            return false;
+        }
         let same_id = host_id == answer.id;
         // The same id has the same key: built again only for another id (a gateway's).
         let other_key = (!same_id).then(|| id_key(host_id));

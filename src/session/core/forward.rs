@@ -105,7 +105,8 @@ impl Core {
             .flatten();
         // The gateway speaks the handshake era to its servers: a 2026-07-28 host's envelope
         // (read above and by the host dispatch) is not theirs to see.
-        let envelope_taken_out = !single && super::era::stateless(&self.host);
+        let stateless = super::era::stateless(&self.host);
+        let envelope_taken_out = !single && stateless;
         if envelope_taken_out {
             crate::mcp::version::strip_envelope(&mut message);
         }
@@ -140,6 +141,7 @@ impl Core {
             input_carrier,
             declared,
             about_task,
+            stateless,
         };
         // The host's own id goes on unchanged in `Single`: its key is the host's key.
         let down_key = if identity {

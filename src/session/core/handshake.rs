@@ -11,7 +11,7 @@ use super::lists::ListKind;
 use super::{Core, INITIALIZE_WAIT, Origin, era};
 use crate::gateway::lifecycle::{Demand, Phase, State};
 use crate::mcp::Field;
-use crate::mcp::message::notification;
+use crate::mcp::message::{notification, result_response};
 use crate::mcp::version::HANDSHAKE_VERSIONS;
 
 /// The newest handshake-era version: what airlock offers servers and hosts that ask for another.
@@ -33,7 +33,8 @@ impl Core {
 
     /// The version airlock speaks with its servers: the host's, if a handshake-era version.
     pub(super) fn downstream_version(&self) -> &str {
-        match self.host.version.as_deref() {
+        let version = self.host.handshake_version.as_deref();
+        match version.or(self.host.version.as_deref()) {
             Some(v) if HANDSHAKE_VERSIONS.contains(&v) => v,
             _ => LATEST_HANDSHAKE,
         }
@@ -127,7 +128,8 @@ impl Core {
             "instructions": self.instructions(),
         });
         self.host.initialized = true;
-        self.reply(id, result);
+        // An `initialize` is answered in the handshake era, whatever request came since.
+        self.send_host_in(result_response(id, result), false);
     }
 
     fn instructions(&self) -> String {

@@ -163,8 +163,17 @@ impl Core {
             self.log_level(level.clone(), now);
         }
         let declared = version::request_version(params);
-        // The common case, every call after the handshake: nothing new about the host.
+        // The common case, every call after the handshake: nothing new about the host. A
+        // request that names no version speaks the era the host opened with, even right after
+        // a 2026-07-28 request of another HTTP session.
         if method != "initialize" && declared.is_none() && self.host.known {
+            if self.host.handshake_version.is_some()
+                && self.host.version != self.host.handshake_version
+            {
+                self.host.version = self.host.handshake_version.clone();
+                self.host.capabilities = self.host.handshake_capabilities.clone();
+                self.share_host_facts();
+            }
             return;
         }
         let before = self.host_facts();
@@ -176,6 +185,8 @@ impl Core {
                 .field("protocolVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string);
+            self.host.handshake_version = self.host.version.clone();
+            self.host.handshake_capabilities = self.host.capabilities.clone();
         } else if let Some(declared) = declared {
             if let Some(caps) = version::request_capabilities(params) {
                 self.host.capabilities = caps.clone();

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::{Aggregation, Core, Origin, era};
 use crate::gateway::lifecycle::{Demand, Phase};
 use crate::mcp::Field;
-use crate::mcp::message::{code, notification};
+use crate::mcp::message::{code, error_response, notification, result_response};
 
 /// Most items in one page of an aggregated list (hosts that ignore `nextCursor` still see all of
 /// a normal setup).
@@ -112,7 +112,8 @@ impl Core {
             }
         }
         if let Some(cursor) = message.at(&["params", "cursor"]).and_then(Value::as_str) {
-            self.answer_page(kind, id, cursor);
+            let stateless = era::stateless(&self.host);
+            self.answer_page(kind, id, cursor, stateless);
             return;
         }
         let mut waiting = BTreeSet::new();
@@ -147,6 +148,7 @@ impl Core {
             host_id: id,
             kind,
             waiting: waiting.clone(),
+            stateless: era::stateless(&self.host),
             items: BTreeMap::new(),
             bytes: BTreeMap::new(),
             complete: BTreeSet::new(),
@@ -448,7 +450,12 @@ impl Core {
             self.snapshot_generation += 1;
             self.snapshots
                 .insert(aggregation.kind, (self.snapshot_generation, items));
-            self.answer_page(aggregation.kind, aggregation.host_id, "");
+            self.answer_page(
+                aggregation.kind,
+                aggregation.host_id,
+                "",
+                aggregation.stateless,
+            );
         }
         if let Some((_, waiting, deadline)) = &self.pending_initialize
             && (waiting.is_empty() || *deadline <= now)
@@ -554,9 +561,11 @@ impl Core {
 
     /// One page of the last aggregated list. airlock's cursor is `<generation>.<offset>`; a
     /// cursor from an older list is refused (the host lists again from the start).
-    fn answer_page(&mut self, kind: ListKind, id: Value, cursor: &str) {
+    /// `stateless`: the era of the host's request (the answer may come after others were handled).
+    fn answer_page(&mut self, kind: ListKind, id: Value, cursor: &str, stateless: bool) {
         let Some((generation, items)) = self.snapshots.get(&kind) else {
-            self.reply_error(id, code::INVALID_PARAMS, "invalid cursor");
+            let answer = error_response(id, code::INVALID_PARAMS, "invalid cursor", None);
+            self.send_host_in(answer, stateless);
             return;
         };
         let offset = if cursor.is_empty() {
@@ -570,7 +579,8 @@ impl Core {
         };
         let Some(offset) = offset else {
             let text = "invalid or stale cursor: list again without a cursor";
-            self.reply_error(id, code::INVALID_PARAMS, text);
+            let answer = error_response(id, code::INVALID_PARAMS, text, None);
+            self.send_host_in(answer, stateless);
             return;
         };
         let end = (offset + PAGE_SIZE).min(items.len());
@@ -580,10 +590,10 @@ impl Core {
             let next = format!("{generation}.{end}");
             result.insert("nextCursor".into(), Value::String(next));
         }
-        if era::stateless(&self.host) {
+        if stateless {
             era::add_cache_hints(&mut result);
         }
-        self.reply(id, Value::Object(result));
+        self.send_host_in(result_response(id, Value::Object(result)), stateless);
     }
 }
 

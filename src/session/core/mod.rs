@@ -199,6 +199,9 @@ enum Origin {
         /// A gateway's `tasks/get`, `tasks/result` or `tasks/cancel`: the answer names the task
         /// for the host ([`tasks`]).
         about_task: bool,
+        /// The request spoke the stateless era (2026-07-28): its answer is shaped for it, and a
+        /// server's question during it is asked through its result.
+        stateless: bool,
     },
     Initialize,
     /// airlock's own `tools/list` (at start, or after `list_changed`).
@@ -319,6 +322,8 @@ struct Aggregation {
     host_id: Value,
     kind: ListKind,
     waiting: BTreeSet<usize>,
+    /// The host's request spoke the stateless era (its answer gets that era's shape).
+    stateless: bool,
     items: BTreeMap<usize, Vec<Value>>,
     /// Encoded bytes of each server's pages so far (bounded: [`lists`]'s
     /// `MAX_LISTING_BYTES`).
@@ -337,7 +342,17 @@ struct HostState {
     initialized: bool,
     capabilities: Value,
     client_info: Option<Value>,
+    /// The era of the request being handled: each request's own (a 2026-07-28 request names
+    /// its version in `_meta`; one that names none speaks the handshake era the host opened
+    /// with). Answers that come later are shaped in their request's era, not this one: the
+    /// HTTP face serves sessions of both eras through one core.
     version: Option<String>,
+    /// The version the host's `initialize` opened with (the negotiated one in `Single`), if it
+    /// sent one: what a request without a version of its own speaks.
+    handshake_version: Option<String>,
+    /// The capabilities that `initialize` declared: a request without a version of its own has
+    /// them (a 2026-07-28 request declares its own in `_meta`).
+    handshake_capabilities: Value,
     listed_tools: bool,
     log_level: Option<Value>,
 }
@@ -675,7 +690,14 @@ impl Core {
     /// Every message to the host goes through here, so that the answers to a batch's requests
     /// leave together, and each with only the members of its kind (a server's `"ID"` beside its
     /// `"id"` never reaches a host that reads keys regardless of case).
-    fn send_host(&mut self, mut message: Value) {
+    fn send_host(&mut self, message: Value) {
+        let stateless = era::stateless(&self.host);
+        self.send_host_in(message, stateless);
+    }
+
+    /// [`Core::send_host`] for an answer to a request of the given era (an answer that comes
+    /// after other requests were handled: theirs may have spoken another).
+    fn send_host_in(&mut self, mut message: Value, stateless: bool) {
         crate::mcp::message::keep_envelope_members(&mut message);
         if !self.batches.member.is_empty()
             && let Some(key) = message.get("id").map(crate::mcp::id_key)
@@ -692,7 +714,7 @@ impl Core {
             }
             return;
         }
-        let message = era::shape_for_host(message, &self.host);
+        let message = era::shape_for_host(message, stateless);
         self.out.push(Action::ToHost(message));
     }
 

@@ -102,6 +102,33 @@ fn input_request(message: &Value) -> Value {
 }
 
 impl Core {
+    /// Whether a server's request for client input is asked through a result (2026-07-28)
+    /// rather than passed on as a request: its latest request of the host that could carry a
+    /// question spoke that era, or, with none in flight, a translation of that server's waits
+    /// for its retry, or the host's latest request spoke it. The HTTP face serves sessions of
+    /// both eras through one core: the question goes the way its call understands.
+    pub(super) fn asks_through_results(&self, index: usize) -> bool {
+        let latest_carrier = self.servers[index]
+            .outbound
+            .iter()
+            .filter_map(|(key, origin)| match origin {
+                Origin::Host {
+                    host_id,
+                    input_carrier: true,
+                    stateless,
+                    ..
+                } if self.host_requests.contains_key(&id_key(host_id)) => {
+                    Some((parse_down_id(key).as_u64().unwrap_or(0), *stateless))
+                }
+                _ => None,
+            })
+            .max_by_key(|(order, _)| *order);
+        match latest_carrier {
+            Some((_, stateless)) => stateless,
+            None => self.parked.values().any(|p| p.server == index) || era::stateless(&self.host),
+        }
+    }
+
     /// A server's request for client input, for a 2026-07-28 host.
     pub(super) fn ask_host_for_input(
         &mut self,
@@ -118,6 +145,7 @@ impl Core {
                 Origin::Host {
                     host_id,
                     input_carrier: true,
+                    stateless: true,
                     declared,
                     ..
                 } if self.host_requests.contains_key(&id_key(host_id)) => Some((

@@ -119,7 +119,10 @@ impl Core {
             });
             return false;
         }
-        if !era::stateless(&self.host) {
+        // The HTTP face serves both eras: a handshake session subscribed with
+        // `resources/subscribe` hears it as it came (the face routes it to the sessions
+        // subscribed), a 2026-07-28 one through its subscription.
+        if !era::stateless(&self.host) && !self.trust_identity {
             return true;
         }
         let ids: Vec<Value> = self
@@ -133,7 +136,7 @@ impl Core {
             tagged["params"]["_meta"] = json!({META_SUBSCRIPTION: id});
             self.send_host(tagged);
         }
-        false
+        self.trust_identity
     }
 
     /// At shutdown every subscription gets its graceful end.

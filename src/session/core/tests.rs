@@ -725,6 +725,9 @@ fn a_server_replaced_while_a_call_is_in_flight_stops_once_the_call_is_answered()
 #[path = "era_tests.rs"]
 mod era;
 
+#[path = "mixed_era_tests.rs"]
+mod mixed_era;
+
 #[path = "resource_tests.rs"]
 mod resources;
 

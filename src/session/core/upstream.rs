@@ -81,7 +81,7 @@ impl Core {
             return;
         };
         let mut message = message;
-        let (host_id, progress, initialize, cacheable, about_task) = match origin {
+        let (host_id, progress, initialize, cacheable, about_task, stateless) = match origin {
             Origin::Host { .. } if self.parked_answer(index, key, &message) => return,
             Origin::Host {
                 host_id,
@@ -89,8 +89,11 @@ impl Core {
                 initialize,
                 cacheable,
                 about_task,
+                stateless,
                 ..
-            } => (host_id, progress, initialize, cacheable, about_task),
+            } => (
+                host_id, progress, initialize, cacheable, about_task, stateless,
+            ),
             Origin::Ignore => return,
             internal => {
                 // Only airlock's own requests look inside, taking the parts rather than
@@ -134,6 +137,7 @@ impl Core {
         }
         if initialize && let Some(negotiated) = message.at(&["result", "protocolVersion"]) {
             self.host.version = negotiated.as_str().map(str::to_string);
+            self.host.handshake_version = self.host.version.clone();
             self.host.initialized = true;
         }
         message["id"] = host_id;
@@ -143,7 +147,7 @@ impl Core {
         }
         if cacheable
             && !self.single()
-            && era::stateless(&self.host)
+            && stateless
             && let Some(result) = message.field_mut("result").and_then(Value::as_object_mut)
         {
             era::add_cache_hints(result);
@@ -152,7 +156,7 @@ impl Core {
         let verdict = self.servers[index].gate.on_server(message, now, &mut fx);
         self.apply_gate(index, fx, now);
         if let Verdict::Forward(message) = verdict {
-            self.send_host(message);
+            self.send_host_in(message, stateless);
         }
     }
 
@@ -168,7 +172,7 @@ impl Core {
             tasks::name_in_server_message(&mut message, method, self.task_maker(index));
             tasks::make_plain(&mut message);
         }
-        if !self.single() && era::stateless(&self.host) && INPUT_METHODS.contains(&method) {
+        if !self.single() && INPUT_METHODS.contains(&method) && self.asks_through_results(index) {
             self.ask_host_for_input(index, id, message, now);
             return;
         }
@@ -229,7 +233,12 @@ impl Core {
     }
 
     fn answer_server_request(&self, index: usize, id: &Value, method: &str) -> Option<Value> {
-        let caps = &self.host.capabilities;
+        // A request passed on is a handshake-era host's to answer: what its `initialize`
+        // declared counts, not what a 2026-07-28 request handled since declared for itself.
+        let caps = match self.host.handshake_version {
+            Some(_) => &self.host.handshake_capabilities,
+            None => &self.host.capabilities,
+        };
         let name = &self.servers[index].name;
         let decline = |why: &str| {
             let text = format!("airlock: {why}");
@@ -245,7 +254,9 @@ impl Core {
             method if tasks::about_host_tasks(method) => {
                 decline("a gateway does not offer its servers the host's tasks")
             }
-            _ if era::stateless(&self.host) => decline(
+            // A question for input reaches here only when the request it is about spoke the
+            // handshake era ([`Core::asks_through_results`]), whatever the latest one spoke.
+            _ if era::stateless(&self.host) && !INPUT_METHODS.contains(&method) => decline(
                 "the host speaks protocol 2026-07-28, which has no server-to-client requests",
             ),
             "roots/list" if caps.field("roots").is_none() => {

@@ -1,0 +1,70 @@
+//! End to end: one listening gateway serves clients of both protocol eras at once. A 2026-07-28
+//! request between a handshake-era session's requests changes nothing of what that session gets:
+//! its answers keep their era's shape, its server's questions reach it as requests it can answer,
+//! and a list the gateway has none of is empty, not "method not found". The real binary on
+//! loopback with the fixture server.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod http_support;
+
+use http_support::*;
+use serde_json::{Value, json};
+
+/// A 2026-07-28 request of its own client: the era's headers and `_meta`, no session.
+fn stateless(url: &str, id: i64, method: &str, params: Value) -> Reply {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"},
+    });
+    let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+    post(
+        url,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+        ],
+        &body,
+    )
+}
+
+#[test]
+fn a_2026_request_between_a_sessions_requests_leaves_that_session_its_own_era() {
+    let world = World::new();
+    let gateway = world.listen(&fixture_server(), &[]);
+    let mut init = initialize("2025-06-18");
+    init["params"]["capabilities"] = json!({"elicitation": {}});
+    let reply = post(&gateway.url, &[], &init);
+    let session = reply.header("mcp-session-id").expect("a session id");
+    let headers = [("mcp-session-id", session.as_str())];
+    let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    assert_eq!(post(&gateway.url, &headers, &note).status, 202);
+
+    let listed = stateless(&gateway.url, 1, "tools/list", json!({}));
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(listed.body.contains("\"resultType\""), "{}", listed.body);
+
+    // The server asks during the session's call: a request the session answers.
+    let accept = json!({"action": "accept", "content": {}});
+    let call = call(2, "fixture__confirm", json!({}));
+    let (answer, asked) = call_answering_questions(&gateway.url, &headers, &call, &accept);
+    assert_eq!(asked.len(), 1, "{answer}");
+    assert!(text_of(&answer).contains("\"accept\""), "{answer}");
+    assert!(answer["result"].get("resultType").is_none(), "{answer}");
+
+    stateless(&gateway.url, 3, "tools/list", json!({}));
+    let prompts = json!({"jsonrpc":"2.0","id":4,"method":"prompts/list"});
+    let listed = post(&gateway.url, &headers, &prompts);
+    let listed: Value = serde_json::from_str(
+        listed
+            .body
+            .lines()
+            .find_map(|line| line.strip_prefix("data:"))
+            .unwrap_or(&listed.body)
+            .trim(),
+    )
+    .unwrap();
+    assert_eq!(listed["result"]["prompts"], json!([]), "{listed}");
+    assert!(listed["result"].get("resultType").is_none(), "{listed}");
+}
