@@ -163,6 +163,11 @@ impl Place {
     }
 
     fn converse_with(&self, args: Vec<String>) -> (String, String) {
+        self.converse_within(args, Duration::from_secs(300))
+    }
+
+    /// [`Place::converse_with`], airlock killed when `tools/list` is not answered within `limit`.
+    fn converse_within(&self, args: Vec<String>, limit: Duration) -> (String, String) {
         let mut cmd = airlock_as(match self.who {
             Who::Me => None,
             Who::User(uid) => Some(uid),
@@ -204,9 +209,10 @@ impl Place {
                 }
             }
         });
-        let listed = listed
-            .recv_timeout(Duration::from_secs(300))
-            .unwrap_or_default();
+        let listed = listed.recv_timeout(limit).unwrap_or_default();
+        if listed.is_empty() {
+            let _ = child.kill();
+        }
         drop(stdin);
         let out = child.wait_with_output().unwrap();
         (listed, String::from_utf8_lossy(&out.stderr).into_owned())
@@ -493,4 +499,43 @@ fn a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once_run() {
 #[test]
 fn a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once_serve() {
     a_policy_a_server_planted_in_its_project_stops_the_next_start_at_once(Mode::Serve);
+}
+
+/// What a hostile install leaves for airlock to read as its lock file: a FIFO (airlock, reading
+/// it unconfined on the session's one thread, waited forever: `run` never answered, a whole
+/// gateway stopped answering), or a link to a file only airlock may read (its text went into the
+/// audit record as the installed version). The install is recorded without them and the server
+/// starts.
+fn a_lock_file_an_install_left_steers_nothing(mode: Mode) {
+    for planted in [
+        "mkfifo \"$d/package-lock.json\"",
+        "ln -s /etc/shadow \"$d/package-lock.json\"",
+    ] {
+        let place = place(mode, Who::Me);
+        let npx = place.root.join("fakebin/npx");
+        let script = std::fs::read_to_string(&npx).unwrap().replace(
+            "[ \"$step\" = install ] && exit 0",
+            &format!(
+                "if [ \"$step\" = install ]; then d=\"$npm_config_cache/_npx/$(printf %s left-pad | sha512sum | cut -c1-16)\"; mkdir -p \"$d\"; {planted}; exit 0; fi"
+            ),
+        );
+        std::fs::write(&npx, script).unwrap();
+        let args = place.airlock_args(mode);
+        let (listed, stderr) = place.converse_within(args, Duration::from_secs(30));
+        let shown = format!("{mode:?} ({planted}):\n{listed}\n{stderr}");
+        assert!(listed.contains("echo\""), "{shown}");
+        let audit = std::fs::read_to_string(place.audit()).unwrap_or_default();
+        assert!(audit.contains("\"install\""), "{shown}\n{audit}");
+        assert!(!audit.contains("root:"), "{audit}");
+    }
+}
+
+#[test]
+fn a_lock_file_an_install_left_steers_nothing_run() {
+    a_lock_file_an_install_left_steers_nothing(Mode::Run);
+}
+
+#[test]
+fn a_lock_file_an_install_left_steers_nothing_serve() {
+    a_lock_file_an_install_left_steers_nothing(Mode::Serve);
 }

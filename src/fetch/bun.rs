@@ -111,7 +111,9 @@ pub fn is_fresh(installed: SystemTime, now: SystemTime) -> bool {
 
 /// The version and integrity bunx's lock file records for the package, read from `root`.
 pub fn installed(root: &Path, bunx: &Bunx, uid: u32) -> Option<(String, Option<String>)> {
-    let text = std::fs::read_to_string(root.join(bunx.dir(uid)).join("bun.lock")).ok()?;
+    // A regular file inside `root`, bounded: a confined install wrote it.
+    let lock = bunx.dir(uid).join("bun.lock");
+    let text = crate::paths::read_small_text_within(root, &lock, super::MAX_METADATA_BYTES).ok()?;
     from_lock(&text, bunx.name())
 }
 

@@ -100,10 +100,18 @@ fn wanted(spec: &str) -> Wanted<'_> {
     }
 }
 
-/// The version the package's cached metadata tags `tag`.
-fn tagged(package_dir: &Path, tag: &str) -> Option<String> {
-    let text = std::fs::read_to_string(package_dir.join("registry.json")).ok()?;
-    let metadata: serde_json::Value = serde_json::from_str(&text).ok()?;
+/// The package's cached metadata in `package_dir` under `root`: a regular file inside `root`
+/// (a confined install wrote the layer) and at most [`super::MAX_METADATA_BYTES`].
+fn metadata(root: &Path, package_dir: &Path) -> Option<serde_json::Value> {
+    let relative = package_dir.strip_prefix(root).ok()?.join("registry.json");
+    let text =
+        crate::paths::read_small_text_within(root, &relative, super::MAX_METADATA_BYTES).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The version the package's cached metadata (under `root`) tags `tag`.
+fn tagged(root: &Path, package_dir: &Path, tag: &str) -> Option<String> {
+    let metadata = metadata(root, package_dir)?;
     metadata
         .get("dist-tags")?
         .get(tag)?
@@ -166,7 +174,9 @@ pub fn cached_in(roots: &[PathBuf], spec: &str) -> Option<PathBuf> {
                 .iter()
                 .any(|dir| match wanted(spec) {
                     Wanted::Exact(version) => dir.join(version).is_dir(),
-                    Wanted::Tag(tag) => tagged(dir, tag).is_some_and(|v| dir.join(v).is_dir()),
+                    Wanted::Tag(tag) => {
+                        tagged(root, dir, tag).is_some_and(|v| dir.join(v).is_dir())
+                    }
                     Wanted::Range => false,
                 })
         })
@@ -180,11 +190,10 @@ pub fn installed(layer: &Path, spec: &str) -> Option<(String, Option<String>)> {
     let dir = package_dirs(layer, name).into_iter().next()?;
     let version = match wanted(spec) {
         Wanted::Exact(version) => version.to_string(),
-        Wanted::Tag(tag) => tagged(&dir, tag).filter(|v| dir.join(v).is_dir())?,
+        Wanted::Tag(tag) => tagged(layer, &dir, tag).filter(|v| dir.join(v).is_dir())?,
         Wanted::Range => newest(versions(&dir))?,
     };
-    let metadata: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("registry.json")).ok()?).ok()?;
+    let metadata = metadata(layer, &dir)?;
     let integrity = metadata
         .pointer(&format!("/versions/{version}/dist/integrity"))
         .and_then(|value| value.as_str())

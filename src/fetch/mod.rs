@@ -30,6 +30,10 @@ use crate::sandbox::{HostFacts, PlanRequest};
 /// The command an install step runs once the package is in place: by absolute path, so that no
 /// bin of the package (or of a dependency) named `true` runs instead.
 pub const TRUE: &str = "/bin/true";
+/// The most airlock reads of a lock file or a package's registry metadata that an install left
+/// (a confined install wrote it; a package with thousands of versions has metadata of several
+/// MiB).
+pub const MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
 
 pub use step::{FetchError, Fetched, Sink, ensure};
 

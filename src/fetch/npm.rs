@@ -115,16 +115,15 @@ pub struct Installed {
     pub resolved: Option<String>,
 }
 
-/// Reads `_npx/<dir>/package-lock.json` from the first root that has it.
+/// Reads `_npx/<dir>/package-lock.json` from the first root that has it: a regular file inside
+/// that root, at most [`super::MAX_METADATA_BYTES`] (a confined install wrote it: a FIFO there
+/// must not stop airlock, nor a link make it read a file of its own choosing).
 pub fn installed(roots: &[PathBuf], dir: &str, name: &str) -> Option<Installed> {
-    let text = roots
-        .iter()
-        .find_map(|root| std::fs::read_to_string(lock_path(root, dir)).ok())?;
+    let lock = Path::new("_npx").join(dir).join("package-lock.json");
+    let text = roots.iter().find_map(|root| {
+        crate::paths::read_small_text_within(root, &lock, super::MAX_METADATA_BYTES).ok()
+    })?;
     from_lock(&text, name)
-}
-
-fn lock_path(root: &Path, dir: &str) -> PathBuf {
-    root.join("_npx").join(dir).join("package-lock.json")
 }
 
 /// The `node_modules/<name>` entry of a package-lock.json (lockfile v2/v3).

@@ -22,7 +22,7 @@ pub use launcher::{
     Anatomy, INTERPRETERS, Launcher, PACKAGE_RUNNERS, anatomy, option_value, uv_option,
 };
 pub use normal::{is_under, normalize, normalize_path, walk_components};
-pub use regular::{open_regular, read_small, read_small_text};
+pub use regular::{open_regular, read_small, read_small_text, read_small_text_within};
 pub use resolve::resolve_as_far_as_exists;
 pub use shims::{Disk, RealDisk, Shim, resolve_shim};
 pub use template::{Expanded, TemplateError, Var, after_tilde, expand, expand_path, expand_tilde};

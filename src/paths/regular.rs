@@ -63,6 +63,35 @@ pub fn read_small_text(path: &Path, limit: u64) -> io::Result<String> {
     })
 }
 
+/// [`read_small_text`] of `root`'s `relative` path for a tree someone else may have written (a
+/// confined install's layer): the file must be regular and, links resolved, still inside `root`
+/// (a link out of it to a file only airlock may read is refused, as in the file's place).
+pub fn read_small_text_within(root: &Path, relative: &Path, limit: u64) -> io::Result<String> {
+    let file = open_regular(&root.join(relative))?;
+    let real_root = std::fs::canonicalize(root)?;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    if !real.starts_with(&real_root) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it leads out of {}", root.display()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +124,34 @@ mod tests {
         }
         let err = read_small(Path::new("/dev/null"), 64).unwrap_err();
         assert_eq!(err.to_string(), "not a regular file");
+    }
+
+    #[test]
+    fn a_file_within_a_tree_is_read_and_a_link_out_of_it_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, outside) = (dir.path().join("layer"), dir.path().join("secret"));
+        std::fs::create_dir_all(tree.join("_npx/a")).unwrap();
+        std::fs::write(&outside, "root only").unwrap();
+        std::fs::write(tree.join("_npx/a/lock.json"), "{}").unwrap();
+        let read = |relative: &str| read_small_text_within(&tree, Path::new(relative), 64);
+        assert_eq!(read("_npx/a/lock.json").unwrap(), "{}");
+        // A link inside the tree is fine; one out of it, at the file or a directory, is not.
+        std::os::unix::fs::symlink("a", tree.join("_npx/b")).unwrap();
+        assert_eq!(read("_npx/b/lock.json").unwrap(), "{}");
+        std::os::unix::fs::symlink(&outside, tree.join("_npx/a/out.json")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), tree.join("_npx/up")).unwrap();
+        for refused in ["_npx/a/out.json", "_npx/up/secret"] {
+            let err = read(refused).unwrap_err();
+            assert!(err.to_string().contains("leads out of"), "{refused}: {err}");
+        }
+        let fifo = tree.join("_npx/a/fifo.json");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            read("_npx/a/fifo.json").unwrap_err().to_string(),
+            "not a regular file"
+        );
     }
 
     #[test]
