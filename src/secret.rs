@@ -48,83 +48,86 @@ pub struct TokenShape {
 }
 
 /// Token shapes that are secret wherever they appear.
+/// Each pattern starts at a word's start (`\b`): inside a longer name it is no token (a tool
+/// `task-delete_all_user_files` holds `sk-delete_all_user_files`, which redacted to `ta[REDACTED]`
+/// hid from the log which tool ran).
 pub const TOKEN_SHAPES: [TokenShape; 14] = [
     TokenShape {
         name: "OpenAI / Anthropic API key",
         prefix: "sk-",
-        pattern: r"sk-[A-Za-z0-9_-]{16,}",
+        pattern: r"\bsk-[A-Za-z0-9_-]{16,}",
         example: "sk-ant-api03-abcdefghijklmnop1234",
     },
     TokenShape {
         name: "Stripe key",
         prefix: "sk_live_",
-        pattern: r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
+        pattern: r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
         example: "sk_live_abcdefghijklmnop1234",
     },
     TokenShape {
         name: "GitHub token (classic, OAuth, app, refresh)",
         prefix: "ghp_",
-        pattern: r"gh[pousr]_[A-Za-z0-9]{20,}",
+        pattern: r"\bgh[pousr]_[A-Za-z0-9]{20,}",
         example: "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
     },
     TokenShape {
         name: "GitHub OAuth token",
         prefix: "gho_",
-        pattern: r"gh[pousr]_[A-Za-z0-9]{20,}",
+        pattern: r"\bgh[pousr]_[A-Za-z0-9]{20,}",
         example: "gho_abcdefghijklmnopqrstuvwxyz0123456789",
     },
     TokenShape {
         name: "GitHub fine-grained token",
         prefix: "github_pat_",
-        pattern: r"github_pat_[A-Za-z0-9_]{20,}",
+        pattern: r"\bgithub_pat_[A-Za-z0-9_]{20,}",
         example: "github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789",
     },
     TokenShape {
         name: "GitLab personal access token",
         prefix: "glpat-",
-        pattern: r"glpat-[A-Za-z0-9_-]{20,}",
+        pattern: r"\bglpat-[A-Za-z0-9_-]{20,}",
         example: "glpat-abcdefghij0123456789",
     },
     TokenShape {
         name: "AWS access key id",
         prefix: "AKIA",
-        pattern: r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+        pattern: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
         example: "AKIAIOSFODNN7EXAMPLE",
     },
     TokenShape {
         name: "Slack token",
         prefix: "xoxb-",
-        pattern: r"xox[abprs]-[A-Za-z0-9-]{10,}",
+        pattern: r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
         example: "xoxb-1234567890-abcdefghij",
     },
     TokenShape {
         name: "Slack user token",
         prefix: "xoxp-",
-        pattern: r"xox[abprs]-[A-Za-z0-9-]{10,}",
+        pattern: r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
         example: "xoxp-1234567890-abcdefghij",
     },
     TokenShape {
         name: "Hugging Face token",
         prefix: "hf_",
-        pattern: r"hf_[A-Za-z0-9]{30,}",
+        pattern: r"\bhf_[A-Za-z0-9]{30,}",
         example: "hf_abcdefghijklmnopqrstuvwxyz012345",
     },
     TokenShape {
         name: "npm token",
         prefix: "npm_",
-        pattern: r"npm_[A-Za-z0-9]{36}",
+        pattern: r"\bnpm_[A-Za-z0-9]{36}",
         example: "npm_abcdefghijklmnopqrstuvwxyz0123456789",
     },
     TokenShape {
         name: "airlock gateway token (airlock token create)",
         prefix: "airlock_",
-        pattern: r"airlock_[A-Za-z0-9_-]{43}",
+        pattern: r"\bairlock_[A-Za-z0-9_-]{43}",
         example: "airlock_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
     },
     TokenShape {
         name: "HTTP bearer credential",
         prefix: "Bearer ",
-        pattern: r"(?i)bearer\s+[A-Za-z0-9._~+/=-]{8,}",
+        pattern: r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}",
         example: "Bearer abcdefgh.ijklmnop",
     },
     TokenShape {
@@ -254,14 +257,19 @@ fn lowercase_equals(word: &str, lower: &str) -> bool {
     word.chars().flat_map(char::to_lowercase).eq(lower.chars())
 }
 
-/// Whether `test` holds for a word of `key`: the words are split at `-`, `_`, `.`, spaces and
-/// lower→upper camelCase boundaries.
+/// Whether `test` holds for a word of `key`: the words are split at `-`, `_`, `.`, spaces,
+/// lower→upper camelCase boundaries, and before the last capital of an acronym that starts a
+/// word (`AWSKey` is `AWS` and `Key`, `DBPass` is `DB` and `Pass`).
 fn any_key_word(key: &str, test: impl Fn(&str) -> bool) -> bool {
     key.split(['-', '_', '.', ' ']).any(|part| {
         let bytes = part.as_bytes();
         let mut start = 0;
         for index in 1..bytes.len() {
-            if bytes[index - 1].is_ascii_lowercase() && bytes[index].is_ascii_uppercase() {
+            let camel = bytes[index - 1].is_ascii_lowercase() && bytes[index].is_ascii_uppercase();
+            let acronym_ends = bytes[index - 1].is_ascii_uppercase()
+                && bytes[index].is_ascii_uppercase()
+                && bytes.get(index + 1).is_some_and(u8::is_ascii_lowercase);
+            if camel || acronym_ends {
                 if test(&part[start..index]) {
                     return true;
                 }

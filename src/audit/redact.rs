@@ -176,9 +176,9 @@ impl Redactor {
         if let Some(tool) = &mut event.tool {
             *tool = self.loggable_name(tool);
         }
-        if let Some(Value::String(id)) = &mut event.request_id
-            && id.len() > MAX_LOGGED_NAME_BYTES
-        {
+        // Redacted whatever its length (a host's id in a token's shape was logged as sent), and
+        // the same way in every record of the call, so they still match.
+        if let Some(Value::String(id)) = &mut event.request_id {
             *id = self.loggable_name(id);
         }
         if let Some(reason) = &mut event.reason {
@@ -319,5 +319,33 @@ mod tests {
             small.reason.as_deref(),
             Some("token [REDACTED] and [REDACTED]")
         );
+    }
+
+    /// A short id in a token's shape is redacted like a long one; a name that merely holds a
+    /// token's prefix inside it (`task-`, `disk-`) is a name, and stays readable.
+    #[test]
+    fn a_token_shaped_id_is_redacted_and_a_name_holding_a_prefix_is_not() {
+        let redactor = Redactor::new([]).unwrap();
+        let mut event = Event::new(super::super::EventKind::Decision, "fs");
+        event.tool = Some("task-delete_all_user_files".into());
+        event.request_id = Some(json!("ghp_abcdefghijklmnopqrstuvwxyz0123"));
+        redactor.seal(&mut event);
+        assert_eq!(event.tool.as_deref(), Some("task-delete_all_user_files"));
+        assert_eq!(event.request_id, Some(json!(REDACTED)));
+        for name in [
+            "task-list_user_files_safe",
+            "/etc/cron.d/disk-cleanup-job-hourly",
+            "risk-assessment-report-final",
+            "tokenAKIADELETEALLFILES00x",
+        ] {
+            assert_eq!(redactor.redact_text(name), name);
+        }
+        for secret in [
+            "key=sk-ant-api03-abcdefghijklmnop1234",
+            "AKIAIOSFODNN7EXAMPLE",
+            "Authorization: Bearer abcdefgh.ijklmnop",
+        ] {
+            assert!(redactor.redact_text(secret).contains(REDACTED), "{secret}");
+        }
     }
 }

@@ -295,6 +295,12 @@ fn keys_are_secret_by_fragment_or_whole_word() {
         // Past the folding buffer, and not ASCII: folded on the heap, same answer.
         "a_very_long_configuration_key_name_that_goes_on_and_on_and_on_Api_Key",
         "\u{00DC}ber-Pass.Word",
+        // An acronym, then a secret word.
+        "AWSKey",
+        "DBPass",
+        "SSHKey",
+        "HTTPAuth",
+        "MySQLPwd",
     ] {
         assert!(key_looks_secret(key), "{key}");
     }
@@ -307,6 +313,8 @@ fn keys_are_secret_by_fragment_or_whole_word() {
         "monkey",
         "passenger",
         "path",
+        "URLKeyboard",
+        "APIVersion",
     ] {
         assert!(!key_looks_secret(key), "{key}");
     }
