@@ -558,3 +558,85 @@ fn show_prints_control_characters_as_text() {
         "{out}"
     );
 }
+
+/// airlock as root writing a log in a directory another user may write (a shared log
+/// directory, a user's state dir under `sudo -E`): a link that user planted at the log's path or
+/// at its checkpoint is not followed. Before, root airlock rewrote the link's target with its
+/// checkpoint, or created the file a dangling link named (`/etc/ld.so.preload`) with the call's
+/// arguments in it. A link of the running user's own is followed, as it always was.
+#[test]
+fn a_link_another_user_planted_at_the_log_is_not_followed() {
+    use std::os::unix::fs::{PermissionsExt, lchown, symlink};
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (a file of root's and a link of another user's)");
+        return;
+    }
+    const OTHER: u32 = 65534;
+    let world = World::new();
+    let shared = world.path("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = world.path("victim");
+    std::fs::write(&victim, "root's own file\n").unwrap();
+    let created = world.path("created-by-airlock");
+    let log = shared.join("audit.jsonl");
+    let run = |log: &Path| {
+        let mut child = world
+            .command(&["run", "--name", "fx", "--policy"])
+            .arg(world.path("policy.toml"))
+            .arg("--audit")
+            .arg(log)
+            .arg("--")
+            .arg(python())
+            .arg(fixtures().join("echo_server.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{}", initialize()).unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            call(1, "echo", &json!({"text": "x /tmp/evil.so y"}))
+        )
+        .unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    // The checkpoint: a link to root's file.
+    let checkpoint = shared.join("audit.jsonl.checkpoint");
+    symlink(&victim, &checkpoint).unwrap();
+    lchown(&checkpoint, Some(OTHER), Some(OTHER)).unwrap();
+    let out = run(&log);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root's own file\n"
+    );
+    std::fs::remove_file(&checkpoint).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    // The log: a dangling link naming a file for airlock to create.
+    symlink(&created, &log).unwrap();
+    lchown(&log, Some(OTHER), Some(OTHER)).unwrap();
+    let out = run(&log);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("a link another user planted"),
+        "{}",
+        text(&out)
+    );
+    assert!(!created.exists());
+    // A link of root's own to the log is followed: the log lives where it leads.
+    std::fs::remove_file(&log).unwrap();
+    symlink(&created, &log).unwrap();
+    let out = run(&log);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        std::fs::read_to_string(&created)
+            .unwrap()
+            .contains("\"decision\"")
+    );
+}

@@ -149,22 +149,44 @@ fn open_log_files(path: &Path) -> Result<(File, Option<File>), AuditError> {
         let path = path.to_path_buf();
         move |source| AuditError::Open { path, source }
     };
+    // A link at the log's path is followed only when it is the running user's or root's: one
+    // that another user planted (in a directory they may write, a log root shares with them)
+    // would have airlock, as root, create or append to a file of that user's choosing. What
+    // was no link when looked at is opened as none (it cannot become one in between).
+    let link = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|meta| meta.file_type().is_symlink());
+    if let Some(link) = &link {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if link.uid() != me && link.uid() != 0 {
+            return Err(open_error(path)(std::io::Error::other(format!(
+                "it is a link owned by uid {}, neither root nor who runs airlock: a link another user planted is not followed (remove it, or point --audit at the file itself)",
+                link.uid()
+            ))));
+        }
+    }
+    let follow = if link.is_some() { 0 } else { libc::O_NOFOLLOW };
     let file = OpenOptions::new()
         .append(true)
         .read(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(follow)
         .open(path)
         .map_err(open_error(path))?;
     if !file.metadata().map_err(open_error(path))?.is_file() {
         return Ok((file, None));
     }
     let checkpoint_path = chain::checkpoint_path(path);
+    // The checkpoint is airlock's own file beside the log: never through a link.
     let checkpoint = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&checkpoint_path)
         .map_err(open_error(&checkpoint_path))?;
     Ok((file, Some(checkpoint)))
