@@ -539,3 +539,55 @@ fn a_lock_file_an_install_left_steers_nothing_run() {
 fn a_lock_file_an_install_left_steers_nothing_serve() {
     a_lock_file_an_install_left_steers_nothing(Mode::Serve);
 }
+
+/// Two packages one server name does not tell apart (`run` names `@evil/pad` and `@good/pad`
+/// both `pad`; a gateway's config may reuse a name): the first one's install (its install
+/// scripts run, confined, and may write anything into the cache view) plants what npx would run
+/// for the second. Each spec has a store of its own, so the second is installed for itself and
+/// never sees the plant. Before, its start found the plant "cached", ran it, and recorded no
+/// install.
+fn one_packages_install_never_plants_what_another_runs(mode: Mode) {
+    let place = place(mode, Who::Me);
+    let npx = place.root.join("fakebin/npx");
+    let good = "d=\"$npm_config_cache/_npx/$(printf %s @good/pad | sha512sum | cut -c1-16)\"";
+    let script = std::fs::read_to_string(&npx).unwrap().replace(
+        "[ \"$step\" = install ] && exit 0",
+        &format!(
+            "{good}\n\
+             case \" $* \" in *\"--package=@evil/pad\"*) mkdir -p \"$d/node_modules/@good/pad\"; echo '{{\"name\":\"@good/pad\"}}' > \"$d/node_modules/@good/pad/package.json\"; echo planted > \"$d/planted\" ;; esac\n\
+             [ -e \"$d/planted\" ] && echo \"$step saw the plant\" >&2\n\
+             [ \"$step\" = install ] && exit 0"
+        ),
+    );
+    std::fs::write(&npx, script).unwrap();
+    let (listed, stderr) =
+        place.converse_with(place.airlock_args_for(mode, &["npx", "-y", "@evil/pad"]));
+    assert!(
+        listed.contains("echo\""),
+        "{mode:?} evil:\n{listed}\n{stderr}"
+    );
+    let (listed, stderr) =
+        place.converse_with(place.airlock_args_for(mode, &["npx", "-y", "@good/pad"]));
+    let shown = format!("{mode:?} good:\n{listed}\n{stderr}");
+    assert!(listed.contains("echo\""), "{shown}");
+    assert!(!stderr.contains("saw the plant"), "{shown}");
+    let audit = std::fs::read_to_string(place.audit()).unwrap_or_default();
+    let installs: Vec<&str> = audit
+        .lines()
+        .filter(|line| line.contains("\"event\":\"install\""))
+        .collect();
+    assert!(
+        installs.iter().any(|line| line.contains("@good/pad")),
+        "{shown}\n{audit}"
+    );
+}
+
+#[test]
+fn one_packages_install_never_plants_what_another_runs_run() {
+    one_packages_install_never_plants_what_another_runs(Mode::Run);
+}
+
+#[test]
+fn one_packages_install_never_plants_what_another_runs_serve() {
+    one_packages_install_never_plants_what_another_runs(Mode::Serve);
+}

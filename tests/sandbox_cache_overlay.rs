@@ -423,7 +423,14 @@ fn a_hostile_server_cannot_write_the_real_npm_cache_as_root() {
 fn four_install_layers_still_mount() {
     let run_as = is_root().then_some(USER_UID);
     let home = setup("layers", run_as, 0o700);
-    let store = home.server_dir("server-everything").join("packages/npm");
+    let args = ["-y".to_string(), PACKAGE.to_string()];
+    let spec = airlock::fetch::detect(std::path::Path::new("npx"), None, &args)
+        .unwrap()
+        .store_name();
+    let store = home
+        .server_dir("server-everything")
+        .join("packages/npm")
+        .join(spec);
     for n in 1..=4u64 {
         let layer = store.join("layers").join(format!(
             "{:020}-{}",

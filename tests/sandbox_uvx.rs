@@ -675,9 +675,7 @@ fn uvx_with_an_empty_cache_is_installed_then_runs() {
         // the installed distribution reads is the environment's, under site-packages.
         let mut records = Vec::new();
         find_files(
-            &home
-                .server_dir("mcp-server-time")
-                .join("packages/uv/layers"),
+            &home.server_dir("mcp-server-time").join("packages/uv"),
             "mcp_server_time-2026.10.19.dist-info/RECORD",
             &mut records,
         );

@@ -1,7 +1,16 @@
-//! airlock's private copy of a package cache, per server: what install steps fetched, kept as
-//! overlay layers above the user's real cache (which is never written).
+//! airlock's private copy of a package cache, per server and per package spec: what install
+//! steps fetched, kept as overlay layers above the user's real cache (which is never written).
 //!
-//! `<servers dir>/<server>/packages/<cache>/`:
+//! `<servers dir>/<server>/packages/<cache>/<spec>/` ([`Runner::store_name`]): one store per
+//! spec as written (`npx -y @scope/pkg@1`), so what one package's install wrote (its install
+//! scripts run, confined, and may write anything into the cache view) is never in another's
+//! view, nor in another version's: two packages a server name does not tell apart (`run` names
+//! `@evil/server-x` and `@good/server-x` both `server-x`) used to share one store, and the first
+//! one's install could plant the second's code where the second's start found it "cached".
+//!
+//! [`Runner::store_name`]: super::Runner::store_name
+//!
+//! In each store:
 //! - `layers/<n>`: one directory per finished install, the upper layer that install wrote; the
 //!   server's cache view stacks them (newest first) above the real cache;
 //! - `staging/<pid>/{upper,work}`: an install in progress. It becomes `layers/<n>` by one
@@ -65,9 +74,14 @@ pub struct Record {
 }
 
 impl Store {
-    pub fn new(servers_dir: &Path, server: &str, cache: &str) -> Store {
+    /// `spec`: the store's name for what is installed ([`super::Runner::store_name`]).
+    pub fn new(servers_dir: &Path, server: &str, cache: &str, spec: &str) -> Store {
         Store {
-            dir: servers_dir.join(server).join("packages").join(cache),
+            dir: servers_dir
+                .join(server)
+                .join("packages")
+                .join(cache)
+                .join(spec),
         }
     }
 
@@ -237,7 +251,7 @@ mod tests {
     #[test]
     fn a_finished_install_becomes_a_layer_and_a_failed_one_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path(), "fs", "npm");
+        let store = Store::new(dir.path(), "fs", "npm", "npx-a");
         let staging = store.begin(None).unwrap();
         std::fs::write(staging.upper().join("file"), "x").unwrap();
         staging.discard();
@@ -268,7 +282,7 @@ mod tests {
     #[test]
     fn what_a_killed_install_left_is_swept_by_the_next() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path(), "fs", "npm");
+        let store = Store::new(dir.path(), "fs", "npm", "npx-a");
         let left = store.dir.join("staging/999999/work/work");
         std::fs::create_dir_all(&left).unwrap();
         std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o000)).unwrap();

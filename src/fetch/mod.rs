@@ -92,6 +92,26 @@ impl Runner {
         }
     }
 
+    /// The directory name of this spec's store ([`layers`]): the record key made safe for a
+    /// file name (letters, digits, `.`, `_`, `-`; `@` dropped, `/` and spaces as `+`, anything
+    /// else `_`, at most 64 of them) and 12 hex digits of the key's SHA-256, so two keys that
+    /// read alike on disk are still two stores.
+    pub fn store_name(&self) -> String {
+        let key = self.key();
+        let readable: String = key
+            .chars()
+            .filter(|c| *c != '@')
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' => c,
+                '/' | ' ' => '+',
+                _ => '_',
+            })
+            .take(64)
+            .collect();
+        let digest = crate::hash::sha256_hex(key.as_bytes());
+        format!("{}-{}", readable.trim_start_matches('.'), &digest[..12])
+    }
+
     /// What a finished install of this is recorded under.
     pub fn key(&self) -> String {
         let mut key = self.name().to_string();
@@ -194,6 +214,7 @@ impl FetchPlan {
             &self.request.dirs.servers_dir(),
             &self.request.server,
             self.runner.cache(),
+            &self.runner.store_name(),
         )
     }
 

@@ -128,11 +128,7 @@ pub(super) fn is_cached(plan: &FetchPlan, store: &Store) -> bool {
 /// install step. `Ok(None)`: it was cached.
 pub async fn ensure(plan: &FetchPlan, mut sink: Sink<'_>) -> Result<Option<Fetched>, FetchError> {
     let request = &plan.request;
-    let store = Store::new(
-        &request.dirs.servers_dir(),
-        &request.server,
-        plan.runner.cache(),
-    );
+    let store = plan.store();
     if is_cached(plan, &store) {
         return Ok(None);
     }

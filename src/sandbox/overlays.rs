@@ -77,11 +77,20 @@ pub(super) fn plan_cache_overlays(
                 lower.display()
             ));
         }
-        let layers = mount.then(|| {
+        // The installs of this very spec, when the command is a runner airlock installs for
+        // and this is its cache: never another package's (see `fetch::layers`).
+        let runner = crate::fetch::detect(
+            &request.program,
+            request.resolved.program_canonical.as_deref(),
+            &request.args,
+        )
+        .filter(|runner| runner.cache() == overlay.name);
+        let layers = runner.filter(|_| mount).map(|runner| {
             crate::fetch::layers::Store::new(
                 &request.dirs.servers_dir(),
                 &request.server,
                 &overlay.name,
+                &runner.store_name(),
             )
             .layers_dir()
         });

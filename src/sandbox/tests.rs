@@ -189,6 +189,11 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
     )
     .unwrap();
     let server = Path::new("/home/me/.local/state/airlock/servers/fs");
+    let args = ["-y".to_string(), "pkg".to_string()];
+    let pkg_store = crate::fetch::detect(Path::new("/usr/bin/npx"), None, &args)
+        .unwrap()
+        .store_name();
+    assert!(pkg_store.starts_with("npx+pkg-"), "{pkg_store}");
     assert_eq!(
         plan.cache_overlays,
         vec![CacheOverlayPlan {
@@ -197,8 +202,8 @@ fn npx_sees_the_npm_cache_through_a_private_overlay() {
             target: server.join("home/.npm"),
             mount: true,
             at_real_path: false,
-            // airlock's private copy: what install steps fetched for this server.
-            layers: Some(server.join("packages/npm/layers")),
+            // airlock's private copy: what install steps fetched for this server's spec.
+            layers: Some(server.join("packages/npm").join(pkg_store).join("layers")),
             upper_on_disk: None,
         }]
     );
