@@ -47,6 +47,7 @@ both_modes!(
     batches_are_answered_together_in_2025_03_26,
     unknown_tools_get_an_unknown_tool_result,
     sigterm_stops_through_the_kill_sequence_with_an_exit_event,
+    a_call_in_flight_at_sigterm_has_its_outcome_before_any_sigkill,
     a_host_that_closes_its_output_ends_the_session,
     malformed_host_input_gets_errors_and_the_session_goes_on,
     a_sandbox_that_cannot_be_set_up_tells_the_host_the_step_and_the_fix,

@@ -286,6 +286,16 @@ impl Core {
 
     /// Stops every server (host gone, or a signal), `reason` being why (each server's exit
     /// event says it). Nothing starts afterwards.
+    /// Every call in flight, at every server, gets its answer (an error naming `why`) and its
+    /// outcome record now, not when its server ends: for a stop nobody waits on (a signal, a
+    /// host that stopped reading), which the host may end with SIGKILL before the kill sequence
+    /// is through. A server's answer that comes later is dropped as an answer to nothing.
+    pub fn abandon_in_flight(&mut self, why: &str, now: Instant) {
+        for index in 0..self.servers.len() {
+            self.fail_all(index, why, now);
+        }
+    }
+
     pub fn shutdown(&mut self, reason: &str) {
         self.shutting_down = true;
         self.close_listens();

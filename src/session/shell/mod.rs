@@ -262,6 +262,17 @@ where
     /// relayed until each server's output closes. Ends with the session's own exit event.
     async fn shut_down(&mut self, reason: &EndReason) -> Result<(), ShellError> {
         self.shutting_down = true;
+        // A host that signals airlock, or stopped reading it, waits for no answer, and may
+        // SIGKILL it within the kill sequence (the TypeScript SDK does 2 s after SIGTERM): the
+        // calls in flight get their outcome records now. After the host's EOF what it asked is
+        // still answered.
+        if matches!(reason, EndReason::Signal(_) | EndReason::HostOutputClosed) {
+            let why = format!(
+                "airlock is stopping ({}): the call was in flight",
+                reason.text()
+            );
+            self.core.abandon_in_flight(&why, Instant::now());
+        }
         self.core.shutdown(&reason.text());
         self.carry_out()?;
         let deadline =
