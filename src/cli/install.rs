@@ -130,9 +130,19 @@ fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>,
             main_user_file: false,
         }]);
     }
-    let mut found = Vec::new();
+    let mut found: Vec<Target> = Vec::new();
     let mut looked = Vec::new();
-    let main_user_file = host.files.iter().find(|file| file.scope == Scope::User);
+    // The host's main user file where the host keeps it by default: the one file whose
+    // gateway config is named after the host alone (a `CODEX_HOME` elsewhere is another file).
+    let defaults = HostEnv {
+        codex_home: None,
+        ..env.clone()
+    };
+    let main_path = host
+        .files
+        .iter()
+        .find(|file| file.scope == Scope::User)
+        .and_then(|file| defaults.path_of(file));
     for file in host.files {
         if file.scope == Scope::Project && !args.project {
             continue;
@@ -140,13 +150,23 @@ fn targets(host: &Host, args: &TargetArgs, env: &HostEnv) -> Result<Vec<Target>,
         let Some(path) = env.path_of(file) else {
             continue;
         };
+        // A project file that is the user file itself (`--project` in the home directory) is
+        // edited once, as the user file.
+        let same_file = |other: &Target| {
+            other.path == path
+                || std::fs::canonicalize(&other.path)
+                    .is_ok_and(|real| std::fs::canonicalize(&path).is_ok_and(|p| p == real))
+        };
+        if found.iter().any(same_file) {
+            continue;
+        }
         if path.is_file() {
             found.push(Target {
+                main_user_file: file.scope == Scope::User && main_path.as_ref() == Some(&path),
                 path,
                 format: file.format,
                 scope: file.scope,
                 maps: file.server_maps.to_vec(),
-                main_user_file: main_user_file.is_some_and(|main| std::ptr::eq(main, file)),
             });
         } else {
             looked.push(path.display().to_string());

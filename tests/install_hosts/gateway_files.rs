@@ -87,3 +87,80 @@ fn every_host_file_keeps_its_own_gateway_config() {
     assert!(!Path::new(&from_mcp).exists());
     assert!(!Path::new(&from_settings).exists());
 }
+
+/// Two Codex profiles (`CODEX_HOME`): each file's gateway config is its own, and uninstalling
+/// one leaves the other's alone. They were both "Codex's main file" and shared `codex.toml`: the
+/// second install wrote over the first one's servers (and headers), and its uninstall deleted
+/// the config the first still named. And `--project` run in the home directory, where the
+/// project file is the user file itself, edits it once.
+#[test]
+fn codex_profiles_keep_their_own_gateway_config() {
+    let user = User::new();
+    let profiles: Vec<PathBuf> = ["work", "personal"]
+        .iter()
+        .map(|name| {
+            let home = user.home.join(format!("codex-{name}"));
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::write(
+                home.join("config.toml"),
+                format!("[mcp_servers.{name}]\nurl = \"https://{name}.example.com/mcp\"\n"),
+            )
+            .unwrap();
+            home
+        })
+        .collect();
+    let in_profile = |home: &Path, args: &[&str]| {
+        let out = user
+            .own_env(Command::new(AIRLOCK).args(args).current_dir(&user.project))
+            .env("CODEX_HOME", home)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    for home in &profiles {
+        in_profile(home, &["install", "codex", "--gateway"]);
+    }
+    let served: Vec<String> = profiles
+        .iter()
+        .map(|home| {
+            let config = read_config(&home.join("config.toml"));
+            config["mcp_servers"]["airlock"]["args"][2]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(served[0], served[1]);
+    assert!(
+        user.ok(&["check", "--config", &served[0]])
+            .contains("work [http]")
+    );
+    in_profile(&profiles[1], &["uninstall", "codex"]);
+    assert!(Path::new(&served[0]).exists());
+    assert!(
+        user.ok(&["check", "--config", &served[0]])
+            .contains("work [http]")
+    );
+
+    // --project in the home directory: Cursor's project file is its user file.
+    let cursor = user.home.join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cursor,
+        r#"{"mcpServers": {"r": {"url": "https://r.example.com/mcp"}}}"#,
+    )
+    .unwrap();
+    let out = user.airlock_in(&user.home, &["install", "cursor", "--project", "--gateway"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = read_config(&cursor);
+    assert!(config["mcpServers"].get("r").is_none(), "{config}");
+    assert_eq!(config["mcpServers"]["airlock"]["args"][0], "serve");
+}

@@ -43,6 +43,9 @@ use link::{Input, Link};
 
 /// How long the host's last answers may take to drain at exit.
 const HOST_DRAIN: Duration = Duration::from_millis(200);
+/// How long after a signal the calls in flight may still be answered by their servers; then
+/// they get an error and their outcome record (a host that signals may SIGKILL soon after).
+const SIGNAL_ANSWER_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShellError {
@@ -262,22 +265,31 @@ where
     /// relayed until each server's output closes. Ends with the session's own exit event.
     async fn shut_down(&mut self, reason: &EndReason) -> Result<(), ShellError> {
         self.shutting_down = true;
-        // A host that signals airlock, or stopped reading it, waits for no answer, and may
-        // SIGKILL it within the kill sequence (the TypeScript SDK does 2 s after SIGTERM): the
-        // calls in flight get their outcome records now. After the host's EOF what it asked is
-        // still answered.
-        if matches!(reason, EndReason::Signal(_) | EndReason::HostOutputClosed) {
-            let why = format!(
-                "airlock is stopping ({}): the call was in flight",
-                reason.text()
-            );
-            self.core.abandon_in_flight(&why, Instant::now());
-        }
+        // A host that stopped reading waits for no answer: the calls in flight get theirs, and
+        // their outcome records, at once. One that signals airlock may SIGKILL it within the
+        // kill sequence (the TypeScript SDK does 2 s after its SIGTERM): answers that come in
+        // the first second still go out as they come, and what is still in flight then gets
+        // its answer and outcome record. After the host's EOF alone, what it asked is answered
+        // as it comes.
+        let mut abandon_at = match reason {
+            EndReason::HostOutputClosed => Some(Instant::now()),
+            EndReason::Signal(_) => Some(Instant::now() + SIGNAL_ANSWER_WAIT),
+            EndReason::HostClosed | EndReason::ServerEnded => None,
+        };
         self.core.shutdown(&reason.text());
         self.carry_out()?;
         let deadline =
             Instant::now() + STDIN_GRACE + self.kill_timeout + Duration::from_millis(300);
         while !self.all_gone() {
+            if abandon_at.is_some_and(|at| at <= Instant::now()) {
+                abandon_at = None;
+                let why = format!(
+                    "airlock is stopping ({}): the call was in flight",
+                    reason.text()
+                );
+                self.core.abandon_in_flight(&why, Instant::now());
+                self.carry_out()?;
+            }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 tracing::warn!(
@@ -285,10 +297,15 @@ where
                 );
                 break;
             }
-            match tokio::time::timeout(remaining, poll_fn(|cx| self.poll_wake(cx))).await {
+            let wait = abandon_at.map_or(remaining, |at| {
+                remaining.min(at.saturating_duration_since(Instant::now()))
+            });
+            match tokio::time::timeout(wait, poll_fn(|cx| self.poll_wake(cx))).await {
                 Ok(wake) => {
                     self.handle(wake)?;
                 }
+                // The abandonment's moment: looked at again at the loop's top.
+                Err(_) if abandon_at.is_some() => {}
                 Err(_) => break,
             }
         }
