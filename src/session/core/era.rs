@@ -25,6 +25,21 @@ pub fn stateless(host: &HostState) -> bool {
         .is_some_and(|v| version::era_of(v) == Era::Stateless)
 }
 
+/// Whether `request` (a host request) speaks the stateless era: by the version its own `_meta`
+/// names; one that names none speaks the era the host opened with (its `initialize`), or, with
+/// no `initialize` ever, the era the host's requests have spoken. A call the core sends later
+/// (held for the user's approval, or for the server's first listing) keeps its own era this
+/// way, whatever requests came in between.
+pub fn request_stateless(request: &Value, host: &HostState) -> bool {
+    match version::request_version(request.field("params")) {
+        Some(declared) => version::era_of(declared) == Era::Stateless,
+        None => match host.handshake_version.as_deref() {
+            Some(opened) => version::era_of(opened) == Era::Stateless,
+            None => stateless(host),
+        },
+    }
+}
+
 /// The methods whose 2026-07-28 results are cacheable.
 pub fn cacheable(method: &str) -> bool {
     matches!(

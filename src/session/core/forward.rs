@@ -105,7 +105,8 @@ impl Core {
             .flatten();
         // The gateway speaks the handshake era to its servers: a 2026-07-28 host's envelope
         // (read above and by the host dispatch) is not theirs to see.
-        let stateless = super::era::stateless(&self.host);
+        // The request's own era, not the latest request's: this one may have waited.
+        let stateless = super::era::request_stateless(&message, &self.host);
         let envelope_taken_out = !single && stateless;
         if envelope_taken_out {
             crate::mcp::version::strip_envelope(&mut message);
@@ -280,6 +281,8 @@ impl Core {
         if let Some(answers) = self.batches.cancelled(&key) {
             self.out.push(Action::ToHost(Value::Array(answers)));
         }
+        // A cancelled request is never answered.
+        self.stateless_requests.remove(&key);
         self.aggregations.retain(|a| id_key(&a.host_id) != key);
         let owner = self
             .host_requests

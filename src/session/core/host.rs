@@ -38,6 +38,7 @@ impl Core {
                     return;
                 }
                 self.learn_host(&method, &message, now);
+                self.note_request_era(&id);
                 if let Some(refusal) = self.era_refusal(&method, &message) {
                     let (code, text, data) = refusal;
                     let answer = crate::mcp::error_response(id, code, &text, Some(data));

@@ -108,3 +108,27 @@ fn a_servers_question_goes_the_way_its_call_understands() {
     let result = h.take_host(json!("new"))["result"].clone();
     assert_eq!(result["resultType"], "input_required", "{result}");
 }
+
+/// airlock's own answer given later (here: the server died mid-call) is shaped for the call's
+/// own era, not for the request that came last.
+#[test]
+fn airlocks_own_later_answers_keep_their_requests_era() {
+    let mut h = mixed();
+    h.host(call(json!("old"), "alpha__read"));
+    h.host(modern(
+        json!("new"),
+        "tools/call",
+        json!({"name":"alpha__read","arguments":{}}),
+    ));
+    // The last request handled is a handshake one; then the server dies.
+    h.host(json!({"jsonrpc":"2.0","id":"p","method":"prompts/list"}));
+    h.take_host(json!("p"));
+    let generation = h.generation[0];
+    h.router.on_server_closed(0, generation, h.now);
+    h.drive();
+    let old = h.take_host(json!("old"));
+    assert_eq!(old["result"]["isError"], true, "{old}");
+    assert!(old["result"].get("resultType").is_none(), "{old}");
+    let new = h.take_host(json!("new"));
+    assert_eq!(new["result"]["resultType"], "complete", "{new}");
+}

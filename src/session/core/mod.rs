@@ -372,6 +372,10 @@ pub struct ServerStatus {
     pub in_flight: usize,
 }
 
+/// The most host requests in flight whose era a gateway notes for their answers (a bound: a
+/// host that never lets its requests be answered cannot grow the map without end).
+const MAX_NOTED_ERAS: usize = 65_536;
+
 /// Answers of a host batch (2025-03-26), sent as one array once every request is answered.
 #[derive(Debug, Default)]
 struct Batches {
@@ -424,6 +428,10 @@ pub struct Core {
     /// URI template (and its literal prefix) → server.
     templates: Vec<(String, String, usize)>,
     batches: Batches,
+    /// Gateway: each host request in flight (by id key) and whether it spoke the stateless era,
+    /// so that an answer given later is shaped for its own request (at most
+    /// [`MAX_NOTED_ERAS`]; past that, an answer takes the latest request's era).
+    stateless_requests: FastMap<String, bool>,
     /// Translations of server requests waiting for the host's retry, by `requestState`.
     parked: FastMap<String, mrtr::Parked>,
     /// Server requests for input waiting for a host request to carry them, per server.
@@ -486,6 +494,7 @@ impl Core {
             resources: resource_claims::ResourceClaims::default(),
             templates: Vec::new(),
             batches: Batches::default(),
+            stateless_requests: FastMap::default(),
             parked: FastMap::default(),
             waiting_input: FastMap::default(),
             next_state: 0,
@@ -691,13 +700,40 @@ impl Core {
     /// leave together, and each with only the members of its kind (a server's `"ID"` beside its
     /// `"id"` never reaches a host that reads keys regardless of case).
     fn send_host(&mut self, message: Value) {
-        let stateless = era::stateless(&self.host);
+        // An answer airlock gives later (a refusal after the user's answer, an error when a
+        // server died) is shaped for its own request's era, which a gateway noted.
+        let noted = self
+            .answered_request(&message)
+            .and_then(|key| self.stateless_requests.get(&key).copied());
+        let stateless = noted.unwrap_or_else(|| era::stateless(&self.host));
         self.send_host_in(message, stateless);
+    }
+
+    /// The id key of the host request `message` answers, in a gateway that notes eras.
+    fn answered_request(&self, message: &Value) -> Option<String> {
+        if self.stateless_requests.is_empty() || message.get("method").is_some() {
+            return None;
+        }
+        message.get("id").map(crate::mcp::id_key)
+    }
+
+    /// Notes the era of host request `id` (gateway), for its answer.
+    fn note_request_era(&mut self, id: &Value) {
+        if matches!(self.topology, Topology::Gateway { .. })
+            && self.stateless_requests.len() < MAX_NOTED_ERAS
+        {
+            let stateless = era::stateless(&self.host);
+            self.stateless_requests
+                .insert(crate::mcp::id_key(id), stateless);
+        }
     }
 
     /// [`Core::send_host`] for an answer to a request of the given era (an answer that comes
     /// after other requests were handled: theirs may have spoken another).
     fn send_host_in(&mut self, mut message: Value, stateless: bool) {
+        if let Some(key) = self.answered_request(&message) {
+            self.stateless_requests.remove(&key);
+        }
         crate::mcp::message::keep_envelope_members(&mut message);
         if !self.batches.member.is_empty()
             && let Some(key) = message.get("id").map(crate::mcp::id_key)
