@@ -591,3 +591,35 @@ fn a_request_its_client_gave_up_still_counts_on_its_server_for_a_while() {
         assert_eq!(core_msgs(&outs)[0]["result"]["action"], "decline");
     }
 }
+
+#[test]
+fn a_tasks_question_is_never_put_on_another_clients_call() {
+    // Alice (a session) created task t-1 and is not polling; Bob (a 2026-07-28 client) has the
+    // only call on that server. The server's question about t-1, put on Bob's call as an input
+    // request, is refused instead of handing Bob Alice's question and its answer.
+    let mut mux = mux_with(&[(1, None)]);
+    mux.from_client(1, init(0, "2025-11-25", json!({"elicitation": {}})));
+    let mut create = call(5, "notes__wire");
+    create["params"]["task"] = json!({});
+    let sent = core_msgs(&mux.from_client(1, create));
+    mux.from_core(json!({"jsonrpc":"2.0","id":sent[0]["id"],"result":{"task":{"taskId":"t-1","status":"working"}}}));
+    mux.open(2, Some("bob".into()), true);
+    let bobs = core_msgs(&mux.from_client(2, call(1, "notes__slow")));
+    let question = |task: &str| {
+        json!({"jsonrpc":"2.0","id":bobs[0]["id"],"result":{"resultType":"input_required",
+            "inputRequests":{"q":{"method":"elicitation/create","params":{"message":"wire?",
+                "_meta":{"io.modelcontextprotocol/related-task":{"taskId":task}}}}},
+            "requestState":"airlock-mrtr-B"}})
+    };
+    let got = session_msgs(&mux.from_core(question("t-1")));
+    assert_eq!(got[0].0, 2);
+    assert!(got[0].1.get("result").is_none(), "{:?}", got[0].1);
+    assert!(
+        got[0].1["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not create"),
+        "{:?}",
+        got[0].1
+    );
+}

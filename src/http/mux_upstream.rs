@@ -87,6 +87,21 @@ impl Mux {
     /// answer becomes an error instead (fail closed: the server's questions go unanswered when
     /// the retry never comes). Otherwise its `requestState` becomes `owner`'s alone.
     fn hand_out_retry_state(&mut self, request: &InFlight, owner: &Owner, message: &mut Value) {
+        // A question about a task is its creator's only, whoever else's call carries it: put on
+        // another client's call it handed that task's question, and the answer, to them.
+        let about_anothers_task = message
+            .pointer("/result/inputRequests")
+            .and_then(Value::as_object)
+            .is_some_and(|inputs| {
+                inputs.values().any(|input| {
+                    related_task(input).is_some_and(|task| !self.tasks.created_by(task, owner))
+                })
+            });
+        if about_anothers_task {
+            let why = "airlock: the server asked about a task this client did not create; only its creator is asked";
+            *message = error_response(Value::Null, code::INTERNAL_ERROR, why, None);
+            return;
+        }
         let others = self.requests.values().any(|other| {
             let shares = match &request.server {
                 Some(server) => other.may_be_on(server),

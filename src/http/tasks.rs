@@ -157,6 +157,13 @@ impl TaskOwners {
     /// The session that created `task` on `server`: a server's question about a task goes to
     /// its creator only when that server is the one the task was created on (another server
     /// naming the id must not reach that client).
+    /// Whether `owner` created `task` (a task nobody here created is nobody's).
+    pub fn created_by(&self, task: &str, owner: &Owner) -> bool {
+        self.owners
+            .get(task)
+            .is_some_and(|created| created.owner == *owner)
+    }
+
     pub fn session_on(&self, task: &str, server: &str) -> Option<SessionKey> {
         match self.owners.get(task) {
             Some(Created {

@@ -106,8 +106,19 @@ impl Core {
     /// rather than passed on as a request: its latest request of the host that could carry a
     /// question spoke that era, or, with none in flight, a translation of that server's waits
     /// for its retry, or the host's latest request spoke it. The HTTP face serves sessions of
-    /// both eras through one core: the question goes the way its call understands.
-    pub(super) fn asks_through_results(&self, index: usize) -> bool {
+    /// both eras through one core: the question goes the way its call understands. A question
+    /// about a task (`related-task`) is never put on a call: it is its task creator's, whoever
+    /// else has a call there, and goes on as a request (behind the HTTP face, to the creator's
+    /// session; refused when that cannot be told).
+    pub(super) fn asks_through_results(&self, index: usize, question: &Value) -> bool {
+        if !self.single()
+            && self.trust_identity
+            && question
+                .at(&["params", "_meta", crate::mcp::RELATED_TASK])
+                .is_some()
+        {
+            return false;
+        }
         let latest_carrier = self.servers[index]
             .outbound
             .iter()

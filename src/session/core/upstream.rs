@@ -172,7 +172,10 @@ impl Core {
             tasks::name_in_server_message(&mut message, method, self.task_maker(index));
             tasks::make_plain(&mut message);
         }
-        if !self.single() && INPUT_METHODS.contains(&method) && self.asks_through_results(index) {
+        if !self.single()
+            && INPUT_METHODS.contains(&method)
+            && self.asks_through_results(index, &message)
+        {
             self.ask_host_for_input(index, id, message, now);
             return;
         }
