@@ -629,8 +629,38 @@ fn a_link_another_user_planted_at_the_log_is_not_followed() {
         text(&out)
     );
     assert!(!created.exists());
-    // A link of root's own to the log is followed: the log lives where it leads.
+    // A file, or a FIFO, another user made at the log's path in the shared directory.
     std::fs::remove_file(&log).unwrap();
+    std::fs::write(&log, "").unwrap();
+    std::os::unix::fs::chown(&log, Some(OTHER), Some(OTHER)).unwrap();
+    let out = run(&log);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("another user planted"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "");
+    std::fs::remove_file(&log).unwrap();
+    let fifo = |path: &Path| {
+        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o666) }, 0);
+    };
+    fifo(&log);
+    std::os::unix::fs::chown(&log, Some(OTHER), Some(OTHER)).unwrap();
+    let out = run(&log);
+    assert!(!out.status.success(), "{}", text(&out));
+    std::fs::remove_file(&log).unwrap();
+    // A FIFO at the checkpoint's place stops airlock at once, not for ever.
+    fifo(&checkpoint);
+    let started = Instant::now();
+    let out = run(&log);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    std::fs::remove_file(&checkpoint).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    // A link of root's own to the log is followed: the log lives where it leads.
     symlink(&created, &log).unwrap();
     let out = run(&log);
     assert!(out.status.success(), "{}", text(&out));

@@ -176,20 +176,56 @@ fn open_log_files(path: &Path) -> Result<(File, Option<File>), AuditError> {
         .custom_flags(follow)
         .open(path)
         .map_err(open_error(path))?;
-    if !file.metadata().map_err(open_error(path))?.is_file() {
+    let meta = file.metadata().map_err(open_error(path))?;
+    if let Some(why) = planted_by_another(path, &meta) {
+        return Err(open_error(path)(std::io::Error::other(why)));
+    }
+    if !meta.is_file() {
         return Ok((file, None));
     }
     let checkpoint_path = chain::checkpoint_path(path);
-    // The checkpoint is airlock's own file beside the log: never through a link.
+    // The checkpoint is airlock's own file beside the log: never through a link, and never
+    // anything but a regular file (a FIFO there would stop airlock at its open or its writes).
     let checkpoint = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&checkpoint_path)
         .map_err(open_error(&checkpoint_path))?;
+    if !checkpoint
+        .metadata()
+        .map_err(open_error(&checkpoint_path))?
+        .is_file()
+    {
+        let why = "it is not a regular file (remove it: airlock writes its checkpoint there)";
+        return Err(open_error(&checkpoint_path)(std::io::Error::other(why)));
+    }
     Ok((file, Some(checkpoint)))
+}
+
+/// Why the log at `path` (its metadata `meta`) is taken for one another user planted, if it is:
+/// it belongs to neither the running user nor root, and its directory lets others than that
+/// owner put files there (writable by group or others, or someone else's). A user's own log in
+/// their own directory, which root writes under `sudo -E`, is theirs; a file or FIFO another
+/// user made in a shared directory would have airlock's records go where they read them.
+fn planted_by_another(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let owner = meta.uid();
+    if owner == me || owner == 0 {
+        return None;
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty())?;
+    let dir = std::fs::metadata(dir).ok()?;
+    let dir_shared = dir.mode() & 0o022 != 0 || (dir.uid() != owner && dir.uid() != 0);
+    dir_shared.then(|| {
+        format!(
+            "it belongs to uid {owner} (neither root nor who runs airlock), in a directory others may write: a log another user planted is not written (remove it, or keep the log in a directory only its owner may change)"
+        )
+    })
 }
 
 /// How many rotations in a row a writer follows before it gives up (each follow goes to the
