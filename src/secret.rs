@@ -405,7 +405,15 @@ pub fn mask_in_config_text(text: &str) -> String {
 /// or YAML text with `"api_key": "X"`, `Authorization: Basic X`) becomes `[REDACTED]`, and a
 /// URL loses its user info and query. A name is judged as a key is ([`key_looks_secret`]).
 pub fn redact_credentials_in_text(text: &str) -> std::borrow::Cow<'_, str> {
-    // Most texts a call carries (a word, a path, `hello 1`) can match no rule: no copy then.
+    // Most texts a call carries (a word, a path) hold none of the characters every rule's
+    // match needs (a separator, a quote, a space or a dash): one pass, no copy then. The token
+    // shapes are the caller's ([`crate::audit::Redactor`] redacts them first).
+    let could_hold = text
+        .bytes()
+        .any(|b| matches!(b, b':' | b'=' | b'"' | b'\'' | b'-') || b.is_ascii_whitespace());
+    if !could_hold && text.is_ascii() {
+        return std::borrow::Cow::Borrowed(text);
+    }
     let rules = [
         &PAIR_RULE,
         &YAML_PAIR_RULE,
@@ -415,7 +423,7 @@ pub fn redact_credentials_in_text(text: &str) -> std::borrow::Cow<'_, str> {
         &FLAG_SPACE_VALUE_RULE,
         &URL_RULE,
     ];
-    if !rules.iter().any(|rule| (rule.could_match)(text)) && !any_token_shape(text) {
+    if !rules.iter().any(|rule| (rule.could_match)(text)) {
         return std::borrow::Cow::Borrowed(text);
     }
     let redacted = masked_config_text(text, Hide::Redact).unwrap_or_else(|| REDACTED.to_string());

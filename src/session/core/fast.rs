@@ -196,7 +196,9 @@ impl Core {
             server.progress.remove(&token);
         }
         self.host_requests.remove(host_key);
-        self.stateless_requests.remove(host_key);
+        if !self.stateless_requests.is_empty() {
+            self.stateless_requests.remove(host_key);
+        }
         self.apply_gate(index, fx, now);
         // The same id: the line itself goes on, no copy of it.
         let bytes = bytes.unwrap_or_else(|| std::mem::take(line));

@@ -105,8 +105,13 @@ impl Core {
             .flatten();
         // The gateway speaks the handshake era to its servers: a 2026-07-28 host's envelope
         // (read above and by the host dispatch) is not theirs to see.
-        // The request's own era, not the latest request's: this one may have waited.
-        let stateless = super::era::request_stateless(&message, &self.host);
+        // A gateway's request keeps its own era, not the latest request's: it may have waited
+        // (one host, in `Single`, speaks one era).
+        let stateless = if single {
+            super::era::stateless(&self.host)
+        } else {
+            super::era::request_stateless(&message, &self.host)
+        };
         let envelope_taken_out = !single && stateless;
         if envelope_taken_out {
             crate::mcp::version::strip_envelope(&mut message);
