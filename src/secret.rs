@@ -372,9 +372,8 @@ static ASSIGNED_RULE: ConfigTextRule = ConfigTextRule {
 };
 static AUTH_SCHEME_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(AUTH_SCHEME).ok()),
-    // `\s` is Unicode's White_Space, as `char::is_whitespace`; the shortest match is a
-    // five-letter scheme, one space and six characters.
-    could_match: |text| text.len() >= 12 && text.contains(char::is_whitespace),
+    // `\s` is Unicode's White_Space, as `char::is_whitespace`.
+    could_match: |text| text.contains(char::is_whitespace),
 };
 static FLAG_SPACE_VALUE_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(FLAG_SPACE_VALUE).ok()),
@@ -397,98 +396,41 @@ static URL_RULE: ConfigTextRule = ConfigTextRule {
 /// `install --dry-run`, which prints host files as they are and as they would be.
 pub fn mask_in_config_text(text: &str) -> String {
     // Not expected (constant patterns, compiled by a unit test): show nothing rather than leak.
-    masked_config_text(text, Hide::Mask).unwrap_or_else(|| "****".to_string())
-}
-
-/// The same rules for a text a call carries, as the audit log keeps it: a credential written
-/// inside it rather than in a token's shape (`mysql --password=X`, `https://u:X@host`, a JSON
-/// or YAML text with `"api_key": "X"`, `Authorization: Basic X`) becomes `[REDACTED]`, and a
-/// URL loses its user info and query. A name is judged as a key is ([`key_looks_secret`]).
-pub fn redact_credentials_in_text(text: &str) -> std::borrow::Cow<'_, str> {
-    // Most texts a call carries (a word, a path) hold none of the characters every rule's
-    // match needs (a separator, a quote, a space or a dash): one pass, no copy then. The token
-    // shapes are the caller's ([`crate::audit::Redactor`] redacts them first).
-    let could_hold = text
-        .bytes()
-        .any(|b| matches!(b, b':' | b'=' | b'"' | b'\'' | b'-') || b.is_ascii_whitespace());
-    if !could_hold && text.is_ascii() {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let rules = [
-        &PAIR_RULE,
-        &YAML_PAIR_RULE,
-        &FLAG_THEN_VALUE_RULE,
-        &AUTH_SCHEME_RULE,
-        &ASSIGNED_RULE,
-        &FLAG_SPACE_VALUE_RULE,
-        &URL_RULE,
-    ];
-    if !rules.iter().any(|rule| (rule.could_match)(text)) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let redacted = masked_config_text(text, Hide::Redact).unwrap_or_else(|| REDACTED.to_string());
-    std::borrow::Cow::Owned(redacted)
-}
-
-const REDACTED: &str = "[REDACTED]";
-
-/// How a found secret is hidden: masked for people reading a config ([`mask`]: `sk-****abcd`),
-/// or replaced whole for the audit log.
-#[derive(Clone, Copy)]
-enum Hide {
-    Mask,
-    Redact,
-}
-
-impl Hide {
-    fn hidden(self, secret: &str) -> String {
-        match self {
-            Hide::Mask => mask(secret),
-            Hide::Redact => REDACTED.to_string(),
-        }
-    }
-
-    /// What [`Hide::hidden`] leaves: a part holding it is hidden already.
-    fn marker(self) -> &'static str {
-        match self {
-            Hide::Mask => "****",
-            Hide::Redact => REDACTED,
-        }
-    }
+    masked_config_text(text).unwrap_or_else(|| "****".to_string())
 }
 
 /// [`mask_in_config_text`]; `None` when a pattern it needs does not compile.
-fn masked_config_text(text: &str, hide: Hide) -> Option<String> {
+fn masked_config_text(text: &str) -> Option<String> {
     let mut masked = text.to_string();
     if let Some(pair) = PAIR_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, hide, pair, |found| {
+        masked = mask_groups(&masked, pair, |found| {
             let key = found.get(1).or(found.get(2)).or(found.get(3))?;
             let value = (4..=7).find_map(|group| found.get(group))?;
             (key_looks_secret(key.as_str()) || value_looks_secret(value.as_str())).then_some(value)
         });
     }
     if let Some(yaml_pair) = YAML_PAIR_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, hide, yaml_pair, |found| {
+        masked = mask_groups(&masked, yaml_pair, |found| {
             key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }
     if let Some(flag_then_value) = FLAG_THEN_VALUE_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, hide, flag_then_value, |found| {
+        masked = mask_groups(&masked, flag_then_value, |found| {
             key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }
     // Before `NAME=value`, which would take the scheme's word for the value and leave the
     // credential after it (`Authorization=Bearer ...`).
     if let Some(auth_scheme) = AUTH_SCHEME_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, hide, auth_scheme, |found| found.get(1));
+        masked = mask_groups(&masked, auth_scheme, |found| found.get(1));
     }
     if let Some(assigned) = ASSIGNED_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, hide, assigned, |found| {
+        masked = mask_groups(&masked, assigned, |found| {
             key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }
     if let Some(flag_space_value) = FLAG_SPACE_VALUE_RULE.for_text(&masked)? {
-        masked = mask_groups(&masked, hide, flag_space_value, |found| {
+        masked = mask_groups(&masked, flag_space_value, |found| {
             let value = (2..=4).find_map(|group| found.get(group))?;
             key_looks_secret(&found[1]).then_some(value)
         });
@@ -496,7 +438,7 @@ fn masked_config_text(text: &str, hide: Hide) -> Option<String> {
     // One search says whether any shape is there before each is tried on its own.
     if any_token_shape(&masked) {
         for pattern in token_patterns() {
-            masked = mask_groups(&masked, hide, pattern, |found| found.get(0));
+            masked = mask_groups(&masked, pattern, |found| found.get(0));
         }
     }
     let Some(url) = URL_RULE.for_text(&masked)? else {
@@ -507,7 +449,7 @@ fn masked_config_text(text: &str, hide: Hide) -> Option<String> {
         let authority = shown.split("://").nth(1).unwrap_or("");
         let authority = authority.split('/').next().unwrap_or("");
         if authority.contains('@') || shown.contains('?') {
-            display_url(shown).replace("****", hide.marker())
+            display_url(shown)
         } else {
             shown.to_string()
         }
@@ -519,7 +461,6 @@ fn masked_config_text(text: &str, hide: Hide) -> Option<String> {
 /// chooses none, or a part already masked).
 fn mask_groups<'t>(
     text: &'t str,
-    hide: Hide,
     pattern: &Regex,
     pick: impl Fn(&regex::Captures<'t>) -> Option<regex::Match<'t>>,
 ) -> String {
@@ -527,11 +468,11 @@ fn mask_groups<'t>(
     let mut copied = 0;
     for found in pattern.captures_iter(text) {
         let Some(part) = pick(&found) else { continue };
-        if part.as_str().contains(hide.marker()) || part.start() < copied {
+        if part.as_str().contains("****") || part.start() < copied {
             continue;
         }
         out.push_str(&text[copied..part.start()]);
-        out.push_str(&hide.hidden(part.as_str()));
+        out.push_str(&mask(part.as_str()));
         copied = part.end();
     }
     out.push_str(&text[copied..]);

@@ -581,9 +581,10 @@ fn a_link_another_user_planted_at_the_log_is_not_followed() {
     std::fs::write(&victim, "root's own file\n").unwrap();
     let created = world.path("created-by-airlock");
     let log = shared.join("audit.jsonl");
-    let run = |log: &Path| {
+    let run_in = |log: &Path, cwd: &Path| {
         let mut child = world
             .command(&["run", "--name", "fx", "--policy"])
+            .current_dir(cwd)
             .arg(world.path("policy.toml"))
             .arg("--audit")
             .arg(log)
@@ -606,6 +607,7 @@ fn a_link_another_user_planted_at_the_log_is_not_followed() {
         drop(stdin);
         child.wait_with_output().unwrap()
     };
+    let run = |log: &Path| run_in(log, world.dir.path());
     // The checkpoint: a link to root's file.
     let checkpoint = shared.join("audit.jsonl.checkpoint");
     symlink(&victim, &checkpoint).unwrap();
@@ -651,6 +653,18 @@ fn a_link_another_user_planted_at_the_log_is_not_followed() {
     std::os::unix::fs::chown(&log, Some(OTHER), Some(OTHER)).unwrap();
     let out = run(&log);
     assert!(!out.status.success(), "{}", text(&out));
+    // Named bare, from the shared directory.
+    let out = run_in(Path::new("audit.jsonl"), &shared);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!checkpoint.exists());
+    std::fs::remove_file(&log).unwrap();
+    // A checkpoint file another user made: the chain's anchor would be theirs to rewrite.
+    std::fs::write(&checkpoint, "").unwrap();
+    std::os::unix::fs::chown(&checkpoint, Some(OTHER), Some(OTHER)).unwrap();
+    let out = run(&log);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "");
+    std::fs::remove_file(&checkpoint).unwrap();
     std::fs::remove_file(&log).unwrap();
     // A FIFO at the checkpoint's place stops airlock at once, not for ever.
     fifo(&checkpoint);

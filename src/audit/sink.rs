@@ -194,12 +194,15 @@ fn open_log_files(path: &Path) -> Result<(File, Option<File>), AuditError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&checkpoint_path)
         .map_err(open_error(&checkpoint_path))?;
-    if !checkpoint
+    let checkpoint_meta = checkpoint
         .metadata()
-        .map_err(open_error(&checkpoint_path))?
-        .is_file()
-    {
+        .map_err(open_error(&checkpoint_path))?;
+    if !checkpoint_meta.is_file() {
         let why = "it is not a regular file (remove it: airlock writes its checkpoint there)";
+        return Err(open_error(&checkpoint_path)(std::io::Error::other(why)));
+    }
+    // The chain's anchor in a file another user made could be read and rewritten by them.
+    if let Some(why) = planted_by_another(&checkpoint_path, &checkpoint_meta) {
         return Err(open_error(&checkpoint_path)(std::io::Error::other(why)));
     }
     Ok((file, Some(checkpoint)))
@@ -218,7 +221,11 @@ fn planted_by_another(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     if owner == me || owner == 0 {
         return None;
     }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty())?;
+    // A bare name (`--audit a.jsonl`) is in the working directory.
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let dir = std::fs::metadata(dir).ok()?;
     let dir_shared = dir.mode() & 0o022 != 0 || (dir.uid() != owner && dir.uid() != 0);
     dir_shared.then(|| {
