@@ -72,12 +72,17 @@ impl World {
 
     /// Starts `airlock run` on the echo fixture, writing to the world's log.
     fn spawn_run(&self) -> Child {
+        self.spawn_run_at(&self.log(), self.dir.path())
+    }
+
+    /// Starts `airlock run` on the echo fixture in `cwd`, writing to `log`.
+    fn spawn_run_at(&self, log: &Path, cwd: &Path) -> Child {
         let policy = self.path("policy.toml");
-        let log = self.log();
         self.command(&["run", "--name", "fx", "--policy"])
+            .current_dir(cwd)
             .arg(&policy)
             .arg("--audit")
-            .arg(&log)
+            .arg(log)
             .arg("--")
             .arg(python())
             .arg(fixtures().join("echo_server.py"))
@@ -582,20 +587,7 @@ fn a_link_another_user_planted_at_the_log_is_not_followed() {
     let created = world.path("created-by-airlock");
     let log = shared.join("audit.jsonl");
     let run_in = |log: &Path, cwd: &Path| {
-        let mut child = world
-            .command(&["run", "--name", "fx", "--policy"])
-            .current_dir(cwd)
-            .arg(world.path("policy.toml"))
-            .arg("--audit")
-            .arg(log)
-            .arg("--")
-            .arg(python())
-            .arg(fixtures().join("echo_server.py"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = world.spawn_run_at(log, cwd);
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin, "{}", initialize()).unwrap();
         writeln!(

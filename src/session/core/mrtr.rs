@@ -42,6 +42,16 @@ pub(super) const MAX_WAITING_INPUT_BYTES: usize = 4 * 1024 * 1024;
 /// The server requests a 2026-07-28 host is asked through input requests.
 pub const INPUT_METHODS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
 
+/// A host request in flight to a server that a question of that server could be put on.
+struct Carrier<'a> {
+    /// The order it was sent in (the server's own id airlock gave it).
+    order: u64,
+    down_key: &'a str,
+    host_id: &'a Value,
+    declared: Option<&'a Value>,
+    stateless: bool,
+}
+
 /// A translation waiting for the host's retry.
 #[derive(Debug)]
 pub(super) struct Parked {
@@ -119,7 +129,19 @@ impl Core {
         {
             return false;
         }
-        let latest_carrier = self.servers[index]
+        let latest_carrier = self
+            .carriers(index)
+            .max_by_key(|carrier| carrier.order)
+            .map(|carrier| carrier.stateless);
+        match latest_carrier {
+            Some(stateless) => stateless,
+            None => self.parked.values().any(|p| p.server == index) || era::stateless(&self.host),
+        }
+    }
+
+    /// The host requests in flight to server `index` that could carry a question of it.
+    fn carriers(&self, index: usize) -> impl Iterator<Item = Carrier<'_>> {
+        self.servers[index]
             .outbound
             .iter()
             .filter_map(|(key, origin)| match origin {
@@ -127,17 +149,17 @@ impl Core {
                     host_id,
                     input_carrier: true,
                     stateless,
+                    declared,
                     ..
-                } if self.host_requests.contains_key(&id_key(host_id)) => {
-                    Some((parse_down_id(key).as_u64().unwrap_or(0), *stateless))
-                }
+                } if self.host_requests.contains_key(&id_key(host_id)) => Some(Carrier {
+                    order: parse_down_id(key).as_u64().unwrap_or(0),
+                    down_key: key,
+                    host_id,
+                    declared: declared.as_ref(),
+                    stateless: *stateless,
+                }),
                 _ => None,
             })
-            .max_by_key(|(order, _)| *order);
-        match latest_carrier {
-            Some((_, stateless)) => stateless,
-            None => self.parked.values().any(|p| p.server == index) || era::stateless(&self.host),
-        }
     }
 
     /// A server's request for client input, for a 2026-07-28 host.
@@ -149,25 +171,25 @@ impl Core {
         now: Instant,
     ) {
         let generation = self.servers[index].life.generation;
-        let carrier = self.servers[index]
-            .outbound
-            .iter()
-            .filter_map(|(key, origin)| match origin {
-                Origin::Host {
+        let carrier = self
+            .carriers(index)
+            .filter(|carrier| carrier.stateless)
+            .max_by_key(|carrier| carrier.order)
+            .map(|carrier| {
+                let Carrier {
+                    order,
+                    down_key,
                     host_id,
-                    input_carrier: true,
-                    stateless: true,
                     declared,
                     ..
-                } if self.host_requests.contains_key(&id_key(host_id)) => Some((
-                    parse_down_id(key).as_u64().unwrap_or(0),
-                    key.clone(),
+                } = carrier;
+                (
+                    order,
+                    down_key.to_string(),
                     host_id.clone(),
-                    declared.clone(),
-                )),
-                _ => None,
-            })
-            .max_by_key(|(order, ..)| *order);
+                    declared.cloned(),
+                )
+            });
         let method = message["method"].as_str().unwrap_or_default().to_string();
         let method = method.as_str();
         if let Some((_, down_key, host_id, Some(declared))) = &carrier
