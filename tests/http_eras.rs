@@ -68,3 +68,35 @@ fn a_2026_request_between_a_sessions_requests_leaves_that_session_its_own_era() 
     assert_eq!(listed["result"]["prompts"], json!([]), "{listed}");
     assert!(listed["result"].get("resultType").is_none(), "{listed}");
 }
+
+/// A gateway stopped by a signal (an administrator, a service manager) while an HTTP client's
+/// call runs: the clients did not send it and are still reading, so the call's answer, coming
+/// 2 s later, still reaches its client and is audited `ok` (a stdio host that signals airlock
+/// gets its answers for 1 s only: `session_modes a_call_in_flight_at_sigterm_*`).
+#[test]
+fn a_signal_to_a_listening_gateway_still_answers_its_clients_calls() {
+    let world = World::new();
+    let fixture = root().join("tests/fixtures/serve/fixture_server.py");
+    let config = format!(
+        "[servers.fixture]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}, \"--stubborn\"]\nstart = \"eager\"\n",
+        fixture.display().to_string()
+    );
+    let mut gateway = world.listen(&config, &[]);
+    let session = session(&gateway.url, &[]);
+    let url = gateway.url.clone();
+    let waiting = std::thread::spawn(move || {
+        let slow = call(1, "fixture__slow", json!({"seconds": 2}));
+        post(&url, &[("mcp-session-id", session.as_str())], &slow)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    gateway.stop();
+    let reply = waiting.join().unwrap();
+    assert!(reply.body.contains("slow done"), "{}", reply.body);
+    let outcomes: Vec<Value> = world
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "outcome")
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!(outcomes[0]["outcome"], "ok", "{outcomes:?}");
+}

@@ -271,10 +271,14 @@ where
         // the first second still go out as they come, and what is still in flight then gets
         // its answer and outcome record. After the host's EOF alone, what it asked is answered
         // as it comes.
+        // Behind the HTTP face the clients did not send the signal (an administrator, a
+        // service manager did) and are still reading: their calls are answered as they come
+        // until the servers end, as after a host's EOF.
+        let behind_http = self.status_extra.is_some();
         let mut abandon_at = match reason {
             EndReason::HostOutputClosed => Some(Instant::now()),
-            EndReason::Signal(_) => Some(Instant::now() + SIGNAL_ANSWER_WAIT),
-            EndReason::HostClosed | EndReason::ServerEnded => None,
+            EndReason::Signal(_) if !behind_http => Some(Instant::now() + SIGNAL_ANSWER_WAIT),
+            EndReason::Signal(_) | EndReason::HostClosed | EndReason::ServerEnded => None,
         };
         self.core.shutdown(&reason.text());
         self.carry_out()?;
