@@ -64,6 +64,7 @@ both_modes!(
     a_listing_reaches_the_host_with_only_the_spellings_airlock_checked,
     a_refused_task_augmented_call_is_an_error_naming_the_rule,
     an_allowed_call_goes_on_as_the_bytes_the_host_sent,
+    a_session_whose_host_goes_quiet_sleeps,
     a_carriage_return_cannot_split_a_call_into_two_for_the_server,
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
@@ -672,42 +673,6 @@ fn a_project_policy_may_not_blank_the_audit_log(mode: Mode) {
         "nothing on stdout for a load error"
     );
     assert!(world.events("decision").is_empty());
-}
-
-/// The outcome of a call to a slow server is held until the next call goes out (see
-/// `HOLD_OUTCOMES_OF_CALLS_FROM` in the session shell); a host that sends nothing more still finds
-/// it on record within `HOLD_AT_MOST` (100 ms; 1 s allowed here for a loaded machine), with the
-/// session up. Also when the last answer is followed by a line that is not JSON: recording that
-/// line releases the held outcome, and both are written at once, not at the next call.
-fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits(mode: Mode) {
-    let (world, mut client) = start(mode, Setup::fixture("--stray"));
-    client.initialize("2025-06-18");
-    for (tool, id, dropped) in [("echo", 1, 0), ("echo", 2, 0), ("stray", 3, 1)] {
-        let answer = client.call(id, &world.tool(tool), json!({"text": "x"}));
-        assert!(!Client::text(&answer).is_empty(), "{answer}");
-        let answered = Instant::now();
-        let on_record = support::wait_until(SECS(5), || {
-            world.events("outcome").len() as i64 == id && world.events("dropped").len() == dropped
-        });
-        let waited = answered.elapsed();
-        assert!(
-            on_record,
-            "after call {id}, with the session still up: outcomes {:?}, dropped {:?}",
-            world.events("outcome"),
-            world.events("dropped")
-        );
-        assert!(waited < SECS(1), "call {id}'s outcome took {waited:?}");
-    }
-    assert!(
-        client.wait(Duration::from_millis(20)).is_none(),
-        "the session is still up"
-    );
-    let ids: Vec<Value> = world
-        .events("outcome")
-        .iter()
-        .map(|e| e["request_id"].clone())
-        .collect();
-    assert_eq!(ids, [json!(1), json!(2), json!(3)], "each outcome once");
 }
 
 /// A Go host matches keys regardless of case (and `ſ` as `s`), cJSON stops a key at a NUL: a

@@ -112,9 +112,13 @@ pub struct AuditLog {
     deferred: Vec<Event>,
     /// Deferred events already encoded into `staged`, dropped once written.
     encoded: Vec<Event>,
-    /// Outcomes kept by [`AuditLog::hold`], and when the first of them was held.
+    /// Outcomes kept by [`AuditLog::hold`] and not encoded yet, and when the first outcome
+    /// still unwritten was held.
     held: Vec<Event>,
     held_since: Option<Instant>,
+    /// How many of the first records in `staged` are held outcomes already encoded
+    /// ([`AuditLog::encode_held`]): they wait for the next write, which takes them along.
+    held_encoded: usize,
 }
 
 /// How long [`AuditLog::hold`] may keep an outcome when no call goes out to take it along.
@@ -474,6 +478,7 @@ impl AuditLog {
             encoded: Vec::new(),
             held: Vec::new(),
             held_since: None,
+            held_encoded: 0,
         }
     }
 
@@ -532,12 +537,13 @@ impl AuditLog {
     }
 
     /// Keeps an `outcome` to be written later than [`AuditLog::defer`] would: nothing waits for
-    /// it, and a session writes it where it costs no call any time, after it forwards the next
-    /// call (while the server works on it) or when [`HOLD_AT_MOST`] has passed
-    /// ([`AuditLog::held_until`]). Only decisions are written before it: anything else staged or
-    /// deferred after it releases it first, and so does dropping the log. (So connection
-    /// attribution, which follows the log's order, sees it before any `net_connect` that comes
-    /// after it; the decisions that overtake it are of other calls.)
+    /// it. A session encodes it once the step's bytes are out ([`AuditLog::encode_held`]) and
+    /// the log writes it with the next commit, in the same `write` as the next call's decision
+    /// (so it costs no lock, seek or checkpoint of its own), or when [`HOLD_AT_MOST`] has passed
+    /// ([`AuditLog::held_until`]). Only decisions of the same step are written before it:
+    /// anything else staged or deferred after it releases it first, and so does dropping the
+    /// log. (So connection attribution, which follows the log's order, sees it before any
+    /// `net_connect` that comes after it.)
     pub fn hold(&mut self, event: Event) {
         self.held_since.get_or_insert_with(Instant::now);
         self.held.push(event);
@@ -553,7 +559,33 @@ impl AuditLog {
     pub fn release_held(&mut self) {
         if self.held_since.take().is_some() {
             self.deferred.append(&mut self.held);
+            self.held_encoded = 0;
         }
+    }
+
+    /// Encodes the held outcomes, which then wait, ready, at the head of what is staged: the
+    /// next write takes them along without encoding them on a call's way to its server. Left
+    /// for later when anything else is staged or deferred (that is written first and releases
+    /// nothing: a held outcome stays behind it).
+    pub fn encode_held(&mut self) -> Result<(), AuditError> {
+        if self.held.is_empty()
+            || !self.deferred.is_empty()
+            || self.staged_ends.len() != self.held_encoded
+        {
+            return Ok(());
+        }
+        let mut held = std::mem::take(&mut self.held);
+        let mut result = Ok(());
+        for event in &mut held {
+            if result.is_ok() {
+                result = self.stage_now(event);
+            }
+        }
+        // Freed here, where nothing waits, and the emptied buffer kept for the next outcomes.
+        held.clear();
+        self.held = held;
+        self.held_encoded = self.staged_ends.len();
+        result
     }
 
     /// Writes the held outcomes now (with anything deferred before them). A no-op when none are
@@ -601,7 +633,7 @@ impl AuditLog {
     /// Whether events are staged or deferred and not yet written (held outcomes not counted:
     /// they have their own time, [`AuditLog::held_until`]).
     pub fn has_staged(&self) -> bool {
-        !self.staged_ends.is_empty() || !self.deferred.is_empty()
+        self.staged_ends.len() > self.held_encoded || !self.deferred.is_empty()
     }
 
     /// Writes every staged event, as whole chained lines, with one `write` per sink (no user-space
@@ -620,7 +652,8 @@ impl AuditLog {
     /// first, and so does dropping it.
     pub fn write_unsealed(&mut self) -> Result<(), AuditError> {
         let staged = self.stage_deferred();
-        if self.staged_ends.is_empty() {
+        if self.staged_ends.len() == self.held_encoded {
+            // Nothing but held outcomes (or nothing): they wait for a write that has a reason.
             self.encoded.clear();
             return staged;
         }
@@ -628,6 +661,10 @@ impl AuditLog {
         self.encoded.clear();
         self.staged.clear();
         self.staged_ends.clear();
+        self.held_encoded = 0;
+        if self.held.is_empty() {
+            self.held_since = None;
+        }
         for buffer in [&mut self.staged, &mut self.out] {
             if buffer.capacity() > MAX_KEPT_CAPACITY {
                 buffer.shrink_to(MAX_KEPT_CAPACITY);

@@ -93,6 +93,80 @@ fn a_held_outcome_is_written_when_released_or_when_the_log_is_dropped() {
 }
 
 #[test]
+fn an_encoded_held_outcome_waits_for_the_next_decision_and_goes_out_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&path).unwrap();
+    log.hold(Event::new(EventKind::Outcome, "outcome 1"));
+    log.encode_held().unwrap();
+    assert!(
+        !log.has_staged(),
+        "encoded, it still waits for a reason to be written"
+    );
+    // A write with nothing else to write leaves it waiting (no lock, no seek, no checkpoint).
+    log.write_unsealed().unwrap();
+    log.seal().unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    assert!(log.held_until().is_some(), "still due within HOLD_AT_MOST");
+    log.defer(Event::new(EventKind::Decision, "decision 2"));
+    log.write_unsealed().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let records = parse_lines(&text);
+    let servers: Vec<&str> = records
+        .iter()
+        .map(|r| r["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["outcome 1", "decision 2"], "the outcome first");
+    let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2]);
+    assert_eq!(log.held_until(), None, "nothing is held any more");
+    log.seal().unwrap();
+    let checkpoint = std::fs::read_to_string(dir.path().join("audit.jsonl.checkpoint")).unwrap();
+    assert!(
+        checkpoint.contains(&format!("\"bytes\":{}", text.len())),
+        "the checkpoint covers both: {checkpoint}"
+    );
+}
+
+#[test]
+fn held_outcomes_are_encoded_only_behind_nothing_else() {
+    let mut log = AuditLog::memory();
+    // Something not yet written stays first: the outcome is not encoded ahead of it.
+    log.defer(Event::new(EventKind::Exit, "exit"));
+    log.hold(Event::new(EventKind::Outcome, "outcome"));
+    log.encode_held().unwrap();
+    log.commit().unwrap();
+    assert_eq!(
+        servers_in_order(&log),
+        ["exit"],
+        "the outcome is still held"
+    );
+    assert!(log.held_until().is_some());
+    log.encode_held().unwrap();
+    // Any other record releases it, in its place.
+    log.record(Event::new(EventKind::Dropped, "dropped"))
+        .unwrap();
+    assert_eq!(servers_in_order(&log), ["exit", "outcome", "dropped"]);
+    assert_eq!(log.held_until(), None);
+}
+
+#[test]
+fn an_encoded_held_outcome_is_written_when_the_log_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut log = AuditLog::open_file(&path).unwrap();
+    log.hold(Event::new(EventKind::Outcome, "held at the end"));
+    log.encode_held().unwrap();
+    drop(log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let servers: Vec<String> = parse_lines(&text)
+        .iter()
+        .map(|r| r["server"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(servers, ["held at the end"]);
+}
+
+#[test]
 fn deferred_events_keep_their_place_before_anything_staged_after_them() {
     let mut log = AuditLog::memory();
     log.defer(Event::new(EventKind::Outcome, "first"));

@@ -443,3 +443,61 @@ pub(super) fn a_call_in_flight_at_sigterm_has_its_outcome_before_any_sigkill(mod
     let reason = abandoned["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("airlock received SIGTERM"), "{reason}");
 }
+
+/// Every outcome is held until the next call's decision is written, and goes into the log just
+/// before it (see `may_hold` in the session shell); a host that sends nothing more still finds
+/// it on record within `HOLD_AT_MOST` (100 ms; 1 s allowed here for a loaded machine), with the
+/// session up. Also when the last answer is followed by a line that is not JSON: recording that
+/// line releases the held outcome, and both are written at once, not at the next call. A host
+/// that waits for each answer reads the log in the order of its calls.
+pub(super) fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--stray"));
+    client.initialize("2025-06-18");
+    for (tool, id, dropped) in [("echo", 1, 0), ("echo", 2, 0), ("stray", 3, 1)] {
+        let answer = client.call(id, &world.tool(tool), json!({"text": "x"}));
+        assert!(!Client::text(&answer).is_empty(), "{answer}");
+        let answered = Instant::now();
+        let on_record = support::wait_until(SECS(5), || {
+            world.events("outcome").len() as i64 == id && world.events("dropped").len() == dropped
+        });
+        let waited = answered.elapsed();
+        assert!(
+            on_record,
+            "after call {id}, with the session still up: outcomes {:?}, dropped {:?}",
+            world.events("outcome"),
+            world.events("dropped")
+        );
+        assert!(waited < SECS(1), "call {id}'s outcome took {waited:?}");
+    }
+    assert!(
+        client.wait(Duration::from_millis(20)).is_none(),
+        "the session is still up"
+    );
+    let ids: Vec<Value> = world
+        .events("outcome")
+        .iter()
+        .map(|e| e["request_id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(1), json!(2), json!(3)], "each outcome once");
+    // Calls one after another, each sent as soon as the last is answered: each outcome still
+    // comes before the next call's decision.
+    for id in 4..=6 {
+        let answer = client.call(id, &world.tool("echo"), json!({"text": "x"}));
+        assert!(!Client::text(&answer).is_empty(), "{answer}");
+    }
+    assert!(support::wait_until(SECS(5), || world
+        .events("outcome")
+        .len()
+        == 6));
+    let calls: Vec<String> = world
+        .audit()
+        .iter()
+        .filter(|e| e["event"] == "decision" || e["event"] == "outcome")
+        .filter(|e| e["server"] == world.name.as_str())
+        .map(|e| format!("{} {}", e["event"].as_str().unwrap_or("?"), e["request_id"]))
+        .collect();
+    let in_call_order: Vec<String> = (1..=6)
+        .flat_map(|id| [format!("decision {id}"), format!("outcome {id}")])
+        .collect();
+    assert_eq!(calls, in_call_order, "in the order of the calls");
+}

@@ -127,3 +127,38 @@ pub(super) fn a_carriage_return_cannot_split_an_answer_into_two_for_the_host(mod
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// CPU time (user + system) airlock's process has used so far, in clock ticks (`USER_HZ`, 100 a
+/// second on Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (which may hold spaces) are space-separated; utime and
+    // stime are the 14th and 15th of the line.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// The loop polls a moment before it sleeps when its peer lately answered that fast (see
+/// `session/shell/spin.rs`); a host that goes quiet after a quick run of calls finds airlock
+/// asleep, not polling: over two idle seconds it uses next to no CPU.
+pub(super) fn a_session_whose_host_goes_quiet_sleeps(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    for id in 1..=50 {
+        let answer = client.call(id, &world.tool("echo"), json!({"text": "x"}));
+        assert!(!Client::text(&answer).is_empty(), "{answer}");
+    }
+    // Past the held outcome's 100 ms, so the timer has nothing left to do.
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = client.child.id();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(SECS(2));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used <= 10,
+        "airlock used {used} ticks (1/100 s) of CPU in 2 idle seconds"
+    );
+    let answer = client.call(51, &world.tool("echo"), json!({"text": "awake"}));
+    assert!(Client::text(&answer).contains("awake"), "{answer}");
+}

@@ -594,6 +594,12 @@ impl Core {
         crate::pins::PinGuard::new(server, settings, store)
     }
 
+    /// Whether a server has a request to answer or one waiting to go to it: the session's next
+    /// event is likely a server's.
+    pub fn awaiting_servers(&self) -> bool {
+        self.servers.iter().any(|server| server.busy())
+    }
+
     /// `airlock run`'s shape of session.
     pub fn is_single(&self) -> bool {
         self.single()

@@ -4,11 +4,11 @@
 //! the host's answers (so an answer does not wait for the log, nor for the encoding of its
 //! outcome: the step's events are encoded once the host's bytes are out).
 //!
-//! The outcome of a call to a slow server waits longer still: it is written after the next call
-//! goes out, while the server works on that one, or at the latest
-//! [`crate::audit::sink::HOLD_AT_MOST`] after the answer (see [`may_hold`]).
+//! An outcome waits longer still: it is encoded once its answer is out and written in the same
+//! `write` as the next call's decision, or at the latest [`crate::audit::sink::HOLD_AT_MOST`]
+//! after the answer (see [`may_hold`]).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -33,22 +33,13 @@ pub(super) struct Chunk {
     requests: Vec<String>,
 }
 
-/// Calls that took at least this long (from the host's request to the answer) have their
-/// outcome held. Writing an outcome is about 3 µs of work (encoding, hash, lock, write,
-/// checkpoint). Right after the answer it competes for a CPU with the host, which is about to
-/// send its next call, and with the server, still finishing its own step: measured with the
-/// official `server-everything` (Node) on two vCPUs, it added about 4 µs to every round trip.
-/// Written after the next call is forwarded, it fits in that server's wait instead. A server that
-/// answers within a few µs leaves no such wait (holding cost 2 µs a call with the native echo
-/// server, whose calls take 12–13 µs here), so its outcomes go out at once, as before.
-const HOLD_OUTCOMES_OF_CALLS_FROM: Duration = Duration::from_micros(20);
-
-/// Whether `event` is an outcome the log may hold (see [`HOLD_OUTCOMES_OF_CALLS_FROM`]).
+/// Whether `event` is an outcome the log may hold: every outcome, but not while shutting down.
+/// Writing an outcome on its own costs a lock, a seek, a write and a checkpoint (about 3 µs of
+/// system calls here); held, it is encoded once the answer is out and goes into the `write` of
+/// the next call's decision, or is written [`crate::audit::sink::HOLD_AT_MOST`] after the answer
+/// at the latest (docs/run.md, "One commit a call").
 fn may_hold(event: &Event) -> bool {
     event.event == EventKind::Outcome
-        && event
-            .duration_ms
-            .is_some_and(|ms| ms * 1000.0 >= HOLD_OUTCOMES_OF_CALLS_FROM.as_micros() as f64)
 }
 
 /// Appends `value` as one line.
@@ -198,10 +189,9 @@ where
         &mut self.server_bytes[last]
     }
 
-    /// The host's bytes, then the audit events, then each server's bytes, then any held outcome
-    /// when a call went out.
+    /// The host's bytes, then the audit events (with the held outcomes encoded before), then
+    /// each server's bytes; then the outcomes held in this step are encoded for the next write.
     fn flush(&mut self) -> Result<(), ShellError> {
-        let forwarding = !self.server_bytes.is_empty();
         if !self.host_bytes.is_empty() {
             // A host that closed its input is gone; the loop ends on its EOF.
             let _ = self.host_out.send(&self.host_bytes);
@@ -236,9 +226,9 @@ where
             }
         }
         self.audit.seal()?;
-        if forwarding {
-            self.audit.commit_held()?;
-        }
+        // Held outcomes are encoded now that this step's bytes are out, ready for the next
+        // decision's write.
+        self.audit.encode_held()?;
         Ok(())
     }
 

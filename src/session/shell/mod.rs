@@ -18,6 +18,7 @@ mod link;
 pub mod net;
 mod reload;
 pub mod signals;
+mod spin;
 pub mod stderr;
 mod step;
 
@@ -25,6 +26,7 @@ use std::future::{Future, poll_fn};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -241,8 +243,14 @@ where
     state.core.start_eager(Instant::now());
     state.carry_out()?;
 
+    // The CPUs this process may use (its affinity and its cgroup's quota counted).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut spin = spin::Spin::new(cpus);
     let reason = loop {
-        let wake = poll_fn(|cx| state.poll_wake(cx)).await;
+        let wake = match poll_fn(|cx| Poll::Ready(state.poll_wake(cx))).await {
+            Poll::Ready(wake) => wake,
+            Poll::Pending => state.idle(&mut spin).await,
+        };
         if let Some(reason) = state.handle(wake)? {
             break reason;
         }

@@ -1,5 +1,6 @@
 //! One turn of the loop: wait for something to do, then do it.
 
+use std::future::poll_fn;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -7,6 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::link::{Connected, Input, attach, attach_remote};
+use super::spin::{Awaiting, Spin};
 use super::{EndReason, Loop, ShellError, backpressure};
 use crate::audit::{Event, EventKind};
 use crate::gateway::lifecycle::Phase;
@@ -36,6 +38,34 @@ where
     HR: AsyncRead + Unpin,
     HW: AsyncWrite + Unpin,
 {
+    /// Waits for the next thing to do when nothing is ready: polls a moment first when the last
+    /// such wait was that short (see [`spin`]), then sleeps.
+    pub(super) async fn idle(&mut self, spin: &mut Spin) -> Wake {
+        let awaiting = if self.core.awaiting_servers() {
+            Awaiting::Server
+        } else {
+            Awaiting::Host
+        };
+        let budget = spin.budget(awaiting);
+        if !budget.is_zero() {
+            let started = Instant::now();
+            loop {
+                // Lets the runtime look at every pipe without waiting (an `epoll_wait` with no
+                // timeout) before this task runs again.
+                tokio::task::yield_now().await;
+                if let Poll::Ready(wake) = poll_fn(|cx| Poll::Ready(self.poll_wake(cx))).await {
+                    spin.polled(awaiting, true);
+                    return wake;
+                }
+                if started.elapsed() >= budget {
+                    break;
+                }
+            }
+            spin.polled(awaiting, false);
+        }
+        poll_fn(|cx| self.poll_wake(cx)).await
+    }
+
     /// Waits for the next thing to do: a signal, a helper's report, a line from the host or a
     /// server, the timer. Pipes with a backlog are drained on the way.
     pub(super) fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
