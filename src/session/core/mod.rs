@@ -594,10 +594,12 @@ impl Core {
         crate::pins::PinGuard::new(server, settings, store)
     }
 
-    /// Whether a server has a request to answer or one waiting to go to it: the session's next
-    /// event is likely a server's.
-    pub fn awaiting_servers(&self) -> bool {
-        self.servers.iter().any(|server| server.busy())
+    /// How many requests the servers have been sent and not answered yet.
+    pub fn requests_at_servers(&self) -> usize {
+        self.servers
+            .iter()
+            .map(|server| server.outbound.len())
+            .sum()
     }
 
     /// `airlock run`'s shape of session.

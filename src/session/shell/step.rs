@@ -41,10 +41,9 @@ where
     /// Waits for the next thing to do when nothing is ready: polls a moment first when the last
     /// such wait was that short (see [`spin`]), then sleeps.
     pub(super) async fn idle(&mut self, spin: &mut Spin) -> Wake {
-        let awaiting = if self.core.awaiting_servers() {
-            Awaiting::Server
-        } else {
-            Awaiting::Host
+        let Some(awaiting) = Awaiting::with_requests_at_servers(self.core.requests_at_servers())
+        else {
+            return poll_fn(|cx| self.poll_wake(cx)).await;
         };
         let budget = spin.budget(awaiting);
         if !budget.is_zero() {
