@@ -33,11 +33,12 @@ pub(super) struct Chunk {
     requests: Vec<String>,
 }
 
-/// Whether `event` is an outcome the log may hold: every outcome, but not while shutting down.
-/// Writing an outcome on its own costs a lock, a seek, a write and a checkpoint (about 3 µs of
-/// system calls here); held, it is encoded once the answer is out and goes into the `write` of
-/// the next call's decision, or is written [`crate::audit::sink::HOLD_AT_MOST`] after the answer
-/// at the latest (docs/run.md, "One commit a call").
+/// Whether `event` is an outcome the log may hold: every outcome (while shutting down, the
+/// caller writes them at once). Writing an outcome on its own costs a lock, a seek, a write and
+/// a checkpoint (about 3 µs of system calls here); held, it is encoded once the answer is out
+/// and goes into the `write` of the next call's decision, or is written
+/// [`crate::audit::sink::HOLD_AT_MOST`] after the answer at the latest (docs/run.md, "One commit
+/// a call, and polling before sleeping").
 fn may_hold(event: &Event) -> bool {
     event.event == EventKind::Outcome
 }

@@ -8,6 +8,9 @@
 //! writes each peer's share in one write; the loop runs as a spawned task, because waking the
 //! runtime's `block_on` future costs an eventfd write and an extra `epoll_wait` per wakeup.
 //!
+//! When nothing is ready the loop polls a moment before it sleeps, while its peer has lately
+//! answered within that moment (`spin.rs`): on a VM the wake-up costs more than the wait.
+//!
 //! Nothing here blocks the loop (see [`backpressure`]); spawns, kill sequences and stderr relays
 //! run in their own tasks and report through a channel.
 

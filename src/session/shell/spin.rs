@@ -3,20 +3,22 @@
 //!
 //! Why: on a virtual machine a thread that sleeps and is woken pays a wake-up (a scheduler pass,
 //! and often a halted vCPU to bring back) that costs more than a fast peer takes to answer.
-//! Measured on the project's 2-vCPU VM with the native echo server behind `run`: each round trip
-//! slept twice and took about 4 µs more than when the loop polled for up to 10 µs first, and the
-//! polling loop used *less* CPU a call than the sleeping one (docs/run.md, "Polling before
+//! Measured on the project's 2-vCPU VM with the native echo server behind `run`: the loop that
+//! slept before every event took 4 to 6 µs longer a round trip than the one that polls first,
+//! and used more CPU a call, not less (docs/run.md, "One commit a call, and polling before
 //! sleeping").
 //!
 //! Polling is only worth it while the wait is short and a CPU is free, so it is adaptive and
-//! bounded. The loop polls only while one request or none is in flight at the servers (with
-//! several, the peers have work queued and want the CPUs: pipelined calls went 10 % slower with
-//! polling), for at most [`POLL_AT_MOST`], and only when the last poll for the same kind of wait (for a
-//! server's answer, or for the host's next message) caught its event; after a miss it sleeps
-//! at once, and tries polling again every [`PROBE_EVERY`]th wait of that kind. A host that sends a
-//! call every few seconds, or a server that takes milliseconds, costs one poll of at most
-//! [`POLL_AT_MOST`] in [`PROBE_EVERY`] waits; an idle session has no waits to count, and sleeps.
-//! With one CPU the loop never polls: the peer it waits for would need that CPU to answer.
+//! bounded:
+//! - only while one request or none is in flight at the servers: with several, the peers have
+//!   work queued and want the CPUs (a build that polled then made 64-in-flight calls 15 %
+//!   slower);
+//! - for at most [`POLL_AT_MOST`], and only when the last poll for the same kind of wait (a
+//!   server's answer, the host's next message) caught its event; after a miss the loop sleeps at
+//!   once, and polls again every [`PROBE_EVERY`]th wait of that kind. A host that sends a call
+//!   every few seconds, or a server that takes milliseconds, costs one poll of at most
+//!   [`POLL_AT_MOST`] in [`PROBE_EVERY`] waits; an idle session has no waits to count, and sleeps;
+//! - never with one CPU: the peer the loop waits for would need that CPU to answer.
 //!
 //! Pure bookkeeping: the loop measures, this decides.
 
