@@ -248,7 +248,9 @@ where
 
     // The CPUs this process may use (its affinity and its cgroup's quota counted).
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut spin = spin::Spin::new(cpus);
+    let current_thread = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread;
+    let mut spin = spin::Spin::new(cpus, current_thread);
     let reason = loop {
         let wake = match poll_fn(|cx| Poll::Ready(state.poll_wake(cx))).await {
             Poll::Ready(wake) => wake,

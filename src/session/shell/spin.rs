@@ -18,7 +18,12 @@
 //!   once, and polls again every [`PROBE_EVERY`]th wait of that kind. A host that sends a call
 //!   every few seconds, or a server that takes milliseconds, costs one poll of at most
 //!   [`POLL_AT_MOST`] in [`PROBE_EVERY`] waits; an idle session has no waits to count, and sleeps;
-//! - never with one CPU: the peer the loop waits for would need that CPU to answer.
+//! - never with one CPU: the peer the loop waits for would need that CPU to answer;
+//! - never on a multi-thread runtime (`serve --listen`): there a yield only puts the task back in
+//!   a queue, and the pipes are looked at by whichever worker holds the I/O driver, so the loop
+//!   would spin without seeing an event any sooner. On the current-thread runtime of `run` and
+//!   stdio `serve`, a yield makes the runtime look at every pipe first (an `epoll_wait` with no
+//!   timeout).
 //!
 //! Pure bookkeeping: the loop measures, this decides.
 
@@ -65,17 +70,19 @@ struct Kind {
 /// When to poll before sleeping, learnt from how the last polls went.
 #[derive(Debug)]
 pub struct Spin {
-    /// More than one CPU to run on (else polling only takes time from the peer).
+    /// More than one CPU to run on (else polling only takes time from the peer), and a runtime
+    /// whose yield looks at the pipes.
     worth_it: bool,
     server: Kind,
     host: Kind,
 }
 
 impl Spin {
-    /// For a process that may run on `cpus` CPUs at once.
-    pub fn new(cpus: usize) -> Spin {
+    /// For a loop in a process that may run on `cpus` CPUs at once; `yield_polls_pipes`: whether
+    /// a yield of its task makes the runtime look at the pipes (a current-thread runtime).
+    pub fn new(cpus: usize, yield_polls_pipes: bool) -> Spin {
         Spin {
-            worth_it: cpus > 1,
+            worth_it: cpus > 1 && yield_polls_pipes,
             server: Kind::default(),
             host: Kind::default(),
         }
@@ -119,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_fresh_session_polls_and_keeps_polling_while_polls_catch() {
-        let mut spin = Spin::new(2);
+        let mut spin = Spin::new(2, true);
         for _ in 0..100 {
             assert_eq!(spin.budget(Awaiting::Server), POLL_AT_MOST);
             spin.polled(Awaiting::Server, true);
@@ -128,7 +135,7 @@ mod tests {
 
     #[test]
     fn after_a_miss_it_sleeps_at_once_and_probes_every_so_often() {
-        let mut spin = Spin::new(2);
+        let mut spin = Spin::new(2, true);
         assert_eq!(spin.budget(Awaiting::Server), POLL_AT_MOST);
         spin.polled(Awaiting::Server, false);
         let budgets: Vec<Duration> = (0..PROBE_EVERY * 2)
@@ -147,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_probe_that_catches_its_event_brings_polling_back() {
-        let mut spin = Spin::new(2);
+        let mut spin = Spin::new(2, true);
         spin.polled(Awaiting::Server, false);
         while spin.budget(Awaiting::Server).is_zero() {}
         spin.polled(Awaiting::Server, true);
@@ -167,8 +174,17 @@ mod tests {
     }
 
     #[test]
+    fn on_a_runtime_whose_yield_does_not_look_at_the_pipes_it_never_polls() {
+        let mut spin = Spin::new(2, false);
+        for _ in 0..PROBE_EVERY * 2 {
+            assert_eq!(spin.budget(Awaiting::Host), Duration::ZERO);
+            assert_eq!(spin.budget(Awaiting::Server), Duration::ZERO);
+        }
+    }
+
+    #[test]
     fn with_one_cpu_it_never_polls() {
-        let mut spin = Spin::new(1);
+        let mut spin = Spin::new(1, true);
         for _ in 0..PROBE_EVERY * 2 {
             assert_eq!(spin.budget(Awaiting::Host), Duration::ZERO);
             assert_eq!(spin.budget(Awaiting::Server), Duration::ZERO);
@@ -178,7 +194,7 @@ mod tests {
     #[test]
     fn the_two_kinds_of_wait_are_learnt_apart() {
         // A slow server's misses do not stop the loop polling for a fast host.
-        let mut spin = Spin::new(2);
+        let mut spin = Spin::new(2, true);
         spin.budget(Awaiting::Server);
         spin.polled(Awaiting::Server, false);
         assert_eq!(spin.budget(Awaiting::Server), Duration::ZERO);
