@@ -90,8 +90,23 @@ pub enum CliError {
     BadInput(#[from] SourceError),
     #[error("{0}")]
     Refused(String),
-    #[error("{0:#}")]
+    #[error("{}", causes_once(.0))]
     Failure(#[from] anyhow::Error),
+}
+
+/// The error and each of its causes, `: `-separated, leaving out a cause whose text is already
+/// there: many errors name their cause in their own message as well as give it as their source
+/// (`cannot open the audit log X: No such file or directory`), which `{:#}` would print twice.
+fn causes_once(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 impl CliError {
@@ -141,4 +156,36 @@ pub fn main() -> ExitCode {
     // What `run` and `serve` queued for stderr, unless nobody reads it (then it is not waited for).
     crate::session::stderr_queue::finish(STDERR_DRAIN_WAIT);
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_the_message_already_names_is_printed_once() {
+        let open = crate::audit::AuditError::Open {
+            path: "/nowhere/audit.jsonl".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        let err = CliError::Failure(anyhow::Error::new(open).context("starting the session"));
+        let text = err.to_string();
+        assert_eq!(
+            text.matches("entity not found").count(),
+            1,
+            "the cause once: {text}"
+        );
+        assert!(
+            text.starts_with(
+                "starting the session: cannot open the audit log /nowhere/audit.jsonl"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_does_not_name_is_kept() {
+        let err = CliError::Failure(anyhow::anyhow!("disk full").context("writing the config"));
+        assert_eq!(err.to_string(), "writing the config: disk full");
+    }
 }
