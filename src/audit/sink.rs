@@ -239,6 +239,19 @@ fn planted_by_another(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     })
 }
 
+/// Why the log's directory could not be made: the error, unless it is that the directory's
+/// place is taken by a file (the system says "File exists", which reads as if all were well).
+fn why_no_directory(dir: &Path, err: std::io::Error) -> std::io::Error {
+    let taken_by_a_file = std::fs::metadata(dir).is_ok_and(|meta| !meta.is_dir());
+    if err.kind() == std::io::ErrorKind::AlreadyExists && taken_by_a_file {
+        return std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{} is a file, not a directory", dir.display()),
+        );
+    }
+    err
+}
+
 /// How many rotations in a row a writer follows before it gives up (each follow goes to the
 /// newest file, so more than one means others rotated while it opened one: a bound, not a
 /// count any real load reaches).
@@ -409,7 +422,7 @@ impl AuditLog {
                 .create(parent)
                 .map_err(|source| AuditError::Open {
                     path: path.to_path_buf(),
-                    source,
+                    source: why_no_directory(parent, source),
                 })?;
         }
         let (file, checkpoint) = open_log_files(path)?;

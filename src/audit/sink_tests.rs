@@ -316,3 +316,16 @@ fn two_logs_on_one_file_form_one_chain_and_a_torn_tail_gets_its_own_line() {
     }
     assert_ne!(first.session(), second.session());
 }
+
+#[test]
+fn a_log_whose_directory_is_a_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, "").unwrap();
+    let err = AuditLog::open_file(&file.join("audit.jsonl")).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("{} is a file, not a directory", file.display())),
+        "{text}"
+    );
+}

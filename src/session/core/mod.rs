@@ -594,12 +594,15 @@ impl Core {
         crate::pins::PinGuard::new(server, settings, store)
     }
 
-    /// How many requests the servers have been sent and not answered yet.
-    pub fn requests_at_servers(&self) -> usize {
+    /// How many of the host's requests the servers have been sent and not answered yet, counted
+    /// up to `at_most` (airlock's own requests do not count: some are never answered).
+    pub fn host_requests_at_servers(&self, at_most: usize) -> usize {
         self.servers
             .iter()
-            .map(|server| server.outbound.len())
-            .sum()
+            .flat_map(|server| server.outbound.values())
+            .filter(|origin| matches!(origin, Origin::Host { .. }))
+            .take(at_most)
+            .count()
     }
 
     /// `airlock run`'s shape of session.

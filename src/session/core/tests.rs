@@ -737,6 +737,9 @@ mod tasks;
 #[path = "reload_tests.rs"]
 mod reload;
 
+#[path = "in_flight_tests.rs"]
+mod in_flight;
+
 #[test]
 fn a_server_cannot_keep_requests_waiting_for_the_host_without_end() {
     use super::upstream::{MAX_REQUESTS_TO_HOST, MAX_SERVER_ID_BYTES};

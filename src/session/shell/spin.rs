@@ -10,9 +10,11 @@
 //!
 //! Polling is only worth it while the wait is short and a CPU is free, so it is adaptive and
 //! bounded:
-//! - only while one request or none is in flight at the servers: with several, the peers have
-//!   work queued and want the CPUs (a build that polled then made 64-in-flight calls 15 %
-//!   slower);
+//! - only while one of the host's requests or none is in flight at the servers (airlock's own do
+//!   not count: some are never answered): with several, the peers have work queued and want the
+//!   CPUs (a build that polled then made 64-in-flight calls 15 % slower). Slow or remote calls
+//!   count too, and the servers share one record of misses: a simple rule that may skip a poll
+//!   that would have paid, never one that burns a CPU;
 //! - for at most [`POLL_AT_MOST`], and only when the last poll for the same kind of wait (a
 //!   server's answer, the host's next message) caught its event; after a miss the loop sleeps at
 //!   once, and polls again every [`PROBE_EVERY`]th wait of that kind. A host that sends a call

@@ -41,8 +41,8 @@ where
     /// Waits for the next thing to do when nothing is ready: polls a moment first when the last
     /// such wait was that short (see [`spin`]), then sleeps.
     pub(super) async fn idle(&mut self, spin: &mut Spin) -> Wake {
-        let Some(awaiting) = Awaiting::with_requests_at_servers(self.core.requests_at_servers())
-        else {
+        let in_flight = self.core.host_requests_at_servers(2);
+        let Some(awaiting) = Awaiting::with_requests_at_servers(in_flight) else {
             return poll_fn(|cx| self.poll_wake(cx)).await;
         };
         let budget = spin.budget(awaiting);
