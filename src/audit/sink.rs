@@ -588,12 +588,7 @@ impl AuditLog {
             return Ok(());
         }
         let mut held = std::mem::take(&mut self.held);
-        let mut result = Ok(());
-        for event in &mut held {
-            if result.is_ok() {
-                result = self.stage_now(event);
-            }
-        }
+        let result = self.stage_all(&mut held);
         // Freed here, where nothing waits, and the emptied buffer kept for the next outcomes.
         held.clear();
         self.held = held;
@@ -616,18 +611,20 @@ impl AuditLog {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.deferred);
-        let mut result = Ok(());
-        for event in &mut events {
-            if result.is_ok() {
-                result = self.stage_now(event);
-            }
-        }
+        let result = self.stage_all(&mut events);
         // Dropped after the write that carries them (`write_unsealed`): freeing them is no
         // part of a call's way to its server.
         self.encoded.append(&mut events);
         // The emptied buffer is kept for the next step's events.
         self.deferred = events;
         result
+    }
+
+    /// Stages `events` in order, up to the first that cannot be encoded.
+    fn stage_all(&mut self, events: &mut [Event]) -> Result<(), AuditError> {
+        events
+            .iter_mut()
+            .try_for_each(|event| self.stage_now(event))
     }
 
     fn stage_now(&mut self, event: &mut Event) -> Result<(), AuditError> {

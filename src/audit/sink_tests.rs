@@ -83,13 +83,23 @@ fn a_held_outcome_is_written_when_released_or_when_the_log_is_dropped() {
     log.commit().unwrap();
     assert_eq!(servers_in_order(&log), ["a"]);
 
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("audit.jsonl");
-    let mut log = AuditLog::open_file(&path).unwrap();
-    log.hold(Event::new(EventKind::Outcome, "held at the end"));
-    drop(log);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(parse_lines(&text)[0]["server"], "held at the end");
+    // Whether or not it was encoded yet (`encode_held`).
+    for encoded in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut log = AuditLog::open_file(&path).unwrap();
+        log.hold(Event::new(EventKind::Outcome, "held at the end"));
+        if encoded {
+            log.encode_held().unwrap();
+        }
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let servers: Vec<String> = parse_lines(&text)
+            .iter()
+            .map(|r| r["server"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(servers, ["held at the end"], "encoded: {encoded}");
+    }
 }
 
 #[test]
@@ -148,22 +158,6 @@ fn held_outcomes_are_encoded_only_behind_nothing_else() {
         .unwrap();
     assert_eq!(servers_in_order(&log), ["exit", "outcome", "dropped"]);
     assert_eq!(log.held_until(), None);
-}
-
-#[test]
-fn an_encoded_held_outcome_is_written_when_the_log_is_dropped() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("audit.jsonl");
-    let mut log = AuditLog::open_file(&path).unwrap();
-    log.hold(Event::new(EventKind::Outcome, "held at the end"));
-    log.encode_held().unwrap();
-    drop(log);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let servers: Vec<String> = parse_lines(&text)
-        .iter()
-        .map(|r| r["server"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(servers, ["held at the end"]);
 }
 
 #[test]
