@@ -437,3 +437,67 @@ fn an_ordinary_user_rotates_their_own_log_and_leaves_roots_to_grow() {
     assert_eq!(history(&log), 2, "no rotation by the user of root's log");
     assert!(std::fs::metadata(&log).unwrap().len() > 1024 * 1024);
 }
+
+/// `verify --all` tells a rotated file that retention deleted from one deleted by hand: each
+/// `continued` record holds the `keep_rotated` its rotation applied, so the oldest file's missing
+/// predecessor is explained by it, and a file missing from the middle of the history (older
+/// files still there, every rotation since kept it) fails the check.
+#[test]
+fn verify_all_fails_when_a_file_retention_kept_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    rotating_policy(dir.path(), 3);
+    let (answered, code, stderr) = session_with(dir.path(), &[], 100, big_arguments());
+    assert_eq!((answered, code), (100, Some(0)), "{stderr}");
+    let log = dir.path().join("audit.jsonl");
+    let verify_all = || {
+        let output = Command::new(AIRLOCK)
+            .args(["audit", "verify", "--all"])
+            .arg(&log)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        (output.status.code(), said)
+    };
+    let (code, said) = verify_all();
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(
+        said.lines().count(),
+        4,
+        "three rotated files and the log: {said}"
+    );
+    assert!(
+        said.lines().next().unwrap().contains("which is not here"),
+        "retention deleted the oldest files' predecessors: {said}"
+    );
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("audit.2") && name.ends_with(".jsonl")
+        })
+        .collect();
+    rotated.sort();
+    assert_eq!(rotated.len(), 3, "{rotated:?}");
+    let middle = &rotated[1];
+    std::fs::remove_file(middle).unwrap();
+    std::fs::remove_file(format!("{}.checkpoint", middle.display())).unwrap();
+    let (code, said) = verify_all();
+    let name = middle.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "{name}, which is gone, and no rotation deleted it"
+        )),
+        "{said}"
+    );
+    // What is left still verifies file by file.
+    for file in [&rotated[0], &rotated[2], &log] {
+        let output = Command::new(AIRLOCK)
+            .args(["audit", "verify"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", file.display());
+    }
+}

@@ -158,6 +158,9 @@ pub struct Continues {
     /// A plain file name (the rotated file is always beside the one that goes on from it).
     pub name: String,
     pub last_line: LineHash,
+    /// The `keep_rotated` of the rotation that started this file (0: all), when on record
+    /// (airlock before 2026-11-30 did not write it).
+    pub keep: Option<u64>,
 }
 
 /// The rotated file a log file's first line says it goes on from: a `continued` record's
@@ -166,6 +169,7 @@ pub fn continues(first_line: &[u8]) -> Option<Continues> {
     #[derive(Deserialize)]
     struct Detail {
         continues: Option<String>,
+        keep_rotated: Option<u64>,
     }
     #[derive(Deserialize)]
     struct Record {
@@ -177,10 +181,52 @@ pub fn continues(first_line: &[u8]) -> Option<Continues> {
     if record.event.as_deref() != Some("continued") {
         return None;
     }
-    let name = record.detail?.continues?;
+    let detail = record.detail?;
+    let name = detail.continues?;
     let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
     let last_line = chain::parse_hash(&record.prev?)?;
-    plain.then_some(Continues { name, last_line })
+    plain.then_some(Continues {
+        name,
+        last_line,
+        keep: detail.keep_rotated,
+    })
+}
+
+/// Why a rotated file of a log's history is gone, as the history's own records tell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// A rotation's retention deleted it.
+    ByRetention,
+    /// Every rotation since it was written kept it (the log's own rotation with `keep`): it
+    /// was deleted otherwise, by hand.
+    NotByRetention { keep: u64 },
+    /// A rotation since then did not record its `keep_rotated` (an older airlock): it may have.
+    Unknown,
+}
+
+/// Why the file at `missing` places before the log is gone, given the `keep_rotated` each file
+/// since then recorded in its `continued` record (`keeps[0]` the log's, `keeps[1]` the file
+/// before it's, ...). The rotation that started the file at place `p` deleted, once it was done,
+/// the rotated files beyond its `keep` newest: those at places past `p + keep` (0: none). So
+/// retention deleted the missing file when some `p + keep < missing`; a file with nothing on
+/// record might have, with any `keep` of at least 1, when `p + 1 < missing`.
+pub fn why_gone(missing: usize, keeps: &[Option<u64>]) -> Gone {
+    let mut unknown = false;
+    for (place, keep) in keeps.iter().enumerate().take(missing) {
+        let place = place as u64;
+        match keep {
+            Some(0) => {}
+            Some(keep) if place + keep < missing as u64 => return Gone::ByRetention,
+            Some(_) => {}
+            None if place + 1 < missing as u64 => unknown = true,
+            None => {}
+        }
+    }
+    match keeps.first() {
+        _ if unknown => Gone::Unknown,
+        Some(Some(keep)) => Gone::NotByRetention { keep: *keep },
+        _ => Gone::Unknown,
+    }
 }
 
 /// A log's history as its chain tells it.
@@ -351,6 +397,46 @@ mod tests {
         assert_eq!(beyond_keep(&rotated, 2), &rotated[..1]);
         assert_eq!(beyond_keep(&rotated, 3), &[] as &[PathBuf]);
         assert_eq!(beyond_keep(&rotated, 0), &[] as &[PathBuf]);
+    }
+
+    #[test]
+    fn a_file_is_gone_by_retention_only_where_a_rotation_since_kept_fewer() {
+        // keep 2 at every rotation: the log, two rotated files, and the third back deleted.
+        assert_eq!(why_gone(3, &[Some(2); 3]), Gone::ByRetention);
+        // The second back gone while the third is there: nothing since kept fewer than 2.
+        assert_eq!(why_gone(2, &[Some(2); 2]), Gone::NotByRetention { keep: 2 });
+        // keep 2 when an older file started, 8 since: that older rotation deleted it.
+        assert_eq!(
+            why_gone(4, &[Some(8), Some(2), Some(8), Some(8)]),
+            Gone::ByRetention
+        );
+        assert_eq!(
+            why_gone(3, &[Some(8), Some(2), Some(8)]),
+            Gone::NotByRetention { keep: 8 }
+        );
+        // keep 0 keeps every file.
+        assert_eq!(why_gone(5, &[Some(0); 5]), Gone::NotByRetention { keep: 0 });
+        // A rotation with nothing on record might have deleted it, unless it was the file
+        // right before it (any retention keeps at least one).
+        assert_eq!(why_gone(3, &[Some(8), None, Some(8)]), Gone::Unknown);
+        assert_eq!(
+            why_gone(2, &[Some(8), None]),
+            Gone::NotByRetention { keep: 8 }
+        );
+        assert_eq!(why_gone(1, &[None]), Gone::Unknown);
+    }
+
+    #[test]
+    fn a_continued_record_says_the_retention_it_was_started_with() {
+        let hash = "ab".repeat(32);
+        let line = format!(
+            r#"{{"event":"continued","detail":{{"continues":"a.2026-01-01T00-00-00.000000Z.jsonl","keep_rotated":3}},"prev":"{hash}"}}"#
+        );
+        assert_eq!(continues(line.as_bytes()).map(|c| c.keep), Some(Some(3)));
+        let older = format!(
+            r#"{{"event":"continued","detail":{{"continues":"a.2026-01-01T00-00-00.000000Z.jsonl"}},"prev":"{hash}"}}"#
+        );
+        assert_eq!(continues(older.as_bytes()).map(|c| c.keep), Some(None));
     }
 
     #[test]

@@ -71,8 +71,14 @@ impl AuditLog {
             "renamed_to": file_name(&renamed_to),
             "continues_in": file_name(&log),
         }));
+        // The retention this rotation applies, on record: `verify --all` tells a file that
+        // retention deleted from one deleted by hand (`rotate::why_gone`).
+        let keep = shared.rotation.map_or(0, |rotation| rotation.keep);
         let mut opening = Event::new(EventKind::Continued, "airlock");
-        opening.detail = Some(serde_json::json!({"continues": file_name(&renamed_to)}));
+        opening.detail = Some(serde_json::json!({
+            "continues": file_name(&renamed_to),
+            "keep_rotated": keep,
+        }));
         let (mut closing_line, mut opening_line) = (Vec::new(), Vec::new());
         let stamped = stamp_into(&mut closing_line, &self.session, self.seq + 1, &closing)
             .and_then(|()| stamp_into(&mut opening_line, &self.session, self.seq + 2, &opening));

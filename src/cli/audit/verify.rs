@@ -166,7 +166,12 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     } else {
         vec![log.clone()]
     };
-    for file in &files {
+    let hole = if args.all {
+        deleted_by_hand(&files)
+    } else {
+        None
+    };
+    for (place, file) in files.iter().enumerate() {
         if *file != log && !file.exists() {
             eprintln!(
                 "airlock: {} was deleted (audit.keep_rotated) while verify ran: not verified",
@@ -183,17 +188,60 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
                     .unwrap_or_else(|| checkpoint_path(file)),
             )
         };
-        if !verify_file(file, checkpoint, args.json)? {
+        let hole = hole.as_deref().filter(|_| place == 0);
+        if !verify_file(file, checkpoint, hole, args.json)? {
             return Ok(ExitCode::from(EXIT_FAILURE));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Verifies one file and prints what was found; false when it does not verify.
+/// When the rotated file the oldest of `files` (a log's history, oldest first, the log last)
+/// goes on from is gone although every rotation since kept it by its own record, what to say:
+/// it was deleted by hand, and the history before it is cut off. None when it is there, when
+/// retention deleted it, or when the records cannot tell (written by an airlock that did not
+/// record its `keep_rotated`).
+fn deleted_by_hand(files: &[PathBuf]) -> Option<String> {
+    let continues_of = |path: &std::path::Path| {
+        let first = File::open(path)
+            .and_then(|file| rotate::first_line(&file))
+            .ok()?;
+        rotate::continues(&first)
+    };
+    let oldest = files.first()?;
+    let link = continues_of(oldest)?;
+    let beside = std::fs::canonicalize(oldest).unwrap_or_else(|_| oldest.clone());
+    if beside.with_file_name(&link.name).exists() {
+        return None;
+    }
+    // Places before the log: the log 0, the file before it 1, ..., the missing one last.
+    let keeps: Vec<Option<u64>> = files
+        .iter()
+        .rev()
+        .map(|file| continues_of(file).and_then(|link| link.keep))
+        .collect();
+    let rotate::Gone::NotByRetention { keep } = rotate::why_gone(files.len(), &keeps) else {
+        return None;
+    };
+    let kept = match keep {
+        0 => "keeps every rotated file".to_string(),
+        keep => format!(
+            "keeps the newest {keep}, and it is only {} back",
+            files.len()
+        ),
+    };
+    Some(format!(
+        "line 1 goes on from the rotated file {}, which is gone, and no rotation deleted it (the log's retention, audit.keep_rotated, {kept}): it was deleted by hand, and the history before this file is cut off. Fix: put it back from a backup; each file left still verifies alone (`airlock audit verify FILE`)",
+        link.name
+    ))
+}
+
+/// Verifies one file and prints what was found; false when it does not verify. `hole`: what to
+/// say when the rotated file it goes on from is gone ([`deleted_by_hand`]).
 fn verify_file(
     log: &std::path::Path,
     checkpoint_file: Option<PathBuf>,
+    hole: Option<&str>,
     json: bool,
 ) -> Result<bool, CliError> {
     let (bytes, checkpoint_text) = read_locked(log, checkpoint_file.as_deref())?;
@@ -218,12 +266,22 @@ fn verify_file(
         (None, Some(continuation)) => Some(check_predecessor(log, continuation)?),
         _ => None,
     };
-    if let Some(Predecessor::Differs(message)) = &predecessor {
-        report.problem = Some(crate::audit::verify::Problem {
-            line: 1,
-            kind: crate::audit::verify::Tamper::Edited,
-            message: message.clone(),
-        });
+    match (&predecessor, hole) {
+        (Some(Predecessor::Differs(message)), _) => {
+            report.problem = Some(crate::audit::verify::Problem {
+                line: 1,
+                kind: crate::audit::verify::Tamper::Edited,
+                message: message.clone(),
+            });
+        }
+        (Some(Predecessor::Gone), Some(message)) => {
+            report.problem = Some(crate::audit::verify::Problem {
+                line: 1,
+                kind: crate::audit::verify::Tamper::Deleted,
+                message: message.to_string(),
+            });
+        }
+        _ => {}
     }
     // Written, not printed: a reader that stops (`| head`) ends the output, not airlock.
     let mut out = std::io::stdout().lock();
