@@ -8,9 +8,13 @@
 //! `"0x10"`. A `deny` or `ask` rule that compared only the value's own spelling would let
 //! `{"pid": 1e0}` past `regex = "^1$"`, so for those a value is judged as each of its readings
 //! and fires on any (a value that looks like a list but cannot be read fires too: it fails
-//! closed). An `allow` rule judges the value as written: it holds only for what it was written
+//! closed). An `allow` rule judges a scalar as written: it holds only for what it was written
 //! to match, and a reading it did not foresee (`true` also read as `1`) must not refuse a plain
-//! call.
+//! call. A list is another matter, since the server then acts on each element: an `allow` rule
+//! must hold for a string as written and, when the string holds a JSON list, for every element
+//! of that list too (`"[\"/srv/secret/key\"]"` is a relative path inside an allowed working
+//! directory as written, and the secret file to the server: found by a review); one that holds
+//! a list airlock cannot read, or lists nested deeper than it looks, does not hold.
 
 use std::collections::HashSet;
 
@@ -34,6 +38,9 @@ pub struct Texts {
 /// Why a list in a string cannot be read here.
 const LIST_PAST_READING: &str = "a string that a lenient server reads as a list, past what airlock can read (nested too deep, a number too large)";
 
+/// Why lists in lists are not read past [`MAX_NESTED_LISTS`] for an `allow` rule.
+const LISTS_TOO_DEEP: &str = "lists nested deeper than airlock reads them for an allow rule";
+
 /// Why a number in other digits is not read here.
 const OTHER_DIGITS: &str = "a number written in digits other than ASCII ones (Python's int() reads `\u{ff11}` as 1), which airlock does not read";
 
@@ -45,18 +52,7 @@ pub fn texts(value: &Value, as_path: bool, every_reading: bool) -> Texts {
     if every_reading {
         out.readings(value, as_path, MAX_NESTED_LISTS);
     } else {
-        match value {
-            Value::String(text) => out.push(text.clone()),
-            Value::Array(items) => {
-                for item in items {
-                    match item {
-                        Value::String(text) => out.push(text.clone()),
-                        other => out.push(other.to_string()),
-                    }
-                }
-            }
-            other => out.push(other.to_string()),
-        }
+        out.as_written(value, MAX_NESTED_LISTS);
     }
     Texts {
         texts: out.texts,
@@ -75,6 +71,37 @@ impl Collected {
     fn push(&mut self, text: String) {
         if self.seen.insert(text.clone()) {
             self.texts.push(text);
+        }
+    }
+
+    /// An `allow` rule's texts: each string and scalar as written, each element of a list (one
+    /// sent as it is, or held in a string), `depth` lists deep; a list deeper than that, or one a
+    /// string holds that cannot be read here, is unreadable (the rule does not hold).
+    fn as_written(&mut self, value: &Value, depth: usize) {
+        match value {
+            Value::String(text) => {
+                self.push(text.clone());
+                match json_list(text) {
+                    Listed::Items(items) if depth > 0 => {
+                        for item in &items {
+                            self.as_written(item, depth - 1);
+                        }
+                    }
+                    Listed::Items(_) | Listed::Unreadable => {
+                        self.unreadable.get_or_insert(LIST_PAST_READING);
+                    }
+                    Listed::NotAList => {}
+                }
+            }
+            Value::Array(items) if depth > 0 => {
+                for item in items {
+                    self.as_written(item, depth - 1);
+                }
+            }
+            Value::Array(_) => {
+                self.unreadable.get_or_insert(LISTS_TOO_DEEP);
+            }
+            other => self.push(other.to_string()),
         }
     }
 
@@ -490,6 +517,36 @@ mod tests {
         assert_eq!(texts(&json!(true), false, false).texts, vec!["true"]);
         assert_eq!(texts(&json!("0644"), false, false).texts, vec!["0644"]);
         assert_eq!(texts(&json!(["a", 2]), false, false).texts, vec!["a", "2"]);
+    }
+
+    /// ... but a list held in a string is what the server acts on: every element is judged too,
+    /// and a list it cannot read, or one nested past the depth it reads, fails the rule.
+    #[test]
+    fn an_allow_rule_judges_every_element_of_a_list_in_a_string() {
+        let read = texts(
+            &json!("[\"/srv/secret/key\", \"/srv/public/a\"]"),
+            true,
+            false,
+        );
+        assert_eq!(
+            read.texts,
+            vec![
+                "[\"/srv/secret/key\", \"/srv/public/a\"]",
+                "/srv/secret/key",
+                "/srv/public/a"
+            ]
+        );
+        assert_eq!(read.unreadable, None);
+        let nested = texts(&json!(["[\"/srv/secret/key\"]"]), true, false);
+        assert!(nested.texts.contains(&"/srv/secret/key".to_string()));
+        assert!(
+            texts(&json!("[[[\"/x\"]]]"), true, false)
+                .unreadable
+                .is_some()
+        );
+        assert!(texts(&json!([[["/x"]]]), true, false).unreadable.is_some());
+        assert!(texts(&json!("[1e999]"), false, false).unreadable.is_some());
+        assert_eq!(texts(&json!("[not json"), true, false).unreadable, None);
     }
 
     /// Many values cost each one lookup, not one per value seen before.

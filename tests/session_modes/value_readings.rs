@@ -60,6 +60,53 @@ prefix = "/srv/secret/"
     assert_eq!(decisions[8..], vec!["allow"; 3]);
 }
 
+/// An `allow` rule holds for a list sent as a JSON string only if every element does: the
+/// server acts on the elements, not on the string (as written it matched the rule: a review's
+/// bypass, `"[\"/srv/secret/key\", \"/srv/public/a\"]"` under `regex = "/srv/public/"`).
+pub(super) fn an_allow_rule_holds_for_a_list_in_a_string_only_through_every_element(mode: Mode) {
+    let setup = Setup::fixture("").policy(
+        r#"[tools]
+default = "deny"
+
+[[tools.rule]]
+tool = "mcp:fixture__echo"
+action = "allow"
+argument = "paths"
+regex = "/srv/public/"
+"#,
+    );
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let echo = world.tool("echo");
+    let mut id = 0;
+    let mut call = |paths: Value| {
+        id += 1;
+        client.call(id, &echo, json!({"text": "ok", "paths": paths}))
+    };
+    for denied in [
+        json!("[\"/srv/secret/key\", \"/srv/public/a\"]"),
+        json!(["[\"/srv/secret/key\", \"/srv/public/a\"]"]),
+        json!(["/srv/secret/key"]),
+    ] {
+        let answer = call(denied.clone());
+        assert_eq!(answer["result"]["isError"], true, "{denied}: {answer}");
+        assert!(
+            !Client::text(&answer).starts_with("ok"),
+            "{denied}: {answer}"
+        );
+    }
+    for allowed in [json!("[\"/srv/public/a\"]"), json!(["/srv/public/a"])] {
+        let answer = call(allowed.clone());
+        assert!(Client::text(&answer).contains("ok"), "{allowed}: {answer}");
+    }
+    let decisions: Vec<String> = world
+        .events("decision")
+        .iter()
+        .map(|event| event["decision"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(decisions, ["deny", "deny", "deny", "allow", "allow"]);
+}
+
 /// A path through what a process has open (`/proc/self/cwd`, `/dev/fd`) is read by the
 /// server's kernel for the server, which the gate cannot do: it fails closed, under a deny rule
 /// whatever it names. Other paths are read as written, normalised.
