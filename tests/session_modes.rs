@@ -24,6 +24,10 @@ use audit_records::*;
 mod value_readings;
 use value_readings::*;
 
+#[path = "session_modes/confirmations.rs"]
+mod confirmations;
+use confirmations::*;
+
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
 both_modes!(
@@ -69,6 +73,7 @@ both_modes!(
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
     an_allow_rule_holds_for_a_list_in_a_string_only_through_every_element,
+    only_a_yes_to_a_confirmation_forwards_the_call,
     a_path_through_a_process_handle_fails_closed,
     the_gate_reads_a_value_as_a_server_cleans_it,
     a_granted_path_that_does_not_exist_is_named_not_silently_dropped,

@@ -270,20 +270,7 @@ impl Gate {
             .and_then(|r| r.field("action"))
             .and_then(Value::as_str)
             .unwrap_or("error");
-        let approved = action == "accept"
-            && result
-                .and_then(|r| r.field("content"))
-                .and_then(|c| c.field("approve"))
-                .and_then(Value::as_bool)
-                != Some(false);
-        // What the user did, in words: "accept" with `approve: false` is a "no".
-        let answered = match action {
-            "accept" if !approved => "declined (approve: false)",
-            "accept" => "approved",
-            "decline" => "declined",
-            "cancel" => "cancelled the question",
-            _ => "gave no answer",
-        };
+        let (approved, answered) = confirmation(action, result.and_then(|r| r.field("content")));
         let reason = format!("host answered: {action} ({answered})");
         self.settle_held(held, approved, reason, answered, now, fx);
     }
@@ -437,4 +424,62 @@ fn add_reason(event: &mut Event, more: String) {
         Some(reason) => format!("{reason}; {more}"),
         None => more,
     });
+}
+
+/// Whether a host's answer to a confirmation approves the call, and what the user did, in words.
+/// Only `accept` approves, and only with `approve` absent (a plain accept) or `true`: any other
+/// value (`false`, `"false"`, `0`), a content that is not an object, or a key that reads as
+/// `approve` in another spelling (`Approve`) is a "no": an answer airlock cannot read as a yes
+/// refuses the call rather than run it (a review found `"false"` and `0` approved).
+fn confirmation(action: &str, content: Option<&Value>) -> (bool, &'static str) {
+    match action {
+        "accept" => {}
+        "decline" => return (false, "declined"),
+        "cancel" => return (false, "cancelled the question"),
+        _ => return (false, "gave no answer"),
+    }
+    let Some(content) = content else {
+        return (true, "approved");
+    };
+    let Some(fields) = content.as_object() else {
+        return (false, "not approved: content is not an object");
+    };
+    let other_spelling = fields
+        .keys()
+        .any(|key| key != "approve" && key.trim().eq_ignore_ascii_case("approve"));
+    match fields.get("approve") {
+        _ if other_spelling => (false, "not approved: `approve` spelled otherwise"),
+        None | Some(Value::Bool(true)) => (true, "approved"),
+        Some(Value::Bool(false)) => (false, "declined (approve: false)"),
+        Some(_) => (false, "not approved: approve is not a boolean"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::confirmation;
+    use serde_json::json;
+
+    #[test]
+    fn only_an_accept_with_approve_absent_or_true_approves() {
+        assert!(confirmation("accept", None).0);
+        assert!(confirmation("accept", Some(&json!({}))).0);
+        assert!(confirmation("accept", Some(&json!({"approve": true}))).0);
+        for no in [
+            json!({"approve": false}),
+            json!({"approve": "false"}),
+            json!({"approve": "true"}),
+            json!({"approve": 0}),
+            json!({"approve": 1}),
+            json!({"approve": null}),
+            json!({"Approve": false}),
+            json!({"approve": true, " APPROVE": false}),
+            json!("yes"),
+        ] {
+            assert!(!confirmation("accept", Some(&no)).0, "{no}");
+        }
+        for action in ["decline", "cancel", "Accept", "error"] {
+            assert!(!confirmation(action, None).0, "{action}");
+        }
+    }
 }
