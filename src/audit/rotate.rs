@@ -212,13 +212,15 @@ pub enum Gone {
 /// record might have, with any `keep` of at least 1, when `p + 1 < missing`.
 pub fn why_gone(missing: usize, keeps: &[Option<u64>]) -> Gone {
     let mut unknown = false;
-    for (place, keep) in keeps.iter().enumerate().take(missing) {
+    let missing = missing as u64;
+    for (place, keep) in keeps.iter().enumerate().take(missing as usize) {
         let place = place as u64;
         match keep {
             Some(0) => {}
-            Some(keep) if place + keep < missing as u64 => return Gone::ByRetention,
+            // Saturating: a forged record's huge `keep` explains nothing.
+            Some(keep) if place.saturating_add(*keep) < missing => return Gone::ByRetention,
             Some(_) => {}
-            None if place + 1 < missing as u64 => unknown = true,
+            None if place + 1 < missing => unknown = true,
             None => {}
         }
     }
@@ -246,7 +248,12 @@ pub struct History {
 /// read, counted or deleted as history. The walk ends at the first file that is gone (deleted
 /// by retention) or does not fit; a file that cannot be read is an error, not an end.
 pub fn chain_of(log: &Path) -> std::io::Result<History> {
-    let file = File::open(log)?;
+    chain_from(File::open(log)?, log)
+}
+
+/// [`chain_of`] from `file`, a file of the log at `log` (opened earlier: the log's path may name
+/// a newer file since, which this walk does not look at).
+pub fn chain_from(file: File, log: &Path) -> std::io::Result<History> {
     // The rotated files lie beside the log's file itself, wherever a link to it is.
     let beside = std::fs::canonicalize(log).unwrap_or_else(|_| log.to_path_buf());
     let mut seen = HashSet::new();
@@ -414,8 +421,12 @@ mod tests {
             why_gone(3, &[Some(8), Some(2), Some(8)]),
             Gone::NotByRetention { keep: 8 }
         );
-        // keep 0 keeps every file.
+        // keep 0 keeps every file, and so does a keep too large to add up.
         assert_eq!(why_gone(5, &[Some(0); 5]), Gone::NotByRetention { keep: 0 });
+        assert_eq!(
+            why_gone(3, &[Some(8), Some(u64::MAX), Some(8)]),
+            Gone::NotByRetention { keep: 8 }
+        );
         // A rotation with nothing on record might have deleted it, unless it was the file
         // right before it (any retention keeps at least one).
         assert_eq!(why_gone(3, &[Some(8), None, Some(8)]), Gone::Unknown);

@@ -345,12 +345,21 @@ impl SharedFile {
     /// Deletes the oldest rotated files (with their checkpoints) beyond `audit.keep_rotated`:
     /// the files of the log's chain ([`rotate::chain_of`]), so a file that only has a rotated
     /// file's name is never counted or deleted. A file that cannot be deleted is left, with a
-    /// warning.
+    /// warning. Counted from the file this rotation started (the `continued` record of which
+    /// says this `keep`), not from whatever file the log's path names by now: another writer
+    /// may have rotated again since the lock was let go, and `verify --all` reads the records.
     fn remove_beyond_keep(&self) {
         let Some(rotation) = self.rotation else {
             return;
         };
-        let rotated = match rotate::chain_of(&self.path) {
+        let started = match self.file.try_clone() {
+            Ok(file) => file,
+            Err(err) => {
+                tracing::warn!("cannot read {}: {err}", self.path.display());
+                return;
+            }
+        };
+        let rotated = match rotate::chain_from(started, &self.path) {
             Ok(history) => history.rotated,
             Err(err) => {
                 tracing::warn!("cannot read {}: {err}", self.path.display());

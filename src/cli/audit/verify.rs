@@ -158,18 +158,12 @@ fn half_rotated_hint(log: &std::path::Path, bytes: &[u8]) -> String {
 
 pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     let log = log_path(args.file.clone())?;
-    let files = if args.all {
-        super::files_of(&log)?
-            .into_iter()
-            .map(|(path, _)| path)
-            .collect()
+    let (files, hole) = if args.all {
+        let history = super::files_of(&log)?;
+        let hole = deleted_by_hand(&history);
+        (history.into_iter().map(|(path, _)| path).collect(), hole)
     } else {
-        vec![log.clone()]
-    };
-    let hole = if args.all {
-        deleted_by_hand(&files)
-    } else {
-        None
+        (vec![log.clone()], None)
     };
     for (place, file) in files.iter().enumerate() {
         if *file != log && !file.exists() {
@@ -196,21 +190,30 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// When the rotated file the oldest of `files` (a log's history, oldest first, the log last)
-/// goes on from is gone although every rotation since kept it by its own record, what to say:
-/// it was deleted by hand, and the history before it is cut off. None when it is there, when
-/// retention deleted it, or when the records cannot tell (written by an airlock that did not
-/// record its `keep_rotated`).
-fn deleted_by_hand(files: &[PathBuf]) -> Option<String> {
-    let continues_of = |path: &std::path::Path| {
-        let first = File::open(path)
-            .and_then(|file| rotate::first_line(&file))
-            .ok()?;
-        rotate::continues(&first)
+/// When the rotated file the oldest of `files` (a log's history as [`super::files_of`] walked
+/// it, oldest first, the log last and open) goes on from is gone although every rotation since
+/// kept it by its own record, what to say: it was deleted by hand, and the history before it is
+/// cut off. None when it is there, when retention deleted it, when the records cannot tell
+/// (written by an airlock that did not record its `keep_rotated`), or when the newest file is
+/// not the live log (a rotated file given, or a rotation since the walk): then rotations after
+/// it are not in view.
+fn deleted_by_hand(files: &[(PathBuf, Option<File>)]) -> Option<String> {
+    let continues_of = |(path, opened): &(PathBuf, Option<File>)| {
+        let first = match opened {
+            Some(file) => rotate::first_line(file),
+            None => File::open(path).and_then(|file| rotate::first_line(&file)),
+        };
+        rotate::continues(&first.ok()?)
     };
+    let (_, newest) = files.last()?;
+    let newest = newest.as_ref()?;
+    let length = newest.metadata().ok()?.len();
+    if length == 0 || rotate::is_rotation_marker(&rotate::last_line(newest, length).ok()?.0) {
+        return None;
+    }
     let oldest = files.first()?;
     let link = continues_of(oldest)?;
-    let beside = std::fs::canonicalize(oldest).unwrap_or_else(|_| oldest.clone());
+    let beside = std::fs::canonicalize(&oldest.0).unwrap_or_else(|_| oldest.0.clone());
     if beside.with_file_name(&link.name).exists() {
         return None;
     }
