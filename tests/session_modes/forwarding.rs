@@ -162,3 +162,48 @@ pub(super) fn a_session_whose_host_goes_quiet_sleeps(mode: Mode) {
     let answer = client.call(51, &world.tool("echo"), json!({"text": "awake"}));
     assert!(Client::text(&answer).contains("awake"), "{answer}");
 }
+
+/// A session keeps the era of its one handshake: a second `initialize` is refused (-32600) and
+/// never reaches the server, so it cannot turn on 2025-03-26 batches after a 2025-06-18
+/// handshake; and a handshake-era version named in a request's `_meta` (where only 2026-07-28 and
+/// later are declared) declares nothing (a review found both switching the session's era).
+pub(super) fn a_session_keeps_the_era_of_its_one_handshake(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-06-18");
+    let again = client.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}),
+    );
+    assert_eq!(again["error"]["code"], -32600, "{again}");
+    let echo = world.tool("echo");
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": echo, "arguments": {"text": "ok"}}})
+    };
+    client.send(json!([call(2), call(3)]));
+    let refused = client.next(SECS(10)).expect("an answer to the batch");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2025-06-18"),
+        "{refused}"
+    );
+    assert!(Client::text(&client.call(4, &echo, json!({"text": "ok"}))).contains("ok"));
+
+    // No handshake at all: a `_meta` naming 2025-03-26 does not turn batches on.
+    let (world, mut client) = start(mode, Setup::fixture(""));
+    let echo = world.tool("echo");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2025-03-26",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    client.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": meta}}));
+    let _ = client.answer(json!(1), SECS(10));
+    client.send(json!([{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": echo, "arguments": {"text": "ok"}, "_meta": meta}}]));
+    let refused = client.next(SECS(10)).expect("an answer to the batch");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+}

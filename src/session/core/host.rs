@@ -37,6 +37,14 @@ impl Core {
                 if self.duplicate(&id) {
                     return;
                 }
+                // A session has one handshake: a second `initialize` would switch its era (and
+                // with it batches, answer shapes, how input is asked for) under calls in flight.
+                // One that failed may be tried again.
+                if method == "initialize" && self.host.initialized {
+                    let text = "initialize: this session's handshake is done already, and a session has one (to change the protocol version, start a new session)";
+                    self.reply_error(id, code::INVALID_REQUEST, text);
+                    return;
+                }
                 self.learn_host(&method, &message, now);
                 self.note_request_era(&id);
                 if let Some(refusal) = self.era_refusal(&method, &message) {
@@ -163,7 +171,10 @@ impl Core {
         if let Some(level) = opted_in.filter(|_| !self.single()) {
             self.log_level(level.clone(), now);
         }
-        let declared = version::request_version(params);
+        // Only a stateless-era version is declared in `_meta`: a handshake-era one there (a
+        // `2025-03-26` that would turn batches on) is no declaration.
+        let declared = version::request_version(params)
+            .filter(|declared| version::era_of(declared) == version::Era::Stateless);
         // The common case, every call after the handshake: nothing new about the host. A
         // request that names no version speaks the era the host opened with, even right after
         // a 2026-07-28 request of another HTTP session.
