@@ -426,6 +426,34 @@ fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
     assert!(!passed.contains("not passed to the server"), "{passed}");
 }
 
+/// A `PREFIX_*` family passes its variables but never one that reads like a credential: the
+/// default policy's `LC_*` gives the server `LC_MESSAGES`, not `LC_GITHUB_TOKEN`, which airlock
+/// names as withheld instead (a review found any `LC_` name passed).
+#[test]
+fn a_variable_family_passes_no_credential() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let out = airlock(dir.path())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--trust", "--", "/bin/sh", "-c", "env >&2"])
+        .env("LC_MESSAGES", "C")
+        .env("LC_GITHUB_TOKEN", "ghp_do_not_pass_me_0123456789")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("airlock run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("LC_MESSAGES=C"), "{stderr}");
+    assert!(!stderr.contains("ghp_do_not_pass_me"), "{stderr}");
+    assert!(
+        stderr.contains("not passed to the server") && stderr.contains("LC_GITHUB_TOKEN"),
+        "{stderr}"
+    );
+}
+
 /// A server with network behind a TLS-inspecting proxy connects only with the user's TLS trust
 /// settings (`NODE_EXTRA_CA_CERTS`, ...), which a server does not get by default: airlock names
 /// them with the flags that pass them (the file they name to read too), only when the server has

@@ -190,10 +190,15 @@ fn prefix_path(env: &mut [(String, String)], dirs: &[std::path::PathBuf]) {
     *path = parts.join(":");
 }
 
-/// `LC_*` matches `LC_ALL`; anything else is an exact name.
+/// Whether `pattern` (of a policy's `sandbox.env`, or `--allow-env`) passes the variable `name`:
+/// an exact name, or a `PREFIX_*` family (`LC_*` matches `LC_ALL`). A family never passes a name
+/// that reads like a credential: `LC_*` is meant for the locale, not for `LC_GITHUB_TOKEN` (a
+/// review found any `LC_`-named value reaching servers and the install step, the way ssh's
+/// `AcceptEnv LC_*` is used to smuggle values). A credential passes by its own name only, and
+/// one withheld is named on stderr ([`withheld_credentials`]).
 pub fn env_name_matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
+        Some(prefix) => name.starts_with(prefix) && !crate::secret::key_looks_secret(name),
         None => pattern == name,
     }
 }
@@ -201,6 +206,17 @@ pub fn env_name_matches(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_family_passes_its_names_but_never_a_credential() {
+        assert!(env_name_matches("LC_*", "LC_ALL"));
+        assert!(env_name_matches("LC_*", "LC_MESSAGES"));
+        assert!(!env_name_matches("LC_*", "LC_GITHUB_TOKEN"));
+        assert!(!env_name_matches("LC_*", "LC_SECRET"));
+        assert!(!env_name_matches("MYAPP_*", "MYAPP_API_KEY"));
+        assert!(env_name_matches("MYAPP_API_KEY", "MYAPP_API_KEY"));
+        assert!(!env_name_matches("LC_*", "LANG"));
+    }
 
     #[test]
     fn withheld_credentials_are_named_and_nothing_else() {
