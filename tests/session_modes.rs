@@ -75,6 +75,7 @@ both_modes!(
     an_allow_rule_holds_for_a_list_in_a_string_only_through_every_element,
     only_a_yes_to_a_confirmation_forwards_the_call,
     a_session_keeps_the_era_of_its_one_handshake,
+    a_servers_own_question_in_a_result_is_taken_out_by_a_gateway,
     a_path_through_a_process_handle_fails_closed,
     the_gate_reads_a_value_as_a_server_cleans_it,
     a_granted_path_that_does_not_exist_is_named_not_silently_dropped,

@@ -375,7 +375,7 @@ fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
     "flags": {{ "command": {this:?}, "args": ["run", "--name", "flags", "--allow-read=/srv", "--", "node", "s.js"] }},
     "renamed": {{ "command": {this:?}, "args": ["run", "--name", "github", "--", "node", "s.js"] }},
     "other": {{ "command": "/usr/local/bin/airlock", "args": ["run", "--name", "other", "--", "node", "s.js"] }},
-    "trusted": {{ "command": {this:?}, "args": ["run", "--name", "trusted", "--trust", "--allow-env=FX_*", "--", "/opt/own/server"], "env": {{ "FX_TOKEN": "t", "OTHER": "o" }} }},
+    "trusted": {{ "command": {this:?}, "args": ["run", "--name", "trusted", "--trust", "--allow-env=FX_*", "--", "/opt/own/server"], "env": {{ "FX_REGION": "eu", "FX_TOKEN": "t", "OTHER": "o" }} }},
     "keyed": {{ "command": {this:?}, "args": ["run", "--name", "keyed", "--", "/opt/own/server"], "trust": true }},
     "twice": {{ "command": {this:?}, "args": ["run", "--name", "twice", "--trust", "--trust", "--", "/opt/own/server"] }}
   }}
@@ -389,8 +389,12 @@ fn an_entry_wrapped_by_airlock_install_reads_as_its_own_command() {
     assert_eq!(trusted.command.as_deref(), Some("/opt/own/server"));
     assert!(trusted.trust, "--trust on the run line");
     assert!(
-        trusted.env.contains_key("FX_TOKEN"),
+        trusted.env.contains_key("FX_REGION"),
         "a PREFIX_* family, as run passes it"
+    );
+    assert!(
+        !trusted.env.contains_key("FX_TOKEN"),
+        "a family passes no credential, as in run"
     );
     assert!(!trusted.env.contains_key("OTHER"));
     let keyed = &config.servers[5];

@@ -17,6 +17,9 @@ use serde_json::value::RawValue;
 use super::RELATED_TASK;
 use super::lenient::reads_as_one_of;
 
+/// The keys of a 2026-07-28 multi round-trip answer's result.
+pub const MULTI_ROUND_TRIP_KEYS: [&str; 3] = ["resultType", "inputRequests", "requestState"];
+
 /// What a message is, as far as the gate's handling of server messages goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Peek {
@@ -33,6 +36,10 @@ pub enum Peek {
         /// it: a `task` key (a task-augmented request's `CreateTaskResult`) or a related task in
         /// its `_meta`. A gateway names tasks for their server, so it takes the full path.
         task: bool,
+        /// `result` has a key a lenient reader takes for one of a 2026-07-28 multi round-trip
+        /// answer's (`resultType`, `inputRequests`, `requestState`): a gateway takes them out of
+        /// its servers' answers, so it takes the full path.
+        multi_round_trip: bool,
         /// `error.message`, when it is a string.
         error_message: Option<String>,
         /// Where the id's bytes are in the line (start, end), when another id can be put there
@@ -127,9 +134,10 @@ impl Envelope<'_> {
         let Some(id) = self.id else {
             return Peek::Other;
         };
-        let (tool_error, task) = self
-            .result
-            .map_or((false, false), |probe| (probe.is_error, probe.task));
+        let (tool_error, task, multi_round_trip) =
+            self.result.map_or((false, false, false), |probe| {
+                (probe.is_error, probe.task, probe.multi_round_trip)
+            });
         if let Some(error_message) = self.error {
             return if valid_id(&id) || id.is_null() {
                 Peek::Answer {
@@ -137,6 +145,7 @@ impl Envelope<'_> {
                     is_error: true,
                     tool_error,
                     task,
+                    multi_round_trip,
                     error_message,
                     id_at,
                 }
@@ -150,6 +159,7 @@ impl Envelope<'_> {
                 is_error: false,
                 tool_error,
                 task,
+                multi_round_trip,
                 error_message: None,
                 id_at,
             };
@@ -327,6 +337,7 @@ impl<'de> Deserialize<'de> for StrProbe {
 struct ResultProbe {
     is_error: bool,
     task: bool,
+    multi_round_trip: bool,
     /// `isError` or `task` came twice: a reader keeping the first could read another outcome.
     repeated: bool,
 }
@@ -365,6 +376,10 @@ impl<'de> Deserialize<'de> for ResultProbe {
                         ResultKey::Meta => {
                             probe.task |= map.next_value::<RelatedTaskProbe>()?.0;
                         }
+                        ResultKey::MultiRoundTrip => {
+                            probe.multi_round_trip = true;
+                            map.next_value::<IgnoredAny>()?;
+                        }
                         ResultKey::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -382,9 +397,15 @@ impl<'de> Deserialize<'de> for ResultProbe {
 /// another spelling of it is told apart), and the keys a lenient reader takes for `task` or
 /// `_meta` (a task to name).
 enum ResultKey {
-    IsError { exact: bool },
-    Task { exact: bool },
+    IsError {
+        exact: bool,
+    },
+    Task {
+        exact: bool,
+    },
     Meta,
+    /// `resultType`, `inputRequests` or `requestState`, however spelled.
+    MultiRoundTrip,
     Other,
 }
 
@@ -406,6 +427,9 @@ impl<'de> Deserialize<'de> for ResultKey {
                         exact: key == "task",
                     },
                     key if reads_as_one_of(key, &["_meta"]) => ResultKey::Meta,
+                    key if reads_as_one_of(key, &MULTI_ROUND_TRIP_KEYS) => {
+                        ResultKey::MultiRoundTrip
+                    }
                     _ => ResultKey::Other,
                 })
             }
@@ -563,6 +587,13 @@ mod tests {
                 is_error: value.get("error").is_some(),
                 tool_error: value.pointer("/result/isError").and_then(Value::as_bool) == Some(true),
                 task: value.pointer("/result/task").is_some(),
+                multi_round_trip: value.get("result").and_then(Value::as_object).is_some_and(
+                    |result| {
+                        result
+                            .keys()
+                            .any(|key| reads_as_one_of(key, &MULTI_ROUND_TRIP_KEYS))
+                    },
+                ),
                 error_message: value
                     .pointer("/error/message")
                     .and_then(Value::as_str)
@@ -604,6 +635,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"id":"two","result":{"a":"\u00e9\"x"}}"#,
             r#"{"jso\u006erpc":"2.0","id":1,"result":{"is\u0045rror":true}}"#,
             r#"  {"jsonrpc":"2.0","id":1.5,"result":{},"extra":{"deep":[[[{}]]]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"REQUESTSTATE":"s","content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"requestState":"nested"}]}}"#,
         ];
         for line in lines {
             assert_eq!(
@@ -621,6 +655,7 @@ mod tests {
                 is_error,
                 tool_error,
                 task,
+                multi_round_trip,
                 error_message,
                 ..
             } => Peek::Answer {
@@ -628,6 +663,7 @@ mod tests {
                 is_error,
                 tool_error,
                 task,
+                multi_round_trip,
                 error_message,
                 id_at: None,
             },

@@ -4,7 +4,7 @@
 use super::*;
 
 /// A host's entry `airlock install` wrapped is checked as its run line runs it: the env names a
-/// `--allow-env=PREFIX_*` family passes, and a run line with a flag twice (which `run` refuses)
+/// `--allow-env=PREFIX_*` family passes (no credential among them), and a run line with a flag twice (which `run` refuses)
 /// is not read as the server it wraps.
 #[test]
 fn check_reads_a_wrapped_entrys_env_family_and_refuses_a_flag_given_twice() {
@@ -15,7 +15,7 @@ fn check_reads_a_wrapped_entrys_env_family_and_refuses_a_flag_given_twice() {
         &format!(
             r#"{{"mcpServers": {{
   "fx": {{"command": {airlock:?}, "args": ["run", "--name", "fx", "--allow-env=FX_*", "--", "python3", "-c", "pass"],
-          "env": {{"FX_TOKEN": "t", "OTHER_NAME": "o"}}}}
+          "env": {{"FX_REGION": "eu", "FX_TOKEN": "t", "OTHER_NAME": "o"}}}}
 }}}}"#
         ),
     );
@@ -25,7 +25,9 @@ fn check_reads_a_wrapped_entrys_env_family_and_refuses_a_flag_given_twice() {
         .lines()
         .find(|l| l.contains("environment names:"))
         .unwrap_or_else(|| panic!("{out}"));
-    assert!(names.contains("FX_TOKEN"), "{names}");
+    assert!(names.contains("FX_REGION"), "{names}");
+    // A family passes no credential: `FX_TOKEN` passes by its own name only.
+    assert!(!names.contains("FX_TOKEN"), "{names}");
     assert!(!names.contains("OTHER_NAME"), "{names}");
 
     scratch.write(

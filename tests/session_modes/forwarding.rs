@@ -207,3 +207,27 @@ pub(super) fn a_session_keeps_the_era_of_its_one_handshake(mode: Mode) {
     let refused = client.next(SECS(10)).expect("an answer to the batch");
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
 }
+
+/// Only airlock asks a host for input through a result: a gateway takes a 2026-07-28 multi
+/// round-trip answer's keys (`resultType`, `inputRequests`, `requestState`, however spelled) out
+/// of its servers' answers, on the fast path too (a review found a server's own question and an
+/// `airlock-mrtr-` token reaching a 2025 host whole). `run` is the server's own voice to the
+/// host, era included: it passes them as the server wrote them.
+pub(super) fn a_servers_own_question_in_a_result_is_taken_out_by_a_gateway(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    client.request(1, "tools/list", json!({}));
+    let answer = client.call(2, &world.tool("mint_question"), json!({}));
+    let result = answer["result"].as_object().unwrap();
+    assert_eq!(Client::text(&answer), "minted", "{answer}");
+    let carried: Vec<&String> = result
+        .keys()
+        .filter(|key| {
+            ["resulttype", "inputrequests", "requeststate"].contains(&key.to_lowercase().as_str())
+        })
+        .collect();
+    match mode {
+        Mode::Run => assert_eq!(carried.len(), 3, "{answer}"),
+        Mode::Serve => assert!(carried.is_empty(), "{answer}"),
+    }
+}

@@ -35,6 +35,7 @@ impl Core {
             is_error,
             tool_error,
             task,
+            multi_round_trip,
             error_message,
             id_at,
         }) = peek(line)
@@ -44,6 +45,7 @@ impl Core {
                 is_error,
                 tool_error,
                 task,
+                multi_round_trip,
                 error_message: error_message.as_deref(),
                 id_at,
             };
@@ -127,7 +129,9 @@ impl Core {
         }
         // A gateway names the task an answer creates (`result.task`) for the host; answers to
         // the host's `tasks/*` requests and to 2026-07-28 requests are told apart below.
-        let gateway_shapes = !self.single() && answer.task;
+        // A gateway also takes a multi round-trip answer's keys out of its servers' answers:
+        // only airlock asks the host for input through a result (`take_out_multi_round_trip_keys`).
+        let gateway_shapes = !self.single() && (answer.task || answer.multi_round_trip);
         // A gateway notes which server a `resource_link` in a tool result points into, so the
         // host can read it before listing resources ([`Core::note_linked_resources`]).
         let links_resources = !self.single()
@@ -265,6 +269,8 @@ struct Peeked<'a> {
     tool_error: bool,
     /// `result` has a `task` key.
     task: bool,
+    /// `result` has a key of a multi round-trip answer ([`Peek::Answer`]).
+    multi_round_trip: bool,
     error_message: Option<&'a str>,
     /// Where the answer's id is in its line; `None` when the line's envelope could be read
     /// otherwise by another reader (see [`Peek::Answer`]).

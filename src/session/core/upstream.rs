@@ -476,8 +476,7 @@ fn mark_strings(object: &mut Map<String, Value>, keys: &[&str], name: &str) {
 /// the era then says `complete`.
 fn take_out_multi_round_trip_keys(message: &mut Value) {
     if let Some(result) = message.field_mut("result").and_then(Value::as_object_mut) {
-        let keys = ["resultType", "inputRequests", "requestState"];
-        result.retain(|key, _| !reads_as_one_of(key, &keys));
+        result.retain(|key, _| !reads_as_one_of(key, &crate::mcp::peek::MULTI_ROUND_TRIP_KEYS));
     }
 }
 
