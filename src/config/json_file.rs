@@ -121,6 +121,11 @@ pub(super) fn parse(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Parsed, SourceError> {
+    // VS Code's and Zed's files are JSON with comments and trailing commas: read as the plain
+    // JSON they stand for, every line and column where it is in the file.
+    let plain = crate::install::jsonc::as_plain_json(text);
+    let had_comments = plain.is_some();
+    let text = plain.as_deref().unwrap_or(text);
     let root = parse_json(path, text)?;
     let (format, key) = servers_key(path, &root)?;
     let section_offset = find_key(text, key, 0).unwrap_or(0);
@@ -175,6 +180,15 @@ pub(super) fn parse(
         return Err(err);
     }
     let mut warnings = validator.warnings;
+    if had_comments && format != ConfigFormat::VsCodeJson {
+        warnings.push(SourceWarning::new(
+            path,
+            EntryText { path, text, offset: 0 }.at(),
+            format!(
+                "comments or trailing commas, read here as VS Code and Zed read them; a host that reads `{key}` as strict JSON (Claude Desktop, Claude Code) would not load this file"
+            ),
+        ));
+    }
     if let Some(unread) = project_servers(&root) {
         let offset = find_key(text, "projects", 0).unwrap_or(0);
         warnings.push(SourceWarning::new(

@@ -220,7 +220,12 @@ pub fn parse(
     text: String,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, SourceError> {
-    let looks_like_json = text.trim_start().starts_with('{');
+    // JSON (with comments, as VS Code's): `{` first, or a `//` or `/*` comment, which TOML
+    // never starts with (its comments start with `#`).
+    let start = text.trim_start();
+    let looks_like_json = ["{", "//", "/*"]
+        .iter()
+        .any(|opener| start.starts_with(opener));
     let (format, servers, separator, warnings) = if looks_like_json {
         json_file::parse(path, &text, lookup)?
     } else {

@@ -319,6 +319,73 @@ impl Parser<'_> {
     }
 }
 
+/// `text` (JSON with comments and trailing commas) as plain JSON of the same length and lines:
+/// every comment and every comma before a closing `]` or `}` blanked to spaces (a comment's line
+/// breaks kept), so a strict parser's line and column point where they point in `text`. `None`
+/// when there is nothing to blank (plain JSON already), or a block comment is not closed (the
+/// strict parser then says where).
+pub fn as_plain_json(text: &str) -> Option<String> {
+    let mut bytes = text.as_bytes().to_vec();
+    let mut changed = false;
+    let mut at = 0;
+    // The last comma outside strings that follows a value, until something other than white
+    // space or a comment follows it (`{,}` and `[1,,]` stay the errors they are).
+    let mut pending_comma: Option<usize> = None;
+    let mut after_value = false;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                pending_comma = None;
+                after_value = true;
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+                at += 1;
+            }
+            b'/' if bytes.get(at + 1) == Some(&b'/') => {
+                while at < bytes.len() && bytes[at] != b'\n' {
+                    bytes[at] = b' ';
+                    at += 1;
+                }
+                changed = true;
+            }
+            b'/' if bytes.get(at + 1) == Some(&b'*') => {
+                let end = text[at + 2..].find("*/")? + at + 4;
+                for byte in &mut bytes[at..end] {
+                    if *byte != b'\n' {
+                        *byte = b' ';
+                    }
+                }
+                at = end;
+                changed = true;
+            }
+            b',' => {
+                pending_comma = after_value.then_some(at);
+                after_value = false;
+                at += 1;
+            }
+            b']' | b'}' => {
+                if let Some(comma) = pending_comma.take() {
+                    bytes[comma] = b' ';
+                    changed = true;
+                }
+                after_value = true;
+                at += 1;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => at += 1,
+            other => {
+                pending_comma = None;
+                after_value = !matches!(other, b'{' | b'[' | b':');
+                at += 1;
+            }
+        }
+    }
+    // Only ASCII bytes were replaced by ASCII spaces, and never inside a multi-byte character
+    // (comments end at ASCII bytes; a comment's own non-ASCII text is blanked whole).
+    changed.then(|| String::from_utf8(bytes).ok()).flatten()
+}
+
 /// The text a JSON string literal for `value` takes.
 pub fn quote(value: &str) -> String {
     serde_json::Value::String(value.to_string()).to_string()
@@ -327,6 +394,22 @@ pub fn quote(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comments_and_trailing_commas_blank_to_plain_json_of_the_same_lines() {
+        let text = "// settings\n{\n  /* a\n b */ \"a\": [\"x,]\", 1, true,],\n  \"u\": \"//é\", // tail é\n}\n";
+        let plain = as_plain_json(text).unwrap();
+        assert_eq!(plain.len(), text.len());
+        assert_eq!(plain.lines().count(), text.lines().count());
+        let value: serde_json::Value = serde_json::from_str(&plain).unwrap();
+        assert_eq!(value["a"], serde_json::json!(["x,]", 1, true]));
+        assert_eq!(value["u"], "//é");
+        assert_eq!(as_plain_json("{\"a\": [1, 2]}"), None);
+        assert_eq!(as_plain_json("{\"a\": 1} /* open"), None);
+        assert_eq!(as_plain_json("[1,,]"), None);
+        assert_eq!(as_plain_json("{,}"), None);
+        assert_eq!(as_plain_json("[[1,],]").as_deref(), Some("[[1 ] ]"));
+    }
 
     #[test]
     fn spans_point_at_values_and_comments_are_skipped() {

@@ -206,3 +206,54 @@ fn no_grant_may_hold_the_config_airlock_was_started_from() {
         "{out}"
     );
 }
+
+/// A VS Code `mcp.json` is JSON with comments and trailing commas (as VS Code writes and reads
+/// it): `check` reads it, and still points at the right line for a mistake in it; the same in a
+/// file of `mcpServers` (strict JSON to Claude Desktop) loads with a warning saying so (a new
+/// user's trial found both refused as invalid JSON).
+#[test]
+fn check_reads_json_with_comments_and_trailing_commas() {
+    let scratch = Scratch::new();
+    let vscode = scratch.write(
+        "mcp.json",
+        "// my servers\n{\n  \"servers\": {\n    /* files */\n    \"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/tmp\",],},\n  },\n}\n",
+    );
+    let output = scratch.airlock(&["check", "--config", vscode.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(stdout(&output).contains("fs"), "{}", stdout(&output));
+    assert!(
+        !stderr(&output).contains("strict JSON"),
+        "{}",
+        stderr(&output)
+    );
+
+    let broken = scratch.write(
+        "mcp.json",
+        "// my servers\n{\n  \"servers\": {\n    /* files */\n    \"fs\": {\"command\": npx},\n  },\n}\n",
+    );
+    let output = scratch.airlock(&["check", "--config", broken.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("mcp.json:5:"),
+        "{}",
+        stderr(&output)
+    );
+
+    let claude = scratch.write(
+        "claude_desktop_config.json",
+        "{\n  // mine\n  \"mcpServers\": {\"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/tmp\"]},},\n}\n",
+    );
+    let output = scratch.airlock(&["check", "--config", claude.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("strict JSON"),
+        "{}",
+        stderr(&output)
+    );
+}
