@@ -426,6 +426,47 @@ fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
     assert!(!passed.contains("not passed to the server"), "{passed}");
 }
 
+/// A launch airlock refuses is told to the host as the answer to its first request, fix
+/// included (a host shows its servers' errors, not their stderr: a new user's trial saw only a
+/// server that disconnected), and airlock still exits 2; the same for a policy that does not load.
+#[test]
+fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = dir.path().join("mytool");
+    std::fs::write(&tool, "#!/bin/sh\nexit 0\n").expect("tool");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let good = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "version = 1\n[sandbox]\nrun_az = \"root\"\n").expect("policy");
+    for (policy, expected) in [(&good, "--trust"), (&bad, "run_az")] {
+        let mut child = airlock(dir.path())
+            .arg("run")
+            .arg("--policy")
+            .arg(policy)
+            .arg("--")
+            .arg(&tool)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("airlock run");
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(stdin, "{init}").expect("write");
+        let out = child.wait_with_output().expect("wait");
+        drop(stdin);
+        assert_eq!(out.status.code(), Some(2));
+        let said = String::from_utf8_lossy(&out.stdout);
+        let answer: Value = serde_json::from_str(said.trim()).expect("one JSON-RPC answer");
+        assert_eq!(answer["id"], 0, "{said}");
+        assert_eq!(answer["error"]["code"], -32000, "{said}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{message}");
+    }
+}
+
 /// A `PREFIX_*` family passes its variables but never one that reads like a credential: the
 /// default policy's `LC_*` gives the server `LC_MESSAGES`, not `LC_GITHUB_TOKEN`, which airlock
 /// names as withheld instead (a review found any `LC_` name passed).

@@ -29,6 +29,43 @@ use crate::session::{Core, ServerSpec, Session, Topology};
 use anyhow::Context;
 use clap::Args;
 
+/// How long a refused `run` waits for the host's first request, to answer it with the refusal.
+const HOST_FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
+
+/// `err`, after answering the host's first request with it: a host shows its servers' errors, not
+/// their stderr, so a refused launch (a command off the allowlist, a policy that does not load)
+/// would otherwise show as a server that disconnected, with the fix out of sight. Only when stdin
+/// is not a terminal (a host, not a person), and only an MCP error answer goes to stdout.
+fn tell_the_host(server: &str, err: CliError) -> CliError {
+    use std::io::{BufRead, IsTerminal, Write};
+    if std::io::stdin().is_terminal() {
+        return err;
+    }
+    let (sender, first) = std::sync::mpsc::channel();
+    // A thread, so a host that sends nothing costs the wait, not a hang; it ends with airlock.
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        let _ = sender.send(line);
+    });
+    let Ok(line) = first.recv_timeout(HOST_FIRST_REQUEST_WAIT) else {
+        return err;
+    };
+    let Some(id) = serde_json::from_str::<serde_json::Value>(&line)
+        .ok()
+        .filter(|request| request.get("method").is_some())
+        .and_then(|request| request.get("id").cloned())
+    else {
+        return err;
+    };
+    let text = format!("airlock did not start server {server:?}: {err}");
+    let answer =
+        crate::mcp::error_response(id, crate::mcp::message::code::SERVER_EXITED, &text, None);
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{answer}").and_then(|()| stdout.flush());
+    err
+}
+
 /// Default `--tool-timeout`, matching the server config's `tool_timeout` default.
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 180;
 /// How long starting the confined server may take (there is no handshake of airlock's own).
@@ -135,7 +172,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let name = args.server.server_name(&args.command)?;
     let cwd = std::env::current_dir().context("the current directory")?;
     let grants = args.server.grants(&cwd)?;
-    let policy = Arc::new(policy_for(args.session.policy.clone(), &name, &grants)?);
+    let policy = Arc::new(
+        policy_for(args.session.policy.clone(), &name, &grants)
+            .map_err(|err| tell_the_host(&name, err))?,
+    );
     if args.server.name.is_none()
         && let Some(others) = crate::policy::names::rules_name_only_others(&policy, &name)
     {
@@ -154,7 +194,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let server = ServerConfig::stdio(&name, program, program_args, args.server.trust);
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let launch = process_launch::prepare(&server, &policy, &context).map_err(|err| match err {
-        LaunchError::Refused(reason) => CliError::Refused(reason),
+        LaunchError::Refused(reason) => tell_the_host(&name, CliError::Refused(reason)),
         other => CliError::Failure(other.into()),
     })?;
     tracing::info!(server = %name, "starting {}", launch.summary());
