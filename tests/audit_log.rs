@@ -676,3 +676,31 @@ fn a_link_another_user_planted_at_the_log_is_not_followed() {
             .contains("\"decision\"")
     );
 }
+
+/// Before anything ran, `airlock audit` and `airlock audit summary` say there are no records yet
+/// (exit 0), not an error about a missing file (a new user's first try); a path given that is
+/// not there is still an error, since it may be a typo.
+#[test]
+fn a_fresh_user_has_no_records_yet_and_a_missing_given_log_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let airlock = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+            .args(args)
+            .env("HOME", dir.path().join("home"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("AIRLOCK_ORG_POLICY_DIR", dir.path().join("org"))
+            .output()
+            .unwrap()
+    };
+    for args in [&["audit"][..], &["audit", "summary"]] {
+        let output = airlock(args);
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {said}");
+        assert!(said.contains("no audit records yet"), "{said}");
+        assert!(output.stdout.is_empty());
+    }
+    let missing = dir.path().join("typo.jsonl");
+    let output = airlock(&["audit", missing.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+}

@@ -84,6 +84,9 @@ fn emit(out: &mut impl Write, line: &[u8], record: &Value, json: bool) -> bool {
 pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     let path = log_path(args.file.clone())?;
     let filter = args.filters.filter()?;
+    if !args.follow && no_records_yet(args.file.is_none(), &path) {
+        return Ok(ExitCode::SUCCESS);
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut skipped = 0u64;
@@ -392,9 +395,27 @@ fn successor(log: &Path, name: &str) -> Option<File> {
         .find(goes_on_from_it)
 }
 
+/// Whether the default log is not there yet (nothing has run): said on stderr, as an empty
+/// result rather than an error (a new user's first `airlock audit` was "No such file or
+/// directory", exit 2). A path given on the command line that is not there stays an error: it
+/// may be a typo.
+fn no_records_yet(default_path: bool, path: &std::path::Path) -> bool {
+    let missing = default_path && !path.exists();
+    if missing {
+        eprintln!(
+            "airlock: no audit records yet: {} is not there (airlock run and airlock serve write it once a server starts)",
+            path.display()
+        );
+    }
+    missing
+}
+
 pub fn summary(args: SummaryArgs) -> Result<ExitCode, CliError> {
     let path = log_path(args.file.clone())?;
     let filter = args.filters.filter()?;
+    if no_records_yet(args.file.is_none(), &path) {
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut summary = Summary::default();
     let mut skipped = 0u64;
     for entry in files_of(&path)? {
