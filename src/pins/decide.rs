@@ -366,7 +366,7 @@ pub fn refusal_text(server: &str, kind: Kind, name: &str, reason: &Reason) -> St
         kind.noun()
     );
     let review = format!(
-        "Review it with `airlock pins diff {server} {name}`, then approve it with `airlock pins approve {server} {name}`."
+        "Review it with `airlock pins diff {server} {name}`, then approve it with `airlock pins approve {server} {name}` in a terminal (elsewhere, run the `--hash` line that diff prints)."
     );
     match reason {
         Reason::Changed { pinned_at } => format!(
