@@ -467,6 +467,38 @@ fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
     }
 }
 
+/// One of airlock's own flags after the server's command is the server's argument, and airlock
+/// says so (a new user put `--allow-read` there and was told to grant it with `--allow-read`).
+#[test]
+fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let out = airlock(dir.path())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .args([
+            "--trust",
+            "/bin/sh",
+            "-c",
+            "exit 0",
+            "sh",
+            "--allow-read=/etc",
+            "--verbose",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("airlock run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--allow-read=/etc comes after the server's command"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--verbose comes after"), "{stderr}");
+}
+
 /// A `PREFIX_*` family passes its variables but never one that reads like a credential: the
 /// default policy's `LC_*` gives the server `LC_MESSAGES`, not `LC_GITHUB_TOKEN`, which airlock
 /// names as withheld instead (a review found any `LC_` name passed).

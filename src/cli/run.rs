@@ -29,6 +29,28 @@ use crate::session::{Core, ServerSpec, Session, Topology};
 use anyhow::Context;
 use clap::Args;
 
+/// Says when an argument of the server's reads as one of `run`'s own flags: after the command it
+/// is the server's (a server may well take a `--name`), which a user who meant it for airlock
+/// would not otherwise learn (a new user's trial put `--allow-read` there and was told to
+/// grant it with `--allow-read`).
+fn warn_of_own_flags_after_the_command(server: &str, server_args: &[String]) {
+    use clap::Args as _;
+    let own = RunArgs::augment_args(clap::Command::new("run"));
+    let flags: Vec<String> = own
+        .get_arguments()
+        .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+        .collect();
+    for arg in server_args {
+        let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
+        if flags.iter().any(|own| own == flag) {
+            tracing::warn!(
+                server = %server,
+                "{arg} comes after the server's command, so it goes to the server, not to airlock: airlock's own flags go before the command (`airlock run [FLAGS] -- CMD ARGS...`)"
+            );
+        }
+    }
+}
+
 /// How long a refused `run` waits for the host's first request, to answer it with the refusal.
 const HOST_FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
 
@@ -191,6 +213,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let (program, program_args) = args.command.split_first().ok_or_else(|| {
         CliError::Refused("no server command: write `airlock run CMD ARGS...`".into())
     })?;
+    warn_of_own_flags_after_the_command(&name, program_args);
     let server = ServerConfig::stdio(&name, program, program_args, args.server.trust);
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let launch = process_launch::prepare(&server, &policy, &context).map_err(|err| match err {
