@@ -157,7 +157,7 @@ fn host_eof_closes_the_servers_input_at_once_and_keeps_its_status(mode: Mode) {
     assert_eq!(exit.len(), 1, "{exit:?}");
     assert_eq!(exit[0]["detail"]["ended_by"], "stdinclosed");
     assert_eq!(exit[0]["detail"]["code"], 7);
-    assert_eq!(exit[0]["reason"], "exited on its own");
+    assert_eq!(exit[0]["reason"], "ended when its input closed");
 }
 
 /// A host that writes its requests and closes its input at once (`printf ... | airlock ...`)

@@ -331,8 +331,12 @@ where
                     }
                 }
                 let signalled = matches!(summary.ended_by, EndedBy::Sigterm | EndedBy::Sigkill);
+                // Its input closing (the host's EOF passed on, or airlock's first step of
+                // stopping it) is not "on its own": `detail.stopped_because` may say why.
                 let reason = if stopped && signalled {
                     "stopped by airlock"
+                } else if summary.ended_by == EndedBy::StdinClosed {
+                    "ended when its input closed"
                 } else {
                     "exited on its own"
                 };
