@@ -592,3 +592,24 @@ fn airlock_test_fetches_an_uncached_package_first() {
         );
     }
 }
+
+/// A host that closes while the server's package is still being installed (its first start)
+/// is told why the server was not started, not only that it could not be (a new user's trial:
+/// "server y1 could not be started", exit 1, nothing else).
+#[test]
+fn a_host_gone_during_the_install_step_is_named_as_why_the_server_did_not_start() {
+    let home = setup("gone", everyone()[0]);
+    assert!(!home.npm_cache().exists());
+    let (argv, _) = home.host_command(Mode::Run);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
+    home.env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("was not started: the host closed the connection before it was ready")
+            && stderr.contains("still being installed"),
+        "{stderr}"
+    );
+}

@@ -257,7 +257,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     }
 
     // A package that is not cached yet is installed first (crate::fetch), inside the start.
-    let install_allowance = if launch.needs_fetch() {
+    let launch_needed_fetch = launch.needs_fetch();
+    let install_allowance = if launch_needed_fetch {
         crate::fetch::step::FETCH_TIMEOUT
     } else {
         Duration::ZERO
@@ -318,8 +319,16 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     drop(runtime);
     let ended = ended.map_err(|err| CliError::Failure(err.into()))?;
     let Some(summary) = ended.exits.first().cloned().flatten() else {
+        // Said with why the session ended first: a host that closes while the server's package
+        // is still being installed (the first start) left only "could not be started".
+        let install = if launch_needed_fetch {
+            " (its package was still being installed, which a first start takes a while for)"
+        } else {
+            ""
+        };
         say(format_args!(
-            "airlock: server `{name}` could not be started"
+            "airlock: server `{name}` was not started: {} before it was ready{install}",
+            ended.reason.text()
         ));
         return Ok(ExitCode::from(1));
     };

@@ -121,7 +121,7 @@ pub enum EndReason {
 }
 
 impl EndReason {
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         match self {
             EndReason::HostClosed => "the host closed the connection".into(),
             EndReason::HostOutputClosed => "the host stopped reading airlock's output".into(),
