@@ -72,7 +72,7 @@ both_modes!(
     a_carriage_return_cannot_split_a_call_into_two_for_the_server,
     a_carriage_return_cannot_split_an_answer_into_two_for_the_host,
     an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same,
-    an_allow_rule_holds_for_a_list_in_a_string_only_through_every_element,
+    an_allow_rule_holds_for_a_list_or_object_only_through_every_part,
     only_a_yes_to_a_confirmation_forwards_the_call,
     a_session_keeps_the_era_of_its_one_handshake,
     a_servers_own_question_in_a_result_is_taken_out_by_a_gateway,

@@ -10,11 +10,14 @@
 //! and fires on any (a value that looks like a list but cannot be read fires too: it fails
 //! closed). An `allow` rule judges a scalar as written: it holds only for what it was written
 //! to match, and a reading it did not foresee (`true` also read as `1`) must not refuse a plain
-//! call. A list is another matter, since the server then acts on each element: an `allow` rule
-//! must hold for a string as written and, when the string holds a JSON list, for every element
-//! of that list too (`"[\"/srv/secret/key\"]"` is a relative path inside an allowed working
-//! directory as written, and the secret file to the server: found by a review); one that holds
-//! a list airlock cannot read, or lists nested deeper than it looks, does not hold.
+//! call. A list or an object is another matter, since the server then acts on its parts: an
+//! `allow` rule must hold for a string as written and, when the string holds a JSON list or
+//! object, for every element, key and value of it too, and so for a list or object sent as it is
+//! (`"[\"/srv/secret/key\"]"` is a relative path inside an allowed working directory as written,
+//! and the secret file to the server; an object's JSON text holds an allowed path beside a
+//! secret one: found by reviews); one holding JSON airlock cannot read, or strings holding JSON
+//! deeper than it opens, does not hold. Both kinds of rule read objects by their keys and
+//! values.
 
 use std::collections::HashSet;
 
@@ -37,9 +40,6 @@ pub struct Texts {
 
 /// Why a list in a string cannot be read here.
 const LIST_PAST_READING: &str = "a string that a lenient server reads as a list, past what airlock can read (nested too deep, a number too large)";
-
-/// Why lists in lists are not read past [`MAX_NESTED_LISTS`] for an `allow` rule.
-const LISTS_TOO_DEEP: &str = "lists nested deeper than airlock reads them for an allow rule";
 
 /// Why a number in other digits is not read here.
 const OTHER_DIGITS: &str = "a number written in digits other than ASCII ones (Python's int() reads `\u{ff11}` as 1), which airlock does not read";
@@ -74,38 +74,41 @@ impl Collected {
         }
     }
 
-    /// An `allow` rule's texts: each string and scalar as written, each element of a list (one
-    /// sent as it is, or held in a string), `depth` lists deep; a list deeper than that, or one a
-    /// string holds that cannot be read here, is unreadable (the rule does not hold).
-    fn as_written(&mut self, value: &Value, depth: usize) {
+    /// An `allow` rule's texts: each string and scalar as written, and the keys and values of
+    /// every list and object the value is or holds (one sent as it is, or held in a string, as
+    /// a server acts on them), opening at most `parses` strings deep; a string holding one past
+    /// that, or one airlock cannot read, is unreadable (the rule does not hold).
+    fn as_written(&mut self, value: &Value, parses: usize) {
         match value {
             Value::String(text) => {
                 self.push(text.clone());
                 match json_list(text) {
-                    Listed::Items(items) if depth > 0 => {
-                        for item in &items {
-                            self.as_written(item, depth - 1);
-                        }
-                    }
+                    Listed::Items(inner) if parses > 0 => self.as_written(&inner, parses - 1),
                     Listed::Items(_) | Listed::Unreadable => {
                         self.unreadable.get_or_insert(LIST_PAST_READING);
                     }
                     Listed::NotAList => {}
                 }
             }
-            Value::Array(items) if depth > 0 => {
+            Value::Array(items) => {
                 for item in items {
-                    self.as_written(item, depth - 1);
+                    self.as_written(item, parses);
                 }
             }
-            Value::Array(_) => {
-                self.unreadable.get_or_insert(LISTS_TOO_DEEP);
+            Value::Object(members) => {
+                for (key, member) in members {
+                    self.push(key.clone());
+                    self.as_written(member, parses);
+                }
             }
             other => self.push(other.to_string()),
         }
     }
 
-    fn readings(&mut self, value: &Value, as_path: bool, depth: usize) {
+    /// A `deny`/`ask` rule's texts: every reading of each string and scalar, and of the keys and
+    /// values of every list and object the value is or holds, opening at most `parses` strings
+    /// deep (each one more parse a server would have to choose to make).
+    fn readings(&mut self, value: &Value, as_path: bool, parses: usize) {
         match value {
             Value::String(text) => {
                 self.push(text.clone());
@@ -124,10 +127,8 @@ impl Collected {
                     }
                 }
                 match json_list(text) {
-                    Listed::Items(items) if depth > 0 => {
-                        for item in &items {
-                            self.readings(item, as_path, depth - 1);
-                        }
+                    Listed::Items(inner) if parses > 0 => {
+                        self.readings(&inner, as_path, parses - 1);
                     }
                     Listed::Unreadable => {
                         self.unreadable.get_or_insert(LIST_PAST_READING);
@@ -135,9 +136,15 @@ impl Collected {
                     Listed::Items(_) | Listed::NotAList => {}
                 }
             }
-            Value::Array(items) if depth > 0 => {
+            Value::Array(items) => {
                 for item in items {
-                    self.readings(item, as_path, depth - 1);
+                    self.readings(item, as_path, parses);
+                }
+            }
+            Value::Object(members) => {
+                for (key, member) in members {
+                    self.push(key.clone());
+                    self.readings(member, as_path, parses);
                 }
             }
             Value::Number(number) => {
@@ -280,20 +287,23 @@ fn without_digit_underscores(text: &str) -> Option<String> {
 
 /// What a string that may hold a list holds.
 enum Listed {
-    Items(Vec<Value>),
-    /// It starts like a list but is no JSON a lenient parser reads either.
+    /// The list or object it holds.
+    Items(Value),
+    /// It starts like a list or an object but is no JSON a lenient parser reads either.
     NotAList,
     /// It is a list to Python's `json.loads` but past what airlock reads (nested deeper than
     /// serde's limit, a number past f64).
     Unreadable,
 }
 
-/// `text` parsed as a JSON list the way a lenient server does, when it looks like one. Python's
+/// `text` parsed as a JSON list or object the way a lenient server does, when it looks like one
+/// (the official Python SDK parses a string given for a list, a dict or a model). Python's
 /// `json.loads` also takes `NaN`, `Infinity` and lone surrogate escapes: a text serde refuses is
 /// read again with those made readable, so a list cannot hide an element behind them.
 fn json_list(text: &str) -> Listed {
-    match lenient_json(text, '[') {
-        Lenient::Read(Value::Array(items)) => Listed::Items(items),
+    let opener = if opens_with(text, '{') { '{' } else { '[' };
+    match lenient_json(text, opener) {
+        Lenient::Read(container @ (Value::Array(_) | Value::Object(_))) => Listed::Items(container),
         Lenient::Read(_) | Lenient::NotJson => Listed::NotAList,
         Lenient::Unreadable => Listed::Unreadable,
     }
@@ -467,7 +477,11 @@ mod tests {
     fn a_list_given_as_a_string_is_read_element_by_element_too() {
         let readings = texts(&json!("[\"/secret/x\", \"/ok\"]"), true, true).texts;
         assert_eq!(readings[1..], ["/secret/x".to_string(), "/ok".to_string()]);
-        let nested = texts(&json!(["[\"/a\", \"[\\\"/b\\\"]\"]"]), true, true).texts;
+        // Two parses of strings holding lists are read, not a third.
+        let third = json!(["/b"]).to_string();
+        let second = json!([third]).to_string();
+        let first = json!(["/a", second]).to_string();
+        let nested = texts(&json!([first]), true, true).texts;
         assert!(nested.contains(&"/a".to_string()), "{nested:?}");
         assert!(
             !nested.contains(&"/b".to_string()),
@@ -539,14 +553,47 @@ mod tests {
         assert_eq!(read.unreadable, None);
         let nested = texts(&json!(["[\"/srv/secret/key\"]"]), true, false);
         assert!(nested.texts.contains(&"/srv/secret/key".to_string()));
+        // Lists and objects as they are sent are read whole, however nested; only strings
+        // holding JSON count as parses.
+        let raw = texts(&json!([[["/x"]], {"k": {"j": "/y"}}]), true, false);
+        assert!(raw.texts.contains(&"/x".to_string()) && raw.texts.contains(&"/y".to_string()));
+        assert_eq!(raw.unreadable, None);
+        let inner = json!(["/x"]).to_string();
+        let three_parses = json!([json!([inner]).to_string()]).to_string();
         assert!(
-            texts(&json!("[[[\"/x\"]]]"), true, false)
+            texts(&json!(three_parses), true, false)
                 .unreadable
                 .is_some()
         );
-        assert!(texts(&json!([[["/x"]]]), true, false).unreadable.is_some());
         assert!(texts(&json!("[1e999]"), false, false).unreadable.is_some());
         assert_eq!(texts(&json!("[not json"), true, false).unreadable, None);
+    }
+
+    /// An object (a dict or model to the server) is judged by its keys and values, for both
+    /// kinds of rule, sent as it is or held in a string (a review's bypass:
+    /// `"{\"a\": \"/srv/secret/key\", \"b\": \"/srv/public/a\"}"` allowed by
+    /// `regex = "/srv/public/"`, and a deny rule's prefix never met by an object's text).
+    #[test]
+    fn an_object_is_judged_by_its_keys_and_values() {
+        let held = json!("{\"a\": \"/srv/secret/key\", \"b\": \"/srv/public/a\"}");
+        for every_reading in [false, true] {
+            for value in [
+                &held,
+                &json!({"a": "/srv/secret/key", "b": "/srv/public/a"}),
+            ] {
+                let read = texts(value, true, every_reading);
+                assert!(
+                    read.texts.contains(&"/srv/secret/key".to_string()),
+                    "{read:?}"
+                );
+                assert!(read.texts.contains(&"a".to_string()), "{read:?}");
+            }
+        }
+        assert!(
+            texts(&json!("{\"a\": 1e999}"), false, false)
+                .unreadable
+                .is_some()
+        );
     }
 
     /// Many values cost each one lookup, not one per value seen before.

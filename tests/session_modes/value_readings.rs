@@ -3,7 +3,7 @@
 use super::*;
 
 /// `1e0`, `1.0`, `true` and `" 1"` are all the integer 1 to a lax server (the official Python
-/// SDK's pydantic), and a list sent as a JSON string is parsed into the list: a rule on the
+/// SDK's pydantic), and a list or object sent as a JSON string is parsed into it: a rule on the
 /// number 1, or on the paths of a list, fires on each of those spellings. A value none of whose
 /// readings match still goes through.
 pub(super) fn an_argument_rule_fires_on_every_spelling_a_server_reads_as_the_same(mode: Mode) {
@@ -41,8 +41,14 @@ prefix = "/srv/secret/"
         assert_eq!(answer["result"]["isError"], true, "pid {pid}: {answer}");
         assert!(Client::text(&answer).contains("pid"), "pid {pid}: {answer}");
     }
-    let denied = call(r#"{"text":"x","paths":"[\"/srv/secret/key\"]"}"#);
-    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    for denied in [
+        r#"{"text":"x","paths":"[\"/srv/secret/key\"]"}"#,
+        r#"{"text":"x","paths":{"a":"/srv/secret/key"}}"#,
+        r#"{"text":"x","paths":"{\"a\": \"/srv/secret/key\"}"}"#,
+    ] {
+        let answer = call(denied);
+        assert_eq!(answer["result"]["isError"], true, "{denied}: {answer}");
+    }
     for allowed in [
         r#"{"text":"ok","pid":2.0}"#,
         r#"{"text":"ok","pid":"12"}"#,
@@ -56,14 +62,15 @@ prefix = "/srv/secret/"
         .iter()
         .map(|event| event["decision"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(decisions[..8], vec!["deny"; 8]);
-    assert_eq!(decisions[8..], vec!["allow"; 3]);
+    assert_eq!(decisions[..10], vec!["deny"; 10]);
+    assert_eq!(decisions[10..], vec!["allow"; 3]);
 }
 
-/// An `allow` rule holds for a list sent as a JSON string only if every element does: the
-/// server acts on the elements, not on the string (as written it matched the rule: a review's
-/// bypass, `"[\"/srv/secret/key\", \"/srv/public/a\"]"` under `regex = "/srv/public/"`).
-pub(super) fn an_allow_rule_holds_for_a_list_in_a_string_only_through_every_element(mode: Mode) {
+/// An `allow` rule holds for a list or an object (sent as it is, or as a JSON string) only if
+/// every element, key and value does: the server acts on those, not on the text (as written it
+/// matched the rule: reviews' bypasses, `"[\"/srv/secret/key\", \"/srv/public/a\"]"` and the
+/// same as an object, under `regex = "/srv/public/"`).
+pub(super) fn an_allow_rule_holds_for_a_list_or_object_only_through_every_part(mode: Mode) {
     let setup = Setup::fixture("").policy(
         r#"[tools]
 default = "deny"
@@ -87,6 +94,9 @@ regex = "/srv/public/"
         json!("[\"/srv/secret/key\", \"/srv/public/a\"]"),
         json!(["[\"/srv/secret/key\", \"/srv/public/a\"]"]),
         json!(["/srv/secret/key"]),
+        // A dict to the server (the official Python SDK parses a string given for one).
+        json!("{\"a\": \"/srv/secret/key\", \"b\": \"/srv/public/a\"}"),
+        json!({"a": "/srv/secret/key", "b": "/srv/public/a"}),
     ] {
         let answer = call(denied.clone());
         assert_eq!(answer["result"]["isError"], true, "{denied}: {answer}");
@@ -104,7 +114,10 @@ regex = "/srv/public/"
         .iter()
         .map(|event| event["decision"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(decisions, ["deny", "deny", "deny", "allow", "allow"]);
+    assert_eq!(
+        decisions,
+        ["deny", "deny", "deny", "deny", "deny", "allow", "allow"]
+    );
 }
 
 /// A path through what a process has open (`/proc/self/cwd`, `/dev/fd`) is read by the
