@@ -194,6 +194,23 @@ pub(super) fn a_session_keeps_the_era_of_its_one_handshake(mode: Mode) {
     );
     assert!(Client::text(&client.call(4, &echo, json!({"text": "ok"}))).contains("ok"));
 
+    // A second `initialize` sent before the first is answered is refused too, and the first
+    // still gets its answer (a gateway kept only the later one's id).
+    let (_world, mut client) = start(mode, Setup::fixture(""));
+    let init = |id: i64, version: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
+    };
+    let both = format!("{}\n{}", init(0, "2025-06-18"), init(1, "2025-03-26"));
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{both}").unwrap();
+    stdin.flush().unwrap();
+    let first = client.answer(json!(0), SECS(10));
+    assert_eq!(first["result"]["protocolVersion"], "2025-06-18", "{first}");
+    let second = client.answer(json!(1), SECS(10));
+    assert_eq!(second["error"]["code"], -32600, "{second}");
+
     // No handshake at all: a `_meta` naming 2025-03-26 does not turn batches on.
     let (world, mut client) = start(mode, Setup::fixture(""));
     let echo = world.tool("echo");

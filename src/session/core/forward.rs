@@ -96,6 +96,9 @@ impl Core {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let initialize = method == "initialize";
+        if initialize {
+            self.host.initialize_forwarded = true;
+        }
         let tool_call = method == "tools/call";
         let cacheable = super::era::cacheable(method);
         let about_task = !single && matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel");

@@ -38,9 +38,13 @@ impl Core {
                     return;
                 }
                 // A session has one handshake: a second `initialize` would switch its era (and
-                // with it batches, answer shapes, how input is asked for) under calls in flight.
-                // One that failed may be tried again.
-                if method == "initialize" && self.host.initialized {
+                // with it batches, answer shapes, how input is asked for) under calls in flight,
+                // also one sent before the first is answered (a gateway kept only the later
+                // one's id). One that failed may be tried again.
+                let handshake_begun = self.host.initialized
+                    || self.host.initialize_forwarded
+                    || self.pending_initialize.is_some();
+                if method == "initialize" && handshake_begun {
                     let text = "initialize: this session's handshake is done already, and a session has one (to change the protocol version, start a new session)";
                     self.reply_error(id, code::INVALID_REQUEST, text);
                     return;

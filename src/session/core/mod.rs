@@ -340,6 +340,9 @@ struct HostState {
     /// The host spoke (an `initialize`, or any first request in the stateless era).
     known: bool,
     initialized: bool,
+    /// The host's `initialize` is at the server, not answered yet (`Single`; a gateway answers
+    /// it itself, or keeps it in `pending_initialize`).
+    initialize_forwarded: bool,
     capabilities: Value,
     client_info: Option<Value>,
     /// The era of the request being handled: each request's own (a 2026-07-28 request names

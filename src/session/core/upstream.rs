@@ -135,6 +135,9 @@ impl Core {
         if about_task {
             self.task_progress_ends(index, tasks::ended_in_answer(&message));
         }
+        if initialize {
+            self.host.initialize_forwarded = false;
+        }
         if initialize && let Some(negotiated) = message.at(&["result", "protocolVersion"]) {
             self.host.version = negotiated.as_str().map(str::to_string);
             self.host.handshake_version = self.host.version.clone();
