@@ -499,9 +499,10 @@ fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
     assert!(!stderr.contains("--verbose comes after"), "{stderr}");
 }
 
-/// A `PREFIX_*` family passes its variables but never one that reads like a credential: the
-/// default policy's `LC_*` gives the server `LC_MESSAGES`, not `LC_GITHUB_TOKEN`, which airlock
-/// names as withheld instead (a review found any `LC_` name passed).
+/// The default passes the locale by its names, and a `PREFIX_*` family passes its variables but
+/// never one whose name or value reads like a credential: the server gets `LC_MESSAGES` and
+/// `MY_REGION`, not `LC_GITHUB_TOKEN`, `LC_X` or `MY_NOTE` holding tokens, which airlock names as
+/// withheld instead (reviews found any `LC_` name and value passed).
 #[test]
 fn a_variable_family_passes_no_credential() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -510,9 +511,12 @@ fn a_variable_family_passes_no_credential() {
         .arg("run")
         .arg("--policy")
         .arg(&policy)
-        .args(["--trust", "--", "/bin/sh", "-c", "env >&2"])
+        .args(["--trust", "--allow-env=MY_*", "--", "/bin/sh", "-c", "env >&2"])
         .env("LC_MESSAGES", "C")
         .env("LC_GITHUB_TOKEN", "ghp_do_not_pass_me_0123456789")
+        .env("LC_X", "ghp_nor_me_0123456789abcdefghijklmnopqrstuvwx")
+        .env("MY_REGION", "eu")
+        .env("MY_NOTE", "ghp_nor_this_0123456789abcdefghijklmnopqrstu")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -520,7 +524,8 @@ fn a_variable_family_passes_no_credential() {
         .expect("airlock run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("LC_MESSAGES=C"), "{stderr}");
-    assert!(!stderr.contains("ghp_do_not_pass_me"), "{stderr}");
+    assert!(stderr.contains("MY_REGION=eu"), "{stderr}");
+    assert!(!stderr.contains("ghp_"), "{stderr}");
     assert!(
         stderr.contains("not passed to the server") && stderr.contains("LC_GITHUB_TOKEN"),
         "{stderr}"

@@ -498,7 +498,25 @@ fn tls_trust(env: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
 
 /// What the install step may pass on of airlock's environment: the search path and the locale,
 /// never the names the server's policy passes (its tokens and keys).
-const INSTALL_ENV: &[&str] = &["PATH", "LANG", "LC_*", "TZ", "TERM"];
+const INSTALL_ENV: &[&str] = &[
+    "PATH",
+    "LANG",
+    "TZ",
+    "TERM",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+];
 
 /// The install's plan request: the server's own (same uid, root, limits and runtime), with the
 /// install command, the registry as its only network, the user's TLS trust settings and the

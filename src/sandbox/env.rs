@@ -47,7 +47,7 @@ pub(super) fn build_env(
             .sandbox
             .env
             .iter()
-            .any(|pattern| env_name_matches(&pattern.value, name));
+            .any(|pattern| env_passes(&pattern.value, name, value));
         // HOME and TMPDIR always point at the private dirs, whatever the policy passes.
         if passed && name != "HOME" && name != "TMPDIR" {
             set(&mut env, name, value.clone());
@@ -128,10 +128,11 @@ pub fn withheld_credentials(
 ) -> Vec<String> {
     let mut names: Vec<String> = parent_env
         .iter()
-        .map(|(name, _)| name)
-        .filter(|name| {
-            crate::secret::key_looks_secret(name) && !SESSION_PLUMBING.contains(&name.as_str())
+        .filter(|(name, value)| {
+            (crate::secret::key_looks_secret(name) || crate::secret::value_looks_secret(value))
+                && !SESSION_PLUMBING.contains(&name.as_str())
         })
+        .map(|(name, _)| name)
         .filter(|name| !given.iter().any(|(key, _)| key == *name))
         .cloned()
         .collect();
@@ -190,6 +191,13 @@ fn prefix_path(env: &mut [(String, String)], dirs: &[std::path::PathBuf]) {
     *path = parts.join(":");
 }
 
+/// Whether `pattern` passes the variable `name` with `value`: [`env_name_matches`], and a family
+/// passes no value in a token's shape either (`LC_X=ghp_...`: a review's finding).
+pub fn env_passes(pattern: &str, name: &str, value: &str) -> bool {
+    env_name_matches(pattern, name)
+        && (pattern == name || !crate::secret::value_looks_secret(value))
+}
+
 /// Whether `pattern` (of a policy's `sandbox.env`, or `--allow-env`) passes the variable `name`:
 /// an exact name, or a `PREFIX_*` family (`LC_*` matches `LC_ALL`). A family never passes a name
 /// that reads like a credential: `LC_*` is meant for the locale, not for `LC_GITHUB_TOKEN` (a
@@ -216,6 +224,17 @@ mod tests {
         assert!(!env_name_matches("MYAPP_*", "MYAPP_API_KEY"));
         assert!(env_name_matches("MYAPP_API_KEY", "MYAPP_API_KEY"));
         assert!(!env_name_matches("LC_*", "LANG"));
+        assert!(env_passes("LC_*", "LC_MESSAGES", "C"));
+        assert!(!env_passes(
+            "LC_*",
+            "LC_X",
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+        ));
+        assert!(env_passes(
+            "LC_X",
+            "LC_X",
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+        ));
     }
 
     #[test]
