@@ -703,4 +703,10 @@ fn a_fresh_user_has_no_records_yet_and_a_missing_given_log_is_an_error() {
     let missing = dir.path().join("typo.jsonl");
     let output = airlock(&["audit", missing.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
+    // A log that is gone beside its checkpoint was moved or deleted: an error, not a fresh start.
+    let state = dir.path().join("state/airlock");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("audit.jsonl.checkpoint"), "x").unwrap();
+    let output = airlock(&["audit"]);
+    assert_eq!(output.status.code(), Some(2));
 }

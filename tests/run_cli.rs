@@ -511,7 +511,14 @@ fn a_variable_family_passes_no_credential() {
         .arg("run")
         .arg("--policy")
         .arg(&policy)
-        .args(["--trust", "--allow-env=MY_*", "--", "/bin/sh", "-c", "env >&2"])
+        .args([
+            "--trust",
+            "--allow-env=MY_*",
+            "--",
+            "/bin/sh",
+            "-c",
+            "env >&2",
+        ])
         .env("LC_MESSAGES", "C")
         .env("LC_GITHUB_TOKEN", "ghp_do_not_pass_me_0123456789")
         .env("LC_X", "ghp_nor_me_0123456789abcdefghijklmnopqrstuvwx")

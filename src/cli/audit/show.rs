@@ -400,7 +400,19 @@ fn successor(log: &Path, name: &str) -> Option<File> {
 /// directory", exit 2). A path given on the command line that is not there stays an error: it
 /// may be a typo.
 fn no_records_yet(default_path: bool, path: &std::path::Path) -> bool {
-    let missing = default_path && !path.exists();
+    // A log that ever held records leaves its checkpoint, and rotated files, beside it: without
+    // the log they are an error to report (the log was moved or deleted), not a fresh start.
+    let traces = || {
+        let names = path
+            .parent()
+            .and_then(|dir| std::fs::read_dir(dir).ok())
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok().map(|entry| entry.file_name()));
+        crate::audit::chain::checkpoint_path(path).exists()
+            || !crate::audit::rotate::rotated_siblings(path, names).is_empty()
+    };
+    let missing = default_path && !path.exists() && !traces();
     if missing {
         eprintln!(
             "airlock: no audit records yet: {} is not there (airlock run and airlock serve write it once a server starts)",
