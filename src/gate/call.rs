@@ -266,11 +266,26 @@ impl Gate {
         fx: &mut Effects,
     ) {
         let result = answer.field("result");
+        // `Action` or `Content` beside `action` and `content`: a lenient reader could take either
+        // for the answer; an answer that reads two ways is no yes.
+        let spelled_twice = result.and_then(Value::as_object).is_some_and(|fields| {
+            fields.keys().any(|key| {
+                !matches!(key.as_str(), "action" | "content")
+                    && crate::mcp::lenient::reads_as_one_of(key, &["action", "content"])
+            })
+        });
         let action = result
             .and_then(|r| r.field("action"))
             .and_then(Value::as_str)
             .unwrap_or("error");
-        let (approved, answered) = confirmation(action, result.and_then(|r| r.field("content")));
+        let (approved, answered) = if spelled_twice {
+            (
+                false,
+                "not approved: `action` or `content` spelled otherwise",
+            )
+        } else {
+            confirmation(action, result.and_then(|r| r.field("content")))
+        };
         let reason = format!("host answered: {action} ({answered})");
         self.settle_held(held, approved, reason, answered, now, fx);
     }

@@ -4,7 +4,8 @@ use super::*;
 
 /// An `ask` rule holds the call and asks the host (`elicitation/create`, a boolean `approve`);
 /// only `accept` with `approve` true (or no content) forwards it. An `approve` of `"false"` or
-/// `0`, or one spelled `Approve`, is a "no" (a review found them forwarding the call), and the
+/// `0`, or `approve`, `content` or `action` spelled otherwise too, is a "no" (reviews found them
+/// forwarding the call), and the
 /// audit record of the answer says the call was not approved.
 pub(super) fn only_a_yes_to_a_confirmation_forwards_the_call(mode: Mode) {
     let setup = Setup::fixture("").policy("[tools]\nask = [\"mcp:fixture__echo\"]\n");
@@ -20,12 +21,29 @@ pub(super) fn only_a_yes_to_a_confirmation_forwards_the_call(mode: Mode) {
     client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let echo = world.tool("echo");
     let answers = [
-        (json!({"approve": "false"}), false),
-        (json!({"approve": 0}), false),
-        (json!({"Approve": false}), false),
-        (json!({"approve": true}), true),
+        (
+            json!({"action": "accept", "content": {"approve": "false"}}),
+            false,
+        ),
+        (
+            json!({"action": "accept", "content": {"approve": 0}}),
+            false,
+        ),
+        (
+            json!({"action": "accept", "content": {"Approve": false}}),
+            false,
+        ),
+        (
+            json!({"action": "accept", "Content": {"approve": false}}),
+            false,
+        ),
+        (json!({"action": "accept", "Action": "decline"}), false),
+        (
+            json!({"action": "accept", "content": {"approve": true}}),
+            true,
+        ),
     ];
-    for (id, (content, forwarded)) in (1..).zip(answers) {
+    for (id, (result, forwarded)) in (1..).zip(answers) {
         client.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": echo, "arguments": {"text": "ok"}}}));
         let question = loop {
@@ -34,13 +52,12 @@ pub(super) fn only_a_yes_to_a_confirmation_forwards_the_call(mode: Mode) {
                 break message;
             }
         };
-        client.send(json!({"jsonrpc": "2.0", "id": question["id"],
-            "result": {"action": "accept", "content": content}}));
+        client.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": result}));
         let answer = client.answer(json!(id), SECS(10));
         assert_eq!(
             Client::text(&answer).contains("fixture: ok"),
             forwarded,
-            "{content}: {answer}"
+            "{result}: {answer}"
         );
     }
     let decided: Vec<Value> = world
@@ -48,5 +65,5 @@ pub(super) fn only_a_yes_to_a_confirmation_forwards_the_call(mode: Mode) {
         .iter()
         .map(|event| event["decision"].clone())
         .collect();
-    assert_eq!(decided, ["deny", "deny", "deny", "allow"]);
+    assert_eq!(decided, ["deny", "deny", "deny", "deny", "deny", "allow"]);
 }
