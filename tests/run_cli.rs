@@ -428,7 +428,8 @@ fn a_withheld_credential_is_named_with_the_flag_that_passes_it() {
 
 /// A launch airlock refuses is told to the host as the answer to its first request, fix
 /// included (a host shows its servers' errors, not their stderr: a new user's trial saw only a
-/// server that disconnected), and airlock still exits 2; the same for a policy that does not load.
+/// server that disconnected), and airlock still exits 2; the same for a policy that does not load
+/// and an audit log that cannot be opened, and after notifications the host sent first.
 #[test]
 fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
     use std::io::Write;
@@ -440,11 +441,23 @@ fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
     let good = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "version = 1\n[sandbox]\nrun_az = \"root\"\n").expect("policy");
-    for (policy, expected) in [(&good, "--trust"), (&bad, "run_az")] {
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#;
+    let audit_in_proc = "--audit=/proc/nowhere/audit.jsonl";
+    let cases: [(&PathBuf, Option<&str>, String, &str, i32); 4] = [
+        (&good, None, init.to_string(), "--trust", 2),
+        (&bad, None, init.to_string(), "run_az", 2),
+        // Notifications before the request are passed over.
+        (&good, None, format!("{note}\n{init}"), "--trust", 2),
+        // An audit log that cannot be opened is told too.
+        (&good, Some(audit_in_proc), init.to_string(), "audit", 1),
+    ];
+    for (policy, extra, lines, expected, code) in cases {
         let mut child = airlock(dir.path())
             .arg("run")
             .arg("--policy")
             .arg(policy)
+            .args(extra)
             .arg("--")
             .arg(&tool)
             .stdin(Stdio::piped())
@@ -452,12 +465,11 @@ fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
             .stderr(Stdio::null())
             .spawn()
             .expect("airlock run");
-        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
         let mut stdin = child.stdin.take().expect("stdin");
-        writeln!(stdin, "{init}").expect("write");
+        writeln!(stdin, "{lines}").expect("write");
         let out = child.wait_with_output().expect("wait");
         drop(stdin);
-        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.status.code(), Some(code), "{lines}");
         let said = String::from_utf8_lossy(&out.stdout);
         let answer: Value = serde_json::from_str(said.trim()).expect("one JSON-RPC answer");
         assert_eq!(answer["id"], 0, "{said}");

@@ -54,37 +54,72 @@ fn warn_of_own_flags_after_the_command(server: &str, server_args: &[String]) {
 /// How long a refused `run` waits for the host's first request, to answer it with the refusal.
 const HOST_FIRST_REQUEST_WAIT: Duration = Duration::from_secs(5);
 
+/// The longest line a refused `run` reads while it waits for that request (a host's first
+/// messages are small; a longer one is not read to its end).
+const HOST_FIRST_LINE_AT_MOST: u64 = 1 << 20;
+
 /// `err`, after answering the host's first request with it: a host shows its servers' errors, not
-/// their stderr, so a refused launch (a command off the allowlist, a policy that does not load)
-/// would otherwise show as a server that disconnected, with the fix out of sight. Only when stdin
-/// is not a terminal (a host, not a person), and only an MCP error answer goes to stdout.
+/// their stderr, so a refused launch (a command off the allowlist, a policy that does not load,
+/// an audit log that cannot be opened) would otherwise show as a server that disconnected, with
+/// the fix out of sight. Notifications before it are passed over; a batch gets an answer for each
+/// of its requests. Only when stdin is not a terminal (a host, not a person), for at most
+/// [`HOST_FIRST_REQUEST_WAIT`], and only MCP goes to stdout.
 fn tell_the_host(server: &str, err: CliError) -> CliError {
-    use std::io::{BufRead, IsTerminal, Write};
+    use std::io::{BufRead, IsTerminal, Read, Write};
     if std::io::stdin().is_terminal() {
         return err;
     }
-    let (sender, first) = std::sync::mpsc::channel();
+    let (sender, lines) = std::sync::mpsc::channel::<Vec<u8>>();
     // A thread, so a host that sends nothing costs the wait, not a hang; it ends with airlock.
     std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut line);
-        let _ = sender.send(line);
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            match (&mut stdin)
+                .take(HOST_FIRST_LINE_AT_MOST)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(1..) if sender.send(line).is_ok() => {}
+                _ => break,
+            }
+        }
     });
-    let Ok(line) = first.recv_timeout(HOST_FIRST_REQUEST_WAIT) else {
-        return err;
-    };
-    let Some(id) = serde_json::from_str::<serde_json::Value>(&line)
-        .ok()
-        .filter(|request| request.get("method").is_some())
-        .and_then(|request| request.get("id").cloned())
-    else {
-        return err;
-    };
     let text = format!("airlock did not start server {server:?}: {err}");
-    let answer =
-        crate::mcp::error_response(id, crate::mcp::message::code::SERVER_EXITED, &text, None);
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{answer}").and_then(|()| stdout.flush());
+    let refusal = |id: &serde_json::Value| {
+        crate::mcp::error_response(
+            id.clone(),
+            crate::mcp::message::code::SERVER_EXITED,
+            &text,
+            None,
+        )
+    };
+    let request_id = |message: &serde_json::Value| {
+        message.get("method")?;
+        message.get("id").filter(|id| !id.is_null()).cloned()
+    };
+    let deadline = Instant::now() + HOST_FIRST_REQUEST_WAIT;
+    while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        if !line.ends_with(b"\n") {
+            break;
+        }
+        let answer = match serde_json::from_slice::<serde_json::Value>(&line) {
+            Ok(serde_json::Value::Array(batch)) => {
+                let answers: Vec<serde_json::Value> = batch
+                    .iter()
+                    .filter_map(request_id)
+                    .map(|id| refusal(&id))
+                    .collect();
+                (!answers.is_empty()).then(|| serde_json::Value::Array(answers))
+            }
+            Ok(message) => request_id(&message).map(|id| refusal(&id)),
+            Err(_) => None,
+        };
+        if let Some(answer) = answer {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{answer}").and_then(|()| stdout.flush());
+            break;
+        }
+    }
     err
 }
 
@@ -209,7 +244,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     }
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
-    let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)?;
+    let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)
+        .map_err(|err| tell_the_host(&name, err))?;
     let (program, program_args) = args.command.split_first().ok_or_else(|| {
         CliError::Refused("no server command: write `airlock run CMD ARGS...`".into())
     })?;
