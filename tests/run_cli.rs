@@ -509,6 +509,27 @@ fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
         "{stderr}"
     );
     assert!(!stderr.contains("--verbose comes after"), "{stderr}");
+    // Deno's permission flags are its own: `deno run --allow-net` is said nothing about.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    std::os::unix::fs::symlink("/bin/sh", bin.join("deno")).expect("link");
+    let out = airlock(dir.path())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--trust")
+        .arg(bin.join("deno"))
+        .args(["-c", "exit 0", "deno", "--allow-net", "server.ts"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("airlock run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("comes after the server's command"),
+        "{stderr}"
+    );
 }
 
 /// The default passes the locale by its names, and a `PREFIX_*` family passes its variables but

@@ -33,8 +33,12 @@ use clap::Args;
 /// is the server's (a server may well take a `--name`), which a user who meant it for airlock
 /// would not otherwise learn (a new user's trial put `--allow-read` there and was told to
 /// grant it with `--allow-read`).
-fn warn_of_own_flags_after_the_command(server: &str, server_args: &[String]) {
+fn warn_of_own_flags_after_the_command(server: &str, program: &str, server_args: &[String]) {
     use clap::Args as _;
+    // Deno's own permission flags are spelt as airlock's (`deno run --allow-net ...`).
+    if std::path::Path::new(program).file_name() == Some(std::ffi::OsStr::new("deno")) {
+        return;
+    }
     let own = RunArgs::augment_args(clap::Command::new("run"));
     let flags: Vec<String> = own
         .get_arguments()
@@ -249,7 +253,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     let (program, program_args) = args.command.split_first().ok_or_else(|| {
         CliError::Refused("no server command: write `airlock run CMD ARGS...`".into())
     })?;
-    warn_of_own_flags_after_the_command(&name, program_args);
+    warn_of_own_flags_after_the_command(&name, program, program_args);
     let server = ServerConfig::stdio(&name, program, program_args, args.server.trust);
     let context = LaunchContext::for_command_line(&policy, audit_path.as_deref());
     let launch = process_launch::prepare(&server, &policy, &context).map_err(|err| match err {

@@ -123,6 +123,11 @@ pub(super) fn parse(
 ) -> Result<Parsed, SourceError> {
     // VS Code's and Zed's files are JSON with comments and trailing commas: read as the plain
     // JSON they stand for, every line and column where it is in the file.
+    // A byte order mark (an editor may save one) is three bytes of nothing to a JSON reader.
+    let without_mark = text
+        .strip_prefix('\u{feff}')
+        .map(|rest| format!("   {rest}"));
+    let text = without_mark.as_deref().unwrap_or(text);
     let plain = crate::install::jsonc::as_plain_json(text);
     let had_comments = plain.is_some();
     let text = plain.as_deref().unwrap_or(text);

@@ -222,7 +222,7 @@ pub fn parse(
 ) -> Result<Config, SourceError> {
     // JSON (with comments, as VS Code's): `{` first, or a `//` or `/*` comment, which TOML
     // never starts with (its comments start with `#`).
-    let start = text.trim_start();
+    let start = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
     let looks_like_json = ["{", "//", "/*"]
         .iter()
         .any(|opener| start.starts_with(opener));

@@ -256,4 +256,12 @@ fn check_reads_json_with_comments_and_trailing_commas() {
         "{}",
         stderr(&output)
     );
+
+    // A byte order mark, as an editor may save one.
+    let marked = scratch.write(
+        "mcp.json",
+        "\u{feff}{\"servers\": {\"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/tmp\"]}}}\n",
+    );
+    let output = scratch.airlock(&["check", "--config", marked.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }
