@@ -710,3 +710,34 @@ fn a_fresh_user_has_no_records_yet_and_a_missing_given_log_is_an_error() {
     let output = airlock(&["audit"]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// `airlock audit -f` before anything ran waits for the log (as `tail -F` does) and follows the
+/// first session's records, instead of failing on a missing file.
+#[test]
+fn following_a_log_that_is_not_there_yet_waits_for_it() {
+    let world = World::new();
+    let mut follower = world
+        .command(&["audit", "-f", "--json", "--event", "exit"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        follower.try_wait().unwrap().is_none(),
+        "still waiting for the log"
+    );
+    run_default(&world, &[("echo", json!({"text": "first"}))]);
+    let (sender, lines) = std::sync::mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let first = lines.recv_timeout(Duration::from_secs(10));
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+    let first = first.expect("the first session's exit record");
+    assert!(first.contains("\"event\":\"exit\""), "{first}");
+}

@@ -87,6 +87,16 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, CliError> {
     if !args.follow && no_records_yet(args.file.is_none(), &path) {
         return Ok(ExitCode::SUCCESS);
     }
+    if args.follow && !path.exists() {
+        // As `tail -F`: the log appears when the first session writes it.
+        eprintln!(
+            "airlock: {} is not there yet: waiting for it (airlock run and airlock serve write it once a server starts)",
+            path.display()
+        );
+        while !path.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut skipped = 0u64;
