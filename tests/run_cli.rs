@@ -85,6 +85,22 @@ fn fixture_run_stderr_without(
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `airlock run --policy POLICY ARGS...` with `env` added and stdin empty: its stderr.
+fn run_stderr(dir: &Path, policy: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = airlock(dir)
+        .arg("run")
+        .arg("--policy")
+        .arg(policy)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("airlock run");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["event"] == kind).count()
 }
@@ -485,11 +501,10 @@ fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
 fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
-    let out = airlock(dir.path())
-        .arg("run")
-        .arg("--policy")
-        .arg(&policy)
-        .args([
+    let stderr = run_stderr(
+        dir.path(),
+        &policy,
+        &[
             "--trust",
             "/bin/sh",
             "-c",
@@ -497,13 +512,9 @@ fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
             "sh",
             "--allow-read=/etc",
             "--verbose",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("airlock run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        ],
+        &[],
+    );
     assert!(
         stderr.contains("--allow-read=/etc comes after the server's command"),
         "{stderr}"
@@ -513,19 +524,21 @@ fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).expect("bin");
     std::os::unix::fs::symlink("/bin/sh", bin.join("deno")).expect("link");
-    let out = airlock(dir.path())
-        .arg("run")
-        .arg("--policy")
-        .arg(&policy)
-        .arg("--trust")
-        .arg(bin.join("deno"))
-        .args(["-c", "exit 0", "deno", "--allow-net", "server.ts"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("airlock run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let deno = bin.join("deno").display().to_string();
+    let stderr = run_stderr(
+        dir.path(),
+        &policy,
+        &[
+            "--trust",
+            &deno,
+            "-c",
+            "exit 0",
+            "deno",
+            "--allow-net",
+            "server.ts",
+        ],
+        &[],
+    );
     assert!(
         !stderr.contains("comes after the server's command"),
         "{stderr}"
@@ -540,29 +553,25 @@ fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
 fn a_variable_family_passes_no_credential() {
     let dir = tempfile::tempdir().expect("tempdir");
     let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
-    let out = airlock(dir.path())
-        .arg("run")
-        .arg("--policy")
-        .arg(&policy)
-        .args([
+    let stderr = run_stderr(
+        dir.path(),
+        &policy,
+        &[
             "--trust",
             "--allow-env=MY_*",
             "--",
             "/bin/sh",
             "-c",
             "env >&2",
-        ])
-        .env("LC_MESSAGES", "C")
-        .env("LC_GITHUB_TOKEN", "ghp_do_not_pass_me_0123456789")
-        .env("LC_X", "ghp_nor_me_0123456789abcdefghijklmnopqrstuvwx")
-        .env("MY_REGION", "eu")
-        .env("MY_NOTE", "ghp_nor_this_0123456789abcdefghijklmnopqrstu")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("airlock run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        ],
+        &[
+            ("LC_MESSAGES", "C"),
+            ("LC_GITHUB_TOKEN", "ghp_do_not_pass_me_0123456789"),
+            ("LC_X", "ghp_nor_me_0123456789abcdefghijklmnopqrstuvwx"),
+            ("MY_REGION", "eu"),
+            ("MY_NOTE", "ghp_nor_this_0123456789abcdefghijklmnopqrstu"),
+        ],
+    );
     assert!(stderr.contains("LC_MESSAGES=C"), "{stderr}");
     assert!(stderr.contains("MY_REGION=eu"), "{stderr}");
     assert!(!stderr.contains("ghp_"), "{stderr}");
