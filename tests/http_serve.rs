@@ -621,3 +621,23 @@ fn airlock_test_opens_a_session_with_a_listening_gateway() {
         "{stdout}"
     );
 }
+
+/// A session has one handshake over HTTP too: a second `initialize` on an open session is
+/// refused (-32600) and its version stays (a review had it switch the session to another).
+#[test]
+fn a_sessions_second_initialize_is_refused_over_http() {
+    let world = World::new();
+    let gateway = world.listen(&fixture_server(), &[]);
+    let id = session(&gateway.url, &[]);
+    let headers = [("mcp-session-id", id.as_str())];
+    let mut again = initialize("2025-03-26");
+    again["id"] = json!(1);
+    let reply = post(&gateway.url, &headers, &again);
+    assert_eq!(reply.json()["error"]["code"], -32600, "{}", reply.body);
+    let answer = post(
+        &gateway.url,
+        &headers,
+        &call(2, "fixture__echo", json!({"text": "still"})),
+    );
+    assert!(text_of(&answer.json()).contains("still"), "{}", answer.body);
+}

@@ -351,6 +351,24 @@ impl Mux {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .map(String::from);
+        // A session has one handshake, as on stdio: a second `initialize` (answered, or waiting
+        // for the gateway's) would change the version and capabilities it was answered with.
+        let answered = self
+            .clients
+            .get(&key)
+            .is_some_and(|client| client.version.is_some());
+        let waiting = matches!(&self.handshake, Handshake::Waiting(waiting)
+            if waiting.iter().any(|(waiting_key, _, _)| *waiting_key == key));
+        if answered || waiting {
+            let text = "initialize: this session's handshake is under way or done, and a session has one (to change the protocol version, start a new session)";
+            let refusal = crate::mcp::error_response(
+                id,
+                crate::mcp::message::code::INVALID_REQUEST,
+                text,
+                None,
+            );
+            return vec![to(key, refusal, None)];
+        }
         if let Some(client) = self.clients.get_mut(&key) {
             client.capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
         }

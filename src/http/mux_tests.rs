@@ -623,3 +623,20 @@ fn a_tasks_question_is_never_put_on_another_clients_call() {
         got[0].1
     );
 }
+
+/// A session has one handshake: its second `initialize`, answered or waiting, is refused, and
+/// its version stays the one it was answered with (a review had a second one switch it).
+#[test]
+fn a_sessions_second_initialize_is_refused() {
+    let mut mux = mux_with(&[(1, None)]);
+    let sent = core_msgs(&mux.from_client(1, init(0, "2025-06-18", json!({}))));
+    let waiting = session_msgs(&mux.from_client(1, init(1, "2025-03-26", json!({}))));
+    assert_eq!(waiting[0].1["error"]["code"], -32600, "{waiting:?}");
+    let mut answer =
+        json!({"jsonrpc":"2.0","result":{"protocolVersion":"2025-06-18","capabilities":{}}});
+    answer["id"] = sent[0]["id"].clone();
+    let got = session_msgs(&mux.from_core(answer));
+    assert_eq!(got[0].1["result"]["protocolVersion"], "2025-06-18");
+    let again = session_msgs(&mux.from_client(1, init(2, "2025-03-26", json!({}))));
+    assert_eq!(again[0].1["error"]["code"], -32600, "{again:?}");
+}
