@@ -567,13 +567,15 @@ fn a_variable_family_passes_no_credential() {
         &[
             ("LC_MESSAGES", "C"),
             ("LC_GITHUB_TOKEN", "ghp_do_not_pass_me_0123456789"),
-            ("LC_X", "ghp_nor_me_0123456789abcdefghijklmnopqrstuvwx"),
+            ("LC_X", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"),
             ("MY_REGION", "eu"),
-            ("MY_NOTE", "ghp_nor_this_0123456789abcdefghijklmnopqrstu"),
+            ("MY_MODEL", "sk-large-v2"),
+            ("MY_NOTE", "ghp_9876543210abcdefghijklmnopqrstuvwxyz"),
         ],
     );
     assert!(stderr.contains("LC_MESSAGES=C"), "{stderr}");
     assert!(stderr.contains("MY_REGION=eu"), "{stderr}");
+    assert!(stderr.contains("MY_MODEL=sk-large-v2"), "{stderr}");
     assert!(!stderr.contains("ghp_"), "{stderr}");
     assert!(
         stderr.contains("not passed to the server") && stderr.contains("LC_GITHUB_TOKEN"),

@@ -129,7 +129,7 @@ pub fn withheld_credentials(
     let mut names: Vec<String> = parent_env
         .iter()
         .filter(|(name, value)| {
-            (crate::secret::key_looks_secret(name) || crate::secret::value_looks_secret(value))
+            (crate::secret::key_looks_secret(name) || crate::secret::any_token_shape(value))
                 && !SESSION_PLUMBING.contains(&name.as_str())
         })
         .map(|(name, _)| name)
@@ -194,8 +194,7 @@ fn prefix_path(env: &mut [(String, String)], dirs: &[std::path::PathBuf]) {
 /// Whether `pattern` passes the variable `name` with `value`: [`env_name_matches`], and a family
 /// passes no value in a token's shape either (`LC_X=ghp_...`: a review's finding).
 pub fn env_passes(pattern: &str, name: &str, value: &str) -> bool {
-    env_name_matches(pattern, name)
-        && (pattern == name || !crate::secret::value_looks_secret(value))
+    env_name_matches(pattern, name) && (pattern == name || !crate::secret::any_token_shape(value))
 }
 
 /// Whether `pattern` (of a policy's `sandbox.env`, or `--allow-env`) passes the variable `name`:
@@ -235,6 +234,9 @@ mod tests {
             "LC_X",
             "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
         ));
+        // A token's whole shape, not its first letters: a model name is no key.
+        assert!(env_passes("MYAPP_*", "MYAPP_MODEL", "sk-large-v2"));
+        assert!(env_passes("MYAPP_*", "MYAPP_CACHE", "hf_cache"));
     }
 
     #[test]
