@@ -460,11 +460,12 @@ fn a_refused_launch_answers_the_hosts_first_request_with_the_fix() {
     let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     let note = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#;
     let audit_in_proc = "--audit=/proc/nowhere/audit.jsonl";
+    let odd = r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#;
     let cases: [(&PathBuf, Option<&str>, String, &str, i32); 4] = [
         (&good, None, init.to_string(), "--trust", 2),
         (&bad, None, init.to_string(), "run_az", 2),
-        // Notifications before the request are passed over.
-        (&good, None, format!("{note}\n{init}"), "--trust", 2),
+        // Notifications, and a request with an id no answer can name, are passed over.
+        (&good, None, format!("{note}\n{odd}\n{init}"), "--trust", 2),
         // An audit log that cannot be opened is told too.
         (&good, Some(audit_in_proc), init.to_string(), "audit", 1),
     ];
@@ -535,14 +536,13 @@ fn an_airlock_flag_after_the_command_is_named_as_the_servers() {
             "exit 0",
             "deno",
             "--allow-net",
+            "--policy=x",
             "server.ts",
         ],
         &[],
     );
-    assert!(
-        !stderr.contains("comes after the server's command"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("--allow-net comes after"), "{stderr}");
+    assert!(stderr.contains("--policy=x comes after"), "{stderr}");
 }
 
 /// The default passes the locale by its names, and a `PREFIX_*` family passes its variables but

@@ -36,9 +36,7 @@ use clap::Args;
 fn warn_of_own_flags_after_the_command(server: &str, program: &str, server_args: &[String]) {
     use clap::Args as _;
     // Deno's own permission flags are spelt as airlock's (`deno run --allow-net ...`).
-    if std::path::Path::new(program).file_name() == Some(std::ffi::OsStr::new("deno")) {
-        return;
-    }
+    let deno = std::path::Path::new(program).file_name() == Some(std::ffi::OsStr::new("deno"));
     let own = RunArgs::augment_args(clap::Command::new("run"));
     let flags: Vec<String> = own
         .get_arguments()
@@ -46,6 +44,9 @@ fn warn_of_own_flags_after_the_command(server: &str, program: &str, server_args:
         .collect();
     for arg in server_args {
         let flag = arg.split_once('=').map_or(arg.as_str(), |(flag, _)| flag);
+        if deno && flag.starts_with("--allow-") {
+            continue;
+        }
         if flags.iter().any(|own| own == flag) {
             tracing::warn!(
                 server = %server,
@@ -97,9 +98,13 @@ fn tell_the_host(server: &str, err: CliError) -> CliError {
             None,
         )
     };
+    // Only a request a host could match an answer to: an id that is a string or a number.
     let request_id = |message: &serde_json::Value| {
         message.get("method")?;
-        message.get("id").filter(|id| !id.is_null()).cloned()
+        message
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+            .cloned()
     };
     let deadline = Instant::now() + HOST_FIRST_REQUEST_WAIT;
     while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {

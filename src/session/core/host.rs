@@ -45,7 +45,7 @@ impl Core {
                     || self.host.initialize_forwarded
                     || self.pending_initialize.is_some();
                 if method == "initialize" && handshake_begun {
-                    let text = "initialize: this session's handshake is done already, and a session has one (to change the protocol version, start a new session)";
+                    let text = "initialize: this session's handshake is under way or done, and a session has one (to change the protocol version, start a new session)";
                     self.reply_error(id, code::INVALID_REQUEST, text);
                     return;
                 }
