@@ -32,7 +32,7 @@ pub const SECRET_KEY_FRAGMENTS: [&str; 14] = [
 
 /// Words that mark a key secret only as a whole word of it (split at `-`, `_`, `.` and
 /// camelCase): `OPENAI_KEY`, `X-Auth`, `pwd`; but not `author`, `keyboard` or `passenger`.
-pub const SECRET_KEY_WORDS: [&str; 6] = ["auth", "key", "pwd", "pw", "pass", "session"];
+pub const SECRET_KEY_WORDS: [&str; 7] = ["auth", "key", "pwd", "pw", "pass", "session", "creds"];
 
 /// A well-known credential format.
 #[derive(Debug, Clone, Copy)]
@@ -335,6 +335,8 @@ const YAML_PAIR: &str = r#"(?m)^[ \t]*(?:-[ \t]+)?([A-Za-z0-9_.\-]+)[ \t]*:[ \t]
 // `NAME=value` or `--name=value` inside a word.
 const ASSIGNED: &str = r#"([A-Za-z0-9_.\-]+)=([^\s"',;]+)"#;
 const AUTH_SCHEME: &str = r#"(?i)\b(?:basic|bearer|token|digest)\s+([A-Za-z0-9+/=._~\-]{6,})"#;
+// An HTTP header as one quoted argument (`"--header", "X-Api-Key: value"`).
+const HEADER_IN_STRING: &str = r#""([A-Za-z0-9_\-]+):[ \t]*((?:[^"\\\n]|\\.)+)""#;
 const URL: &str = r#"[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+"#;
 
 /// One rule of [`mask_in_config_text`]: its pattern, compiled at its first use, and what a
@@ -383,6 +385,10 @@ static YAML_PAIR_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(YAML_PAIR).ok()),
     could_match: |text| text.contains(": ") || text.contains(":\t"),
 };
+static HEADER_RULE: ConfigTextRule = ConfigTextRule {
+    compiled: LazyLock::new(|| Regex::new(HEADER_IN_STRING).ok()),
+    could_match: |text| text.contains(':'),
+};
 static URL_RULE: ConfigTextRule = ConfigTextRule {
     compiled: LazyLock::new(|| Regex::new(URL).ok()),
     could_match: |text| text.contains("://"),
@@ -416,6 +422,11 @@ fn masked_config_text(text: &str) -> Option<String> {
     }
     if let Some(flag_then_value) = FLAG_THEN_VALUE_RULE.for_text(&masked)? {
         masked = mask_groups(&masked, flag_then_value, |found| {
+            key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
+        });
+    }
+    if let Some(header) = HEADER_RULE.for_text(&masked)? {
+        masked = mask_groups(&masked, header, |found| {
             key_looks_secret(&found[1]).then(|| found.get(2)).flatten()
         });
     }

@@ -105,6 +105,15 @@ fn config_text_shows_no_secret() {
             r#""API Key Header": "spaced-key-secret""#,
             "spaced-key-secret",
         ),
+        // A header as one argument, and a key named for credentials (a review's leaks).
+        (
+            r#""args": ["--header", "X-Api-Key: plainsecretvalue99"]"#,
+            "plainsecretvalue99",
+        ),
+        (
+            r#""MY_CREDS": "opaque-credential-zzz""#,
+            "opaque-credential-zzz",
+        ),
     ];
     for (text, secret) in cases {
         let shown = mask_in_config_text(text);
