@@ -195,3 +195,41 @@ fn a_key_written_twice_in_a_host_file_stops_the_install_where_it_is() {
     );
     assert_eq!(after, before);
 }
+
+/// Uninstall unwraps the entries install wrapped and no others: a wrapper of the user's own
+/// under the same key in another of Claude Code's server maps (a project's) keeps its options,
+/// also when the host rewrote the file in between (a review found it unwrapped, its server left
+/// running with no airlock).
+#[test]
+fn uninstall_leaves_a_users_own_wrapper_under_the_same_key_in_another_map() {
+    let project = Project::new();
+    let file = project.home.join(".claude.json");
+    let own = json!({"command": AIRLOCK, "args": ["run", "--name", "mine", "--trust", "--",
+        "python3", "-m", "mine"]});
+    let before = json!({"mcpServers": {"g": {"command": "python3", "args": ["-m", "g"]}},
+        "projects": {"/home/me/app": {"mcpServers": {"g": own}}}});
+    std::fs::write(&file, serde_json::to_string_pretty(&before).unwrap()).unwrap();
+    let airlock = |verb: &str| {
+        Command::new(AIRLOCK)
+            .args([verb, "claude-code"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &project.home)
+            .env("XDG_CONFIG_HOME", project.home.join(".config"))
+            .env("XDG_STATE_HOME", project.home.join(".local/state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", project.home.join("no-org-policy"))
+            .output()
+            .unwrap()
+    };
+    let installed = airlock("install");
+    assert!(installed.status.success(), "{installed:?}");
+    let wrapped: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(wrapped["mcpServers"]["g"]["command"], AIRLOCK);
+    // The host rewrites the file (as Claude Code does), so it cannot be restored byte for byte.
+    std::fs::write(&file, serde_json::to_string(&wrapped).unwrap()).unwrap();
+    let undone = airlock("uninstall");
+    assert!(undone.status.success(), "{undone:?}");
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(after["mcpServers"]["g"]["command"], "python3");
+    assert_eq!(after["projects"]["/home/me/app"]["mcpServers"]["g"], own);
+}

@@ -468,6 +468,7 @@ fn commit_install(
         before_sha256: record::sha256_hex(before.as_bytes()),
         written_sha256: record::sha256_hex(after.as_bytes()),
         wrapped: planned.rewrite.wrapped(),
+        keys_with_maps: true,
         moved: planned
             .rewrite
             .removed
@@ -582,6 +583,7 @@ fn unwrap_remaining(
     let airlock = airlock_command()?;
     let scope = UninstallScope {
         wrapped: saved.map(|_| names.as_slice()),
+        keys_with_maps: remaining.iter().all(|step| step.keys_with_maps),
         gateway,
         airlock: &airlock,
     };

@@ -320,11 +320,40 @@ fn unmovable(remote: &RemoteFacts) -> Option<String> {
         .map(|(key, _)| format!("header {key:?} uses a variable only the host can fill"))
 }
 
+/// How an install records an entry it wrapped: its key in the file's main server map, and its
+/// map's place with its key in any other (Claude Code's per-project maps), so an uninstall
+/// unwraps that entry only, not a wrapper of the user's own under the same key in another map
+/// (a review found one removed, and its server left running with no airlock).
+pub fn recorded_as(facts: &EntryFacts) -> String {
+    if facts.map == 0 {
+        facts.name.clone()
+    } else {
+        format!("{}{MAP_SEPARATOR}{}", facts.map_label, facts.name)
+    }
+}
+
+/// Between a map's place and a key in [`recorded_as`]: no key or map label has it.
+const MAP_SEPARATOR: char = '\u{1f}';
+
+/// Whether the install record `wrapped` names this entry. A record written before entries of
+/// other maps were recorded with their map (`keys_with_maps` false) holds keys alone: then a key
+/// names it in any map.
+fn recorded(wrapped: &[String], keys_with_maps: bool, facts: &EntryFacts) -> bool {
+    if keys_with_maps || facts.map == 0 {
+        let this = recorded_as(facts);
+        wrapped.contains(&this)
+    } else {
+        wrapped.contains(&facts.name)
+    }
+}
+
 /// Which entries an uninstall undoes.
 #[derive(Debug, Clone, Copy)]
 pub struct UninstallScope<'a> {
     /// The names the install being undone wrapped; `None`: every `airlock run` entry.
     pub wrapped: Option<&'a [String]>,
+    /// Whether those names carry their map ([`recorded_as`]); records written before do not.
+    pub keys_with_maps: bool,
     /// The name of the gateway entry that install added, if any.
     pub gateway: Option<&'a str>,
     /// The running airlock's own path (see [`airlock_use`]).
@@ -340,7 +369,7 @@ pub fn decide_uninstall(facts: &EntryFacts, scope: UninstallScope<'_>) -> Action
         Some(AirlockUse::Run { inner }) => {
             let ours = scope
                 .wrapped
-                .is_none_or(|names| names.iter().any(|n| n == &facts.name));
+                .is_none_or(|names| recorded(names, scope.keys_with_maps, facts));
             if ours {
                 Action::Unwrap {
                     command: args[inner].clone(),
@@ -466,6 +495,7 @@ mod tests {
         );
         let scope = UninstallScope {
             wrapped: None,
+            keys_with_maps: true,
             gateway: None,
             airlock: "/usr/local/bin/airlock",
         };
@@ -482,6 +512,7 @@ mod tests {
         let names = strings(&["other"]);
         let scope = UninstallScope {
             wrapped: Some(&names),
+            keys_with_maps: true,
             gateway: None,
             airlock: "/usr/local/bin/airlock",
         };
@@ -494,6 +525,35 @@ mod tests {
             decide_uninstall(&plain, scope),
             Action::Keep(Kept::NotWrapped)
         );
+        // The same key in another map (Claude Code's per-project servers) is another entry.
+        let wrapped = stdio("g", "airlock", &["run", "--", "node", "x.js"], &[]);
+        let mut in_project = wrapped.clone();
+        in_project.map = 1;
+        in_project.map_label = "projects./app.mcpServers".into();
+        let names = vec![recorded_as(&wrapped), "other-map\u{1f}x".to_string()];
+        let scope = UninstallScope {
+            wrapped: Some(&names),
+            ..scope
+        };
+        assert!(matches!(
+            decide_uninstall(&wrapped, scope),
+            Action::Unwrap { .. }
+        ));
+        assert_eq!(
+            decide_uninstall(&in_project, scope),
+            Action::Keep(Kept::NotOurs)
+        );
+        // A record of keys alone (written before) still names the key in any map.
+        let legacy = strings(&["g"]);
+        let scope = UninstallScope {
+            wrapped: Some(&legacy),
+            keys_with_maps: false,
+            ..scope
+        };
+        assert!(matches!(
+            decide_uninstall(&in_project, scope),
+            Action::Unwrap { .. }
+        ));
     }
 
     #[test]

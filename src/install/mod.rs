@@ -39,7 +39,7 @@ impl Rewrite {
         self.entries
             .iter()
             .filter(|(_, action)| matches!(action, Action::Wrap { .. } | Action::Repoint { .. }))
-            .map(|(facts, _)| facts.name.clone())
+            .map(|(facts, _)| entry::recorded_as(facts))
             .collect()
     }
 }

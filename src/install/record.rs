@@ -35,8 +35,12 @@ pub struct Step {
     pub backup: PathBuf,
     pub before_sha256: String,
     pub written_sha256: String,
-    /// Entries this install wrapped.
+    /// Entries this install wrapped ([`super::entry::recorded_as`]).
     pub wrapped: Vec<String>,
+    /// Whether `wrapped` names entries of other maps with their map (false in records written
+    /// before they did).
+    #[serde(default)]
+    pub keys_with_maps: bool,
     /// Entries it moved behind the gateway.
     #[serde(default)]
     pub moved: Vec<SavedEntry>,
@@ -241,6 +245,7 @@ mod tests {
             before_sha256: sha256_hex(before),
             written_sha256: sha256_hex(written),
             wrapped: vec![],
+            keys_with_maps: true,
             moved: vec![],
             gateway: None,
         }

@@ -36,6 +36,7 @@ fn uninstall_all(id: &str, text: &str) -> Rewrite {
     let file = &host.files[0];
     let scope = UninstallScope {
         wrapped: None,
+        keys_with_maps: true,
         gateway: None,
         airlock: "/usr/local/bin/airlock",
     };
@@ -97,7 +98,11 @@ const CLAUDE_CODE: &str = r#"{
 #[test]
 fn claude_code_wraps_user_and_per_project_servers_and_leaves_the_rest_byte_for_byte() {
     let done = install("claude-code", CLAUDE_CODE);
-    assert_eq!(done.wrapped(), strings(&["fs", "db"]));
+    // A per-project entry is recorded with its map: uninstall undoes that entry only.
+    assert_eq!(
+        done.wrapped(),
+        strings(&["fs", "projects./home/me/app.mcpServers\u{1f}db"])
+    );
     let (command, args) = argv("claude-code", &done.text, "fs");
     assert_eq!(command, AIRLOCK);
     assert_eq!(
@@ -314,6 +319,7 @@ fn gateway_moves_remote_servers_behind_airlock_serve_and_uninstall_puts_them_bac
 
     let scope = UninstallScope {
         wrapped: Some(&["local".to_string()]),
+        keys_with_maps: true,
         gateway: Some(GATEWAY_ENTRY),
         airlock: "/usr/local/bin/airlock",
     };
