@@ -126,6 +126,7 @@ fn to_json(text: &str, node: &jsonc::Node) -> Value {
             Value::Array(items.iter().map(|i| to_json(text, i)).collect())
         }
         jsonc::Value::String(s) => Value::String(s.clone()),
+        jsonc::Value::Bool(flag) => Value::Bool(*flag),
         jsonc::Value::Scalar => serde_json::from_str(&text[node.span.clone()]).unwrap(),
     }
 }

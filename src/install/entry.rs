@@ -30,6 +30,10 @@ pub struct RemoteFacts {
     /// Legacy HTTP+SSE rather than Streamable HTTP.
     pub sse: bool,
     pub headers: Vec<(String, String)>,
+    /// The entry's keys a gateway's server config cannot carry (switched off: `disabled`, or
+    /// `enabled = false`; Codex's tool filters, headers from variables, timeouts): moving it would
+    /// connect a server the user switched off, or drop what the user set, without a word.
+    pub not_carried: Vec<String>,
 }
 
 /// One entry of one server map.
@@ -309,6 +313,12 @@ pub fn decide_install(
 
 /// Why a remote entry cannot move behind `airlock serve`, if it cannot.
 fn unmovable(remote: &RemoteFacts) -> Option<String> {
+    if !remote.not_carried.is_empty() {
+        return Some(format!(
+            "the gateway cannot carry its {} (a switched-off server would be connected, a setting dropped)",
+            remote.not_carried.join(", ")
+        ));
+    }
     let host_only = |value: &str| value.contains("${input:") || value.contains("${workspace");
     if host_only(&remote.url) {
         return Some("its url uses a variable only the host can fill".into());
@@ -563,6 +573,7 @@ mod tests {
             map_label: "mcpServers".into(),
             name: "linear".into(),
             shape: Shape::Remote(RemoteFacts {
+                not_carried: Vec::new(),
                 url: url.into(),
                 sse: false,
                 headers: vec![],

@@ -135,7 +135,20 @@ fn remote_facts(entry: &Node, host: &Host) -> Option<RemoteFacts> {
         .iter()
         .filter_map(|m| Some((m.key.clone(), m.value.as_str()?.to_string())))
         .collect();
-    Some(RemoteFacts { url, sse, headers })
+    // Cursor's and Windsurf's `disabled: true`, another host's `enabled: false`: switched off.
+    let mut not_carried = Vec::new();
+    if entry.get("disabled").and_then(Node::as_bool) == Some(true) {
+        not_carried.push("`disabled`".to_string());
+    }
+    if entry.get("enabled").and_then(Node::as_bool) == Some(false) {
+        not_carried.push("`enabled = false`".to_string());
+    }
+    Some(RemoteFacts {
+        url,
+        sse,
+        headers,
+        not_carried,
+    })
 }
 
 fn shape(entry: &Node, host: &Host) -> Shape {

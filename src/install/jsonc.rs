@@ -17,7 +17,9 @@ pub enum Value {
     Object(Vec<Member>),
     Array(Vec<Node>),
     String(String),
-    /// Numbers, `true`, `false`, `null`: airlock never needs their value.
+    /// `true` or `false` (a server entry's `disabled`, `enabled`).
+    Bool(bool),
+    /// Numbers and `null`: airlock never needs their value.
     Scalar,
 }
 
@@ -53,6 +55,13 @@ impl Node {
 
     pub fn member(&self, key: &str) -> Option<&Member> {
         self.members()?.iter().find(|member| member.key == key)
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match &self.value {
+            Value::Bool(flag) => Some(*flag),
+            _ => None,
+        }
     }
 
     pub fn as_str(&self) -> Option<&str> {
@@ -243,7 +252,9 @@ impl Parser<'_> {
         let word = &self.text[start..self.pos];
         let number = word.starts_with(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
             && word.parse::<f64>().is_ok();
-        if number || matches!(word, "true" | "false" | "null") {
+        if matches!(word, "true" | "false") {
+            Ok(Value::Bool(word == "true"))
+        } else if number || word == "null" {
             Ok(Value::Scalar)
         } else {
             self.pos = start;

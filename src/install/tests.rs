@@ -662,3 +662,60 @@ fn a_key_written_twice_stops_the_install_only_where_install_reads() {
         assert_eq!(&text[err.offset.unwrap()..][..key.len()], key, "{text}");
     }
 }
+
+/// A remote server switched off, or with settings no gateway config carries, stays where it is
+/// with `--gateway`: moved, it would be connected, or its settings dropped, without a word (a
+/// review found Cursor's `disabled` and Codex's `enabled = false` and tool filters dropped).
+#[test]
+fn gateway_leaves_a_switched_off_remote_server_where_it_is() {
+    let options = |name: &str| InstallOptions {
+        airlock: AIRLOCK.into(),
+        gateway_config: Some(PathBuf::from(format!(
+            "/home/me/.config/airlock/hosts/{name}.toml"
+        ))),
+        gateway_existing: None,
+        project: None,
+    };
+    let cursor = host("cursor");
+    let text = r#"{"mcpServers": {"off": {"url": "https://off.example.com/mcp", "disabled": true}, "on": {"url": "https://on.example.com/mcp"}}}"#;
+    let file = &cursor.files[0];
+    let plan = plan_install(
+        text,
+        file.format,
+        cursor,
+        file.server_maps,
+        &options("cursor"),
+    )
+    .unwrap();
+    assert!(
+        plan.rewrite.text.contains("off.example.com"),
+        "{}",
+        plan.rewrite.text
+    );
+    assert!(
+        !plan.rewrite.text.contains("on.example.com"),
+        "{}",
+        plan.rewrite.text
+    );
+    let codex = host("codex");
+    let text = "[mcp_servers.figma]\nurl = \"https://mcp.figma.com/mcp\"\nenabled = false\n\n[mcp_servers.docs]\nurl = \"https://docs.example.com/mcp\"\ndisabled_tools = [\"delete\"]\n";
+    let file = &codex.files[0];
+    let plan = plan_install(
+        text,
+        file.format,
+        codex,
+        file.server_maps,
+        &options("codex"),
+    )
+    .unwrap();
+    assert!(
+        plan.rewrite.text.contains("mcp.figma.com"),
+        "{}",
+        plan.rewrite.text
+    );
+    assert!(
+        plan.rewrite.text.contains("docs.example.com"),
+        "{}",
+        plan.rewrite.text
+    );
+}

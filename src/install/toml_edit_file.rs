@@ -93,10 +93,27 @@ fn shape(entry: &dyn TableLike, host: &Host) -> Shape {
             format!("Bearer ${{env:{variable}}}"),
         ));
     }
+    // Codex's switch, tool filters, headers from variables and timeouts: no gateway config
+    // carries them.
+    let mut not_carried: Vec<String> = [
+        "disabled_tools",
+        "enabled_tools",
+        "env_http_headers",
+        "startup_timeout_sec",
+        "tool_timeout_sec",
+    ]
+    .iter()
+    .filter(|key| entry.get(key).is_some())
+    .map(|key| format!("`{key}`"))
+    .collect();
+    if entry.get("enabled").and_then(Item::as_bool) == Some(false) {
+        not_carried.insert(0, "`enabled = false`".to_string());
+    }
     Shape::Remote(RemoteFacts {
         url: url.to_string(),
         sse: false,
         headers,
+        not_carried,
     })
 }
 
