@@ -472,8 +472,22 @@ pub fn summary_lines(rewrite: &Rewrite) -> Vec<String> {
                 format!(" (in {})", facts.map_label)
             };
             let note = match (action, &facts.shape) {
-                (Action::Wrap { .. }, entry::Shape::Stdio { path_env, .. }) => {
-                    path_env_note(path_env)
+                (
+                    Action::Wrap { .. },
+                    entry::Shape::Stdio {
+                        path_env, env_file, ..
+                    },
+                ) => {
+                    let mut note = path_env_note(path_env);
+                    if let Some(file) = env_file {
+                        // The host loads it into airlock's environment, which reaches the
+                        // server only by name (a review found a server left without its
+                        // tokens, and nothing said).
+                        note.push_str(&format!(
+                            "; its envFile {file} sets variables for airlock, which passes them to the server only by name: add `--allow-env=NAME` before the `--` for each the server needs"
+                        ));
+                    }
+                    note
                 }
                 _ => String::new(),
             };

@@ -719,3 +719,18 @@ fn gateway_leaves_a_switched_off_remote_server_where_it_is() {
         plan.rewrite.text
     );
 }
+
+/// An entry with an `envFile` (VS Code) is wrapped with a word that the file's variables reach
+/// airlock, and the server only by name (a review found the server left without its tokens).
+#[test]
+fn an_entry_with_an_env_file_is_told_how_its_variables_reach_the_server() {
+    let text = r#"{"servers": {"ef": {"type": "stdio", "command": "python3", "args": ["-m", "x"], "envFile": "${userHome}/.secrets.env"}}}"#;
+    let done = install("vscode", text);
+    let lines = summary_lines(&done);
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("envFile") && line.contains("--allow-env=NAME")),
+        "{lines:?}"
+    );
+}
