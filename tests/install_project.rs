@@ -233,3 +233,34 @@ fn uninstall_leaves_a_users_own_wrapper_under_the_same_key_in_another_map() {
     assert_eq!(after["mcpServers"]["g"]["command"], "python3");
     assert_eq!(after["projects"]["/home/me/app"]["mcpServers"]["g"], own);
 }
+
+/// Uninstall after an install of a file nothing changed since gives the backup's bytes back as
+/// they are: a Codex TOML file with a byte order mark and CRLF line ends comes back whole (a
+/// review found the restored text run through the TOML rewrite again, mark and CRLF gone).
+#[test]
+fn uninstall_restores_a_toml_file_byte_for_byte() {
+    let project = Project::new();
+    let file = project.home.join("codex.toml");
+    let original =
+        b"\xef\xbb\xbf[mcp_servers.a]\r\ncommand = \"python3\"\r\nargs = [\"-m\", \"a\"]";
+    std::fs::write(&file, original).unwrap();
+    let airlock = |verb: &str| {
+        Command::new(AIRLOCK)
+            .args([verb, "codex", "--config"])
+            .arg(&file)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &project.home)
+            .env("XDG_CONFIG_HOME", project.home.join(".config"))
+            .env("XDG_STATE_HOME", project.home.join(".local/state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", project.home.join("no-org-policy"))
+            .output()
+            .unwrap()
+    };
+    let installed = airlock("install");
+    assert!(installed.status.success(), "{installed:?}");
+    assert_ne!(std::fs::read(&file).unwrap(), original);
+    let undone = airlock("uninstall");
+    assert!(undone.status.success(), "{undone:?}");
+    assert_eq!(std::fs::read(&file).unwrap(), original);
+}

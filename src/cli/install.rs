@@ -515,7 +515,16 @@ pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
             None => None,
         };
         let base = restored.as_deref().unwrap_or(&text);
-        let after = unwrap_remaining(base, host, &target, saved.as_ref(), &undone.remaining)?;
+        // Every install undone from its backup: the backup's bytes as they are, not read and
+        // written again (a TOML rewrite drops a byte order mark and CRLF line ends: a review
+        // found "restored byte for byte" untrue there).
+        let after = match &restored {
+            Some(bytes) if undone.remaining.is_empty() => plan::Rewrite {
+                text: bytes.clone(),
+                ..plan::Rewrite::default()
+            },
+            _ => unwrap_remaining(base, host, &target, saved.as_ref(), &undone.remaining)?,
+        };
         let _ = writeln!(out, "{} ({} scope):", target.path.display(), target.scope);
         if restored.is_some() {
             let _ = writeln!(out, "  restored byte for byte from the backup");
