@@ -35,6 +35,20 @@ impl Project {
         }
     }
 
+    /// `airlock ARGS` as this user, with nothing of the machine's environment but `PATH`.
+    fn airlock(&self, args: &[&std::ffi::OsStr]) -> Output {
+        Command::new(AIRLOCK)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("AIRLOCK_ORG_POLICY_DIR", self.home.join("no-org-policy"))
+            .output()
+            .unwrap()
+    }
+
     fn install(&self, servers: &Value) -> (Output, String, String) {
         self.install_text(&serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap())
     }
@@ -209,18 +223,7 @@ fn uninstall_leaves_a_users_own_wrapper_under_the_same_key_in_another_map() {
     let before = json!({"mcpServers": {"g": {"command": "python3", "args": ["-m", "g"]}},
         "projects": {"/home/me/app": {"mcpServers": {"g": own}}}});
     std::fs::write(&file, serde_json::to_string_pretty(&before).unwrap()).unwrap();
-    let airlock = |verb: &str| {
-        Command::new(AIRLOCK)
-            .args([verb, "claude-code"])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &project.home)
-            .env("XDG_CONFIG_HOME", project.home.join(".config"))
-            .env("XDG_STATE_HOME", project.home.join(".local/state"))
-            .env("AIRLOCK_ORG_POLICY_DIR", project.home.join("no-org-policy"))
-            .output()
-            .unwrap()
-    };
+    let airlock = |verb: &str| project.airlock(&[verb.as_ref(), "claude-code".as_ref()]);
     let installed = airlock("install");
     assert!(installed.status.success(), "{installed:?}");
     let wrapped: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -245,17 +248,12 @@ fn uninstall_restores_a_toml_file_byte_for_byte() {
         b"\xef\xbb\xbf[mcp_servers.a]\r\ncommand = \"python3\"\r\nargs = [\"-m\", \"a\"]";
     std::fs::write(&file, original).unwrap();
     let airlock = |verb: &str| {
-        Command::new(AIRLOCK)
-            .args([verb, "codex", "--config"])
-            .arg(&file)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &project.home)
-            .env("XDG_CONFIG_HOME", project.home.join(".config"))
-            .env("XDG_STATE_HOME", project.home.join(".local/state"))
-            .env("AIRLOCK_ORG_POLICY_DIR", project.home.join("no-org-policy"))
-            .output()
-            .unwrap()
+        project.airlock(&[
+            verb.as_ref(),
+            "codex".as_ref(),
+            "--config".as_ref(),
+            file.as_os_str(),
+        ])
     };
     let installed = airlock("install");
     assert!(installed.status.success(), "{installed:?}");
