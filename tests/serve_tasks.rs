@@ -183,3 +183,34 @@ fn create_echo_task(client: &mut Client, id: i64, text: &str) -> String {
         .unwrap_or_else(|| panic!("no task: {created}"))
         .to_string()
 }
+
+/// A 2026-07-28 host has no 2025-11-25 tasks (its era made them an extension with methods of its
+/// own): a `tools/call` it sends with a `task` runs at a server that offers tasks as the plain
+/// call its era defines, and a server's `notifications/tasks/status` is not sent to it. Before,
+/// the server made a task the host cannot read and its status reached the host.
+#[test]
+fn a_2026_host_gets_plain_calls_from_a_server_that_offers_tasks() {
+    let world = World::new();
+    let config = world.config(&[("a", "--name a --tasks --extra", "")]);
+    let mut client = world.serve(&config);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let params = json!({"name": "a__echo", "arguments": {"text": "plain"},
+        "task": {"ttl": 60000}, "_meta": meta});
+    let answer = client.request(1, "tools/call", params);
+    assert!(answer["result"].get("task").is_none(), "{answer}");
+    assert_eq!(Client::text(&answer), "a: plain", "{answer}");
+    let params = json!({"name": "a__notify", "arguments": {}, "_meta": meta});
+    let notified = client.request(2, "tools/call", params);
+    assert_eq!(Client::text(&notified), "notified", "{notified}");
+    let _ = client.request(3, "tools/list", json!({"_meta": meta}));
+    assert!(
+        client
+            .backlog
+            .iter()
+            .all(|m| m["method"] != "notifications/tasks/status"),
+        "{:?}",
+        client.backlog
+    );
+    assert!(client.close_and_wait(Duration::from_secs(5)));
+}

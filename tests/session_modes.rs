@@ -24,6 +24,9 @@ use audit_records::*;
 mod value_readings;
 use value_readings::*;
 
+#[path = "session_modes/eras.rs"]
+mod eras;
+use eras::*;
 #[path = "session_modes/confirmations.rs"]
 mod confirmations;
 use confirmations::*;
@@ -75,6 +78,7 @@ both_modes!(
     an_allow_rule_holds_for_a_list_or_object_only_through_every_part,
     only_a_yes_to_a_confirmation_forwards_the_call,
     a_session_keeps_the_era_of_its_one_handshake,
+    a_2026_host_gets_only_what_its_era_has,
     a_servers_own_question_in_a_result_is_taken_out_by_a_gateway,
     a_path_through_a_process_handle_fails_closed,
     the_gate_reads_a_value_as_a_server_cleans_it,

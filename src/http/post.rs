@@ -140,7 +140,7 @@ fn stateless_refusal(
         return Some(body::json(400, Bytes::from(answer.to_string()), None));
     }
     if let Class::Request { id, method } = class
-        && wire::removed_in_stateless(method)
+        && crate::mcp::version::removed_in_stateless(method)
     {
         let text = format!("Method not found: {method} does not exist in protocol 2026-07-28");
         return Some(body::error(

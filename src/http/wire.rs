@@ -143,18 +143,6 @@ fn check_meta(message: &Value, id: &Value) -> Result<(), Value> {
     Ok(())
 }
 
-/// Methods 2026-07-28 removed: a stateless request for one gets `-32601` (HTTP 404).
-pub fn removed_in_stateless(method: &str) -> bool {
-    matches!(
-        method,
-        "initialize"
-            | "ping"
-            | "logging/setLevel"
-            | "resources/subscribe"
-            | "resources/unsubscribe"
-    )
-}
-
 /// A header value as sent: surrounding whitespace dropped, the `=?base64?...?=` form decoded.
 /// `None` when the base64 or its UTF-8 is broken.
 pub fn decode_header_value(raw: &str) -> Option<String> {
@@ -356,7 +344,6 @@ mod tests {
         let answer =
             check_stateless_headers(&headers("tools/call", Some("echo")), &no_caps).unwrap_err();
         assert_eq!(code_of(answer), -32602);
-        assert!(removed_in_stateless("initialize") && !removed_in_stateless("tools/call"));
     }
 
     #[test]

@@ -81,6 +81,25 @@ pub fn era_of(version: &str) -> Era {
     }
 }
 
+/// Host requests 2026-07-28 does not have: the lifecycle, `ping`, logging's level and the
+/// resource subscription pair were removed, and tasks are an extension there
+/// (`io.modelcontextprotocol/tasks`, its own methods and shapes), not the 2025-11-25 `tasks/*`. A
+/// stateless request for one gets `-32601`, as a server of that version answers it.
+pub fn removed_in_stateless(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "tasks/get"
+            | "tasks/result"
+            | "tasks/cancel"
+            | "tasks/list"
+    )
+}
+
 /// JSON-RPC batches exist only in 2025-03-26 (added there, removed in 2025-06-18).
 pub fn supports_batches(version: Option<&str>) -> bool {
     version == Some("2025-03-26")
@@ -115,6 +134,27 @@ pub fn elicitation_form_supported(capabilities: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn what_2026_removed() {
+        for method in [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "tasks/get",
+            "tasks/list",
+        ] {
+            assert!(removed_in_stateless(method), "{method}");
+        }
+        for method in [
+            "tools/call",
+            "server/discover",
+            "subscriptions/listen",
+            "prompts/get",
+        ] {
+            assert!(!removed_in_stateless(method), "{method}");
+        }
+    }
 
     #[test]
     fn eras_and_batches() {

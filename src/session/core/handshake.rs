@@ -151,7 +151,13 @@ impl Core {
     pub(super) fn answer_discover(&mut self, id: Value) {
         let mut result = Map::new();
         result.insert("supportedVersions".into(), json!(era::supported_versions()));
-        result.insert("capabilities".into(), self.capabilities());
+        // 2026-07-28 has no `tasks` capability (tasks are an extension there, with methods of
+        // their own), so its hosts are not offered the 2025-11-25 one.
+        let mut capabilities = self.capabilities();
+        if let Some(capabilities) = capabilities.as_object_mut() {
+            capabilities.remove("tasks");
+        }
+        result.insert("capabilities".into(), capabilities);
         result.insert("instructions".into(), Value::String(self.instructions()));
         result.insert(
             "_meta".into(),

@@ -21,7 +21,7 @@ impl Core {
     }
 
     /// [`Core::on_host`] once the message holds only the spellings airlock reads.
-    pub(super) fn dispatch_host(&mut self, message: Value, now: Instant) {
+    pub(super) fn dispatch_host(&mut self, mut message: Value, now: Instant) {
         if self.refuse_lookalike_method(&message) {
             return;
         }
@@ -51,11 +51,16 @@ impl Core {
                 }
                 self.learn_host(&method, &message, now);
                 self.note_request_era(&id);
-                if let Some(refusal) = self.era_refusal(&method, &message) {
-                    let (code, text, data) = refusal;
-                    let answer = crate::mcp::error_response(id, code, &text, Some(data));
+                if let Some((code, text, data)) = self.era_refusal(&method, &message) {
+                    let answer = crate::mcp::error_response(id, code, &text, data);
                     self.send_host(answer);
                     return;
+                }
+                if self.stateless_through_gateway(&message) {
+                    // 2026-07-28 has no `task` augmentation (tasks are an extension there, with
+                    // other methods): a handshake-era server would answer with a task the host
+                    // cannot read, so the request runs as the plain one its era defines.
+                    super::tasks::make_plain(&mut message);
                 }
                 match self.topology {
                     Topology::Single => self.forward_request(0, message, id, now),
@@ -232,16 +237,29 @@ impl Core {
     }
 
     /// A gateway serves stateless requests only at a version it knows: anything else gets
-    /// `UnsupportedProtocolVersionError` naming the versions it serves.
-    fn era_refusal(&self, method: &str, message: &Value) -> Option<(i64, String, Value)> {
+    /// `UnsupportedProtocolVersionError` naming the versions it serves. A method that version
+    /// does not have gets `-32601`, as its servers answer it (`run` leaves both to the server).
+    fn era_refusal(&self, method: &str, message: &Value) -> Option<(i64, String, Option<Value>)> {
         if self.single() || method == "initialize" {
             return None;
         }
         let requested = version::request_version(message.field("params"))?;
-        if era::serves_stateless(requested) {
-            return None;
+        if !era::serves_stateless(requested) {
+            let (code, text, data) = era::unsupported_version(requested);
+            return Some((code, text, Some(data)));
         }
-        Some(era::unsupported_version(requested))
+        version::removed_in_stateless(method).then(|| {
+            let text = format!("Method not found: {method} does not exist in protocol {requested}");
+            (code::METHOD_NOT_FOUND, text, None)
+        })
+    }
+
+    /// Whether `message` is a stateless-era request a gateway presents to its handshake-era
+    /// servers.
+    fn stateless_through_gateway(&self, message: &Value) -> bool {
+        !self.single()
+            && version::request_version(message.field("params"))
+                .is_some_and(|v| version::era_of(v) == version::Era::Stateless)
     }
 
     fn host_notification(&mut self, message: Value, method: &str, now: Instant) {
