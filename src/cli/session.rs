@@ -53,9 +53,23 @@ pub fn open_audit(
                 policy.audit.rotate_mb.value,
                 policy.audit.keep_rotated.value,
             ));
+            if keeps_nothing(&path) {
+                tracing::warn!(
+                    "the audit log is {}: no record of the calls is kept",
+                    path.display()
+                );
+                // Nothing in it to keep from the server, and the server's own /dev holds a
+                // /dev/null, which a protected path there would have its sandbox refuse.
+                return Ok((log, None));
+            }
             Ok((log, Some(path)))
         }
     }
+}
+
+/// Whether the audit log at `path` is `/dev/null` (however reached), which keeps nothing.
+fn keeps_nothing(path: &std::path::Path) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|real| real == std::path::Path::new("/dev/null"))
 }
 
 /// The audit log `run` and `serve` would open without `--audit`, expanded as they expand it, for

@@ -103,6 +103,8 @@ pub struct Setup {
     pub project_policy: Option<String>,
     /// Variables of airlock's own environment (what a host's config sets), besides HOME and XDG.
     pub airlock_env: Vec<(String, String)>,
+    /// `--audit` (else `audit.jsonl` in the world).
+    pub audit: Option<String>,
 }
 
 impl Setup {
@@ -124,6 +126,7 @@ impl Setup {
             run_as: "root",
             project_policy: None,
             airlock_env: Vec::new(),
+            audit: None,
         }
     }
 
@@ -178,6 +181,11 @@ impl Setup {
 
     pub fn tool_timeout(mut self, seconds: u64) -> Setup {
         self.tool_timeout = seconds;
+        self
+    }
+
+    pub fn audit(mut self, target: &str) -> Setup {
+        self.audit = Some(target.to_string());
         self
     }
 }
@@ -325,8 +333,9 @@ fn spawn_with(world: &World, setup: &Setup, stdin: Stdio, stdout: Stdio) -> Chil
         ),
     )
     .expect("policy");
-    let audit = world.path("audit.jsonl");
-    let (policy, audit) = (policy.display().to_string(), audit.display().to_string());
+    let audit =
+        (setup.audit.clone()).unwrap_or_else(|| world.path("audit.jsonl").display().to_string());
+    let policy = policy.display().to_string();
     let timeout = setup.tool_timeout.to_string();
     let mut cmd = match mode {
         Mode::Run => {
