@@ -219,3 +219,52 @@ fn a_policy_naming_only_other_servers_is_pointed_out_when_the_name_was_derived()
     let named = start(&["--name", "fs"]);
     assert!(!named.contains("none names this one"), "{named}");
 }
+
+/// A server that dies without a word is told by its exit code alone: the confine helper's note
+/// that the server cannot use the working directory is airlock's remark on a start that went on,
+/// neither the server's last words nor why its sandbox failed (a review found it quoted as the
+/// crash's cause, and in the exit record as a confinement message).
+#[test]
+fn the_helpers_note_is_not_quoted_as_the_servers_last_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = write_policy(dir.path(), "[sandbox]\nrun_as = \"root\"\n");
+    let audit = dir.path().join("audit.jsonl");
+    // A working directory no grant reaches: the helper notes it and starts the server in its
+    // private home.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let mut child = airlock(dir.path())
+        .arg("run")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit")
+        .arg(&audit)
+        .args([
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            "import sys; sys.stdin.readline(); sys.exit(7)",
+        ])
+        .current_dir(elsewhere.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("airlock run");
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    writeln!(child.stdin.as_mut().unwrap(), "{initialize}").unwrap();
+    let out = child.wait_with_output().expect("airlock run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("airlock-confine: note:"),
+        "the note is still shown: {stderr}"
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("an answer");
+    let text = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(text.contains("exit code 7"), "{answer}");
+    assert!(!text.contains("airlock-confine"), "{answer}");
+    let exit = audit_events(&audit)
+        .into_iter()
+        .find(|event| event["event"] == "exit")
+        .expect("an exit record");
+    assert!(exit["detail"].get("confine_message").is_none(), "{exit}");
+}

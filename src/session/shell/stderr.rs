@@ -13,6 +13,9 @@ pub const MAX_STDERR_LINE: usize = 64 * 1024;
 /// How the confine helper's failure lines start (`airlock-confine: <step>: <why>`).
 pub const HELPER_PREFIX: &str = "airlock-confine: ";
 
+/// How the helper's remarks on a start that goes on begin, after [`HELPER_PREFIX`].
+const HELPER_NOTE: &str = "note: ";
+
 /// Longest part of a server's last stderr line kept for the host's error text.
 const LAST_WORDS_BYTES: usize = 200;
 
@@ -40,11 +43,14 @@ pub async fn relay_stderr<R: AsyncRead + Unpin>(
         let _ = match frame {
             Frame::Line(line) => {
                 let text = String::from_utf8_lossy(&line);
-                if let Some(why) = text.strip_prefix(HELPER_PREFIX) {
+                let helpers = text.strip_prefix(HELPER_PREFIX);
+                // A note is the helper's remark on a start that went on, never why it failed.
+                if let Some(why) = helpers.filter(|why| !why.starts_with(HELPER_NOTE)) {
                     end.helper_line = Some(why.trim_end().to_string());
                 }
                 let shown = shown(&text);
-                if !shown.trim().is_empty() {
+                // The helper's lines are airlock's words, not the server's.
+                if helpers.is_none() && !shown.trim().is_empty() {
                     end.last_line = Some(first_bytes(shown.trim(), LAST_WORDS_BYTES));
                 }
                 writeln!(sink, "[{server}] {shown}")
@@ -128,6 +134,12 @@ mod tests {
         );
         assert_eq!(end.helper_line.as_deref(), Some("landlock: refused"));
         assert_eq!(end.last_line.as_deref(), Some("ready"));
+        // The helper's note on a start that went on is neither why it failed nor the server's
+        // last words.
+        let input: &[u8] = b"fatal: no key\nairlock-confine: note: the server cannot use the working directory /x\n";
+        let end = relay_stderr(input, "fs", &mut Vec::new()).await;
+        assert_eq!(end.helper_line, None);
+        assert_eq!(end.last_line.as_deref(), Some("fatal: no key"));
         let long = format!("fatal: {}\n\n", "é".repeat(300));
         let end = relay_stderr(long.as_bytes(), "fs", &mut Vec::new()).await;
         let last = end.last_line.unwrap();
