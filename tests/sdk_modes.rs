@@ -12,8 +12,8 @@ mod support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
-use support::{AIRLOCK, Mode, peers, root};
+use serde_json::{Value, json};
+use support::{AIRLOCK, Mode, Setup, peers, root};
 
 both_modes!(every_sdk_mode_gets_every_feature);
 both_modes!(a_python_sdk_2_server_answers_a_2026_host);
@@ -191,4 +191,51 @@ fn client_report(
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// A 2026-07-28 host through `serve` is not listed server-everything's tool that requires a
+/// 2025-11-25 task (`execution.taskSupport: "required"`): that era has no such tasks, so every
+/// call of it would fail; no tool it is listed carries `execution` (no field of that era's
+/// tools). A 2025-11-25 host is listed it as the server lists it. (Found by a review: the model
+/// was shown a tool it could never call.)
+#[test]
+fn a_2026_host_is_not_listed_a_tool_that_requires_a_task() {
+    let Some((_, server)) = peer_paths() else {
+        return;
+    };
+    let node = support::node().display().to_string();
+    let server = server.display().to_string();
+    let setup = || {
+        let mut setup = Setup::command(&[node.as_str(), server.as_str(), "stdio"]);
+        setup.name = "everything".into();
+        setup.policy = format!("read = [{:?}]\n", peers().join("npm").display().to_string());
+        setup
+    };
+    let research = "everything__simulate-research-query";
+    let names = |list: &Value| -> Vec<String> {
+        let tools = list["result"]["tools"].as_array().expect("tools");
+        tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let (_world, mut client) = support::start(Mode::Serve, setup());
+    client.initialize("2025-11-25");
+    let listed = client.request(1, "tools/list", json!({}));
+    assert!(names(&listed).iter().any(|n| n == research), "{listed}");
+
+    let (_world, mut client) = support::start(Mode::Serve, setup());
+    let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let listed = client.request(1, "tools/list", json!({"_meta": envelope}));
+    let tools = names(&listed);
+    assert!(tools.iter().any(|n| n == "everything__echo"), "{listed}");
+    assert!(!tools.iter().any(|n| n == research), "{listed}");
+    let with_execution = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|tool| tool.get("execution").is_some());
+    assert!(!with_execution, "{listed}");
 }

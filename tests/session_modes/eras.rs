@@ -4,6 +4,15 @@
 
 use super::*;
 
+/// The official Python SDK 2.x server (which speaks 2026-07-28 itself), named `py`.
+fn sdk2_server(python: &str) -> Setup {
+    let server = support::root().join("tests/fixtures/sandbox/py_server.py");
+    let mut setup = Setup::command(&[python, &server.display().to_string()]);
+    setup.name = "py".into();
+    setup.policy = format!("[launch]\nallow_commands = [{python:?}]\n");
+    setup
+}
+
 /// `ping`, `logging/setLevel`, the resource subscription pair and the 2025-11-25 `tasks/*` are
 /// not methods of 2026-07-28 (tasks are an extension there, with methods and shapes of their
 /// own): each gets `-32601`. `server/discover` offers no `tasks` capability, and a `tools/call`
@@ -13,12 +22,7 @@ pub(super) fn a_2026_host_gets_only_what_its_era_has(mode: Mode) {
     let Some(python) = support::sdk_python() else {
         return;
     };
-    let python = python.display().to_string();
-    let server = support::root().join("tests/fixtures/sandbox/py_server.py");
-    let mut setup = Setup::command(&[&python, &server.display().to_string()]);
-    setup.name = "py".into();
-    setup.policy = format!("[launch]\nallow_commands = [{python:?}]\n");
-    let (world, mut client) = start(mode, setup);
+    let (world, mut client) = start(mode, sdk2_server(&python.display().to_string()));
     let with_envelope = |params: serde_json::Value| {
         let mut params = params;
         params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -69,5 +73,72 @@ pub(super) fn a_2026_host_gets_only_what_its_era_has(mode: Mode) {
     assert!(
         client.wait(SECS(10)).is_some(),
         "{mode:?}: airlock did not end"
+    );
+}
+
+/// One stdio connection speaks one era, and a 2026-07-28 request carries its envelope whole. After
+/// 2026-07-28 requests: one without the envelope, with a version that is no string, or without
+/// its client capabilities gets `-32602`, an `initialize` `-32022`; after `initialize`, a request
+/// carrying the 2026-07-28 envelope gets `-32600`; the session goes on either way. In `run` the
+/// server (the official SDK 2.x) answers so itself; a gateway answered each, stamped as
+/// 2026-07-28 results (found by a review: an envelope-less `logging/setLevel` turned on log
+/// messages the host never opted in to, and a `task` made tasks the host cannot read).
+pub(super) fn a_session_speaks_one_era_and_each_request_carries_it(mode: Mode) {
+    let Some(python) = support::sdk_python() else {
+        return;
+    };
+    let python = python.display().to_string();
+    let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let initialize = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}});
+
+    let (world, mut client) = start(mode, sdk2_server(&python));
+    let echo = world.tool("echo");
+    let discovered = client.request(1, "server/discover", json!({"_meta": envelope}));
+    assert!(discovered["result"].is_object(), "{mode:?}: {discovered}");
+    let refused = [
+        (2, "logging/setLevel", json!({"level": "debug"}), -32602),
+        (
+            3,
+            "tools/call",
+            json!({"name": echo, "arguments": {"text": "x"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": null,
+                "io.modelcontextprotocol/clientCapabilities": {}}}),
+            -32602,
+        ),
+        (
+            4,
+            "tools/call",
+            json!({"name": echo, "arguments": {"text": "x"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+            -32602,
+        ),
+        (5, "initialize", initialize.clone(), -32022),
+    ];
+    for (id, method, params, code) in refused {
+        let answer = client.request(id, method, params);
+        assert_eq!(answer["error"]["code"], code, "{mode:?} {id}: {answer}");
+    }
+    let params = json!({"name": echo, "arguments": {"text": "still"}, "_meta": envelope});
+    let answer = client.request(6, "tools/call", params);
+    assert_eq!(
+        answer["result"]["resultType"], "complete",
+        "{mode:?}: {answer}"
+    );
+    client.close_stdin();
+    assert!(client.wait(SECS(10)).is_some());
+
+    let (world, mut client) = start(mode, sdk2_server(&python));
+    let echo = world.tool("echo");
+    client.initialize("2025-06-18");
+    client.request(1, "tools/list", json!({}));
+    let params = json!({"name": echo, "arguments": {"text": "x"}, "_meta": envelope});
+    let answer = client.request(2, "tools/call", params);
+    assert_eq!(answer["error"]["code"], -32600, "{mode:?}: {answer}");
+    let answer = client.call(3, &echo, json!({"text": "still"}));
+    assert!(
+        Client::text(&answer).starts_with("still"),
+        "{mode:?}: {answer}"
     );
 }

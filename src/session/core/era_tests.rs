@@ -438,8 +438,8 @@ fn tasks_are_offered_alike_whether_servers_start_lazily_or_eagerly() {
 #[test]
 fn a_hosts_first_2026_call_reaches_its_server_without_the_envelope_on_the_bytes_path() {
     let mut h = two();
-    h.initialize(json!({}));
-    h.tool_names();
+    h.host(modern(json!(1), "tools/list", json!({})));
+    h.take_host(json!(1));
     // The call that makes the host a 2026-07-28 one, as the line it sent.
     let call = modern(
         json!(7),

@@ -49,13 +49,15 @@ impl Core {
                     self.reply_error(id, code::INVALID_REQUEST, text);
                     return;
                 }
-                self.learn_host(&method, &message, now);
-                self.note_request_era(&id);
+                // Before the host's facts are learnt from it: a refused request says nothing
+                // about the host.
                 if let Some((code, text, data)) = self.era_refusal(&method, &message) {
                     let answer = crate::mcp::error_response(id, code, &text, data);
                     self.send_host(answer);
                     return;
                 }
+                self.learn_host(&method, &message, now);
+                self.note_request_era(&id);
                 if self.stateless_through_gateway(&message) {
                     // 2026-07-28 has no `task` augmentation (tasks are an extension there, with
                     // other methods): a handshake-era server would answer with a task the host
@@ -236,22 +238,30 @@ impl Core {
         }
     }
 
-    /// A gateway serves stateless requests only at a version it knows: anything else gets
-    /// `UnsupportedProtocolVersionError` naming the versions it serves. A method that version
-    /// does not have gets `-32601`, as its servers answer it (`run` leaves both to the server).
-    fn era_refusal(&self, method: &str, message: &Value) -> Option<(i64, String, Option<Value>)> {
-        if self.single() || method == "initialize" {
+    /// A gateway refuses a request for its era as a server of that era would
+    /// ([`era::request_refusal`]); `run` leaves that to the server.
+    fn era_refusal(&self, method: &str, message: &Value) -> Option<era::Refusal> {
+        if self.single() {
             return None;
         }
-        let requested = version::request_version(message.field("params"))?;
-        if !era::serves_stateless(requested) {
-            let (code, text, data) = era::unsupported_version(requested);
-            return Some((code, text, Some(data)));
+        era::request_refusal(method, message.field("params"), self.session_era())
+    }
+
+    /// What this session's host did so far, for [`era::request_refusal`].
+    fn session_era(&self) -> era::SessionEra {
+        if self.trust_identity {
+            era::SessionEra::Shared
+        } else if self.host.handshake_version.is_some()
+            || self.host.initialized
+            || self.host.initialize_forwarded
+            || self.pending_initialize.is_some()
+        {
+            era::SessionEra::Handshake
+        } else if era::stateless(&self.host) {
+            era::SessionEra::Stateless
+        } else {
+            era::SessionEra::Fresh
         }
-        version::removed_in_stateless(method).then(|| {
-            let text = format!("Method not found: {method} does not exist in protocol {requested}");
-            (code::METHOD_NOT_FOUND, text, None)
-        })
     }
 
     /// Whether `message` is a stateless-era request a gateway presents to its handshake-era

@@ -584,8 +584,14 @@ impl Core {
             return;
         };
         let end = (offset + PAGE_SIZE).min(items.len());
+        let page = &items[offset..end];
+        let page: Vec<Value> = if stateless && kind == ListKind::Tools {
+            page.iter().filter_map(era::tool_for_stateless).collect()
+        } else {
+            page.to_vec()
+        };
         let mut result = Map::new();
-        result.insert(kind.key().into(), Value::Array(items[offset..end].to_vec()));
+        result.insert(kind.key().into(), Value::Array(page));
         if end < items.len() {
             let next = format!("{generation}.{end}");
             result.insert("nextCursor".into(), Value::String(next));

@@ -621,7 +621,9 @@ fn long_lists_page_behind_airlocks_own_cursor() {
 #[test]
 fn stateless_hosts_get_discover_and_no_handshake_is_needed() {
     let mut h = two();
-    h.host(json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}));
+    let envelope = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{}});
+    h.host(json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":envelope}}));
     let discover = h.take_host(json!(1));
     assert!(
         discover["result"]["supportedVersions"]
@@ -629,8 +631,13 @@ fn stateless_hosts_get_discover_and_no_handshake_is_needed() {
             .unwrap()
             .contains(&json!("2026-07-28"))
     );
-    h.host(call(json!(2), "alpha__read"));
+    let mut stamped = call(json!(2), "alpha__read");
+    stamped["params"]["_meta"] = envelope;
+    h.host(stamped);
     assert!(h.received[0].pop_front().is_some());
+    // A request without the envelope is no request of this session's era.
+    h.host(call(json!(3), "alpha__read"));
+    assert_eq!(h.take_host(json!(3))["error"]["code"], code::INVALID_PARAMS);
 }
 
 #[test]
