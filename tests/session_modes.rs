@@ -79,6 +79,8 @@ both_modes!(
     only_a_yes_to_a_confirmation_forwards_the_call,
     a_session_keeps_the_era_of_its_one_handshake,
     a_2026_host_gets_only_what_its_era_has,
+    a_session_speaks_one_era_and_each_request_carries_it,
+    a_host_that_does_not_read_its_answers_is_named_for_the_refusals,
     an_audit_log_of_dev_null_keeps_nothing_and_the_server_still_runs,
     a_servers_own_question_in_a_result_is_taken_out_by_a_gateway,
     a_path_through_a_process_handle_fails_closed,

@@ -302,3 +302,68 @@ pub(super) fn a_server_cannot_keep_questions_waiting_for_the_host_without_end(mo
     client.close_stdin();
     client.rest(SECS(10));
 }
+
+/// A host that sends its calls and does not read the answers: airlock stops reading the server
+/// for it (a bound on memory), the server blocks writing and stops reading its input, and the
+/// calls that then find the server's queue full are refused. The refusal names the host as the
+/// cause, in the answer and the audit record, not the server, which was healthy (a review found
+/// the server blamed for the host's stall).
+pub(super) fn a_host_that_does_not_read_its_answers_is_named_for_the_refusals(mode: Mode) {
+    let (world, mut child) = support::start_raw(mode, Setup::fixture("--hostile"));
+    let data = "z".repeat(200 * 1024);
+    let tool = world.tool("big");
+    let calls = 160;
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})
+    )
+    .unwrap();
+    // Nothing of airlock's output is read while the calls go in.
+    for id in 10..10 + calls {
+        let line = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"data":data}}});
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    // The last lines written are taken in while the host still reads nothing.
+    std::thread::sleep(Duration::from_millis(500));
+    child.stdin = Some(stdin);
+    let mut client = Client::new(child);
+    let refusals: Vec<String> = (10..10 + calls)
+        .map(|id| Client::text(&client.answer(json!(id), SECS(60))))
+        .filter(|text| text.len() != data.len())
+        .collect();
+    assert!(
+        !refusals.is_empty(),
+        "no call was refused: the test did not fill the queue"
+    );
+    for text in &refusals {
+        assert!(
+            text.contains("the host is not reading its answers"),
+            "{text}"
+        );
+    }
+    let blamed: Vec<Value> = world
+        .events("outcome")
+        .into_iter()
+        .filter(|e| {
+            e["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("not reading"))
+        })
+        .collect();
+    assert!(!blamed.is_empty());
+    for event in &blamed {
+        let reason = event["reason"].as_str().unwrap();
+        assert!(reason.contains("the host is not reading"), "{event}");
+    }
+}

@@ -218,8 +218,18 @@ where
             };
             if sent == Sent::Full {
                 let name = &self.names[chunk.server];
-                tracing::warn!(server = %name, "the server does not read its input: refusing requests for it");
-                let why = format!("server `{name}` is not reading its input");
+                let host_queued = self.host_out.queued();
+                // Servers are not read while the host does not take its answers: a server then
+                // blocks writing them and stops reading its input, through no fault of its own.
+                let why = if super::backpressure::read_servers(host_queued, &self.limits) {
+                    format!("server `{name}` is not reading its input")
+                } else {
+                    format!(
+                        "the host is not reading its answers ({} KiB wait for it), so airlock stopped reading server `{name}`, which stopped reading its input",
+                        host_queued / 1024
+                    )
+                };
+                tracing::warn!(server = %name, "refusing requests for the server: {why}");
                 let now = Instant::now();
                 for key in &chunk.requests {
                     self.core.on_undeliverable(chunk.server, key, &why, now);
