@@ -17,7 +17,7 @@
 use crate::fast_map::FastMap;
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::schema::{SchemaCheck, ToolSchemas};
 use super::track::{Held, Pending, Tracked};
@@ -157,6 +157,10 @@ pub(super) enum GiveUp {
     TimedOut,
     /// The listing failed or the server is gone: the reason, told to the host.
     Failed(String),
+    /// The call cannot be listed for in its session as it stands (no handshake yet, a version
+    /// the server refused): this JSON-RPC error (`code`, `message`, `data`) is its answer, as
+    /// the server would have answered the call itself.
+    Refused(Value),
 }
 
 impl Gate {
@@ -197,6 +201,14 @@ impl Gate {
         );
         for held in self.awaiting.take_all() {
             self.give_up_waiting(held, GiveUp::Failed(why.clone()), now, fx);
+        }
+    }
+
+    /// airlock's own listing cannot be made or was refused for the session's protocol (see
+    /// [`GiveUp::Refused`]): the calls waiting for it get `error` as their answer.
+    pub fn tools_listing_refused(&mut self, error: &Value, now: Instant, fx: &mut Effects) {
+        for held in self.awaiting.take_all() {
+            self.give_up_waiting(held, GiveUp::Refused(error.clone()), now, fx);
         }
     }
 
@@ -301,6 +313,19 @@ impl Gate {
                 self.answered_here.insert(id_key(&held.id));
                 let answer = error_response(held.id, code::REQUEST_TIMEOUT, &reason, None);
                 fx.to_host.push(answer);
+            }
+            GiveUp::Refused(error) => {
+                let reason = error
+                    .field("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused")
+                    .to_string();
+                let outcome =
+                    self.outcome_event(&held.tool, &held.id, Outcome::Error, elapsed, Some(reason));
+                fx.audit.push(outcome);
+                self.answered_here.insert(id_key(&held.id));
+                fx.to_host
+                    .push(json!({"jsonrpc": "2.0", "id": held.id, "error": error}));
             }
             GiveUp::Failed(reason) => {
                 self.answered_here.insert(id_key(&held.id));

@@ -367,3 +367,35 @@ pub(super) fn a_host_that_does_not_read_its_answers_is_named_for_the_refusals(mo
         assert!(reason.contains("the host is not reading"), "{event}");
     }
 }
+
+/// Progress reaches the host only for a token of a request still running: a server's progress
+/// naming a token no request gave, or a token after its request was answered, is dropped in
+/// both modes (`run` passed both: found by a review; a host may take a stray token for another
+/// call's, or one it reuses).
+pub(super) fn progress_reaches_the_host_only_for_a_request_still_running(mode: Mode) {
+    let (world, mut client) = start(mode, Setup::fixture("--hostile"));
+    client.initialize("2025-06-18");
+    client.request(1, "tools/list", json!({}));
+    let stray = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
+        "name": world.tool("stray_progress"), "arguments": {"other": "never-given"},
+        "_meta": {"progressToken": "mine"}}});
+    client.send(stray);
+    assert_eq!(Client::text(&client.answer(json!(3), SECS(10))), "strayed");
+    let echo = client.call(4, &world.tool("echo"), json!({"text": "after"}));
+    assert!(Client::text(&echo).contains("after"));
+    let progress: Vec<&Value> = client
+        .backlog
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    let tokens: Vec<&Value> = progress
+        .iter()
+        .map(|m| &m["params"]["progressToken"])
+        .collect();
+    assert!(tokens.contains(&&json!("mine")), "{progress:?}");
+    assert!(!tokens.contains(&&json!("never-given")), "{progress:?}");
+    let mine_late = progress
+        .iter()
+        .any(|m| m["params"]["progressToken"] == "mine" && m["params"]["progress"] == 2);
+    assert!(!mine_late, "progress after its answer: {progress:?}");
+}

@@ -142,3 +142,45 @@ pub(super) fn a_session_speaks_one_era_and_each_request_carries_it(mode: Mode) {
         "{mode:?}: {answer}"
     );
 }
+
+/// A first call whose `_meta` names a version no request speaks in (a handshake-era one, before
+/// any `initialize`; a future one) gets an error, and the session can still open in 2026-07-28.
+/// In `run` airlock lists the server's tools for the gate before the first call: that listing
+/// opened the SDK's dual-era server in the handshake era, and every later 2026-07-28 request
+/// was refused (found by a review); a future version's refusal reached the host as a tool
+/// result saying the tools could not be listed, not as the server's `-32022`.
+pub(super) fn a_call_in_no_era_gets_an_error_and_the_session_still_opens_in_2026(mode: Mode) {
+    let Some(python) = support::sdk_python() else {
+        return;
+    };
+    let python = python.display().to_string();
+    let envelope = |version: &str| {
+        json!({"io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {}})
+    };
+    for (first, codes) in [
+        ("2025-11-25", [-32600, -32022]),
+        ("2027-01-01", [-32022, -32022]),
+    ] {
+        let (world, mut client) = start(mode, sdk2_server(&python));
+        let echo = world.tool("echo");
+        let params = json!({"name": echo, "arguments": {"text": "x"}, "_meta": envelope(first)});
+        let answer = client.request(1, "tools/call", params);
+        let code = answer["error"]["code"].as_i64();
+        assert!(
+            code.is_some_and(|c| codes.contains(&c)),
+            "{mode:?} {first}: {answer}"
+        );
+        let params = json!({"name": echo, "arguments": {"text": "then"},
+            "_meta": envelope("2026-07-28")});
+        let answer = client.request(2, "tools/call", params);
+        assert_eq!(
+            answer["result"]["resultType"], "complete",
+            "{mode:?} {first}: {answer}"
+        );
+        assert!(
+            Client::text(&answer).starts_with("then"),
+            "{mode:?}: {answer}"
+        );
+    }
+}

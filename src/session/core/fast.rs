@@ -156,11 +156,16 @@ impl Core {
             initialize: false,
             about_task: false,
             stateless,
+            progress,
             ..
         }) = server.outbound.get(&key)
         else {
             return false;
         };
+        // A task it creates keeps the request's progress token live: the full path notes it.
+        if answer.task && progress.is_some() {
+            return false;
+        }
         if *stateless && !self.single() {
             return false;
         }

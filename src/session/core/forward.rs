@@ -101,7 +101,8 @@ impl Core {
         }
         let tool_call = method == "tools/call";
         let cacheable = super::era::cacheable(method);
-        let about_task = !single && matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel");
+        // An answer to one may end a task, and with it the progress token it kept live.
+        let about_task = matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel");
         let input_carrier = !single && super::mrtr::carries_input(method);
         let declared = input_carrier
             .then(|| crate::mcp::version::request_capabilities(message.field("params")).cloned())
@@ -133,15 +134,24 @@ impl Core {
             }
             fresh
         };
+        // A request's progress token is live while it runs (and, for a task it creates, while
+        // the task runs): only its notifications reach the host. A gateway names the token for
+        // this server (its hosts' tokens may collide across servers); `Single` keeps the host's.
         let mut progress = None;
-        if !single && let Some(token) = message.at(&["params", "_meta", "progressToken"]).cloned() {
-            let down_token = Value::String(format!("airlock-p-{}", server.next_id));
+        if let Some(token) = message.at(&["params", "_meta", "progressToken"]).cloned() {
+            let down_token = if single {
+                token.clone()
+            } else {
+                Value::String(format!("airlock-p-{}", server.next_id))
+            };
             let key = id_key(&down_token);
             server.progress.insert(key.clone(), token);
-            message["params"]["_meta"]["progressToken"] = down_token;
+            if !single {
+                message["params"]["_meta"]["progressToken"] = down_token;
+            }
             progress = Some(key);
         }
-        let token_renamed = progress.is_some();
+        let token_renamed = !single && progress.is_some();
         let origin = Origin::Host {
             host_id,
             progress,

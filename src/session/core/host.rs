@@ -247,6 +247,11 @@ impl Core {
         era::request_refusal(method, message.field("params"), self.session_era())
     }
 
+    /// Whether the host chose its era: it began a handshake, or spoke 2026-07-28.
+    pub(super) fn host_has_an_era(&self) -> bool {
+        self.session_era() != era::SessionEra::Fresh
+    }
+
     /// What this session's host did so far, for [`era::request_refusal`].
     fn session_era(&self) -> era::SessionEra {
         if self.trust_identity {

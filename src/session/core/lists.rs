@@ -332,6 +332,19 @@ impl Core {
     /// not running); in `Single` airlock lists for the gate alone, the host sees nothing of it.
     pub(super) fn list_for_gate(&mut self, index: usize, now: Instant) {
         if self.single() {
+            if !self.host_has_an_era() {
+                // A handshake-era request before `initialize`: the server has no session to
+                // list in, and a listing of airlock's own would open one in the handshake era
+                // before the host chose (a server speaking both eras keeps to the first).
+                let text = "tools/call before the session's handshake: send initialize first, or a 2026-07-28 request (its protocol version and client capabilities in params._meta)";
+                let error = json!({"code": code::INVALID_REQUEST, "message": text});
+                let mut fx = crate::gate::Effects::default();
+                self.servers[index]
+                    .gate
+                    .tools_listing_refused(&error, now, &mut fx);
+                self.apply_gate(index, fx, now);
+                return;
+            }
             if self.servers[index].listing.is_none() {
                 self.servers[index].start_listing();
                 let origin = Origin::GateList;
@@ -366,11 +379,17 @@ impl Core {
         let error = error.or_else(|| self.servers[index].listing_past_bounds(&result));
         let gate = &mut self.servers[index].gate;
         if let Some(error) = error {
-            let text = error
-                .field("message")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
-            gate.tools_listing_failed(&format!("tools/list failed: {text}"), now, &mut fx);
+            let code = error.field("code").and_then(Value::as_i64);
+            if code == Some(code::UNSUPPORTED_PROTOCOL_VERSION) {
+                // The version the calls' own envelope names: the server's answer is theirs.
+                gate.tools_listing_refused(&error, now, &mut fx);
+            } else {
+                let text = error
+                    .field("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                gate.tools_listing_failed(&format!("tools/list failed: {text}"), now, &mut fx);
+            }
             self.servers[index].listing = None;
         } else {
             gate.filter_listing(crate::pins::Kind::Tool, &mut result, &mut fx);

@@ -120,7 +120,7 @@ impl Core {
             take_out_multi_round_trip_keys(&mut message);
         }
         if let Some(token) = progress {
-            let created = crate::mcp::created_task(&message).filter(|_| !self.single());
+            let created = crate::mcp::created_task(&message);
             let server = &mut self.servers[index];
             // A task it created carries the request's progress token on until the task ends.
             match created {
@@ -285,6 +285,9 @@ impl Core {
             self.servers[index].gate.tools_changed();
         }
         if self.single() {
+            if method == "notifications/tasks/status" {
+                self.task_progress_ends(index, tasks::ended_in_status(&message));
+            }
             self.passthrough_notification(index, method, message);
             return;
         }
@@ -353,6 +356,17 @@ impl Core {
     fn passthrough_notification(&mut self, index: usize, method: &str, mut message: Value) {
         if method == "notifications/cancelled" && !self.map_server_cancel(index, &mut message) {
             return;
+        }
+        // Progress only for a token of a request (or its task) still running, as a gateway
+        // passes it: the protocol allows no other, and a host may take one for another call's.
+        if method == "notifications/progress" {
+            let live = message
+                .at(&["params", "progressToken"])
+                .is_some_and(|token| self.servers[index].progress.contains_key(&id_key(token)));
+            if !live {
+                tracing::debug!("dropped a progress notification for no request in flight");
+                return;
+            }
         }
         self.send_host(message);
     }
