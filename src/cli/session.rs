@@ -53,13 +53,16 @@ pub fn open_audit(
                 policy.audit.rotate_mb.value,
                 policy.audit.keep_rotated.value,
             ));
-            if keeps_nothing(&path) {
-                tracing::warn!(
-                    "the audit log is {}: no record of the calls is kept",
-                    path.display()
-                );
-                // Nothing in it to keep from the server, and the server's own /dev holds a
-                // /dev/null, which a protected path there would have its sandbox refuse.
+            // A device every server's own /dev holds (`/dev/null`, `/dev/zero`, ...) has
+            // nothing of the user's to keep from the server, and as a protected path it would
+            // have each sandbox refuse to start.
+            if let Some(device) = servers_own_device(&path) {
+                if device != std::path::Path::new("/dev/full") {
+                    tracing::warn!(
+                        "the audit log is {}: no record of the calls is kept",
+                        path.display()
+                    );
+                }
                 return Ok((log, None));
             }
             Ok((log, Some(path)))
@@ -67,9 +70,12 @@ pub fn open_audit(
     }
 }
 
-/// Whether the audit log at `path` is `/dev/null` (however reached), which keeps nothing.
-fn keeps_nothing(path: &std::path::Path) -> bool {
-    std::fs::canonicalize(path).is_ok_and(|real| real == std::path::Path::new("/dev/null"))
+/// The device the audit log at `path` is (however reached), when it is one of those every
+/// server's `/dev` holds: all but `/dev/full` (whose writes fail) keep nothing written to them.
+fn servers_own_device(path: &std::path::Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path)
+        .ok()
+        .filter(|real| crate::sandbox::is_servers_own_device(real))
 }
 
 /// The audit log `run` and `serve` would open without `--audit`, expanded as they expand it, for

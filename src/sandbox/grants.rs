@@ -67,6 +67,14 @@ pub(super) const DEVICES: &[(&str, FsAccess, &str)] = &[
     ("/dev/random", FsAccess::ReadExec, "randomness"),
 ];
 
+/// Whether `path` is one of the device nodes every server's `/dev` holds ([`DEVICES`]): nothing
+/// of the user's is in one, so none is a path to keep from the server.
+pub fn is_servers_own_device(path: &std::path::Path) -> bool {
+    DEVICES
+        .iter()
+        .any(|(device, _, _)| path == std::path::Path::new(device))
+}
+
 /// Joins the reasons of a path granted more than once.
 const ALSO: &str = "; also: ";
 

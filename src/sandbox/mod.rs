@@ -100,7 +100,7 @@ pub use cgroup::{CgroupVersion, MemoryCgroup};
 pub use env::{
     TLS_TRUST, env_name_matches, ungranted_env_paths, withheld_credentials, withheld_tls_trust,
 };
-pub use grants::install_prefix;
+pub use grants::{install_prefix, is_servers_own_device};
 pub use model::*;
 pub use plan::plan;
 pub use root::{RootFile, RootFileContent, RootPlan};

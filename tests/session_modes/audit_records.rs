@@ -505,18 +505,25 @@ pub(super) fn an_outcome_is_on_record_soon_after_its_answer_while_the_host_waits
 /// `--audit /dev/null` is a user's way of keeping no log: the server still starts and answers
 /// (the audit log is a path no grant may expose, and every server's own /dev holds a /dev/null,
 /// so its sandbox refused to start), and airlock says that nothing is kept.
+/// So is any device every server's own /dev holds (`/dev/zero` was refused the same way after the
+/// first fix: found by a review).
 pub(super) fn an_audit_log_of_dev_null_keeps_nothing_and_the_server_still_runs(mode: Mode) {
-    let setup = Setup::fixture("").audit("/dev/null");
-    let (world, mut client) = start(mode, setup);
-    client.initialize("2025-06-18");
-    client.request(1, "tools/list", json!({}));
-    let answer = client.call(2, &world.tool("echo"), json!({"text": "kept nowhere"}));
-    assert!(Client::text(&answer).contains("kept nowhere"), "{answer}");
-    client.close_stdin();
-    assert!(client.wait(SECS(10)).is_some());
-    let stderr = client.stderr();
-    assert!(
-        stderr.contains("no record of the calls is kept"),
-        "{stderr}"
-    );
+    for device in ["/dev/null", "/dev/zero"] {
+        let setup = Setup::fixture("").audit(device);
+        let (world, mut client) = start(mode, setup);
+        client.initialize("2025-06-18");
+        client.request(1, "tools/list", json!({}));
+        let answer = client.call(2, &world.tool("echo"), json!({"text": "kept nowhere"}));
+        assert!(
+            Client::text(&answer).contains("kept nowhere"),
+            "{device}: {answer}"
+        );
+        client.close_stdin();
+        assert!(client.wait(SECS(10)).is_some());
+        let stderr = client.stderr();
+        assert!(
+            stderr.contains("no record of the calls is kept"),
+            "{device}: {stderr}"
+        );
+    }
 }

@@ -219,13 +219,14 @@ where
             if sent == Sent::Full {
                 let name = &self.names[chunk.server];
                 let host_queued = self.host_out.queued();
-                // Servers are not read while the host does not take its answers: a server then
-                // blocks writing them and stops reading its input, through no fault of its own.
+                // Servers are not read while the host does not take its answers: a server may
+                // then block writing them and stop reading its input through no fault of its
+                // own. Both facts are told; which one is the cause airlock cannot see.
                 let why = if super::backpressure::read_servers(host_queued, &self.limits) {
                     format!("server `{name}` is not reading its input")
                 } else {
                     format!(
-                        "the host is not reading its answers ({} KiB wait for it), so airlock stopped reading server `{name}`, which stopped reading its input",
+                        "server `{name}` is not reading its input, while the host is not reading its answers ({} KiB wait for it) and airlock has stopped reading the servers' output for it: the host may be the cause",
                         host_queued / 1024
                     )
                 };
