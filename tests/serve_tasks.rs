@@ -214,3 +214,44 @@ fn a_2026_host_gets_plain_calls_from_a_server_that_offers_tasks() {
     );
     assert!(client.close_and_wait(Duration::from_secs(5)));
 }
+
+/// Tasks are of protocol 2025-11-25 alone: a host that negotiated an earlier version is offered
+/// no `tasks` capability, its `tools/call` with a `task` runs plain, `tasks/*` is `-32601`, and a
+/// server's task status is not sent to it (a review found all four offered to a 2025-06-18 host
+/// while a 2026-07-28 one was spared them).
+#[test]
+fn a_host_of_a_version_without_tasks_gets_none() {
+    let world = World::new();
+    let config = world.config(&[("a", "--name a --tasks --extra", "")]);
+    let mut client = world.serve(&config);
+    let init = client.request(
+        0,
+        "initialize",
+        json!({"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    assert!(
+        init["result"]["capabilities"].get("tasks").is_none(),
+        "{init}"
+    );
+    client.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    client.tools(1);
+    let params = json!({"name": "a__echo", "arguments": {"text": "plain"}, "task": {"ttl": 60000}});
+    let answer = client.request(2, "tools/call", params);
+    assert!(answer["result"].get("task").is_none(), "{answer}");
+    assert_eq!(Client::text(&answer), "a: plain", "{answer}");
+    let listed = client.request(3, "tasks/list", json!({}));
+    assert_eq!(listed["error"]["code"], -32601, "{listed}");
+    let notified = client.call(4, "a__notify", json!({}));
+    assert_eq!(Client::text(&notified), "notified", "{notified}");
+    let _ = client.request(5, "tools/list", json!({}));
+    assert!(
+        client
+            .backlog
+            .iter()
+            .all(|m| m["method"] != "notifications/tasks/status"),
+        "{:?}",
+        client.backlog
+    );
+    assert!(client.close_and_wait(Duration::from_secs(5)));
+}

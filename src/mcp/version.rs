@@ -100,6 +100,12 @@ pub fn removed_in_stateless(method: &str) -> bool {
     )
 }
 
+/// The 2025-11-25 tasks (`params.task`, `tasks/*`, the `tasks` capability) exist only in that
+/// version: earlier ones did not have them, and 2026-07-28 made tasks an extension of its own.
+pub fn has_tasks(version: &str) -> bool {
+    version == "2025-11-25"
+}
+
 /// JSON-RPC batches exist only in 2025-03-26 (added there, removed in 2025-06-18).
 pub fn supports_batches(version: Option<&str>) -> bool {
     version == Some("2025-03-26")
@@ -134,6 +140,14 @@ pub fn elicitation_form_supported(capabilities: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_2025_11_25_has_tasks() {
+        assert!(has_tasks("2025-11-25"));
+        for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2026-07-28"] {
+            assert!(!has_tasks(version), "{version}");
+        }
+    }
 
     #[test]
     fn what_2026_removed() {

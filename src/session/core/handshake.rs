@@ -121,9 +121,16 @@ impl Core {
 
     pub(super) fn answer_initialize(&mut self, id: Value) {
         let version = self.downstream_version().to_string();
+        let mut capabilities = self.capabilities();
+        // Tasks are offered only in the version that has them (2025-11-25).
+        if !crate::mcp::version::has_tasks(&version)
+            && let Some(capabilities) = capabilities.as_object_mut()
+        {
+            capabilities.remove("tasks");
+        }
         let result = json!({
             "protocolVersion": version,
-            "capabilities": self.capabilities(),
+            "capabilities": capabilities,
             "serverInfo": era::server_info(),
             "instructions": self.instructions(),
         });

@@ -58,11 +58,15 @@ impl Core {
                 }
                 self.learn_host(&method, &message, now);
                 self.note_request_era(&id);
-                if self.stateless_through_gateway(&message) {
-                    // 2026-07-28 has no `task` augmentation (tasks are an extension there, with
-                    // other methods): a handshake-era server would answer with a task the host
-                    // cannot read, so the request runs as the plain one its era defines.
-                    super::tasks::make_plain(&mut message);
+                if !self.single() && !self.request_has_tasks(&message) {
+                    // Only 2025-11-25 has `task` augmentation (2026-07-28 made tasks an
+                    // extension, with other methods): a server would answer with a task the
+                    // host cannot read, so the request runs as the plain one its era defines.
+                    if super::tasks::make_plain(&mut message) {
+                        // The line as the host sent it still holds the `task`: what goes on is
+                        // the request re-encoded.
+                        let _ = self.take_host_line(&crate::mcp::id_key(&id));
+                    }
                 }
                 match self.topology {
                     Topology::Single => self.forward_request(0, message, id, now),
@@ -269,12 +273,25 @@ impl Core {
         }
     }
 
-    /// Whether `message` is a stateless-era request a gateway presents to its handshake-era
-    /// servers.
-    fn stateless_through_gateway(&self, message: &Value) -> bool {
-        !self.single()
-            && version::request_version(message.field("params"))
-                .is_some_and(|v| version::era_of(v) == version::Era::Stateless)
+    /// Whether the era `message` (a host request) speaks has the 2025-11-25 tasks: its own
+    /// version for a 2026-07-28 request, else the one the host's handshake opened with. Behind
+    /// the HTTP face sessions of several versions share the core: there only a 2026-07-28
+    /// request is told apart.
+    pub(super) fn request_has_tasks(&self, message: &Value) -> bool {
+        if version::request_version(message.field("params"))
+            .is_some_and(|v| version::era_of(v) == version::Era::Stateless)
+        {
+            return false;
+        }
+        self.trust_identity || self.host_has_tasks()
+    }
+
+    /// Whether the host's handshake opened a version with the 2025-11-25 tasks.
+    pub(super) fn host_has_tasks(&self) -> bool {
+        let opened = self.host.handshake_version.as_deref();
+        opened
+            .or(self.host.version.as_deref())
+            .is_some_and(version::has_tasks)
     }
 
     fn host_notification(&mut self, message: Value, method: &str, now: Instant) {

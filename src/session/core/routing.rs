@@ -48,6 +48,12 @@ impl Core {
             }
             "completion/complete" => self.host_complete(message, id, now),
             "subscriptions/listen" => self.host_listen(&message, id, now),
+            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list"
+                if !self.request_has_tasks(&message) =>
+            {
+                let text = format!("Method not found: {method} (tasks are of protocol 2025-11-25)");
+                self.reply_error(id, code::METHOD_NOT_FOUND, &text);
+            }
             "tasks/get" | "tasks/result" | "tasks/cancel" => self.host_task(message, id, now),
             other => match ListKind::from_method(other) {
                 Some(kind) if !self.offers_list(kind) => self.reply_error(

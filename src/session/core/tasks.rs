@@ -215,10 +215,14 @@ const STATUS: &str = "notifications/tasks/status";
 /// A server's request made task-augmented (`params.task`, any spelling): the host's tasks are not
 /// offered to a gateway's servers, so the host runs it as a plain request, whose answer comes
 /// back to the server that asked.
-pub fn make_plain(request: &mut Value) {
-    if let Some(Value::Object(params)) = request.field_mut("params") {
-        params.retain(|key, _| !reads_as_one_of(key, &["task"]));
-    }
+/// True when it took something out.
+pub fn make_plain(request: &mut Value) -> bool {
+    let Some(Value::Object(params)) = request.field_mut("params") else {
+        return false;
+    };
+    let before = params.len();
+    params.retain(|key, _| !reads_as_one_of(key, &["task"]));
+    params.len() != before
 }
 
 /// A host's `tasks/get`, `tasks/result` or `tasks/cancel`: the server and the start the task's

@@ -206,7 +206,7 @@ impl Harness {
     }
 
     fn initialize(&mut self, capabilities: Value) {
-        self.host(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":capabilities,"clientInfo":{"name":"host","version":"1"}}}));
+        self.host(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":capabilities,"clientInfo":{"name":"host","version":"1"}}}));
         self.host(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
         let answer = self.take_host(json!(0));
         assert_eq!(answer["result"]["serverInfo"]["name"], "airlock");

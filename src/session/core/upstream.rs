@@ -173,7 +173,7 @@ impl Core {
     ) {
         if !self.single() {
             tasks::name_in_server_message(&mut message, method, self.task_maker(index));
-            tasks::make_plain(&mut message);
+            let _ = tasks::make_plain(&mut message);
         }
         if !self.single()
             && INPUT_METHODS.contains(&method)
@@ -300,9 +300,10 @@ impl Core {
         }
         if method == "notifications/tasks/status" {
             self.task_progress_ends(index, tasks::ended_in_status(&message));
-            // A stateless host made no task (its requests run plain) and its era has no such
-            // notification; behind the HTTP face the mux passes it to handshake-era sessions.
-            if era::stateless(&self.host) && !self.trust_identity {
+            // A host of a version without tasks made none (its requests run plain), and its
+            // era has no such notification; behind the HTTP face the mux passes it on to the
+            // session that made the task.
+            if !self.trust_identity && (era::stateless(&self.host) || !self.host_has_tasks()) {
                 return;
             }
         }
