@@ -456,9 +456,17 @@ fn limits_answer_with_clear_errors() {
     assert!(third.body.contains("sessions_per_client"), "{}", third.body);
 }
 
-#[test]
-fn stdio_and_http_serve_one_gateway_at_once() {
-    let world = World::new();
+/// `airlock serve --listen 127.0.0.1:0 --stdio` with the fixture server: the process (killed
+/// however the test ends, through the guard), its URL, and its stdio host's ends.
+fn listen_with_stdio(
+    world: &World,
+) -> (
+    std::process::Child,
+    KillOnDrop,
+    String,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
     let config = world.config(&fixture_server());
     let mut child = world
         .command(&[
@@ -474,7 +482,6 @@ fn stdio_and_http_serve_one_gateway_at_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Killed however the test ends.
     let guard = KillOnDrop(child.id());
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut url = String::new();
@@ -487,8 +494,50 @@ fn stdio_and_http_serve_one_gateway_at_once() {
         line.clear();
     }
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, guard, url, stdin, stdout)
+}
+
+/// The stdio host beside the listener is one connection, held to one era as on stdio alone: after
+/// its 2026-07-28 requests, one without the envelope is `-32602` and `initialize` `-32022` (a
+/// review found both served there: an envelope-less `logging/setLevel` would turn on log
+/// messages the host never opted in to).
+#[test]
+fn the_stdio_host_beside_the_listener_speaks_one_era() {
+    let world = World::new();
+    let (mut child, guard, _url, mut stdin, mut stdout) = listen_with_stdio(&world);
+    let envelope = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let mut ask = |message: Value| -> Value {
+        writeln!(stdin, "{message}").unwrap();
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout closed");
+        serde_json::from_str(&line).unwrap()
+    };
+    let listed =
+        ask(json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":envelope}}));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let bare =
+        ask(json!({"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}));
+    assert_eq!(bare["error"]["code"], -32602, "{bare}");
+    let init = ask(initialize("2025-06-18"));
+    assert_eq!(init["error"]["code"], -32022, "{init}");
+    let still = ask(
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
+        "name":"fixture__echo","arguments":{"text":"still"},"_meta":envelope}}),
+    );
+    assert_eq!(text_of(&still), "fixture: still", "{still}");
+    // SAFETY: kill only sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    std::mem::forget(guard); // reaped: its pid may be reused
+}
+
+#[test]
+fn stdio_and_http_serve_one_gateway_at_once() {
+    let world = World::new();
+    let (mut child, guard, url, mut stdin, mut stdout) = listen_with_stdio(&world);
     for message in [
         initialize("2025-06-18"),
         call(1, "fixture__echo", json!({"text": "stdio"})),

@@ -205,10 +205,31 @@ impl Gate {
     }
 
     /// airlock's own listing cannot be made or was refused for the session's protocol (see
-    /// [`GiveUp::Refused`]): the calls waiting for it get `error` as their answer.
-    pub fn tools_listing_refused(&mut self, error: &Value, now: Instant, fx: &mut Effects) {
+    /// [`GiveUp::Refused`]): the calls waiting for it that `theirs` says the refusal is about
+    /// (the call as the host sent it) get `error` as their answer; the others, that the listing
+    /// failed (another request's error is not theirs to see).
+    pub fn tools_listing_refused(
+        &mut self,
+        error: &Value,
+        theirs: impl Fn(&Value) -> bool,
+        now: Instant,
+        fx: &mut Effects,
+    ) {
+        let text = error
+            .field("message")
+            .and_then(Value::as_str)
+            .unwrap_or("refused");
+        let failed = format!(
+            "airlock could not list the tools of server \"{}\": tools/list failed: {text}",
+            self.config.server
+        );
         for held in self.awaiting.take_all() {
-            self.give_up_waiting(held, GiveUp::Refused(error.clone()), now, fx);
+            let why = if theirs(&held.call) {
+                GiveUp::Refused(error.clone())
+            } else {
+                GiveUp::Failed(failed.clone())
+            };
+            self.give_up_waiting(held, why, now, fx);
         }
     }
 

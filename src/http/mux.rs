@@ -34,7 +34,7 @@ use crate::mcp::message::{
     Class, classify, code, error_response, id_key, request, result_response,
 };
 use crate::mcp::version::HANDSHAKE_VERSIONS;
-use crate::session::core::{LATEST_HANDSHAKE, META_SERVER};
+use crate::session::core::{LATEST_HANDSHAKE, META_SERVER, SessionEra, request_refusal};
 
 /// Why a request of the gateway (sampling, elicitation, roots) cannot go to one client: the
 /// text is the reason of the refusal the server gets.
@@ -83,6 +83,8 @@ struct Client {
     initialized: bool,
     /// The local stdio host: its request ids reach the core (and the audit log) as it sent them.
     keeps_ids: bool,
+    /// It sent a 2026-07-28 request (the stdio host: one connection speaks one era).
+    spoke_stateless: bool,
 }
 
 /// A client request the core is working on.
@@ -169,6 +171,7 @@ impl Mux {
                 stateless,
                 initialized: false,
                 keeps_ids: false,
+                spoke_stateless: false,
             },
         );
     }
@@ -247,6 +250,9 @@ impl Mux {
         method: &str,
     ) -> Vec<Out> {
         let params = message.get("params").cloned().unwrap_or(Value::Null);
+        if let Some((code, text, data)) = self.stdio_era_refusal(key, method, &params) {
+            return vec![to(key, error_response(id, code, &text, data), None)];
+        }
         match method {
             // The handshake is forwarded with airlock's own capabilities written into its
             // params, which must be an object to take them (a `params: []` aborted the gateway).
@@ -323,6 +329,39 @@ impl Mux {
             },
         );
         vec![Out::ToCore(message)]
+    }
+
+    /// The stdio host beside the listener is one connection, held to one era as on stdio alone
+    /// ([`request_refusal`]); an HTTP session's requests are checked by the transport. Notes a
+    /// 2026-07-28 request the stdio host sends.
+    fn stdio_era_refusal(
+        &mut self,
+        key: SessionKey,
+        method: &str,
+        params: &Value,
+    ) -> Option<crate::session::core::Refusal> {
+        let waiting = matches!(&self.handshake, Handshake::Waiting(waiting)
+            if waiting.iter().any(|(waiting_key, _, _)| *waiting_key == key));
+        let client = self
+            .clients
+            .get_mut(&key)
+            .filter(|client| client.keeps_ids)?;
+        let era = if client.version.is_some() || waiting {
+            SessionEra::Handshake
+        } else if client.spoke_stateless {
+            SessionEra::Stateless
+        } else {
+            SessionEra::Fresh
+        };
+        let refusal = request_refusal(method, Some(params), era);
+        if refusal.is_none()
+            && crate::mcp::version::request_version(Some(params)).is_some_and(|v| {
+                crate::mcp::version::era_of(v) == crate::mcp::version::Era::Stateless
+            })
+        {
+            client.spoke_stateless = true;
+        }
+        refusal
     }
 
     fn server_of(&self, method: &str, params: &Value) -> Option<String> {

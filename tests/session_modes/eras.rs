@@ -183,4 +183,18 @@ pub(super) fn a_call_in_no_era_gets_an_error_and_the_session_still_opens_in_2026
             "{mode:?}: {answer}"
         );
     }
+    // Sent together: a refusal of one call's version is that call's answer, never another's (a
+    // review found the second call given the first's -32022, its version named in it).
+    let (world, mut client) = start(mode, sdk2_server(&python));
+    let echo = world.tool("echo");
+    for (id, version) in [(1, "2099-01-01"), (2, "2026-07-28")] {
+        client.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": echo, "arguments": {"text": "x"}, "_meta": envelope(version)}}),
+        );
+    }
+    let refused = client.answer(json!(1), SECS(10));
+    assert_eq!(refused["error"]["code"], -32022, "{mode:?}: {refused}");
+    let other = client.answer(json!(2), SECS(10));
+    assert!(!other.to_string().contains("2099"), "{mode:?}: {other}");
 }

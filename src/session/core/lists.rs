@@ -341,7 +341,7 @@ impl Core {
                 let mut fx = crate::gate::Effects::default();
                 self.servers[index]
                     .gate
-                    .tools_listing_refused(&error, now, &mut fx);
+                    .tools_listing_refused(&error, |_| true, now, &mut fx);
                 self.apply_gate(index, fx, now);
                 return;
             }
@@ -377,12 +377,23 @@ impl Core {
     ) {
         let mut fx = crate::gate::Effects::default();
         let error = error.or_else(|| self.servers[index].listing_past_bounds(&result));
+        // The version the listing's envelope named (the latest request's): the calls that name
+        // it too get the server's refusal of it as their own answer.
+        let listed_in = self.host.version.clone();
         let gate = &mut self.servers[index].gate;
         if let Some(error) = error {
             let code = error.field("code").and_then(Value::as_i64);
             if code == Some(code::UNSUPPORTED_PROTOCOL_VERSION) {
-                // The version the calls' own envelope names: the server's answer is theirs.
-                gate.tools_listing_refused(&error, now, &mut fx);
+                let refused = error
+                    .at(&["data", "requested"])
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or(listed_in);
+                let theirs = |call: &Value| {
+                    let named = crate::mcp::version::request_version(call.field("params"));
+                    named.is_some() && named == refused.as_deref()
+                };
+                gate.tools_listing_refused(&error, theirs, now, &mut fx);
             } else {
                 let text = error
                     .field("message")

@@ -66,6 +66,7 @@ use crate::gateway::names::NameTable;
 use crate::mcp::message::{error_response, result_response};
 use crate::policy::Policy;
 
+pub use era::{Refusal, SessionEra, request_refusal};
 pub use handshake::LATEST_HANDSHAKE;
 pub use lists::{ListKind, PAGE_SIZE};
 pub use reload::{ReloadSummary, Reloaded};
