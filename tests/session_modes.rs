@@ -81,6 +81,7 @@ both_modes!(
     a_2026_host_gets_only_what_its_era_has,
     a_session_speaks_one_era_and_each_request_carries_it,
     a_call_in_no_era_gets_an_error_and_the_session_still_opens_in_2026,
+    a_batch_is_answered_with_one_array_whatever_its_elements,
     a_host_that_does_not_read_its_answers_is_named_for_the_refusals,
     progress_reaches_the_host_only_for_a_request_still_running,
     an_audit_log_of_dev_null_keeps_nothing_and_the_server_still_runs,

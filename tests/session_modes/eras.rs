@@ -198,3 +198,35 @@ pub(super) fn a_call_in_no_era_gets_an_error_and_the_session_still_opens_in_2026
     let other = client.answer(json!(2), SECS(10));
     assert!(!other.to_string().contains("2099"), "{mode:?}: {other}");
 }
+
+/// A 2025-03-26 batch gets one array, whatever its elements: one that is no message (a number, a
+/// nested array) is answered `-32600` inside it, beside the other answers; a nested batch is not
+/// run (a review found `[1]` answered with a bare object, `[1, request]` with two messages, and
+/// `[[request]]` run as a batch).
+pub(super) fn a_batch_is_answered_with_one_array_whatever_its_elements(mode: Mode) {
+    let (_world, mut client) = start(mode, Setup::fixture(""));
+    client.initialize("2025-03-26");
+    let list = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+    let cases = [
+        (json!([1]), vec![Value::Null]),
+        (json!([1, list(2)]), vec![Value::Null, json!(2)]),
+        (json!([[list(3)]]), vec![Value::Null]),
+    ];
+    for (batch, ids) in cases {
+        client.send(batch.clone());
+        let answer = client.next(SECS(10)).expect("an answer");
+        let items = answer
+            .as_array()
+            .unwrap_or_else(|| panic!("{mode:?} {batch}: one array: {answer}"));
+        let mut got: Vec<Value> = items.iter().map(|m| m["id"].clone()).collect();
+        got.sort_by_key(|id| id.to_string());
+        let mut ids = ids;
+        ids.sort_by_key(|id| id.to_string());
+        assert_eq!(got, ids, "{mode:?} {batch}: {answer}");
+        for item in items.iter().filter(|m| m["id"].is_null()) {
+            assert_eq!(item["error"]["code"], -32600, "{mode:?} {batch}: {answer}");
+        }
+    }
+    let after = client.request(9, "tools/list", json!({}));
+    assert!(after["result"]["tools"].is_array(), "{mode:?}: {after}");
+}

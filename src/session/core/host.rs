@@ -103,19 +103,40 @@ impl Core {
         let batch = self.batches.next;
         self.batches.next += 1;
         let mut requests = 0;
-        for item in &items {
-            if let Ok(Class::Request { id, .. }) = classify(item) {
-                let key = id_key(id);
-                if !self.batches.member.contains_key(&key) && !self.in_flight(&key) {
-                    self.batches.member.insert(key, batch);
-                    requests += 1;
+        // An element that is no valid message (a number, a nested array) is answered in the
+        // batch's own array, as JSON-RPC 2.0 answers a batch: one array for one batch.
+        let mut invalid = Vec::new();
+        let mut valid = Vec::new();
+        for item in items {
+            match classify(&item) {
+                Ok(Class::Batch(_)) | Err(_) => {
+                    let text = "invalid request: a batch element must be one JSON-RPC message";
+                    let answer = crate::mcp::error_response(
+                        salvage_id(&item),
+                        code::INVALID_REQUEST,
+                        text,
+                        None,
+                    );
+                    invalid.push(answer);
+                    continue;
                 }
+                Ok(Class::Request { id, .. }) => {
+                    let key = id_key(id);
+                    if !self.batches.member.contains_key(&key) && !self.in_flight(&key) {
+                        self.batches.member.insert(key, batch);
+                        requests += 1;
+                    }
+                }
+                Ok(_) => {}
             }
+            valid.push(item);
         }
         if requests > 0 {
-            self.batches.open.insert(batch, (requests, Vec::new()));
+            self.batches.open.insert(batch, (requests, invalid));
+        } else if !invalid.is_empty() {
+            self.send_host(Value::Array(invalid));
         }
-        for item in items {
+        for item in valid {
             self.on_host(item, now);
         }
     }
