@@ -100,3 +100,46 @@ fn a_signal_to_a_listening_gateway_still_answers_its_clients_calls() {
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
     assert_eq!(outcomes[0]["outcome"], "ok", "{outcomes:?}");
 }
+
+/// Over HTTP each session is offered the 2025-11-25 tasks by its own version, whichever session
+/// opened first: a 2025-11-25 session gets the capability and its task-augmented call makes a
+/// task; a 2025-06-18 session gets no capability, its call with a `task` runs plain and
+/// `tasks/list` is `-32601`. (A review found the first session's version deciding for all: a
+/// 2025-11-25 session offered nothing, or a 2025-06-18 one offered tasks and given them.)
+#[test]
+fn each_session_is_offered_tasks_by_its_own_version() {
+    let server = fixture_server().replace(".py\"]", ".py\", \"--tasks\"]");
+    for order in [["2025-06-18", "2025-11-25"], ["2025-11-25", "2025-06-18"]] {
+        let world = World::new();
+        let gateway = world.listen(&server, &[]);
+        for version in order {
+            let reply = post(&gateway.url, &[], &initialize(version));
+            let answer = reply.json();
+            let session = reply.header("mcp-session-id").expect("a session id");
+            let headers = [("mcp-session-id", session.as_str())];
+            let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+            post(&gateway.url, &headers, &note);
+            let offered = answer["result"]["capabilities"].get("tasks").is_some();
+            let mut task_call = call(1, "fixture__echo", json!({"text": "t"}));
+            task_call["params"]["task"] = json!({"ttl": 60000});
+            let called = post(&gateway.url, &headers, &task_call).json();
+            let made_task = called["result"].get("task").is_some();
+            let list = json!({"jsonrpc":"2.0","id":2,"method":"tasks/list"});
+            let listed = post(&gateway.url, &headers, &list).json();
+            if version == "2025-11-25" {
+                assert!(
+                    offered && made_task,
+                    "{order:?} {version}: {answer} {called}"
+                );
+                assert!(listed["result"]["tasks"].is_array(), "{order:?}: {listed}");
+            } else {
+                assert!(
+                    !offered && !made_task,
+                    "{order:?} {version}: {answer} {called}"
+                );
+                assert_eq!(text_of(&called), "fixture: t", "{order:?}: {called}");
+                assert_eq!(listed["error"]["code"], -32601, "{order:?}: {listed}");
+            }
+        }
+    }
+}

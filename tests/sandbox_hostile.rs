@@ -270,7 +270,7 @@ fn a_handed_over_socket_cannot_be_pointed_anywhere_else() {
         let stuck_port = stuck_addr.port().to_string();
         let network = format!("127.0.0.1:{allowed_port},127.0.0.1:{stuck_port}");
         let allowed_port = allowed_port.to_string();
-        let out = who
+        let mut program = who
             .airlock(&[
                 "__sandbox-exec",
                 "--server",
@@ -284,8 +284,16 @@ fn a_handed_over_socket_cannot_be_pointed_anywhere_else() {
                 &other_port,
                 &stuck_port,
             ])
-            .output()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        // Its input stays open until it ends: the sandbox closes a program's input on EOF and
+        // stops it 0.5 s later, which a loaded machine's race loop can outlast (CI saw it).
+        let input = program.stdin.take();
+        let out = program.wait_with_output().unwrap();
+        drop(input);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let context = format!("{who:?}: {}", text(&out));
         assert!(stdout.contains("CONNECTED"), "{context}");

@@ -253,6 +253,27 @@ impl Mux {
         if let Some((code, text, data)) = self.stdio_era_refusal(key, method, &params) {
             return vec![to(key, error_response(id, code, &text, data), None)];
         }
+        // A session of a version without the 2025-11-25 tasks (it negotiated an earlier one) has
+        // no `tasks/*`, and its requests run plain, as on stdio.
+        let without_tasks = self
+            .clients
+            .get(&key)
+            .and_then(|client| client.version.as_deref())
+            .is_some_and(|version| !crate::mcp::version::has_tasks(version));
+        if without_tasks {
+            if matches!(
+                method,
+                "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/list"
+            ) {
+                let text = format!("Method not found: {method} (tasks are of protocol 2025-11-25)");
+                return vec![to(
+                    key,
+                    error_response(id, code::METHOD_NOT_FOUND, &text, None),
+                    None,
+                )];
+            }
+            crate::session::core::make_plain(&mut message);
+        }
         match method {
             // The handshake is forwarded with airlock's own capabilities written into its
             // params, which must be an object to take them (a `params: []` aborted the gateway).
@@ -426,6 +447,9 @@ impl Mux {
                 self.initialize_id = Some(id_key(&fresh));
                 message["id"] = fresh;
                 message["params"]["capabilities"] = every_capability();
+                // The gateway's one handshake is in the latest version whichever session
+                // opened first; each session is answered in its own (`answer_initialize`).
+                message["params"]["protocolVersion"] = Value::String(LATEST_HANDSHAKE.to_string());
                 vec![Out::ToCore(message)]
             }
         }
@@ -443,6 +467,14 @@ impl Mux {
             _ => LATEST_HANDSHAKE.to_string(),
         };
         result["protocolVersion"] = Value::String(version.clone());
+        // Tasks are offered only to a session of the version that has them (2025-11-25).
+        if !crate::mcp::version::has_tasks(&version)
+            && let Some(capabilities) = result
+                .get_mut("capabilities")
+                .and_then(Value::as_object_mut)
+        {
+            capabilities.remove("tasks");
+        }
         if let Some(client) = self.clients.get_mut(&key) {
             client.version = Some(version);
         }

@@ -122,8 +122,10 @@ impl Core {
     pub(super) fn answer_initialize(&mut self, id: Value) {
         let version = self.downstream_version().to_string();
         let mut capabilities = self.capabilities();
-        // Tasks are offered only in the version that has them (2025-11-25).
-        if !crate::mcp::version::has_tasks(&version)
+        // Tasks are offered only in the version that has them (2025-11-25). Behind the HTTP
+        // face this answer is the mux's, which offers each session what its own version has.
+        if !self.trust_identity
+            && !crate::mcp::version::has_tasks(&version)
             && let Some(capabilities) = capabilities.as_object_mut()
         {
             capabilities.remove("tasks");

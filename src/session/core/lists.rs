@@ -347,6 +347,10 @@ impl Core {
             }
             if self.servers[index].listing.is_none() {
                 self.servers[index].start_listing();
+                // The envelope airlock's own request carries (see `own_request`).
+                self.servers[index].listed_in = era::stateless(&self.host)
+                    .then(|| self.host.version.clone())
+                    .flatten();
                 let origin = Origin::GateList;
                 self.internal_request_queued(index, "tools/list", json!({}), origin, now);
             }
@@ -377,9 +381,9 @@ impl Core {
     ) {
         let mut fx = crate::gate::Effects::default();
         let error = error.or_else(|| self.servers[index].listing_past_bounds(&result));
-        // The version the listing's envelope named (the latest request's): the calls that name
-        // it too get the server's refusal of it as their own answer.
-        let listed_in = self.host.version.clone();
+        // The version the listing's envelope named when it was sent: the calls that name it too
+        // get the server's refusal of it as their own answer.
+        let listed_in = self.servers[index].listed_in.clone();
         let gate = &mut self.servers[index].gate;
         if let Some(error) = error {
             let code = error.field("code").and_then(Value::as_i64);

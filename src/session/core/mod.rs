@@ -70,6 +70,7 @@ pub use era::{Refusal, SessionEra, request_refusal};
 pub use handshake::LATEST_HANDSHAKE;
 pub use lists::{ListKind, PAGE_SIZE};
 pub use reload::{ReloadSummary, Reloaded};
+pub use tasks::make_plain;
 
 /// How long the answer to the host's `initialize` waits for eager servers still starting.
 pub const INITIALIZE_WAIT: Duration = Duration::from_secs(5);
@@ -253,6 +254,9 @@ struct Downstream {
     /// The server said its tools changed while that listing was under way: list again once it
     /// ends (its pages may be from before the change).
     relist_after: bool,
+    /// The protocol version the envelope of airlock's own listing for the gate named (`Single`,
+    /// a 2026-07-28 host): whose calls a refusal of it answers.
+    listed_in: Option<String>,
     last_call: Option<SystemTime>,
     calls: u64,
     /// Calls the gate refused (policy, a declined confirmation, a call without a tool name).
@@ -571,6 +575,7 @@ impl Core {
             listing: None,
             listing_read: (0, 0),
             relist_after: false,
+            listed_in: None,
             last_call: None,
             calls: 0,
             denials: 0,

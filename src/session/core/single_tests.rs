@@ -300,3 +300,47 @@ fn a_cancelled_batch_member_does_not_hold_back_the_others_or_the_fast_path() {
     s.drive();
     assert_eq!(s.raw_to_host, vec![answer.to_vec()]);
 }
+
+/// A refusal of airlock's own listing for the gate (`-32022` without `data.requested`) answers
+/// the calls that named the version the listing's envelope named when it was sent, not the
+/// latest request's (a review found the refusal handed to the wrong call).
+#[test]
+fn a_refused_listing_answers_the_calls_of_the_version_it_was_sent_in() {
+    let mut s = Single::new();
+    let envelope = |version: &str| {
+        json!({"io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {}})
+    };
+    let call = |id: i64, version: &str| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"fresh","arguments":{},"_meta":envelope(version)}})
+    };
+    // A call after the server's list changed waits for airlock's own listing.
+    s.server(json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}));
+    s.host(call(1, "2026-07-28"));
+    s.host(call(2, "2099-01-01"));
+    let listing = s
+        .to_server
+        .iter()
+        .find(|m| m["method"] == "tools/list")
+        .cloned()
+        .unwrap_or_else(|| panic!("airlock's own listing: {:?} {:?}", s.to_server, s.to_host));
+    assert_eq!(
+        listing["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    s.server(json!({"jsonrpc":"2.0","id":listing["id"],
+        "error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["x"]}}}));
+    let answer = |id: i64| {
+        s.to_host
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no answer to {id}: {:?}", s.to_host))
+    };
+    assert_eq!(
+        answer(1)["error"]["code"],
+        code::UNSUPPORTED_PROTOCOL_VERSION
+    );
+    assert!(answer(2).get("error").is_none() || answer(2)["error"]["code"] != -32022);
+}
