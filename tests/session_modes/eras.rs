@@ -229,4 +229,12 @@ pub(super) fn a_batch_is_answered_with_one_array_whatever_its_elements(mode: Mod
     }
     let after = client.request(9, "tools/list", json!({}));
     assert!(after["result"]["tools"].is_array(), "{mode:?}: {after}");
+    // A request stamped 2026-07-28 (which `run` relays, and a gateway refuses) does not take
+    // batches away from the session's own era (`run` refused the next batch: found by a review).
+    let stamped = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}});
+    let _ = client.request(10, "tools/list", stamped);
+    client.send(json!([list(11)]));
+    let answer = client.next(SECS(10)).expect("an answer");
+    assert!(answer.is_array(), "{mode:?}: {answer}");
 }

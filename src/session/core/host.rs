@@ -87,12 +87,12 @@ impl Core {
     /// JSON-RPC batches exist in 2025-03-26 only. Each request of a batch is handled on its
     /// own (gated, routed); their answers leave together as one array.
     fn host_batch(&mut self, message: Value, now: Instant) {
-        if !version::supports_batches(self.host.version.as_deref()) {
-            let version = self
-                .host
-                .version
-                .as_deref()
-                .unwrap_or("(none negotiated yet)");
+        // The handshake's version decides, not the latest request's: a 2026-07-28 request that
+        // `run` relayed since does not take batches away from a 2025-03-26 session.
+        let opened = self.host.handshake_version.as_deref();
+        let version = opened.or(self.host.version.as_deref());
+        if !version::supports_batches(version) {
+            let version = version.unwrap_or("(none negotiated yet)");
             let text = format!("JSON-RPC batches are not part of MCP protocol version {version}");
             self.reply_error(Value::Null, code::INVALID_REQUEST, &text);
             return;
