@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Core, Topology, era};
 use crate::audit::{Event, EventKind};
+use crate::fast_map::FastMap;
 use crate::mcp::Field;
 use crate::mcp::lenient::lookalike_method;
 use crate::mcp::message::{code, has_id_key, id_key};
@@ -354,5 +355,31 @@ impl Core {
             return;
         }
         tracing::debug!("dropping a host answer to an unknown request {key}");
+    }
+}
+
+/// Answers of a host batch (2025-03-26), sent as one array once every request is answered.
+#[derive(Debug, Default)]
+pub(super) struct Batches {
+    pub(super) next: u64,
+    /// Host request id key → its batch.
+    pub(super) member: FastMap<String, u64>,
+    /// Batch → (requests still unanswered, answers so far).
+    pub(super) open: FastMap<u64, (usize, Vec<Value>)>,
+}
+
+impl Batches {
+    /// The host cancelled request `key`: it gets no answer (a cancelled request is never
+    /// answered), so its batch waits for it no longer. The batch's answers when that was the
+    /// last one it waited for (none when every member was cancelled).
+    pub(super) fn cancelled(&mut self, key: &str) -> Option<Vec<Value>> {
+        let batch = self.member.remove(key)?;
+        let (remaining, _) = self.open.get_mut(&batch)?;
+        *remaining -= 1;
+        if *remaining > 0 {
+            return None;
+        }
+        let (_, answers) = self.open.remove(&batch)?;
+        (!answers.is_empty()).then_some(answers)
     }
 }

@@ -65,6 +65,7 @@ use crate::gateway::lifecycle::{Lifecycle, Phase};
 use crate::gateway::names::NameTable;
 use crate::mcp::message::{error_response, result_response};
 use crate::policy::Policy;
+use host::Batches;
 
 pub use era::{Refusal, SessionEra, request_refusal};
 pub use handshake::LATEST_HANDSHAKE;
@@ -383,32 +384,6 @@ pub struct ServerStatus {
 /// The most host requests in flight whose era a gateway notes for their answers (a bound: a
 /// host that never lets its requests be answered cannot grow the map without end).
 const MAX_NOTED_ERAS: usize = 65_536;
-
-/// Answers of a host batch (2025-03-26), sent as one array once every request is answered.
-#[derive(Debug, Default)]
-struct Batches {
-    next: u64,
-    /// Host request id key → its batch.
-    member: FastMap<String, u64>,
-    /// Batch → (requests still unanswered, answers so far).
-    open: FastMap<u64, (usize, Vec<Value>)>,
-}
-
-impl Batches {
-    /// The host cancelled request `key`: it gets no answer (a cancelled request is never
-    /// answered), so its batch waits for it no longer. The batch's answers when that was the
-    /// last one it waited for (none when every member was cancelled).
-    fn cancelled(&mut self, key: &str) -> Option<Vec<Value>> {
-        let batch = self.member.remove(key)?;
-        let (remaining, _) = self.open.get_mut(&batch)?;
-        *remaining -= 1;
-        if *remaining > 0 {
-            return None;
-        }
-        let (_, answers) = self.open.remove(&batch)?;
-        (!answers.is_empty()).then_some(answers)
-    }
-}
 
 pub struct Core {
     topology: Topology,
