@@ -12,10 +12,15 @@ resolution of 1 µs):
 - for a proxy (`--trace proxy`: the process named `airlock`, or the bench's floor proxy):
   from its read of the host's line returning to each system call up to its write of the call to
   the server (the request's path), and from its read of the server's answer returning to its
-  write of it to the host (the answer's path);
+  write of it to the host (the answer's path), and the four segments of whole calls in a row
+  (request, the server's turn, answer, the host's turn);
 - for the server (`--trace server`: the process whose command line holds SERVER_MATCH): from its
   read of a call returning to its write of the answer (its own work; it makes no other system
   call in between when it is the Node server-everything).
+
+A traced system call costs about a µs more than an untraced one, and more in a process that
+sleeps (perf's per-task events are switched at each sleep): compare the shapes of two processes'
+segments, not their sums, and judge a change by the untraced round trip (`mcp_driver seq`).
 
 The host's and the server's pipes are told apart by their inodes (`/proc/PID/fd`), not by
 numbers. Needs root (perf) and a built driver:
@@ -100,12 +105,15 @@ def events(data):
 
 
 def proxy_segments(evs, host_in, host_out, server_in, server_out):
-    request, answer = {}, []
+    request, answer, turnaround = {}, [], []
     read_at = step = None
-    answer_at = None
+    answer_at = answered_at = None
     for kind, nr, fd, at, ret in evs:
         if kind == "exit" and nr == 0 and ret and ret > 0 and fd == host_in:
             read_at, step = at, 0
+            if answered_at is not None:
+                turnaround.append(at - answered_at)
+                answered_at = None
             continue
         if kind == "exit" and nr == 0 and ret and ret > 0 and fd == server_out:
             answer_at = at
@@ -113,6 +121,7 @@ def proxy_segments(evs, host_in, host_out, server_in, server_out):
         if kind == "enter" and nr == 1 and fd == host_out and answer_at is not None:
             answer.append(at - answer_at)
             answer_at = None
+            answered_at = at
         if read_at is not None:
             step += 1
             where = {host_in: "host", host_out: "host", server_in: "server", server_out: "server"}
@@ -127,6 +136,30 @@ def proxy_segments(evs, host_in, host_out, server_in, server_out):
             print(f"  {name:40} +{statistics.median(offsets):5.1f}")
     if answer:
         print(f"the answer's path, server's answer read -> written to the host: {statistics.median(answer):.1f} µs")
+    if turnaround:
+        print(f"the answer written -> the host's next line read (the host's turn): {statistics.median(turnaround):.1f} µs")
+    cycle(evs, host_in, host_out, server_in, server_out)
+
+
+def cycle(evs, host_in, host_out, server_in, server_out):
+    """Each whole call seen from the proxy: the four segments of one call in a row, so their
+    medians can be read beside the median of their sum."""
+    marks = []
+    for kind, nr, fd, at, ret in evs:
+        if kind == "exit" and nr == 0 and ret and ret > 0 and fd in (host_in, server_out):
+            marks.append(("host read" if fd == host_in else "server read", at))
+        elif kind == "enter" and nr == 1 and fd in (host_out, server_in):
+            marks.append(("host write" if fd == host_out else "server write", at))
+    order = ["host read", "server write", "server read", "host write"]
+    names = ["request", "server's turn", "answer", "host's turn"]
+    rows = []
+    for i in range(len(marks) - 4):
+        window = marks[i:i + 5]
+        if [m[0] for m in window[:4]] == order and window[4][0] == "host read":
+            rows.append([b[1] - a[1] for a, b in zip(window, window[1:])])
+    if rows:
+        medians = ", ".join(f"{n} {statistics.median(r[k] for r in rows):.1f}" for k, n in enumerate(names))
+        print(f"whole calls in a row ({len(rows)}), p50 µs: {medians}; their sum {statistics.median(sum(r) for r in rows):.1f}")
 
 
 def server_segments(evs):
