@@ -87,6 +87,55 @@ fn granted_directory_is_readable_and_writable() {
     );
 }
 
+/// `file_size_mb` bounds every file a server writes, in a write grant too: writing and plain
+/// `fallocate` stop at the limit (EFBIG), and `fallocate` with `FALLOC_FL_KEEP_SIZE`, which takes
+/// disk past the end without changing the size the limit looks at, is refused (before, one file
+/// held 200 MiB of the host's disk under a 10 MiB limit, its size 0); a small `fallocate` works.
+#[test]
+fn one_file_stays_within_the_file_size_limit_in_a_write_grant() {
+    let w = world();
+    let grant = w.root.join("grant");
+    let policy = w.root.join("file-size-policy.toml");
+    std::fs::write(
+        &policy,
+        "version = 1\n[sandbox.limits]\nfile_size_mb = 10\n",
+    )
+    .unwrap();
+    let big = grant.join(format!("big-{}", std::process::id()));
+    let extra = [
+        "--policy",
+        policy.to_str().unwrap(),
+        "--grant-write",
+        grant.to_str().unwrap(),
+    ];
+    let out = w.run(
+        "file-size",
+        &extra,
+        &["big-file", big.to_str().unwrap(), "200"],
+    );
+    let shown = text(&out);
+    assert_refused(&out);
+    assert!(
+        shown.contains("REFUSED fallocate KEEP_SIZE: Function not implemented")
+            && shown.contains("REFUSED fallocate: File too large")
+            && shown.contains("WROTE 10 MiB"),
+        "{shown}"
+    );
+    let on_disk = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&big).unwrap()) * 512;
+    // The data, and at most a few blocks of the file system's own bookkeeping.
+    assert!(on_disk <= 11 << 20, "{on_disk} bytes on disk: {shown}");
+    std::fs::remove_file(&big).unwrap();
+    let small = grant.join(format!("small-{}", std::process::id()));
+    let out = w.run(
+        "file-size",
+        &extra,
+        &["small-fallocate", small.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::metadata(&small).unwrap().len(), 1 << 20);
+    std::fs::remove_file(&small).unwrap();
+}
+
 /// `sh -c 'exec airlock ...'`: `$$` is airlock's own pid.
 fn run_with_launcher_pid(server: &str, mode: &str, what: &str) -> std::process::Output {
     let w = world();
@@ -356,6 +405,69 @@ fn unix_sockets_pathname_and_abstract_are_refused() {
     abstract_listener.set_nonblocking(true).unwrap();
     refused("unix", &["abstract", &name]);
     assert!(listener.accept().is_err() && abstract_listener.accept().is_err());
+}
+
+/// The hostile program under another name and place (a runtime profile is chosen by the
+/// program's name, a prefix grant by its place), run in the sandbox.
+fn run_placed(program: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let w = world();
+    std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+    std::fs::copy(&w.hostile, program).unwrap();
+    let mut cmd = std::process::Command::new(AIRLOCK);
+    cmd.args(["__sandbox-exec", "--server", "placed", "--"])
+        .arg(program)
+        .args(args);
+    w.env(&mut cmd);
+    cmd.stdin(std::process::Stdio::null()).output().unwrap()
+}
+
+/// Writes `text` to `file` with `mode`, its directories up to the world's root 0755.
+fn plant(file: &std::path::Path, text: &str, mode: u32) {
+    let w = world();
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, text).unwrap();
+    for dir in file.ancestors().skip(1).take_while(|d| *d != w.root) {
+        chmod(dir, 0o755);
+    }
+    chmod(file, mode);
+}
+
+/// `uv auth login` keeps index passwords and tokens in plain text in
+/// `~/.local/share/uv/credentials`: a `uvx` server is shown the interpreters uv installed (its
+/// runtime profile's grant) and not that (the profile granted the whole data directory).
+#[test]
+fn a_uv_server_sees_the_interpreters_uv_installed_and_not_its_credentials() {
+    let w = world();
+    let uv_data = w.root.join("home/.local/share/uv");
+    let marker = uv_data.join("python/cpython-3.12-linux/marker.txt");
+    let credentials = uv_data.join("credentials/credentials.toml");
+    plant(&marker, "uv python\n", 0o644);
+    plant(&credentials, "password = \"pypi-TOKEN\"\n", 0o600);
+    let uvx = w.root.join("tools/uv/uvx");
+    let shown = run_placed(&uvx, &["cat", marker.to_str().unwrap()]);
+    assert!(text(&shown).contains("LINE uv python"), "{}", text(&shown));
+    assert_refused(&run_placed(&uvx, &["read", credentials.to_str().unwrap()]));
+}
+
+/// A runtime in a prefix of its own (`~/.nvm/versions/node/v20/bin/node`) is shown that prefix,
+/// all but its `etc/`: there `etc/npmrc` is npm's global config, where `npm config set -g`
+/// puts registry tokens (found by a review).
+#[test]
+fn a_runtime_is_shown_its_own_prefix_all_but_its_etc() {
+    let w = world();
+    let prefix = w.root.join("runtimes/node-v20");
+    let module = prefix.join("lib/node_modules/npm/package.json");
+    let npmrc = prefix.join("etc/npmrc");
+    plant(&module, "{\"name\": \"npm\"}\n", 0o644);
+    plant(&npmrc, "//registry.example/:_authToken=npm_SECRET\n", 0o600);
+    let node = prefix.join("bin/node");
+    let shown = run_placed(&node, &["cat", module.to_str().unwrap()]);
+    assert!(
+        text(&shown).contains("LINE {\"name\": \"npm\"}"),
+        "{}",
+        text(&shown)
+    );
+    assert_refused(&run_placed(&node, &["read", npmrc.to_str().unwrap()]));
 }
 
 #[test]

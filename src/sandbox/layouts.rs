@@ -4,7 +4,9 @@
 //! names its interpreter (`#!/usr/bin/env node`, a `uv tool`/`pipx` venv's python), Homebrew on
 //! Linux (`/home/linuxbrew/.linuxbrew/bin/node` → a keg in `Cellar`).
 //!
-//! The rule: a dedicated prefix (`<x>/bin/prog` → `<x>`) is granted read-only; a *shared* one
+//! The rule: a dedicated prefix (`<x>/bin/prog` → `<x>`) is granted read-only, all but its `etc/`
+//! (runtime-wide config: an nvm prefix's `etc/npmrc` is npm's global config, where
+//! `npm config set -g` puts registry tokens); a *shared* one
 //! (the home, `~/.local`, `~/.cargo`, `~/go`, a Homebrew prefix, anything holding airlock's own
 //! files) never is: the program file itself is, with the programs its profile says it runs from
 //! the same directory (`uvx` runs `uv`). The facts are gathered by [`inspect`]; [`program_grants`]
@@ -27,6 +29,10 @@ pub struct RuntimeFacts {
     pub interpreter_canonical: Option<PathBuf>,
     /// The Homebrew prefix the program lives in (the directory holding `Cellar`).
     pub homebrew_prefix: Option<PathBuf>,
+    /// For each install prefix of the program or its interpreter that holds an `etc/`: its
+    /// other entries (not symlinks), which are granted instead of the whole prefix.
+    #[serde(default)]
+    pub prefix_entries_besides_etc: Vec<(PathBuf, Vec<String>)>,
 }
 
 /// Reads the program's `#!` line and looks for a Homebrew prefix around it.
@@ -75,11 +81,39 @@ pub fn inspect(
         .flat_map(Path::ancestors)
         .find(|dir| dir.join("Cellar").is_dir() && dir.join("bin").is_dir())
         .map(Path::to_path_buf);
+    let mut prefix_entries_besides_etc: Vec<(PathBuf, Vec<String>)> = Vec::new();
+    let involved = [Some(program), canonical, interpreter.as_deref()]
+        .into_iter()
+        .chain([interpreter_canonical.as_deref()]);
+    for prefix in involved.flatten().filter_map(install_prefix) {
+        if prefix_entries_besides_etc.iter().any(|(p, _)| *p == prefix) {
+            continue;
+        }
+        if let Some(entries) = entries_besides_etc(&prefix) {
+            prefix_entries_besides_etc.push((prefix, entries));
+        }
+    }
     RuntimeFacts {
         interpreter,
         interpreter_canonical,
         homebrew_prefix,
+        prefix_entries_besides_etc,
     }
+}
+
+/// The entries of `prefix` other than `etc` (and other than symlinks, which a grant of their
+/// own would resolve elsewhere), when it has an `etc`; `None` when it has none or cannot be read.
+fn entries_besides_etc(prefix: &Path) -> Option<Vec<String>> {
+    std::fs::symlink_metadata(prefix.join("etc")).ok()?;
+    let mut entries: Vec<String> = std::fs::read_dir(prefix)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|kind| !kind.is_symlink()))
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name != "etc")
+        .collect();
+    entries.sort();
+    Some(entries)
 }
 
 /// The first line of a file when it starts with `#!` (at most 256 bytes).
@@ -237,11 +271,27 @@ pub(super) fn program_grants(
             covers_protected(&prefix, protected).map(|(what, _)| format!("it holds {what}"))
         });
         let Some(why) = shared else {
-            out.push((
-                prefix,
-                format!("install prefix of {}", program.display()),
-                via,
-            ));
+            let besides_etc = runtime
+                .prefix_entries_besides_etc
+                .iter()
+                .find(|(p, _)| *p == prefix);
+            match besides_etc {
+                Some((_, entries)) => out.extend(entries.iter().map(|entry| {
+                    (
+                        prefix.join(entry),
+                        format!(
+                            "install prefix of {}, all but its etc/ (runtime-wide config, where tokens are kept)",
+                            program.display()
+                        ),
+                        via.clone(),
+                    )
+                })),
+                None => out.push((
+                    prefix,
+                    format!("install prefix of {}", program.display()),
+                    via,
+                )),
+            }
             continue;
         };
         out.push((
