@@ -30,6 +30,39 @@ fn a_one_underscore_deny_reaches_the_tool_it_means(mode: Mode) {
     assert!(Client::text(&allowed).contains("still here"), "{allowed}");
 }
 
+both_modes!(a_rule_for_a_misspelt_server_is_pointed_out_at_start);
+
+/// `deny = ["mcp:fixtur__pid"]` beside a server named `fixture` does nothing: a deny the user
+/// meant falls away and the call runs. Both modes say so at start, with the rule's place and the
+/// name it was likely meant for (`run` with `--name` too, where rules naming only other servers
+/// are not pointed out); a rule for a server whose name is nothing like any here stays quiet, as
+/// a policy shared by many hosts names servers a session does not run.
+fn a_rule_for_a_misspelt_server_is_pointed_out_at_start(mode: Mode) {
+    let setup = Setup::fixture("")
+        .policy("[tools]\ndeny = [\"mcp:fixtur__pid\", \"mcp:github__delete_repo\"]");
+    let (world, mut client) = start(mode, setup);
+    client.initialize("2025-06-18");
+    let ran = client.call(7, &world.tool("pid"), json!({}));
+    assert_ne!(ran["result"]["isError"], true, "{ran}");
+    client.close_stdin();
+    assert!(client.wait(std::time::Duration::from_secs(20)).is_some());
+    let stderr = client.stderr();
+    let policy = world.path("policy.toml").display().to_string();
+    let said = stderr
+        .lines()
+        .find(|line| line.contains("names server \"fixtur\""))
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert!(
+        said.contains(&format!("{policy}:"))
+            && said.contains(":9: tools.deny \"mcp:fixtur__pid\" names server \"fixtur\", which is not one here: did you mean \"fixture\"? A rule for a server that is not here does nothing"),
+        "{said}"
+    );
+    assert!(
+        !stderr.contains("\"github\", which is not one here"),
+        "{stderr}"
+    );
+}
+
 /// A throwaway HOME with a config and a user policy.
 struct Case {
     dir: tempfile::TempDir,

@@ -251,6 +251,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode, CliError> {
             others.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(", ")
         );
     }
+    for warning in crate::policy::names::misspelt_warnings(&policy, &[name.as_str()]) {
+        tracing::warn!(server = %name, "{warning}");
+    }
     let redactor = Redactor::new(policy.audit.redact.iter().map(|r| r.value.as_str()))
         .map_err(|err| CliError::Refused(err.to_string()))?;
     let (audit, audit_path) = open_audit(args.session.audit.as_deref(), &policy)

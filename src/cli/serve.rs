@@ -127,7 +127,18 @@ pub fn load(config: Option<&Path>, policy: Option<String>) -> Result<(Config, Po
         tracing::warn!("{warning}");
     }
     let policy = super::active_policy::load_active(policy, Some(&config))?;
+    warn_of_misspelt_servers(&policy, &config);
     Ok((config, policy))
+}
+
+/// A rule naming a server one or two letters from a declared one does nothing: said at start
+/// and at each reload (`airlock check` also lists rules for servers the config does not declare
+/// at all, which a policy shared by many configs has).
+fn warn_of_misspelt_servers(policy: &Policy, config: &Config) {
+    let here = super::active_policy::server_names(config);
+    for warning in crate::policy::names::misspelt_warnings(policy, &here) {
+        tracing::warn!("{warning}");
+    }
 }
 
 /// Everything the gateway runs, read from the files (at start, and at each reload).
@@ -256,6 +267,7 @@ impl Reloader for FileReloader {
         }
         let policy = super::active_policy::load_active(self.policy.clone(), Some(&config))
             .map_err(|err| ReloadError(err.to_string()))?;
+        warn_of_misspelt_servers(&policy, &config);
         audit_stays_put(
             self.audit_flag.as_deref(),
             &policy,

@@ -205,11 +205,49 @@ pub fn undeclared_warnings(policy: &Policy, known: &[&str]) -> Vec<SourceWarning
             ))
         })
         .collect();
+    sort_by_place(&mut warnings);
+    warnings
+}
+
+/// A warning for every pattern of the global tool lists whose server part is close to the name
+/// of a server this session runs (`here`) without being one (`mcp:filesystm__write_file` beside
+/// `filesystem`): such a rule does nothing, and a deny that falls away silently loosens what its
+/// author meant. Names that are not close stay quiet: a policy shared by many hosts names servers
+/// a session does not run (`airlock check` lists those). Pure.
+pub fn misspelt_warnings(policy: &Policy, here: &[&str]) -> Vec<SourceWarning> {
+    let mut warnings: Vec<SourceWarning> = policy
+        .tools
+        .entries()
+        .iter()
+        .filter_map(|entry| {
+            let written = entry.written.as_ref().filter(|w| w.global)?;
+            let Glob::Literal(named) = &entry.pattern.server else {
+                return None;
+            };
+            if here.contains(&named.as_str()) {
+                return None;
+            }
+            let meant = crate::diagnostic::closest(named, here.iter().copied())?;
+            Some(SourceWarning::new(
+                &entry.origin.file,
+                Some(written.at),
+                format!(
+                    "{} names server {named:?}, which is not one here: did you mean {meant:?}? \
+                     A rule for a server that is not here does nothing",
+                    entry.rule
+                ),
+            ))
+        })
+        .collect();
+    sort_by_place(&mut warnings);
+    warnings
+}
+
+fn sort_by_place(warnings: &mut [SourceWarning]) {
     warnings.sort_by(|a, b| {
         let key = |w: &SourceWarning| (w.file.clone(), w.position.map(|p| (p.line, p.column)));
         key(a).cmp(&key(b))
     });
-    warnings
 }
 
 /// When `airlock run` named its server after its command (no `--name`): the servers the
@@ -387,6 +425,22 @@ mod tests {
         let shown = warnings[0].to_string();
         assert!(shown.starts_with("user.toml:4:9: tools.deny \"mcp:filesystem__write_file\" names server \"filesystem\""), "{shown}");
         assert!(shown.contains("declared: \"fs\""), "{shown}");
+    }
+
+    #[test]
+    fn only_rules_for_a_name_close_to_a_server_here_are_taken_for_misspellings() {
+        let loaded = policy(
+            "version = 1\n[tools]\ndeny = [\"mcp:filesystm__write_file\", \"mcp:github__delete_repo\", \"mcp:filesystem__move_file\", \"mcp:file*\"]\n",
+        );
+        let warnings = misspelt_warnings(&loaded, &["filesystem", "everything"]);
+        let shown: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "user.toml:3:9: tools.deny \"mcp:filesystm__write_file\" names server \"filesystm\", which is not one here: did you mean \"filesystem\"? A rule for a server that is not here does nothing"
+            ]
+        );
+        assert!(misspelt_warnings(&loaded, &[]).is_empty());
     }
 
     #[test]
