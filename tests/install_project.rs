@@ -257,8 +257,28 @@ fn uninstall_restores_a_toml_file_byte_for_byte() {
     };
     let installed = airlock("install");
     assert!(installed.status.success(), "{installed:?}");
-    assert_ne!(std::fs::read(&file).unwrap(), original);
+    let wrapped = std::fs::read(&file).unwrap();
+    assert_ne!(wrapped, original);
+    // A dry run says what would be done, in those words, and writes nothing.
+    let dry = project.airlock(&[
+        "uninstall".as_ref(),
+        "codex".as_ref(),
+        "--config".as_ref(),
+        file.as_os_str(),
+        "--dry-run".as_ref(),
+    ]);
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry.status.success() && said.contains("  would be restored byte for byte from the backup"),
+        "{dry:?}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), wrapped);
     let undone = airlock("uninstall");
     assert!(undone.status.success(), "{undone:?}");
+    let said = String::from_utf8_lossy(&undone.stdout);
+    assert!(
+        said.contains("  restored byte for byte from the backup") && !said.contains("would be"),
+        "{undone:?}"
+    );
     assert_eq!(std::fs::read(&file).unwrap(), original);
 }

@@ -526,13 +526,18 @@ pub fn uninstall(args: UninstallArgs) -> Result<ExitCode, CliError> {
             _ => unwrap_remaining(base, host, &target, saved.as_ref(), &undone.remaining)?,
         };
         let _ = writeln!(out, "{} ({} scope):", target.path.display(), target.scope);
+        // Nothing is written in a dry run: say what would be done, as install does.
+        let would = if args.target.dry_run { "would be " } else { "" };
         if restored.is_some() {
-            let _ = writeln!(out, "  restored byte for byte from the backup");
+            let _ = writeln!(out, "  {would}restored byte for byte from the backup");
         }
         for line in plan::summary_lines(&after)
             .iter()
             .filter(|l| l.contains("unwrapped") || l.contains("removed"))
         {
+            let line = line
+                .replace(": unwrapped:", &format!(": {would}unwrapped:"))
+                .replace(": removed", &format!(": {would}removed"));
             let _ = writeln!(out, "  {line}");
         }
         if after.text == text {
