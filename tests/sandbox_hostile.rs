@@ -432,6 +432,22 @@ fn plant(file: &std::path::Path, text: &str, mode: u32) {
     chmod(file, mode);
 }
 
+/// The program at `program` is shown `shown` (which holds `text`) and not `hidden`.
+fn shown_and_not(
+    program: &std::path::Path,
+    shown: &std::path::Path,
+    text_shown: &str,
+    hidden: &std::path::Path,
+) {
+    let out = run_placed(program, &["cat", shown.to_str().unwrap()]);
+    assert!(
+        text(&out).contains(&format!("LINE {text_shown}")),
+        "{}",
+        text(&out)
+    );
+    assert_refused(&run_placed(program, &["read", hidden.to_str().unwrap()]));
+}
+
 /// `uv auth login` keeps index passwords and tokens in plain text in
 /// `~/.local/share/uv/credentials`: a `uvx` server is shown the interpreters uv installed (its
 /// runtime profile's grant) and not that (the profile granted the whole data directory).
@@ -443,10 +459,12 @@ fn a_uv_server_sees_the_interpreters_uv_installed_and_not_its_credentials() {
     let credentials = uv_data.join("credentials/credentials.toml");
     plant(&marker, "uv python\n", 0o644);
     plant(&credentials, "password = \"pypi-TOKEN\"\n", 0o600);
-    let uvx = w.root.join("tools/uv/uvx");
-    let shown = run_placed(&uvx, &["cat", marker.to_str().unwrap()]);
-    assert!(text(&shown).contains("LINE uv python"), "{}", text(&shown));
-    assert_refused(&run_placed(&uvx, &["read", credentials.to_str().unwrap()]));
+    shown_and_not(
+        &w.root.join("tools/uv/uvx"),
+        &marker,
+        "uv python",
+        &credentials,
+    );
 }
 
 /// A runtime in a prefix of its own (`~/.nvm/versions/node/v20/bin/node`) is shown that prefix,
@@ -460,14 +478,12 @@ fn a_runtime_is_shown_its_own_prefix_all_but_its_etc() {
     let npmrc = prefix.join("etc/npmrc");
     plant(&module, "{\"name\": \"npm\"}\n", 0o644);
     plant(&npmrc, "//registry.example/:_authToken=npm_SECRET\n", 0o600);
-    let node = prefix.join("bin/node");
-    let shown = run_placed(&node, &["cat", module.to_str().unwrap()]);
-    assert!(
-        text(&shown).contains("LINE {\"name\": \"npm\"}"),
-        "{}",
-        text(&shown)
+    shown_and_not(
+        &prefix.join("bin/node"),
+        &module,
+        "{\"name\": \"npm\"}",
+        &npmrc,
     );
-    assert_refused(&run_placed(&node, &["read", npmrc.to_str().unwrap()]));
 }
 
 #[test]

@@ -191,22 +191,10 @@ pub fn apply(mut policy: Policy, known: &[&str]) -> Result<Policy, SourceError> 
 /// A warning for every pattern of the global tool lists that names a server none of `known`
 /// is, with the closest known name (for `airlock check`).
 pub fn undeclared_warnings(policy: &Policy, known: &[&str]) -> Vec<SourceWarning> {
-    let mut warnings: Vec<SourceWarning> = policy
-        .tools
-        .entries()
-        .iter()
-        .filter_map(|entry| {
-            let written = entry.written.as_ref().filter(|w| w.global)?;
-            let problem = undeclared(&entry.pattern, known)?;
-            Some(SourceWarning::new(
-                &entry.origin.file,
-                Some(written.at),
-                format!("{} {problem}", entry.rule),
-            ))
-        })
-        .collect();
-    sort_by_place(&mut warnings);
-    warnings
+    warnings_for_written(policy, |entry| {
+        let problem = undeclared(&entry.pattern, known)?;
+        Some(format!("{} {problem}", entry.rule))
+    })
 }
 
 /// A warning for every pattern of the global tool lists whose server part is close to the name
@@ -215,39 +203,47 @@ pub fn undeclared_warnings(policy: &Policy, known: &[&str]) -> Vec<SourceWarning
 /// author meant. Names that are not close stay quiet: a policy shared by many hosts names servers
 /// a session does not run (`airlock check` lists those). Pure.
 pub fn misspelt_warnings(policy: &Policy, here: &[&str]) -> Vec<SourceWarning> {
+    warnings_for_written(policy, |entry| {
+        let Glob::Literal(named) = &entry.pattern.server else {
+            return None;
+        };
+        if here.contains(&named.as_str()) {
+            return None;
+        }
+        let meant = crate::diagnostic::closest(named, here.iter().copied())?;
+        Some(format!(
+            "{} names server {named:?}, which is not one here: did you mean {meant:?}? \
+             A rule for a server that is not here does nothing",
+            entry.rule
+        ))
+    })
+}
+
+/// A warning at each pattern written in the global tool lists that `problem` finds one in, in
+/// file and position order.
+fn warnings_for_written(
+    policy: &Policy,
+    problem: impl Fn(&ToolEntry) -> Option<String>,
+) -> Vec<SourceWarning> {
     let mut warnings: Vec<SourceWarning> = policy
         .tools
         .entries()
         .iter()
         .filter_map(|entry| {
             let written = entry.written.as_ref().filter(|w| w.global)?;
-            let Glob::Literal(named) = &entry.pattern.server else {
-                return None;
-            };
-            if here.contains(&named.as_str()) {
-                return None;
-            }
-            let meant = crate::diagnostic::closest(named, here.iter().copied())?;
+            let message = problem(entry)?;
             Some(SourceWarning::new(
                 &entry.origin.file,
                 Some(written.at),
-                format!(
-                    "{} names server {named:?}, which is not one here: did you mean {meant:?}? \
-                     A rule for a server that is not here does nothing",
-                    entry.rule
-                ),
+                message,
             ))
         })
         .collect();
-    sort_by_place(&mut warnings);
-    warnings
-}
-
-fn sort_by_place(warnings: &mut [SourceWarning]) {
     warnings.sort_by(|a, b| {
         let key = |w: &SourceWarning| (w.file.clone(), w.position.map(|p| (p.line, p.column)));
         key(a).cmp(&key(b))
     });
+    warnings
 }
 
 /// When `airlock run` named its server after its command (no `--name`): the servers the
