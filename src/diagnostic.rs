@@ -153,7 +153,7 @@ impl fmt::Display for SourceWarning {
 }
 
 /// Edit distance between two short names (keys, server names), for did-you-mean hints.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -88,9 +88,10 @@ fn granted_directory_is_readable_and_writable() {
 }
 
 /// `file_size_mb` bounds every file a server writes, in a write grant too: writing and plain
-/// `fallocate` stop at the limit (EFBIG), and `fallocate` with `FALLOC_FL_KEEP_SIZE`, which takes
-/// disk past the end without changing the size the limit looks at, is refused (before, one file
-/// held 200 MiB of the host's disk under a 10 MiB limit, its size 0); a small `fallocate` works.
+/// `fallocate` stop at the limit (EFBIG), and the modes that take disk the limit does not see are
+/// refused: `FALLOC_FL_KEEP_SIZE` (disk past the end, the size unchanged) and
+/// `FALLOC_FL_INSERT_RANGE` (the size grown unchecked, then filled); before, one file held 200
+/// MiB of the host's disk under a 10 MiB limit each way. A small `fallocate` works.
 #[test]
 fn one_file_stays_within_the_file_size_limit_in_a_write_grant() {
     let w = world();
@@ -117,6 +118,7 @@ fn one_file_stays_within_the_file_size_limit_in_a_write_grant() {
     assert_refused(&out);
     assert!(
         shown.contains("REFUSED fallocate KEEP_SIZE: Function not implemented")
+            && shown.contains("REFUSED fallocate INSERT_RANGE: Function not implemented")
             && shown.contains("REFUSED fallocate: File too large")
             && shown.contains("WROTE 10 MiB"),
         "{shown}"
@@ -467,23 +469,63 @@ fn a_uv_server_sees_the_interpreters_uv_installed_and_not_its_credentials() {
     );
 }
 
-/// A runtime in a prefix of its own (`~/.nvm/versions/node/v20/bin/node`) is shown that prefix,
-/// all but its `etc/`: there `etc/npmrc` is npm's global config, where `npm config set -g`
-/// puts registry tokens (found by a review).
+/// A runtime in a prefix of its own (`~/.nvm/versions/node/v20/bin/node`, a venv's `python`) is
+/// shown that prefix, all but its runtime-wide config, where credentials are kept: an nvm
+/// prefix's `etc/npmrc` is npm's global config (`npm config set -g` puts registry tokens
+/// there), a venv's `pip.conf` names its index, password included (found by reviews).
 #[test]
-fn a_runtime_is_shown_its_own_prefix_all_but_its_etc() {
+fn a_runtime_is_shown_its_own_prefix_all_but_its_config() {
     let w = world();
-    let prefix = w.root.join("runtimes/node-v20");
-    let module = prefix.join("lib/node_modules/npm/package.json");
+    let nvm = w.root.join("runtimes/node-v20");
+    let venv = w.root.join("runtimes/venv");
+    plant(&venv.join("pyvenv.cfg"), "home = /nowhere\n", 0o644);
+    let cases = [
+        (
+            nvm.join("bin/node"),
+            nvm.join("lib/node_modules/npm/package.json"),
+            nvm.join("etc/npmrc"),
+        ),
+        (
+            venv.join("bin/python"),
+            venv.join("lib/python3.12/site-packages/m.py"),
+            venv.join("pip.conf"),
+        ),
+    ];
+    for (program, module, config) in cases {
+        plant(&module, "shown\n", 0o644);
+        plant(&config, "//registry.example/:_authToken=SECRET\n", 0o600);
+        shown_and_not(&program, &module, "shown", &config);
+    }
+}
+
+/// What a server is shown of its runtime's prefix is what the prefix held at the start: npm
+/// creates `<prefix>/etc/npmrc` at the first `npm config set -g`, which may come while a server
+/// runs (a whole-prefix grant showed it then; found by a review).
+#[test]
+fn runtime_config_made_while_the_server_runs_stays_out_of_its_sight() {
+    let w = world();
+    let prefix = w.root.join("runtimes/node-later");
     let npmrc = prefix.join("etc/npmrc");
-    plant(&module, "{\"name\": \"npm\"}\n", 0o644);
-    plant(&npmrc, "//registry.example/:_authToken=npm_SECRET\n", 0o600);
-    shown_and_not(
-        &prefix.join("bin/node"),
-        &module,
-        "{\"name\": \"npm\"}",
-        &npmrc,
+    plant(
+        &prefix.join("lib/node_modules/npm/package.json"),
+        "{}\n",
+        0o644,
     );
+    let node = prefix.join("bin/node");
+    std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+    std::fs::copy(&w.hostile, &node).unwrap();
+    let mut cmd = std::process::Command::new(AIRLOCK);
+    cmd.args(["__sandbox-exec", "--server", "later", "--"])
+        .arg(&node)
+        .args(["read-soon", npmrc.to_str().unwrap()]);
+    w.env(&mut cmd);
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        plant(&npmrc, "//registry.example/:_authToken=LATER\n", 0o644);
+    });
+    let out = output_holding_stdin(cmd);
+    writer.join().unwrap();
+    assert_refused(&out);
 }
 
 #[test]

@@ -210,13 +210,28 @@ pub fn misspelt_warnings(policy: &Policy, here: &[&str]) -> Vec<SourceWarning> {
         if here.contains(&named.as_str()) {
             return None;
         }
-        let meant = crate::diagnostic::closest(named, here.iter().copied())?;
+        let meant = likely_misspelt(named, here)?;
         Some(format!(
             "{} names server {named:?}, which is not one here: did you mean {meant:?}? \
              A rule for a server that is not here does nothing",
             entry.rule
         ))
     })
+}
+
+/// The name of `here` that `named` is likely a misspelling of: one edit away, or two when both
+/// are long (`filesystm`, `fielsystem` for `filesystem`). Tighter than a did-you-mean hint, since
+/// this one speaks up unasked: `github` and `gitlab` are two servers, not a typo.
+fn likely_misspelt<'a>(named: &str, here: &[&'a str]) -> Option<&'a str> {
+    here.iter()
+        .copied()
+        .map(|name| (crate::diagnostic::edit_distance(named, name), name))
+        .filter(|(distance, name)| {
+            let long = named.chars().count() >= 8 && name.chars().count() >= 8;
+            *distance == 1 || (*distance == 2 && long)
+        })
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
 }
 
 /// A warning at each pattern written in the global tool lists that `problem` finds one in, in
@@ -429,6 +444,11 @@ mod tests {
             "version = 1\n[tools]\ndeny = [\"mcp:filesystm__write_file\", \"mcp:github__delete_repo\", \"mcp:filesystem__move_file\", \"mcp:file*\"]\n",
         );
         let warnings = misspelt_warnings(&loaded, &["filesystem", "everything"]);
+        // Two servers whose names differ by two letters are two servers.
+        let shared = policy("version = 1\n[tools]\ndeny = [\"mcp:github__delete_repo\"]\n");
+        assert!(misspelt_warnings(&shared, &["gitlab"]).is_empty());
+        let transposed = policy("version = 1\n[tools]\ndeny = [\"mcp:fielsystem__write_file\"]\n");
+        assert_eq!(misspelt_warnings(&transposed, &["filesystem"]).len(), 1);
         let shown: Vec<String> = warnings.iter().map(ToString::to_string).collect();
         assert_eq!(
             shown,

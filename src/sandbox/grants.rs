@@ -261,14 +261,16 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
                 .clone()
                 .unwrap_or_else(|| request.program.clone())
         });
-        out.push((
-            venv.clone(),
-            "the virtualenv of the interpreter".to_string(),
-            Provenance {
-                via: None,
-                named_by,
-            },
-        ));
+        for grant in super::layouts::as_grants(venv, &resolved.runtime) {
+            out.push((
+                grant,
+                "the virtualenv of the interpreter".to_string(),
+                Provenance {
+                    via: None,
+                    named_by: named_by.clone(),
+                },
+            ));
+        }
     }
     // `pyvenv.cfg` may lie in a write grant: a base whose prefix is shared (the home's
     // `.local`, a Homebrew prefix with its `var/`) is not granted whole; the program's own link
@@ -277,11 +279,13 @@ pub(super) fn derived_read_grants(request: &PlanRequest) -> Vec<super::layouts::
         && let Some(prefix) = install_prefix(&base.join("python"))
         && super::layouts::shared_prefix(&prefix, request.dirs.home.as_deref()).is_none()
     {
-        out.push((
-            prefix,
-            "the base interpreter the virtualenv links to".to_string(),
-            Provenance::default(),
-        ));
+        for grant in super::layouts::as_grants(&prefix, &resolved.runtime) {
+            out.push((
+                grant,
+                "the base interpreter the virtualenv links to".to_string(),
+                Provenance::default(),
+            ));
+        }
     }
     // The script's root as written and with its symlinks resolved: in the constructed root each
     // lands at its own path (the helper copies the symlinks), so the argument the server gets

@@ -4,9 +4,9 @@
 //! names its interpreter (`#!/usr/bin/env node`, a `uv tool`/`pipx` venv's python), Homebrew on
 //! Linux (`/home/linuxbrew/.linuxbrew/bin/node` → a keg in `Cellar`).
 //!
-//! The rule: a dedicated prefix (`<x>/bin/prog` → `<x>`) is granted read-only, all but its `etc/`
-//! (runtime-wide config: an nvm prefix's `etc/npmrc` is npm's global config, where
-//! `npm config set -g` puts registry tokens); a *shared* one
+//! The rule: a dedicated prefix (`<x>/bin/prog` → `<x>`) is granted read-only, all but its
+//! runtime-wide config ([`CONFIG_ENTRIES`]: an nvm prefix's `etc/npmrc` holds npm's registry
+//! tokens); a *shared* one
 //! (the home, `~/.local`, `~/.cargo`, `~/go`, a Homebrew prefix, anything holding airlock's own
 //! files) never is: the program file itself is, with the programs its profile says it runs from
 //! the same directory (`uvx` runs `uv`). The facts are gathered by [`inspect`]; [`program_grants`]
@@ -29,10 +29,41 @@ pub struct RuntimeFacts {
     pub interpreter_canonical: Option<PathBuf>,
     /// The Homebrew prefix the program lives in (the directory holding `Cellar`).
     pub homebrew_prefix: Option<PathBuf>,
-    /// For each install prefix of the program or its interpreter that holds an `etc/`: its
-    /// other entries (not symlinks), which are granted instead of the whole prefix.
+    /// For each runtime directory (an install prefix of the program or its interpreter, a venv,
+    /// a venv's base): its entries other than runtime-wide config ([`CONFIG_ENTRIES`]), which are
+    /// granted instead of the directory ([`as_grants`]).
     #[serde(default)]
-    pub prefix_entries_besides_etc: Vec<(PathBuf, Vec<String>)>,
+    pub config_free_entries: Vec<(PathBuf, Vec<String>)>,
+}
+
+/// Entries of a runtime's directory that hold configuration for everything that runs from it,
+/// where credentials are kept: an nvm prefix's `etc/npmrc` is npm's global config (`npm config
+/// set -g` puts registry tokens there), a venv's `pip.conf` names its index, password included.
+/// A runtime directory is granted as its other entries, as they are at the start: a grant of the
+/// whole would show such an entry made while the server runs (`npm config set -g` creates
+/// `etc/`; found by a review).
+pub const CONFIG_ENTRIES: &[&str] = &["etc", "pip.conf"];
+
+/// `dir` as read grants: its entries other than [`CONFIG_ENTRIES`] as `facts` found them, or
+/// itself when they could not be read. Pure.
+pub fn as_grants(dir: &Path, facts: &RuntimeFacts) -> Vec<PathBuf> {
+    match facts.config_free_entries.iter().find(|(d, _)| d == dir) {
+        Some((_, entries)) => entries.iter().map(|entry| dir.join(entry)).collect(),
+        None => vec![dir.to_path_buf()],
+    }
+}
+
+/// Notes in `facts` the entries of each of `dirs` but its runtime-wide config (see
+/// [`CONFIG_ENTRIES`]).
+pub fn note_config_entries<'a>(facts: &mut RuntimeFacts, dirs: impl IntoIterator<Item = &'a Path>) {
+    for dir in dirs {
+        if facts.config_free_entries.iter().any(|(d, _)| d == dir) {
+            continue;
+        }
+        if let Some(entries) = entries_besides_config(dir) {
+            facts.config_free_entries.push((dir.to_path_buf(), entries));
+        }
+    }
 }
 
 /// Reads the program's `#!` line and looks for a Homebrew prefix around it.
@@ -81,36 +112,49 @@ pub fn inspect(
         .flat_map(Path::ancestors)
         .find(|dir| dir.join("Cellar").is_dir() && dir.join("bin").is_dir())
         .map(Path::to_path_buf);
-    let mut prefix_entries_besides_etc: Vec<(PathBuf, Vec<String>)> = Vec::new();
-    let involved = [Some(program), canonical, interpreter.as_deref()]
-        .into_iter()
-        .chain([interpreter_canonical.as_deref()]);
-    for prefix in involved.flatten().filter_map(install_prefix) {
-        if prefix_entries_besides_etc.iter().any(|(p, _)| *p == prefix) {
-            continue;
-        }
-        if let Some(entries) = entries_besides_etc(&prefix) {
-            prefix_entries_besides_etc.push((prefix, entries));
-        }
-    }
-    RuntimeFacts {
+    let mut facts = RuntimeFacts {
         interpreter,
         interpreter_canonical,
         homebrew_prefix,
-        prefix_entries_besides_etc,
-    }
+        config_free_entries: Vec::new(),
+    };
+    let involved: Vec<PathBuf> = [Some(program), canonical]
+        .into_iter()
+        .chain([
+            facts.interpreter.as_deref(),
+            facts.interpreter_canonical.as_deref(),
+        ])
+        .flatten()
+        .filter_map(install_prefix)
+        .collect();
+    note_config_entries(&mut facts, involved.iter().map(PathBuf::as_path));
+    facts
 }
 
-/// The entries of `prefix` other than `etc` (and other than symlinks, which a grant of their
-/// own would resolve elsewhere), when it has an `etc`; `None` when it has none or cannot be read.
-fn entries_besides_etc(prefix: &Path) -> Option<Vec<String>> {
-    std::fs::symlink_metadata(prefix.join("etc")).ok()?;
-    let mut entries: Vec<String> = std::fs::read_dir(prefix)
+/// The entries of `dir` other than [`CONFIG_ENTRIES`]; `None` when it cannot be read. A symlink
+/// is kept only when it leads to another entry of `dir` (a venv's `lib64 -> lib`): a grant of
+/// its own would be resolved to wherever it points.
+fn entries_besides_config(dir: &Path) -> Option<Vec<String>> {
+    let real_dir = std::fs::canonicalize(dir).ok()?;
+    let stays_inside = |path: &Path| {
+        std::fs::canonicalize(path).is_ok_and(|target| {
+            target
+                .strip_prefix(&real_dir)
+                .ok()
+                .and_then(|rest| rest.components().next())
+                .is_some_and(|first| !CONFIG_ENTRIES.iter().any(|name| first.as_os_str() == *name))
+        })
+    };
+    let mut entries: Vec<String> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_ok_and(|kind| !kind.is_symlink()))
+        .filter(|entry| {
+            entry
+                .file_type()
+                .is_ok_and(|kind| !kind.is_symlink() || stays_inside(&entry.path()))
+        })
         .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| name != "etc")
+        .filter(|name| !CONFIG_ENTRIES.contains(&name.as_str()))
         .collect();
     entries.sort();
     Some(entries)
@@ -271,26 +315,13 @@ pub(super) fn program_grants(
             covers_protected(&prefix, protected).map(|(what, _)| format!("it holds {what}"))
         });
         let Some(why) = shared else {
-            let besides_etc = runtime
-                .prefix_entries_besides_etc
-                .iter()
-                .find(|(p, _)| *p == prefix);
-            match besides_etc {
-                Some((_, entries)) => out.extend(entries.iter().map(|entry| {
-                    (
-                        prefix.join(entry),
-                        format!(
-                            "install prefix of {}, all but its etc/ (runtime-wide config, where tokens are kept)",
-                            program.display()
-                        ),
-                        via.clone(),
-                    )
-                })),
-                None => out.push((
-                    prefix,
-                    format!("install prefix of {}", program.display()),
-                    via,
-                )),
+            let reason = format!(
+                "install prefix of {}, all but runtime-wide config ({})",
+                program.display(),
+                CONFIG_ENTRIES.join(", ")
+            );
+            for grant in as_grants(&prefix, runtime) {
+                out.push((grant, reason.clone(), via.clone()));
             }
             continue;
         };

@@ -192,7 +192,7 @@ impl ResolvedPaths {
                 .filter(|dir| dir.join("pyvenv.cfg").is_file())
                 .map(Path::to_path_buf)
         };
-        let runtime = super::layouts::inspect(program, program_canonical.as_deref(), env, cwd);
+        let mut runtime = super::layouts::inspect(program, program_canonical.as_deref(), env, cwd);
         // The program's own venv, else the venv its interpreter lives in (a `uv tool` or `pipx`
         // script whose first line names the venv's python).
         let venv_root =
@@ -257,6 +257,14 @@ impl ResolvedPaths {
                 .ok()
                 .filter(|dir| holds_python(dir))
         });
+        // The venv and its base are granted as their entries but runtime-wide config.
+        let base_prefix = venv_base
+            .as_ref()
+            .and_then(|base| super::grants::install_prefix(&base.join("python")));
+        super::layouts::note_config_entries(
+            &mut runtime,
+            venv_root.into_iter().chain(base_prefix.as_deref()),
+        );
         // Only an interpreter's server word (`node x.js`, `uv run x.py`) is a script: a
         // package runner's names a package, and for any other program a file on the command
         // line is data, which `grant_args` decides about.

@@ -258,22 +258,6 @@ pub fn base_table() -> Vec<Entry> {
             ]),
             "MPTCP is outside landlock's TCP rules"
         ),
-        // `RLIMIT_FSIZE` (`file_size_mb`) bounds a file's size, and `FALLOC_FL_KEEP_SIZE` takes
-        // disk beyond the end without changing it: one file in a write grant held 200 MiB of the
-        // host's disk under a 10 MiB limit, its size 0 (found by a review). Punching a hole
-        // needs the flag too; both are optional features callers go without. ENOSYS (what a
-        // kernel without fallocate says, which callers handle like EOPNOTSUPP) rather than an
-        // errno of its own: each errno is one more program run on every syscall.
-        entry!(
-            SYS_fallocate,
-            NoSys,
-            When::Args(&[(
-                1,
-                libc::FALLOC_FL_KEEP_SIZE as u64,
-                libc::FALLOC_FL_KEEP_SIZE as u64
-            )]),
-            "takes disk beyond a file's end, where the file size limit does not look"
-        ),
         // vsock is not confined by the network namespace: it reaches the hypervisor and other
         // VMs of the host.
         entry!(
@@ -284,6 +268,7 @@ pub fn base_table() -> Vec<Entry> {
         ),
     ];
     table.extend(set_id_table());
+    table.extend(fallocate_mode_table());
     // clone(2) with any namespace flag: the same reason as unshare.
     for flag in CLONE_NS_FLAGS {
         table.push(Entry {
@@ -295,6 +280,38 @@ pub fn base_table() -> Vec<Entry> {
         });
     }
     table
+}
+
+/// Every `fallocate` mode but the plain one (0), one entry per mode bit (rules of one syscall
+/// are alternatives). `RLIMIT_FSIZE` (`file_size_mb`) bounds a file's size, and only the plain
+/// mode's growth is checked against it: `FALLOC_FL_KEEP_SIZE` takes disk past the end without
+/// changing the size, `FALLOC_FL_INSERT_RANGE` grows the size unchecked (ext4 looks at the file
+/// system's maximum only), after which a plain `fallocate` inside it takes the disk. One file in a write grant held 200 MiB under a 10 MiB limit each way (found
+/// by two reviews). The other modes (punching holes, zeroing, collapsing, unsharing ranges) are
+/// optional features callers go without: ENOSYS, what a kernel without `fallocate` answers,
+/// rather than an errno of its own (each errno is one more program run on every syscall).
+fn fallocate_mode_table() -> Vec<Entry> {
+    const WHY: &str = "a mode other than the plain one takes disk the file size limit does not see";
+    const MODE_BITS: [&[(u8, u64, u64)]; 8] = [
+        &[(1, 0x01, 0x01)],
+        &[(1, 0x02, 0x02)],
+        &[(1, 0x04, 0x04)],
+        &[(1, 0x08, 0x08)],
+        &[(1, 0x10, 0x10)],
+        &[(1, 0x20, 0x20)],
+        &[(1, 0x40, 0x40)],
+        &[(1, 0x80, 0x80)],
+    ];
+    MODE_BITS
+        .into_iter()
+        .map(|bit| Entry {
+            name: "SYS_fallocate",
+            nr: libc::SYS_fallocate,
+            deny: Deny::NoSys,
+            when: When::Args(bit),
+            why: WHY,
+        })
+        .collect()
 }
 
 /// `fchmodat2(2)` (Linux 6.6) has the same number on every architecture; the libc crate does not

@@ -222,10 +222,14 @@ fn judged_with_derivation(rule: &FsRule, resolved: &Resolved) -> Resolved {
 }
 
 /// Whether a derivation path that leads to `target` still derives a grant at `grant`: the target
-/// inside it (a script in its package root, a program in its prefix), or beside it (a program's
-/// companion file). Pure.
+/// inside it (a script in its package root), beside it (a program's companion file), or inside
+/// the directory it is an entry of (a runtime's prefix is granted as its entries: the program in
+/// `<prefix>/bin` derives `<prefix>/lib`), never the root directory's. Pure.
 fn still_derives(target: &Path, grant: &Path) -> bool {
-    target.starts_with(grant) || target.parent() == grant.parent()
+    target.starts_with(grant)
+        || grant.parent().is_some_and(|dir| {
+            target.parent() == Some(dir) || (dir.parent().is_some() && target.starts_with(dir))
+        })
 }
 
 /// Why a bind may not land where `resolved` leads, if it may not: it would contain a protected
@@ -435,4 +439,26 @@ fn idmapped_tree(placement: &Placement, mapping: &OwnedFd) -> OwnedFd {
         }
     }
     tree
+}
+
+#[cfg(test)]
+mod tests {
+    use super::still_derives;
+    use std::path::Path;
+
+    #[test]
+    fn a_derivation_still_holds_only_where_it_led() {
+        let holds = |target: &str, grant: &str| still_derives(Path::new(target), Path::new(grant));
+        // A script in its package root; a companion beside the program.
+        assert!(holds("/p/pkg/index.js", "/p/pkg"));
+        assert!(holds("/home/me/.local/bin/uvx", "/home/me/.local/bin/uv"));
+        // An entry of the prefix the program is in.
+        assert!(holds("/n/v20/bin/node", "/n/v20/lib"));
+        assert!(holds("/n/v20/bin/node", "/n/v20/CHANGELOG.md"));
+        // The link now leads elsewhere.
+        assert!(!holds("/n/v22/bin/node", "/n/v20/lib"));
+        assert!(!holds("/evil/pkg/index.js", "/p/pkg"));
+        // An entry of the root directory derives from nothing below it.
+        assert!(!holds("/opt/x/bin/prog", "/usr"));
+    }
 }
