@@ -328,6 +328,45 @@ fn files_a_server_wrote_in_its_project_steer_nothing_serve() {
     files_a_server_wrote_in_its_project_steer_nothing(Mode::Serve);
 }
 
+/// A registry URL with a user name and password in it (uv's `index-url`, `UV_INDEX_URL`): the
+/// install step runs the package's own build code, so it is given the URL without them, and the
+/// password reaches neither the audit log, nor airlock's messages, nor the host (found by a
+/// review: all four had it).
+fn a_registry_password_stays_out_of_the_install_step(mode: Mode) {
+    let place = place(mode, Who::Me);
+    let uv_config = place.root.join("config/uv/uv.toml");
+    std::fs::create_dir_all(uv_config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &uv_config,
+        "index-url = \"https://alice:S3CRET-INDEX-PW@pypi.example/simple\"\n",
+    )
+    .unwrap();
+    let uvx = place.root.join("fakebin/uvx");
+    std::fs::write(&uvx, "#!/bin/sh\nenv | grep '^UV_' >&2\nexit 1\n").unwrap();
+    chmod(&uvx, 0o755);
+    let args = place.airlock_args_for(mode, &["uvx", "some-uncached-server"]);
+    let (listed, stderr) = place.converse_with(args);
+    let audit = std::fs::read_to_string(place.audit()).unwrap_or_default();
+    let shown = format!("{mode:?}:\n{listed}\n{stderr}\n{audit}");
+    assert!(
+        stderr.contains("UV_DEFAULT_INDEX=https://pypi.example/simple")
+            && stderr.contains("user name and password are not passed to the install step"),
+        "{shown}"
+    );
+    assert!(!shown.contains("S3CRET-INDEX-PW"), "{shown}");
+    assert!(audit.contains("https://pypi.example/simple"), "{shown}");
+}
+
+#[test]
+fn a_registry_password_stays_out_of_the_install_step_run() {
+    a_registry_password_stays_out_of_the_install_step(Mode::Run);
+}
+
+#[test]
+fn a_registry_password_stays_out_of_the_install_step_serve() {
+    a_registry_password_stays_out_of_the_install_step(Mode::Serve);
+}
+
 /// An install whose script reaches for a host that is not the registry (as a package fetching a
 /// binary from GitHub does) and then fails: airlock names the host it tried, and never offers
 /// running the package outside the sandbox without saying that this runs its scripts with the

@@ -58,6 +58,32 @@ pub fn npmrc_registry(env: &(impl VarSource + ?Sized), npmrc_texts: &[String]) -
     None
 }
 
+/// `text` with the user info (`user:password@`) taken out of every URL in it (a URL, or URLs
+/// apart by whitespace as `UV_INDEX` holds them), and whether there was any. The install step
+/// runs a package's own build code with the network its registry needs: an index password in
+/// its URL would be that code's to read, and would reach the audit log and the host's error
+/// message. Pure.
+pub fn without_user_info(text: &str) -> (String, bool) {
+    let mut had = false;
+    let words: Vec<String> = text
+        .split(' ')
+        .map(|word| {
+            let Some((scheme, rest)) = word.split_once("://") else {
+                return word.to_string();
+            };
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..end].rsplit_once('@') {
+                Some((_, host)) => {
+                    had = true;
+                    format!("{scheme}://{host}{}", &rest[end..])
+                }
+                None => word.to_string(),
+            }
+        })
+        .collect();
+    (words.join(" "), had)
+}
+
 /// `scheme://[user@]host[:port]/...` → `host:port` (443 for https, 80 for http), the form of a
 /// network allow-list entry.
 pub fn host_port(url: &str) -> Result<String, RegistryError> {
@@ -276,6 +302,32 @@ fn run_tool(command: &mut Command, shown: &str) -> Result<String, RegistryError>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn registry_urls_lose_their_user_info_and_nothing_else() {
+        use super::without_user_info;
+        assert_eq!(
+            without_user_info("https://alice:S3CRET@pypi.example/simple"),
+            ("https://pypi.example/simple".to_string(), true)
+        );
+        assert_eq!(
+            without_user_info("https://a:b@one.example/simple https://two.example:8443/x?y=1"),
+            (
+                "https://one.example/simple https://two.example:8443/x?y=1".to_string(),
+                true
+            )
+        );
+        assert_eq!(
+            without_user_info("https://registry.example/"),
+            ("https://registry.example/".to_string(), false)
+        );
+        assert_eq!(without_user_info("3"), ("3".to_string(), false));
+        // An `@` in the path is not user info.
+        assert_eq!(
+            without_user_info("https://registry.example/@scope/pkg"),
+            ("https://registry.example/@scope/pkg".to_string(), false)
+        );
+    }
+
     #[test]
     fn without_npm_the_registry_comes_from_the_environment_or_an_npmrc() {
         let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {

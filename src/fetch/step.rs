@@ -360,6 +360,25 @@ fn registries(plan: &FetchPlan) -> Result<Registries, FetchError> {
             uv_registries(&request.parent_env).map_err(|err| unreadable(err.to_string()))?
         }
     };
+    // No registry password reaches the install step (see `registry::without_user_info`): a
+    // private index that needs one is filled by the user's own runner once, outside airlock.
+    let mut stripped = false;
+    let mut strip = |text: &str| {
+        let (text, had) = registry::without_user_info(text);
+        stripped |= had;
+        text
+    };
+    let urls: Vec<String> = urls.iter().map(|url| strip(url)).collect();
+    let env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(name, value)| (name, strip(&value)))
+        .collect();
+    if stripped {
+        tracing::warn!(
+            "the registry's user name and password are not passed to the install step (it runs the package's own build code); if the registry needs them: {}",
+            prime_fix(&plan.runner)
+        );
+    }
     for url in &urls {
         hosts.push(registry::host_port(url).map_err(|err| unreadable(err.to_string()))?);
     }
