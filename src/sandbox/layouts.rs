@@ -131,9 +131,14 @@ pub fn inspect(
     facts
 }
 
-/// The entries of `dir` other than [`CONFIG_ENTRIES`]; `None` when it cannot be read. A symlink
-/// is kept only when it leads to another entry of `dir` (a venv's `lib64 -> lib`): a grant of
-/// its own would be resolved to wherever it points.
+/// A program's directory with more entries than this and no runtime-wide config in it (a
+/// binary dropped into a large directory) is granted whole: one bind, not hundreds.
+const MAX_ENTRIES: usize = 64;
+
+/// The entries of `dir` other than [`CONFIG_ENTRIES`]; `None` when it cannot be read, or holds
+/// more than [`MAX_ENTRIES`] and no config. A symlink is kept only when it leads to another
+/// entry of `dir` (a venv's `lib64 -> lib`): a grant of its own would be resolved to wherever it
+/// points.
 fn entries_besides_config(dir: &Path) -> Option<Vec<String>> {
     let real_dir = std::fs::canonicalize(dir).ok()?;
     let stays_inside = |path: &Path| {
@@ -145,16 +150,27 @@ fn entries_besides_config(dir: &Path) -> Option<Vec<String>> {
                 .is_some_and(|first| !CONFIG_ENTRIES.iter().any(|name| first.as_os_str() == *name))
         })
     };
-    let mut entries: Vec<String> = std::fs::read_dir(dir)
+    let all: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
+        .collect();
+    let is_config = |entry: &std::fs::DirEntry| {
+        CONFIG_ENTRIES
+            .iter()
+            .any(|name| entry.file_name() == std::ffi::OsStr::new(name))
+    };
+    if all.len() > MAX_ENTRIES && !all.iter().any(is_config) {
+        return None;
+    }
+    let mut entries: Vec<String> = all
+        .iter()
+        .filter(|entry| !is_config(entry))
         .filter(|entry| {
             entry
                 .file_type()
                 .is_ok_and(|kind| !kind.is_symlink() || stays_inside(&entry.path()))
         })
         .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| !CONFIG_ENTRIES.contains(&name.as_str()))
         .collect();
     entries.sort();
     Some(entries)
