@@ -410,17 +410,21 @@ fn unix_sockets_pathname_and_abstract_are_refused() {
 }
 
 /// The hostile program under another name and place (a runtime profile is chosen by the
-/// program's name, a prefix grant by its place), run in the sandbox.
-fn run_placed(program: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let w = world();
+/// program's name, a prefix grant by its place), run in the sandbox by `who`.
+fn run_placed(who: Who, program: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut argv = vec!["__sandbox-exec", "--server", "placed", "--"];
+    argv.push(program.to_str().unwrap());
+    argv.extend(args);
+    who.airlock(&argv)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The hostile program copied to `program`.
+fn place_program(program: &std::path::Path) {
     std::fs::create_dir_all(program.parent().unwrap()).unwrap();
-    std::fs::copy(&w.hostile, program).unwrap();
-    let mut cmd = std::process::Command::new(AIRLOCK);
-    cmd.args(["__sandbox-exec", "--server", "placed", "--"])
-        .arg(program)
-        .args(args);
-    w.env(&mut cmd);
-    cmd.stdin(std::process::Stdio::null()).output().unwrap()
+    std::fs::copy(&world().hostile, program).unwrap();
 }
 
 /// Writes `text` to `file` with `mode`, its directories up to the world's root 0755.
@@ -434,25 +438,31 @@ fn plant(file: &std::path::Path, text: &str, mode: u32) {
     chmod(file, mode);
 }
 
-/// The program at `program` is shown `shown` (which holds `text`) and not `hidden`.
+/// The program at `program`, run by `who`, is shown `shown` (which holds `text`) and not
+/// `hidden`.
 fn shown_and_not(
+    who: Who,
     program: &std::path::Path,
     shown: &std::path::Path,
     text_shown: &str,
     hidden: &std::path::Path,
 ) {
-    let out = run_placed(program, &["cat", shown.to_str().unwrap()]);
+    let out = run_placed(who, program, &["cat", shown.to_str().unwrap()]);
+    let said = format!("{who:?}: {}", text(&out));
+    assert!(said.contains(&format!("LINE {text_shown}")), "{said}");
+    let out = run_placed(who, program, &["read", hidden.to_str().unwrap()]);
+    let said = format!("{who:?}: {}", text(&out));
     assert!(
-        text(&out).contains(&format!("LINE {text_shown}")),
-        "{}",
-        text(&out)
+        said.contains("REFUSED") && !said.contains("ESCAPED") && out.status.success(),
+        "{said}"
     );
-    assert_refused(&run_placed(program, &["read", hidden.to_str().unwrap()]));
 }
 
 /// `uv auth login` keeps index passwords and tokens in plain text in
 /// `~/.local/share/uv/credentials`: a `uvx` server is shown the interpreters uv installed (its
-/// runtime profile's grant) and not that (the profile granted the whole data directory).
+/// runtime profile's grant) and not that (the profile granted the whole data directory). As
+/// root (the server runs as nobody, and the grant's files read as its own) and as an ordinary
+/// user, each with the files as their own.
 #[test]
 fn a_uv_server_sees_the_interpreters_uv_installed_and_not_its_credentials() {
     let w = world();
@@ -461,40 +471,47 @@ fn a_uv_server_sees_the_interpreters_uv_installed_and_not_its_credentials() {
     let credentials = uv_data.join("credentials/credentials.toml");
     plant(&marker, "uv python\n", 0o644);
     plant(&credentials, "password = \"pypi-TOKEN\"\n", 0o600);
-    shown_and_not(
-        &w.root.join("tools/uv/uvx"),
-        &marker,
-        "uv python",
-        &credentials,
-    );
+    for who in everyone() {
+        who.own_tree(&uv_data);
+        let uvx = who.dir("uv-tools", 0o755).join("uv/uvx");
+        place_program(&uvx);
+        shown_and_not(who, &uvx, &marker, "uv python", &credentials);
+    }
 }
 
 /// A runtime in a prefix of its own (`~/.nvm/versions/node/v20/bin/node`, a venv's `python`) is
 /// shown that prefix, all but its runtime-wide config, where credentials are kept: an nvm
 /// prefix's `etc/npmrc` is npm's global config (`npm config set -g` puts registry tokens
-/// there), a venv's `pip.conf` names its index, password included (found by reviews).
+/// there), a venv's `pip.conf` names its index, password included (found by reviews). As root
+/// and as an ordinary user, each with the runtime as their own.
 #[test]
 fn a_runtime_is_shown_its_own_prefix_all_but_its_config() {
-    let w = world();
-    let nvm = w.root.join("runtimes/node-v20");
-    let venv = w.root.join("runtimes/venv");
-    plant(&venv.join("pyvenv.cfg"), "home = /nowhere\n", 0o644);
-    let cases = [
-        (
-            nvm.join("bin/node"),
-            nvm.join("lib/node_modules/npm/package.json"),
-            nvm.join("etc/npmrc"),
-        ),
-        (
-            venv.join("bin/python"),
-            venv.join("lib/python3.12/site-packages/m.py"),
-            venv.join("pip.conf"),
-        ),
-    ];
-    for (program, module, config) in cases {
-        plant(&module, "shown\n", 0o644);
-        plant(&config, "//registry.example/:_authToken=SECRET\n", 0o600);
-        shown_and_not(&program, &module, "shown", &config);
+    for who in everyone() {
+        let runtimes = who.dir("runtimes", 0o755);
+        let nvm = runtimes.join("node-v20");
+        let venv = runtimes.join("venv");
+        plant(&venv.join("pyvenv.cfg"), "home = /nowhere\n", 0o644);
+        let cases = [
+            (
+                nvm.join("bin/node"),
+                nvm.join("lib/node_modules/npm/package.json"),
+                nvm.join("etc/npmrc"),
+            ),
+            (
+                venv.join("bin/python"),
+                venv.join("lib/python3.12/site-packages/m.py"),
+                venv.join("pip.conf"),
+            ),
+        ];
+        for (program, module, config) in &cases {
+            plant(module, "shown\n", 0o644);
+            plant(config, "//registry.example/:_authToken=SECRET\n", 0o600);
+            place_program(program);
+        }
+        who.own_tree(&runtimes);
+        for (program, module, config) in &cases {
+            shown_and_not(who, program, module, "shown", config);
+        }
     }
 }
 
@@ -503,29 +520,41 @@ fn a_runtime_is_shown_its_own_prefix_all_but_its_config() {
 /// runs (a whole-prefix grant showed it then; found by a review).
 #[test]
 fn runtime_config_made_while_the_server_runs_stays_out_of_its_sight() {
-    let w = world();
-    let prefix = w.root.join("runtimes/node-later");
-    let npmrc = prefix.join("etc/npmrc");
-    plant(
-        &prefix.join("lib/node_modules/npm/package.json"),
-        "{}\n",
-        0o644,
-    );
-    let node = prefix.join("bin/node");
-    std::fs::create_dir_all(node.parent().unwrap()).unwrap();
-    std::fs::copy(&w.hostile, &node).unwrap();
-    let mut cmd = std::process::Command::new(AIRLOCK);
-    cmd.args(["__sandbox-exec", "--server", "later", "--"])
-        .arg(&node)
-        .args(["read-soon", npmrc.to_str().unwrap()]);
-    w.env(&mut cmd);
-    let writer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        plant(&npmrc, "//registry.example/:_authToken=LATER\n", 0o644);
-    });
-    let out = output_holding_stdin(cmd);
-    writer.join().unwrap();
-    assert_refused(&out);
+    for who in everyone() {
+        let prefix = who.dir("runtime-later", 0o755).join("node");
+        let npmrc = prefix.join("etc/npmrc");
+        plant(
+            &prefix.join("lib/node_modules/npm/package.json"),
+            "{}\n",
+            0o644,
+        );
+        let node = prefix.join("bin/node");
+        place_program(&node);
+        who.own_tree(&prefix);
+        let argv = [
+            "__sandbox-exec",
+            "--server",
+            "later",
+            "--",
+            node.to_str().unwrap(),
+            "read-soon",
+            npmrc.to_str().unwrap(),
+        ];
+        let cmd = who.airlock(&argv);
+        let made = npmrc.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            plant(&made, "//registry.example/:_authToken=LATER\n", 0o600);
+            who.own_tree(made.parent().unwrap());
+        });
+        let out = output_holding_stdin(cmd);
+        writer.join().unwrap();
+        let said = format!("{who:?}: {}", text(&out));
+        assert!(
+            said.contains("REFUSED") && !said.contains("ESCAPED") && out.status.success(),
+            "{said}"
+        );
+    }
 }
 
 #[test]
