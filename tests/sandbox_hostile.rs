@@ -450,8 +450,15 @@ fn shown_and_not(
     let out = run_placed(who, program, &["cat", shown.to_str().unwrap()]);
     let said = format!("{who:?}: {}", text(&out));
     assert!(said.contains(&format!("LINE {text_shown}")), "{said}");
-    let out = run_placed(who, program, &["read", hidden.to_str().unwrap()]);
-    let said = format!("{who:?}: {}", text(&out));
+    refused_for(
+        who,
+        &run_placed(who, program, &["read", hidden.to_str().unwrap()]),
+    );
+}
+
+/// [`assert_refused`], saying who ran airlock.
+fn refused_for(who: Who, out: &std::process::Output) {
+    let said = format!("{who:?}: {}", text(out));
     assert!(
         said.contains("REFUSED") && !said.contains("ESCAPED") && out.status.success(),
         "{said}"
@@ -549,11 +556,7 @@ fn runtime_config_made_while_the_server_runs_stays_out_of_its_sight() {
         });
         let out = output_holding_stdin(cmd);
         writer.join().unwrap();
-        let said = format!("{who:?}: {}", text(&out));
-        assert!(
-            said.contains("REFUSED") && !said.contains("ESCAPED") && out.status.success(),
-            "{said}"
-        );
+        refused_for(who, &out);
     }
 }
 
